@@ -1,0 +1,84 @@
+// config.hpp — the JSON device configuration, parsed and validated.
+//
+// See docs/configuration.md for every key. Validation is strict: unknown
+// keys, wrong types and bad values throw ConfigError with a message of the
+// form
+//   <file>: <JSON pointer>: expected <what>, found <what>
+// and JSON syntax errors name the line and column.
+#pragma once
+
+#include <cstdint>
+#include <map>
+#include <optional>
+#include <string>
+#include <vector>
+
+namespace strata {
+
+enum class FallbackPolicy { cpu, error };
+
+/// Settings for one backend ("cpu") or one device ("cuda:1").
+struct DeviceConfig {
+  /// Hard cap on bytes allocated for tensors on the device (nullopt: none).
+  std::optional<uint64_t> memory_limit;
+  /// Keep freed blocks for reuse (the caching allocator).
+  bool allocator_cache = true;
+  /// Worker threads for the backend; 0 lets the backend decide.
+  int threads = 0;
+  /// Backend-specific options, as JSON object text, handed to the plugin.
+  std::string options_json = "{}";
+};
+
+struct LogSink {
+  std::string type;  // "stderr", "stdout" or "file"
+  std::string path;  // for "file"
+};
+
+struct Config {
+  /// Where the configuration came from: a file path or "<built-in default>".
+  std::string source;
+
+  /// Directories to scan and plugin files to load, variables expanded and
+  /// relative paths resolved against the configuration file's directory.
+  /// A file without "plugins.paths" gets the built-in default's
+  /// {library_directory() + "/strata/plugins"}; "paths": [] gives none.
+  std::vector<std::string> plugin_paths;
+  /// Plugin names never loaded.
+  std::vector<std::string> disabled_plugins;
+  /// Load plugins from files or directories writable by other users.
+  bool allow_insecure_permissions = false;
+
+  /// Backend names in order of preference for the default device.
+  std::vector<std::string> prefer{"cuda", "hip", "vulkan", "cpu"};
+  /// Keys: a backend name ("cpu") or a device id ("cuda:1"; wins over name).
+  std::map<std::string, DeviceConfig> devices;
+
+  FallbackPolicy fallback = FallbackPolicy::cpu;
+  /// Per-op override of the fallback policy.
+  std::map<std::string, FallbackPolicy> fallback_ops;
+
+  std::string log_level = "info";  // trace, debug, info, warn, error, off
+  std::vector<LogSink> log_sinks{{"stderr", ""}};
+
+  /// Parses and validates a file. Throws ConfigError.
+  static Config from_file(const std::string& path);
+  /// Parses text; `source` names it in errors, relative paths resolve
+  /// against `base_dir`. Throws ConfigError.
+  static Config from_string(const std::string& text, const std::string& source,
+                            const std::string& base_dir);
+  /// The configuration used when no file is found.
+  static Config builtin_default();
+
+  /// Settings for a device: its id's entry, else its backend's, else defaults.
+  DeviceConfig device(const std::string& backend, int index) const;
+  FallbackPolicy fallback_for(const std::string& op) const;
+};
+
+/// Expands ${STRATA_LIBDIR} (the folder holding libstrata.so), ${CONFIG_DIR}
+/// and ${HOME} in a path.
+std::string expand_path_variables(const std::string& path, const std::string& config_dir);
+
+/// Folder of libstrata.so (for the build tree and installs alike).
+std::string library_directory();
+
+}  // namespace strata

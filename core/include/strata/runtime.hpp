@@ -1,0 +1,118 @@
+// runtime.hpp — the device manager.
+//
+// The runtime finds plugins, loads them (lazily, on first use), records the
+// outcome for every file it saw, and picks the default device. It is a
+// process-wide singleton, safe to use from many threads. Plugins are never
+// unloaded while the process runs.
+#pragma once
+
+#include <strata/config.hpp>
+#include <strata/device.hpp>
+#include <strata/dtype.hpp>
+
+#include <cstdint>
+#include <map>
+#include <memory>
+#include <string>
+#include <vector>
+
+namespace strata {
+
+enum class DeviceType { cpu, gpu, igpu, accelerator };
+std::string_view device_type_name(DeviceType t);
+
+struct DeviceInfo {
+  Device device;
+  std::string id;    // "cpu:0"
+  std::string name;  // from the plugin
+  DeviceType type = DeviceType::cpu;
+  uint64_t memory_bytes = 0;
+  std::vector<DType> dtypes;          // storable
+  std::vector<DType> compute_dtypes;  // computed natively
+  std::string compute_capability;
+  bool has_streams = false;
+  bool unified_memory = false;
+  std::optional<uint64_t> memory_limit;  // from the configuration
+  int kernel_count = 0;
+  /// Primitives of the op set this device has no kernel for (these fall
+  /// back per policy).
+  std::vector<std::string> missing_primitives;
+};
+
+/// What happened to one plugin file (or search path).
+struct PluginInfo {
+  std::string name;  // from the table when loaded, else from the file name
+  std::string path;
+  bool loaded = false;
+  std::string reason;  // why it was refused
+  std::string vendor;
+  std::string version;
+  std::string abi;  // "1.0"
+  int score = 0;
+  std::vector<DeviceInfo> devices;
+};
+
+/// Allocator statistics of one device.
+struct MemoryStats {
+  uint64_t allocated_bytes = 0;  // held by live tensors
+  uint64_t cached_bytes = 0;     // freed, kept for reuse
+  uint64_t peak_allocated_bytes = 0;
+  uint64_t device_allocations = 0;  // calls into the plugin's alloc
+  std::optional<uint64_t> limit_bytes;
+};
+
+/// One (device, op) pair that ran on the CPU because the device had no
+/// kernel for it.
+struct FallbackRecord {
+  std::string device;
+  std::string op;
+  std::string signature;
+  uint64_t count = 0;
+};
+
+class Runtime {
+ public:
+  /// Loads a configuration file and applies it. On error throws ConfigError
+  /// and keeps the previous configuration.
+  void load_config(const std::string& path);
+  /// Applies a parsed configuration.
+  void configure(const Config& config);
+  /// The active configuration (loading the default one if none yet).
+  Config config();
+
+  /// The device the configuration selects.
+  Device default_device();
+  /// Overrides the default device for this process.
+  void set_default_device(Device device);
+  std::vector<DeviceInfo> devices();
+  std::vector<PluginInfo> plugins();
+  DeviceInfo device_info(Device device);
+
+  MemoryStats memory_stats(Device device);
+  /// Returns cached blocks of every device to the plugins.
+  void empty_cache();
+
+  std::vector<FallbackRecord> fallback_stats();
+  uint64_t fallback_count();
+  void reset_fallback_stats();
+
+  /// Waits until all work queued on the device has finished.
+  void synchronize(Device device);
+
+  struct Impl;
+  Impl& impl();
+
+ private:
+  friend Runtime& runtime();
+  Runtime();
+  std::unique_ptr<Impl> impl_;
+};
+
+/// The process-wide runtime.
+Runtime& runtime();
+
+/// Library version ("0.1.0") and plugin ABI version ("1.0").
+std::string version();
+std::string abi_version();
+
+}  // namespace strata

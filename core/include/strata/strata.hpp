@@ -1,0 +1,10 @@
+// strata.hpp — everything of the public C++ API.
+#pragma once
+
+#include <strata/config.hpp>
+#include <strata/device.hpp>
+#include <strata/dtype.hpp>
+#include <strata/error.hpp>
+#include <strata/ops.hpp>
+#include <strata/runtime.hpp>
+#include <strata/tensor.hpp>

@@ -1,0 +1,139 @@
+// tensor.hpp — the n-dimensional array.
+//
+// A Tensor is a reference-counted handle: copies share storage, like
+// torch::Tensor. Views (reshape, permute, slice, expand, ...) share storage
+// and differ only in shape, strides and offset. Ops never move data between
+// devices implicitly; use to(Device).
+#pragma once
+
+#include <strata/device.hpp>
+#include <strata/dtype.hpp>
+
+#include <cstdint>
+#include <iosfwd>
+#include <memory>
+#include <optional>
+#include <span>
+#include <string>
+#include <vector>
+
+namespace strata {
+
+using Shape = std::vector<int64_t>;
+
+/// Options for creating tensors. Missing device = the runtime's default.
+struct TensorOptions {
+  DType dtype = DType::f32;
+  std::optional<Device> device;
+};
+
+struct TensorImpl;  // internal
+
+class Tensor {
+ public:
+  /// An undefined tensor (defined() is false).
+  Tensor() = default;
+  explicit Tensor(std::shared_ptr<TensorImpl> impl) : impl_(std::move(impl)) {}
+
+  bool defined() const { return impl_ != nullptr; }
+
+  DType dtype() const;
+  Device device() const;
+  int64_t dim() const;
+  std::span<const int64_t> shape() const;
+  std::span<const int64_t> strides() const;
+  /// Size of dimension `d`; negative `d` counts from the end.
+  int64_t size(int64_t d) const;
+  int64_t offset() const;
+  int64_t numel() const;
+  bool is_contiguous() const;
+  /// Shape as a vector, for convenience ("[2, 3]" when printed).
+  Shape sizes() const;
+
+  // --- conversion ---------------------------------------------------------
+  /// Copy to another device (a no-op returning *this when already there).
+  Tensor to(Device device) const;
+  /// Value conversion to another dtype (no-op when equal).
+  Tensor to(DType dtype) const;
+  /// Compact row-major copy, or *this when already contiguous.
+  Tensor contiguous() const;
+  /// A fresh copy with its own storage.
+  Tensor clone() const;
+
+  /// The value of a one-element tensor, converted to T.
+  template <typename T>
+  T item() const;
+  /// All elements, row-major, converted to T (copies to the host).
+  template <typename T>
+  std::vector<T> to_vector() const;
+
+  // --- views (share storage) ---------------------------------------------
+  /// One dimension may be -1. Copies when the strides do not allow a view.
+  Tensor reshape(const Shape& shape) const;
+  /// Alias of reshape that never copies; throws ShapeError when impossible.
+  Tensor view(const Shape& shape) const;
+  Tensor permute(const Shape& dims) const;
+  Tensor transpose(int64_t dim0, int64_t dim1) const;
+  /// Matrix transpose of the last two dims.
+  Tensor mT() const;
+  /// Elements start, start+step, ... < end along `dim`. Negative start/end
+  /// count from the end; values outside [-size, size], end before start, or
+  /// step <= 0 throw IndexError (no silent clamping).
+  Tensor slice(int64_t dim, int64_t start, int64_t end, int64_t step = 1) const;
+  /// Index `i` of `dim`, removing that dim.
+  Tensor select(int64_t dim, int64_t index) const;
+  Tensor expand(const Shape& shape) const;
+  Tensor squeeze() const;
+  Tensor squeeze(int64_t dim) const;
+  Tensor unsqueeze(int64_t dim) const;
+  Tensor flatten() const;
+
+  /// Copies `src` (broadcast, cast, same device) into this tensor's elements.
+  void copy_(const Tensor& src);
+
+  /// PyTorch-like text with values, dtype and device.
+  std::string to_string() const;
+
+  /// Internal.
+  TensorImpl* impl() const { return impl_.get(); }
+  const std::shared_ptr<TensorImpl>& impl_ptr() const { return impl_; }
+
+ private:
+  std::shared_ptr<TensorImpl> impl_;
+};
+
+std::ostream& operator<<(std::ostream& os, const Tensor& t);
+
+// --- creation (creation.cpp) ----------------------------------------------
+Tensor empty(const Shape& shape, const TensorOptions& options = {});
+Tensor zeros(const Shape& shape, const TensorOptions& options = {});
+Tensor ones(const Shape& shape, const TensorOptions& options = {});
+Tensor full(const Shape& shape, double value, const TensorOptions& options = {});
+Tensor zeros_like(const Tensor& t);
+Tensor ones_like(const Tensor& t);
+Tensor full_like(const Tensor& t, double value);
+/// 0-d tensor holding `value`.
+Tensor scalar_tensor(double value, const TensorOptions& options = {});
+/// [start, end) in steps of `step`; dtype i64 unless options say otherwise.
+Tensor arange(double start, double end, double step = 1.0,
+              const TensorOptions& options = {.dtype = DType::i64});
+Tensor arange(int64_t end, const TensorOptions& options = {.dtype = DType::i64});
+/// Uniform [0, 1) and standard normal, from the seeded global generator:
+/// the same seed gives the same numbers on every device.
+Tensor rand(const Shape& shape, const TensorOptions& options = {});
+Tensor randn(const Shape& shape, const TensorOptions& options = {});
+/// Seeds the global generator.
+void manual_seed(uint64_t seed);
+/// From host values (converted to options.dtype). data.size() must equal
+/// the shape's element count.
+Tensor from_data(std::span<const float> data, const Shape& shape, const TensorOptions& options = {});
+Tensor from_data(std::span<const double> data, const Shape& shape,
+                 const TensorOptions& options = {.dtype = DType::f64});
+Tensor from_data(std::span<const int64_t> data, const Shape& shape,
+                 const TensorOptions& options = {.dtype = DType::i64});
+Tensor from_data(std::span<const int32_t> data, const Shape& shape,
+                 const TensorOptions& options = {.dtype = DType::i32});
+/// Convenience: tensor({1, 2, 3}) is a 1-D f32 tensor.
+Tensor tensor(std::initializer_list<float> values, const TensorOptions& options = {});
+
+}  // namespace strata

@@ -1,0 +1,163 @@
+// creation.cpp — zeros, ones, full, arange, rand, randn, from_data.
+//
+// Random numbers and ranges are produced on the host and uploaded, so the
+// same seed gives the same tensor on every device.
+#include "device_record.hpp"
+#include "host_data.hpp"
+#include "op.hpp"
+#include "runtime_internal.hpp"
+
+#include <strata/error.hpp>
+#include <strata/ops.hpp>
+#include <strata/runtime.hpp>
+
+#include <cmath>
+#include <mutex>
+#include <numbers>
+#include <random>
+
+namespace strata {
+
+namespace detail {
+Tensor fill_tensor(DeviceRecord& device, DType dtype, std::span<const int64_t> shape, double value);
+}  // namespace detail
+
+namespace {
+
+using detail::DeviceRecord;
+
+DeviceRecord& target(const TensorOptions& options) {
+  return options.device && options.device->valid() ? detail::device_record(*options.device)
+                                                   : detail::default_device_record();
+}
+
+int64_t checked_numel(const Shape& shape, const char* op) {
+  int64_t n = 1;
+  for (int64_t s : shape) {
+    if (s < 0) throw ShapeError(std::string(op) + ": negative dimension in shape " + detail::shape_string(shape));
+    n *= s;
+  }
+  return n;
+}
+
+/// Host values -> tensor of options.dtype on options.device.
+template <typename T>
+Tensor upload(const std::vector<T>& values, const Shape& shape, const TensorOptions& options) {
+  DType dtype = options.dtype;
+  std::vector<uint8_t> bytes(values.size() * dtype_size(dtype));
+  for (size_t i = 0; i < values.size(); ++i) detail::store_as<T>(bytes.data(), dtype, i, values[i]);
+  return detail::upload_bytes(bytes.data(), dtype, shape, target(options));
+}
+
+template <typename T>
+Tensor from_span(std::span<const T> data, const Shape& shape, const TensorOptions& options) {
+  int64_t n = checked_numel(shape, "from_data");
+  if (static_cast<size_t>(n) != data.size()) {
+    throw ShapeError("from_data: " + std::to_string(data.size()) + " values do not fill shape " +
+                     detail::shape_string(shape) + " (" + std::to_string(n) + " elements)");
+  }
+  return upload(std::vector<T>(data.begin(), data.end()), shape, options);
+}
+
+/// The global generator: mt19937_64 with our own transforms, so results do
+/// not depend on the standard library's distributions.
+struct Generator {
+  std::mutex mutex;
+  std::mt19937_64 engine{0x5eed5eedULL};
+
+  double uniform() { return static_cast<double>(engine() >> 11) * 0x1.0p-53; }
+};
+
+Generator& generator() {
+  static Generator g;
+  return g;
+}
+
+}  // namespace
+
+void manual_seed(uint64_t seed) {
+  Generator& g = generator();
+  std::lock_guard lock(g.mutex);
+  g.engine.seed(seed);
+}
+
+Tensor empty(const Shape& shape, const TensorOptions& options) {
+  checked_numel(shape, "empty");
+  return detail::make_tensor(target(options), options.dtype, shape);
+}
+
+Tensor full(const Shape& shape, double value, const TensorOptions& options) {
+  checked_numel(shape, "full");
+  return detail::fill_tensor(target(options), options.dtype, shape, value);
+}
+
+Tensor zeros(const Shape& shape, const TensorOptions& options) { return full(shape, 0.0, options); }
+Tensor ones(const Shape& shape, const TensorOptions& options) { return full(shape, 1.0, options); }
+Tensor zeros_like(const Tensor& t) { return full_like(t, 0.0); }
+Tensor ones_like(const Tensor& t) { return full_like(t, 1.0); }
+Tensor full_like(const Tensor& t, double value) {
+  return full(t.sizes(), value, {.dtype = t.dtype(), .device = t.device()});
+}
+Tensor scalar_tensor(double value, const TensorOptions& options) { return full({}, value, options); }
+
+Tensor arange(double start, double end, double step, const TensorOptions& options) {
+  if (step == 0.0 || !std::isfinite(start) || !std::isfinite(end) || !std::isfinite(step)) {
+    throw Error("arange: expected finite start, end and a nonzero step, got (" + std::to_string(start) + ", " +
+                std::to_string(end) + ", " + std::to_string(step) + ")");
+  }
+  double count = std::ceil((end - start) / step);
+  if (count > 1e10) throw Error("arange: " + std::to_string(count) + " elements is too many");
+  auto n = static_cast<int64_t>(std::max(0.0, count));
+  std::vector<double> values(static_cast<size_t>(n));
+  for (int64_t i = 0; i < n; ++i) values[static_cast<size_t>(i)] = start + static_cast<double>(i) * step;
+  return upload(values, {n}, options);
+}
+
+Tensor arange(int64_t end, const TensorOptions& options) { return arange(0.0, static_cast<double>(end), 1.0, options); }
+
+Tensor rand(const Shape& shape, const TensorOptions& options) {
+  if (!is_floating(options.dtype)) throw DTypeError("rand: expected a floating-point dtype");
+  std::vector<double> values(static_cast<size_t>(checked_numel(shape, "rand")));
+  {
+    Generator& g = generator();
+    std::lock_guard lock(g.mutex);
+    for (double& v : values) v = g.uniform();
+  }
+  return upload(values, shape, options);
+}
+
+Tensor randn(const Shape& shape, const TensorOptions& options) {
+  if (!is_floating(options.dtype)) throw DTypeError("randn: expected a floating-point dtype");
+  std::vector<double> values(static_cast<size_t>(checked_numel(shape, "randn")));
+  {
+    Generator& g = generator();
+    std::lock_guard lock(g.mutex);
+    for (size_t i = 0; i < values.size(); i += 2) {  // Box-Muller, two values per pair of uniforms
+      double u1 = 1.0 - g.uniform();
+      double u2 = g.uniform();
+      double r = std::sqrt(-2.0 * std::log(u1));
+      values[i] = r * std::cos(2.0 * std::numbers::pi * u2);
+      if (i + 1 < values.size()) values[i + 1] = r * std::sin(2.0 * std::numbers::pi * u2);
+    }
+  }
+  return upload(values, shape, options);
+}
+
+Tensor from_data(std::span<const float> data, const Shape& shape, const TensorOptions& options) {
+  return from_span(data, shape, options);
+}
+Tensor from_data(std::span<const double> data, const Shape& shape, const TensorOptions& options) {
+  return from_span(data, shape, options);
+}
+Tensor from_data(std::span<const int64_t> data, const Shape& shape, const TensorOptions& options) {
+  return from_span(data, shape, options);
+}
+Tensor from_data(std::span<const int32_t> data, const Shape& shape, const TensorOptions& options) {
+  return from_span(data, shape, options);
+}
+Tensor tensor(std::initializer_list<float> values, const TensorOptions& options) {
+  return from_span(std::span<const float>(values.begin(), values.size()), {static_cast<int64_t>(values.size())},
+                   options);
+}
+
+}  // namespace strata

@@ -1,0 +1,275 @@
+// dispatch.cpp — op registry, kernel lookup, decomposition and fallback.
+#include "device_record.hpp"
+#include "host_data.hpp"
+#include "op.hpp"
+#include "runtime_internal.hpp"
+
+#include <strata/error.hpp>
+#include <strata/ops.hpp>
+
+#include <cmath>
+#include <cstdio>
+#include <cstdlib>
+
+namespace strata::detail {
+
+namespace {
+
+std::vector<const OpDef*>& registry() {
+  static auto* ops = new std::vector<const OpDef*>();  // never destroyed: ops outlive static teardown
+  return *ops;
+}
+
+}  // namespace
+
+const OpDef& define_op(OpDef def) {
+  for (const OpDef* existing : registry()) {
+    if (existing->name == def.name) {
+      std::fprintf(stderr, "strata: op '%.*s' defined twice\n", static_cast<int>(def.name.size()), def.name.data());
+      std::abort();
+    }
+  }
+  auto* stored = new OpDef(def);
+  stored->id = static_cast<int>(registry().size());
+  registry().push_back(stored);
+  return *stored;
+}
+
+const std::vector<const OpDef*>& all_ops() { return registry(); }
+
+const OpDef* find_op(std::string_view name) {
+  for (const OpDef* op : registry()) {
+    if (op->name == name) return op;
+  }
+  return nullptr;
+}
+
+void OutputMeta::set_shape(std::span<const int64_t> s) {
+  if (s.size() > STRATA_MAX_RANK) throw ShapeError("result rank exceeds " + std::to_string(STRATA_MAX_RANK));
+  rank = static_cast<int32_t>(s.size());
+  std::copy(s.begin(), s.end(), shape.begin());
+}
+
+const Attr* OpCall::attr(std::string_view name) const {
+  if (attrs == nullptr) return nullptr;
+  for (const Attr& a : *attrs) {
+    if (name == a.name) return &a;
+  }
+  return nullptr;
+}
+
+int64_t OpCall::attr_int(std::string_view name) const {
+  const Attr* a = attr(name);
+  if (a == nullptr) throw Error(describe() + ": missing attribute '" + std::string(name) + "'");
+  return a->i;
+}
+
+const std::vector<int64_t>& OpCall::attr_ints(std::string_view name) const {
+  const Attr* a = attr(name);
+  if (a == nullptr) throw Error(describe() + ": missing attribute '" + std::string(name) + "'");
+  return a->ints;
+}
+
+std::string OpCall::describe() const {
+  std::string s(op != nullptr ? op->name : "?");
+  s += "(";
+  for (int k = 0; k < n_inputs; ++k) {
+    if (k > 0) s += ", ";
+    const Tensor& t = in(k);
+    if (!t.defined()) {
+      s += "undefined";
+      continue;
+    }
+    s += std::string(dtype_name(t.dtype())) + shape_string(t.shape());
+  }
+  s += ")";
+  if (device.valid()) s += " on " + device.str();
+  return s;
+}
+
+namespace {
+
+/// A compact row-major copy for a kernel that needs one: through the
+/// device's own copy kernel when it takes strided inputs, else through the
+/// host (a minimal backend's copy may not, and must not recurse into itself).
+Tensor compact_copy(DeviceRecord& dev, const Tensor& t) {
+  static const OpDef* copy_op = find_op("copy");
+  DType dt = t.impl()->dtype;
+  uint64_t key = signature_key(&dt, 1, &dt, 1);
+  const KernelSlot* copy = dev.find_kernel(copy_op->id, key);
+  if (copy != nullptr && (copy->flags & STRATA_KERNEL_STRIDED_INPUTS) != 0) return t.contiguous();
+  std::vector<uint8_t> bytes = read_bytes(t);
+  return upload_bytes(bytes.data(), dt, t.impl()->sizes(), dev);
+}
+
+/// Builds descriptors and runs one kernel. Returns the plugin's status.
+strata_status run_kernel(DeviceRecord& dev, const KernelSlot& kernel, OpCall& call, std::vector<Tensor>& outputs,
+                         strata_error& err) {
+  std::array<Tensor, kMaxInputs> inputs;
+  std::array<strata_tensor, kMaxInputs + kMaxOutputs> desc{};
+  auto describe_tensor = [](const Tensor& t, strata_tensor& d) {
+    const TensorImpl& impl = *t.impl();
+    d.struct_size = sizeof(strata_tensor);
+    d.buffer = impl.storage->buffer;
+    d.offset = impl.offset;
+    d.dtype = static_cast<strata_dtype>(impl.dtype);
+    d.rank = impl.rank;
+    for (int32_t k = 0; k < impl.rank; ++k) {
+      d.shape[k] = impl.shape[static_cast<size_t>(k)];
+      d.strides[k] = impl.strides[static_cast<size_t>(k)];
+    }
+  };
+  for (int k = 0; k < call.n_inputs; ++k) {
+    const Tensor& t = call.in(k);
+    bool compact = (kernel.flags & STRATA_KERNEL_STRIDED_INPUTS) == 0 && !t.impl()->is_contiguous();
+    inputs[static_cast<size_t>(k)] = compact ? compact_copy(dev, t) : t;
+    describe_tensor(inputs[static_cast<size_t>(k)], desc[static_cast<size_t>(k)]);
+  }
+  outputs.clear();
+  for (int k = 0; k < call.n_outputs; ++k) {
+    const Tensor& preset = call.preset[static_cast<size_t>(k)];
+    outputs.push_back(preset.defined() ? preset : make_tensor(dev, call.out(k).dtype, call.out(k).sizes()));
+    describe_tensor(outputs.back(), desc[static_cast<size_t>(call.n_inputs + k)]);
+  }
+  std::array<strata_attr, 8> items{};
+  int32_t n_attrs = 0;
+  if (call.attrs != nullptr) {
+    for (const Attr& a : *call.attrs) {
+      if (n_attrs == static_cast<int32_t>(items.size())) break;
+      items[static_cast<size_t>(n_attrs++)] =
+          strata_attr{a.name, a.kind, a.i, a.f, a.ints.data(), static_cast<int32_t>(a.ints.size())};
+    }
+  }
+  strata_attrs attrs{sizeof(strata_attrs), items.data(), n_attrs};
+  strata_kernel_context ctx{sizeof(strata_kernel_context), dev.plugin.state, dev.index, dev.stream};
+  return kernel.fn(&ctx, desc.data(), call.n_inputs, desc.data() + call.n_inputs, call.n_outputs, &attrs, &err);
+}
+
+std::string call_signature(const OpCall& call) {
+  std::array<DType, kMaxInputs> in{};
+  std::array<DType, kMaxOutputs> out{};
+  for (int k = 0; k < call.n_inputs; ++k) in[static_cast<size_t>(k)] = call.in(k).dtype();
+  for (int k = 0; k < call.n_outputs; ++k) out[static_cast<size_t>(k)] = call.outputs[static_cast<size_t>(k)].dtype;
+  return signature_string(in.data(), call.n_inputs, out.data(), call.n_outputs);
+}
+
+/// Runs the call on the CPU plugin and moves the results back.
+std::vector<Tensor> run_on_cpu(OpCall& call, DeviceRecord& dev, const std::string& reason) {
+  std::string signature = call_signature(call);
+  DeviceRecord* cpu = cpu_device();
+  if (cpu == nullptr || cpu == &dev) {
+    throw DeviceError(call.describe() + ": " + reason + ", and the CPU plugin " +
+                      (cpu == nullptr ? "is not loaded" : "has no kernel either") + " to fall back to");
+  }
+  bool preset = false;
+  for (int k = 0; k < call.n_outputs; ++k) preset = preset || call.preset[static_cast<size_t>(k)].defined();
+  if (preset) throw DeviceError(call.describe() + ": " + reason + " (in-place results cannot fall back)");
+  record_fallback(dev, call.op->name, signature, reason);
+  OpCall on_cpu = call;
+  on_cpu.device = cpu->device();
+  for (int k = 0; k < call.n_inputs; ++k) on_cpu.inputs[static_cast<size_t>(k)] = call.in(k).to(on_cpu.device);
+  std::vector<Tensor> results = dispatch_call(on_cpu);
+  for (Tensor& r : results) r = r.to(dev.device());
+  return results;
+}
+
+std::vector<Tensor> execute(OpCall& call) {
+  DeviceRecord& dev = device_record(call.device);
+  const OpDef& op = *call.op;
+
+  bool outputs_empty = true;
+  for (int k = 0; k < call.n_outputs; ++k) {
+    int64_t n = 1;
+    for (int64_t s : call.out(k).sizes()) n *= s;
+    outputs_empty = outputs_empty && n == 0;
+  }
+  bool inputs_empty = false;
+  for (int k = 0; k < call.n_inputs; ++k) inputs_empty = inputs_empty || call.in(k).numel() == 0;
+  if (outputs_empty || inputs_empty) {
+    // Empty tensors never reach a kernel (docs/ops.md).
+    if (!outputs_empty && std::isnan(op.empty_fill)) {
+      throw ShapeError(call.describe() + ": the op is undefined on an empty tensor");
+    }
+    std::vector<Tensor> out;
+    for (int k = 0; k < call.n_outputs; ++k) {
+      const Tensor& preset = call.preset[static_cast<size_t>(k)];
+      out.push_back(preset.defined() ? preset : make_tensor(dev, call.out(k).dtype, call.out(k).sizes()));
+      auto sizes = call.out(k).sizes();
+      if (!outputs_empty) out.back() = full(Shape(sizes.begin(), sizes.end()), op.empty_fill, {call.out(k).dtype, call.device});
+    }
+    return out;
+  }
+
+  std::array<DType, kMaxInputs> in{};
+  std::array<DType, kMaxOutputs> out{};
+  for (int k = 0; k < call.n_inputs; ++k) in[static_cast<size_t>(k)] = call.in(k).impl()->dtype;
+  for (int k = 0; k < call.n_outputs; ++k) out[static_cast<size_t>(k)] = call.outputs[static_cast<size_t>(k)].dtype;
+  uint64_t key = signature_key(in.data(), call.n_inputs, out.data(), call.n_outputs);
+
+  std::string reason;
+  if (const KernelSlot* kernel = dev.find_kernel(op.id, key)) {
+    std::vector<Tensor> results;
+    strata_error err;
+    err.struct_size = sizeof(err);
+    err.message[0] = '\0';
+    strata_status status = run_kernel(dev, *kernel, call, results, err);
+    if (status == STRATA_OK) return results;
+    if (status == STRATA_ERROR_INVALID_ARGUMENT) throw ValueError(call.describe() + ": " + err.message);
+    if (status == STRATA_ERROR_OUT_OF_MEMORY) throw OutOfMemoryError(call.describe() + ": " + err.message);
+    if (status != STRATA_ERROR_UNSUPPORTED) {
+      throw DeviceError(call.describe() + ": kernel failed: " + err.message);
+    }
+    reason = std::string("the kernel declined the call (") + err.message + ")";
+  } else {
+    reason = "no kernel for signature " + call_signature(call);
+  }
+  if (op.kind == OpKind::composite && op.decompose != nullptr) return op.decompose(call);
+  if (fallback_policy(op.id) == FallbackPolicy::error) {
+    throw DeviceError(call.describe() + ": " + reason + " on " + dev.id + " (fallback policy \"error\")");
+  }
+  return run_on_cpu(call, dev, reason);
+}
+
+}  // namespace
+
+void check_same_device(const OpCall& call) {
+  for (int k = 1; k < call.n_inputs; ++k) {
+    const Tensor& t = call.in(k);
+    if (t.defined() && t.impl()->device != call.in(0).impl()->device) {
+      throw DeviceError(call.describe() + ": expected all tensors on one device, found " + call.in(0).device().str() +
+                        " (input 0) and " + t.device().str() + " (input " + std::to_string(k) +
+                        "); move one explicitly with to()");
+    }
+  }
+}
+
+std::vector<Tensor> dispatch_call(OpCall& call) {
+  if (call.op->prepare != nullptr) call.op->prepare(call);
+  return execute(call);
+}
+
+std::vector<Tensor> dispatch(const OpDef& op, std::initializer_list<Tensor> inputs, const Attrs* attrs) {
+  OpCall call;
+  call.op = &op;
+  call.attrs = attrs;
+  call.n_outputs = op.n_outputs;
+  if (static_cast<int>(inputs.size()) != op.n_inputs) {
+    throw Error(std::string(op.name) + ": expected " + std::to_string(op.n_inputs) + " inputs, got " +
+                std::to_string(inputs.size()));
+  }
+  int k = 0;
+  for (const Tensor& t : inputs) {
+    if (!t.defined()) throw Error(std::string(op.name) + ": input " + std::to_string(k) + " is an undefined tensor");
+    call.inputs[static_cast<size_t>(k++)] = t;
+  }
+  call.n_inputs = k;
+  call.device = call.in(0).impl()->device;
+  check_same_device(call);
+  return dispatch_call(call);
+}
+
+Tensor dispatch1(const OpDef& op, std::initializer_list<Tensor> inputs, const Attrs* attrs) {
+  return std::move(dispatch(op, inputs, attrs)[0]);
+}
+
+}  // namespace strata::detail

@@ -1,0 +1,48 @@
+// host_data.hpp — moving tensor contents between host vectors and devices.
+#pragma once
+
+#include "tensor_impl.hpp"
+
+#include <strata/plugin/half.hpp>
+
+#include <cstdint>
+#include <cstring>
+#include <vector>
+
+namespace strata::detail {
+
+/// Reads element `i` of a host buffer holding `dtype` values as T.
+template <typename T>
+T load_as(const void* data, DType dtype, size_t i) {
+  switch (dtype) {
+    case DType::f32: return static_cast<T>(static_cast<const float*>(data)[i]);
+    case DType::f64: return static_cast<T>(static_cast<const double*>(data)[i]);
+    case DType::f16: return static_cast<T>(f16_to_float(static_cast<const uint16_t*>(data)[i]));
+    case DType::bf16: return static_cast<T>(bf16_to_float(static_cast<const uint16_t*>(data)[i]));
+    case DType::i32: return static_cast<T>(static_cast<const int32_t*>(data)[i]);
+    case DType::i64: return static_cast<T>(static_cast<const int64_t*>(data)[i]);
+    case DType::boolean: return static_cast<T>(static_cast<const uint8_t*>(data)[i] != 0);
+  }
+  return T{};
+}
+
+/// Writes `value` as element `i` of a host buffer holding `dtype` values.
+template <typename T>
+void store_as(void* data, DType dtype, size_t i, T value) {
+  switch (dtype) {
+    case DType::f32: static_cast<float*>(data)[i] = static_cast<float>(value); break;
+    case DType::f64: static_cast<double*>(data)[i] = static_cast<double>(value); break;
+    case DType::f16: static_cast<uint16_t*>(data)[i] = float_to_f16(static_cast<float>(value)); break;
+    case DType::bf16: static_cast<uint16_t*>(data)[i] = float_to_bf16(static_cast<float>(value)); break;
+    case DType::i32: static_cast<int32_t*>(data)[i] = static_cast<int32_t>(value); break;
+    case DType::i64: static_cast<int64_t*>(data)[i] = static_cast<int64_t>(value); break;
+    case DType::boolean: static_cast<uint8_t*>(data)[i] = value != T{} ? 1 : 0; break;
+  }
+}
+
+/// The raw bytes of a tensor's elements, row-major (copies to the host).
+std::vector<uint8_t> read_bytes(const Tensor& t);
+/// A new tensor on `device` holding the raw bytes (row-major, `dtype`).
+Tensor upload_bytes(const void* bytes, DType dtype, std::span<const int64_t> shape, DeviceRecord& device);
+
+}  // namespace strata::detail

@@ -1,0 +1,126 @@
+// op.hpp — the op model: definitions, calls and dispatch.
+//
+// An op is defined once (core/src/ops/*.cpp) as an OpDef: its name (the
+// kernel name backends register), kind, arity, and `prepare`, the shape and
+// dtype rule that validates inputs, inserts casts and broadcasts, and fills
+// in the output metadata. Composite ops add `decompose`, used when a device
+// has no fused kernel. dispatch() then finds the kernel for (device, op,
+// dtype signature), applies the fallback policy when there is none, allocates
+// outputs and runs it.
+#pragma once
+
+#include "tensor_impl.hpp"
+
+#include <strata/plugin/strata_plugin.h>
+#include <strata/tensor.hpp>
+
+#include <array>
+#include <cstdint>
+#include <limits>
+#include <string>
+#include <string_view>
+#include <vector>
+
+namespace strata::detail {
+
+enum class OpKind {
+  primitive,  // every backend implements it (docs/ops.md)
+  composite,  // has a decomposition; backends may fuse
+};
+
+/// A named attribute value owned by the caller of an op.
+struct Attr {
+  const char* name;
+  strata_attr_kind kind;
+  int64_t i = 0;
+  double f = 0.0;
+  std::vector<int64_t> ints{};
+
+  static Attr integer(const char* n, int64_t v) { return {n, STRATA_ATTR_INT, v}; }
+  static Attr boolean(const char* n, bool v) { return {n, STRATA_ATTR_BOOL, v ? 1 : 0}; }
+  static Attr real(const char* n, double v) { return {n, STRATA_ATTR_FLOAT, 0, v}; }
+  static Attr list(const char* n, std::vector<int64_t> v) { return {n, STRATA_ATTR_INTS, 0, 0.0, std::move(v)}; }
+};
+
+using Attrs = std::vector<Attr>;
+
+inline constexpr int kMaxInputs = 4;
+inline constexpr int kMaxOutputs = 2;
+
+struct OutputMeta {
+  DType dtype = DType::f32;
+  int32_t rank = 0;
+  Dims shape{};
+  std::span<const int64_t> sizes() const { return {shape.data(), static_cast<size_t>(rank)}; }
+  void set_shape(std::span<const int64_t> s);
+};
+
+struct OpDef;
+
+/// One invocation of an op, as it flows through prepare and dispatch.
+struct OpCall {
+  const OpDef* op = nullptr;
+  Device device;  // where it runs: the inputs' device (set for input-less ops)
+  std::array<Tensor, kMaxInputs> inputs{};
+  int n_inputs = 0;
+  const Attrs* attrs = nullptr;
+  std::array<OutputMeta, kMaxOutputs> outputs{};
+  int n_outputs = 1;
+  /// Preallocated outputs (only for ops whose contract allows strided
+  /// outputs, i.e. copy); undefined entries are allocated by dispatch.
+  std::array<Tensor, kMaxOutputs> preset{};
+
+  const Tensor& in(int k) const { return inputs[static_cast<size_t>(k)]; }
+  OutputMeta& out(int k = 0) { return outputs[static_cast<size_t>(k)]; }
+  const Attr* attr(std::string_view name) const;
+  int64_t attr_int(std::string_view name) const;
+  const std::vector<int64_t>& attr_ints(std::string_view name) const;
+  /// "op 'add' (f32[2, 3], f32[4]) on cpu:0" — the prefix of every error.
+  std::string describe() const;
+};
+
+struct OpDef {
+  std::string_view name;
+  OpKind kind = OpKind::primitive;
+  int n_inputs = 1;
+  int n_outputs = 1;
+  /// Validates, promotes and broadcasts call.inputs; fills call.outputs.
+  void (*prepare)(OpCall& call) = nullptr;
+  /// Composites: the same result from primitives (inputs as prepared).
+  std::vector<Tensor> (*decompose)(const OpCall& call) = nullptr;
+  /// Value of the outputs when an input is empty but outputs are not (sum
+  /// of nothing is 0); NaN means such a call is an error (max of nothing).
+  double empty_fill = std::numeric_limits<double>::quiet_NaN();
+  int id = -1;  // assigned at registration
+};
+
+/// Registers an op at static-initialisation time; returns the stored def.
+const OpDef& define_op(OpDef def);
+/// Every registered op, by id.
+const std::vector<const OpDef*>& all_ops();
+/// nullptr when unknown.
+const OpDef* find_op(std::string_view name);
+
+/// Runs an op and returns its outputs.
+std::vector<Tensor> dispatch(const OpDef& op, std::initializer_list<Tensor> inputs, const Attrs* attrs = nullptr);
+/// Single-output shortcut.
+Tensor dispatch1(const OpDef& op, std::initializer_list<Tensor> inputs, const Attrs* attrs = nullptr);
+/// Runs a call whose inputs and device are set (prepare is applied here).
+std::vector<Tensor> dispatch_call(OpCall& call);
+
+// --- shape and dtype helpers shared by op definitions ----------------------
+
+/// Broadcast shape of two shapes; throws ShapeError naming the op.
+Shape broadcast_shapes(std::span<const int64_t> a, std::span<const int64_t> b, const OpCall& call);
+/// Normalises a possibly negative dim against rank; throws IndexError.
+int64_t normalize_dim(int64_t dim, int64_t rank, const OpCall* call = nullptr);
+/// Sorted, unique, normalised dims; empty input means all dims.
+std::vector<int64_t> normalize_dims(const Shape& dims, int64_t rank, const OpCall* call = nullptr);
+/// Throws DeviceError unless every defined input lives on one device.
+void check_same_device(const OpCall& call);
+/// Casts input k to dtype (no-op when equal).
+void cast_input(OpCall& call, int k, DType dtype);
+/// Expands input k to shape (no-op when equal).
+void expand_input(OpCall& call, int k, std::span<const int64_t> shape);
+
+}  // namespace strata::detail

@@ -1,0 +1,95 @@
+// index.cpp — index_select, gather, scatter_add.
+#include "rules.hpp"
+
+#include <strata/error.hpp>
+#include <strata/ops.hpp>
+
+namespace strata {
+
+namespace {
+using detail::Attr;
+using detail::Attrs;
+using detail::OpCall;
+using detail::OpDef;
+using detail::shape_string;
+
+void require_index(OpCall& call, int k) {
+  DType t = call.in(k).dtype();
+  detail::rules::require_dtype(call, t == DType::i64 || t == DType::i32, "an integer index tensor (i64 or i32)");
+  detail::cast_input(call, k, DType::i64);
+}
+
+void index_select_rule(OpCall& call) {
+  require_index(call, 1);
+  if (call.in(1).dim() != 1) {
+    throw ShapeError(call.describe() + ": index must be 1-D, found shape " + shape_string(call.in(1).shape()));
+  }
+  Shape shape(call.in(0).shape().begin(), call.in(0).shape().end());
+  shape[static_cast<size_t>(call.attr_int("dim"))] = call.in(1).size(0);
+  call.out().dtype = call.in(0).dtype();
+  call.out().set_shape(shape);
+}
+
+/// gather / scatter_add: index has the rank of x and fits inside it off `dim`.
+void check_index_shape(const OpCall& call, const Tensor& x, const Tensor& index) {
+  int64_t dim = call.attr_int("dim");
+  if (index.dim() != x.dim()) {
+    throw ShapeError(call.describe() + ": index rank " + std::to_string(index.dim()) + " differs from input rank " +
+                     std::to_string(x.dim()));
+  }
+  for (int64_t d = 0; d < x.dim(); ++d) {
+    if (d != dim && index.size(d) > x.size(d)) {
+      throw ShapeError(call.describe() + ": index shape " + shape_string(index.shape()) +
+                       " exceeds input shape " + shape_string(x.shape()) + " at dimension " + std::to_string(d));
+    }
+  }
+}
+
+void gather_rule(OpCall& call) {
+  require_index(call, 1);
+  check_index_shape(call, call.in(0), call.in(1));
+  call.out().dtype = call.in(0).dtype();
+  call.out().set_shape(call.in(1).shape());
+}
+
+void scatter_add_rule(OpCall& call) {
+  require_index(call, 1);
+  check_index_shape(call, call.in(0), call.in(1));
+  auto is = call.in(1).shape();
+  auto ss = call.in(2).shape();
+  if (!std::equal(is.begin(), is.end(), ss.begin(), ss.end())) {
+    throw ShapeError(call.describe() + ": index shape " + shape_string(is) + " and source shape " + shape_string(ss) +
+                     " differ");
+  }
+  detail::cast_input(call, 2, call.in(0).dtype());
+  call.out().dtype = call.in(0).dtype();
+  call.out().set_shape(call.in(0).shape());
+}
+
+const OpDef& kIndexSelect = detail::define_op({.name = "index_select", .n_inputs = 2, .prepare = index_select_rule});
+const OpDef& kGather = detail::define_op({.name = "gather", .n_inputs = 2, .prepare = gather_rule});
+const OpDef& kScatterAdd = detail::define_op({.name = "scatter_add", .n_inputs = 3, .prepare = scatter_add_rule});
+
+Attrs dim_attr(const Tensor& x, int64_t dim) {
+  if (!x.defined()) throw Error("indexing an undefined tensor");
+  return {Attr::integer("dim", detail::normalize_dim(dim, x.dim()))};
+}
+
+}  // namespace
+
+Tensor index_select(const Tensor& x, int64_t dim, const Tensor& index) {
+  Attrs attrs = dim_attr(x, dim);
+  return detail::dispatch1(kIndexSelect, {x, index}, &attrs);
+}
+
+Tensor gather(const Tensor& x, int64_t dim, const Tensor& index) {
+  Attrs attrs = dim_attr(x, dim);
+  return detail::dispatch1(kGather, {x, index}, &attrs);
+}
+
+Tensor scatter_add(const Tensor& base, int64_t dim, const Tensor& index, const Tensor& src) {
+  Attrs attrs = dim_attr(base, dim);
+  return detail::dispatch1(kScatterAdd, {base, index, src}, &attrs);
+}
+
+}  // namespace strata

@@ -1,0 +1,59 @@
+// linalg.cpp — matmul with NumPy semantics.
+#include "rules.hpp"
+
+#include <strata/error.hpp>
+#include <strata/ops.hpp>
+
+namespace strata {
+
+namespace {
+using detail::OpCall;
+using detail::OpDef;
+
+/// Operands of rank >= 2: promote, check the inner dims, broadcast batches.
+void matmul_rule(OpCall& call) {
+  DType t = promote_types(call.in(0).dtype(), call.in(1).dtype());
+  detail::rules::require_dtype(call, is_floating(t), "floating-point operands");
+  auto a = call.in(0).shape();
+  auto b = call.in(1).shape();
+  int64_t m = a[a.size() - 2];
+  int64_t k = a[a.size() - 1];
+  int64_t k2 = b[b.size() - 2];
+  int64_t n = b[b.size() - 1];
+  if (k != k2) {
+    throw ShapeError(call.describe() + ": shapes " + detail::shape_string(a) + " and " + detail::shape_string(b) +
+                     " are not aligned for matmul (" + std::to_string(k) + " != " + std::to_string(k2) + ")");
+  }
+  Shape batch = detail::broadcast_shapes(a.subspan(0, a.size() - 2), b.subspan(0, b.size() - 2), call);
+  Shape sa = batch;
+  sa.insert(sa.end(), {m, k});
+  Shape sb = batch;
+  sb.insert(sb.end(), {k, n});
+  Shape out = batch;
+  out.insert(out.end(), {m, n});
+  for (int i = 0; i < 2; ++i) detail::cast_input(call, i, t);
+  detail::expand_input(call, 0, sa);
+  detail::expand_input(call, 1, sb);
+  call.out().dtype = t;
+  call.out().set_shape(out);
+}
+
+const OpDef& kMatmul = detail::define_op({.name = "matmul", .n_inputs = 2, .prepare = matmul_rule, .empty_fill = 0.0});
+
+}  // namespace
+
+Tensor matmul(const Tensor& a, const Tensor& b) {
+  if (!a.defined() || !b.defined()) throw Error("matmul: undefined tensor");
+  if (a.dim() == 0 || b.dim() == 0) {
+    throw ShapeError("matmul: both operands need at least one dimension, found shapes " +
+                     detail::shape_string(a.shape()) + " and " + detail::shape_string(b.shape()));
+  }
+  Tensor x = a.dim() == 1 ? a.unsqueeze(0) : a;
+  Tensor y = b.dim() == 1 ? b.unsqueeze(1) : b;
+  Tensor out = detail::dispatch1(kMatmul, {x, y});
+  if (a.dim() == 1) out = out.squeeze(-2);
+  if (b.dim() == 1) out = out.squeeze(-1);
+  return out;
+}
+
+}  // namespace strata

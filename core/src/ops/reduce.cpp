@@ -1,0 +1,92 @@
+// reduce.cpp — reductions over dimensions.
+//
+// Kernels see the keepdim-shaped output (reduced dims of size 1) and the
+// sorted `dims` attribute; the public functions drop the dims afterwards
+// unless keepdim is set.
+#include "rules.hpp"
+
+#include <strata/error.hpp>
+#include <strata/ops.hpp>
+
+namespace strata {
+
+namespace {
+using detail::Attr;
+using detail::Attrs;
+using detail::define_op;
+using detail::OpCall;
+using detail::OpDef;
+using detail::OpKind;
+
+void keepdim_shape(OpCall& call) {
+  Shape shape(call.in(0).shape().begin(), call.in(0).shape().end());
+  for (int64_t d : call.attr_ints("dims")) shape[static_cast<size_t>(d)] = 1;
+  call.out().set_shape(shape);
+}
+
+/// sum, prod: integers and bool accumulate in i64.
+void accumulate_rule(OpCall& call) {
+  if (!is_floating(call.in(0).dtype())) detail::cast_input(call, 0, DType::i64);
+  call.out().dtype = call.in(0).dtype();
+  keepdim_shape(call);
+}
+
+void extremum_rule(OpCall& call) {
+  detail::rules::require_dtype(call, call.in(0).dtype() != DType::boolean, "a numeric tensor, found bool");
+  call.out().dtype = call.in(0).dtype();
+  keepdim_shape(call);
+}
+
+void arg_rule(OpCall& call) {
+  extremum_rule(call);
+  call.out().dtype = DType::i64;
+}
+
+void mean_rule(OpCall& call) {
+  if (!is_floating(call.in(0).dtype())) detail::cast_input(call, 0, DType::f32);
+  call.out().dtype = call.in(0).dtype();
+  keepdim_shape(call);
+}
+
+std::vector<Tensor> mean_decomposition(const OpCall& call) {
+  const auto& dims = call.attr_ints("dims");
+  int64_t count = 1;
+  for (int64_t d : dims) count *= call.in(0).size(d);
+  return {sum(call.in(0), dims, true) / static_cast<double>(count)};
+}
+
+const OpDef& kSum = define_op({.name = "sum", .prepare = accumulate_rule, .empty_fill = 0.0});
+const OpDef& kProd = define_op({.name = "prod", .prepare = accumulate_rule, .empty_fill = 1.0});
+const OpDef& kMax = define_op({.name = "max", .prepare = extremum_rule});
+const OpDef& kMin = define_op({.name = "min", .prepare = extremum_rule});
+const OpDef& kArgmax = define_op({.name = "argmax", .prepare = arg_rule});
+const OpDef& kArgmin = define_op({.name = "argmin", .prepare = arg_rule});
+const OpDef& kMean =
+    define_op({.name = "mean", .kind = OpKind::composite, .prepare = mean_rule, .decompose = mean_decomposition});
+
+/// Runs a reduction over normalised dims and drops them unless keepdim.
+Tensor reduce(const OpDef& op, const Tensor& x, const Shape& dims, bool keepdim) {
+  if (!x.defined()) throw Error(std::string(op.name) + ": undefined tensor");
+  std::vector<int64_t> norm = detail::normalize_dims(dims, x.dim());
+  if (x.dim() == 0) {  // a scalar reduces as a one-element vector
+    Attrs attrs{Attr::list("dims", {0})};
+    return detail::dispatch1(op, {x.reshape({1})}, &attrs).reshape({});
+  }
+  Attrs attrs{Attr::list("dims", norm)};
+  Tensor out = detail::dispatch1(op, {x}, &attrs);
+  if (keepdim) return out;
+  for (auto it = norm.rbegin(); it != norm.rend(); ++it) out = out.squeeze(*it);
+  return out;
+}
+
+}  // namespace
+
+Tensor sum(const Tensor& x, const Shape& dims, bool keepdim) { return reduce(kSum, x, dims, keepdim); }
+Tensor prod(const Tensor& x, const Shape& dims, bool keepdim) { return reduce(kProd, x, dims, keepdim); }
+Tensor amax(const Tensor& x, const Shape& dims, bool keepdim) { return reduce(kMax, x, dims, keepdim); }
+Tensor amin(const Tensor& x, const Shape& dims, bool keepdim) { return reduce(kMin, x, dims, keepdim); }
+Tensor mean(const Tensor& x, const Shape& dims, bool keepdim) { return reduce(kMean, x, dims, keepdim); }
+Tensor argmax(const Tensor& x, int64_t dim, bool keepdim) { return reduce(kArgmax, x, {dim}, keepdim); }
+Tensor argmin(const Tensor& x, int64_t dim, bool keepdim) { return reduce(kArgmin, x, {dim}, keepdim); }
+
+}  // namespace strata

@@ -1,0 +1,425 @@
+// runtime.cpp — the device manager: configuration, plugin loading, device
+// table, default-device selection and fallback accounting.
+#include "device_record.hpp"
+#include "logging.hpp"
+#include "op.hpp"
+#include "plugin_loader.hpp"
+#include "runtime_internal.hpp"
+
+#include <strata/error.hpp>
+#include <strata/runtime.hpp>
+
+#include <algorithm>
+#include <array>
+#include <atomic>
+#include <cstdlib>
+#include <filesystem>
+#include <map>
+#include <mutex>
+#include <set>
+#include <sstream>
+#include <tuple>
+
+namespace strata {
+
+using detail::DeviceRecord;
+using detail::LoadedPlugin;
+
+namespace {
+constexpr size_t kMaxDevices = 256;
+std::atomic<bool> g_shutting_down{false};
+}  // namespace
+
+struct Runtime::Impl {
+  std::recursive_mutex mutex;
+  std::atomic<bool> initialized{false};
+  Config config;
+  std::vector<PluginInfo> outcomes;
+  std::vector<std::unique_ptr<LoadedPlugin>> plugins;
+  std::vector<std::unique_ptr<DeviceRecord>> records;
+  std::array<std::atomic<DeviceRecord*>, kMaxDevices> table{};
+  std::atomic<int32_t> device_count{0};
+  std::set<std::string> seen_paths;
+  int32_t selected_slot = -1;
+  int32_t override_slot = -1;
+  /// Policy per op id; fixed size so readers on the dispatch path need no lock.
+  std::array<std::atomic<uint8_t>, 1024> fallback_by_op{};
+
+  std::mutex fallback_mutex;
+  std::map<std::tuple<std::string, std::string, std::string>, uint64_t> fallback_counts;
+
+  void ensure_initialized();
+  void apply(const Config& config);
+  void load_plugins(const Config& config);
+  void add_devices(LoadedPlugin& plugin, PluginInfo& info);
+  void select_default();
+  DeviceInfo info_of(const DeviceRecord& record);
+};
+
+namespace {
+
+Config find_config() {
+  if (const char* env = std::getenv("STRATA_CONFIG"); env != nullptr && *env != '\0') {
+    return Config::from_file(env);
+  }
+  std::filesystem::path installed =
+      std::filesystem::path(library_directory()) / ".." / "share" / "strata" / "configs" / "default.json";
+  std::error_code ec;
+  if (std::filesystem::exists(installed, ec)) return Config::from_file(installed.lexically_normal().string());
+  return Config::builtin_default();
+}
+
+std::vector<std::string> env_plugin_paths() {
+  std::vector<std::string> paths;
+  const char* env = std::getenv("STRATA_PLUGIN_PATH");
+  if (env == nullptr) return paths;
+  std::stringstream ss(env);
+  std::string item;
+  while (std::getline(ss, item, ':')) {
+    if (!item.empty()) paths.push_back(item);
+  }
+  return paths;
+}
+
+int type_rank(strata_device_type t) {
+  switch (t) {
+    case STRATA_DEVICE_GPU: return 0;
+    case STRATA_DEVICE_IGPU: return 1;
+    case STRATA_DEVICE_ACCELERATOR: return 2;
+    default: return 3;
+  }
+}
+
+/// At exit: stop returning memory to plugins, then let each release its
+/// device resources. Libraries stay mapped (never unloaded).
+void shutdown_plugins() {
+  g_shutting_down = true;
+  for (const auto& plugin : runtime().impl().plugins) {
+    if (plugin->api->shutdown != nullptr) plugin->api->shutdown(plugin->state);
+  }
+}
+
+}  // namespace
+
+void Runtime::Impl::ensure_initialized() {
+  if (initialized.load(std::memory_order_acquire)) return;
+  std::lock_guard lock(mutex);
+  if (initialized.load(std::memory_order_relaxed)) return;
+  apply(find_config());
+}
+
+void Runtime::Impl::apply(const Config& new_config) {
+  detail::configure_logging(new_config);
+  for (auto& [id, dc] : new_config.devices) {
+    if (dc.memory_limit && *dc.memory_limit == 0) {
+      throw ConfigError(new_config.source + ": /devices/" + id + "/memory_limit: expected a positive size, found 0");
+    }
+  }
+  config = new_config;
+  const auto& ops = detail::all_ops();
+  for (size_t k = 0; k < ops.size() && k < fallback_by_op.size(); ++k) {
+    fallback_by_op[k] = static_cast<uint8_t>(config.fallback_for(std::string(ops[k]->name)));
+  }
+  load_plugins(config);
+  for (auto& record : records) {
+    DeviceConfig dc = config.device(record->plugin.name, record->index);
+    record->allocator.set_limit(dc.memory_limit);
+    record->allocator.set_caching(dc.allocator_cache);
+  }
+  select_default();
+  if (!initialized.exchange(true)) std::atexit(shutdown_plugins);
+}
+
+void Runtime::Impl::load_plugins(const Config& cfg) {
+  std::vector<std::string> paths = cfg.plugin_paths;
+  for (const std::string& p : env_plugin_paths()) paths.push_back(p);
+  std::vector<std::pair<std::unique_ptr<LoadedPlugin>, PluginInfo>> fresh;
+  for (const detail::Candidate& candidate : detail::discover_plugins(paths)) {
+    std::string key = std::filesystem::weakly_canonical(candidate.path).string();
+    if (!seen_paths.insert(key).second) continue;
+    PluginInfo info;
+    auto plugin = detail::load_plugin(candidate, cfg, info);
+    fresh.emplace_back(std::move(plugin), std::move(info));
+  }
+  // Several builds of one backend: the highest score wins (ggml's model);
+  // a name already active from an earlier configuration stays.
+  for (auto& [plugin, info] : fresh) {
+    if (!plugin) continue;
+    auto active = std::find_if(plugins.begin(), plugins.end(), [&](const auto& p) { return p->name == plugin->name; });
+    if (active != plugins.end()) {
+      info.loaded = false;
+      info.reason = "a plugin named \"" + plugin->name + "\" is already active from " + (*active)->path;
+      plugin.reset();
+      continue;
+    }
+    for (auto& [other, other_info] : fresh) {
+      if (other && other != plugin && other->name == plugin->name && other->score > plugin->score) {
+        info.loaded = false;
+        info.reason = "superseded by " + other->path + " (score " + std::to_string(other->score) + " > " +
+                      std::to_string(plugin->score) + ")";
+        break;
+      }
+    }
+    if (!info.loaded) {
+      plugin.reset();  // the library stays mapped; only the record goes
+      continue;
+    }
+    LoadedPlugin& loaded = *plugins.emplace_back(std::move(plugin));
+    add_devices(loaded, info);
+  }
+  for (auto& [plugin, info] : fresh) outcomes.push_back(std::move(info));
+}
+
+void Runtime::Impl::add_devices(LoadedPlugin& plugin, PluginInfo& info) {
+  int32_t count = plugin.api->device_count(plugin.state);
+  for (int32_t i = 0; i < count; ++i) {
+    int32_t slot = device_count.load();
+    if (static_cast<size_t>(slot) >= kMaxDevices) {
+      detail::logger("core")->warn("device table full; {}:{} ignored", plugin.name, i);
+      break;
+    }
+    auto record = std::make_unique<DeviceRecord>(plugin, i, slot);
+    record->id = plugin.name + ":" + std::to_string(i);
+    if (std::string why = detail::open_device(*record); !why.empty()) {
+      detail::logger("plugin")->warn("{}: device refused: {}", record->id, why);
+      info.reason += (info.reason.empty() ? "" : "; ") + record->id + ": " + why;
+      continue;
+    }
+    table[static_cast<size_t>(slot)].store(record.get(), std::memory_order_release);
+    device_count.store(slot + 1);
+    records.push_back(std::move(record));
+  }
+}
+
+void Runtime::Impl::select_default() {
+  const auto& prefer = config.prefer;
+  auto prefer_index = [&](const std::string& name) {
+    auto it = std::find(prefer.begin(), prefer.end(), name);
+    return it == prefer.end() ? prefer.size() : static_cast<size_t>(it - prefer.begin());
+  };
+  bool any_preferred = std::any_of(records.begin(), records.end(),
+                                   [&](const auto& r) { return prefer_index(r->plugin.name) < prefer.size(); });
+  // Real accelerators first, in preference order, then by score; CPU-class
+  // devices (including software rasterisers) after them, by score, so that
+  // llvmpipe never beats the CPU plugin by accident.
+  auto key = [&](const DeviceRecord& r) {
+    bool cpu_class = r.props.type == STRATA_DEVICE_CPU;
+    size_t pref = prefer_index(r.plugin.name);
+    return cpu_class ? std::make_tuple(1, -r.plugin.score, pref, type_rank(r.props.type), r.slot)
+                     : std::make_tuple(0, static_cast<int>(pref), size_t{0}, type_rank(r.props.type), r.slot);
+  };
+  const DeviceRecord* best = nullptr;
+  for (const auto& r : records) {
+    if (any_preferred && prefer_index(r->plugin.name) >= prefer.size()) continue;
+    if (best == nullptr || key(*r) < key(*best)) best = r.get();
+  }
+  selected_slot = best != nullptr ? best->slot : -1;
+}
+
+DeviceInfo Runtime::Impl::info_of(const DeviceRecord& r) {
+  DeviceInfo d;
+  d.device = r.device();
+  d.id = r.id;
+  d.name = r.props.name;
+  d.type = static_cast<DeviceType>(std::clamp(static_cast<int>(r.props.type), 0, 3));
+  d.memory_bytes = r.props.memory_bytes;
+  for (int k = 0; k < kDTypeCount; ++k) {
+    if ((r.props.dtype_mask & STRATA_DTYPE_BIT(k)) != 0) d.dtypes.push_back(static_cast<DType>(k));
+    if ((r.props.compute_dtype_mask & STRATA_DTYPE_BIT(k)) != 0) d.compute_dtypes.push_back(static_cast<DType>(k));
+  }
+  d.compute_capability = r.props.compute_capability;
+  d.has_streams = r.props.has_streams != 0;
+  d.unified_memory = r.props.unified_memory != 0;
+  d.memory_limit = config.device(r.plugin.name, r.index).memory_limit;
+  d.kernel_count = r.kernel_count;
+  for (const detail::OpDef* op : detail::all_ops()) {
+    if (op->kind == detail::OpKind::primitive && r.kernels[static_cast<size_t>(op->id)].empty()) {
+      d.missing_primitives.emplace_back(op->name);
+    }
+  }
+  return d;
+}
+
+Runtime::Runtime() : impl_(std::make_unique<Impl>()) {}
+
+Runtime& runtime() {
+  static auto* rt = new Runtime();  // never destroyed: plugins outlive static teardown
+  return *rt;
+}
+
+Runtime::Impl& Runtime::impl() { return *impl_; }
+
+void Runtime::load_config(const std::string& path) { configure(Config::from_file(path)); }
+
+void Runtime::configure(const Config& config) {
+  std::lock_guard lock(impl_->mutex);
+  impl_->apply(config);
+}
+
+Config Runtime::config() {
+  impl_->ensure_initialized();
+  std::lock_guard lock(impl_->mutex);
+  return impl_->config;
+}
+
+Device Runtime::default_device() {
+  impl_->ensure_initialized();
+  std::lock_guard lock(impl_->mutex);
+  int32_t slot = impl_->override_slot >= 0 ? impl_->override_slot : impl_->selected_slot;
+  if (slot < 0) {
+    std::string msg = "no device available: no plugin loaded (configuration " + impl_->config.source + ")";
+    for (const PluginInfo& p : impl_->outcomes) msg += "\n  " + p.path + ": " + p.reason;
+    throw DeviceError(msg);
+  }
+  return Device::from_slot(slot);
+}
+
+void Runtime::set_default_device(Device device) {
+  impl_->ensure_initialized();
+  detail::device_record(device);  // validates
+  std::lock_guard lock(impl_->mutex);
+  impl_->override_slot = device.slot();
+}
+
+std::vector<DeviceInfo> Runtime::devices() {
+  impl_->ensure_initialized();
+  std::lock_guard lock(impl_->mutex);
+  std::vector<DeviceInfo> out;
+  for (const auto& r : impl_->records) out.push_back(impl_->info_of(*r));
+  return out;
+}
+
+DeviceInfo Runtime::device_info(Device device) {
+  DeviceRecord& r = detail::device_record(device);
+  std::lock_guard lock(impl_->mutex);
+  return impl_->info_of(r);
+}
+
+std::vector<PluginInfo> Runtime::plugins() {
+  impl_->ensure_initialized();
+  std::lock_guard lock(impl_->mutex);
+  std::vector<PluginInfo> out = impl_->outcomes;
+  for (PluginInfo& p : out) {
+    if (!p.loaded) continue;
+    for (const auto& r : impl_->records) {
+      if (r->plugin.path == p.path) p.devices.push_back(impl_->info_of(*r));
+    }
+  }
+  return out;
+}
+
+MemoryStats Runtime::memory_stats(Device device) { return detail::device_record(device).allocator.stats(); }
+
+void Runtime::empty_cache() {
+  impl_->ensure_initialized();
+  std::lock_guard lock(impl_->mutex);
+  for (auto& r : impl_->records) r->allocator.empty_cache();
+}
+
+std::vector<FallbackRecord> Runtime::fallback_stats() {
+  std::lock_guard lock(impl_->fallback_mutex);
+  std::vector<FallbackRecord> out;
+  for (const auto& [key, count] : impl_->fallback_counts) {
+    out.push_back({std::get<0>(key), std::get<1>(key), std::get<2>(key), count});
+  }
+  return out;
+}
+
+uint64_t Runtime::fallback_count() {
+  std::lock_guard lock(impl_->fallback_mutex);
+  uint64_t n = 0;
+  for (const auto& [key, count] : impl_->fallback_counts) n += count;
+  return n;
+}
+
+void Runtime::reset_fallback_stats() {
+  std::lock_guard lock(impl_->fallback_mutex);
+  impl_->fallback_counts.clear();
+}
+
+void Runtime::synchronize(Device device) { detail::device_record(device).synchronize(); }
+
+std::string_view device_type_name(DeviceType t) {
+  switch (t) {
+    case DeviceType::cpu: return "cpu";
+    case DeviceType::gpu: return "gpu";
+    case DeviceType::igpu: return "igpu";
+    case DeviceType::accelerator: return "accelerator";
+  }
+  return "?";
+}
+
+std::string version() { return STRATA_VERSION_STRING; }
+std::string abi_version() { return std::to_string(STRATA_ABI_MAJOR) + "." + std::to_string(STRATA_ABI_MINOR); }
+
+// --- Device ------------------------------------------------------------------
+
+Device::Device(std::string_view spec) {
+  Runtime::Impl& rt = runtime().impl();
+  rt.ensure_initialized();
+  std::string id(spec);
+  if (id.find(':') == std::string::npos) id += ":0";
+  std::string available;
+  for (int32_t s = 0; s < rt.device_count.load(); ++s) {
+    DeviceRecord* r = rt.table[static_cast<size_t>(s)].load(std::memory_order_acquire);
+    if (r->id == id) {
+      slot_ = s;
+      return;
+    }
+    available += (available.empty() ? "" : ", ") + r->id;
+  }
+  throw DeviceError("unknown device \"" + std::string(spec) + "\" (available: " +
+                    (available.empty() ? std::string("none") : available) + ")");
+}
+
+std::string Device::str() const { return valid() ? detail::device_record(*this).id : std::string("<no device>"); }
+std::string Device::backend() const { return detail::device_record(*this).plugin.name; }
+int Device::index() const { return detail::device_record(*this).index; }
+
+}  // namespace strata
+
+namespace strata::detail {
+
+DeviceRecord& device_record(Device device) {
+  Runtime::Impl& rt = runtime().impl();
+  int32_t slot = device.slot();
+  if (slot < 0 || slot >= rt.device_count.load(std::memory_order_acquire)) {
+    throw DeviceError("invalid device handle (slot " + std::to_string(slot) + ")");
+  }
+  return *rt.table[static_cast<size_t>(slot)].load(std::memory_order_acquire);
+}
+
+DeviceRecord& default_device_record() { return device_record(runtime().default_device()); }
+
+FallbackPolicy fallback_policy(int op_id) {
+  Runtime::Impl& rt = runtime().impl();
+  if (op_id < 0 || static_cast<size_t>(op_id) >= rt.fallback_by_op.size()) return FallbackPolicy::cpu;
+  return static_cast<FallbackPolicy>(rt.fallback_by_op[static_cast<size_t>(op_id)].load(std::memory_order_relaxed));
+}
+
+DeviceRecord* cpu_device() {
+  Runtime::Impl& rt = runtime().impl();
+  for (int32_t s = 0; s < rt.device_count.load(); ++s) {
+    DeviceRecord* r = rt.table[static_cast<size_t>(s)].load(std::memory_order_acquire);
+    if (r->plugin.name == "cpu") return r;
+  }
+  return nullptr;
+}
+
+void record_fallback(const DeviceRecord& device, std::string_view op, const std::string& signature,
+                     const std::string& reason) {
+  Runtime::Impl& rt = runtime().impl();
+  bool first = false;
+  {
+    std::lock_guard lock(rt.fallback_mutex);
+    uint64_t& n = rt.fallback_counts[{device.id, std::string(op), signature}];
+    first = n++ == 0;
+  }
+  if (first) {
+    logger("dispatch")->warn("{} on {} falls back to cpu:0 ({}); counted in fallback_stats()", op, device.id, reason);
+  }
+}
+
+bool shutting_down() { return g_shutting_down.load(std::memory_order_relaxed); }
+
+}  // namespace strata::detail

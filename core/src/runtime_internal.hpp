@@ -1,0 +1,22 @@
+// runtime_internal.hpp — what the dispatcher needs from the device manager.
+#pragma once
+
+#include "device_record.hpp"
+
+#include <strata/config.hpp>
+
+namespace strata::detail {
+
+/// Fallback policy for an op on the current configuration (cheap).
+FallbackPolicy fallback_policy(int op_id);
+/// The CPU plugin's first device, or nullptr when it is not loaded.
+DeviceRecord* cpu_device();
+/// Counts one fallback of (device, op, signature); logs the first of each.
+void record_fallback(const DeviceRecord& device, std::string_view op, const std::string& signature,
+                     const std::string& reason);
+/// True once the process is exiting and plugins were shut down.
+bool shutting_down();
+/// The default device's record (loads the runtime on first use).
+DeviceRecord& default_device_record();
+
+}  // namespace strata::detail

@@ -1,0 +1,66 @@
+// shape_rules.cpp — broadcasting, dim normalisation and input adaptation
+// shared by the op definitions.
+#include "op.hpp"
+
+#include <strata/error.hpp>
+#include <strata/ops.hpp>
+
+#include <algorithm>
+
+namespace strata::detail {
+
+Shape broadcast_shapes(std::span<const int64_t> a, std::span<const int64_t> b, const OpCall& call) {
+  size_t rank = std::max(a.size(), b.size());
+  Shape out(rank);
+  for (size_t k = 0; k < rank; ++k) {
+    int64_t da = k < rank - a.size() ? 1 : a[k - (rank - a.size())];
+    int64_t db = k < rank - b.size() ? 1 : b[k - (rank - b.size())];
+    if (da != db && da != 1 && db != 1) {
+      throw ShapeError(call.describe() + ": shapes " + shape_string(a) + " and " + shape_string(b) +
+                       " cannot be broadcast (dimension " + std::to_string(k) + ": " + std::to_string(da) + " vs " +
+                       std::to_string(db) + ")");
+    }
+    out[k] = da == 1 ? db : da;
+  }
+  return out;
+}
+
+int64_t normalize_dim(int64_t dim, int64_t rank, const OpCall* call) {
+  int64_t bound = std::max<int64_t>(rank, 1);  // a scalar accepts dim 0 / -1
+  if (dim < -bound || dim >= bound) {
+    std::string where = call != nullptr ? call->describe() + ": " : std::string();
+    throw IndexError(where + "dimension " + std::to_string(dim) + " out of range for a tensor of rank " +
+                     std::to_string(rank) + " (expected " + std::to_string(-bound) + " to " +
+                     std::to_string(bound - 1) + ")");
+  }
+  return dim < 0 ? dim + bound : dim;
+}
+
+std::vector<int64_t> normalize_dims(const Shape& dims, int64_t rank, const OpCall* call) {
+  std::vector<int64_t> out;
+  if (dims.empty()) {
+    for (int64_t d = 0; d < rank; ++d) out.push_back(d);
+    return out;
+  }
+  for (int64_t d : dims) out.push_back(normalize_dim(d, rank, call));
+  std::sort(out.begin(), out.end());
+  if (std::adjacent_find(out.begin(), out.end()) != out.end()) {
+    throw IndexError((call != nullptr ? call->describe() + ": " : std::string()) + "dims " + shape_string(dims) +
+                     " repeat a dimension");
+  }
+  if (rank == 0) out.clear();
+  return out;
+}
+
+void cast_input(OpCall& call, int k, DType dtype) {
+  Tensor& t = call.inputs[static_cast<size_t>(k)];
+  if (t.impl()->dtype != dtype) t = cast(t, dtype);
+}
+
+void expand_input(OpCall& call, int k, std::span<const int64_t> shape) {
+  Tensor& t = call.inputs[static_cast<size_t>(k)];
+  auto have = t.impl()->sizes();
+  if (!std::equal(have.begin(), have.end(), shape.begin(), shape.end())) t = t.expand(Shape(shape.begin(), shape.end()));
+}
+
+}  // namespace strata::detail

@@ -1,0 +1,220 @@
+// tensor.cpp — Tensor accessors, conversions and storage lifetime.
+#include "device_record.hpp"
+#include "host_data.hpp"
+#include "op.hpp"
+#include "runtime_internal.hpp"
+#include "tensor_impl.hpp"
+
+#include <strata/error.hpp>
+#include <strata/ops.hpp>
+#include <strata/runtime.hpp>
+
+#include <array>
+#include <cstring>
+#include <sstream>
+
+namespace strata::detail {
+
+Storage::~Storage() {
+  if (device != nullptr && buffer != nullptr && !shutting_down()) device->allocator.release(buffer, bytes);
+}
+
+int64_t contiguous_strides(std::span<const int64_t> shape, int64_t* strides) {
+  int64_t n = 1;
+  for (size_t d = shape.size(); d-- > 0;) {
+    strides[d] = n;
+    n *= shape[d];
+  }
+  return n;
+}
+
+Tensor make_tensor(DeviceRecord& device, DType dtype, std::span<const int64_t> shape) {
+  if (shape.size() > STRATA_MAX_RANK) {
+    throw ShapeError("tensor rank " + std::to_string(shape.size()) + " exceeds the maximum of " +
+                     std::to_string(STRATA_MAX_RANK));
+  }
+  auto impl = std::make_shared<TensorImpl>();
+  impl->device = device.device();
+  impl->dtype = dtype;
+  impl->rank = static_cast<int32_t>(shape.size());
+  for (size_t d = 0; d < shape.size(); ++d) {
+    if (shape[d] < 0) throw ShapeError("negative dimension in shape " + shape_string(shape));
+    impl->shape[d] = shape[d];
+  }
+  impl->numel = contiguous_strides(shape, impl->strides.data());
+  size_t block = 0;
+  size_t bytes = static_cast<size_t>(impl->numel) * dtype_size(dtype);
+  strata_buffer buffer = device.allocator.allocate(bytes, &block);
+  impl->storage = std::make_shared<Storage>(&device, buffer, block);
+  return Tensor(std::move(impl));
+}
+
+Tensor make_view(const Tensor& base, std::span<const int64_t> shape, std::span<const int64_t> strides,
+                 int64_t offset) {
+  auto impl = std::make_shared<TensorImpl>();
+  const TensorImpl& b = *base.impl();
+  impl->storage = b.storage;
+  impl->device = b.device;
+  impl->dtype = b.dtype;
+  impl->rank = static_cast<int32_t>(shape.size());
+  impl->offset = offset;
+  int64_t n = 1;
+  for (size_t d = 0; d < shape.size(); ++d) {
+    impl->shape[d] = shape[d];
+    impl->strides[d] = strides[d];
+    n *= shape[d];
+  }
+  impl->numel = n;
+  return Tensor(std::move(impl));
+}
+
+std::string shape_string(std::span<const int64_t> shape) {
+  std::string s = "[";
+  for (size_t d = 0; d < shape.size(); ++d) {
+    if (d > 0) s += ", ";
+    s += std::to_string(shape[d]);
+  }
+  return s + "]";
+}
+
+std::vector<uint8_t> read_bytes(const Tensor& t) {
+  // Copies the span of storage the tensor covers and gathers on the host, so
+  // reading never needs a device kernel (a device may lack a strided copy).
+  const TensorImpl& impl = *t.impl();
+  size_t element = dtype_size(impl.dtype);
+  std::vector<uint8_t> bytes(static_cast<size_t>(impl.numel) * element);
+  if (bytes.empty()) return bytes;
+  int64_t extent = 1;  // elements from offset to the last element, inclusive
+  for (int32_t d = 0; d < impl.rank; ++d) extent += (impl.shape[static_cast<size_t>(d)] - 1) * impl.strides[static_cast<size_t>(d)];
+  bool contiguous = impl.is_contiguous();
+  std::vector<uint8_t> span(contiguous ? 0 : static_cast<size_t>(extent) * element);
+  DeviceRecord& dev = impl.record();
+  strata_error err{sizeof(strata_error), {}};
+  strata_status st = dev.plugin.api->copy_d2h(dev.plugin.state, dev.index, contiguous ? bytes.data() : span.data(),
+                                               impl.storage->buffer, static_cast<size_t>(impl.offset) * element,
+                                               contiguous ? bytes.size() : span.size(), dev.stream, &err);
+  check_status(st, err, dev, "copy to host");
+  if (contiguous) return bytes;
+  std::array<int64_t, STRATA_MAX_RANK> index{};
+  for (int64_t i = 0; i < impl.numel; ++i) {
+    int64_t off = 0;
+    for (int32_t d = 0; d < impl.rank; ++d) off += index[static_cast<size_t>(d)] * impl.strides[static_cast<size_t>(d)];
+    std::memcpy(bytes.data() + static_cast<size_t>(i) * element, span.data() + static_cast<size_t>(off) * element, element);
+    for (int32_t d = impl.rank - 1; d >= 0; --d) {
+      if (++index[static_cast<size_t>(d)] < impl.shape[static_cast<size_t>(d)]) break;
+      index[static_cast<size_t>(d)] = 0;
+    }
+  }
+  return bytes;
+}
+
+Tensor upload_bytes(const void* bytes, DType dtype, std::span<const int64_t> shape, DeviceRecord& device) {
+  Tensor t = make_tensor(device, dtype, shape);
+  size_t n = static_cast<size_t>(t.numel()) * dtype_size(dtype);
+  if (n == 0) return t;
+  strata_error err{sizeof(strata_error), {}};
+  strata_status st = device.plugin.api->copy_h2d(device.plugin.state, device.index, t.impl()->storage->buffer, 0,
+                                                 bytes, n, device.stream, &err);
+  check_status(st, err, device, "copy from host");
+  return t;
+}
+
+}  // namespace strata::detail
+
+namespace strata {
+
+using detail::DeviceRecord;
+
+bool TensorImpl::is_contiguous() const {
+  int64_t expected = 1;
+  for (int32_t d = rank - 1; d >= 0; --d) {
+    if (shape[static_cast<size_t>(d)] != 1 && strides[static_cast<size_t>(d)] != expected) return false;
+    expected *= shape[static_cast<size_t>(d)];
+  }
+  return true;
+}
+
+namespace {
+const TensorImpl& checked(const Tensor& t) {
+  if (!t.defined()) throw Error("operation on an undefined tensor");
+  return *t.impl();
+}
+}  // namespace
+
+DType Tensor::dtype() const { return checked(*this).dtype; }
+Device Tensor::device() const { return checked(*this).device; }
+int64_t Tensor::dim() const { return checked(*this).rank; }
+std::span<const int64_t> Tensor::shape() const { return checked(*this).sizes(); }
+std::span<const int64_t> Tensor::strides() const { return checked(*this).stride_span(); }
+int64_t Tensor::offset() const { return checked(*this).offset; }
+int64_t Tensor::numel() const { return checked(*this).numel; }
+bool Tensor::is_contiguous() const { return checked(*this).is_contiguous(); }
+Shape Tensor::sizes() const {
+  auto s = shape();
+  return Shape(s.begin(), s.end());
+}
+
+int64_t Tensor::size(int64_t d) const {
+  const TensorImpl& impl = checked(*this);
+  return impl.shape[static_cast<size_t>(detail::normalize_dim(d, impl.rank))];
+}
+
+Tensor Tensor::to(Device target) const {
+  const TensorImpl& impl = checked(*this);
+  if (!target.valid() || target == impl.device) return *this;
+  DeviceRecord& dst = detail::device_record(target);
+  std::vector<uint8_t> bytes = detail::read_bytes(*this);
+  return detail::upload_bytes(bytes.data(), impl.dtype, impl.sizes(), dst);
+}
+
+Tensor Tensor::to(DType dtype) const {
+  if (checked(*this).dtype == dtype) return *this;
+  return cast(*this, dtype);
+}
+
+Tensor Tensor::clone() const {
+  const TensorImpl& impl = checked(*this);
+  Tensor out = detail::make_tensor(impl.record(), impl.dtype, impl.sizes());
+  out.copy_(*this);
+  return out;
+}
+
+Tensor Tensor::contiguous() const {
+  if (checked(*this).is_contiguous()) return *this;
+  return clone();
+}
+
+template <typename T>
+std::vector<T> Tensor::to_vector() const {
+  const TensorImpl& impl = checked(*this);
+  std::vector<uint8_t> bytes = detail::read_bytes(*this);
+  std::vector<T> out(static_cast<size_t>(impl.numel));
+  for (size_t i = 0; i < out.size(); ++i) out[i] = detail::load_as<T>(bytes.data(), impl.dtype, i);
+  return out;
+}
+
+template <typename T>
+T Tensor::item() const {
+  const TensorImpl& impl = checked(*this);
+  if (impl.numel != 1) {
+    throw ShapeError("item(): expected a tensor with one element, found shape " +
+                     detail::shape_string(impl.sizes()) + " (" + std::to_string(impl.numel) + " elements)");
+  }
+  return to_vector<T>()[0];
+}
+
+template std::vector<float> Tensor::to_vector<float>() const;
+template std::vector<double> Tensor::to_vector<double>() const;
+template std::vector<int64_t> Tensor::to_vector<int64_t>() const;
+template std::vector<int32_t> Tensor::to_vector<int32_t>() const;
+template std::vector<bool> Tensor::to_vector<bool>() const;
+template float Tensor::item<float>() const;
+template double Tensor::item<double>() const;
+template int64_t Tensor::item<int64_t>() const;
+template int32_t Tensor::item<int32_t>() const;
+template bool Tensor::item<bool>() const;
+
+std::ostream& operator<<(std::ostream& os, Device d) { return os << d.str(); }
+std::ostream& operator<<(std::ostream& os, const Tensor& t) { return os << t.to_string(); }
+
+}  // namespace strata

@@ -1,0 +1,70 @@
+// tensor_impl.hpp — what a Tensor handle points at.
+#pragma once
+
+#include <strata/plugin/strata_plugin.h>
+#include <strata/tensor.hpp>
+
+#include <array>
+#include <cstdint>
+#include <memory>
+
+namespace strata::detail {
+
+struct DeviceRecord;
+
+/// A block of device memory. Returned to the device's caching allocator when
+/// the last tensor viewing it goes away.
+struct Storage {
+  DeviceRecord* device = nullptr;
+  strata_buffer buffer = nullptr;
+  size_t bytes = 0;
+
+  Storage(DeviceRecord* d, strata_buffer b, size_t n) : device(d), buffer(b), bytes(n) {}
+  Storage(const Storage&) = delete;
+  Storage& operator=(const Storage&) = delete;
+  ~Storage();
+};
+
+using Dims = std::array<int64_t, STRATA_MAX_RANK>;
+
+}  // namespace strata::detail
+
+namespace strata {
+
+struct TensorImpl {
+  using DeviceRecord = detail::DeviceRecord;
+  using Storage = detail::Storage;
+  using Dims = detail::Dims;
+
+  std::shared_ptr<Storage> storage;
+  Device device;
+  DType dtype = DType::f32;
+  int32_t rank = 0;
+  int64_t offset = 0;  // elements
+  int64_t numel = 1;
+  Dims shape{};
+  Dims strides{};
+
+  std::span<const int64_t> sizes() const { return {shape.data(), static_cast<size_t>(rank)}; }
+  std::span<const int64_t> stride_span() const { return {strides.data(), static_cast<size_t>(rank)}; }
+  bool is_contiguous() const;
+  DeviceRecord& record() const { return *storage->device; }
+};
+
+}  // namespace strata
+
+namespace strata::detail {
+
+/// Row-major strides for a shape; returns the element count.
+int64_t contiguous_strides(std::span<const int64_t> shape, int64_t* strides);
+
+/// A new tensor with fresh, uninitialised storage on `device`.
+Tensor make_tensor(DeviceRecord& device, DType dtype, std::span<const int64_t> shape);
+/// A view of `base`'s storage with other geometry.
+Tensor make_view(const Tensor& base, std::span<const int64_t> shape, std::span<const int64_t> strides,
+                 int64_t offset);
+
+/// "[2, 3]".
+std::string shape_string(std::span<const int64_t> shape);
+
+}  // namespace strata::detail

@@ -1,0 +1,255 @@
+// views.cpp — ops that only change shape, strides and offset.
+#include "op.hpp"
+#include "tensor_impl.hpp"
+
+#include <strata/error.hpp>
+#include <strata/ops.hpp>
+
+#include <algorithm>
+#include <optional>
+
+namespace strata {
+
+using detail::make_view;
+using detail::normalize_dim;
+using detail::shape_string;
+
+namespace {
+
+const TensorImpl& impl_of(const Tensor& t, const char* op) {
+  if (!t.defined()) throw Error(std::string(op) + ": undefined tensor");
+  return *t.impl();
+}
+
+/// Resolves a single -1 and checks the element count.
+Shape infer_shape(const Shape& requested, int64_t numel, std::span<const int64_t> from, const char* op) {
+  Shape shape = requested;
+  int64_t known = 1;
+  std::optional<size_t> infer;
+  for (size_t d = 0; d < shape.size(); ++d) {
+    if (shape[d] == -1) {
+      if (infer) throw ShapeError(std::string(op) + ": only one dimension can be -1, got " + shape_string(requested));
+      infer = d;
+    } else if (shape[d] < 0) {
+      throw ShapeError(std::string(op) + ": invalid dimension " + std::to_string(shape[d]) + " in " +
+                       shape_string(requested));
+    } else {
+      known *= shape[d];
+    }
+  }
+  if (infer) {
+    if (known == 0 || numel % known != 0) {
+      throw ShapeError(std::string(op) + ": cannot reshape tensor of shape " + shape_string(from) + " (" +
+                       std::to_string(numel) + " elements) into " + shape_string(requested));
+    }
+    shape[*infer] = numel / known;
+    known *= shape[*infer];
+  }
+  if (known != numel) {
+    throw ShapeError(std::string(op) + ": cannot reshape tensor of shape " + shape_string(from) + " (" +
+                     std::to_string(numel) + " elements) into " + shape_string(requested) + " (" +
+                     std::to_string(known) + " elements)");
+  }
+  return shape;
+}
+
+/// Strides that view `impl` with `shape` without copying, if any (the
+/// algorithm of PyTorch's computeStride: split or merge runs of dims that
+/// are contiguous with respect to each other).
+std::optional<Shape> view_strides(const TensorImpl& impl, const Shape& shape) {
+  Shape strides(shape.size());
+  if (impl.numel == 0) {
+    detail::contiguous_strides(shape, strides.data());
+    return strides;
+  }
+  int64_t view_d = static_cast<int64_t>(shape.size()) - 1;
+  int64_t chunk_base_stride = impl.rank > 0 ? impl.strides[static_cast<size_t>(impl.rank - 1)] : 1;
+  int64_t tensor_numel = 1;
+  int64_t view_numel = 1;
+  for (int64_t d = impl.rank - 1; d >= 0; --d) {
+    tensor_numel *= impl.shape[static_cast<size_t>(d)];
+    if (d == 0 || (impl.shape[static_cast<size_t>(d - 1)] != 1 &&
+                   impl.strides[static_cast<size_t>(d - 1)] != tensor_numel * chunk_base_stride)) {
+      while (view_d >= 0 && (view_numel < tensor_numel || shape[static_cast<size_t>(view_d)] == 1)) {
+        strides[static_cast<size_t>(view_d)] = view_numel * chunk_base_stride;
+        view_numel *= shape[static_cast<size_t>(view_d)];
+        --view_d;
+      }
+      if (view_numel != tensor_numel) return std::nullopt;
+      if (d > 0) {
+        chunk_base_stride = impl.strides[static_cast<size_t>(d - 1)];
+        tensor_numel = 1;
+        view_numel = 1;
+      }
+    }
+  }
+  if (view_d != -1) return std::nullopt;
+  return strides;
+}
+
+}  // namespace
+
+Tensor Tensor::view(const Shape& requested) const {
+  const TensorImpl& impl = impl_of(*this, "view");
+  Shape shape = infer_shape(requested, impl.numel, impl.sizes(), "view");
+  std::optional<Shape> strides = view_strides(impl, shape);
+  if (!strides) {
+    throw ShapeError("view: shape " + shape_string(shape) + " is incompatible with the strides of a tensor of shape " +
+                     shape_string(impl.sizes()) + "; use reshape(), which copies");
+  }
+  return make_view(*this, shape, *strides, impl.offset);
+}
+
+Tensor Tensor::reshape(const Shape& requested) const {
+  const TensorImpl& impl = impl_of(*this, "reshape");
+  Shape shape = infer_shape(requested, impl.numel, impl.sizes(), "reshape");
+  if (std::optional<Shape> strides = view_strides(impl, shape)) return make_view(*this, shape, *strides, impl.offset);
+  return contiguous().view(shape);
+}
+
+Tensor Tensor::flatten() const { return reshape({-1}); }
+
+Tensor Tensor::permute(const Shape& dims) const {
+  const TensorImpl& impl = impl_of(*this, "permute");
+  if (static_cast<int64_t>(dims.size()) != impl.rank) {
+    throw ShapeError("permute: expected " + std::to_string(impl.rank) + " dims for a tensor of shape " +
+                     shape_string(impl.sizes()) + ", got " + shape_string(dims));
+  }
+  Shape shape(dims.size());
+  Shape strides(dims.size());
+  std::vector<bool> seen(dims.size(), false);
+  for (size_t d = 0; d < dims.size(); ++d) {
+    auto src = static_cast<size_t>(normalize_dim(dims[d], impl.rank));
+    if (seen[src]) throw ShapeError("permute: dims " + shape_string(dims) + " repeat dimension " + std::to_string(src));
+    seen[src] = true;
+    shape[d] = impl.shape[src];
+    strides[d] = impl.strides[src];
+  }
+  return make_view(*this, shape, strides, impl.offset);
+}
+
+Tensor Tensor::transpose(int64_t dim0, int64_t dim1) const {
+  const TensorImpl& impl = impl_of(*this, "transpose");
+  Shape dims(static_cast<size_t>(impl.rank));
+  for (size_t d = 0; d < dims.size(); ++d) dims[d] = static_cast<int64_t>(d);
+  std::swap(dims[static_cast<size_t>(normalize_dim(dim0, impl.rank))],
+            dims[static_cast<size_t>(normalize_dim(dim1, impl.rank))]);
+  return permute(dims);
+}
+
+Tensor Tensor::mT() const {
+  if (dim() < 2) throw ShapeError("mT: expected a tensor with at least 2 dims, found shape " + shape_string(shape()));
+  return transpose(-2, -1);
+}
+
+Tensor Tensor::slice(int64_t dim, int64_t start, int64_t end, int64_t step) const {
+  const TensorImpl& impl = impl_of(*this, "slice");
+  auto d = static_cast<size_t>(normalize_dim(dim, impl.rank));
+  int64_t n = impl.shape[d];
+  auto where = [&] {
+    return " for dimension " + std::to_string(d) + " of size " + std::to_string(n) + " (tensor of shape " +
+           shape_string(impl.sizes()) + ")";
+  };
+  if (step <= 0) throw IndexError("slice: step must be positive, got " + std::to_string(step));
+  if (start < -n || start > n) throw IndexError("slice: start " + std::to_string(start) + " out of range" + where());
+  if (end < -n || end > n) throw IndexError("slice: end " + std::to_string(end) + " out of range" + where());
+  if (start < 0) start += n;
+  if (end < 0) end += n;
+  if (end < start) {
+    throw IndexError("slice: end " + std::to_string(end) + " precedes start " + std::to_string(start) + where());
+  }
+  Shape shape(impl.shape.begin(), impl.shape.begin() + impl.rank);
+  Shape strides(impl.strides.begin(), impl.strides.begin() + impl.rank);
+  shape[d] = (end - start + step - 1) / step;
+  strides[d] = impl.strides[d] * step;
+  return make_view(*this, shape, strides, impl.offset + start * impl.strides[d]);
+}
+
+Tensor Tensor::select(int64_t dim, int64_t index) const {
+  const TensorImpl& impl = impl_of(*this, "select");
+  auto d = static_cast<size_t>(normalize_dim(dim, impl.rank));
+  int64_t n = impl.shape[d];
+  if (index < -n || index >= n) {
+    throw IndexError("select: index " + std::to_string(index) + " out of range for dimension " + std::to_string(d) +
+                     " of size " + std::to_string(n) + " (tensor of shape " + shape_string(impl.sizes()) + ")");
+  }
+  if (index < 0) index += n;
+  Shape shape;
+  Shape strides;
+  for (size_t k = 0; k < static_cast<size_t>(impl.rank); ++k) {
+    if (k == d) continue;
+    shape.push_back(impl.shape[k]);
+    strides.push_back(impl.strides[k]);
+  }
+  return make_view(*this, shape, strides, impl.offset + index * impl.strides[d]);
+}
+
+Tensor Tensor::expand(const Shape& requested) const {
+  const TensorImpl& impl = impl_of(*this, "expand");
+  if (static_cast<int64_t>(requested.size()) < impl.rank) {
+    throw ShapeError("expand: cannot expand shape " + shape_string(impl.sizes()) + " to fewer dims " +
+                     shape_string(requested));
+  }
+  size_t lead = requested.size() - static_cast<size_t>(impl.rank);
+  Shape shape(requested.size());
+  Shape strides(requested.size(), 0);
+  for (size_t d = 0; d < requested.size(); ++d) {
+    if (d < lead) {
+      if (requested[d] < 0) throw ShapeError("expand: -1 not allowed for new leading dim in " + shape_string(requested));
+      shape[d] = requested[d];
+      continue;
+    }
+    int64_t have = impl.shape[d - lead];
+    int64_t want = requested[d] == -1 ? have : requested[d];
+    if (have == want) {
+      shape[d] = have;
+      strides[d] = impl.strides[d - lead];
+    } else if (have == 1 && want >= 0) {
+      shape[d] = want;
+    } else {
+      throw ShapeError("expand: cannot expand shape " + shape_string(impl.sizes()) + " to " +
+                       shape_string(requested) + " (dimension " + std::to_string(d) + ": " + std::to_string(have) +
+                       " vs " + std::to_string(want) + ")");
+    }
+  }
+  return make_view(*this, shape, strides, impl.offset);
+}
+
+Tensor Tensor::squeeze() const {
+  const TensorImpl& impl = impl_of(*this, "squeeze");
+  Shape shape;
+  Shape strides;
+  for (size_t d = 0; d < static_cast<size_t>(impl.rank); ++d) {
+    if (impl.shape[d] == 1) continue;
+    shape.push_back(impl.shape[d]);
+    strides.push_back(impl.strides[d]);
+  }
+  return make_view(*this, shape, strides, impl.offset);
+}
+
+Tensor Tensor::squeeze(int64_t dim) const {
+  const TensorImpl& impl = impl_of(*this, "squeeze");
+  auto d = static_cast<size_t>(normalize_dim(dim, impl.rank));
+  if (impl.shape[d] != 1) return *this;
+  Shape shape;
+  Shape strides;
+  for (size_t k = 0; k < static_cast<size_t>(impl.rank); ++k) {
+    if (k == d) continue;
+    shape.push_back(impl.shape[k]);
+    strides.push_back(impl.strides[k]);
+  }
+  return make_view(*this, shape, strides, impl.offset);
+}
+
+Tensor Tensor::unsqueeze(int64_t dim) const {
+  const TensorImpl& impl = impl_of(*this, "unsqueeze");
+  auto d = static_cast<size_t>(normalize_dim(dim, impl.rank + 1));
+  Shape shape(impl.shape.begin(), impl.shape.begin() + impl.rank);
+  Shape strides(impl.strides.begin(), impl.strides.begin() + impl.rank);
+  int64_t stride = d < static_cast<size_t>(impl.rank) ? impl.shape[d] * impl.strides[d] : 1;
+  shape.insert(shape.begin() + static_cast<std::ptrdiff_t>(d), 1);
+  strides.insert(strides.begin() + static_cast<std::ptrdiff_t>(d), stride);
+  return make_view(*this, shape, strides, impl.offset);
+}
+
+}  // namespace strata

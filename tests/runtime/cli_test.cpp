@@ -1,0 +1,120 @@
+// The `strata` command line: exit codes, JSON output, error messages.
+#include <gtest/gtest.h>
+#include <nlohmann/json.hpp>
+
+#include <sys/wait.h>
+
+#include <array>
+#include <cstdio>
+#include <filesystem>
+#include <fstream>
+#include <string>
+
+namespace {
+
+struct Result {
+  int exit_code = -1;
+  std::string out;  // stdout and stderr together unless split
+};
+
+Result run(const std::string& args, bool with_stderr = true) {
+  std::string cmd = std::string(STRATA_CLI) + " " + args + (with_stderr ? " 2>&1" : " 2>/dev/null");
+  Result r;
+  FILE* pipe = ::popen(cmd.c_str(), "r");
+  if (pipe == nullptr) return r;
+  std::array<char, 4096> buf{};
+  size_t n = 0;
+  while ((n = std::fread(buf.data(), 1, buf.size(), pipe)) > 0) r.out.append(buf.data(), n);
+  int status = ::pclose(pipe);
+  r.exit_code = WIFEXITED(status) ? WEXITSTATUS(status) : -1;
+  return r;
+}
+
+std::string write_temp(const std::string& name, const std::string& text) {
+  auto path = std::filesystem::temp_directory_path() / name;
+  std::ofstream(path) << text;
+  return path.string();
+}
+
+TEST(Cli, Version) {
+  Result r = run("version");
+  EXPECT_EQ(r.exit_code, 0);
+  EXPECT_NE(r.out.find("plugin ABI 1.0"), std::string::npos) << r.out;
+}
+
+TEST(Cli, DevicesJsonDescribesEveryPlugin) {
+  Result r = run(std::string("devices --json --config ") + STRATA_TEST_CONFIG, false);
+  ASSERT_EQ(r.exit_code, 0) << r.out;
+  nlohmann::json j = nlohmann::json::parse(r.out);
+  EXPECT_EQ(j["config"], STRATA_TEST_CONFIG);
+  EXPECT_EQ(j["selected"], "cpu:0");
+  int loaded = 0, refused = 0;
+  for (const auto& p : j["plugins"]) {
+    ASSERT_TRUE(p.contains("name") && p.contains("path") && p.contains("status") && p.contains("devices"));
+    if (p["status"] == "loaded") {
+      ++loaded;
+      EXPECT_TRUE(p.contains("abi") && p.contains("version") && p.contains("score"));
+      for (const auto& d : p["devices"]) {
+        EXPECT_TRUE(d.contains("id") && d.contains("type") && d.contains("name") && d.contains("memory_bytes") &&
+                    d.contains("dtypes"));
+      }
+    } else {
+      ++refused;
+      EXPECT_EQ(p["status"], "refused");
+      EXPECT_FALSE(p["reason"].get<std::string>().empty());
+    }
+  }
+  EXPECT_EQ(loaded, 2);   // cpu and mini
+  EXPECT_EQ(refused, 6);  // four broken plugins, the non-library, the missing folder
+}
+
+TEST(Cli, DevicesStatsListsMissingPrimitives) {
+  Result r = run(std::string("devices --stats --config ") + STRATA_TEST_CONFIG, false);
+  ASSERT_EQ(r.exit_code, 0) << r.out;
+  EXPECT_NE(r.out.find("Selected device: cpu:0"), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("primitives without a kernel"), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("Fallbacks to cpu:0"), std::string::npos) << r.out;
+}
+
+TEST(Cli, ConfigCheckAcceptsShippedConfigs) {
+  for (const char* name : {"default.json", "cpu-only.json"}) {
+    Result r = run(std::string("config check ") + STRATA_SOURCE_DIR + "/configs/" + name);
+    EXPECT_EQ(r.exit_code, 0) << name << ": " << r.out;
+  }
+}
+
+TEST(Cli, ConfigCheckRejectsBadConfigWithPathAndExit2) {
+  std::string path = write_temp("strata-cli-bad.json", "{\"devices\": {\"cpu\": {\"memory_limit\": -1}}}");
+  Result r = run("config check " + path);
+  EXPECT_EQ(r.exit_code, 2);
+  EXPECT_NE(r.out.find(path), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("/devices/cpu/memory_limit"), std::string::npos) << r.out;
+}
+
+TEST(Cli, MalformedJsonGivesLineAndColumn) {
+  std::string path = write_temp("strata-cli-syntax.json", "{\n  \"prefer\": [\"cpu\",]\n}\n");
+  Result r = run("config check " + path);
+  EXPECT_EQ(r.exit_code, 2);
+  EXPECT_NE(r.out.find("line 2"), std::string::npos) << r.out;
+}
+
+TEST(Cli, BadConfigForDevicesIsExit2) {
+  std::string path = write_temp("strata-cli-unknown.json", "{\"prefered\": [\"cpu\"]}");
+  Result r = run("devices --config " + path);
+  EXPECT_EQ(r.exit_code, 2);
+  EXPECT_NE(r.out.find("unknown key"), std::string::npos) << r.out;
+}
+
+TEST(Cli, BadArgumentsAreExit2) {
+  EXPECT_EQ(run("frobnicate").exit_code, 2);
+  EXPECT_EQ(run("devices --no-such-flag").exit_code, 2);
+  EXPECT_EQ(run("devices --config /no/such/file.json").exit_code, 2);
+}
+
+TEST(Cli, DemoRunsAndChecksItself) {
+  Result r = run(std::string("demo --config ") + STRATA_TEST_CONFIG);
+  EXPECT_EQ(r.exit_code, 0) << r.out;
+  EXPECT_NE(r.out.find("demo OK"), std::string::npos) << r.out;
+}
+
+}  // namespace

@@ -1,0 +1,151 @@
+// Plugin loading outcomes: every broken plugin is refused with its reason and
+// the good ones still load.
+#include <strata/strata.hpp>
+
+#include <gtest/gtest.h>
+
+#include <sys/stat.h>
+
+#include <filesystem>
+#include <fstream>
+
+namespace {
+
+using namespace strata;
+namespace fs = std::filesystem;
+
+class PluginLoading : public ::testing::Test {
+ protected:
+  static void SetUpTestSuite() { runtime().load_config(STRATA_TEST_CONFIG); }
+
+  static PluginInfo outcome_for(const std::string& file) {
+    for (const PluginInfo& p : runtime().plugins()) {
+      if (fs::path(p.path).filename() == file) return p;
+    }
+    ADD_FAILURE() << "no outcome recorded for " << file;
+    return {};
+  }
+};
+
+TEST_F(PluginLoading, GoodPluginsLoad) {
+  PluginInfo cpu = outcome_for("libstrata_plugin_cpu.so");
+  EXPECT_TRUE(cpu.loaded) << cpu.reason;
+  EXPECT_EQ(cpu.abi, abi_version());
+  EXPECT_GT(cpu.score, 0);
+  ASSERT_EQ(cpu.devices.size(), 1u);
+  EXPECT_EQ(cpu.devices[0].id, "cpu:0");
+  PluginInfo mini = outcome_for("libstrata_plugin_mini.so");
+  EXPECT_TRUE(mini.loaded) << mini.reason;
+  EXPECT_EQ(mini.vendor, "Strata tests");
+  ASSERT_EQ(mini.devices.size(), 1u);
+  EXPECT_EQ(mini.devices[0].type, DeviceType::accelerator);
+  EXPECT_EQ(mini.devices[0].kernel_count, 3);  // the unknown op is ignored
+}
+
+TEST_F(PluginLoading, WrongAbiMajorIsRefused) {
+  PluginInfo p = outcome_for("libstrata_plugin_badabi.so");
+  EXPECT_FALSE(p.loaded);
+  EXPECT_NE(p.reason.find("ABI major mismatch"), std::string::npos) << p.reason;
+  EXPECT_NE(p.reason.find("99.0"), std::string::npos) << p.reason;
+}
+
+TEST_F(PluginLoading, MissingEntrySymbolIsRefused) {
+  PluginInfo p = outcome_for("libstrata_plugin_noentry.so");
+  EXPECT_FALSE(p.loaded);
+  EXPECT_NE(p.reason.find("missing entry symbol \"strata_plugin_entry\""), std::string::npos) << p.reason;
+}
+
+TEST_F(PluginLoading, FailingInitIsRefusedWithThePluginsMessage) {
+  PluginInfo p = outcome_for("libstrata_plugin_initfail.so");
+  EXPECT_FALSE(p.loaded);
+  EXPECT_NE(p.reason.find("no usable device"), std::string::npos) << p.reason;
+  EXPECT_NE(p.reason.find("no driver found (test plugin)"), std::string::npos) << p.reason;
+}
+
+TEST_F(PluginLoading, ZeroDevicesIsRefused) {
+  PluginInfo p = outcome_for("libstrata_plugin_nodevices.so");
+  EXPECT_FALSE(p.loaded);
+  EXPECT_NE(p.reason.find("no devices"), std::string::npos) << p.reason;
+}
+
+TEST_F(PluginLoading, NonLibraryFileIsRefusedWithTheLoadersText) {
+  PluginInfo p = outcome_for("libstrata_plugin_garbage.so");
+  EXPECT_FALSE(p.loaded);
+  EXPECT_NE(p.reason.find("not a loadable shared library"), std::string::npos) << p.reason;
+  // dlopen's own words for a file that is not ELF.
+  EXPECT_NE(p.reason.find("invalid ELF header"), std::string::npos) << p.reason;
+}
+
+TEST_F(PluginLoading, MissingSearchPathIsReported) {
+  PluginInfo p = outcome_for("no-such-plugin-dir");
+  EXPECT_FALSE(p.loaded);
+  EXPECT_NE(p.reason.find("does not exist"), std::string::npos) << p.reason;
+}
+
+TEST_F(PluginLoading, PreferenceSelectsCpu) { EXPECT_EQ(runtime().default_device().str(), "cpu:0"); }
+
+TEST_F(PluginLoading, UnknownDeviceNamesTheAvailableOnes) {
+  try {
+    Device d("cuda:3");
+    FAIL() << "expected DeviceError";
+  } catch (const DeviceError& e) {
+    EXPECT_NE(std::string(e.what()).find("cuda:3"), std::string::npos);
+    EXPECT_NE(std::string(e.what()).find("cpu:0"), std::string::npos);
+  }
+}
+
+TEST_F(PluginLoading, WorldWritablePluginIsRefused) {
+  fs::path dir = fs::temp_directory_path() / ("strata-insecure-" + std::to_string(::getpid()));
+  fs::create_directories(dir);
+  fs::copy_file(fs::path(STRATA_TEST_PLUGIN_DIR) / "libstrata_plugin_mini.so", dir / "libstrata_plugin_mini.so",
+                fs::copy_options::overwrite_existing);
+  ::chmod(dir.c_str(), 0777);
+  Config c = runtime().config();
+  c.plugin_paths.push_back(dir.string());
+  runtime().configure(c);
+  bool found = false;
+  for (const PluginInfo& p : runtime().plugins()) {
+    if (p.path.rfind(dir.string(), 0) == 0) {
+      found = true;
+      EXPECT_FALSE(p.loaded);
+      EXPECT_NE(p.reason.find("writable by other users"), std::string::npos) << p.reason;
+    }
+  }
+  EXPECT_TRUE(found);
+  fs::remove_all(dir);
+}
+
+TEST_F(PluginLoading, SecondCopyOfAnActivePluginIsRefused) {
+  fs::path dir = fs::temp_directory_path() / ("strata-dup-" + std::to_string(::getpid()));
+  fs::create_directories(dir);
+  ::chmod(dir.c_str(), 0755);
+  fs::copy_file(fs::path(STRATA_TEST_PLUGIN_DIR) / "libstrata_plugin_mini.so", dir / "libstrata_plugin_mini.so",
+                fs::copy_options::overwrite_existing);
+  ::chmod((dir / "libstrata_plugin_mini.so").c_str(), 0755);
+  Config c = runtime().config();
+  c.plugin_paths.push_back(dir.string());
+  runtime().configure(c);
+  bool found = false;
+  for (const PluginInfo& p : runtime().plugins()) {
+    if (p.path.rfind(dir.string(), 0) == 0) {
+      found = true;
+      EXPECT_FALSE(p.loaded);
+      EXPECT_NE(p.reason.find("already active"), std::string::npos) << p.reason;
+    }
+  }
+  EXPECT_TRUE(found);
+  EXPECT_EQ(Device("mini:0").str(), "mini:0");  // the first copy still serves
+  fs::remove_all(dir);
+}
+
+TEST_F(PluginLoading, InvalidConfigKeepsThePreviousOne) {
+  std::string before = runtime().config().source;
+  fs::path bad = fs::temp_directory_path() / "strata-bad-config.json";
+  std::ofstream(bad) << "{\"prefer\": [\"cpu\"], \"devices\": {\"cpu\": {\"memory_limit\": -5}}}";
+  EXPECT_THROW(runtime().load_config(bad.string()), ConfigError);
+  EXPECT_EQ(runtime().config().source, before);
+  EXPECT_EQ(runtime().default_device().str(), "cpu:0");
+  fs::remove(bad);
+}
+
+}  // namespace

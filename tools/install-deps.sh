@@ -1,0 +1,36 @@
+#!/usr/bin/env bash
+# Installs Strata's build and test dependencies from Debian 12 packages.
+# Idempotent: packages already present are skipped, and apt-get is only
+# invoked when something is missing. Runs as root or through sudo.
+set -euo pipefail
+
+packages=(
+  build-essential cmake ninja-build pkg-config ccache
+  libboost-dev            # Boost.DLL (header-only) for plugin loading
+  nlohmann-json3-dev      # configuration parsing
+  libspdlog-dev           # logging
+  libcli11-dev            # the strata command line
+  libdnnl-dev             # oneDNN for the CPU plugin
+  libgtest-dev libgmock-dev googletest
+  libbenchmark-dev        # bench/
+  libopenblas-dev         # peer for the GEMM benchmark
+)
+
+missing=()
+for p in "${packages[@]}"; do
+  if ! dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed"; then
+    missing+=("$p")
+  fi
+done
+
+if [ ${#missing[@]} -eq 0 ]; then
+  echo "install-deps: all ${#packages[@]} packages present"
+  exit 0
+fi
+
+SUDO=""
+if [ "$(id -u)" -ne 0 ]; then SUDO="sudo"; fi
+echo "install-deps: installing ${missing[*]}"
+export DEBIAN_FRONTEND=noninteractive
+$SUDO apt-get update -qq
+$SUDO apt-get install -y -qq --no-install-recommends "${missing[@]}"

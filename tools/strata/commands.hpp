@@ -1,0 +1,22 @@
+// commands.hpp — subcommands of the `strata` command line.
+#pragma once
+
+#include <string>
+
+namespace strata::cli {
+
+/// Exit codes: 0 success, 1 runtime failure, 2 bad input (arguments, config).
+inline constexpr int kOk = 0;
+inline constexpr int kFailure = 1;
+inline constexpr int kBadInput = 2;
+
+struct DevicesOptions {
+  bool json = false;
+  bool stats = false;
+};
+
+int run_devices(const DevicesOptions& options);
+int run_config_check(const std::string& path);
+int run_demo(const std::string& device);
+
+}  // namespace strata::cli
