@@ -937,7 +937,9 @@ std::string library_directory() {
       return std::string(".");
     }
     std::error_code ec;
-    fs::path lib = fs::absolute(fs::path(info.dli_fname), ec);
+    // canonical() resolves "bin/../lib" (an $ORIGIN rpath) and symlinks alike.
+    fs::path lib = fs::canonical(fs::path(info.dli_fname), ec);
+    if (ec) lib = fs::absolute(fs::path(info.dli_fname), ec);
     if (ec) lib = fs::path(info.dli_fname);
     std::string parent = resolve(lib.parent_path().string(), "/");
     while (parent.size() > 1 && parent.back() == '/') parent.pop_back();

@@ -103,10 +103,11 @@ Tensor compact_copy(DeviceRecord& dev, const Tensor& t) {
 }
 
 /// Builds descriptors and runs one kernel. Returns the plugin's status.
-strata_status run_kernel(DeviceRecord& dev, const KernelSlot& kernel, OpCall& call, std::vector<Tensor>& outputs,
+strata_status run_kernel(DeviceRecord& dev, const KernelSlot& kernel, OpCall& call, OpResult& outputs,
                          strata_error& err) {
   std::array<Tensor, kMaxInputs> inputs;
-  std::array<strata_tensor, kMaxInputs + kMaxOutputs> desc{};
+  // Not value-initialised: only the fields up to each rank are read.
+  std::array<strata_tensor, kMaxInputs + kMaxOutputs> desc;
   auto describe_tensor = [](const Tensor& t, strata_tensor& d) {
     const TensorImpl& impl = *t.impl();
     d.struct_size = sizeof(strata_tensor);
@@ -125,13 +126,13 @@ strata_status run_kernel(DeviceRecord& dev, const KernelSlot& kernel, OpCall& ca
     inputs[static_cast<size_t>(k)] = compact ? compact_copy(dev, t) : t;
     describe_tensor(inputs[static_cast<size_t>(k)], desc[static_cast<size_t>(k)]);
   }
-  outputs.clear();
+  outputs.count = 0;
   for (int k = 0; k < call.n_outputs; ++k) {
     const Tensor& preset = call.preset[static_cast<size_t>(k)];
     outputs.push_back(preset.defined() ? preset : make_tensor(dev, call.out(k).dtype, call.out(k).sizes()));
-    describe_tensor(outputs.back(), desc[static_cast<size_t>(call.n_inputs + k)]);
+    describe_tensor(outputs[k], desc[static_cast<size_t>(call.n_inputs + k)]);
   }
-  std::array<strata_attr, 8> items{};
+  std::array<strata_attr, 8> items;
   int32_t n_attrs = 0;
   if (call.attrs != nullptr) {
     for (const Attr& a : *call.attrs) {
@@ -154,7 +155,7 @@ std::string call_signature(const OpCall& call) {
 }
 
 /// Runs the call on the CPU plugin and moves the results back.
-std::vector<Tensor> run_on_cpu(OpCall& call, DeviceRecord& dev, const std::string& reason) {
+OpResult run_on_cpu(OpCall& call, DeviceRecord& dev, const std::string& reason) {
   std::string signature = call_signature(call);
   DeviceRecord* cpu = cpu_device();
   if (cpu == nullptr || cpu == &dev) {
@@ -168,12 +169,12 @@ std::vector<Tensor> run_on_cpu(OpCall& call, DeviceRecord& dev, const std::strin
   OpCall on_cpu = call;
   on_cpu.device = cpu->device();
   for (int k = 0; k < call.n_inputs; ++k) on_cpu.inputs[static_cast<size_t>(k)] = call.in(k).to(on_cpu.device);
-  std::vector<Tensor> results = dispatch_call(on_cpu);
+  OpResult results = dispatch_call(on_cpu);
   for (Tensor& r : results) r = r.to(dev.device());
   return results;
 }
 
-std::vector<Tensor> execute(OpCall& call) {
+OpResult execute(OpCall& call) {
   DeviceRecord& dev = device_record(call.device);
   const OpDef& op = *call.op;
 
@@ -190,12 +191,12 @@ std::vector<Tensor> execute(OpCall& call) {
     if (!outputs_empty && std::isnan(op.empty_fill)) {
       throw ShapeError(call.describe() + ": the op is undefined on an empty tensor");
     }
-    std::vector<Tensor> out;
+    OpResult out;
     for (int k = 0; k < call.n_outputs; ++k) {
       const Tensor& preset = call.preset[static_cast<size_t>(k)];
       out.push_back(preset.defined() ? preset : make_tensor(dev, call.out(k).dtype, call.out(k).sizes()));
       auto sizes = call.out(k).sizes();
-      if (!outputs_empty) out.back() = full(Shape(sizes.begin(), sizes.end()), op.empty_fill, {call.out(k).dtype, call.device});
+      if (!outputs_empty) out[k] = full(Shape(sizes.begin(), sizes.end()), op.empty_fill, {call.out(k).dtype, call.device});
     }
     return out;
   }
@@ -208,7 +209,7 @@ std::vector<Tensor> execute(OpCall& call) {
 
   std::string reason;
   if (const KernelSlot* kernel = dev.find_kernel(op.id, key)) {
-    std::vector<Tensor> results;
+    OpResult results;
     strata_error err;
     err.struct_size = sizeof(err);
     err.message[0] = '\0';
@@ -223,7 +224,11 @@ std::vector<Tensor> execute(OpCall& call) {
   } else {
     reason = "no kernel for signature " + call_signature(call);
   }
-  if (op.kind == OpKind::composite && op.decompose != nullptr) return op.decompose(call);
+  if (op.kind == OpKind::composite && op.decompose != nullptr) {
+    OpResult decomposed;
+    for (Tensor& t : op.decompose(call)) decomposed.push_back(std::move(t));
+    return decomposed;
+  }
   if (fallback_policy(op.id) == FallbackPolicy::error) {
     throw DeviceError(call.describe() + ": " + reason + " on " + dev.id + " (fallback policy \"error\")");
   }
@@ -243,13 +248,13 @@ void check_same_device(const OpCall& call) {
   }
 }
 
-std::vector<Tensor> dispatch_call(OpCall& call) {
+OpResult dispatch_call(OpCall& call) {
   if (call.op->prepare != nullptr) call.op->prepare(call);
   return execute(call);
 }
 
-std::vector<Tensor> dispatch(const OpDef& op, std::initializer_list<Tensor> inputs, const Attrs* attrs) {
-  OpCall call;
+namespace {
+void prepare_call(OpCall& call, const OpDef& op, std::initializer_list<Tensor> inputs, const Attrs* attrs) {
   call.op = &op;
   call.attrs = attrs;
   call.n_outputs = op.n_outputs;
@@ -265,11 +270,19 @@ std::vector<Tensor> dispatch(const OpDef& op, std::initializer_list<Tensor> inpu
   call.n_inputs = k;
   call.device = call.in(0).impl()->device;
   check_same_device(call);
-  return dispatch_call(call);
+}
+}  // namespace
+
+std::vector<Tensor> dispatch(const OpDef& op, std::initializer_list<Tensor> inputs, const Attrs* attrs) {
+  OpCall call;
+  prepare_call(call, op, inputs, attrs);
+  return dispatch_call(call).to_vector();
 }
 
 Tensor dispatch1(const OpDef& op, std::initializer_list<Tensor> inputs, const Attrs* attrs) {
-  return std::move(dispatch(op, inputs, attrs)[0]);
+  OpCall call;
+  prepare_call(call, op, inputs, attrs);
+  return std::move(dispatch_call(call)[0]);
 }
 
 }  // namespace strata::detail

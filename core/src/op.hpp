@@ -57,6 +57,18 @@ struct OutputMeta {
 
 struct OpDef;
 
+/// The outputs of one op call, without a heap allocation.
+struct OpResult {
+  std::array<Tensor, kMaxOutputs> tensors{};
+  int count = 0;
+
+  void push_back(Tensor t) { tensors[static_cast<size_t>(count++)] = std::move(t); }
+  Tensor& operator[](int k) { return tensors[static_cast<size_t>(k)]; }
+  Tensor* begin() { return tensors.data(); }
+  Tensor* end() { return tensors.data() + count; }
+  std::vector<Tensor> to_vector() const { return {tensors.begin(), tensors.begin() + count}; }
+};
+
 /// One invocation of an op, as it flows through prepare and dispatch.
 struct OpCall {
   const OpDef* op = nullptr;
@@ -106,7 +118,7 @@ std::vector<Tensor> dispatch(const OpDef& op, std::initializer_list<Tensor> inpu
 /// Single-output shortcut.
 Tensor dispatch1(const OpDef& op, std::initializer_list<Tensor> inputs, const Attrs* attrs = nullptr);
 /// Runs a call whose inputs and device are set (prepare is applied here).
-std::vector<Tensor> dispatch_call(OpCall& call);
+OpResult dispatch_call(OpCall& call);
 
 // --- shape and dtype helpers shared by op definitions ----------------------
 

@@ -17,8 +17,9 @@ struct Result {
   std::string out;  // stdout and stderr together unless split
 };
 
-Result run(const std::string& args, bool with_stderr = true) {
-  std::string cmd = std::string(STRATA_CLI) + " " + args + (with_stderr ? " 2>&1" : " 2>/dev/null");
+/// Runs the CLI with `args`; `env` is prepended as VAR=value assignments.
+Result run(const std::string& args, bool with_stderr = true, const std::string& env = "") {
+  std::string cmd = env + " " + std::string(STRATA_CLI) + " " + args + (with_stderr ? " 2>&1" : " 2>/dev/null");
   Result r;
   FILE* pipe = ::popen(cmd.c_str(), "r");
   if (pipe == nullptr) return r;
@@ -115,6 +116,41 @@ TEST(Cli, DemoRunsAndChecksItself) {
   Result r = run(std::string("demo --config ") + STRATA_TEST_CONFIG);
   EXPECT_EQ(r.exit_code, 0) << r.out;
   EXPECT_NE(r.out.find("demo OK"), std::string::npos) << r.out;
+}
+
+TEST(CliEnvironment, StrataConfigSelectsTheFile) {
+  Result r = run("devices --json", false, std::string("STRATA_CONFIG=") + STRATA_TEST_CONFIG);
+  ASSERT_EQ(r.exit_code, 0) << r.out;
+  EXPECT_EQ(nlohmann::json::parse(r.out)["config"], STRATA_TEST_CONFIG);
+}
+
+TEST(CliEnvironment, ExplicitConfigWinsOverStrataConfig) {
+  std::string other = std::string(STRATA_SOURCE_DIR) + "/configs/cpu-only.json";
+  Result r = run("devices --json --config " + other, false, std::string("STRATA_CONFIG=") + STRATA_TEST_CONFIG);
+  ASSERT_EQ(r.exit_code, 0) << r.out;
+  EXPECT_EQ(nlohmann::json::parse(r.out)["config"], other);
+}
+
+TEST(CliEnvironment, InvalidStrataConfigIsExit2) {
+  Result r = run("devices", true, "STRATA_CONFIG=/no/such/strata.json");
+  EXPECT_EQ(r.exit_code, 2);
+  EXPECT_NE(r.out.find("/no/such/strata.json"), std::string::npos) << r.out;
+}
+
+TEST(CliEnvironment, StrataPluginPathAddsPlugins) {
+  Result r = run("devices --json", false, std::string("STRATA_PLUGIN_PATH=") + STRATA_TEST_PLUGIN_DIR);
+  ASSERT_EQ(r.exit_code, 0) << r.out;
+  bool mini = false;
+  nlohmann::json j = nlohmann::json::parse(r.out);
+  for (const auto& p : j["plugins"]) mini = mini || (p["name"] == "mini" && p["status"] == "loaded");
+  EXPECT_TRUE(mini) << r.out;
+}
+
+TEST(CliEnvironment, StrataLogLevelOverridesTheConfig) {
+  Result quiet = run("devices", true, "STRATA_LOG_LEVEL=off");
+  EXPECT_EQ(quiet.out.find("[strata.plugin]"), std::string::npos) << quiet.out;
+  Result verbose = run("devices", true, "STRATA_LOG_LEVEL=info");
+  EXPECT_NE(verbose.out.find("[strata.plugin] info: loaded cpu"), std::string::npos) << verbose.out;
 }
 
 }  // namespace

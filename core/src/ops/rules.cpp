@@ -23,6 +23,14 @@ void unary_numeric(OpCall& call) {
 
 namespace {
 void promote_and_broadcast(OpCall& call, DType dtype) {
+  auto a = call.in(0).shape();
+  auto b = call.in(1).shape();
+  if (std::equal(a.begin(), a.end(), b.begin(), b.end())) {  // the common case: no broadcast, no allocation
+    call.out().set_shape(a);
+    cast_input(call, 0, dtype);
+    cast_input(call, 1, dtype);
+    return;
+  }
   Shape shape = broadcast_shapes(call.in(0).shape(), call.in(1).shape(), call);
   for (int k = 0; k < 2; ++k) {
     cast_input(call, k, dtype);
