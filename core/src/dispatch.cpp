@@ -162,15 +162,21 @@ OpResult run_on_cpu(OpCall& call, DeviceRecord& dev, const std::string& reason) 
     throw DeviceError(call.describe() + ": " + reason + ", and the CPU plugin " +
                       (cpu == nullptr ? "is not loaded" : "has no kernel either") + " to fall back to");
   }
-  bool preset = false;
-  for (int k = 0; k < call.n_outputs; ++k) preset = preset || call.preset[static_cast<size_t>(k)].defined();
-  if (preset) throw DeviceError(call.describe() + ": " + reason + " (in-place results cannot fall back)");
   record_fallback(dev, call.op->name, signature, reason);
   OpCall on_cpu = call;
   on_cpu.device = cpu->device();
+  on_cpu.preset = {};
   for (int k = 0; k < call.n_inputs; ++k) on_cpu.inputs[static_cast<size_t>(k)] = call.in(k).to(on_cpu.device);
   OpResult results = dispatch_call(on_cpu);
-  for (Tensor& r : results) r = r.to(dev.device());
+  for (int k = 0; k < results.count; ++k) {
+    const Tensor& preset = call.preset[static_cast<size_t>(k)];
+    if (preset.defined()) {  // results written into an existing (strided) tensor
+      write_bytes(preset, read_bytes(results[k]));
+      results[k] = preset;
+    } else {
+      results[k] = results[k].to(dev.device());
+    }
+  }
   return results;
 }
 
@@ -188,7 +194,12 @@ OpResult execute(OpCall& call) {
   for (int k = 0; k < call.n_inputs; ++k) inputs_empty = inputs_empty || call.in(k).numel() == 0;
   if (outputs_empty || inputs_empty) {
     // Empty tensors never reach a kernel (docs/ops.md).
-    if (!outputs_empty && std::isnan(op.empty_fill)) {
+    if (!outputs_empty && op.empty_passthrough >= 0) {
+      OpResult out;
+      out.push_back(call.in(op.empty_passthrough).clone());
+      return out;
+    }
+    if (!outputs_empty && !op.empty_fill) {
       throw ShapeError(call.describe() + ": the op is undefined on an empty tensor");
     }
     OpResult out;
@@ -196,7 +207,7 @@ OpResult execute(OpCall& call) {
       const Tensor& preset = call.preset[static_cast<size_t>(k)];
       out.push_back(preset.defined() ? preset : make_tensor(dev, call.out(k).dtype, call.out(k).sizes()));
       auto sizes = call.out(k).sizes();
-      if (!outputs_empty) out[k] = full(Shape(sizes.begin(), sizes.end()), op.empty_fill, {call.out(k).dtype, call.device});
+      if (!outputs_empty) out[k] = full(Shape(sizes.begin(), sizes.end()), *op.empty_fill, {call.out(k).dtype, call.device});
     }
     return out;
   }

@@ -42,6 +42,9 @@ void store_as(void* data, DType dtype, size_t i, T value) {
 
 /// The raw bytes of a tensor's elements, row-major (copies to the host).
 std::vector<uint8_t> read_bytes(const Tensor& t);
+/// Writes row-major bytes into the elements of an existing (possibly strided)
+/// tensor: a read-modify-write of the storage span it covers when strided.
+void write_bytes(const Tensor& dst, const std::vector<uint8_t>& bytes);
 /// A new tensor on `device` holding the raw bytes (row-major, `dtype`).
 Tensor upload_bytes(const void* bytes, DType dtype, std::span<const int64_t> shape, DeviceRecord& device);
 

@@ -17,6 +17,7 @@
 #include <array>
 #include <cstdint>
 #include <limits>
+#include <optional>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -101,8 +102,12 @@ struct OpDef {
   /// Composites: the same result from primitives (inputs as prepared).
   std::vector<Tensor> (*decompose)(const OpCall& call) = nullptr;
   /// Value of the outputs when an input is empty but outputs are not (sum
-  /// of nothing is 0); NaN means such a call is an error (max of nothing).
-  double empty_fill = std::numeric_limits<double>::quiet_NaN();
+  /// of nothing is 0, mean of nothing NaN); nullopt makes such a call an
+  /// error (max of nothing).
+  std::optional<double> empty_fill = std::nullopt;
+  /// Instead of empty_fill: the (single) output is a copy of this input when
+  /// another input is empty (scatter_add of nothing is its base).
+  int empty_passthrough = -1;
   int id = -1;  // assigned at registration
 };
 
@@ -124,10 +129,11 @@ OpResult dispatch_call(OpCall& call);
 
 /// Broadcast shape of two shapes; throws ShapeError naming the op.
 Shape broadcast_shapes(std::span<const int64_t> a, std::span<const int64_t> b, const OpCall& call);
-/// Normalises a possibly negative dim against rank; throws IndexError.
-int64_t normalize_dim(int64_t dim, int64_t rank, const OpCall* call = nullptr);
+/// Normalises a possibly negative dim against rank; throws IndexError whose
+/// message starts with `what` (the op or function name).
+int64_t normalize_dim(int64_t dim, int64_t rank, std::string_view what = {});
 /// Sorted, unique, normalised dims; empty input means all dims.
-std::vector<int64_t> normalize_dims(const Shape& dims, int64_t rank, const OpCall* call = nullptr);
+std::vector<int64_t> normalize_dims(const Shape& dims, int64_t rank, std::string_view what = {});
 /// Throws DeviceError unless every defined input lives on one device.
 void check_same_device(const OpCall& call);
 /// Casts input k to dtype (no-op when equal).

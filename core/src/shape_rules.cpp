@@ -25,10 +25,10 @@ Shape broadcast_shapes(std::span<const int64_t> a, std::span<const int64_t> b, c
   return out;
 }
 
-int64_t normalize_dim(int64_t dim, int64_t rank, const OpCall* call) {
+int64_t normalize_dim(int64_t dim, int64_t rank, std::string_view what) {
   int64_t bound = std::max<int64_t>(rank, 1);  // a scalar accepts dim 0 / -1
   if (dim < -bound || dim >= bound) {
-    std::string where = call != nullptr ? call->describe() + ": " : std::string();
+    std::string where = what.empty() ? std::string() : std::string(what) + ": ";
     throw IndexError(where + "dimension " + std::to_string(dim) + " out of range for a tensor of rank " +
                      std::to_string(rank) + " (expected " + std::to_string(-bound) + " to " +
                      std::to_string(bound - 1) + ")");
@@ -36,16 +36,16 @@ int64_t normalize_dim(int64_t dim, int64_t rank, const OpCall* call) {
   return dim < 0 ? dim + bound : dim;
 }
 
-std::vector<int64_t> normalize_dims(const Shape& dims, int64_t rank, const OpCall* call) {
+std::vector<int64_t> normalize_dims(const Shape& dims, int64_t rank, std::string_view what) {
   std::vector<int64_t> out;
   if (dims.empty()) {
     for (int64_t d = 0; d < rank; ++d) out.push_back(d);
     return out;
   }
-  for (int64_t d : dims) out.push_back(normalize_dim(d, rank, call));
+  for (int64_t d : dims) out.push_back(normalize_dim(d, rank, what));
   std::sort(out.begin(), out.end());
   if (std::adjacent_find(out.begin(), out.end()) != out.end()) {
-    throw IndexError((call != nullptr ? call->describe() + ": " : std::string()) + "dims " + shape_string(dims) +
+    throw IndexError((what.empty() ? std::string() : std::string(what) + ": ") + "dims " + shape_string(dims) +
                      " repeat a dimension");
   }
   if (rank == 0) out.clear();

@@ -77,6 +77,52 @@ std::string shape_string(std::span<const int64_t> shape) {
   return s + "]";
 }
 
+namespace {
+
+/// Elements from a tensor's offset to its last element, inclusive.
+int64_t span_extent(const TensorImpl& impl) {
+  int64_t extent = 1;
+  for (int32_t d = 0; d < impl.rank; ++d) {
+    extent += (impl.shape[static_cast<size_t>(d)] - 1) * impl.strides[static_cast<size_t>(d)];
+  }
+  return extent;
+}
+
+/// Calls f(row-major index, element offset within the span) for each element.
+template <typename F>
+void for_each_element(const TensorImpl& impl, F&& f) {
+  std::array<int64_t, STRATA_MAX_RANK> index{};
+  for (int64_t i = 0; i < impl.numel; ++i) {
+    int64_t off = 0;
+    for (int32_t d = 0; d < impl.rank; ++d) off += index[static_cast<size_t>(d)] * impl.strides[static_cast<size_t>(d)];
+    f(i, off);
+    for (int32_t d = impl.rank - 1; d >= 0; --d) {
+      if (++index[static_cast<size_t>(d)] < impl.shape[static_cast<size_t>(d)]) break;
+      index[static_cast<size_t>(d)] = 0;
+    }
+  }
+}
+
+void device_to_host(const TensorImpl& impl, void* dst, size_t bytes) {
+  DeviceRecord& dev = impl.record();
+  strata_error err{sizeof(strata_error), {}};
+  strata_status st = dev.plugin.api->copy_d2h(dev.plugin.state, dev.index, dst, impl.storage->buffer,
+                                               static_cast<size_t>(impl.offset) * dtype_size(impl.dtype), bytes,
+                                               dev.stream, &err);
+  check_status(st, err, dev, "copy to host");
+}
+
+void host_to_device(const TensorImpl& impl, const void* src, size_t bytes) {
+  DeviceRecord& dev = impl.record();
+  strata_error err{sizeof(strata_error), {}};
+  strata_status st = dev.plugin.api->copy_h2d(dev.plugin.state, dev.index, impl.storage->buffer,
+                                               static_cast<size_t>(impl.offset) * dtype_size(impl.dtype), src, bytes,
+                                               dev.stream, &err);
+  check_status(st, err, dev, "copy from host");
+}
+
+}  // namespace
+
 std::vector<uint8_t> read_bytes(const Tensor& t) {
   // Copies the span of storage the tensor covers and gathers on the host, so
   // reading never needs a device kernel (a device may lack a strided copy).
@@ -84,28 +130,34 @@ std::vector<uint8_t> read_bytes(const Tensor& t) {
   size_t element = dtype_size(impl.dtype);
   std::vector<uint8_t> bytes(static_cast<size_t>(impl.numel) * element);
   if (bytes.empty()) return bytes;
-  int64_t extent = 1;  // elements from offset to the last element, inclusive
-  for (int32_t d = 0; d < impl.rank; ++d) extent += (impl.shape[static_cast<size_t>(d)] - 1) * impl.strides[static_cast<size_t>(d)];
-  bool contiguous = impl.is_contiguous();
-  std::vector<uint8_t> span(contiguous ? 0 : static_cast<size_t>(extent) * element);
-  DeviceRecord& dev = impl.record();
-  strata_error err{sizeof(strata_error), {}};
-  strata_status st = dev.plugin.api->copy_d2h(dev.plugin.state, dev.index, contiguous ? bytes.data() : span.data(),
-                                               impl.storage->buffer, static_cast<size_t>(impl.offset) * element,
-                                               contiguous ? bytes.size() : span.size(), dev.stream, &err);
-  check_status(st, err, dev, "copy to host");
-  if (contiguous) return bytes;
-  std::array<int64_t, STRATA_MAX_RANK> index{};
-  for (int64_t i = 0; i < impl.numel; ++i) {
-    int64_t off = 0;
-    for (int32_t d = 0; d < impl.rank; ++d) off += index[static_cast<size_t>(d)] * impl.strides[static_cast<size_t>(d)];
-    std::memcpy(bytes.data() + static_cast<size_t>(i) * element, span.data() + static_cast<size_t>(off) * element, element);
-    for (int32_t d = impl.rank - 1; d >= 0; --d) {
-      if (++index[static_cast<size_t>(d)] < impl.shape[static_cast<size_t>(d)]) break;
-      index[static_cast<size_t>(d)] = 0;
-    }
+  if (impl.is_contiguous()) {
+    device_to_host(impl, bytes.data(), bytes.size());
+    return bytes;
   }
+  std::vector<uint8_t> span(static_cast<size_t>(span_extent(impl)) * element);
+  device_to_host(impl, span.data(), span.size());
+  for_each_element(impl, [&](int64_t i, int64_t off) {
+    std::memcpy(bytes.data() + static_cast<size_t>(i) * element, span.data() + static_cast<size_t>(off) * element,
+                element);
+  });
   return bytes;
+}
+
+void write_bytes(const Tensor& dst, const std::vector<uint8_t>& bytes) {
+  const TensorImpl& impl = *dst.impl();
+  size_t element = dtype_size(impl.dtype);
+  if (bytes.empty()) return;
+  if (impl.is_contiguous()) {
+    host_to_device(impl, bytes.data(), bytes.size());
+    return;
+  }
+  std::vector<uint8_t> span(static_cast<size_t>(span_extent(impl)) * element);
+  device_to_host(impl, span.data(), span.size());
+  for_each_element(impl, [&](int64_t i, int64_t off) {
+    std::memcpy(span.data() + static_cast<size_t>(off) * element, bytes.data() + static_cast<size_t>(i) * element,
+                element);
+  });
+  host_to_device(impl, span.data(), span.size());
 }
 
 Tensor upload_bytes(const void* bytes, DType dtype, std::span<const int64_t> shape, DeviceRecord& device) {
@@ -156,7 +208,7 @@ Shape Tensor::sizes() const {
 
 int64_t Tensor::size(int64_t d) const {
   const TensorImpl& impl = checked(*this);
-  return impl.shape[static_cast<size_t>(detail::normalize_dim(d, impl.rank))];
+  return impl.shape[static_cast<size_t>(detail::normalize_dim(d, impl.rank, "size"))];
 }
 
 Tensor Tensor::to(Device target) const {

@@ -58,7 +58,7 @@ Shape infer_shape(const Shape& requested, int64_t numel, std::span<const int64_t
 /// are contiguous with respect to each other).
 std::optional<Shape> view_strides(const TensorImpl& impl, const Shape& shape) {
   Shape strides(shape.size());
-  if (impl.numel == 0) {
+  if (impl.numel == 0 || impl.rank == 0) {  // nothing to preserve: any layout views it
     detail::contiguous_strides(shape, strides.data());
     return strides;
   }
@@ -119,7 +119,7 @@ Tensor Tensor::permute(const Shape& dims) const {
   Shape strides(dims.size());
   std::vector<bool> seen(dims.size(), false);
   for (size_t d = 0; d < dims.size(); ++d) {
-    auto src = static_cast<size_t>(normalize_dim(dims[d], impl.rank));
+    auto src = static_cast<size_t>(normalize_dim(dims[d], impl.rank, "permute"));
     if (seen[src]) throw ShapeError("permute: dims " + shape_string(dims) + " repeat dimension " + std::to_string(src));
     seen[src] = true;
     shape[d] = impl.shape[src];
@@ -132,8 +132,8 @@ Tensor Tensor::transpose(int64_t dim0, int64_t dim1) const {
   const TensorImpl& impl = impl_of(*this, "transpose");
   Shape dims(static_cast<size_t>(impl.rank));
   for (size_t d = 0; d < dims.size(); ++d) dims[d] = static_cast<int64_t>(d);
-  std::swap(dims[static_cast<size_t>(normalize_dim(dim0, impl.rank))],
-            dims[static_cast<size_t>(normalize_dim(dim1, impl.rank))]);
+  std::swap(dims[static_cast<size_t>(normalize_dim(dim0, impl.rank, "transpose"))],
+            dims[static_cast<size_t>(normalize_dim(dim1, impl.rank, "transpose"))]);
   return permute(dims);
 }
 
@@ -144,7 +144,7 @@ Tensor Tensor::mT() const {
 
 Tensor Tensor::slice(int64_t dim, int64_t start, int64_t end, int64_t step) const {
   const TensorImpl& impl = impl_of(*this, "slice");
-  auto d = static_cast<size_t>(normalize_dim(dim, impl.rank));
+  auto d = static_cast<size_t>(normalize_dim(dim, impl.rank, "slice"));
   int64_t n = impl.shape[d];
   auto where = [&] {
     return " for dimension " + std::to_string(d) + " of size " + std::to_string(n) + " (tensor of shape " +
@@ -167,7 +167,7 @@ Tensor Tensor::slice(int64_t dim, int64_t start, int64_t end, int64_t step) cons
 
 Tensor Tensor::select(int64_t dim, int64_t index) const {
   const TensorImpl& impl = impl_of(*this, "select");
-  auto d = static_cast<size_t>(normalize_dim(dim, impl.rank));
+  auto d = static_cast<size_t>(normalize_dim(dim, impl.rank, "select"));
   int64_t n = impl.shape[d];
   if (index < -n || index >= n) {
     throw IndexError("select: index " + std::to_string(index) + " out of range for dimension " + std::to_string(d) +
@@ -229,7 +229,7 @@ Tensor Tensor::squeeze() const {
 
 Tensor Tensor::squeeze(int64_t dim) const {
   const TensorImpl& impl = impl_of(*this, "squeeze");
-  auto d = static_cast<size_t>(normalize_dim(dim, impl.rank));
+  auto d = static_cast<size_t>(normalize_dim(dim, impl.rank, "squeeze"));
   if (impl.shape[d] != 1) return *this;
   Shape shape;
   Shape strides;
@@ -243,7 +243,7 @@ Tensor Tensor::squeeze(int64_t dim) const {
 
 Tensor Tensor::unsqueeze(int64_t dim) const {
   const TensorImpl& impl = impl_of(*this, "unsqueeze");
-  auto d = static_cast<size_t>(normalize_dim(dim, impl.rank + 1));
+  auto d = static_cast<size_t>(normalize_dim(dim, impl.rank + 1, "unsqueeze"));
   Shape shape(impl.shape.begin(), impl.shape.begin() + impl.rank);
   Shape strides(impl.strides.begin(), impl.strides.begin() + impl.rank);
   int64_t stride = d < static_cast<size_t>(impl.rank) ? impl.shape[d] * impl.strides[d] : 1;

@@ -116,8 +116,8 @@ Tensor full_like(const Tensor& t, double value);
 Tensor scalar_tensor(double value, const TensorOptions& options = {});
 /// [start, end) in steps of `step`; dtype i64 unless options say otherwise.
 Tensor arange(double start, double end, double step = 1.0,
-              const TensorOptions& options = {.dtype = DType::i64});
-Tensor arange(int64_t end, const TensorOptions& options = {.dtype = DType::i64});
+              const TensorOptions& options = {.dtype = DType::i64, .device = std::nullopt});
+Tensor arange(int64_t end, const TensorOptions& options = {.dtype = DType::i64, .device = std::nullopt});
 /// Uniform [0, 1) and standard normal, from the seeded global generator:
 /// the same seed gives the same numbers on every device.
 Tensor rand(const Shape& shape, const TensorOptions& options = {});
@@ -128,11 +128,11 @@ void manual_seed(uint64_t seed);
 /// the shape's element count.
 Tensor from_data(std::span<const float> data, const Shape& shape, const TensorOptions& options = {});
 Tensor from_data(std::span<const double> data, const Shape& shape,
-                 const TensorOptions& options = {.dtype = DType::f64});
+                 const TensorOptions& options = {.dtype = DType::f64, .device = std::nullopt});
 Tensor from_data(std::span<const int64_t> data, const Shape& shape,
-                 const TensorOptions& options = {.dtype = DType::i64});
+                 const TensorOptions& options = {.dtype = DType::i64, .device = std::nullopt});
 Tensor from_data(std::span<const int32_t> data, const Shape& shape,
-                 const TensorOptions& options = {.dtype = DType::i32});
+                 const TensorOptions& options = {.dtype = DType::i32, .device = std::nullopt});
 /// Convenience: tensor({1, 2, 3}) is a 1-D f32 tensor.
 Tensor tensor(std::initializer_list<float> values, const TensorOptions& options = {});
 

@@ -77,7 +77,7 @@ Tensor cat(const std::vector<Tensor>& tensors, int64_t dim) {
   if (tensors.empty()) throw ShapeError("cat: expected at least one tensor");
   const Tensor& first = tensors.front();
   if (!first.defined()) throw Error("cat: undefined tensor");
-  int64_t d = detail::normalize_dim(dim, first.dim());
+  int64_t d = detail::normalize_dim(dim, first.dim(), "cat");
   DType dtype = first.dtype();
   Shape shape = first.sizes();
   int64_t total = 0;
@@ -111,7 +111,7 @@ Tensor cat(const std::vector<Tensor>& tensors, int64_t dim) {
 
 Tensor stack(const std::vector<Tensor>& tensors, int64_t dim) {
   if (tensors.empty()) throw ShapeError("stack: expected at least one tensor");
-  int64_t d = detail::normalize_dim(dim, tensors.front().dim() + 1);
+  int64_t d = detail::normalize_dim(dim, tensors.front().dim() + 1, "stack");
   std::vector<Tensor> parts;
   for (const Tensor& t : tensors) {
     if (!t.defined()) throw Error("stack: undefined tensor");

@@ -68,27 +68,28 @@ void scatter_add_rule(OpCall& call) {
 
 const OpDef& kIndexSelect = detail::define_op({.name = "index_select", .n_inputs = 2, .prepare = index_select_rule});
 const OpDef& kGather = detail::define_op({.name = "gather", .n_inputs = 2, .prepare = gather_rule});
-const OpDef& kScatterAdd = detail::define_op({.name = "scatter_add", .n_inputs = 3, .prepare = scatter_add_rule});
+const OpDef& kScatterAdd =
+    detail::define_op({.name = "scatter_add", .n_inputs = 3, .prepare = scatter_add_rule, .empty_passthrough = 0});
 
-Attrs dim_attr(const Tensor& x, int64_t dim) {
-  if (!x.defined()) throw Error("indexing an undefined tensor");
-  return {Attr::integer("dim", detail::normalize_dim(dim, x.dim()))};
+Attrs dim_attr(const Tensor& x, int64_t dim, std::string_view op) {
+  if (!x.defined()) throw Error(std::string(op) + ": undefined tensor");
+  return {Attr::integer("dim", detail::normalize_dim(dim, x.dim(), op))};
 }
 
 }  // namespace
 
 Tensor index_select(const Tensor& x, int64_t dim, const Tensor& index) {
-  Attrs attrs = dim_attr(x, dim);
+  Attrs attrs = dim_attr(x, dim, "index_select");
   return detail::dispatch1(kIndexSelect, {x, index}, &attrs);
 }
 
 Tensor gather(const Tensor& x, int64_t dim, const Tensor& index) {
-  Attrs attrs = dim_attr(x, dim);
+  Attrs attrs = dim_attr(x, dim, "gather");
   return detail::dispatch1(kGather, {x, index}, &attrs);
 }
 
 Tensor scatter_add(const Tensor& base, int64_t dim, const Tensor& index, const Tensor& src) {
-  Attrs attrs = dim_attr(base, dim);
+  Attrs attrs = dim_attr(base, dim, "scatter_add");
   return detail::dispatch1(kScatterAdd, {base, index, src}, &attrs);
 }
 

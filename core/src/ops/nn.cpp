@@ -87,7 +87,7 @@ const OpDef& kLogSoftmaxBackward = detail::define_op(composite("log_softmax_back
 Tensor with_dim(const OpDef& op, std::initializer_list<Tensor> inputs, int64_t dim) {
   const Tensor& x = *inputs.begin();
   if (!x.defined()) throw Error(std::string(op.name) + ": undefined tensor");
-  Attrs attrs{Attr::integer("dim", detail::normalize_dim(dim, x.dim()))};
+  Attrs attrs{Attr::integer("dim", detail::normalize_dim(dim, x.dim(), op.name))};
   return detail::dispatch1(op, inputs, &attrs);
 }
 

@@ -61,13 +61,16 @@ const OpDef& kMax = define_op({.name = "max", .prepare = extremum_rule});
 const OpDef& kMin = define_op({.name = "min", .prepare = extremum_rule});
 const OpDef& kArgmax = define_op({.name = "argmax", .prepare = arg_rule});
 const OpDef& kArgmin = define_op({.name = "argmin", .prepare = arg_rule});
-const OpDef& kMean =
-    define_op({.name = "mean", .kind = OpKind::composite, .prepare = mean_rule, .decompose = mean_decomposition});
+const OpDef& kMean = define_op({.name = "mean",
+                                .kind = OpKind::composite,
+                                .prepare = mean_rule,
+                                .decompose = mean_decomposition,
+                                .empty_fill = std::numeric_limits<double>::quiet_NaN()});
 
 /// Runs a reduction over normalised dims and drops them unless keepdim.
 Tensor reduce(const OpDef& op, const Tensor& x, const Shape& dims, bool keepdim) {
   if (!x.defined()) throw Error(std::string(op.name) + ": undefined tensor");
-  std::vector<int64_t> norm = detail::normalize_dims(dims, x.dim());
+  std::vector<int64_t> norm = detail::normalize_dims(dims, x.dim(), op.name);
   if (x.dim() == 0) {  // a scalar reduces as a one-element vector
     Attrs attrs{Attr::list("dims", {0})};
     return detail::dispatch1(op, {x.reshape({1})}, &attrs).reshape({});

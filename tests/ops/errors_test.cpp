@@ -1,0 +1,150 @@
+// errors_test.cpp — every rejected call throws the documented exception type
+// with a message that names the op and the offending shapes, dtypes, dims,
+// indices or devices.
+#include <string>
+
+#include "device_fixture.hpp"
+
+namespace strata_test {
+namespace {
+
+namespace s = strata;
+using s::DType;
+
+class Errors : public DeviceTest {};
+STRATA_INSTANTIATE_ON_DEVICES(Errors);
+
+TEST_P(Errors, ShapeMismatchInAddNamesOpAndShapes) {
+  Tensor a = make({2, 3}, {1, 2, 3, 4, 5, 6}, s::f32);
+  Tensor b = make({4}, {1, 2, 3, 4}, s::f32);
+  EXPECT_TRUE(throws<s::ShapeError>([&] { s::add(a, b); }, {"add", "[2, 3]", "[4]", dev().str()}));
+  EXPECT_TRUE(throws<s::ShapeError>([&] { (void)(b * a); }, {"mul", "[2, 3]", "[4]"}));
+  EXPECT_TRUE(throws<s::ShapeError>([&] { s::where(s::gt(a, a), a, b); }, {"where", "[2, 3]", "[4]"}));
+  EXPECT_TRUE(throws<s::ShapeError>([&] { s::eq(make({3, 2}, {1, 2, 3, 4, 5, 6}, s::f32), a); }, {"eq", "[3, 2]"}));
+}
+
+TEST_P(Errors, MatmulShapes) {
+  Tensor a = make({2, 3}, {1, 2, 3, 4, 5, 6}, s::f32);
+  Tensor b = make({4, 5}, std::vector<double>(20, 1.0), s::f32);
+  EXPECT_TRUE(throws<s::ShapeError>([&] { s::matmul(a, b); }, {"matmul", "[2, 3]", "[4, 5]", "3 != 4"}));
+  EXPECT_TRUE(throws<s::ShapeError>([&] { s::matmul(make({4}, {1, 2, 3, 4}, s::f32), a); }, {"matmul"}));
+  EXPECT_TRUE(throws<s::ShapeError>([&] { s::matmul(make({}, {1}, s::f32), a); }, {"matmul", "[]"}));
+  // Batch dims 2 and 3 do not broadcast.
+  Tensor x = make({2, 3, 4}, std::vector<double>(24, 1.0), s::f32);
+  Tensor y = make({3, 4, 5}, std::vector<double>(60, 1.0), s::f32);
+  EXPECT_TRUE(throws<s::ShapeError>([&] { s::matmul(x, y); }, {"matmul", "[2]", "[3]"}));
+}
+
+TEST_P(Errors, DtypesAnOpDoesNotAccept) {
+  Tensor t = make({3}, {1, 0, 1}, s::boolean);
+  EXPECT_TRUE(throws<s::DTypeError>([&] { s::add(t, t); }, {"add", "bool"}));
+  EXPECT_TRUE(throws<s::DTypeError>([&] { s::sub(t, t); }, {"sub", "bool"}));
+  EXPECT_TRUE(throws<s::DTypeError>([&] { s::lt(t, t); }, {"lt", "bool"}));
+  EXPECT_TRUE(throws<s::DTypeError>([&] { s::neg(t); }, {"neg", "bool"}));
+  EXPECT_TRUE(throws<s::DTypeError>([&] { s::amax(t); }, {"max", "bool"}));
+  EXPECT_TRUE(throws<s::DTypeError>([&] { s::argmin(t, 0); }, {"argmin", "bool"}));
+  Tensor i = make({2, 2}, {1, 2, 3, 4}, s::i32);
+  EXPECT_TRUE(throws<s::DTypeError>([&] { s::matmul(i, i); }, {"matmul", "i32"}));
+  Tensor x = make({3}, {1, 2, 3}, s::f32);
+  EXPECT_TRUE(throws<s::DTypeError>([&] { s::index_select(x, 0, make({1}, {0}, s::f32)); }, {"index_select", "f32"}));
+  EXPECT_TRUE(throws<s::DTypeError>([&] { s::gather(x, 0, make({1}, {0}, s::boolean)); }, {"gather", "bool"}));
+  EXPECT_TRUE(throws<s::DTypeError>([] { s::rand({2}, {.dtype = s::i64, .device = {}}); }, {"rand"}));
+}
+
+TEST_P(Errors, TensorsOnTwoDevices) {
+  s::Device other;
+  for (const s::DeviceInfo& d : s::runtime().devices()) {
+    if (!(d.device == dev())) {
+      other = d.device;
+      break;
+    }
+  }
+  if (!other.valid()) GTEST_SKIP() << "only one device (" << dev().str() << ") is loaded; need a second one";
+  Tensor a = make({2}, {1, 2}, s::f32);
+  Tensor b = upload(host_values({2}, {3, 4}), s::f32, other);
+  EXPECT_TRUE(throws<s::DeviceError>([&] { s::add(a, b); }, {"add", dev().str(), other.str()}));
+  EXPECT_TRUE(throws<s::DeviceError>([&] { s::matmul(b, a); }, {"matmul", dev().str(), other.str()}));
+  EXPECT_TRUE(throws<s::DeviceError>([&] { s::cat({a, b}); }, {"cat", dev().str(), other.str()}));
+  EXPECT_TRUE(throws<s::DeviceError>([&] { a.copy_(b); }, {dev().str(), other.str()}));
+  // Explicit moves work.
+  EXPECT_CLOSE(s::add(a, b.to(dev())), host_values({2}, {4, 6}), s::f32);
+}
+
+TEST_P(Errors, IndexOutOfRangeIsAValueErrorNamingTheIndex) {
+  Tensor x = make({3, 2}, {1, 2, 3, 4, 5, 6}, s::f32);
+  EXPECT_TRUE(throws<s::ValueError>(
+      [&] {
+        s::index_select(x, 0, make({3}, {0, 5, 1}, s::i64));
+      },
+      {"index_select", "5", "out of range"}));
+  EXPECT_TRUE(throws<s::ValueError>(
+      [&] {
+        s::index_select(x, 1, make({2}, {-1, 0}, s::i64));
+      },
+      {"index_select", "-1"}));
+  EXPECT_TRUE(throws<s::ValueError>([&] { s::gather(x, 1, make({3, 1}, {0, 1, 7}, s::i64)); }, {"gather", "7"}));
+  EXPECT_TRUE(throws<s::ValueError>(
+      [&] {
+        s::scatter_add(x, 0, make({1, 2}, {3, 0}, s::i64), make({1, 2}, {1, 1}, s::f32));
+      },
+      {"scatter_add", "3"}));
+}
+
+TEST_P(Errors, DimensionsOutOfRangeAreIndexErrors) {
+  Tensor x = make({2, 3}, {1, 2, 3, 4, 5, 6}, s::f32);
+  // Errors name the op (error.hpp), so the message should say "sum".
+  EXPECT_TRUE(throws<s::IndexError>([&] { s::sum(x, {5}); }, {"sum", "dimension 5", "out of range", "rank 2"}));
+  EXPECT_TRUE(throws<s::IndexError>([&] { s::sum(x, {-3}); }, {"-3", "out of range"}));
+  EXPECT_TRUE(throws<s::IndexError>([&] { s::mean(x, {0, -2}); }, {"repeat"}));
+  EXPECT_TRUE(throws<s::IndexError>([&] { s::argmax(x, 2); }, {"dimension 2"}));
+  EXPECT_TRUE(throws<s::IndexError>([&] { s::softmax(x, -3); }, {"dimension -3"}));
+  EXPECT_TRUE(throws<s::IndexError>([&] { s::index_select(x, 2, make({1}, {0}, s::i64)); }, {"dimension 2"}));
+  EXPECT_TRUE(throws<s::IndexError>([&] { s::cat({x, x}, 2); }, {"dimension 2"}));
+  EXPECT_TRUE(throws<s::IndexError>([&] { s::stack({x, x}, 3); }, {"dimension 3"}));
+  EXPECT_TRUE(throws<s::IndexError>([&] { s::sum(make({}, {1}, s::f32), {1}); }, {"dimension 1"}));
+}
+
+TEST_P(Errors, IndexingAndJoiningShapes) {
+  Tensor x = make({2, 3}, {1, 2, 3, 4, 5, 6}, s::f32);
+  EXPECT_TRUE(throws<s::ShapeError>(
+      [&] {
+        s::index_select(x, 0, make({1, 1}, {0}, s::i64));
+      },
+      {"index_select", "1-D", "[1, 1]"}));
+  EXPECT_TRUE(throws<s::ShapeError>([&] { s::gather(x, 0, make({2}, {0, 1}, s::i64)); }, {"gather", "rank"}));
+  EXPECT_TRUE(throws<s::ShapeError>(
+      [&] {
+        s::gather(x, 0, make({1, 4}, {0, 0, 0, 0}, s::i64));
+      },
+      {"gather", "[1, 4]", "[2, 3]"}));
+  EXPECT_TRUE(throws<s::ShapeError>(
+      [&] {
+        s::scatter_add(x, 0, make({1, 2}, {0, 1}, s::i64), make({1, 3}, {1, 1, 1}, s::f32));
+      },
+      {"scatter_add", "[1, 2]", "[1, 3]"}));
+  Tensor y = make({3, 2}, {1, 2, 3, 4, 5, 6}, s::f32);
+  EXPECT_TRUE(throws<s::ShapeError>([&] { s::cat({x, y}, 0); }, {"cat", "[3, 2]", "[2, 3]"}));
+  EXPECT_TRUE(throws<s::ShapeError>([&] { s::cat({x, make({3}, {1, 2, 3}, s::f32)}); }, {"cat", "[3]"}));
+  EXPECT_TRUE(throws<s::ShapeError>([&] { s::stack({x, y}); }, {"stack", "[2, 3]", "[3, 2]"}));
+  EXPECT_TRUE(throws<s::ShapeError>([] { s::cat({}); }, {"cat"}));
+}
+
+TEST_P(Errors, FailedOpsLeaveInputsUnchanged) {
+  Operand a = operand({2, 3}, s::f32, Layout::transposed);
+  Operand b = operand({4}, s::f32);
+  Tensor idx = make({2}, {0, 9}, s::i64);
+  Tensor base = make({3}, {1, 2, 3}, s::f32);
+  EXPECT_THROW(s::add(a.dev, b.dev), s::ShapeError);
+  EXPECT_THROW(s::matmul(a.dev, b.dev), s::ShapeError);
+  EXPECT_THROW(s::scatter_add(base, 0, idx, make({2}, {5, 5}, s::f32)), s::ValueError);
+  EXPECT_CLOSE(a.dev, a.host, s::f32, {0.0, 0.0});
+  EXPECT_CLOSE(b.dev, b.host, s::f32, {0.0, 0.0});
+  EXPECT_CLOSE(base, host_values({3}, {1, 2, 3}), s::f32, {0.0, 0.0});
+  EXPECT_EQ(a.dev.sizes(), (Shape{2, 3}));
+  EXPECT_FALSE(a.dev.is_contiguous());
+  // The runtime still works after the failures.
+  EXPECT_CLOSE(s::add(a.dev, a.dev), map(a.host, [](double v) { return 2 * v; }), s::f32);
+}
+
+}  // namespace
+}  // namespace strata_test

@@ -1,0 +1,192 @@
+// creation_test.cpp — zeros/ones/full/arange/rand/randn/from_data, dtype
+// names and the promotion table, on the default device.
+#include <cmath>
+#include <numeric>
+
+#include "reference.hpp"
+
+
+namespace strata_test {
+namespace {
+
+namespace s = strata;
+using s::DType;
+
+std::vector<double> values(const Tensor& t) { return t.to_vector<double>(); }
+
+TEST(Creation, ZerosOnesFull) {
+  Tensor z = s::zeros({2, 3});
+  EXPECT_EQ(z.dtype(), s::f32);
+  EXPECT_EQ(z.sizes(), (Shape{2, 3}));
+  EXPECT_EQ(z.dim(), 2);
+  EXPECT_EQ(z.numel(), 6);
+  EXPECT_EQ(z.size(-1), 3);
+  EXPECT_EQ(Shape(z.strides().begin(), z.strides().end()), (Shape{3, 1}));
+  EXPECT_EQ(z.offset(), 0);
+  EXPECT_TRUE(z.is_contiguous());
+  EXPECT_TRUE(z.device() == s::runtime().default_device());
+  EXPECT_EQ(values(z), std::vector<double>(6, 0.0));
+
+  Tensor o = s::ones({4}, {.dtype = s::i32, .device = {}});
+  EXPECT_EQ(o.dtype(), s::i32);
+  EXPECT_EQ(o.to_vector<int32_t>(), std::vector<int32_t>(4, 1));
+
+  Tensor f = s::full({2, 2}, 3.5, {.dtype = s::f64, .device = {}});
+  EXPECT_EQ(values(f), std::vector<double>(4, 3.5));
+  Tensor b = s::full({3}, 2.0, {.dtype = s::boolean, .device = {}});
+  EXPECT_EQ(b.to_vector<bool>(), std::vector<bool>(3, true));
+  Tensor truncated = s::full({2}, -2.75, {.dtype = s::i64, .device = {}});
+  EXPECT_EQ(truncated.to_vector<int64_t>(), (std::vector<int64_t>{-2, -2}));
+
+  Tensor e = s::zeros({0, 4});
+  EXPECT_EQ(e.numel(), 0);
+  EXPECT_EQ(e.sizes(), (Shape{0, 4}));
+  EXPECT_TRUE(values(e).empty());
+  Tensor scalar = s::scalar_tensor(2.5);
+  EXPECT_EQ(scalar.dim(), 0);
+  EXPECT_EQ(scalar.numel(), 1);
+  EXPECT_EQ(scalar.item<float>(), 2.5f);
+
+  Tensor u = s::empty({3, 5}, {.dtype = s::bf16, .device = {}});
+  EXPECT_EQ(u.dtype(), s::bf16);
+  EXPECT_EQ(u.sizes(), (Shape{3, 5}));
+
+  EXPECT_TRUE(throws<s::ShapeError>([] { s::zeros({2, -1}); }, {"negative", "[2, -1]"}));
+}
+
+TEST(Creation, LikeFunctionsKeepShapeDtypeDevice) {
+  Tensor t = s::full({2, 3}, 7.0, {.dtype = s::i64, .device = {}}).mT();
+  for (const Tensor& like : {s::zeros_like(t), s::ones_like(t), s::full_like(t, 4.0)}) {
+    EXPECT_EQ(like.dtype(), s::i64);
+    EXPECT_EQ(like.sizes(), (Shape{3, 2}));
+    EXPECT_TRUE(like.device() == t.device());
+    EXPECT_TRUE(like.is_contiguous());
+  }
+  EXPECT_EQ(s::full_like(t, 4.0).to_vector<int64_t>(), std::vector<int64_t>(6, 4));
+  EXPECT_EQ(s::ones_like(t).to_vector<int64_t>(), std::vector<int64_t>(6, 1));
+}
+
+TEST(Creation, Arange) {
+  Tensor a = s::arange(5);
+  EXPECT_EQ(a.dtype(), s::i64);
+  EXPECT_EQ(a.to_vector<int64_t>(), (std::vector<int64_t>{0, 1, 2, 3, 4}));
+  Tensor f = s::arange(1.0, 2.0, 0.25, {.dtype = s::f32, .device = {}});
+  EXPECT_EQ(f.dtype(), s::f32);
+  EXPECT_EQ(values(f), (std::vector<double>{1.0, 1.25, 1.5, 1.75}));
+  EXPECT_EQ(s::arange(5.0, 0.0, -2.0).to_vector<int64_t>(), (std::vector<int64_t>{5, 3, 1}));
+  EXPECT_EQ(s::arange(0.0, 0.0).numel(), 0);
+  EXPECT_EQ(s::arange(3.0, 1.0).sizes(), (Shape{0}));
+  EXPECT_TRUE(throws<s::Error>([] { s::arange(0.0, 1.0, 0.0); }, {"arange", "step"}));
+}
+
+TEST(Creation, RandAndRandnAreReproducibleWithManualSeed) {
+  s::manual_seed(42);
+  std::vector<double> a = values(s::rand({1000}));
+  std::vector<double> an = values(s::randn({1001}));
+  s::manual_seed(42);
+  std::vector<double> b = values(s::rand({1000}));
+  std::vector<double> bn = values(s::randn({1001}));
+  EXPECT_EQ(a, b);
+  EXPECT_EQ(an, bn);
+  std::vector<double> c = values(s::rand({1000}));
+  EXPECT_NE(a, c) << "the generator did not advance";
+  s::manual_seed(43);
+  EXPECT_NE(values(s::rand({1000})), a) << "another seed gave the same numbers";
+
+  // Same stream whatever the dtype: f64 values round to the f32 ones.
+  s::manual_seed(7);
+  std::vector<double> d64 = values(s::rand({64}, {.dtype = s::f64, .device = {}}));
+  s::manual_seed(7);
+  std::vector<double> d32 = values(s::rand({64}));
+  for (size_t i = 0; i < d64.size(); ++i) EXPECT_EQ(static_cast<double>(static_cast<float>(d64[i])), d32[i]) << i;
+}
+
+TEST(Creation, RandAndRandnDistributions) {
+  s::manual_seed(123);
+  std::vector<double> u = values(s::rand({20000}, {.dtype = s::f64, .device = {}}));
+  double mean = std::accumulate(u.begin(), u.end(), 0.0) / static_cast<double>(u.size());
+  EXPECT_NEAR(mean, 0.5, 0.01);
+  for (double v : u) {
+    ASSERT_GE(v, 0.0);
+    ASSERT_LT(v, 1.0);
+  }
+  std::vector<double> n = values(s::randn({20001}, {.dtype = s::f64, .device = {}}));
+  double m = std::accumulate(n.begin(), n.end(), 0.0) / static_cast<double>(n.size());
+  double var = 0.0;
+  for (double v : n) var += (v - m) * (v - m);
+  var /= static_cast<double>(n.size());
+  EXPECT_NEAR(m, 0.0, 0.03);
+  EXPECT_NEAR(var, 1.0, 0.05);
+  EXPECT_TRUE(throws<s::DTypeError>([] { s::randn({2}, {.dtype = s::i32, .device = {}}); }, {"randn"}));
+}
+
+TEST(Creation, FromData) {
+  const std::vector<float> f{1.5f, -2.0f, 3.25f, 4.0f, 5.0f, 6.0f};
+  Tensor t = s::from_data(f, {2, 3});
+  EXPECT_EQ(t.dtype(), s::f32);
+  EXPECT_EQ(t.sizes(), (Shape{2, 3}));
+  EXPECT_EQ(t.to_vector<float>(), f);
+  const std::vector<double> d{0.1, 0.2};
+  EXPECT_EQ(s::from_data(d, {2}).dtype(), s::f64);
+  EXPECT_EQ(s::from_data(d, {2}).to_vector<double>(), d);
+  const std::vector<int64_t> i64{1, -2, 3};
+  EXPECT_EQ(s::from_data(i64, {3}).to_vector<int64_t>(), i64);
+  const std::vector<int32_t> i32{7, 8, 9, 10};
+  Tensor it = s::from_data(i32, {2, 2});
+  EXPECT_EQ(it.dtype(), s::i32);
+  EXPECT_EQ(it.to_vector<int32_t>(), i32);
+  // Converted to options.dtype.
+  Tensor conv = s::from_data(f, {6}, {.dtype = s::i64, .device = {}});
+  EXPECT_EQ(conv.to_vector<int64_t>(), (std::vector<int64_t>{1, -2, 3, 4, 5, 6}));
+  Tensor lit = s::tensor({1, 2, 3});
+  EXPECT_EQ(lit.sizes(), (Shape{3}));
+  EXPECT_EQ(lit.dtype(), s::f32);
+  EXPECT_EQ(values(lit), (std::vector<double>{1, 2, 3}));
+  // 0-d from one value, empty from none.
+  EXPECT_EQ(s::from_data(std::vector<double>{4.0}, {}).item<double>(), 4.0);
+  EXPECT_EQ(s::from_data(std::vector<float>{}, {0, 3}).sizes(), (Shape{0, 3}));
+
+  EXPECT_TRUE(throws<s::ShapeError>([&] { s::from_data(f, {4, 2}); }, {"from_data", "6", "[4, 2]", "8"}));
+  EXPECT_TRUE(throws<s::ShapeError>([&] { s::from_data(i64, {}); }, {"from_data", "3"}));
+}
+
+TEST(DTypes, NamesAndSizes) {
+  const std::pair<DType, const char*> names[] = {{s::f32, "f32"},     {s::f64, "f64"}, {s::f16, "f16"},
+                                                 {s::bf16, "bf16"},   {s::i32, "i32"}, {s::i64, "i64"},
+                                                 {s::boolean, "bool"}};
+  for (auto [t, name] : names) {
+    EXPECT_EQ(s::dtype_name(t), name);
+    EXPECT_EQ(s::dtype_from_name(name), t);
+  }
+  EXPECT_EQ(s::dtype_from_name("float32"), s::f32);
+  EXPECT_EQ(s::dtype_from_name("int64"), s::i64);
+  EXPECT_TRUE(throws<s::DTypeError>([] { s::dtype_from_name("complex64"); }, {"complex64"}));
+  EXPECT_EQ(s::dtype_size(s::f64), 8u);
+  EXPECT_EQ(s::dtype_size(s::bf16), 2u);
+  EXPECT_EQ(s::dtype_size(s::boolean), 1u);
+}
+
+TEST(DTypes, PromotionTable) {
+  // Rows and columns: f32 f64 f16 bf16 i32 i64 bool.
+  constexpr DType F32 = s::f32, F64 = s::f64, F16 = s::f16, B16 = s::bf16, I32 = s::i32, I64 = s::i64, BOO = s::boolean;
+  const DType order[] = {F32, F64, F16, B16, I32, I64, BOO};
+  const DType table[7][7] = {
+      /* f32  */ {F32, F64, F32, F32, F32, F32, F32},
+      /* f64  */ {F64, F64, F64, F64, F64, F64, F64},
+      /* f16  */ {F32, F64, F16, F32, F16, F16, F16},
+      /* bf16 */ {F32, F64, F32, B16, B16, B16, B16},
+      /* i32  */ {F32, F64, F16, B16, I32, I64, I32},
+      /* i64  */ {F32, F64, F16, B16, I64, I64, I64},
+      /* bool */ {F32, F64, F16, B16, I32, I64, BOO},
+  };
+  for (int r = 0; r < 7; ++r) {
+    for (int c = 0; c < 7; ++c) {
+      EXPECT_EQ(s::promote_types(order[r], order[c]), table[r][c])
+          << s::dtype_name(order[r]) << " with " << s::dtype_name(order[c]) << " gave "
+          << s::dtype_name(s::promote_types(order[r], order[c]));
+    }
+  }
+}
+
+}  // namespace
+}  // namespace strata_test
