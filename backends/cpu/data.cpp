@@ -1,0 +1,131 @@
+// data.cpp — copy, cast and fill (docs/ops.md, "Data movement").
+#include "data.hpp"
+
+#include "elementwise.hpp"
+
+#include <algorithm>
+#include <bit>
+#include <cstring>
+#include <type_traits>
+
+namespace strata::cpu {
+namespace {
+
+/// Unsigned integer of a storage type's size: copies move bits, not values.
+template <size_t Bytes>
+using word_t = std::conditional_t<Bytes == 1, uint8_t,
+                                  std::conditional_t<Bytes == 2, uint16_t,
+                                                     std::conditional_t<Bytes == 4, uint32_t, uint64_t>>>;
+
+template <class W>
+void copy_words(const strata_tensor& dst, const strata_tensor& src, int threads) {
+  W* const y = data<W>(dst);
+  const W* const x = data<const W>(src);
+  const int64_t n = plugin::numel(dst);
+  if (all_contiguous(dst, src)) {
+    parallel_for(n, threads, [&](int64_t b, int64_t e) { std::memcpy(y + b, x + b, (e - b) * sizeof(W)); });
+    return;
+  }
+  const Layout<2> l = make_layout<2>(dst.rank, dst.shape, {dst.strides, src.strides});
+  parallel_runs(l, threads, 1, [&](const int64_t* off, int64_t count) {
+    const int64_t ys = l.inner_stride(0);
+    const int64_t xs = l.inner_stride(1);
+    if (ys == 1 && xs == 1) {
+      std::memcpy(y + off[0], x + off[1], count * sizeof(W));
+    } else {
+      for (int64_t i = 0; i < count; ++i) y[off[0] + i * ys] = x[off[1] + i * xs];
+    }
+  });
+}
+
+template <class W>
+void fill_words(const strata_tensor& dst, W value, int threads) {
+  W* const y = data<W>(dst);
+  const int64_t n = plugin::numel(dst);
+  if (plugin::is_contiguous(dst)) {
+    parallel_for(n, threads, [&](int64_t b, int64_t e) { std::fill(y + b, y + e, value); });
+    return;
+  }
+  const Layout<1> l = make_layout<1>(dst.rank, dst.shape, {dst.strides});
+  parallel_runs(l, threads, 1, [&](const int64_t* off, int64_t count) {
+    const int64_t s = l.inner_stride(0);
+    for (int64_t i = 0; i < count; ++i) y[off[0] + i * s] = value;
+  });
+}
+
+template <class T>
+struct Copy {
+  static constexpr const char* name = "copy";
+  using signature = T(T);
+  static constexpr uint32_t flags = kStrided;  // and the output may be strided too
+  static strata_status run(const KernelCall& call) {
+    if (!same_shape(call.in[0], call.out[0])) {
+      return fail(call.error, STRATA_ERROR_INVALID_ARGUMENT, "copy: input and output shapes differ");
+    }
+    copy_words<word_t<sizeof(T)>>(call.out[0], call.in[0], call.threads);
+    return STRATA_OK;
+  }
+};
+
+template <class To>
+struct CastTo {
+  static constexpr const char* name = "cast";
+  static constexpr int64_t cost = 2;
+  template <class C>
+  compute_t<To> operator()(C v) const {
+    return convert<compute_t<To>>(v);
+  }
+};
+
+template <class T>
+struct Fill {
+  static constexpr const char* name = "fill";
+  using signature = T();
+  static constexpr uint32_t flags = kStrided;
+  static strata_status run(const KernelCall& call) {
+    const strata_attr* a = plugin::find_attr(call.attrs, "value");
+    if (a == nullptr) return fail(call.error, STRATA_ERROR_INVALID_ARGUMENT, "fill: missing attribute \"value\"");
+    // FLOAT is the contract; an INT (or BOOL) value is taken as is so that
+    // i64 fills beyond 2^53 stay exact.
+    const T value = a->kind == STRATA_ATTR_FLOAT ? store_from<T>(a->f) : store_from<T>(a->i);
+    using W = word_t<sizeof(T)>;
+    fill_words<W>(call.out[0], std::bit_cast<W>(value), call.threads);
+    return STRATA_OK;
+  }
+};
+
+}  // namespace
+
+void copy_tensor(const strata_tensor& dst, const strata_tensor& src, int threads) {
+  switch (plugin::dtype_size(dst.dtype)) {
+    case 1: copy_words<uint8_t>(dst, src, threads); break;
+    case 2: copy_words<uint16_t>(dst, src, threads); break;
+    case 4: copy_words<uint32_t>(dst, src, threads); break;
+    default: copy_words<uint64_t>(dst, src, threads); break;
+  }
+}
+
+strata_tensor compact_tensor(void* ptr, strata_dtype dtype, int rank, const int64_t* shape) {
+  strata_tensor t{};
+  t.struct_size = sizeof(strata_tensor);
+  t.buffer = static_cast<strata_buffer>(ptr);
+  t.dtype = dtype;
+  t.rank = rank;
+  int64_t stride = 1;
+  for (int d = rank - 1; d >= 0; --d) {
+    t.shape[d] = shape[d];
+    t.strides[d] = stride;
+    stride *= shape[d];
+  }
+  return t;
+}
+
+void register_data_kernels(KernelTable& table) {
+  for_each_type(AllTypes{}, [&]<class T>() {
+    add<Copy<T>>(table);
+    add<Fill<T>>(table);
+    for_each_type(AllTypes{}, [&]<class From>() { add<Elementwise<CastTo<T>, T, From>>(table); });
+  });
+}
+
+}  // namespace strata::cpu

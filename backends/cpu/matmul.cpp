@@ -1,0 +1,345 @@
+// matmul.cpp — the matmul kernel (docs/ops.md, "Linear algebra").
+//
+// f32 and bf16 run on oneDNN's matmul primitive, which takes the operands'
+// strides as they are: batch dims are collapsed, a stride-0 batch dim becomes
+// a broadcast dim of size 1, and transposed matrices are described by their
+// strides. Primitive creation costs far more than a small matmul, so
+// primitives are cached per (dtype, threads, dims, strides). When oneDNN has
+// no fast implementation for a layout (it would pick its reference kernel),
+// the operands are first copied to compact tensors. Large f32 matrices use
+// dnnl_sgemm instead (faster, see try_sgemm). f16 (no CPU f16 matmul
+// in oneDNN 2.6) computes through f32 copies; f64 and tiny problems use
+// gemm_loops.cpp.
+#include "matmul.hpp"
+
+#include "data.hpp"
+#include "elementwise.hpp"
+#include "kernel.hpp"
+
+#include <oneapi/dnnl/dnnl.hpp>
+
+#include <algorithm>
+#include <array>
+#include <cstdlib>
+#include <map>
+#include <memory>
+#include <mutex>
+#include <string_view>
+#include <type_traits>
+#include <unordered_map>
+#include <vector>
+
+namespace strata::cpu {
+namespace {
+
+/// Multiply-adds per thread below which oneDNN gets fewer threads (about
+/// 5 us of AVX-512 work).
+constexpr int64_t kMatmulWorkPerThread = int64_t{1} << 18;
+
+/// Multiply-adds per matrix from which f32 goes to dnnl_sgemm (128^3).
+constexpr int64_t kSgemmMinWork = int64_t{1} << 21;
+
+dnnl::engine& cpu_engine() {
+  static dnnl::engine engine(dnnl::engine::kind::cpu, 0);
+  return engine;
+}
+
+/// The oneDNN view of one call: dims and strides of a, b and y (in that order).
+struct Problem {
+  int nd = 0;
+  int64_t dims[3][kMaxRank] = {};
+  int64_t strides[3][kMaxRank] = {};
+};
+
+/// Strides of a rows x cols matrix with size-1 dims given the stride that
+/// makes it plain row-major or column-major, as oneDNN expects.
+void normalize_matrix(int64_t rows, int64_t cols, int64_t& rs, int64_t& cs) {
+  if (rows == 1 && cols == 1) {
+    rs = cs = 1;
+  } else if (rows == 1) {
+    rs = cs == 1 ? cols : 1;
+  } else if (cols == 1) {
+    cs = rs == 1 ? rows : 1;
+  }
+}
+
+Problem describe(const strata_tensor& a, const strata_tensor& b, const strata_tensor& y) {
+  const int r = y.rank;
+  const int64_t mkn[3][2] = {{a.shape[r - 2], a.shape[r - 1]}, {b.shape[r - 2], b.shape[r - 1]},
+                             {y.shape[r - 2], y.shape[r - 1]}};
+  const strata_tensor* t[3] = {&a, &b, &y};
+  const Layout<3> bl = batch_layout(y, a, b);  // operand order there: y, a, b
+  const int layout_of[3] = {1, 2, 0};
+  const int nb = bl.numel() > 1 ? bl.rank : 0;
+  Problem p;
+  p.nd = nb + 2;
+  for (int k = 0; k < 3; ++k) {
+    p.dims[k][nb] = mkn[k][0];
+    p.dims[k][nb + 1] = mkn[k][1];
+    p.strides[k][nb] = t[k]->strides[r - 2];
+    p.strides[k][nb + 1] = t[k]->strides[r - 1];
+    normalize_matrix(mkn[k][0], mkn[k][1], p.strides[k][nb], p.strides[k][nb + 1]);
+    int64_t extent = 1;  // of the dims inside the current one, for broadcast strides
+    for (int d = nb + 1; d >= 0; --d) {
+      if (d < nb) {
+        const int64_t s = bl.strides[layout_of[k]][d];
+        p.dims[k][d] = s == 0 ? 1 : bl.shape[d];
+        p.strides[k][d] = s == 0 ? extent : s;
+      }
+      extent = std::max(extent, p.strides[k][d] * p.dims[k][d]);
+    }
+  }
+  return p;
+}
+
+using Key = std::array<int64_t, 3 + 6 * kMaxRank>;
+
+Key make_key(const Problem& p, strata_dtype dtype, int threads) {
+  Key key{};
+  key[0] = dtype;
+  key[1] = threads;
+  key[2] = p.nd;
+  size_t i = 3;
+  for (int k = 0; k < 3; ++k) {
+    for (int d = 0; d < p.nd; ++d) {
+      key[i++] = p.dims[k][d];
+      key[i++] = p.strides[k][d];
+    }
+  }
+  return key;
+}
+
+struct Plan {
+  bool usable = false;  // false: no fast oneDNN implementation for this layout
+  dnnl::matmul primitive;
+  dnnl::memory::desc a, b, y, scratchpad;
+};
+
+/// Cached plans; leaked on purpose so that kernels running during process
+/// exit never see it destroyed.
+struct PlanCache {
+  static constexpr size_t kCapacity = 1024;  // dropped wholesale when full
+  std::mutex mutex;
+  std::map<Key, std::shared_ptr<const Plan>> plans;
+};
+
+PlanCache& plan_cache() {
+  static auto* cache = new PlanCache;
+  return *cache;
+}
+
+std::shared_ptr<const Plan> create_plan(const Problem& p, dnnl::memory::data_type dt) {
+  auto plan = std::make_shared<Plan>();
+  const auto md = [&](int k) {
+    return dnnl::memory::desc(dnnl::memory::dims(p.dims[k], p.dims[k] + p.nd), dt,
+                              dnnl::memory::dims(p.strides[k], p.strides[k] + p.nd));
+  };
+  try {
+    plan->a = md(0);
+    plan->b = md(1);
+    plan->y = md(2);
+    dnnl::primitive_attr attr;
+    attr.set_scratchpad_mode(dnnl::scratchpad_mode::user);  // concurrent calls need their own
+    const dnnl::matmul::primitive_desc pd(dnnl::matmul::desc(plan->a, plan->b, plan->y), attr, cpu_engine());
+    // The reference implementation is orders of magnitude slower than copying
+    // the operands to a layout the optimised ones accept.
+    if (std::string_view(pd.impl_info_str()).starts_with("ref")) return plan;
+    plan->scratchpad = pd.scratchpad_desc();
+    plan->primitive = dnnl::matmul(pd);
+    plan->usable = true;
+  } catch (const dnnl::error&) {
+    // dnnl_unimplemented for this dtype/layout: unusable.
+  }
+  return plan;
+}
+
+std::shared_ptr<const Plan> find_plan(const Problem& p, strata_dtype dtype, dnnl::memory::data_type dt,
+                                      int threads) {
+  const Key key = make_key(p, dtype, threads);
+  PlanCache& cache = plan_cache();
+  {
+    const std::lock_guard lock(cache.mutex);
+    if (const auto it = cache.plans.find(key); it != cache.plans.end()) return it->second;
+  }
+  auto plan = create_plan(p, dt);  // slow: outside the lock
+  const std::lock_guard lock(cache.mutex);
+  if (cache.plans.size() >= PlanCache::kCapacity) cache.plans.clear();
+  return cache.plans.emplace(key, std::move(plan)).first->second;
+}
+
+/// Per-thread scratchpad memory, grown on demand and 64-byte aligned.
+void* scratchpad(size_t bytes) {
+  struct Buffer {
+    void* p = nullptr;
+    size_t size = 0;
+    ~Buffer() { std::free(p); }
+  };
+  thread_local Buffer buffer;
+  if (bytes > buffer.size) {
+    std::free(buffer.p);
+    buffer.size = 0;
+    buffer.p = std::aligned_alloc(64, (bytes + 63) / 64 * 64);
+    if (buffer.p == nullptr) throw std::bad_alloc();
+    buffer.size = bytes;
+  }
+  return buffer.p;
+}
+
+template <class T>
+constexpr dnnl::memory::data_type dnnl_type() {
+  return std::is_same_v<T, float> ? dnnl::memory::data_type::f32 : dnnl::memory::data_type::bf16;
+}
+
+/// Sets and returns the OpenMP team size for a oneDNN call: oneDNN's parallel
+/// regions use the calling thread's setting, and some implementations fix
+/// their blocking from it at creation. Small problems get fewer threads:
+/// waking a team costs more than it saves.
+int set_dnnl_threads(const strata_tensor& a, const strata_tensor& y, int max_threads) {
+  const int64_t work = plugin::numel(y) * a.shape[a.rank - 1];
+  const int threads = static_cast<int>(std::clamp<int64_t>(work / kMatmulWorkPerThread, 1, max_threads));
+  omp_set_num_threads(threads);
+  return threads;
+}
+
+/// A matrix as BLAS sees it: row-major with leading dimension ld, or its
+/// transpose ('T'); false when neither describes the strides.
+bool blas_layout(int64_t rows, int64_t cols, int64_t rs, int64_t cs, char& trans, int64_t& ld) {
+  normalize_matrix(rows, cols, rs, cs);
+  if (cs == 1 && rs >= cols) {
+    trans = 'N';
+    ld = rs;
+  } else if (rs == 1 && cs >= rows) {
+    trans = 'T';
+    ld = cs;
+  } else {
+    return false;
+  }
+  return true;
+}
+
+/// Large f32 matrices go to dnnl_sgemm, oneDNN's BLAS-style entry: its jit
+/// GEMM is 10-20% faster than the matmul primitive's brgemm kernels for
+/// single matrices from ~128^3 up on AVX-512 (measured with oneDNN 2.6), and
+/// needs no primitive. Batches are looped. False: not applicable.
+bool try_sgemm(const strata_tensor& a, const strata_tensor& b, const strata_tensor& y, int max_threads) {
+  const int r = y.rank;
+  const int64_t M = y.shape[r - 2], N = y.shape[r - 1], K = a.shape[r - 1];
+  if (M * N * K < kSgemmMinWork) return false;
+  char ta = 0, tb = 0, ty = 0;
+  int64_t lda = 0, ldb = 0, ldy = 0;
+  if (!blas_layout(M, K, a.strides[r - 2], a.strides[r - 1], ta, lda) ||
+      !blas_layout(K, N, b.strides[r - 2], b.strides[r - 1], tb, ldb) ||
+      !blas_layout(M, N, y.strides[r - 2], y.strides[r - 1], ty, ldy) || ty != 'N') {
+    return false;
+  }
+  set_dnnl_threads(a, y, max_threads);
+  const Layout<3> batches = batch_layout(y, a, b);
+  bool ok = true;
+  for_each_run(batches, 0, batches.numel(), [&](const int64_t* off, int64_t count) {
+    for (int64_t t = 0; ok && t < count; ++t) {
+      ok = dnnl_sgemm(ta, tb, M, N, K, 1.0f, data<const float>(a) + off[1] + t * batches.inner_stride(1), lda,
+                      data<const float>(b) + off[2] + t * batches.inner_stride(2), ldb, 0.0f,
+                      data<float>(y) + off[0] + t * batches.inner_stride(0), ldy) == dnnl_success;
+    }
+  });
+  return ok;
+}
+
+/// Runs y = a @ b on oneDNN; false when it has no fast implementation.
+template <class T>
+bool try_dnnl(const strata_tensor& a, const strata_tensor& b, const strata_tensor& y, int max_threads) {
+  const int threads = set_dnnl_threads(a, y, max_threads);
+  const auto plan = find_plan(describe(a, b, y), Scalar<T>::dtype, dnnl_type<T>(), threads);
+  if (!plan->usable) return false;
+  dnnl::engine& engine = cpu_engine();
+  thread_local dnnl::stream stream(engine);
+  const auto handle = [](const strata_tensor& t) { return static_cast<void*>(data<T>(t)); };
+  dnnl::memory am(plan->a, engine, handle(a)), bm(plan->b, engine, handle(b)), ym(plan->y, engine, handle(y));
+  std::unordered_map<int, dnnl::memory> args{{DNNL_ARG_SRC, am}, {DNNL_ARG_WEIGHTS, bm}, {DNNL_ARG_DST, ym}};
+  if (const size_t bytes = plan->scratchpad.get_size(); bytes > 0) {
+    args.emplace(DNNL_ARG_SCRATCHPAD, dnnl::memory(plan->scratchpad, engine, scratchpad(bytes)));
+  }
+  plan->primitive.execute(stream, args);
+  stream.wait();
+  return true;
+}
+
+/// A compact copy of t in element type To, owning its memory.
+template <class To>
+struct CompactCopy {
+  std::vector<To> storage;
+  strata_tensor tensor;
+
+  template <class From>
+  CompactCopy(const strata_tensor& src, std::type_identity<From>, int threads)
+      : storage(static_cast<size_t>(plugin::numel(src))),
+        tensor(compact_tensor(storage.data(), Scalar<To>::dtype, src.rank, src.shape)) {
+    if constexpr (std::is_same_v<To, From>) {
+      copy_tensor(tensor, src, threads);
+    } else {
+      map<To, From>(tensor, &src, threads, [](auto v) { return convert<compute_t<To>>(v); });
+    }
+  }
+};
+
+/// y = a @ b through compact f32 copies (f16, and bf16 where oneDNN lacks it).
+template <class T>
+strata_status matmul_via_f32(const KernelCall& call, const strata_tensor& a, const strata_tensor& b,
+                             const strata_tensor& y) {
+  const CompactCopy<float> af(a, std::type_identity<T>{}, call.threads), bf(b, std::type_identity<T>{}, call.threads);
+  std::vector<float> ys(static_cast<size_t>(plugin::numel(y)));
+  const strata_tensor yf = compact_tensor(ys.data(), STRATA_F32, y.rank, y.shape);
+  if (!try_sgemm(af.tensor, bf.tensor, yf, call.threads) && !try_dnnl<float>(af.tensor, bf.tensor, yf, call.threads)) {
+    return fail(call.error, STRATA_ERROR_INTERNAL, "matmul: oneDNN rejected a compact f32 problem");
+  }
+  map<T, float>(y, &yf, call.threads, [](float v) { return v; });
+  return STRATA_OK;
+}
+
+template <class T>
+struct Matmul {
+  static constexpr const char* name = "matmul";
+  using signature = T(T, T);
+  static constexpr uint32_t flags = kStrided;
+
+  static strata_status run(const KernelCall& call) {
+    const strata_tensor &a = call.in[0], &b = call.in[1], &y = call.out[0];
+    if (!matmul_shapes_ok(a, b, y)) {
+      return fail(call.error, STRATA_ERROR_INVALID_ARGUMENT,
+                  "matmul: operand shapes do not form [..., M, K] @ [..., K, N]");
+    }
+    if (gemm_small<T>(a, b, y)) return STRATA_OK;
+    if constexpr (std::is_same_v<T, double>) {
+      gemm_f64(a, b, y, call.threads);
+      return STRATA_OK;
+    } else if constexpr (std::is_same_v<T, f16>) {
+      return matmul_via_f32<T>(call, a, b, y);
+    } else {
+      if constexpr (std::is_same_v<T, float>) {
+        if (try_sgemm(a, b, y, call.threads)) return STRATA_OK;
+      }
+      if (try_dnnl<T>(a, b, y, call.threads)) return STRATA_OK;
+      const CompactCopy<T> ac(a, std::type_identity<T>{}, call.threads), bc(b, std::type_identity<T>{}, call.threads);
+      if (try_dnnl<T>(ac.tensor, bc.tensor, y, call.threads)) return STRATA_OK;
+      if constexpr (!std::is_same_v<T, float>) return matmul_via_f32<T>(call, a, b, y);
+      return fail(call.error, STRATA_ERROR_UNSUPPORTED, "matmul: oneDNN has no implementation for this f32 layout");
+    }
+  }
+};
+
+}  // namespace
+
+void clear_matmul_cache() {
+  PlanCache& cache = plan_cache();
+  const std::lock_guard lock(cache.mutex);
+  cache.plans.clear();
+}
+
+void register_matmul_kernels(KernelTable& table) {
+  add<Matmul<float>>(table);
+  add<Matmul<double>>(table);
+  add<Matmul<f16>>(table);
+  add<Matmul<bf16>>(table);
+}
+
+}  // namespace strata::cpu

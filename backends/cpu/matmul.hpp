@@ -1,0 +1,40 @@
+// matmul.hpp — pieces of the matmul kernel shared between matmul.cpp (oneDNN)
+// and gemm_loops.cpp (f64, which oneDNN lacks, and tiny problems).
+#pragma once
+
+#include "strided.hpp"
+
+namespace strata::cpu {
+
+/// Checks a [..., M, K] @ b [..., K, N] -> y [..., M, N] with equal batch dims.
+inline bool matmul_shapes_ok(const strata_tensor& a, const strata_tensor& b, const strata_tensor& y) {
+  const int r = y.rank;
+  if (r < 2 || a.rank != r || b.rank != r) return false;
+  for (int d = 0; d < r - 2; ++d) {
+    if (a.shape[d] != y.shape[d] || b.shape[d] != y.shape[d]) return false;
+  }
+  return a.shape[r - 2] == y.shape[r - 2] && b.shape[r - 1] == y.shape[r - 1] && a.shape[r - 1] == b.shape[r - 2];
+}
+
+/// The batch dims of (y, a, b), collapsed; a stride of 0 marks a broadcast.
+inline Layout<3> batch_layout(const strata_tensor& y, const strata_tensor& a, const strata_tensor& b) {
+  return make_layout<3>(y.rank - 2, y.shape, {y.strides, a.strides, b.strides});
+}
+
+/// Limits of gemm_small: output columns, and multiply-adds over all batches.
+inline constexpr int64_t kSmallGemmMaxN = 64;
+inline constexpr int64_t kSmallGemmMaxWork = 8192;
+
+/// y = a @ b with one simple loop nest when the problem is tiny (within the
+/// limits above; returns false otherwise). Any strides; T is f32, f64, f16
+/// or bf16, accumulated in f32 (f64 for f64).
+template <class T>
+bool gemm_small(const strata_tensor& a, const strata_tensor& b, const strata_tensor& y);
+
+/// f64 matmul with plain blocked loops; any strides.
+void gemm_f64(const strata_tensor& a, const strata_tensor& b, const strata_tensor& y, int threads);
+
+/// Drops the cached oneDNN primitives (plugin shutdown).
+void clear_matmul_cache();
+
+}  // namespace strata::cpu
