@@ -40,13 +40,19 @@ int64_t checked_numel(const Shape& shape, const char* op) {
   return n;
 }
 
+/// Applies the options that are not about storage.
+Tensor finish(Tensor t, const TensorOptions& options) {
+  if (options.requires_grad) t.set_requires_grad(true);
+  return t;
+}
+
 /// Host values -> tensor of options.dtype on options.device.
 template <typename T>
 Tensor upload(const std::vector<T>& values, const Shape& shape, const TensorOptions& options) {
   DType dtype = options.dtype;
   std::vector<uint8_t> bytes(values.size() * dtype_size(dtype));
   for (size_t i = 0; i < values.size(); ++i) detail::store_as<T>(bytes.data(), dtype, i, values[i]);
-  return detail::upload_bytes(bytes.data(), dtype, shape, target(options));
+  return finish(detail::upload_bytes(bytes.data(), dtype, shape, target(options)), options);
 }
 
 template <typename T>
@@ -83,12 +89,12 @@ void manual_seed(uint64_t seed) {
 
 Tensor empty(const Shape& shape, const TensorOptions& options) {
   checked_numel(shape, "empty");
-  return detail::make_tensor(target(options), options.dtype, shape);
+  return finish(detail::make_tensor(target(options), options.dtype, shape), options);
 }
 
 Tensor full(const Shape& shape, double value, const TensorOptions& options) {
   checked_numel(shape, "full");
-  return detail::fill_tensor(target(options), options.dtype, shape, value);
+  return finish(detail::fill_tensor(target(options), options.dtype, shape, value), options);
 }
 
 Tensor zeros(const Shape& shape, const TensorOptions& options) { return full(shape, 0.0, options); }

@@ -3,6 +3,7 @@
 #include "host_data.hpp"
 #include "op.hpp"
 #include "runtime_internal.hpp"
+#include "autograd/graph.hpp"
 
 #include <strata/error.hpp>
 #include <strata/ops.hpp>
@@ -50,7 +51,8 @@ void OutputMeta::set_shape(std::span<const int64_t> s) {
   std::copy(s.begin(), s.end(), shape.begin());
 }
 
-const Attr* OpCall::attr(std::string_view name) const {
+namespace {
+const Attr* find_attr(const Attrs* attrs, std::string_view name) {
   if (attrs == nullptr) return nullptr;
   for (const Attr& a : *attrs) {
     if (name == a.name) return &a;
@@ -58,16 +60,25 @@ const Attr* OpCall::attr(std::string_view name) const {
   return nullptr;
 }
 
-int64_t OpCall::attr_int(std::string_view name) const {
-  const Attr* a = attr(name);
-  if (a == nullptr) throw Error(describe() + ": missing attribute '" + std::string(name) + "'");
-  return a->i;
+const Attr& require_attr(const Attrs* attrs, std::string_view name, std::string_view op) {
+  const Attr* a = find_attr(attrs, name);
+  if (a == nullptr) throw Error(std::string(op) + ": missing attribute '" + std::string(name) + "'");
+  return *a;
+}
+}  // namespace
+
+const Attr* OpCall::attr(std::string_view name) const { return find_attr(attrs, name); }
+
+int64_t GradContext::attr_int(std::string_view name) const { return require_attr(attrs, name, "derivative rule").i; }
+
+const std::vector<int64_t>& GradContext::attr_ints(std::string_view name) const {
+  return require_attr(attrs, name, "derivative rule").ints;
 }
 
+int64_t OpCall::attr_int(std::string_view name) const { return require_attr(attrs, name, describe()).i; }
+
 const std::vector<int64_t>& OpCall::attr_ints(std::string_view name) const {
-  const Attr* a = attr(name);
-  if (a == nullptr) throw Error(describe() + ": missing attribute '" + std::string(name) + "'");
-  return a->ints;
+  return require_attr(attrs, name, describe()).ints;
 }
 
 std::string OpCall::describe() const {
@@ -163,6 +174,7 @@ OpResult run_on_cpu(OpCall& call, DeviceRecord& dev, const std::string& reason) 
                       (cpu == nullptr ? "is not loaded" : "has no kernel either") + " to fall back to");
   }
   record_fallback(dev, call.op->name, signature, reason);
+  AutogradOff off;  // the op is recorded once, on its own device, by dispatch_call
   OpCall on_cpu = call;
   on_cpu.device = cpu->device();
   on_cpu.preset = {};
@@ -180,7 +192,7 @@ OpResult run_on_cpu(OpCall& call, DeviceRecord& dev, const std::string& reason) 
   return results;
 }
 
-OpResult execute(OpCall& call) {
+OpResult execute(OpCall& call, bool& decomposed) {
   DeviceRecord& dev = device_record(call.device);
   const OpDef& op = *call.op;
 
@@ -236,9 +248,10 @@ OpResult execute(OpCall& call) {
     reason = "no kernel for signature " + call_signature(call);
   }
   if (op.kind == OpKind::composite && op.decompose != nullptr) {
-    OpResult decomposed;
-    for (Tensor& t : op.decompose(call)) decomposed.push_back(std::move(t));
-    return decomposed;
+    decomposed = true;  // its primitives recorded themselves
+    OpResult parts;
+    for (Tensor& t : op.decompose(call)) parts.push_back(std::move(t));
+    return parts;
   }
   if (fallback_policy(op.id) == FallbackPolicy::error) {
     throw DeviceError(call.describe() + ": " + reason + " on " + dev.id + " (fallback policy \"error\")");
@@ -261,7 +274,10 @@ void check_same_device(const OpCall& call) {
 
 OpResult dispatch_call(OpCall& call) {
   if (call.op->prepare != nullptr) call.op->prepare(call);
-  return execute(call);
+  bool decomposed = false;
+  OpResult result = execute(call, decomposed);
+  if (!decomposed) record_op(call, result);
+  return result;
 }
 
 namespace {

@@ -27,6 +27,7 @@ namespace strata::detail {
 enum class OpKind {
   primitive,  // every backend implements it (docs/ops.md)
   composite,  // has a decomposition; backends may fuse
+  view,       // no kernel: a new geometry over the same storage
 };
 
 /// A named attribute value owned by the caller of an op.
@@ -92,6 +93,28 @@ struct OpCall {
   std::string describe() const;
 };
 
+/// What a derivative rule sees. For a VJP, `grads` are the gradients of the
+/// outputs (an undefined entry means zero); for a JVP, the tangents of the
+/// inputs (undefined = zero). Inputs are as prepared (promoted, broadcast).
+struct GradContext {
+  std::span<const Tensor> inputs;
+  std::span<const Tensor> outputs;
+  std::span<const Tensor> grads;
+  const Attrs* attrs = nullptr;
+
+  const Tensor& in(int k) const { return inputs[static_cast<size_t>(k)]; }
+  const Tensor& out(int k = 0) const { return outputs[static_cast<size_t>(k)]; }
+  const Tensor& grad(int k = 0) const { return grads[static_cast<size_t>(k)]; }
+  int64_t attr_int(std::string_view name) const;
+  const std::vector<int64_t>& attr_ints(std::string_view name) const;
+};
+
+/// A derivative rule: returns one tensor per input (VJP: input gradients,
+/// undefined where the input is not differentiable) or per output (JVP:
+/// output tangents). Rules are written with public ops, so they are
+/// themselves differentiable to any order.
+using DerivativeRule = std::vector<Tensor> (*)(const GradContext& ctx);
+
 struct OpDef {
   std::string_view name;
   OpKind kind = OpKind::primitive;
@@ -108,6 +131,10 @@ struct OpDef {
   /// Instead of empty_fill: the (single) output is a copy of this input when
   /// another input is empty (scatter_add of nothing is its base).
   int empty_passthrough = -1;
+  /// Reverse mode (nullptr: the op is not differentiable, e.g. comparisons).
+  DerivativeRule vjp = nullptr;
+  /// Forward mode.
+  DerivativeRule jvp = nullptr;
   int id = -1;  // assigned at registration
 };
 

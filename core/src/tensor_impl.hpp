@@ -5,12 +5,14 @@
 #include <strata/tensor.hpp>
 
 #include <array>
+#include <atomic>
 #include <cstdint>
 #include <memory>
 
 namespace strata::detail {
 
 struct DeviceRecord;
+struct AutogradMeta;
 
 /// A block of device memory. Returned to the device's caching allocator when
 /// the last tensor viewing it goes away.
@@ -18,6 +20,8 @@ struct Storage {
   DeviceRecord* device = nullptr;
   strata_buffer buffer = nullptr;
   size_t bytes = 0;
+  /// Bumped by in-place writes; saved tensors check it before backward.
+  std::atomic<uint32_t> version{0};
 
   Storage(DeviceRecord* d, strata_buffer b, size_t n) : device(d), buffer(b), bytes(n) {}
   Storage(const Storage&) = delete;
@@ -44,6 +48,8 @@ struct TensorImpl {
   int64_t numel = 1;
   Dims shape{};
   Dims strides{};
+  /// Autograd state; null for tensors no tape or backward() cares about.
+  std::shared_ptr<detail::AutogradMeta> autograd;
 
   std::span<const int64_t> sizes() const { return {shape.data(), static_cast<size_t>(rank)}; }
   std::span<const int64_t> stride_span() const { return {strides.data(), static_cast<size_t>(rank)}; }

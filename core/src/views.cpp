@@ -1,4 +1,5 @@
 // views.cpp — ops that only change shape, strides and offset.
+#include "autograd/graph.hpp"
 #include "op.hpp"
 #include "tensor_impl.hpp"
 
@@ -10,11 +11,108 @@
 
 namespace strata {
 
+using detail::Attr;
+using detail::Attrs;
+using detail::GradContext;
 using detail::make_view;
+using detail::OpDef;
+using detail::OpKind;
 using detail::normalize_dim;
 using detail::shape_string;
 
 namespace {
+
+// --- views as differentiable ops (no kernel: kind view) ---------------------
+
+/// The same view applied to a tangent (every view is linear).
+template <Tensor (*Apply)(const Tensor&, const GradContext&)>
+std::vector<Tensor> view_jvp(const GradContext& c) {
+  return {c.grad(0).defined() ? Apply(c.grad(0), c) : Tensor()};
+}
+
+Tensor reshape_like_output(const Tensor& t, const GradContext& c) { return t.reshape(c.out(0).sizes()); }
+Tensor permute_as_forward(const Tensor& t, const GradContext& c) { return t.permute(c.attr_ints("dims")); }
+Tensor slice_as_forward(const Tensor& t, const GradContext& c) {
+  int64_t dim = c.attr_int("dim");
+  int64_t start = c.attr_int("start");
+  int64_t step = c.attr_int("step");
+  return t.slice(dim, start, start + (c.out(0).size(dim) - 1) * step + 1, step);
+}
+Tensor select_as_forward(const Tensor& t, const GradContext& c) { return t.select(c.attr_int("dim"), c.attr_int("index")); }
+Tensor expand_as_forward(const Tensor& t, const GradContext& c) { return t.expand(c.out(0).sizes()); }
+
+/// Gradient of a strided pick along `dim` (slice, select): scatter the
+/// gradient back into zeros of the base's shape. Built from ops, so it is
+/// differentiable again.
+Tensor scatter_back(const Tensor& base, const Tensor& grad, int64_t dim, int64_t start, int64_t step) {
+  int64_t n = grad.size(dim);
+  Tensor index = arange(static_cast<double>(start), static_cast<double>(start + n * step), static_cast<double>(step),
+                        {.dtype = DType::i64, .device = grad.device()});
+  Shape view(static_cast<size_t>(grad.dim()), 1);
+  view[static_cast<size_t>(dim)] = n;
+  return scatter_add(zeros_like(base), dim, index.reshape(view).expand(grad.sizes()), grad);
+}
+
+const OpDef& kReshapeView = detail::define_op(
+    {.name = "reshape",
+     .kind = OpKind::view,
+     .vjp = [](const GradContext& c) { return std::vector<Tensor>{c.grad(0).reshape(c.in(0).sizes())}; },
+     .jvp = view_jvp<reshape_like_output>});
+
+const OpDef& kPermuteView = detail::define_op(
+    {.name = "permute",
+     .kind = OpKind::view,
+     .vjp =
+         [](const GradContext& c) {
+           const auto& dims = c.attr_ints("dims");
+           Shape inverse(dims.size());
+           for (size_t k = 0; k < dims.size(); ++k) inverse[static_cast<size_t>(dims[k])] = static_cast<int64_t>(k);
+           return std::vector<Tensor>{c.grad(0).permute(inverse)};
+         },
+     .jvp = view_jvp<permute_as_forward>});
+
+const OpDef& kSliceView = detail::define_op(
+    {.name = "slice",
+     .kind = OpKind::view,
+     .vjp =
+         [](const GradContext& c) {
+           return std::vector<Tensor>{
+               scatter_back(c.in(0), c.grad(0), c.attr_int("dim"), c.attr_int("start"), c.attr_int("step"))};
+         },
+     .jvp = view_jvp<slice_as_forward>});
+
+const OpDef& kSelectView = detail::define_op(
+    {.name = "select",
+     .kind = OpKind::view,
+     .vjp =
+         [](const GradContext& c) {
+           int64_t dim = c.attr_int("dim");
+           return std::vector<Tensor>{scatter_back(c.in(0), c.grad(0).unsqueeze(dim), dim, c.attr_int("index"), 1)};
+         },
+     .jvp = view_jvp<select_as_forward>});
+
+const OpDef& kExpandView = detail::define_op(
+    {.name = "expand",
+     .kind = OpKind::view,
+     .vjp =
+         [](const GradContext& c) {
+           // Sum over the new leading dims and the dims that were broadcast from 1.
+           Tensor g = c.grad(0);
+           int64_t lead = g.dim() - c.in(0).dim();
+           Shape dims;
+           for (int64_t d = 0; d < g.dim(); ++d) {
+             if (d < lead || (c.in(0).size(d - lead) == 1 && g.size(d) != 1)) dims.push_back(d);
+           }
+           if (!dims.empty()) g = sum(g, dims, true);
+           return std::vector<Tensor>{g.reshape(c.in(0).sizes())};
+         },
+     .jvp = view_jvp<expand_as_forward>});
+
+/// Records the view on the graph when its base is tracked.
+Tensor tracked(const OpDef& op, const Tensor& base, Tensor view, Attrs attrs) {
+  if (base.impl()->autograd != nullptr) detail::record_view(op, base, view, std::move(attrs));
+  return view;
+}
 
 const TensorImpl& impl_of(const Tensor& t, const char* op) {
   if (!t.defined()) throw Error(std::string(op) + ": undefined tensor");
@@ -89,6 +187,16 @@ std::optional<Shape> view_strides(const TensorImpl& impl, const Shape& shape) {
 
 }  // namespace
 
+namespace detail {
+/// An alias of x (same storage and geometry) that keeps x's gradient history
+/// through an identity view: transforms attach tangents or watch it without
+/// touching the caller's tensor.
+Tensor tracked_alias(const Tensor& x) {
+  if (!x.defined()) throw Error("undefined tensor");
+  return tracked(kReshapeView, x, make_view(x, x.shape(), x.strides(), x.offset()), {});
+}
+}  // namespace detail
+
 Tensor Tensor::view(const Shape& requested) const {
   const TensorImpl& impl = impl_of(*this, "view");
   Shape shape = infer_shape(requested, impl.numel, impl.sizes(), "view");
@@ -97,13 +205,13 @@ Tensor Tensor::view(const Shape& requested) const {
     throw ShapeError("view: shape " + shape_string(shape) + " is incompatible with the strides of a tensor of shape " +
                      shape_string(impl.sizes()) + "; use reshape(), which copies");
   }
-  return make_view(*this, shape, *strides, impl.offset);
+  return tracked(kReshapeView, *this, make_view(*this, shape, *strides, impl.offset), {});
 }
 
 Tensor Tensor::reshape(const Shape& requested) const {
   const TensorImpl& impl = impl_of(*this, "reshape");
   Shape shape = infer_shape(requested, impl.numel, impl.sizes(), "reshape");
-  if (std::optional<Shape> strides = view_strides(impl, shape)) return make_view(*this, shape, *strides, impl.offset);
+  if (std::optional<Shape> strides = view_strides(impl, shape)) return tracked(kReshapeView, *this, make_view(*this, shape, *strides, impl.offset), {});
   return contiguous().view(shape);
 }
 
@@ -118,14 +226,16 @@ Tensor Tensor::permute(const Shape& dims) const {
   Shape shape(dims.size());
   Shape strides(dims.size());
   std::vector<bool> seen(dims.size(), false);
+  Shape normalized(dims.size());
   for (size_t d = 0; d < dims.size(); ++d) {
     auto src = static_cast<size_t>(normalize_dim(dims[d], impl.rank, "permute"));
     if (seen[src]) throw ShapeError("permute: dims " + shape_string(dims) + " repeat dimension " + std::to_string(src));
     seen[src] = true;
+    normalized[d] = static_cast<int64_t>(src);
     shape[d] = impl.shape[src];
     strides[d] = impl.strides[src];
   }
-  return make_view(*this, shape, strides, impl.offset);
+  return tracked(kPermuteView, *this, make_view(*this, shape, strides, impl.offset), {Attr::list("dims", normalized)});
 }
 
 Tensor Tensor::transpose(int64_t dim0, int64_t dim1) const {
@@ -162,7 +272,7 @@ Tensor Tensor::slice(int64_t dim, int64_t start, int64_t end, int64_t step) cons
   Shape strides(impl.strides.begin(), impl.strides.begin() + impl.rank);
   shape[d] = (end - start + step - 1) / step;
   strides[d] = impl.strides[d] * step;
-  return make_view(*this, shape, strides, impl.offset + start * impl.strides[d]);
+  return tracked(kSliceView, *this, make_view(*this, shape, strides, impl.offset + start * impl.strides[d]), {Attr::integer("dim", static_cast<int64_t>(d)), Attr::integer("start", start), Attr::integer("step", step)});
 }
 
 Tensor Tensor::select(int64_t dim, int64_t index) const {
@@ -181,7 +291,7 @@ Tensor Tensor::select(int64_t dim, int64_t index) const {
     shape.push_back(impl.shape[k]);
     strides.push_back(impl.strides[k]);
   }
-  return make_view(*this, shape, strides, impl.offset + index * impl.strides[d]);
+  return tracked(kSelectView, *this, make_view(*this, shape, strides, impl.offset + index * impl.strides[d]), {Attr::integer("dim", static_cast<int64_t>(d)), Attr::integer("index", index)});
 }
 
 Tensor Tensor::expand(const Shape& requested) const {
@@ -212,7 +322,7 @@ Tensor Tensor::expand(const Shape& requested) const {
                        " vs " + std::to_string(want) + ")");
     }
   }
-  return make_view(*this, shape, strides, impl.offset);
+  return tracked(kExpandView, *this, make_view(*this, shape, strides, impl.offset), {});
 }
 
 Tensor Tensor::squeeze() const {
@@ -224,7 +334,7 @@ Tensor Tensor::squeeze() const {
     shape.push_back(impl.shape[d]);
     strides.push_back(impl.strides[d]);
   }
-  return make_view(*this, shape, strides, impl.offset);
+  return tracked(kReshapeView, *this, make_view(*this, shape, strides, impl.offset), {});
 }
 
 Tensor Tensor::squeeze(int64_t dim) const {
@@ -238,7 +348,7 @@ Tensor Tensor::squeeze(int64_t dim) const {
     shape.push_back(impl.shape[k]);
     strides.push_back(impl.strides[k]);
   }
-  return make_view(*this, shape, strides, impl.offset);
+  return tracked(kReshapeView, *this, make_view(*this, shape, strides, impl.offset), {});
 }
 
 Tensor Tensor::unsqueeze(int64_t dim) const {
@@ -249,7 +359,7 @@ Tensor Tensor::unsqueeze(int64_t dim) const {
   int64_t stride = d < static_cast<size_t>(impl.rank) ? impl.shape[d] * impl.strides[d] : 1;
   shape.insert(shape.begin() + static_cast<std::ptrdiff_t>(d), 1);
   strides.insert(strides.begin() + static_cast<std::ptrdiff_t>(d), stride);
-  return make_view(*this, shape, strides, impl.offset);
+  return tracked(kReshapeView, *this, make_view(*this, shape, strides, impl.offset), {});
 }
 
 }  // namespace strata

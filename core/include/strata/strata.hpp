@@ -1,10 +1,12 @@
 // strata.hpp — everything of the public C++ API.
 #pragma once
 
+#include <strata/autograd.hpp>
 #include <strata/config.hpp>
 #include <strata/device.hpp>
 #include <strata/dtype.hpp>
 #include <strata/error.hpp>
+#include <strata/functional.hpp>
 #include <strata/ops.hpp>
 #include <strata/runtime.hpp>
 #include <strata/tensor.hpp>

@@ -10,6 +10,7 @@
 #include <strata/dtype.hpp>
 
 #include <cstdint>
+#include <functional>
 #include <iosfwd>
 #include <memory>
 #include <optional>
@@ -24,7 +25,16 @@ using Shape = std::vector<int64_t>;
 /// Options for creating tensors. Missing device = the runtime's default.
 struct TensorOptions {
   DType dtype = DType::f32;
-  std::optional<Device> device;
+  std::optional<Device> device = std::nullopt;
+  /// A leaf whose gradient backward() accumulates (floating dtypes only).
+  bool requires_grad = false;
+};
+
+struct BackwardOptions {
+  /// Keep the graph so that backward can run through it again.
+  bool retain_graph = false;
+  /// Record the backward pass itself, so that .grad is differentiable.
+  bool create_graph = false;
 };
 
 struct TensorImpl;  // internal
@@ -89,7 +99,30 @@ class Tensor {
   Tensor flatten() const;
 
   /// Copies `src` (broadcast, cast, same device) into this tensor's elements.
+  /// An in-place write: tensors saved for a backward pass that alias this
+  /// storage can no longer be used (the pass then raises an error).
   void copy_(const Tensor& src);
+
+  // --- autograd (PyTorch style; the same engine as GradientTape) ---------
+  /// Marks a floating leaf tensor as needing a gradient; DTypeError for
+  /// integer and bool tensors. Returns *this.
+  Tensor& set_requires_grad(bool requires_grad = true);
+  /// True for leaves marked so and for results of ops on them.
+  bool requires_grad() const;
+  bool is_leaf() const;
+  /// The gradient accumulated by backward(); undefined before.
+  Tensor grad() const;
+  void zero_grad();
+  /// Gradient of this tensor with respect to every leaf that requires grad,
+  /// accumulated into their grad(). A non-scalar tensor needs `gradient`.
+  void backward(const Tensor& gradient = Tensor(), BackwardOptions options = {}) const;
+  /// The same data, without gradient history.
+  Tensor detach() const;
+  /// The forward-mode tangent of this tensor at `level` (undefined if none).
+  Tensor tangent(uint64_t level) const;
+  /// Calls `hook` with this tensor's gradient during backward (leaves: the
+  /// total; the hook may return a replacement or an undefined tensor).
+  void register_hook(std::function<Tensor(const Tensor&)> hook);
 
   /// PyTorch-like text with values, dtype and device.
   std::string to_string() const;

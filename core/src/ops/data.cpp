@@ -1,6 +1,8 @@
 // data.cpp — copy, cast, fill and the joins built on copy.
+#include "derivatives.hpp"
 #include "rules.hpp"
 
+#include "../autograd/graph.hpp"
 #include "../device_record.hpp"
 #include "../runtime_internal.hpp"
 
@@ -25,9 +27,19 @@ void cast_rule(OpCall& call) {
   call.out().set_shape(call.in(0).shape());
 }
 
-const OpDef& kCopy = detail::define_op({.name = "copy", .prepare = same_meta});
-const OpDef& kCast = detail::define_op({.name = "cast", .prepare = cast_rule});
-const OpDef& kFill = detail::define_op({.name = "fill", .n_inputs = 0});
+/// A cast's derivative casts back (VJP) or along (JVP); integer and bool
+/// sides carry no gradient.
+Tensor cast_if_floating(const Tensor& t, DType dtype) { return is_floating(dtype) ? cast(t, dtype) : Tensor(); }
+
+const OpDef& kCopy = detail::define_op({.name = "copy",
+                                        .prepare = same_meta,
+                                        .vjp = STRATA_VJP(g),
+                                        .jvp = STRATA_JVP(STRATA_TANGENT(t))});
+const OpDef& kCast = detail::define_op({.name = "cast",
+                                        .prepare = cast_rule,
+                                        .vjp = STRATA_VJP(cast_if_floating(g, c.in(0).dtype())),
+                                        .jvp = STRATA_JVP(STRATA_TANGENT(cast_if_floating(t, c.out().dtype())))});
+const OpDef& kFill = detail::define_op({.name = "fill", .n_inputs = 0});  // no inputs to differentiate
 
 }  // namespace
 
@@ -55,6 +67,7 @@ void Tensor::copy_(const Tensor& src) {
   call.inputs[0] = value;
   call.inputs[1] = Tensor();
   call.preset[0] = *this;
+  detail::bump_version(*this);  // before recording, which saves the new version
   detail::dispatch_call(call);
 }
 

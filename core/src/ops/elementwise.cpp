@@ -1,58 +1,89 @@
 // elementwise.cpp — unary, binary, comparison and selection ops.
 //
-// One op, one place: each op is defined here once (name, kind, rule); the
-// autograd issue adds its VJP and JVP next to the rule.
+// One op, one place: each op is defined here once (name, kind, shape rule)
+// with its derivative. Elementwise derivatives are diagonal, so one map of g
+// (output gradient in reverse mode, input tangent in forward mode) gives both
+// the VJP and the JVP (derivatives.hpp). Comparisons and logical ops have no
+// derivative; sign, floor, ceil and round have a zero one (as in PyTorch).
+#include "derivatives.hpp"
 #include "rules.hpp"
 
 #include <strata/error.hpp>
 #include <strata/ops.hpp>
 
+#include <numbers>
+
 namespace strata {
 
 namespace {
-using detail::dispatch1;
 using detail::define_op;
+using detail::derivatives::Derivative;
+using detail::dispatch1;
+using detail::GradContext;
 using detail::OpDef;
 using detail::OpKind;
+using detail::derivatives::Grads;
+using detail::derivatives::scalar;
 namespace rules = detail::rules;
 
-OpDef unary(std::string_view name, void (*rule)(detail::OpCall&)) {
-  return OpDef{.name = name, .kind = OpKind::primitive, .n_inputs = 1, .prepare = rule};
+OpDef unary(std::string_view name, void (*rule)(detail::OpCall&), Derivative d = {}) {
+  return OpDef{.name = name, .kind = OpKind::primitive, .n_inputs = 1, .prepare = rule, .vjp = d.vjp, .jvp = d.jvp};
 }
-OpDef binary(std::string_view name, void (*rule)(detail::OpCall&)) {
-  return OpDef{.name = name, .kind = OpKind::primitive, .n_inputs = 2, .prepare = rule};
+OpDef binary(std::string_view name, void (*rule)(detail::OpCall&), Derivative d = {}) {
+  return OpDef{.name = name, .kind = OpKind::primitive, .n_inputs = 2, .prepare = rule, .vjp = d.vjp, .jvp = d.jvp};
 }
 
-// --- unary ---------------------------------------------------------------
-const OpDef& kNeg = define_op(unary("neg", rules::unary_numeric));
-const OpDef& kAbs = define_op(unary("abs", rules::unary_numeric));
-const OpDef& kSign = define_op(unary("sign", rules::unary_numeric));
-const OpDef& kRelu = define_op(unary("relu", rules::unary_numeric));
-const OpDef& kExp = define_op(unary("exp", rules::unary_float));
-const OpDef& kLog = define_op(unary("log", rules::unary_float));
-const OpDef& kLog1p = define_op(unary("log1p", rules::unary_float));
-const OpDef& kExpm1 = define_op(unary("expm1", rules::unary_float));
-const OpDef& kSqrt = define_op(unary("sqrt", rules::unary_float));
-const OpDef& kRsqrt = define_op(unary("rsqrt", rules::unary_float));
-const OpDef& kSin = define_op(unary("sin", rules::unary_float));
-const OpDef& kCos = define_op(unary("cos", rules::unary_float));
-const OpDef& kTanh = define_op(unary("tanh", rules::unary_float));
-const OpDef& kSigmoid = define_op(unary("sigmoid", rules::unary_float));
-const OpDef& kErf = define_op(unary("erf", rules::unary_float));
-const OpDef& kFloor = define_op(unary("floor", rules::unary_float));
-const OpDef& kCeil = define_op(unary("ceil", rules::unary_float));
-const OpDef& kRound = define_op(unary("round", rules::unary_float));
-const OpDef& kReciprocal = define_op(unary("reciprocal", rules::unary_float));
+/// maximum/minimum: g goes to the operand that `wins`; ties split it evenly.
+Tensor pick(const Tensor& g, const Tensor& wins, const Tensor& tie) {
+  return where(wins, g, where(tie, g * 0.5, scalar(g, 0.0)));
+}
+
+/// d(a^b)/da = b a^(b-1), and 0 where b == 0 (no NaN from 0^-1 at a = 0).
+Tensor pow_base_partial(const Tensor& g, const Tensor& a, const Tensor& b) {
+  return where(eq(b, scalar(b, 0.0)), scalar(g, 0.0), g * b * pow(a, b - 1.0));
+}
+/// d(a^b)/db = a^b log a, and 0 where a == 0 and b >= 0 (the one-sided limit;
+/// the log's argument is masked too, so that second derivatives stay finite).
+/// Negative bases give NaN, as in PyTorch.
+Tensor pow_exponent_partial(const Tensor& g, const Tensor& a, const Tensor& b, const Tensor& y) {
+  Tensor zero_base = logical_and(eq(a, scalar(a, 0.0)), ge(b, scalar(b, 0.0)));
+  return where(zero_base, scalar(g, 0.0), g * y * log(where(zero_base, scalar(a, 1.0), a)));
+}
+
+// --- unary: STRATA_DERIVATIVE(g through f'(x)), x input, y output ----------------
+const OpDef& kNeg = define_op(unary("neg", rules::unary_numeric, STRATA_DERIVATIVE(-g)));
+const OpDef& kAbs = define_op(unary("abs", rules::unary_numeric, STRATA_DERIVATIVE(g * sign(x))));
+const OpDef& kSign = define_op(unary("sign", rules::unary_numeric, STRATA_DERIVATIVE(zeros_like(g))));
+const OpDef& kRelu = define_op(unary("relu", rules::unary_numeric, STRATA_DERIVATIVE(relu_backward(g, x))));
+const OpDef& kExp = define_op(unary("exp", rules::unary_float, STRATA_DERIVATIVE(g * y)));
+const OpDef& kLog = define_op(unary("log", rules::unary_float, STRATA_DERIVATIVE(g / x)));
+const OpDef& kLog1p = define_op(unary("log1p", rules::unary_float, STRATA_DERIVATIVE(g / (x + 1.0))));
+const OpDef& kExpm1 = define_op(unary("expm1", rules::unary_float, STRATA_DERIVATIVE(g * (y + 1.0))));
+const OpDef& kSqrt = define_op(unary("sqrt", rules::unary_float, STRATA_DERIVATIVE(g / (y * 2.0))));
+const OpDef& kRsqrt = define_op(unary("rsqrt", rules::unary_float, STRATA_DERIVATIVE(g * (y * y * y) * -0.5)));
+const OpDef& kSin = define_op(unary("sin", rules::unary_float, STRATA_DERIVATIVE(g * cos(x))));
+const OpDef& kCos = define_op(unary("cos", rules::unary_float, STRATA_DERIVATIVE(-g * sin(x))));
+const OpDef& kTanh = define_op(unary("tanh", rules::unary_float, STRATA_DERIVATIVE(tanh_backward(g, y))));
+const OpDef& kSigmoid = define_op(unary("sigmoid", rules::unary_float, STRATA_DERIVATIVE(sigmoid_backward(g, y))));
+const OpDef& kErf = define_op(
+    unary("erf", rules::unary_float, STRATA_DERIVATIVE(g * exp(-(x * x)) * (2.0 * std::numbers::inv_sqrtpi))));
+const OpDef& kFloor = define_op(unary("floor", rules::unary_float, STRATA_DERIVATIVE(zeros_like(g))));
+const OpDef& kCeil = define_op(unary("ceil", rules::unary_float, STRATA_DERIVATIVE(zeros_like(g))));
+const OpDef& kRound = define_op(unary("round", rules::unary_float, STRATA_DERIVATIVE(zeros_like(g))));
+const OpDef& kReciprocal = define_op(unary("reciprocal", rules::unary_float, STRATA_DERIVATIVE(-g * y * y)));
 const OpDef& kLogicalNot = define_op(unary("logical_not", rules::logical));
 
-// --- binary --------------------------------------------------------------
-const OpDef& kAdd = define_op(binary("add", rules::binary_arith));
-const OpDef& kSub = define_op(binary("sub", rules::binary_arith));
-const OpDef& kMul = define_op(binary("mul", rules::binary_arith));
-const OpDef& kDiv = define_op(binary("div", rules::binary_float));
-const OpDef& kPow = define_op(binary("pow", rules::binary_float));
-const OpDef& kMaximum = define_op(binary("maximum", rules::binary_arith));
-const OpDef& kMinimum = define_op(binary("minimum", rules::binary_arith));
+// --- binary: STRATA_PARTIALS(g through d/da, g through d/db), output y ------------
+const OpDef& kAdd = define_op(binary("add", rules::binary_arith, STRATA_PARTIALS(g, g)));
+const OpDef& kSub = define_op(binary("sub", rules::binary_arith, STRATA_PARTIALS(g, -g)));
+const OpDef& kMul = define_op(binary("mul", rules::binary_arith, STRATA_PARTIALS(g * b, g * a)));
+const OpDef& kDiv = define_op(binary("div", rules::binary_float, STRATA_PARTIALS(g / b, -g * a / (b * b))));
+const OpDef& kPow = define_op(binary("pow", rules::binary_float,
+                                     STRATA_PARTIALS(pow_base_partial(g, a, b), pow_exponent_partial(g, a, b, y))));
+const OpDef& kMaximum = define_op(
+    binary("maximum", rules::binary_arith, STRATA_PARTIALS(pick(g, gt(a, b), eq(a, b)), pick(g, lt(a, b), eq(a, b)))));
+const OpDef& kMinimum = define_op(
+    binary("minimum", rules::binary_arith, STRATA_PARTIALS(pick(g, lt(a, b), eq(a, b)), pick(g, gt(a, b), eq(a, b)))));
 const OpDef& kLogicalAnd = define_op(binary("logical_and", rules::logical));
 const OpDef& kLogicalOr = define_op(binary("logical_or", rules::logical));
 const OpDef& kEq = define_op(binary("eq", rules::compare));
@@ -74,7 +105,18 @@ void where_rule(detail::OpCall& call) {
   call.out().dtype = t;
   call.out().set_shape(shape);
 }
-const OpDef& kWhere = define_op({.name = "where", .kind = OpKind::primitive, .n_inputs = 3, .prepare = where_rule});
+const OpDef& kWhere = define_op({
+    .name = "where",
+    .kind = OpKind::primitive,
+    .n_inputs = 3,
+    .prepare = where_rule,
+    // The condition (input 0) is not differentiable.
+    .vjp = STRATA_VJP(Tensor(), where(c.in(0), g, scalar(g, 0.0)), where(c.in(0), scalar(g, 0.0), g)),
+    .jvp = [](const GradContext& c) -> Grads {
+      const Tensor &ta = c.grad(1), &tb = c.grad(2);
+      if (!ta.defined() && !tb.defined()) return {Tensor()};
+      return {where(c.in(0), ta.defined() ? ta : scalar(tb, 0.0), tb.defined() ? tb : scalar(ta, 0.0))};
+    }});
 
 /// A C++ scalar as a 0-d tensor beside `t`: it keeps t's dtype category
 /// (f32 tensor * 2.5 stays f32; i64 tensor * 2.5 becomes f32).

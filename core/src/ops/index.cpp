@@ -1,4 +1,5 @@
 // index.cpp — index_select, gather, scatter_add.
+#include "derivatives.hpp"
 #include "rules.hpp"
 
 #include <strata/error.hpp>
@@ -9,6 +10,7 @@ namespace strata {
 namespace {
 using detail::Attr;
 using detail::Attrs;
+using detail::GradContext;
 using detail::OpCall;
 using detail::OpDef;
 using detail::shape_string;
@@ -66,10 +68,42 @@ void scatter_add_rule(OpCall& call) {
   call.out().set_shape(call.in(0).shape());
 }
 
-const OpDef& kIndexSelect = detail::define_op({.name = "index_select", .n_inputs = 2, .prepare = index_select_rule});
-const OpDef& kGather = detail::define_op({.name = "gather", .n_inputs = 2, .prepare = gather_rule});
-const OpDef& kScatterAdd =
-    detail::define_op({.name = "scatter_add", .n_inputs = 3, .prepare = scatter_add_rule, .empty_passthrough = 0});
+int64_t dim_of(const GradContext& c) { return c.attr_int("dim"); }
+
+/// index_select's 1-D index as a scatter_add index for g (of the output's
+/// shape): along `dim` it runs through the index, elsewhere it is broadcast.
+Tensor spread_index(const GradContext& c, const Tensor& g) {
+  Shape shape(static_cast<size_t>(g.dim()), 1);
+  shape[static_cast<size_t>(dim_of(c))] = c.in(1).size(0);
+  return c.in(1).reshape(shape).expand(g.sizes());
+}
+
+// Index tensors (input 1) are not differentiable: an undefined gradient, no tangent.
+using detail::derivatives::no_tangent;
+
+const OpDef& kIndexSelect = detail::define_op({
+    .name = "index_select",
+    .n_inputs = 2,
+    .prepare = index_select_rule,
+    .vjp = STRATA_VJP(scatter_add(zeros_like(c.in(0)), dim_of(c), spread_index(c, g), g), Tensor()),
+    .jvp = STRATA_JVP(STRATA_TANGENT(index_select(t, dim_of(c), c.in(1))), no_tangent),
+});
+const OpDef& kGather = detail::define_op({
+    .name = "gather",
+    .n_inputs = 2,
+    .prepare = gather_rule,
+    .vjp = STRATA_VJP(scatter_add(zeros_like(c.in(0)), dim_of(c), c.in(1), g), Tensor()),
+    .jvp = STRATA_JVP(STRATA_TANGENT(gather(t, dim_of(c), c.in(1))), no_tangent),
+});
+const OpDef& kScatterAdd = detail::define_op({
+    .name = "scatter_add",
+    .n_inputs = 3,
+    .prepare = scatter_add_rule,
+    .empty_passthrough = 0,
+    .vjp = STRATA_VJP(g, Tensor(), gather(g, dim_of(c), c.in(1))),
+    .jvp = STRATA_JVP(STRATA_TANGENT(t), no_tangent,
+                      STRATA_TANGENT(scatter_add(zeros_like(c.in(0)), dim_of(c), c.in(1), t))),
+});
 
 Attrs dim_attr(const Tensor& x, int64_t dim, std::string_view op) {
   if (!x.defined()) throw Error(std::string(op) + ": undefined tensor");

@@ -1,4 +1,5 @@
 // linalg.cpp — matmul with NumPy semantics.
+#include "derivatives.hpp"
 #include "rules.hpp"
 
 #include <strata/error.hpp>
@@ -38,7 +39,15 @@ void matmul_rule(OpCall& call) {
   call.out().set_shape(out);
 }
 
-const OpDef& kMatmul = detail::define_op({.name = "matmul", .n_inputs = 2, .prepare = matmul_rule, .empty_fill = 0.0});
+// Inputs as prepared: rank >= 2 with equal (broadcast) batch dims.
+const OpDef& kMatmul = detail::define_op({
+    .name = "matmul",
+    .n_inputs = 2,
+    .prepare = matmul_rule,
+    .empty_fill = 0.0,
+    .vjp = STRATA_VJP(matmul(g, c.in(1).mT()), matmul(c.in(0).mT(), g)),
+    .jvp = STRATA_JVP(STRATA_TANGENT(matmul(t, c.in(1))), STRATA_TANGENT(matmul(c.in(0), t))),
+});
 
 }  // namespace
 

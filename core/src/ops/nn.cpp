@@ -2,7 +2,9 @@
 //
 // Each is decomposed into primitives here unless the device registers a
 // fused kernel under the same name (docs/ops.md). Backward ops are ops like
-// any other, so gradients of gradients differentiate them.
+// any other, so gradients of gradients differentiate them: each has its own
+// VJP and JVP below (all are linear in their grad input).
+#include "derivatives.hpp"
 #include "rules.hpp"
 
 #include <strata/error.hpp>
@@ -16,73 +18,110 @@ namespace strata {
 namespace {
 using detail::Attr;
 using detail::Attrs;
+using detail::GradContext;
 using detail::OpCall;
 using detail::OpDef;
 using detail::OpKind;
+using detail::derivatives::Derivative;
 
 int64_t dim_of(const OpCall& call) { return call.attr_int("dim"); }
+int64_t dim_of(const GradContext& c) { return c.attr_int("dim"); }
 
-OpDef composite(std::string_view name, int n_inputs, std::vector<Tensor> (*decompose)(const OpCall&)) {
+OpDef composite(std::string_view name, int n_inputs, std::vector<Tensor> (*decompose)(const OpCall&),
+                Derivative d = {}) {
   return OpDef{.name = name,
                .kind = OpKind::composite,
                .n_inputs = n_inputs,
                .prepare = detail::rules::same_shape_float,
-               .decompose = decompose};
+               .decompose = decompose,
+               .vjp = d.vjp,
+               .jvp = d.jvp};
 }
 
 // Standard normal density and distribution, as tensors.
 Tensor normal_pdf(const Tensor& x) { return exp(x * x * -0.5) * (1.0 / std::sqrt(2.0 * std::numbers::pi)); }
 Tensor normal_cdf(const Tensor& x) { return (erf(x * (1.0 / std::numbers::sqrt2)) + 1.0) * 0.5; }
 
+// --- derivative helpers ----------------------------------------------------
+/// silu'(x) = s (1 + x (1 - s)), s = sigmoid(x).
+Tensor silu_partial(const Tensor& g, const Tensor& x) {
+  Tensor s = sigmoid(x);
+  return g * s * (x * (1.0 - s) + 1.0);
+}
+/// gelu''(x) = φ(x) (2 - x²): gelu_backward's derivative in x.
+Tensor gelu_second(const Tensor& x) { return normal_pdf(x) * (2.0 - x * x); }
+/// log_softmax's JVP at y = log_softmax(x): t - sum(t · softmax(x)); it is
+/// also log_softmax_backward transposed in its grad input.
+Tensor log_softmax_jvp(const Tensor& t, const Tensor& y, int64_t dim) { return t - sum(t * exp(y), {dim}, true); }
+/// softmax_backward(grad, y) = y (grad - sum(grad y)) differentiated in y:
+/// forward, u ↦ u (grad - sum(grad y)) - y sum(grad u); reverse, its transpose.
+Tensor softmax_backward_dy(const Tensor& grad, const Tensor& y, const Tensor& u, int64_t dim) {
+  return u * (grad - sum(grad * y, {dim}, true)) - y * sum(grad * u, {dim}, true);
+}
+Tensor softmax_backward_dy_transposed(const Tensor& grad, const Tensor& y, const Tensor& g, int64_t dim) {
+  return g * (grad - sum(grad * y, {dim}, true)) - grad * sum(g * y, {dim}, true);
+}
+
 const OpDef& kSoftmax = detail::define_op(composite("softmax", 1, [](const OpCall& c) {
   Tensor x = c.in(0);
   Tensor e = exp(x - amax(x, {dim_of(c)}, true));
   return std::vector<Tensor>{e / sum(e, {dim_of(c)}, true)};
-}));
+}, {.vjp = STRATA_VJP(softmax_backward(g, c.out(), dim_of(c))),  // symmetric Jacobian
+    .jvp = STRATA_JVP(STRATA_TANGENT(softmax_backward(t, c.out(), dim_of(c))))}));
 
 const OpDef& kLogSoftmax = detail::define_op(composite("log_softmax", 1, [](const OpCall& c) {
   Tensor x = c.in(0);
   Tensor shifted = x - amax(x, {dim_of(c)}, true);
   return std::vector<Tensor>{shifted - log(sum(exp(shifted), {dim_of(c)}, true))};
-}));
+}, {.vjp = STRATA_VJP(log_softmax_backward(g, c.out(), dim_of(c))),
+    .jvp = STRATA_JVP(STRATA_TANGENT(log_softmax_jvp(t, c.out(), dim_of(c))))}));
 
 const OpDef& kGelu = detail::define_op(composite("gelu", 1, [](const OpCall& c) {
   return std::vector<Tensor>{c.in(0) * normal_cdf(c.in(0))};
-}));
+}, STRATA_DERIVATIVE(gelu_backward(g, x))));
 
 const OpDef& kSilu = detail::define_op(composite("silu", 1, [](const OpCall& c) {
   return std::vector<Tensor>{c.in(0) * sigmoid(c.in(0))};
-}));
+}, STRATA_DERIVATIVE(silu_partial(g, x))));
 
 // --- backward ops: inputs (grad, saved) -----------------------------------
+// All are linear in grad. The elementwise ones take STRATA_PARTIALS with
+// a = grad and b = saved.
 const OpDef& kReluBackward = detail::define_op(composite("relu_backward", 2, [](const OpCall& c) {
   Tensor zero = zeros_like(c.in(0));
   return std::vector<Tensor>{where(gt(c.in(1), zero), c.in(0), zero)};
-}));
+}, STRATA_PARTIALS(relu_backward(g, b), zeros_like(g))));  // the mask (x > 0) is flat in x
 
 const OpDef& kSigmoidBackward = detail::define_op(composite("sigmoid_backward", 2, [](const OpCall& c) {
   return std::vector<Tensor>{c.in(0) * c.in(1) * (1.0 - c.in(1))};
-}));
+}, STRATA_PARTIALS(sigmoid_backward(g, b), g * a * (1.0 - b * 2.0))));
 
 const OpDef& kTanhBackward = detail::define_op(composite("tanh_backward", 2, [](const OpCall& c) {
   return std::vector<Tensor>{c.in(0) * (1.0 - c.in(1) * c.in(1))};
-}));
+}, STRATA_PARTIALS(tanh_backward(g, b), g * a * b * -2.0)));
 
 const OpDef& kGeluBackward = detail::define_op(composite("gelu_backward", 2, [](const OpCall& c) {
   const Tensor& x = c.in(1);
   return std::vector<Tensor>{c.in(0) * (normal_cdf(x) + x * normal_pdf(x))};
-}));
+}, STRATA_PARTIALS(gelu_backward(g, b), g * a * gelu_second(b))));
 
+// Below, c.in(0) is the op's grad input and g the gradient of its output.
 const OpDef& kSoftmaxBackward = detail::define_op(composite("softmax_backward", 2, [](const OpCall& c) {
   const Tensor& g = c.in(0);
   const Tensor& y = c.in(1);
   return std::vector<Tensor>{y * (g - sum(g * y, {dim_of(c)}, true))};
-}));
+}, {.vjp = STRATA_VJP(softmax_backward(g, c.in(1), dim_of(c)),  // symmetric in grad
+                      softmax_backward_dy_transposed(c.in(0), c.in(1), g, dim_of(c))),
+    .jvp = STRATA_JVP(STRATA_TANGENT(softmax_backward(t, c.in(1), dim_of(c))),
+                      STRATA_TANGENT(softmax_backward_dy(c.in(0), c.in(1), t, dim_of(c))))}));
 
 const OpDef& kLogSoftmaxBackward = detail::define_op(composite("log_softmax_backward", 2, [](const OpCall& c) {
   const Tensor& g = c.in(0);
   return std::vector<Tensor>{g - exp(c.in(1)) * sum(g, {dim_of(c)}, true)};
-}));
+}, {.vjp = STRATA_VJP(log_softmax_jvp(g, c.in(1), dim_of(c)),  // the transpose in grad
+                      -g * exp(c.in(1)) * sum(c.in(0), {dim_of(c)}, true)),
+    .jvp = STRATA_JVP(STRATA_TANGENT(log_softmax_backward(t, c.in(1), dim_of(c))),
+                      STRATA_TANGENT(-t * exp(c.in(1)) * sum(c.in(0), {dim_of(c)}, true)))}));
 
 Tensor with_dim(const OpDef& op, std::initializer_list<Tensor> inputs, int64_t dim) {
   const Tensor& x = *inputs.begin();

@@ -2,7 +2,9 @@
 //
 // Kernels see the keepdim-shaped output (reduced dims of size 1) and the
 // sorted `dims` attribute; the public functions drop the dims afterwards
-// unless keepdim is set.
+// unless keepdim is set. Derivative rules see those keepdim-shaped outputs,
+// so a gradient broadcasts back over the input.
+#include "derivatives.hpp"
 #include "rules.hpp"
 
 #include <strata/error.hpp>
@@ -14,9 +16,11 @@ namespace {
 using detail::Attr;
 using detail::Attrs;
 using detail::define_op;
+using detail::GradContext;
 using detail::OpCall;
 using detail::OpDef;
 using detail::OpKind;
+using detail::derivatives::scalar;
 
 void keepdim_shape(OpCall& call) {
   Shape shape(call.in(0).shape().begin(), call.in(0).shape().end());
@@ -55,17 +59,68 @@ std::vector<Tensor> mean_decomposition(const OpCall& call) {
   return {sum(call.in(0), dims, true) / static_cast<double>(count)};
 }
 
-const OpDef& kSum = define_op({.name = "sum", .prepare = accumulate_rule, .empty_fill = 0.0});
-const OpDef& kProd = define_op({.name = "prod", .prepare = accumulate_rule, .empty_fill = 1.0});
-const OpDef& kMax = define_op({.name = "max", .prepare = extremum_rule});
-const OpDef& kMin = define_op({.name = "min", .prepare = extremum_rule});
-const OpDef& kArgmax = define_op({.name = "argmax", .prepare = arg_rule});
+// --- derivatives: a VJP broadcasts the keepdim-shaped gradient over the
+// input, weighted by d out / dx; a JVP is the weighted sum of the tangent.
+const std::vector<int64_t>& reduced_dims(const GradContext& c) { return c.attr_ints("dims"); }
+Tensor weighted_sum(const Tensor& t, const Tensor& weights, const GradContext& c) {
+  return sum(t * weights, reduced_dims(c), true);
+}
+
+/// d prod / dx, right with zeros: prod/x when the reduced slice has no zero;
+/// with one zero, the product of the others at the zero and 0 elsewhere; with
+/// more, 0. (Differentiating this again is exact unless a slice holds two or
+/// more zeros, where the second derivative between zeros comes out 0.)
+Tensor prod_partials(const GradContext& c) {
+  const Tensor& x = c.in(0);
+  Tensor is_zero = eq(x, scalar(x, 0.0));
+  Tensor x_or_one = where(is_zero, scalar(x, 1.0), x);
+  Tensor p = prod(x_or_one, reduced_dims(c), true);  // product of the non-zero elements
+  Tensor n_zero = sum(is_zero, reduced_dims(c), true);
+  return where(eq(n_zero, scalar(n_zero, 0.0)), p / x_or_one,
+               where(logical_and(eq(n_zero, scalar(n_zero, 1.0)), is_zero), p, scalar(x, 0.0)));
+}
+
+/// max, min: 1 / (number of ties) where x equals the result, else 0; the
+/// gradient is shared evenly among ties (PyTorch's amax/amin).
+Tensor extremum_partials(const GradContext& c) {
+  const Tensor& x = c.in(0);
+  Tensor hit = where(eq(x, c.out()), scalar(x, 1.0), scalar(x, 0.0));
+  return hit / sum(hit, reduced_dims(c), true);
+}
+
+double mean_scale(const GradContext& c) {
+  int64_t count = 1;
+  for (int64_t d : reduced_dims(c)) count *= c.in(0).size(d);
+  return 1.0 / static_cast<double>(count);
+}
+
+const OpDef& kSum = define_op({.name = "sum",
+                               .prepare = accumulate_rule,
+                               .empty_fill = 0.0,
+                               .vjp = STRATA_VJP(g.expand(c.in(0).sizes())),
+                               .jvp = STRATA_JVP(STRATA_TANGENT(sum(t, reduced_dims(c), true)))});
+const OpDef& kProd = define_op({.name = "prod",
+                                .prepare = accumulate_rule,
+                                .empty_fill = 1.0,
+                                .vjp = STRATA_VJP(g * prod_partials(c)),
+                                .jvp = STRATA_JVP(STRATA_TANGENT(weighted_sum(t, prod_partials(c), c)))});
+const OpDef& kMax = define_op({.name = "max",
+                               .prepare = extremum_rule,
+                               .vjp = STRATA_VJP(g * extremum_partials(c)),
+                               .jvp = STRATA_JVP(STRATA_TANGENT(weighted_sum(t, extremum_partials(c), c)))});
+const OpDef& kMin = define_op({.name = "min",
+                               .prepare = extremum_rule,
+                               .vjp = STRATA_VJP(g * extremum_partials(c)),
+                               .jvp = STRATA_JVP(STRATA_TANGENT(weighted_sum(t, extremum_partials(c), c)))});
+const OpDef& kArgmax = define_op({.name = "argmax", .prepare = arg_rule});  // not differentiable
 const OpDef& kArgmin = define_op({.name = "argmin", .prepare = arg_rule});
 const OpDef& kMean = define_op({.name = "mean",
                                 .kind = OpKind::composite,
                                 .prepare = mean_rule,
                                 .decompose = mean_decomposition,
-                                .empty_fill = std::numeric_limits<double>::quiet_NaN()});
+                                .empty_fill = std::numeric_limits<double>::quiet_NaN(),
+                                .vjp = STRATA_VJP(g.expand(c.in(0).sizes()) * mean_scale(c)),
+                                .jvp = STRATA_JVP(STRATA_TANGENT(mean(t, reduced_dims(c), true)))});
 
 /// Runs a reduction over normalised dims and drops them unless keepdim.
 Tensor reduce(const OpDef& op, const Tensor& x, const Shape& dims, bool keepdim) {

@@ -1,0 +1,92 @@
+// autograd.hpp — reverse-mode differentiation: gradient tapes, grad-mode
+// scopes and hooks. (Tensor::backward/grad/requires_grad live in tensor.hpp.)
+//
+// A GradientTape records the ops run on the tensors it watches while it is
+// alive (tensors with requires_grad are watched by every tape). Tapes nest;
+// each is a derivative level with its own identity, so gradients of
+// different levels never mix. With `higher_order`, the ops a tape runs to
+// compute a gradient are themselves recorded on the enclosing tapes, so the
+// gradient can be differentiated again, to any order.
+#pragma once
+
+#include <strata/tensor.hpp>
+
+#include <cstdint>
+#include <functional>
+#include <vector>
+
+namespace strata {
+
+/// What gradient() returns for a source the target does not depend on.
+enum class Unconnected { zero, error };
+
+struct TapeOptions {
+  /// Allow several gradient() calls; otherwise the graph is freed after one.
+  bool persistent = false;
+  /// Record the gradient computation on enclosing tapes (TensorFlow's
+  /// higher-order tapes; PyTorch's create_graph).
+  bool higher_order = false;
+  Unconnected unconnected = Unconnected::zero;
+};
+
+class GradientTape {
+ public:
+  explicit GradientTape(TapeOptions options = {});
+  ~GradientTape();
+  GradientTape(const GradientTape&) = delete;
+  GradientTape& operator=(const GradientTape&) = delete;
+
+  /// Records ops on `t` from now on (a no-op for non-floating tensors is an
+  /// error: only floating tensors have gradients).
+  void watch(const Tensor& t);
+
+  /// d target / d sources. A non-scalar target needs `output_grads` (one per
+  /// target element shape), as in a vector-Jacobian product.
+  std::vector<Tensor> gradient(const Tensor& target, const std::vector<Tensor>& sources,
+                               const Tensor& output_grad = Tensor());
+  /// The full Jacobian of `target` with respect to `source`: shape
+  /// target.shape + source.shape. Needs a persistent tape.
+  Tensor jacobian(const Tensor& target, const Tensor& source);
+
+  /// The level id of this tape.
+  uint64_t id() const { return id_; }
+
+ private:
+  uint64_t id_;
+  TapeOptions options_;
+  bool used_ = false;
+};
+
+/// Disables recording on this thread for a scope (nothing is recorded; the
+/// results of ops have no gradient history).
+class NoGradGuard {
+ public:
+  NoGradGuard();
+  ~NoGradGuard();
+  NoGradGuard(const NoGradGuard&) = delete;
+  NoGradGuard& operator=(const NoGradGuard&) = delete;
+
+ private:
+  bool previous_;
+};
+
+/// Re-enables recording inside a no_grad scope.
+class EnableGradGuard {
+ public:
+  EnableGradGuard();
+  ~EnableGradGuard();
+  EnableGradGuard(const EnableGradGuard&) = delete;
+  EnableGradGuard& operator=(const EnableGradGuard&) = delete;
+
+ private:
+  bool previous_;
+};
+
+bool is_grad_enabled();
+
+/// Anomaly mode: the backward pass checks every gradient it produces and
+/// names the op whose backward first made a NaN or Inf.
+void set_anomaly_mode(bool enabled);
+bool anomaly_mode();
+
+}  // namespace strata

@@ -1,0 +1,29 @@
+// engine.hpp — the reverse-mode pass shared by GradientTape and backward().
+#pragma once
+
+#include "graph.hpp"
+
+#include <vector>
+
+namespace strata::detail {
+
+struct BackwardRequest {
+  uint64_t level = 0;               // which tape's nodes to traverse (0: backward())
+  std::vector<Tensor> roots;        // targets
+  std::vector<Tensor> root_grads;   // their output gradients (defined, same shapes)
+  std::vector<Tensor> sources;      // gradients wanted for these (may be empty)
+  bool accumulate_leaves = false;   // backward(): add into .grad of requires_grad leaves
+  bool create_graph = false;        // record the pass itself (higher order)
+  bool release = false;             // free saved tensors of nodes no other live level needs
+  bool unconnected_zeros = true;    // unconnected source: zeros (else DeviceError... see tape)
+};
+
+/// Runs the pass; returns one gradient per source (undefined when
+/// unconnected and !unconnected_zeros).
+std::vector<Tensor> run_backward(const BackwardRequest& request);
+
+/// Whether level `id` belongs to a tape that is still alive (level 0 always).
+bool level_alive(uint64_t id);
+void set_level_alive(uint64_t id, bool alive);
+
+}  // namespace strata::detail

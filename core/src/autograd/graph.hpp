@@ -1,0 +1,141 @@
+// graph.hpp — the recorded graph: autograd metadata on tensors, nodes,
+// saved tensors, and the thread-local recording state.
+//
+// Ownership runs one way only, from outputs to inputs: a tensor owns its
+// producer node, a node owns the nodes (or leaf metadata) of its inputs and
+// the data it saved. A node never owns a tensor that owns it: saved outputs
+// are kept as storage aliases without metadata and re-linked to the node
+// only while it runs backward, so there is no reference cycle.
+#pragma once
+
+#include "../op.hpp"
+
+#include <strata/tensor.hpp>
+
+#include <array>
+#include <cstdint>
+#include <functional>
+#include <memory>
+#include <vector>
+
+namespace strata::detail {
+
+/// Ids of the tapes (derivative levels) a tensor or node belongs to. Id 0 is
+/// the implicit level of requires_grad / backward().
+struct LevelSet {
+  static constexpr int kCapacity = 8;
+  std::array<uint64_t, kCapacity> ids{};
+  uint8_t count = 0;
+
+  bool empty() const { return count == 0; }
+  bool contains(uint64_t id) const {
+    for (uint8_t k = 0; k < count; ++k)
+      if (ids[k] == id) return true;
+    return false;
+  }
+  void add(uint64_t id);  // throws Error past kCapacity
+  void remove(uint64_t id);
+};
+
+struct Node;
+
+/// Autograd state of one tensor (absent for plain tensors).
+struct AutogradMeta {
+  bool requires_grad = false;      // a leaf of the implicit level
+  Tensor grad;                     // accumulated by backward()
+  std::shared_ptr<Node> grad_fn;   // producer, for non-leaves
+  int output_nr = 0;
+  LevelSet levels;                 // tapes recording this tensor
+  /// Forward-mode tangents, by forward level id.
+  std::vector<std::pair<uint64_t, Tensor>> tangents;
+  /// Tensor hooks: called with the gradient of this tensor; may replace it.
+  std::vector<std::function<Tensor(const Tensor&)>> hooks;
+
+  const Tensor* tangent(uint64_t level) const {
+    for (const auto& [l, t] : tangents)
+      if (l == level) return &t;
+    return nullptr;
+  }
+};
+
+/// A tensor a node needs for its derivative, with the storage version it had
+/// (an in-place change before backward is an error naming the op).
+struct SavedTensor {
+  Tensor data;  // for outputs: an alias without autograd metadata
+  uint32_t version = 0;
+  bool is_output = false;
+  int output_nr = 0;
+};
+
+/// Where a node sends the gradient of one of its inputs.
+struct Edge {
+  std::shared_ptr<Node> node;          // producer of the input, or
+  std::shared_ptr<AutogradMeta> leaf;  // the input itself when it is a leaf
+  int output_nr = 0;
+  bool valid() const { return node != nullptr || leaf != nullptr; }
+};
+
+struct Node {
+  const OpDef* op = nullptr;
+  Attrs attrs;
+  std::vector<SavedTensor> inputs;
+  std::vector<SavedTensor> outputs;
+  std::vector<Edge> next;  // one per input
+  size_t n_outputs = 0;    // kept when the saved data is released
+  LevelSet levels;
+  uint64_t sequence = 0;   // creation order, for a deterministic traversal
+  bool released = false;   // saved data freed after a non-persistent pass
+  /// Node hooks: see (and may change) the gradients of the outputs.
+  std::vector<std::function<void(std::vector<Tensor>&)>> hooks;
+
+  size_t saved_bytes() const;
+  ~Node();  // iterative: freeing a long chain never recurses deeply
+};
+
+/// Thread-local recording state.
+struct AutogradState {
+  bool grad_enabled = true;
+  LevelSet recording;     // tapes currently recording (0 = implicit level)
+  LevelSet forward;       // forward-mode levels active
+  bool anomaly = false;
+};
+AutogradState& autograd_state();
+
+/// Turns recording and forward mode off for a scope (internal work such as
+/// running a fallback on the CPU, whose op is recorded once by the caller).
+class AutogradOff {
+ public:
+  AutogradOff() : st_(autograd_state()), grad_(st_.grad_enabled), forward_(st_.forward) {
+    st_.grad_enabled = false;
+    st_.forward = {};
+  }
+  ~AutogradOff() {
+    st_.grad_enabled = grad_;
+    st_.forward = forward_;
+  }
+  AutogradOff(const AutogradOff&) = delete;
+  AutogradOff& operator=(const AutogradOff&) = delete;
+
+ private:
+  AutogradState& st_;
+  bool grad_;
+  LevelSet forward_;
+};
+
+/// Meta of a tensor, created on demand.
+AutogradMeta& meta_of(const Tensor& t);
+inline AutogradMeta* meta_if(const Tensor& t) { return t.defined() ? t.impl()->autograd.get() : nullptr; }
+
+/// Called by dispatch after an op ran: records a node and propagates
+/// forward-mode tangents when any input asks for it. Cheap when nothing does.
+void record_op(const OpCall& call, OpResult& outputs);
+/// Records any op given its (prepared) inputs and outputs.
+void record_node(const OpDef& op, std::span<const Tensor> inputs, std::span<Tensor> outputs, const Attrs* attrs);
+/// The same for view functions (no kernel): `view` of `base`.
+void record_view(const OpDef& op, const Tensor& base, Tensor& view, Attrs attrs);
+/// Bumps the storage version of an in-place write target.
+void bump_version(const Tensor& t);
+
+uint64_t new_level_id();
+
+}  // namespace strata::detail

@@ -1,0 +1,231 @@
+// record.cpp — recording ops into the graph and propagating forward-mode
+// tangents, called by dispatch after every op.
+#include "engine.hpp"
+#include "graph.hpp"
+
+#include "../tensor_impl.hpp"
+
+#include <strata/error.hpp>
+
+#include <algorithm>
+#include <atomic>
+
+namespace strata::detail {
+
+void LevelSet::add(uint64_t id) {
+  if (contains(id)) return;
+  if (count == kCapacity) {  // forget the levels of tapes that are gone
+    for (uint8_t k = 0; k < count;) {
+      if (level_alive(ids[k])) {
+        ++k;
+      } else {
+        ids[k] = ids[--count];
+      }
+    }
+  }
+  if (count == kCapacity) {
+    throw Error("more than " + std::to_string(kCapacity) + " nested gradient tapes watch one tensor");
+  }
+  ids[count++] = id;
+}
+
+void LevelSet::remove(uint64_t id) {
+  for (uint8_t k = 0; k < count; ++k) {
+    if (ids[k] == id) {
+      ids[k] = ids[--count];
+      return;
+    }
+  }
+}
+
+AutogradState& autograd_state() {
+  thread_local AutogradState state = [] {
+    AutogradState s;
+    s.recording.add(0);  // the implicit level of requires_grad / backward()
+    return s;
+  }();
+  return state;
+}
+
+uint64_t new_level_id() {
+  static std::atomic<uint64_t> next{1};
+  return next.fetch_add(1);
+}
+
+AutogradMeta& meta_of(const Tensor& t) {
+  auto& slot = t.impl()->autograd;
+  if (!slot) slot = std::make_shared<AutogradMeta>();
+  return *slot;
+}
+
+void bump_version(const Tensor& t) { t.impl()->storage->version.fetch_add(1, std::memory_order_relaxed); }
+
+size_t Node::saved_bytes() const {
+  size_t n = 0;
+  for (const auto* list : {&inputs, &outputs}) {
+    for (const SavedTensor& s : *list) {
+      if (s.data.defined()) n += static_cast<size_t>(s.data.numel()) * dtype_size(s.data.dtype());
+    }
+  }
+  return n;
+}
+
+namespace {
+
+/// Tensors and nodes whose destruction was deferred, so that freeing a long
+/// chain (a million-op loop) is a loop, not a million-deep recursion.
+struct Graveyard {
+  std::vector<std::shared_ptr<Node>> nodes;
+  std::vector<std::shared_ptr<AutogradMeta>> metas;
+  std::vector<Tensor> tensors;
+  bool draining = false;
+};
+
+Graveyard& graveyard() {
+  thread_local Graveyard g;
+  return g;
+}
+
+/// An alias of `t`'s storage and geometry without autograd metadata.
+Tensor plain_alias(const Tensor& t) {
+  return make_view(t, t.shape(), t.strides(), t.offset());
+}
+
+bool is_differentiable(DType t) { return is_floating(t); }
+
+/// Levels a new node belongs to: those of its inputs (a requires_grad leaf
+/// is watched by every recording tape) that are recording now.
+LevelSet node_levels(std::span<const Tensor> inputs, const AutogradState& st) {
+  LevelSet levels;
+  for (const Tensor& t : inputs) {
+    const AutogradMeta* m = meta_if(t);
+    if (m == nullptr) continue;
+    for (uint8_t k = 0; k < m->levels.count; ++k) {
+      if (st.recording.contains(m->levels.ids[k])) levels.add(m->levels.ids[k]);
+    }
+    if (m->requires_grad && m->grad_fn == nullptr) {
+      for (uint8_t k = 0; k < st.recording.count; ++k) levels.add(st.recording.ids[k]);
+    }
+  }
+  return levels;
+}
+
+void record_reverse(const OpDef& op, std::span<const Tensor> inputs, std::span<Tensor> outputs, const Attrs* attrs,
+                    const AutogradState& st) {
+  if (!st.grad_enabled || op.vjp == nullptr) return;
+  LevelSet levels = node_levels(inputs, st);
+  if (levels.empty()) return;
+  auto node = std::make_shared<Node>();
+  static std::atomic<uint64_t> sequence{0};
+  node->op = &op;
+  node->sequence = sequence.fetch_add(1, std::memory_order_relaxed);
+  node->levels = levels;
+  if (attrs != nullptr) node->attrs = *attrs;
+  node->n_outputs = outputs.size();
+  node->inputs.reserve(inputs.size());
+  node->next.reserve(inputs.size());
+  for (const Tensor& t : inputs) {
+    node->inputs.push_back({t, t.impl()->storage->version.load(std::memory_order_relaxed), false, 0});
+    Edge edge;
+    if (const auto& m = t.impl()->autograd) {
+      edge.leaf = m;  // the input's metadata: identifies it as a source
+      edge.node = m->grad_fn;
+      edge.output_nr = m->output_nr;
+    }
+    node->next.push_back(std::move(edge));
+  }
+  for (size_t k = 0; k < outputs.size(); ++k) {
+    Tensor& out = outputs[k];
+    node->outputs.push_back(
+        {plain_alias(out), out.impl()->storage->version.load(std::memory_order_relaxed), true, static_cast<int>(k)});
+    if (!is_differentiable(out.dtype())) continue;
+    AutogradMeta& m = meta_of(out);
+    m.grad_fn = node;
+    m.output_nr = static_cast<int>(k);
+    m.levels = levels;
+  }
+}
+
+void record_forward(const OpDef& op, std::span<const Tensor> inputs, std::span<Tensor> outputs, const Attrs* attrs,
+                    AutogradState& st) {
+  if (st.forward.empty() || op.jvp == nullptr) return;
+  LevelSet active = st.forward;
+  for (uint8_t l = 0; l < active.count; ++l) {
+    uint64_t level = active.ids[l];
+    std::vector<Tensor> tangents(inputs.size());
+    bool any = false;
+    for (size_t k = 0; k < inputs.size(); ++k) {
+      if (const AutogradMeta* m = meta_if(inputs[k])) {
+        if (const Tensor* t = m->tangent(level)) {
+          tangents[k] = *t;
+          any = true;
+        }
+      }
+    }
+    if (!any) continue;
+    std::vector<Tensor> outs(outputs.begin(), outputs.end());
+    std::vector<Tensor> results;
+    st.forward.remove(level);  // the rule's own ops must not carry this level
+    try {
+      GradContext ctx{inputs, outs, tangents, attrs};
+      results = op.jvp(ctx);
+    } catch (...) {
+      st.forward.add(level);
+      throw;
+    }
+    st.forward.add(level);
+    for (size_t k = 0; k < outputs.size() && k < results.size(); ++k) {
+      if (results[k].defined() && is_differentiable(outputs[k].dtype())) {
+        meta_of(outputs[k]).tangents.emplace_back(level, results[k]);
+      }
+    }
+  }
+}
+
+}  // namespace
+
+Node::~Node() {
+  Graveyard& g = graveyard();
+  for (Edge& e : next) {
+    if (e.node) g.nodes.push_back(std::move(e.node));
+    if (e.leaf) g.metas.push_back(std::move(e.leaf));
+  }
+  for (SavedTensor& s : inputs) {
+    if (s.data.defined()) g.tensors.push_back(std::move(s.data));
+  }
+  if (g.draining) return;
+  g.draining = true;
+  while (!g.nodes.empty() || !g.metas.empty() || !g.tensors.empty()) {
+    if (!g.tensors.empty()) {
+      Tensor t = std::move(g.tensors.back());
+      g.tensors.pop_back();
+    } else if (!g.metas.empty()) {
+      std::shared_ptr<AutogradMeta> m = std::move(g.metas.back());
+      g.metas.pop_back();
+    } else {
+      std::shared_ptr<Node> n = std::move(g.nodes.back());
+      g.nodes.pop_back();
+    }
+  }
+  g.draining = false;
+}
+
+void record_node(const OpDef& op, std::span<const Tensor> inputs, std::span<Tensor> outputs, const Attrs* attrs) {
+  bool any = false;
+  for (const Tensor& t : inputs) any = any || (t.defined() && t.impl()->autograd != nullptr);
+  if (!any) return;
+  AutogradState& st = autograd_state();
+  record_forward(op, inputs, outputs, attrs, st);
+  record_reverse(op, inputs, outputs, attrs, st);
+}
+
+void record_op(const OpCall& call, OpResult& outputs) {
+  record_node(*call.op, std::span<const Tensor>(call.inputs.data(), static_cast<size_t>(call.n_inputs)),
+              std::span<Tensor>(outputs.tensors.data(), static_cast<size_t>(outputs.count)), call.attrs);
+}
+
+void record_view(const OpDef& op, const Tensor& base, Tensor& view, Attrs attrs) {
+  record_node(op, std::span<const Tensor>(&base, 1), std::span<Tensor>(&view, 1), &attrs);
+}
+
+}  // namespace strata::detail

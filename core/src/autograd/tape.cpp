@@ -1,0 +1,197 @@
+// tape.cpp — GradientTape, grad-mode scopes and Tensor's autograd methods.
+#include "engine.hpp"
+#include "graph.hpp"
+
+#include "../tensor_impl.hpp"
+
+#include <strata/autograd.hpp>
+#include <strata/error.hpp>
+#include <strata/ops.hpp>
+
+namespace strata {
+
+using detail::autograd_state;
+using detail::meta_if;
+using detail::meta_of;
+
+namespace {
+
+void require_floating(const Tensor& t, const char* what) {
+  if (!is_floating(t.dtype())) {
+    throw DTypeError(std::string(what) + ": only floating-point tensors have gradients, found " +
+                     std::string(dtype_name(t.dtype())) + detail::shape_string(t.shape()));
+  }
+}
+
+/// The seed gradient for `target`: ones for a scalar, else `given` (checked).
+Tensor seed_for(const Tensor& target, const Tensor& given, const char* what) {
+  if (!given.defined()) {
+    if (target.numel() != 1) {
+      throw ShapeError(std::string(what) + ": the target has shape " + detail::shape_string(target.shape()) +
+                       "; a non-scalar target needs output gradients of that shape");
+    }
+    return ones_like(target);
+  }
+  if (given.sizes() != target.sizes()) {
+    throw ShapeError(std::string(what) + ": output gradient shape " + detail::shape_string(given.shape()) +
+                     " does not match the target shape " + detail::shape_string(target.shape()));
+  }
+  if (given.device() != target.device()) {
+    throw DeviceError(std::string(what) + ": output gradient on " + given.device().str() + ", target on " +
+                      target.device().str());
+  }
+  return given.to(target.dtype());
+}
+
+}  // namespace
+
+GradientTape::GradientTape(TapeOptions options) : id_(detail::new_level_id()), options_(options) {
+  detail::set_level_alive(id_, true);
+  autograd_state().recording.add(id_);
+}
+
+GradientTape::~GradientTape() {
+  autograd_state().recording.remove(id_);
+  detail::set_level_alive(id_, false);
+}
+
+void GradientTape::watch(const Tensor& t) {
+  if (!t.defined()) throw Error("GradientTape::watch: undefined tensor");
+  require_floating(t, "GradientTape::watch");
+  meta_of(t).levels.add(id_);
+}
+
+std::vector<Tensor> GradientTape::gradient(const Tensor& target, const std::vector<Tensor>& sources,
+                                           const Tensor& output_grad) {
+  if (!target.defined()) throw Error("GradientTape::gradient: undefined target");
+  if (used_ && !options_.persistent) {
+    throw Error("GradientTape::gradient called a second time on a non-persistent tape; its graph was freed "
+                "(create the tape with TapeOptions{.persistent = true})");
+  }
+  detail::BackwardRequest req;
+  req.level = id_;
+  req.roots = {target};
+  req.root_grads = {seed_for(target, output_grad, "GradientTape::gradient")};
+  req.sources = sources;
+  req.create_graph = options_.higher_order;
+  req.release = !options_.persistent;
+  req.unconnected_zeros = options_.unconnected == Unconnected::zero;
+  for (const Tensor& s : sources) {
+    if (!s.defined()) throw Error("GradientTape::gradient: undefined source");
+  }
+  std::vector<Tensor> grads = detail::run_backward(req);
+  used_ = true;
+  for (size_t k = 0; k < grads.size(); ++k) {
+    if (!grads[k].defined()) {
+      throw Error("GradientTape::gradient: source " + std::to_string(k) + " (" +
+                  std::string(dtype_name(sources[k].dtype())) + detail::shape_string(sources[k].shape()) +
+                  ") is not connected to the target (TapeOptions::unconnected is error)");
+    }
+  }
+  return grads;
+}
+
+Tensor GradientTape::jacobian(const Tensor& target, const Tensor& source) {
+  if (!options_.persistent) {
+    throw Error("GradientTape::jacobian needs a persistent tape (one gradient per target element)");
+  }
+  int64_t n = target.numel();
+  std::vector<Tensor> rows;
+  for (int64_t i = 0; i < n; ++i) {
+    Tensor seed = zeros({n}, {.dtype = target.dtype(), .device = target.device()});
+    seed.slice(0, i, i + 1).copy_(ones({1}, {.dtype = target.dtype(), .device = target.device()}));
+    rows.push_back(gradient(target, {source}, seed.reshape(target.sizes()))[0]);
+  }
+  Shape shape = target.sizes();
+  for (int64_t s : source.shape()) shape.push_back(s);
+  return stack(rows, 0).reshape(shape);
+}
+
+NoGradGuard::NoGradGuard() : previous_(autograd_state().grad_enabled) { autograd_state().grad_enabled = false; }
+NoGradGuard::~NoGradGuard() { autograd_state().grad_enabled = previous_; }
+EnableGradGuard::EnableGradGuard() : previous_(autograd_state().grad_enabled) { autograd_state().grad_enabled = true; }
+EnableGradGuard::~EnableGradGuard() { autograd_state().grad_enabled = previous_; }
+bool is_grad_enabled() { return autograd_state().grad_enabled; }
+void set_anomaly_mode(bool enabled) { autograd_state().anomaly = enabled; }
+bool anomaly_mode() { return autograd_state().anomaly; }
+
+// --- Tensor ------------------------------------------------------------------
+
+Tensor& Tensor::set_requires_grad(bool requires_grad) {
+  if (!defined()) throw Error("set_requires_grad: undefined tensor");
+  if (requires_grad) require_floating(*this, "set_requires_grad");
+  detail::AutogradMeta* m = meta_if(*this);
+  if (m != nullptr && m->grad_fn != nullptr) {
+    throw Error("set_requires_grad: only leaf tensors can be marked; this one is the result of op '" +
+                std::string(m->grad_fn->op->name) + "' (use detach() first)");
+  }
+  if (requires_grad || m != nullptr) meta_of(*this).requires_grad = requires_grad;
+  return *this;
+}
+
+bool Tensor::requires_grad() const {
+  const detail::AutogradMeta* m = meta_if(*this);
+  return m != nullptr && (m->requires_grad || (m->grad_fn != nullptr && m->grad_fn->levels.contains(0)));
+}
+
+bool Tensor::is_leaf() const {
+  const detail::AutogradMeta* m = meta_if(*this);
+  return m == nullptr || m->grad_fn == nullptr;
+}
+
+Tensor Tensor::grad() const {
+  const detail::AutogradMeta* m = meta_if(*this);
+  return m != nullptr ? m->grad : Tensor();
+}
+
+void Tensor::zero_grad() {
+  if (detail::AutogradMeta* m = meta_if(*this)) m->grad = Tensor();
+}
+
+void Tensor::backward(const Tensor& gradient, BackwardOptions options) const {
+  if (!defined()) throw Error("backward: undefined tensor");
+  if (!requires_grad()) {
+    throw Error("backward: the tensor (" + std::string(dtype_name(dtype())) + detail::shape_string(shape()) +
+                ") does not require grad: no leaf it depends on was created with requires_grad");
+  }
+  detail::BackwardRequest req;
+  req.level = 0;
+  req.roots = {*this};
+  req.root_grads = {seed_for(*this, gradient, "backward")};
+  req.accumulate_leaves = true;
+  req.create_graph = options.create_graph;
+  req.release = !options.retain_graph;
+  detail::run_backward(req);
+}
+
+Tensor Tensor::detach() const {
+  if (!defined()) return {};
+  return detail::make_view(*this, shape(), strides(), offset());
+}
+
+Tensor Tensor::tangent(uint64_t level) const {
+  const detail::AutogradMeta* m = meta_if(*this);
+  if (m == nullptr) return {};
+  const Tensor* t = m->tangent(level);
+  return t != nullptr ? *t : Tensor();
+}
+
+void Tensor::register_hook(std::function<Tensor(const Tensor&)> hook) {
+  if (!defined()) throw Error("register_hook: undefined tensor");
+  detail::AutogradMeta& m = meta_of(*this);
+  if (m.grad_fn == nullptr) {
+    m.hooks.push_back(std::move(hook));
+    return;
+  }
+  // A non-leaf: the hook sees (and may replace) the gradient of this output
+  // when its producer runs backward.
+  int nr = m.output_nr;
+  m.grad_fn->hooks.push_back([nr, hook = std::move(hook)](std::vector<Tensor>& grads) {
+    if (static_cast<size_t>(nr) < grads.size() && grads[static_cast<size_t>(nr)].defined()) {
+      Tensor replaced = hook(grads[static_cast<size_t>(nr)]);
+      if (replaced.defined()) grads[static_cast<size_t>(nr)] = replaced;
+    }
+  });
+}
+
+}  // namespace strata

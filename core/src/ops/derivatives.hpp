@@ -1,0 +1,125 @@
+// derivatives.hpp — the vocabulary the derivative rules next to each op
+// definition are written in (core/src/ops/*.cpp).
+//
+// A rule sees a GradContext (op.hpp): inputs as prepared by the op's shape
+// rule (promoted, and for elementwise ops broadcast to the output shape), the
+// outputs, and either the output gradients (VJP) or the input tangents (JVP),
+// where an undefined tensor means zero. Rules use public ops only, so that
+// differentiating a rule gives higher-order derivatives.
+#pragma once
+
+#include "../op.hpp"
+
+#include <strata/ops.hpp>
+
+#include <cstddef>
+#include <vector>
+
+namespace strata::detail::derivatives {
+
+using Grads = std::vector<Tensor>;
+
+/// a + b where an undefined tensor is zero (two undefined give undefined).
+inline Tensor plus(const Tensor& a, const Tensor& b) {
+  if (!a.defined()) return b;
+  if (!b.defined()) return a;
+  return add(a, b);
+}
+
+/// A 0-d tensor of `like`'s dtype and device: a constant that never promotes.
+inline Tensor scalar(const Tensor& like, double value) {
+  return scalar_tensor(value, {.dtype = like.dtype(), .device = like.device()});
+}
+
+/// Both rules of an op, to hand to an op-definition helper in one argument.
+struct Derivative {
+  DerivativeRule vjp = nullptr;
+  DerivativeRule jvp = nullptr;
+};
+
+// --- elementwise ops: diagonal Jacobians -------------------------------------
+// The derivative of an elementwise op is a pointwise product, so the VJP and
+// the JVP apply the same map to the incoming g (the output gradient, or the
+// input tangent).
+
+/// Unary: D(g, x, y) with x the input and y = f(x).
+template <auto D>
+Grads unary_rule(const GradContext& c) {
+  if (!c.grad(0).defined()) return {Tensor()};
+  return {D(c.grad(0), c.in(0), c.out(0))};
+}
+
+/// Binary: partials Da(g, a, b, y), Db(g, a, b, y).
+template <auto Da, auto Db>
+Grads binary_vjp(const GradContext& c) {
+  const Tensor& g = c.grad(0);
+  if (!g.defined()) return {Tensor(), Tensor()};
+  return {Da(g, c.in(0), c.in(1), c.out(0)), Db(g, c.in(0), c.in(1), c.out(0))};
+}
+template <auto Da, auto Db>
+Grads binary_jvp(const GradContext& c) {
+  const Tensor &ta = c.grad(0), &tb = c.grad(1);
+  Tensor da = ta.defined() ? Da(ta, c.in(0), c.in(1), c.out(0)) : Tensor();
+  return {plus(da, tb.defined() ? Db(tb, c.in(0), c.in(1), c.out(0)) : Tensor())};
+}
+
+template <auto D>
+inline constexpr Derivative unary_derivative{&unary_rule<D>, &unary_rule<D>};
+template <auto Da, auto Db>
+inline constexpr Derivative binary_derivative{&binary_vjp<Da, Db>, &binary_jvp<Da, Db>};
+
+// --- general ops ---------------------------------------------------------------
+
+/// VJP of a single-output op from F(c, g) (one gradient per input); every
+/// input gradient is zero (undefined) when the output gradient is.
+template <auto F>
+Grads vjp(const GradContext& c) {
+  if (!c.grad(0).defined()) return Grads(c.inputs.size());
+  return F(c, c.grad(0));
+}
+
+/// JVP of a single-output op: the sum, over the inputs whose tangent t is
+/// defined, of Term_k(c, t) (linear in t). Undefined when every tangent is.
+template <auto... Term>
+Grads jvp(const GradContext& c) {
+  Tensor out;
+  size_t k = 0;
+  auto term = [&](auto f) {
+    if (k < c.grads.size() && c.grad(static_cast<int>(k)).defined()) out = plus(out, f(c, c.grad(static_cast<int>(k))));
+    ++k;
+  };
+  (term(Term), ...);
+  return {out};
+}
+
+/// The JVP term of an input that is not differentiable (an index tensor).
+inline constexpr auto no_tangent = [](const GradContext&, const Tensor&) { return Tensor(); };
+
+}  // namespace strata::detail::derivatives
+
+/// Elementwise unary: `expr` maps g (gradient or tangent) through f'(x), with
+/// x the input and y the output: STRATA_DERIVATIVE(g * y) for exp.
+#define STRATA_DERIVATIVE(expr)                                                                                 \
+  ::strata::detail::derivatives::unary_derivative<[](const ::strata::Tensor& g, const ::strata::Tensor& x,     \
+                                                     const ::strata::Tensor& y) -> ::strata::Tensor { return expr; }>
+
+/// Elementwise binary: the partials as maps of g, with inputs a, b and output
+/// y: STRATA_PARTIALS(g * b, g * a) for mul.
+#define STRATA_PARTIALS(da, db)                                                                   \
+  ::strata::detail::derivatives::binary_derivative<                                             \
+      [](const ::strata::Tensor& g, const ::strata::Tensor& a, const ::strata::Tensor& b,         \
+         const ::strata::Tensor& y) -> ::strata::Tensor { return da; },                           \
+      [](const ::strata::Tensor& g, const ::strata::Tensor& a, const ::strata::Tensor& b,         \
+         const ::strata::Tensor& y) -> ::strata::Tensor { return db; }>
+
+/// A VJP: the input gradients, comma-separated, in terms of the context `c`
+/// and the output gradient `g`: STRATA_VJP(g.expand(c.in(0).sizes())).
+#define STRATA_VJP(...)                                                                                        \
+  &::strata::detail::derivatives::vjp<[](const ::strata::detail::GradContext& c, const ::strata::Tensor& g)   \
+                                          -> ::strata::detail::derivatives::Grads { return {__VA_ARGS__}; }>
+
+/// One JVP term: the output tangent due to an input's tangent `t`, for
+/// STRATA_JVP(term0, term1, ...).
+#define STRATA_TANGENT(expr) \
+  [](const ::strata::detail::GradContext& c, const ::strata::Tensor& t) -> ::strata::Tensor { return expr; }
+#define STRATA_JVP(...) &::strata::detail::derivatives::jvp<__VA_ARGS__>

@@ -1,0 +1,380 @@
+// The autograd engine: tapes, levels, higher order, forward mode, the
+// functional transforms, and the errors the issue lists.
+#include <strata/strata.hpp>
+
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <thread>
+
+namespace {
+
+using namespace strata;
+
+Tensor scalar(double v) { return full({}, v, {.dtype = f64}); }
+double value(const Tensor& t) { return t.item<double>(); }
+
+TEST(Tape, GradientOfAPolynomial) {
+  Tensor x = scalar(3.0);
+  GradientTape tape;
+  tape.watch(x);
+  Tensor y = x * x * x + x * 2.0;  // 3x^2 + 2 = 29
+  EXPECT_DOUBLE_EQ(value(tape.gradient(y, {x})[0]), 29.0);
+}
+
+TEST(Tape, BroadcastGradientsAreSummedToTheInputShape) {
+  Tensor a = from_data(std::vector<double>{1, 2, 3, 4, 5, 6}, {2, 3});
+  Tensor b = from_data(std::vector<double>{10, 20, 30}, {3});
+  GradientTape tape;
+  tape.watch(a);
+  tape.watch(b);
+  Tensor y = sum(a * b);
+  auto g = tape.gradient(y, {a, b});
+  EXPECT_EQ(g[0].to_vector<double>(), (std::vector<double>{10, 20, 30, 10, 20, 30}));
+  EXPECT_EQ(g[1].to_vector<double>(), (std::vector<double>{5, 7, 9}));
+}
+
+TEST(Tape, ViewsAndMatmulGradients) {
+  manual_seed(3);
+  Tensor w = randn({3, 4}, {.dtype = f64});
+  Tensor x = randn({2, 3}, {.dtype = f64});
+  GradientTape tape;
+  tape.watch(w);
+  Tensor y = sum(matmul(x, w).transpose(0, 1).slice(0, 1, 3));
+  Tensor g = tape.gradient(y, {w})[0];
+  // d/dw sum(x @ w[:, 1:3]) = column sums of x in columns 1..2, zero elsewhere
+  std::vector<double> xs = x.to_vector<double>();
+  std::vector<double> gw = g.to_vector<double>();
+  for (int i = 0; i < 3; ++i) {
+    for (int j = 0; j < 4; ++j) {
+      double expected = (j == 1 || j == 2) ? xs[static_cast<size_t>(i)] + xs[static_cast<size_t>(3 + i)] : 0.0;
+      EXPECT_NEAR(gw[static_cast<size_t>(i * 4 + j)], expected, 1e-12);
+    }
+  }
+}
+
+TEST(Tape, NestedTapesGiveSecondOrder) {
+  Tensor x = scalar(2.0);
+  GradientTape outer;
+  outer.watch(x);
+  Tensor dy;
+  {
+    GradientTape inner({.higher_order = true});
+    inner.watch(x);
+    Tensor y = x * x * x;  // y' = 3x^2 = 12, y'' = 6x = 12
+    dy = inner.gradient(y, {x})[0];
+  }
+  EXPECT_DOUBLE_EQ(value(dy), 12.0);
+  EXPECT_DOUBLE_EQ(value(outer.gradient(dy, {x})[0]), 12.0);
+}
+
+TEST(Tape, ThirdOrderThroughThreeNestedTapes) {
+  Tensor x = scalar(0.5);
+  GradientTape t1;
+  t1.watch(x);
+  GradientTape t2({.higher_order = true});
+  t2.watch(x);
+  GradientTape t3({.higher_order = true});
+  t3.watch(x);
+  Tensor y = sin(x);
+  Tensor d1 = t3.gradient(y, {x})[0];   // cos
+  Tensor d2 = t2.gradient(d1, {x})[0];  // -sin
+  Tensor d3 = t1.gradient(d2, {x})[0];  // -cos
+  EXPECT_NEAR(value(d1), std::cos(0.5), 1e-12);
+  EXPECT_NEAR(value(d2), -std::sin(0.5), 1e-12);
+  EXPECT_NEAR(value(d3), -std::cos(0.5), 1e-12);
+}
+
+TEST(Tape, WithoutHigherOrderTheGradientIsAConstant) {
+  Tensor x = scalar(2.0);
+  GradientTape outer;
+  outer.watch(x);
+  GradientTape inner;
+  inner.watch(x);
+  Tensor dy = inner.gradient(x * x, {x})[0];
+  EXPECT_DOUBLE_EQ(value(outer.gradient(dy, {x})[0]), 0.0);  // unconnected: zeros
+}
+
+TEST(Tape, SecondGradientOnNonPersistentTapeIsAnError) {
+  Tensor x = scalar(1.0);
+  GradientTape tape;
+  tape.watch(x);
+  Tensor y = x * x;
+  tape.gradient(y, {x});
+  try {
+    tape.gradient(y, {x});
+    FAIL() << "expected an error";
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("non-persistent"), std::string::npos) << e.what();
+  }
+}
+
+TEST(Tape, PersistentTapeAllowsSeveralGradients) {
+  Tensor x = scalar(1.5);
+  GradientTape tape({.persistent = true});
+  tape.watch(x);
+  Tensor y = x * x;
+  Tensor z = exp(x);
+  EXPECT_DOUBLE_EQ(value(tape.gradient(y, {x})[0]), 3.0);
+  EXPECT_NEAR(value(tape.gradient(z, {x})[0]), std::exp(1.5), 1e-12);
+}
+
+TEST(Tape, NonScalarTargetNeedsOutputGradients) {
+  Tensor x = from_data(std::vector<double>{1, 2}, {2});
+  GradientTape tape({.persistent = true});
+  tape.watch(x);
+  Tensor y = x * x;
+  EXPECT_THROW(tape.gradient(y, {x}), ShapeError);
+  EXPECT_THROW(tape.gradient(y, {x}, ones({3}, {.dtype = f64})), ShapeError);
+  Tensor g = tape.gradient(y, {x}, ones({2}, {.dtype = f64}))[0];
+  EXPECT_EQ(g.to_vector<double>(), (std::vector<double>{2, 4}));
+}
+
+TEST(Tape, UnconnectedSourcesAreZerosOrAnError) {
+  Tensor x = scalar(1.0);
+  Tensor unrelated = scalar(5.0);
+  {
+    GradientTape tape;
+    tape.watch(x);
+    tape.watch(unrelated);
+    EXPECT_DOUBLE_EQ(value(tape.gradient(x * x, {unrelated})[0]), 0.0);
+  }
+  GradientTape strict({.unconnected = Unconnected::error});
+  strict.watch(x);
+  strict.watch(unrelated);
+  EXPECT_THROW(strict.gradient(x * x, {unrelated}), Error);
+}
+
+TEST(Tape, Jacobian) {
+  Tensor x = from_data(std::vector<double>{1, 2, 3}, {3});
+  GradientTape tape({.persistent = true});
+  tape.watch(x);
+  Tensor y = x * x;
+  Tensor j = tape.jacobian(y, x);
+  EXPECT_EQ(j.sizes(), (Shape{3, 3}));
+  EXPECT_EQ(j.to_vector<double>(), (std::vector<double>{2, 0, 0, 0, 4, 0, 0, 0, 6}));
+}
+
+TEST(Backward, AccumulatesIntoLeaves) {
+  Tensor w = full({2}, 3.0, {.dtype = f64, .requires_grad = true});
+  Tensor loss = sum(w * w);
+  loss.backward();
+  EXPECT_EQ(w.grad().to_vector<double>(), (std::vector<double>{6, 6}));
+  sum(w * w).backward();
+  EXPECT_EQ(w.grad().to_vector<double>(), (std::vector<double>{12, 12}));
+  w.zero_grad();
+  EXPECT_FALSE(w.grad().defined());
+}
+
+TEST(Backward, RequiresGradWatchedByTapesToo) {
+  Tensor w = full({}, 2.0, {.dtype = f64, .requires_grad = true});
+  GradientTape tape;
+  EXPECT_DOUBLE_EQ(value(tape.gradient(w * w * w, {w})[0]), 12.0);
+}
+
+TEST(Backward, SecondBackwardThroughFreedGraphIsAnError) {
+  Tensor w = full({}, 2.0, {.dtype = f64, .requires_grad = true});
+  Tensor y = w * w;
+  y.backward();
+  EXPECT_THROW(y.backward(), Error);
+  Tensor z = w * w;
+  z.backward({}, {.retain_graph = true});
+  EXPECT_NO_THROW(z.backward());
+}
+
+TEST(Backward, IntegerTensorsCannotRequireGrad) {
+  Tensor i = zeros({2}, {.dtype = i64});
+  EXPECT_THROW(i.set_requires_grad(true), DTypeError);
+}
+
+TEST(Backward, InPlaceChangeOfASavedTensorIsAnError) {
+  Tensor w = full({2}, 2.0, {.dtype = f64, .requires_grad = true});
+  Tensor a = w * 1.0;
+  Tensor y = sum(a * a);  // saves a
+  a.copy_(zeros({2}, {.dtype = f64}));
+  try {
+    y.backward();
+    FAIL() << "expected an error";
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("modified in place"), std::string::npos) << e.what();
+    EXPECT_NE(std::string(e.what()).find("mul"), std::string::npos) << e.what();
+  }
+}
+
+TEST(Backward, NoGradRecordsNothing) {
+  Tensor w = full({}, 2.0, {.dtype = f64, .requires_grad = true});
+  Tensor y;
+  {
+    NoGradGuard guard;
+    y = w * w;
+    {
+      EnableGradGuard enable;
+      EXPECT_TRUE((w * w).requires_grad());
+    }
+  }
+  EXPECT_FALSE(y.requires_grad());
+}
+
+TEST(Backward, HooksSeeAndReplaceGradients) {
+  Tensor w = full({}, 1.0, {.dtype = f64, .requires_grad = true});
+  double seen = 0;
+  w.register_hook([&](const Tensor& g) {
+    seen = g.item<double>();
+    return g * 10.0;
+  });
+  (w * 3.0).backward();
+  EXPECT_DOUBLE_EQ(seen, 3.0);
+  EXPECT_DOUBLE_EQ(value(w.grad()), 30.0);
+}
+
+TEST(ForwardMode, JvpOfAFunction) {
+  Tensor x = from_data(std::vector<double>{0.1, 0.2}, {2});
+  Tensor v = from_data(std::vector<double>{1.0, -2.0}, {2});
+  auto [y, t] = jvp([](const Tensor& a) { return sin(a) * a; }, x, v);
+  for (int i = 0; i < 2; ++i) {
+    double xi = i == 0 ? 0.1 : 0.2;
+    double vi = i == 0 ? 1.0 : -2.0;
+    EXPECT_NEAR(t.to_vector<double>()[static_cast<size_t>(i)], (std::cos(xi) * xi + std::sin(xi)) * vi, 1e-12);
+  }
+}
+
+// D(x ↦ x · D(y ↦ x + y)(1))(1) = 1, not 2.
+TEST(PerturbationConfusion, ForwardOverForward) {
+  Tensor one = scalar(1.0);
+  auto outer = [&](const Tensor& x) {
+    Tensor inner = jvp([&](const Tensor& y) { return x + y; }, one, one).second;
+    return x * inner;
+  };
+  EXPECT_DOUBLE_EQ(value(jvp(outer, one, one).second), 1.0);
+}
+
+TEST(PerturbationConfusion, ReverseOverReverse) {
+  Tensor one = scalar(1.0);
+  auto outer = [&](const Tensor& x) { return x * grad([&](const Tensor& y) { return x + y; })(one); };
+  EXPECT_DOUBLE_EQ(value(grad(outer)(one)), 1.0);
+}
+
+TEST(PerturbationConfusion, Mixed) {
+  Tensor one = scalar(1.0);
+  auto rev_inner = [&](const Tensor& x) { return x * grad([&](const Tensor& y) { return x + y; })(one); };
+  EXPECT_DOUBLE_EQ(value(jvp(rev_inner, one, one).second), 1.0);
+  auto fwd_inner = [&](const Tensor& x) { return x * jvp([&](const Tensor& y) { return x + y; }, one, one).second; };
+  EXPECT_DOUBLE_EQ(value(grad(fwd_inner)(one)), 1.0);
+}
+
+TEST(Transforms, NthDerivativesClosedForms) {
+  Tensor x = scalar(0.7);
+  auto pow5 = [](const Tensor& a) { return a * a * a * a * a; };
+  double xv = 0.7;
+  EXPECT_NEAR(value(nth_grad(pow5, 1)(x)), 5 * std::pow(xv, 4), 1e-10);
+  EXPECT_NEAR(value(nth_grad(pow5, 2)(x)), 20 * std::pow(xv, 3), 1e-10);
+  EXPECT_NEAR(value(nth_grad(pow5, 3)(x)), 60 * xv * xv, 1e-10);
+  EXPECT_NEAR(value(nth_grad(pow5, 4)(x)), 120 * xv, 1e-10);
+  for (int n = 1; n <= 4; ++n) {
+    EXPECT_NEAR(value(nth_grad([](const Tensor& a) { return exp(a); }, n)(x)), std::exp(xv), 1e-10) << n;
+  }
+  double expected_sin[] = {std::cos(xv), -std::sin(xv), -std::cos(xv), std::sin(xv)};
+  double expected_log[] = {1 / xv, -1 / (xv * xv), 2 / std::pow(xv, 3), -6 / std::pow(xv, 4)};
+  for (int n = 1; n <= 4; ++n) {
+    EXPECT_NEAR(value(nth_grad([](const Tensor& a) { return sin(a); }, n)(x)), expected_sin[n - 1], 1e-10) << n;
+    EXPECT_NEAR(value(nth_grad([](const Tensor& a) { return log(a); }, n)(x)), expected_log[n - 1], 1e-9) << n;
+  }
+}
+
+Tensor rosenbrock(const Tensor& v) {
+  Tensor x = v.slice(0, 0, 1);
+  Tensor y = v.slice(0, 1, 2);
+  return sum((1.0 - x) * (1.0 - x) + 100.0 * (y - x * x) * (y - x * x));
+}
+
+TEST(Transforms, RosenbrockHessianMatchesItsClosedForm) {
+  double x = 0.3, y = -0.4;
+  Tensor v = from_data(std::vector<double>{x, y}, {2});
+  Tensor h = hessian(rosenbrock, v);
+  std::vector<double> expected{2 - 400 * (y - 3 * x * x), -400 * x, -400 * x, 200};
+  std::vector<double> got = h.to_vector<double>();
+  for (size_t i = 0; i < 4; ++i) EXPECT_NEAR(got[i], expected[i], 1e-9) << i;
+}
+
+TEST(Transforms, HvpEqualsHessianTimesVectorInBothModes) {
+  Tensor x = from_data(std::vector<double>{0.3, -0.4}, {2});
+  Tensor v = from_data(std::vector<double>{0.5, 2.0}, {2});
+  Tensor hv = matmul(hessian(rosenbrock, x), v);
+  for (HvpMode mode : {HvpMode::forward_over_reverse, HvpMode::reverse_over_reverse}) {
+    std::vector<double> got = hvp(rosenbrock, x, v, mode).to_vector<double>();
+    std::vector<double> want = hv.to_vector<double>();
+    for (size_t i = 0; i < 2; ++i) EXPECT_NEAR(got[i], want[i], 1e-9);
+  }
+  EXPECT_NEAR(value(vhv(rosenbrock, x, v)), value(sum(v * hv)), 1e-9);
+}
+
+TEST(Transforms, JacfwdEqualsJacrevAndLaplacianIsTraceOfHessian) {
+  manual_seed(11);
+  Tensor x = randn({3}, {.dtype = f64});
+  auto f = [](const Tensor& a) { return tanh(a) * sum(a * a); };
+  Tensor jf = jacfwd(f, x);
+  Tensor jr = jacrev(f, x);
+  std::vector<double> a = jf.to_vector<double>(), b = jr.to_vector<double>();
+  ASSERT_EQ(a.size(), 9u);
+  for (size_t i = 0; i < a.size(); ++i) EXPECT_NEAR(a[i], b[i], 1e-10);
+  auto g = [](const Tensor& a2) { return sum(exp(a2) * sin(a2)); };
+  Tensor h = hessian(g, x);
+  double trace = 0;
+  std::vector<double> hv = h.to_vector<double>();
+  for (int i = 0; i < 3; ++i) trace += hv[static_cast<size_t>(i * 4)];
+  EXPECT_NEAR(value(laplacian(g, x)), trace, 1e-10);
+}
+
+TEST(Transforms, GradcheckReportsTheWorstElement) {
+  manual_seed(5);
+  Tensor x = randn({4}, {.dtype = f64});
+  GradcheckResult ok = gradcheck([](const Tensor& a) { return sum(tanh(a) * exp(a)); }, x);
+  EXPECT_TRUE(ok.ok) << ok.message;
+  GradcheckResult four = gradcheck([](const Tensor& a) { return sum(sigmoid(a)); }, x, {.four_point = true});
+  EXPECT_TRUE(four.ok) << four.message;
+}
+
+TEST(Threads, IndependentTapesGiveTheSameResults) {
+  auto work = [](double seed) {
+    Tensor x = full({8}, seed, {.dtype = f64});
+    double total = 0;
+    for (int i = 0; i < 50; ++i) {
+      GradientTape tape;
+      tape.watch(x);
+      Tensor y = sum(sin(x) * x);
+      total += sum(tape.gradient(y, {x})[0]).item<double>();
+    }
+    return total;
+  };
+  std::vector<double> single;
+  for (int t = 0; t < 8; ++t) single.push_back(work(0.1 * t));
+  std::vector<double> multi(8);
+  std::vector<std::thread> threads;
+  for (int t = 0; t < 8; ++t) threads.emplace_back([&, t] { multi[static_cast<size_t>(t)] = work(0.1 * t); });
+  for (auto& th : threads) th.join();
+  EXPECT_EQ(single, multi);
+}
+
+TEST(Anomaly, NamesTheOpWhoseBackwardMadeANaN) {
+  set_anomaly_mode(true);
+  Tensor x = full({}, 0.0, {.dtype = f64, .requires_grad = true});
+  Tensor y = sqrt(x);  // d/dx sqrt(0) = inf
+  try {
+    y.backward();
+    set_anomaly_mode(false);
+    FAIL() << "expected an anomaly error";
+  } catch (const Error& e) {
+    set_anomaly_mode(false);
+    EXPECT_NE(std::string(e.what()).find("sqrt"), std::string::npos) << e.what();
+  }
+}
+
+TEST(Memory, LongChainsAreFreedWithoutRecursion) {
+  Tensor x = full({}, 1.0, {.dtype = f64, .requires_grad = true});
+  Tensor y = x;
+  for (int i = 0; i < 200000; ++i) y = y * 1.0;
+  y = Tensor();  // frees a 200k-node chain: must not overflow the stack
+  SUCCEED();
+}
+
+}  // namespace
