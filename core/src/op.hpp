@@ -101,7 +101,11 @@ struct GradContext {
   std::span<const Tensor> outputs;
   std::span<const Tensor> grads;
   const Attrs* attrs = nullptr;
+  /// VJP only: which input gradients the pass will use (empty = all). A rule
+  /// may skip the others (return undefined), e.g. the gradient of a constant.
+  std::span<const uint8_t> needed{};
 
+  bool needs(int k) const { return needed.empty() || needed[static_cast<size_t>(k)] != 0; }
   const Tensor& in(int k) const { return inputs[static_cast<size_t>(k)]; }
   const Tensor& out(int k = 0) const { return outputs[static_cast<size_t>(k)]; }
   const Tensor& grad(int k = 0) const { return grads[static_cast<size_t>(k)]; }

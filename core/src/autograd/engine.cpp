@@ -50,14 +50,14 @@ class StateGuard {
 
 Tensor accumulate(const Tensor& a, const Tensor& b) { return a.defined() ? add(a, b) : b; }
 
-Tensor unpack(const SavedTensor& s, const std::shared_ptr<Node>& node) {
+Tensor unpack(const SavedTensor& s, const std::shared_ptr<Node>& node, bool differentiable) {
   if (s.data.impl()->storage->version.load(std::memory_order_relaxed) != s.version) {
     throw Error("a tensor saved for the backward of op '" + std::string(node->op->name) + "' (" +
                 std::string(dtype_name(s.data.dtype())) + shape_string(s.data.shape()) +
                 ") was modified in place after it was saved (version " + std::to_string(s.version) + " -> " +
                 std::to_string(s.data.impl()->storage->version.load()) + "); clone it before modifying");
   }
-  if (!s.is_output) return s.data;
+  if (!s.is_output || !differentiable) return s.data;
   // Re-link a saved output to its node so that rules using it stay
   // differentiable (higher order) — only for the duration of the pass.
   Tensor alias = make_view(s.data, s.data.shape(), s.data.strides(), s.data.offset());
@@ -118,6 +118,14 @@ std::vector<Tensor> run_backward(const BackwardRequest& req) {
   std::unordered_map<Node*, bool> needed;  // node -> reaches a source/leaf
   std::unordered_map<Node*, int> deps;
   std::vector<std::shared_ptr<Node>> order;  // post-order
+  // Whether a gradient along `e` is used: it reaches a source, a leaf that
+  // accumulates, or a node that leads to one.
+  auto edge_needed = [&](const Edge& e) {
+    if (e.leaf != nullptr && source_index.count(e.leaf.get()) != 0) return true;
+    if (req.accumulate_leaves && e.leaf != nullptr && e.leaf->requires_grad && e.leaf->grad_fn == nullptr) return true;
+    return in_level(e.node) && needed[e.node.get()];
+  };
+
   {
     std::vector<std::pair<std::shared_ptr<Node>, size_t>> stack;
     std::unordered_set<Node*> visited;
@@ -138,13 +146,7 @@ std::vector<Tensor> run_backward(const BackwardRequest& req) {
         continue;
       }
       bool reaches = false;
-      for (const Edge& e : node->next) {
-        if (e.leaf != nullptr && source_index.count(e.leaf.get()) != 0) reaches = true;
-        if (req.accumulate_leaves && e.leaf != nullptr && e.leaf->requires_grad && e.leaf->grad_fn == nullptr) {
-          reaches = true;
-        }
-        if (in_level(e.node) && needed[e.node.get()]) reaches = true;
-      }
+      for (const Edge& e : node->next) reaches = reaches || edge_needed(e);
       needed[node.get()] = reaches;
       order.push_back(node);
       stack.pop_back();
@@ -206,9 +208,11 @@ std::vector<Tensor> run_backward(const BackwardRequest& req) {
       for (auto& hook : node->hooks) hook(grads);
       std::vector<Tensor> inputs;
       std::vector<Tensor> outputs;
-      for (const SavedTensor& s : node->inputs) inputs.push_back(unpack(s, node));
-      for (const SavedTensor& s : node->outputs) outputs.push_back(unpack(s, node));
-      GradContext ctx{inputs, outputs, grads, &node->attrs};
+      for (const SavedTensor& s : node->inputs) inputs.push_back(unpack(s, node, req.create_graph));
+      for (const SavedTensor& s : node->outputs) outputs.push_back(unpack(s, node, req.create_graph));
+      std::vector<uint8_t> needs(node->next.size());
+      for (size_t k = 0; k < needs.size(); ++k) needs[k] = edge_needed(node->next[k]) ? 1 : 0;
+      GradContext ctx{inputs, outputs, grads, &node->attrs, needs};
       std::vector<Tensor> input_grads = node->op->vjp(ctx);
       for (size_t k = 0; k < node->next.size() && k < input_grads.size(); ++k) {
         const Tensor& g = input_grads[k];

@@ -54,7 +54,8 @@ template <auto Da, auto Db>
 Grads binary_vjp(const GradContext& c) {
   const Tensor& g = c.grad(0);
   if (!g.defined()) return {Tensor(), Tensor()};
-  return {Da(g, c.in(0), c.in(1), c.out(0)), Db(g, c.in(0), c.in(1), c.out(0))};
+  return {c.needs(0) ? Da(g, c.in(0), c.in(1), c.out(0)) : Tensor(),
+          c.needs(1) ? Db(g, c.in(0), c.in(1), c.out(0)) : Tensor()};
 }
 template <auto Da, auto Db>
 Grads binary_jvp(const GradContext& c) {
