@@ -79,8 +79,8 @@ void BM_Strata_HigherOrderMemory(benchmark::State& state) {
   uint64_t peak = 0;
   for (auto _ : state) {
     runtime().empty_cache();
+    runtime().reset_peak_memory(dev);
     uint64_t before = runtime().memory_stats(dev).allocated_bytes;
-    // The allocator's peak is process-wide; measure the rise above `before`.
     GradientTape tape({.higher_order = higher});
     Tensor w = m.w1;
     tape.watch(w);

@@ -102,6 +102,11 @@ void CachingAllocator::set_limit(std::optional<uint64_t> limit) {
   limit_ = limit;
 }
 
+void CachingAllocator::reset_peak() {
+  std::lock_guard lock(mutex_);
+  peak_bytes_ = live_bytes_;
+}
+
 void CachingAllocator::set_caching(bool enabled) {
   std::lock_guard lock(mutex_);
   caching_ = enabled;

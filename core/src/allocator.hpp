@@ -33,6 +33,7 @@ class CachingAllocator {
   void empty_cache();
 
   void set_limit(std::optional<uint64_t> limit);
+  void reset_peak();
   void set_caching(bool enabled);
   MemoryStats stats();
 

@@ -310,6 +310,8 @@ std::vector<PluginInfo> Runtime::plugins() {
 
 MemoryStats Runtime::memory_stats(Device device) { return detail::device_record(device).allocator.stats(); }
 
+void Runtime::reset_peak_memory(Device device) { detail::device_record(device).allocator.reset_peak(); }
+
 void Runtime::empty_cache() {
   impl_->ensure_initialized();
   std::lock_guard lock(impl_->mutex);

@@ -254,3 +254,15 @@ TEST(Threads, ConcurrentDeviceLookupAndSeededRandom) {
 
 }  // namespace
 }  // namespace strata_test
+
+namespace {
+TEST(MemoryStats, PeakCanBeReset) {
+  strata::Device dev = strata::runtime().default_device();
+  { strata::Tensor big = strata::zeros({1 << 20}); }
+  strata::runtime().reset_peak_memory(dev);
+  auto stats = strata::runtime().memory_stats(dev);
+  EXPECT_EQ(stats.peak_allocated_bytes, stats.allocated_bytes);
+  strata::Tensor t = strata::zeros({1 << 16});
+  EXPECT_GE(strata::runtime().memory_stats(dev).peak_allocated_bytes, stats.allocated_bytes + (1u << 18));
+}
+}  // namespace

@@ -89,6 +89,8 @@ class Runtime {
   DeviceInfo device_info(Device device);
 
   MemoryStats memory_stats(Device device);
+  /// Starts a new peak measurement: the peak becomes the bytes live now.
+  void reset_peak_memory(Device device);
   /// Returns cached blocks of every device to the plugins.
   void empty_cache();
 
