@@ -378,3 +378,27 @@ TEST(Memory, LongChainsAreFreedWithoutRecursion) {
 }
 
 }  // namespace
+
+namespace {
+
+TEST(Graph, InspectPruneAndExport) {
+  Tensor w = full({2}, 1.0, {.dtype = f64, .requires_grad = true});
+  Tensor a = w * 2.0;
+  Tensor unused = exp(w);  // does not reach `loss`: pruned
+  Tensor loss = sum(a * a);
+  Graph g = recorded_graph({loss});
+  std::vector<std::string> ops;
+  for (const GraphNode& n : g.nodes) ops.push_back(n.op);
+  // sum keeps the reduced dim for its kernel, then a reshape view drops it.
+  EXPECT_EQ(ops, (std::vector<std::string>{"mul", "mul", "sum", "reshape"})) << g.to_json();
+  EXPECT_EQ(std::count(ops.begin(), ops.end(), "exp"), 0);
+  EXPECT_GT(g.saved_bytes, 0u);
+  EXPECT_EQ(g.saved_bytes_per_level.at(0), g.saved_bytes);
+  EXPECT_NE(g.to_json().find("\"op\": \"sum\""), std::string::npos);
+  std::string dot = g.to_dot();
+  EXPECT_EQ(dot.rfind("digraph strata {", 0), 0u);
+  EXPECT_NE(dot.find("leaf -> n"), std::string::npos) << dot;
+  (void)unused;
+}
+
+}  // namespace

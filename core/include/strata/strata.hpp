@@ -7,6 +7,7 @@
 #include <strata/dtype.hpp>
 #include <strata/error.hpp>
 #include <strata/functional.hpp>
+#include <strata/graph.hpp>
 #include <strata/ops.hpp>
 #include <strata/runtime.hpp>
 #include <strata/tensor.hpp>
