@@ -1,13 +1,12 @@
 // views.cpp — ops that only change shape, strides and offset.
-#include "autograd/graph.hpp"
-#include "op.hpp"
-#include "tensor_impl.hpp"
-
+#include <algorithm>
+#include <optional>
 #include <strata/error.hpp>
 #include <strata/ops.hpp>
 
-#include <algorithm>
-#include <optional>
+#include "autograd/graph.hpp"
+#include "op.hpp"
+#include "tensor_impl.hpp"
 
 namespace strata {
 
@@ -15,9 +14,9 @@ using detail::Attr;
 using detail::Attrs;
 using detail::GradContext;
 using detail::make_view;
+using detail::normalize_dim;
 using detail::OpDef;
 using detail::OpKind;
-using detail::normalize_dim;
 using detail::shape_string;
 
 namespace {
@@ -38,7 +37,9 @@ Tensor slice_as_forward(const Tensor& t, const GradContext& c) {
   int64_t step = c.attr_int("step");
   return t.slice(dim, start, start + (c.out(0).size(dim) - 1) * step + 1, step);
 }
-Tensor select_as_forward(const Tensor& t, const GradContext& c) { return t.select(c.attr_int("dim"), c.attr_int("index")); }
+Tensor select_as_forward(const Tensor& t, const GradContext& c) {
+  return t.select(c.attr_int("dim"), c.attr_int("index"));
+}
 Tensor expand_as_forward(const Tensor& t, const GradContext& c) { return t.expand(c.out(0).sizes()); }
 
 /// Gradient of a strided pick along `dim` (slice, select): scatter the
@@ -59,27 +60,27 @@ const OpDef& kReshapeView = detail::define_op(
      .vjp = [](const GradContext& c) { return std::vector<Tensor>{c.grad(0).reshape(c.in(0).sizes())}; },
      .jvp = view_jvp<reshape_like_output>});
 
-const OpDef& kPermuteView = detail::define_op(
-    {.name = "permute",
-     .kind = OpKind::view,
-     .vjp =
-         [](const GradContext& c) {
-           const auto& dims = c.attr_ints("dims");
-           Shape inverse(dims.size());
-           for (size_t k = 0; k < dims.size(); ++k) inverse[static_cast<size_t>(dims[k])] = static_cast<int64_t>(k);
-           return std::vector<Tensor>{c.grad(0).permute(inverse)};
-         },
-     .jvp = view_jvp<permute_as_forward>});
+const OpDef& kPermuteView = detail::define_op({.name = "permute",
+                                               .kind = OpKind::view,
+                                               .vjp =
+                                                   [](const GradContext& c) {
+                                                     const auto& dims = c.attr_ints("dims");
+                                                     Shape inverse(dims.size());
+                                                     for (size_t k = 0; k < dims.size(); ++k)
+                                                       inverse[static_cast<size_t>(dims[k])] = static_cast<int64_t>(k);
+                                                     return std::vector<Tensor>{c.grad(0).permute(inverse)};
+                                                   },
+                                               .jvp = view_jvp<permute_as_forward>});
 
-const OpDef& kSliceView = detail::define_op(
-    {.name = "slice",
-     .kind = OpKind::view,
-     .vjp =
-         [](const GradContext& c) {
-           return std::vector<Tensor>{
-               scatter_back(c.in(0), c.grad(0), c.attr_int("dim"), c.attr_int("start"), c.attr_int("step"))};
-         },
-     .jvp = view_jvp<slice_as_forward>});
+const OpDef& kSliceView =
+    detail::define_op({.name = "slice",
+                       .kind = OpKind::view,
+                       .vjp =
+                           [](const GradContext& c) {
+                             return std::vector<Tensor>{scatter_back(c.in(0), c.grad(0), c.attr_int("dim"),
+                                                                     c.attr_int("start"), c.attr_int("step"))};
+                           },
+                       .jvp = view_jvp<slice_as_forward>});
 
 const OpDef& kSelectView = detail::define_op(
     {.name = "select",
@@ -91,28 +92,33 @@ const OpDef& kSelectView = detail::define_op(
          },
      .jvp = view_jvp<select_as_forward>});
 
-const OpDef& kExpandView = detail::define_op(
-    {.name = "expand",
-     .kind = OpKind::view,
-     .vjp =
-         [](const GradContext& c) {
-           // Sum over the new leading dims and the dims that were broadcast from 1.
-           Tensor g = c.grad(0);
-           int64_t lead = g.dim() - c.in(0).dim();
-           Shape dims;
-           for (int64_t d = 0; d < g.dim(); ++d) {
-             if (d < lead || (c.in(0).size(d - lead) == 1 && g.size(d) != 1)) dims.push_back(d);
-           }
-           if (!dims.empty()) g = sum(g, dims, true);
-           return std::vector<Tensor>{g.reshape(c.in(0).sizes())};
-         },
-     .jvp = view_jvp<expand_as_forward>});
+const OpDef& kExpandView = detail::define_op({.name = "expand",
+                                              .kind = OpKind::view,
+                                              .vjp =
+                                                  [](const GradContext& c) {
+                                                    // Sum over the new leading dims and the dims that were broadcast
+                                                    // from 1.
+                                                    Tensor g = c.grad(0);
+                                                    int64_t lead = g.dim() - c.in(0).dim();
+                                                    Shape dims;
+                                                    for (int64_t d = 0; d < g.dim(); ++d) {
+                                                      if (d < lead || (c.in(0).size(d - lead) == 1 && g.size(d) != 1))
+                                                        dims.push_back(d);
+                                                    }
+                                                    if (!dims.empty()) g = sum(g, dims, true);
+                                                    return std::vector<Tensor>{g.reshape(c.in(0).sizes())};
+                                                  },
+                                              .jvp = view_jvp<expand_as_forward>});
 
-/// Records the view on the graph when its base is tracked.
-Tensor tracked(const OpDef& op, const Tensor& base, Tensor view, Attrs attrs) {
-  if (base.impl()->autograd != nullptr) detail::record_view(op, base, view, std::move(attrs));
+/// Records the view on the graph when its base is tracked; `attrs` builds
+/// the attributes only then, keeping untracked views allocation-free.
+template <typename MakeAttrs>
+Tensor tracked(const OpDef& op, const Tensor& base, Tensor view, MakeAttrs attrs) {
+  if (base.impl()->autograd != nullptr) detail::record_view(op, base, view, attrs());
   return view;
 }
+
+Attrs no_attrs() { return {}; }  // for views whose derivative needs no attributes
 
 const TensorImpl& impl_of(const Tensor& t, const char* op) {
   if (!t.defined()) throw Error(std::string(op) + ": undefined tensor");
@@ -193,7 +199,7 @@ namespace detail {
 /// touching the caller's tensor.
 Tensor tracked_alias(const Tensor& x) {
   if (!x.defined()) throw Error("undefined tensor");
-  return tracked(kReshapeView, x, make_view(x, x.shape(), x.strides(), x.offset()), {});
+  return tracked(kReshapeView, x, make_view(x, x.shape(), x.strides(), x.offset()), no_attrs);
 }
 }  // namespace detail
 
@@ -205,13 +211,14 @@ Tensor Tensor::view(const Shape& requested) const {
     throw ShapeError("view: shape " + shape_string(shape) + " is incompatible with the strides of a tensor of shape " +
                      shape_string(impl.sizes()) + "; use reshape(), which copies");
   }
-  return tracked(kReshapeView, *this, make_view(*this, shape, *strides, impl.offset), {});
+  return tracked(kReshapeView, *this, make_view(*this, shape, *strides, impl.offset), no_attrs);
 }
 
 Tensor Tensor::reshape(const Shape& requested) const {
   const TensorImpl& impl = impl_of(*this, "reshape");
   Shape shape = infer_shape(requested, impl.numel, impl.sizes(), "reshape");
-  if (std::optional<Shape> strides = view_strides(impl, shape)) return tracked(kReshapeView, *this, make_view(*this, shape, *strides, impl.offset), {});
+  if (std::optional<Shape> strides = view_strides(impl, shape))
+    return tracked(kReshapeView, *this, make_view(*this, shape, *strides, impl.offset), no_attrs);
   return contiguous().view(shape);
 }
 
@@ -235,7 +242,8 @@ Tensor Tensor::permute(const Shape& dims) const {
     shape[d] = impl.shape[src];
     strides[d] = impl.strides[src];
   }
-  return tracked(kPermuteView, *this, make_view(*this, shape, strides, impl.offset), {Attr::list("dims", normalized)});
+  return tracked(kPermuteView, *this, make_view(*this, shape, strides, impl.offset),
+                 [&] { return Attrs{Attr::list("dims", normalized)}; });
 }
 
 Tensor Tensor::transpose(int64_t dim0, int64_t dim1) const {
@@ -272,7 +280,10 @@ Tensor Tensor::slice(int64_t dim, int64_t start, int64_t end, int64_t step) cons
   Shape strides(impl.strides.begin(), impl.strides.begin() + impl.rank);
   shape[d] = (end - start + step - 1) / step;
   strides[d] = impl.strides[d] * step;
-  return tracked(kSliceView, *this, make_view(*this, shape, strides, impl.offset + start * impl.strides[d]), {Attr::integer("dim", static_cast<int64_t>(d)), Attr::integer("start", start), Attr::integer("step", step)});
+  return tracked(kSliceView, *this, make_view(*this, shape, strides, impl.offset + start * impl.strides[d]), [&] {
+    return Attrs{Attr::integer("dim", static_cast<int64_t>(d)), Attr::integer("start", start),
+                 Attr::integer("step", step)};
+  });
 }
 
 Tensor Tensor::select(int64_t dim, int64_t index) const {
@@ -291,7 +302,9 @@ Tensor Tensor::select(int64_t dim, int64_t index) const {
     shape.push_back(impl.shape[k]);
     strides.push_back(impl.strides[k]);
   }
-  return tracked(kSelectView, *this, make_view(*this, shape, strides, impl.offset + index * impl.strides[d]), {Attr::integer("dim", static_cast<int64_t>(d)), Attr::integer("index", index)});
+  return tracked(kSelectView, *this, make_view(*this, shape, strides, impl.offset + index * impl.strides[d]), [&] {
+    return Attrs{Attr::integer("dim", static_cast<int64_t>(d)), Attr::integer("index", index)};
+  });
 }
 
 Tensor Tensor::expand(const Shape& requested) const {
@@ -305,7 +318,8 @@ Tensor Tensor::expand(const Shape& requested) const {
   Shape strides(requested.size(), 0);
   for (size_t d = 0; d < requested.size(); ++d) {
     if (d < lead) {
-      if (requested[d] < 0) throw ShapeError("expand: -1 not allowed for new leading dim in " + shape_string(requested));
+      if (requested[d] < 0)
+        throw ShapeError("expand: -1 not allowed for new leading dim in " + shape_string(requested));
       shape[d] = requested[d];
       continue;
     }
@@ -317,12 +331,12 @@ Tensor Tensor::expand(const Shape& requested) const {
     } else if (have == 1 && want >= 0) {
       shape[d] = want;
     } else {
-      throw ShapeError("expand: cannot expand shape " + shape_string(impl.sizes()) + " to " +
-                       shape_string(requested) + " (dimension " + std::to_string(d) + ": " + std::to_string(have) +
-                       " vs " + std::to_string(want) + ")");
+      throw ShapeError("expand: cannot expand shape " + shape_string(impl.sizes()) + " to " + shape_string(requested) +
+                       " (dimension " + std::to_string(d) + ": " + std::to_string(have) + " vs " +
+                       std::to_string(want) + ")");
     }
   }
-  return tracked(kExpandView, *this, make_view(*this, shape, strides, impl.offset), {});
+  return tracked(kExpandView, *this, make_view(*this, shape, strides, impl.offset), no_attrs);
 }
 
 Tensor Tensor::squeeze() const {
@@ -334,7 +348,7 @@ Tensor Tensor::squeeze() const {
     shape.push_back(impl.shape[d]);
     strides.push_back(impl.strides[d]);
   }
-  return tracked(kReshapeView, *this, make_view(*this, shape, strides, impl.offset), {});
+  return tracked(kReshapeView, *this, make_view(*this, shape, strides, impl.offset), no_attrs);
 }
 
 Tensor Tensor::squeeze(int64_t dim) const {
@@ -348,7 +362,7 @@ Tensor Tensor::squeeze(int64_t dim) const {
     shape.push_back(impl.shape[k]);
     strides.push_back(impl.strides[k]);
   }
-  return tracked(kReshapeView, *this, make_view(*this, shape, strides, impl.offset), {});
+  return tracked(kReshapeView, *this, make_view(*this, shape, strides, impl.offset), no_attrs);
 }
 
 Tensor Tensor::unsqueeze(int64_t dim) const {
@@ -359,7 +373,7 @@ Tensor Tensor::unsqueeze(int64_t dim) const {
   int64_t stride = d < static_cast<size_t>(impl.rank) ? impl.shape[d] * impl.strides[d] : 1;
   shape.insert(shape.begin() + static_cast<std::ptrdiff_t>(d), 1);
   strides.insert(strides.begin() + static_cast<std::ptrdiff_t>(d), stride);
-  return tracked(kReshapeView, *this, make_view(*this, shape, strides, impl.offset), {});
+  return tracked(kReshapeView, *this, make_view(*this, shape, strides, impl.offset), no_attrs);
 }
 
 }  // namespace strata
