@@ -1,8 +1,13 @@
 // unary.cpp — elementwise unary primitives (docs/ops.md, "Elementwise unary").
 #include "elementwise.hpp"
 
+#include <oneapi/dnnl/dnnl.hpp>
+#include <omp.h>
+
 #include <cmath>
+#include <mutex>
 #include <type_traits>
+#include <unordered_map>
 
 namespace strata::cpu {
 namespace {
@@ -60,25 +65,72 @@ STRATA_CPU_UNARY(LogicalNot, "logical_not", 1, !x);
 
 #undef STRATA_CPU_UNARY
 
+/// f32 transcendental ops on compact tensors of at least kDnnlMinElements go
+/// through oneDNN's JIT eltwise primitive (vectorised; glibc's tanhf/expf are
+/// scalar calls of 10-35 ns an element here). Other calls use the loop kernel.
+constexpr int64_t kDnnlMinElements = 4096;
+
+template <dnnl::algorithm Alg, class Loop>
+struct DnnlUnary {
+  static constexpr const char* name = Loop::name;
+  using signature = float(float);
+  static constexpr uint32_t flags = kStrided;
+
+  static strata_status run(const KernelCall& call) {
+    const strata_tensor &x = call.in[0], &y = call.out[0];
+    const int64_t n = plugin::numel(y);
+    if (n < kDnnlMinElements || !plugin::is_contiguous(x) || !plugin::is_contiguous(y)) {
+      return Elementwise<Loop, float, float>::run(call);
+    }
+    static dnnl::engine engine(dnnl::engine::kind::cpu, 0);
+    static std::mutex mutex;
+    static std::unordered_map<int64_t, dnnl::eltwise_forward> cache;  // by element count
+    dnnl::memory::desc md({n}, dnnl::memory::data_type::f32, dnnl::memory::format_tag::a);
+    dnnl::eltwise_forward primitive;
+    {
+      std::lock_guard lock(mutex);
+      auto it = cache.find(n);
+      if (it == cache.end()) {
+        dnnl::eltwise_forward::desc desc(dnnl::prop_kind::forward_inference, Alg, md, 0.f, 0.f);
+        it = cache.emplace(n, dnnl::eltwise_forward(dnnl::eltwise_forward::primitive_desc(desc, engine))).first;
+      }
+      primitive = it->second;
+    }
+    omp_set_num_threads(call.threads);
+    thread_local dnnl::stream stream(engine);
+    dnnl::memory src(md, engine, reinterpret_cast<float*>(x.buffer) + x.offset);
+    dnnl::memory dst(md, engine, reinterpret_cast<float*>(y.buffer) + y.offset);
+    primitive.execute(stream, {{DNNL_ARG_SRC, src}, {DNNL_ARG_DST, dst}});
+    stream.wait();
+    return STRATA_OK;
+  }
+};
+
 }  // namespace
 
 void register_unary_kernels(KernelTable& table) {
   constexpr FloatTypes f;
   constexpr NumericTypes num;
+  // f32 of these goes through oneDNN (DnnlUnary); the other float types loop.
+  constexpr TypeList<double, f16, bf16> f_but_f32;
+  add<DnnlUnary<dnnl::algorithm::eltwise_tanh, Tanh>>(table);
+  add<DnnlUnary<dnnl::algorithm::eltwise_exp, Exp>>(table);
+  add<DnnlUnary<dnnl::algorithm::eltwise_logistic, Sigmoid>>(table);
+  add<DnnlUnary<dnnl::algorithm::eltwise_log, Log>>(table);
   add_unary<Neg>(table, num);
   add_unary<Abs>(table, num);
   add_unary<Sign>(table, num);
   add_unary<Relu>(table, num);
-  add_unary<Exp>(table, f);
-  add_unary<Log>(table, f);
+  add_unary<Exp>(table, f_but_f32);
+  add_unary<Log>(table, f_but_f32);
   add_unary<Log1p>(table, f);
   add_unary<Expm1>(table, f);
   add_unary<Sqrt>(table, f);
   add_unary<Rsqrt>(table, f);
   add_unary<Sin>(table, f);
   add_unary<Cos>(table, f);
-  add_unary<Tanh>(table, f);
-  add_unary<Sigmoid>(table, f);
+  add_unary<Tanh>(table, f_but_f32);
+  add_unary<Sigmoid>(table, f_but_f32);
   add_unary<Erf>(table, f);
   add_unary<Floor>(table, f);
   add_unary<Ceil>(table, f);

@@ -348,3 +348,46 @@ TEST_P(Binary, Clamp) {
 
 }  // namespace
 }  // namespace strata_test
+
+namespace strata_test {
+namespace {
+
+// Tensors large enough for a backend's vectorised/library path (the CPU
+// plugin hands f32 tanh/exp/sigmoid/log of >= 4096 elements to oneDNN).
+class LargeUnary : public DeviceTest {};
+STRATA_INSTANTIATE_ON_DEVICES(LargeUnary);
+
+TEST_P(LargeUnary, TranscendentalsMatchTheHostOnLargeTensors) {
+  const int64_t n = 10007;
+  std::vector<float> values(static_cast<size_t>(n));
+  for (int64_t i = 0; i < n; ++i) values[static_cast<size_t>(i)] = -6.0f + 12.0f * static_cast<float>(i) / n;
+  strata::Tensor x = strata::from_data(std::span<const float>(values), {n}, {.device = dev()});
+  strata::Tensor positive = strata::abs(x) + 0.01;
+  struct Case {
+    const char* name;
+    strata::Tensor got;
+    double (*ref)(double);
+    bool positive_input;
+  };
+  std::vector<Case> cases{
+      {"tanh", strata::tanh(x), [](double v) { return std::tanh(v); }, false},
+      {"exp", strata::exp(x), [](double v) { return std::exp(v); }, false},
+      {"sigmoid", strata::sigmoid(x), [](double v) { return 1.0 / (1.0 + std::exp(-v)); }, false},
+      {"log", strata::log(positive), [](double v) { return std::log(v); }, true},
+  };
+  std::vector<float> pos = positive.to_vector<float>();
+  for (const Case& c : cases) {
+    std::vector<float> got = c.got.to_vector<float>();
+    ASSERT_EQ(got.size(), values.size()) << c.name;
+    double worst = 0;
+    for (size_t i = 0; i < got.size(); ++i) {
+      double in = c.positive_input ? pos[i] : values[i];
+      double want = c.ref(in);
+      worst = std::max(worst, std::fabs(got[i] - want) / std::max(1.0, std::fabs(want)));
+    }
+    EXPECT_LT(worst, 1e-5) << c.name;  // the suite's f32 tolerance
+  }
+}
+
+}  // namespace
+}  // namespace strata_test
