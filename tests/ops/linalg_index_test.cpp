@@ -104,6 +104,28 @@ class Indexing : public DeviceTest {
   HostTensor random_index(const Shape& shape, int64_t limit) {
     return generate(shape, [&](int64_t) { return static_cast<double>(random_int(rng_, 0, limit - 1)); });
   }
+
+  /// A random gather/scatter problem: input shape, dim, and an index that
+  /// fits the input off `dim` and has up to `max_along_dim` entries along it.
+  struct IndexCase {
+    Shape shape;
+    int64_t dim;
+    Shape index_shape;
+    HostTensor index;
+  };
+  IndexCase random_index_case(int64_t max_along_dim) {
+    IndexCase c;
+    c.shape = random_shape(rng_, 1, 4, 5);
+    auto rank = static_cast<int64_t>(c.shape.size());
+    c.dim = random_int(rng_, -rank, rank - 1);
+    auto d = static_cast<size_t>(c.dim < 0 ? c.dim + rank : c.dim);
+    c.index_shape = c.shape;
+    for (size_t k = 0; k < c.shape.size(); ++k) {
+      c.index_shape[k] = k == d ? random_int(rng_, 0, max_along_dim) : random_int(rng_, 1, c.shape[k]);
+    }
+    c.index = random_index(c.index_shape, c.shape[d]);
+    return c;
+  }
 };
 STRATA_INSTANTIATE_ON_DEVICES(Indexing);
 
@@ -141,20 +163,12 @@ TEST_P(Indexing, IndexSelectWithRepeatsAndStridedIndex) {
 TEST_P(Indexing, Gather) {
   for (DType dtype : dtypes({s::f32, s::f64, s::i32, s::i64})) {
     for (int i = 0; i < 8; ++i) {
-      Shape shape = random_shape(rng_, 1, 4, 5);
-      auto rank = static_cast<int64_t>(shape.size());
-      int64_t dim = random_int(rng_, -rank, rank - 1);
-      auto d = static_cast<size_t>(dim < 0 ? dim + rank : dim);
-      Shape index_shape = shape;
-      for (size_t k = 0; k < shape.size(); ++k) {
-        index_shape[k] = k == d ? random_int(rng_, 0, 6) : random_int(rng_, 1, shape[k]);
-      }
-      HostTensor index = random_index(index_shape, shape[d]);
+      IndexCase c = random_index_case(6);
       for (Layout layout : {Layout::contiguous, Layout::transposed, Layout::strided}) {
-        STRATA_TRACE(s::dtype_name(dtype) << shape_str(shape) << " " << layout_name(layout) << " dim " << dim
-                                          << " index " << shape_str(index_shape));
-        Operand x = operand(shape, dtype, layout, -9, 9);
-        EXPECT_CLOSE(s::gather(x.dev, dim, make(index, s::i64)), gather(x.host, dim, index), dtype);
+        STRATA_TRACE(s::dtype_name(dtype) << shape_str(c.shape) << " " << layout_name(layout) << " dim " << c.dim
+                                          << " index " << shape_str(c.index_shape));
+        Operand x = operand(c.shape, dtype, layout, -9, 9);
+        EXPECT_CLOSE(s::gather(x.dev, c.dim, make(c.index, s::i64)), gather(x.host, c.dim, c.index), dtype);
       }
     }
   }
@@ -163,23 +177,15 @@ TEST_P(Indexing, Gather) {
 TEST_P(Indexing, ScatterAdd) {
   for (DType dtype : dtypes({s::f32, s::f64, s::i32, s::i64})) {
     for (int i = 0; i < 8; ++i) {
-      Shape shape = random_shape(rng_, 1, 4, 5);
-      auto rank = static_cast<int64_t>(shape.size());
-      int64_t dim = random_int(rng_, -rank, rank - 1);
-      auto d = static_cast<size_t>(dim < 0 ? dim + rank : dim);
-      Shape index_shape = shape;
-      for (size_t k = 0; k < shape.size(); ++k) {
-        index_shape[k] = k == d ? random_int(rng_, 0, 8) : random_int(rng_, 1, shape[k]);
-      }
-      HostTensor index = random_index(index_shape, shape[d]);  // duplicates accumulate
+      IndexCase c = random_index_case(8);  // duplicate indices accumulate
       for (Layout layout : {Layout::contiguous, Layout::transposed, Layout::strided}) {
-        STRATA_TRACE(s::dtype_name(dtype) << shape_str(shape) << " " << layout_name(layout) << " dim " << dim
-                                          << " index " << shape_str(index_shape));
-        Operand base = operand(shape, dtype, layout, -9, 9);
-        Operand src = operand(index_shape, dtype, layout, -9, 9);
+        STRATA_TRACE(s::dtype_name(dtype) << shape_str(c.shape) << " " << layout_name(layout) << " dim " << c.dim
+                                          << " index " << shape_str(c.index_shape));
+        Operand base = operand(c.shape, dtype, layout, -9, 9);
+        Operand src = operand(c.index_shape, dtype, layout, -9, 9);
         HostTensor before = to_host(base.dev);
-        EXPECT_CLOSE(s::scatter_add(base.dev, dim, make(index, s::i64), src.dev),
-                     scatter_add(base.host, dim, index, src.host), dtype);
+        EXPECT_CLOSE(s::scatter_add(base.dev, c.dim, make(c.index, s::i64), src.dev),
+                     scatter_add(base.host, c.dim, c.index, src.host), dtype);
         EXPECT_CLOSE(base.dev, before, dtype);  // the base is not modified
       }
     }
