@@ -14,6 +14,8 @@ packages=(
   libgtest-dev libgmock-dev googletest
   libbenchmark-dev        # bench/
   libopenblas-dev         # peer for the GEMM benchmark
+  libvulkan-dev glslc     # the Vulkan plugin: loader and the GLSL->SPIR-V compiler
+  mesa-vulkan-drivers     # lavapipe, so the Vulkan tests run on a CPU-only machine
 )
 
 missing=()

@@ -28,6 +28,8 @@ enum class OpKind {
   primitive,  // every backend implements it (docs/ops.md)
   composite,  // has a decomposition; backends may fuse
   view,       // no kernel: a new geometry over the same storage
+  join,       // no kernel: the core builds the result from other ops (cat,
+              // pad) and records it as one node with its own derivatives
 };
 
 /// A named attribute value owned by the caller of an op.
@@ -122,7 +124,7 @@ using DerivativeRule = std::vector<Tensor> (*)(const GradContext& ctx);
 struct OpDef {
   std::string_view name;
   OpKind kind = OpKind::primitive;
-  int n_inputs = 1;
+  int n_inputs = 1;  // -1: any number (join ops such as cat)
   int n_outputs = 1;
   /// Validates, promotes and broadcasts call.inputs; fills call.outputs.
   void (*prepare)(OpCall& call) = nullptr;

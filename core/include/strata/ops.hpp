@@ -92,6 +92,11 @@ Tensor scatter_add(const Tensor& base, int64_t dim, const Tensor& index, const T
 // Joining.
 Tensor cat(const std::vector<Tensor>& tensors, int64_t dim = 0);
 Tensor stack(const std::vector<Tensor>& tensors, int64_t dim = 0);
+/// Constant padding, PyTorch's convention: `pads` holds (before, after)
+/// pairs starting from the last dim — {left, right, top, bottom} pads the
+/// last two dims of an NCHW tensor. Paddings must be >= 0. Differentiable:
+/// the gradient is the interior slice.
+Tensor pad(const Tensor& x, const std::vector<int64_t>& pads, double value = 0.0);
 
 // Neural-network composites (decomposed unless the backend fuses them).
 Tensor softmax(const Tensor& x, int64_t dim);

@@ -135,7 +135,8 @@ GradcheckResult gradcheck(const Fn& f, const Tensor& x, const GradcheckOptions& 
   auto eval = [&](size_t i, double delta) {
     std::vector<double> moved = base;
     moved[i] += delta;
-    NoGradGuard no_grad;
+    // No NoGradGuard: f may take gradients itself (checking a gradient's
+    // gradient); xm is not watched, so nothing outside f records it.
     Tensor xm = from_data(std::span<const double>(moved), x.sizes(), {.dtype = x.dtype(), .device = x.device()});
     return f(xm).item<double>();
   };

@@ -14,6 +14,7 @@ namespace strata {
 namespace {
 using detail::Attr;
 using detail::Attrs;
+using detail::GradContext;
 using detail::OpCall;
 using detail::OpDef;
 
@@ -86,6 +87,55 @@ Tensor fill_tensor(DeviceRecord& device, DType dtype, std::span<const int64_t> s
 }
 }  // namespace detail
 
+namespace {
+
+/// cat's derivatives: the gradient of input k is its slice of the output
+/// gradient; the tangent of the output is the cat of the input tangents.
+std::vector<Tensor> cat_vjp(const GradContext& c) {
+  int64_t d = c.attr_int("dim");
+  const auto& sizes = c.attr_ints("sizes");
+  std::vector<Tensor> out(c.inputs.size());
+  if (!c.grad(0).defined()) return out;
+  int64_t at = 0;
+  for (size_t k = 0; k < out.size(); ++k) {
+    if (c.needs(static_cast<int>(k))) out[k] = c.grad(0).slice(d, at, at + sizes[k]);
+    at += sizes[k];
+  }
+  return out;
+}
+
+std::vector<Tensor> cat_jvp(const GradContext& c) {
+  std::vector<Tensor> parts;
+  parts.reserve(c.inputs.size());
+  for (size_t k = 0; k < c.inputs.size(); ++k) {
+    const Tensor& t = c.grads[k];
+    parts.push_back(t.defined() ? t : zeros_like(c.inputs[k]));
+  }
+  return {cat(parts, c.attr_int("dim"))};
+}
+
+const OpDef& kCat = detail::define_op(
+    {.name = "cat", .kind = detail::OpKind::join, .n_inputs = -1, .vjp = cat_vjp, .jvp = cat_jvp});
+
+/// pad's derivatives: the gradient is the interior slice of the output
+/// gradient; the tangent is the padded input tangent (padded with zeros).
+Tensor crop(const Tensor& g, const std::vector<int64_t>& pads) {
+  Tensor out = g;
+  for (size_t p = 0; p < pads.size() / 2; ++p) {
+    int64_t d = g.dim() - 1 - static_cast<int64_t>(p);
+    out = out.slice(d, pads[2 * p], g.size(d) - pads[2 * p + 1]);
+  }
+  return out;
+}
+
+const OpDef& kPad = detail::define_op(
+    {.name = "pad",
+     .kind = detail::OpKind::join,
+     .vjp = [](const GradContext& c) { return std::vector<Tensor>{crop(c.grad(0), c.attr_ints("pads"))}; },
+     .jvp = [](const GradContext& c) { return std::vector<Tensor>{pad(c.grad(0), c.attr_ints("pads"), 0.0)}; }});
+
+}  // namespace
+
 Tensor cat(const std::vector<Tensor>& tensors, int64_t dim) {
   if (tensors.empty()) throw ShapeError("cat: expected at least one tensor");
   const Tensor& first = tensors.front();
@@ -112,13 +162,52 @@ Tensor cat(const std::vector<Tensor>& tensors, int64_t dim) {
     total += t.size(d);
   }
   shape[static_cast<size_t>(d)] = total;
-  Tensor out = empty(shape, {.dtype = dtype, .device = first.device()});
-  int64_t at = 0;
+  // Promote first (differentiably), so the node's inputs have the output's dtype.
+  std::vector<Tensor> inputs;
+  inputs.reserve(tensors.size());
+  std::vector<int64_t> sizes;
+  sizes.reserve(tensors.size());
   for (const Tensor& t : tensors) {
-    int64_t n = t.size(d);
-    if (n > 0) out.slice(d, at, at + n).copy_(t);
-    at += n;
+    inputs.push_back(cast(t, dtype));
+    sizes.push_back(t.size(d));
   }
+  Tensor out = empty(shape, {.dtype = dtype, .device = first.device()});
+  {
+    detail::AutogradOff off;
+    int64_t at = 0;
+    for (const Tensor& t : inputs) {
+      int64_t n = t.size(d);
+      if (n > 0) out.slice(d, at, at + n).copy_(t);
+      at += n;
+    }
+  }
+  Attrs attrs{Attr::integer("dim", d), Attr::list("sizes", std::move(sizes))};
+  detail::record_node(kCat, inputs, std::span<Tensor>(&out, 1), &attrs);
+  return out;
+}
+
+Tensor pad(const Tensor& x, const std::vector<int64_t>& pads, double value) {
+  if (!x.defined()) throw Error("pad: undefined tensor");
+  if (pads.size() % 2 != 0 || static_cast<int64_t>(pads.size()) > 2 * x.dim()) {
+    throw ValueError("pad: expected an even number of paddings, at most 2 per dim (" + std::to_string(2 * x.dim()) +
+                     " for shape " + detail::shape_string(x.shape()) + "), got " + std::to_string(pads.size()));
+  }
+  Shape shape = x.sizes();
+  for (size_t p = 0; p < pads.size(); ++p) {
+    if (pads[p] < 0) {
+      throw ValueError("pad: padding " + std::to_string(p) + " is " + std::to_string(pads[p]) +
+                       "; paddings must be >= 0 (use slice to crop)");
+    }
+    shape[shape.size() - 1 - p / 2] += pads[p];
+  }
+  Tensor out;
+  {
+    detail::AutogradOff off;
+    out = full(shape, value, {.dtype = x.dtype(), .device = x.device()});
+    if (x.numel() > 0) crop(out, pads).copy_(x);
+  }
+  Attrs attrs{Attr::list("pads", pads)};
+  detail::record_node(kPad, std::span<const Tensor>(&x, 1), std::span<Tensor>(&out, 1), &attrs);
   return out;
 }
 
