@@ -272,10 +272,28 @@ void check_same_device(const OpCall& call) {
   }
 }
 
+namespace {
+/// Anomaly mode, forward side: the first op whose output holds a NaN or Inf
+/// is named, with its operands, before anything downstream uses the value.
+void check_outputs_finite(const OpCall& call, OpResult& result) {
+  for (int k = 0; k < result.count; ++k) {
+    const Tensor& t = result[k];
+    if (!is_floating(t.dtype()) || t.numel() == 0) continue;
+    for (double v : t.to_vector<double>()) {
+      if (!std::isfinite(v)) {
+        throw Error("anomaly: op " + call.describe() + " produced " + (std::isnan(v) ? "NaN" : "Inf") + " in output " +
+                    std::to_string(k));
+      }
+    }
+  }
+}
+}  // namespace
+
 OpResult dispatch_call(OpCall& call) {
   if (call.op->prepare != nullptr) call.op->prepare(call);
   bool decomposed = false;
   OpResult result = execute(call, decomposed);
+  if (autograd_state().anomaly && !decomposed) check_outputs_finite(call, result);
   if (!decomposed) record_op(call, result);
   return result;
 }

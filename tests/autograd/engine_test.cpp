@@ -365,8 +365,55 @@ TEST(Anomaly, NamesTheOpWhoseBackwardMadeANaN) {
     FAIL() << "expected an anomaly error";
   } catch (const Error& e) {
     set_anomaly_mode(false);
-    EXPECT_NE(std::string(e.what()).find("sqrt"), std::string::npos) << e.what();
+    // The forward op the failing backward belongs to, and the op inside it.
+    EXPECT_NE(std::string(e.what()).find("backward of op 'sqrt'"), std::string::npos) << e.what();
   }
+}
+
+TEST(Anomaly, NamesTheForwardOpThatFirstMadeANaN) {
+  set_anomaly_mode(true);
+  Tensor x = full({2}, -1.0, {.dtype = f64, .requires_grad = true});
+  Tensor y = exp(x);  // finite: no error
+  try {
+    Tensor z = log(x) * y;  // log(-1) is the first NaN
+    set_anomaly_mode(false);
+    FAIL() << "expected an anomaly error";
+  } catch (const Error& e) {
+    set_anomaly_mode(false);
+    std::string what = e.what();
+    EXPECT_NE(what.find("op log(f64[2])"), std::string::npos) << what;
+    EXPECT_NE(what.find("NaN"), std::string::npos) << what;
+  }
+  Tensor ok = log(x);  // anomaly mode off again: NaN allowed, no error
+  EXPECT_TRUE(std::isnan(ok.to_vector<double>()[0]));
+}
+
+TEST(Memory, TapeReportsTheBytesItsGraphHolds) {
+  Tensor x = full({256}, 0.5, {.dtype = f64});
+  GradientTape tape;
+  tape.watch(x);
+  EXPECT_EQ(tape.saved_bytes(), 0u);
+  Tensor y = exp(x);                // saves x and y: 2 x 2 KiB
+  EXPECT_EQ(tape.saved_bytes(), 2u * 256u * 8u);
+  Tensor z = sum(y * y);
+  uint64_t held = tape.saved_bytes();
+  EXPECT_GT(held, 2u * 256u * 8u);
+  {
+    GradientTape inner;  // a tape that records nothing holds nothing
+    EXPECT_EQ(inner.saved_bytes(), 0u);
+  }
+  tape.gradient(z, {x});  // non-persistent: the pass frees the saved tensors
+  EXPECT_EQ(tape.saved_bytes(), 0u);
+}
+
+TEST(Memory, ImplicitGraphBytesDropWhenTheGraphDies) {
+  uint64_t before = implicit_graph_saved_bytes();
+  {
+    Tensor x = full({128}, 1.0, {.dtype = f32, .requires_grad = true});
+    Tensor y = sin(x);
+    EXPECT_GE(implicit_graph_saved_bytes(), before + 128u * 4u);
+  }
+  EXPECT_EQ(implicit_graph_saved_bytes(), before);
 }
 
 TEST(Memory, LongChainsAreFreedWithoutRecursion) {

@@ -51,6 +51,12 @@ class GradientTape {
   /// The level id of this tape.
   uint64_t id() const { return id_; }
 
+  /// Bytes of tensors currently saved for backward by ops this tape
+  /// recorded (shared with enclosing tapes that recorded the same ops). Drops
+  /// when a non-persistent gradient() frees the graph or the tensors holding
+  /// it die.
+  uint64_t saved_bytes() const;
+
  private:
   uint64_t id_;
   TapeOptions options_;
@@ -83,6 +89,10 @@ class EnableGradGuard {
 };
 
 bool is_grad_enabled();
+
+/// Bytes saved for backward by the graph of `requires_grad` tensors (the
+/// implicit level of Tensor::backward()); see GradientTape::saved_bytes.
+uint64_t implicit_graph_saved_bytes();
 
 /// Anomaly mode: the backward pass checks every gradient it produces and
 /// names the op whose backward first made a NaN or Inf.

@@ -213,7 +213,20 @@ std::vector<Tensor> run_backward(const BackwardRequest& req) {
       std::vector<uint8_t> needs(node->next.size());
       for (size_t k = 0; k < needs.size(); ++k) needs[k] = edge_needed(node->next[k]) ? 1 : 0;
       GradContext ctx{inputs, outputs, grads, &node->attrs, needs};
-      std::vector<Tensor> input_grads = node->op->vjp(ctx);
+      std::vector<Tensor> input_grads;
+      if (st.anomaly) {
+        try {
+          input_grads = node->op->vjp(ctx);
+        } catch (const Error& e) {
+          // A forward check inside the rule: name the op it differentiates.
+          std::string what = e.what();
+          if (what.rfind("anomaly: ", 0) != 0) throw;
+          throw Error("anomaly: in the backward of op '" + std::string(node->op->name) + "' (node #" +
+                      std::to_string(node->sequence) + "): " + what.substr(9));
+        }
+      } else {
+        input_grads = node->op->vjp(ctx);
+      }
       for (size_t k = 0; k < node->next.size() && k < input_grads.size(); ++k) {
         const Tensor& g = input_grads[k];
         if (!g.defined()) continue;
@@ -231,11 +244,7 @@ std::vector<Tensor> run_backward(const BackwardRequest& req) {
         uint64_t id = node->levels.ids[k];
         other_live = other_live || (id != req.level && level_alive(id));
       }
-      if (!other_live) {
-        node->released = true;
-        node->inputs.clear();
-        node->outputs.clear();
-      }
+      if (!other_live) node->release_saved();
     }
     for (const Edge& e : node->next) {
       if (!in_level(e.node)) continue;

@@ -12,6 +12,8 @@
 
 #include <strata/tensor.hpp>
 
+#include <boost/container/small_vector.hpp>
+
 #include <array>
 #include <cstdint>
 #include <functional>
@@ -75,13 +77,17 @@ struct Edge {
   bool valid() const { return node != nullptr || leaf != nullptr; }
 };
 
+/// A recorded op. Nodes come from a per-thread pool (make_node) and keep up
+/// to two inputs and edges and one output inline, so recording a typical op
+/// costs one pooled allocation.
 struct Node {
   const OpDef* op = nullptr;
   Attrs attrs;
-  std::vector<SavedTensor> inputs;
-  std::vector<SavedTensor> outputs;
-  std::vector<Edge> next;  // one per input
+  boost::container::small_vector<SavedTensor, 2> inputs;
+  boost::container::small_vector<SavedTensor, 1> outputs;
+  boost::container::small_vector<Edge, 2> next;  // one per input
   size_t n_outputs = 0;    // kept when the saved data is released
+  size_t accounted_bytes = 0;  // saved bytes counted against its levels
   LevelSet levels;
   uint64_t sequence = 0;   // creation order, for a deterministic traversal
   bool released = false;   // saved data freed after a non-persistent pass
@@ -89,6 +95,8 @@ struct Node {
   std::vector<std::function<void(std::vector<Tensor>&)>> hooks;
 
   size_t saved_bytes() const;
+  /// Frees the saved tensors (after a non-persistent pass).
+  void release_saved();
   ~Node();  // iterative: freeing a long chain never recurses deeply
 };
 
@@ -137,5 +145,11 @@ void record_view(const OpDef& op, const Tensor& base, Tensor& view, Attrs attrs)
 void bump_version(const Tensor& t);
 
 uint64_t new_level_id();
+
+/// A new node from the calling thread's node pool.
+std::shared_ptr<Node> make_node();
+/// Bytes of saved tensors held by live nodes of a level (see
+/// GradientTape::saved_bytes).
+uint64_t level_saved_bytes(uint64_t level);
 
 }  // namespace strata::detail

@@ -9,6 +9,9 @@
 
 #include <algorithm>
 #include <atomic>
+#include <mutex>
+#include <new>
+#include <unordered_map>
 
 namespace strata::detail {
 
@@ -62,15 +65,108 @@ void bump_version(const Tensor& t) { t.impl()->storage->version.fetch_add(1, std
 
 size_t Node::saved_bytes() const {
   size_t n = 0;
-  for (const auto* list : {&inputs, &outputs}) {
-    for (const SavedTensor& s : *list) {
-      if (s.data.defined()) n += static_cast<size_t>(s.data.numel()) * dtype_size(s.data.dtype());
-    }
-  }
+  auto add = [&n](const SavedTensor& s) {
+    if (s.data.defined()) n += static_cast<size_t>(s.data.numel()) * dtype_size(s.data.dtype());
+  };
+  std::for_each(inputs.begin(), inputs.end(), add);
+  std::for_each(outputs.begin(), outputs.end(), add);
   return n;
 }
 
 namespace {
+
+// --- node pool ---------------------------------------------------------------
+
+/// Per-thread free list of fixed-size blocks for nodes (node and shared_ptr
+/// control block in one block). A block freed on another thread joins that
+/// thread's list. At most kMaxFree blocks are kept per thread, so a burst of
+/// graph building does not pin memory forever.
+constexpr size_t kBlockSize = 640;
+constexpr size_t kMaxFree = 8192;
+
+struct FreeBlock {
+  FreeBlock* next;
+};
+
+struct NodePool {
+  FreeBlock* head = nullptr;
+  size_t count = 0;
+  ~NodePool() {
+    while (head != nullptr) {
+      FreeBlock* b = head;
+      head = b->next;
+      ::operator delete(b);
+    }
+  }
+  void* take() {
+    if (head == nullptr) return ::operator new(kBlockSize);
+    FreeBlock* b = head;
+    head = b->next;
+    --count;
+    return b;
+  }
+  void give(void* p) {
+    if (count >= kMaxFree) {
+      ::operator delete(p);
+      return;
+    }
+    auto* b = static_cast<FreeBlock*>(p);
+    b->next = head;
+    head = b;
+    ++count;
+  }
+};
+
+NodePool& node_pool() {
+  thread_local NodePool pool;
+  return pool;
+}
+
+template <typename T>
+struct PoolAllocator {
+  using value_type = T;
+  PoolAllocator() = default;
+  template <typename U>
+  PoolAllocator(const PoolAllocator<U>&) {}  // NOLINT: rebinding
+  T* allocate(size_t n) {
+    static_assert(sizeof(T) <= kBlockSize, "node pool block too small");
+    if (n != 1) return static_cast<T*>(::operator new(n * sizeof(T)));
+    return static_cast<T*>(node_pool().take());
+  }
+  void deallocate(T* p, size_t n) {
+    if (n != 1) {
+      ::operator delete(p);
+      return;
+    }
+    node_pool().give(p);
+  }
+  template <typename U>
+  bool operator==(const PoolAllocator<U>&) const {
+    return true;
+  }
+};
+
+// --- bytes held per level ----------------------------------------------------
+
+std::mutex& bytes_mutex() {
+  static std::mutex m;
+  return m;
+}
+std::unordered_map<uint64_t, uint64_t>& bytes_by_level() {
+  static auto* map = new std::unordered_map<uint64_t, uint64_t>;  // outlives static teardown
+  return *map;
+}
+
+void account(const LevelSet& levels, size_t bytes, bool add) {
+  if (bytes == 0) return;
+  std::lock_guard lock(bytes_mutex());
+  auto& map = bytes_by_level();
+  for (uint8_t k = 0; k < levels.count; ++k) {
+    uint64_t& held = map[levels.ids[k]];
+    held = add ? held + bytes : held - std::min<uint64_t>(held, bytes);
+    if (held == 0) map.erase(levels.ids[k]);
+  }
+}
 
 /// Tensors and nodes whose destruction was deferred, so that freeing a long
 /// chain (a million-op loop) is a loop, not a million-deep recursion.
@@ -115,7 +211,7 @@ void record_reverse(const OpDef& op, std::span<const Tensor> inputs, std::span<T
   if (!st.grad_enabled || op.vjp == nullptr) return;
   LevelSet levels = node_levels(inputs, st);
   if (levels.empty()) return;
-  auto node = std::make_shared<Node>();
+  std::shared_ptr<Node> node = make_node();
   static std::atomic<uint64_t> sequence{0};
   node->op = &op;
   node->sequence = sequence.fetch_add(1, std::memory_order_relaxed);
@@ -144,6 +240,8 @@ void record_reverse(const OpDef& op, std::span<const Tensor> inputs, std::span<T
     m.output_nr = static_cast<int>(k);
     m.levels = levels;
   }
+  node->accounted_bytes = node->saved_bytes();
+  account(levels, node->accounted_bytes, true);
 }
 
 void record_forward(const OpDef& op, std::span<const Tensor> inputs, std::span<Tensor> outputs, const Attrs* attrs,
@@ -184,7 +282,24 @@ void record_forward(const OpDef& op, std::span<const Tensor> inputs, std::span<T
 
 }  // namespace
 
+std::shared_ptr<Node> make_node() { return std::allocate_shared<Node>(PoolAllocator<Node>{}); }
+
+uint64_t level_saved_bytes(uint64_t level) {
+  std::lock_guard lock(bytes_mutex());
+  auto it = bytes_by_level().find(level);
+  return it == bytes_by_level().end() ? 0 : it->second;
+}
+
+void Node::release_saved() {
+  released = true;
+  inputs.clear();
+  outputs.clear();
+  account(levels, accounted_bytes, false);
+  accounted_bytes = 0;
+}
+
 Node::~Node() {
+  account(levels, accounted_bytes, false);
   Graveyard& g = graveyard();
   for (Edge& e : next) {
     if (e.node) g.nodes.push_back(std::move(e.node));

@@ -55,6 +55,10 @@ GradientTape::~GradientTape() {
   detail::set_level_alive(id_, false);
 }
 
+uint64_t GradientTape::saved_bytes() const { return detail::level_saved_bytes(id_); }
+
+uint64_t implicit_graph_saved_bytes() { return detail::level_saved_bytes(0); }
+
 void GradientTape::watch(const Tensor& t) {
   if (!t.defined()) throw Error("GradientTape::watch: undefined tensor");
   require_floating(t, "GradientTape::watch");
