@@ -4,6 +4,7 @@
 #include "op.hpp"
 #include "runtime_internal.hpp"
 #include "autograd/graph.hpp"
+#include "autograd/trace.hpp"
 
 #include <strata/error.hpp>
 #include <strata/ops.hpp>
@@ -289,13 +290,39 @@ void check_outputs_finite(const OpCall& call, OpResult& result) {
 }
 }  // namespace
 
-OpResult dispatch_call(OpCall& call) {
+namespace {
+OpResult dispatch_untraced(OpCall& call) {
   if (call.op->prepare != nullptr) call.op->prepare(call);
   bool decomposed = false;
   OpResult result = execute(call, decomposed);
   if (autograd_state().anomaly && !decomposed) check_outputs_finite(call, result);
   if (!decomposed) record_op(call, result);
   return result;
+}
+}  // namespace
+
+OpResult dispatch_call(OpCall& call) {
+  if (active_trace() != nullptr) return traced_dispatch(call, dispatch_untraced);
+  return dispatch_untraced(call);
+}
+
+OpResult dispatch_span(const OpDef& op, std::span<const Tensor> inputs, const Attrs* attrs) {
+  if (op.n_inputs < 0 || static_cast<int>(inputs.size()) != op.n_inputs || inputs.empty()) {
+    throw Error(std::string(op.name) + ": expected " + std::to_string(op.n_inputs) + " inputs, got " +
+                std::to_string(inputs.size()));
+  }
+  OpCall call;
+  call.op = &op;
+  call.attrs = attrs;
+  call.n_outputs = op.n_outputs;
+  for (size_t k = 0; k < inputs.size(); ++k) {
+    if (!inputs[k].defined()) throw Error(std::string(op.name) + ": input " + std::to_string(k) + " is undefined");
+    call.inputs[k] = inputs[k];
+  }
+  call.n_inputs = static_cast<int>(inputs.size());
+  call.device = call.in(0).impl()->device;
+  check_same_device(call);
+  return dispatch_call(call);
 }
 
 namespace {

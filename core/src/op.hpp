@@ -157,6 +157,8 @@ std::vector<Tensor> dispatch(const OpDef& op, std::initializer_list<Tensor> inpu
 Tensor dispatch1(const OpDef& op, std::initializer_list<Tensor> inputs, const Attrs* attrs = nullptr);
 /// Runs a call whose inputs and device are set (prepare is applied here).
 OpResult dispatch_call(OpCall& call);
+/// Runs `op` on `inputs` (any count up to kMaxInputs), as traced graphs replay it.
+OpResult dispatch_span(const OpDef& op, std::span<const Tensor> inputs, const Attrs* attrs);
 
 // --- shape and dtype helpers shared by op definitions ----------------------
 

@@ -4,6 +4,7 @@
 #include "op.hpp"
 #include "runtime_internal.hpp"
 #include "autograd/graph.hpp"
+#include "autograd/trace.hpp"
 #include "tensor_impl.hpp"
 
 #include <strata/error.hpp>
@@ -227,6 +228,7 @@ const detail::OpDef& kToDevice = detail::define_op(
 Tensor Tensor::to(Device target) const {
   const TensorImpl& impl = checked(*this);
   if (!target.valid() || target == impl.device) return *this;
+  detail::trace_unsupported("moving a tensor to another device (to)");
   DeviceRecord& dst = detail::device_record(target);
   std::vector<uint8_t> bytes = detail::read_bytes(*this);
   Tensor moved = detail::upload_bytes(bytes.data(), impl.dtype, impl.sizes(), dst);

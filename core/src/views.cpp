@@ -5,6 +5,7 @@
 #include <strata/ops.hpp>
 
 #include "autograd/graph.hpp"
+#include "autograd/trace.hpp"
 #include "op.hpp"
 #include "tensor_impl.hpp"
 
@@ -115,6 +116,7 @@ const OpDef& kExpandView = detail::define_op({.name = "expand",
 template <typename MakeAttrs>
 Tensor tracked(const OpDef& op, const Tensor& base, Tensor view, MakeAttrs attrs) {
   if (base.impl()->autograd != nullptr) detail::record_view(op, base, view, attrs());
+  if (detail::active_trace() != nullptr) detail::trace_op(op, std::span<const Tensor>(&base, 1), view, attrs());
   return view;
 }
 

@@ -18,6 +18,7 @@ const std::set<std::string> kNotDifferentiable = {
     "logical_and", "logical_or", "logical_not",           // boolean in and out
     "argmax",      "argmin",                              // integer results
     "fill",                                               // no inputs
+    "detach",                                             // cuts the graph by definition
 };
 
 // --- the test points of each op ----------------------------------------------

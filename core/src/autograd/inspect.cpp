@@ -51,7 +51,12 @@ Graph recorded_graph(const std::vector<Tensor>& outputs) {
   return g;
 }
 
+namespace detail {
+std::string program_to_json(const Graph& g);  // trace.cpp
+}  // namespace detail
+
 std::string Graph::to_json() const {
+  if (traced) return detail::program_to_json(*this);
   nlohmann::json j{{"format", "strata-graph"}, {"version", 1}, {"outputs", outputs}, {"saved_bytes", saved_bytes}};
   j["nodes"] = nlohmann::json::array();
   for (const GraphNode& n : nodes) {

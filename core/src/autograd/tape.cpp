@@ -1,6 +1,7 @@
 // tape.cpp — GradientTape, grad-mode scopes and Tensor's autograd methods.
 #include "engine.hpp"
 #include "graph.hpp"
+#include "trace.hpp"
 
 #include "../tensor_impl.hpp"
 
@@ -168,9 +169,16 @@ void Tensor::backward(const Tensor& gradient, BackwardOptions options) const {
   detail::run_backward(req);
 }
 
+namespace {
+/// detach as an op only so that trace() can replay it: no derivative rules.
+const detail::OpDef& kDetach = detail::define_op({.name = "detach", .kind = detail::OpKind::view});
+}  // namespace
+
 Tensor Tensor::detach() const {
   if (!defined()) return {};
-  return detail::make_view(*this, shape(), strides(), offset());
+  Tensor out = detail::make_view(*this, shape(), strides(), offset());
+  if (detail::active_trace() != nullptr) detail::trace_op(kDetach, std::span<const Tensor>(this, 1), out, {});
+  return out;
 }
 
 Tensor Tensor::tangent(uint64_t level) const {

@@ -3,6 +3,7 @@
 #include "rules.hpp"
 
 #include "../autograd/graph.hpp"
+#include "../autograd/trace.hpp"
 #include "../device_record.hpp"
 #include "../runtime_internal.hpp"
 
@@ -174,6 +175,7 @@ Tensor cat(const std::vector<Tensor>& tensors, int64_t dim) {
   Tensor out = empty(shape, {.dtype = dtype, .device = first.device()});
   {
     detail::AutogradOff off;
+    detail::TraceNested internal;
     int64_t at = 0;
     for (const Tensor& t : inputs) {
       int64_t n = t.size(d);
@@ -183,6 +185,7 @@ Tensor cat(const std::vector<Tensor>& tensors, int64_t dim) {
   }
   Attrs attrs{Attr::integer("dim", d), Attr::list("sizes", std::move(sizes))};
   detail::record_node(kCat, inputs, std::span<Tensor>(&out, 1), &attrs);
+  detail::trace_op(kCat, inputs, out, attrs);
   return out;
 }
 
@@ -203,11 +206,13 @@ Tensor pad(const Tensor& x, const std::vector<int64_t>& pads, double value) {
   Tensor out;
   {
     detail::AutogradOff off;
+    detail::TraceNested internal;
     out = full(shape, value, {.dtype = x.dtype(), .device = x.device()});
     if (x.numel() > 0) crop(out, pads).copy_(x);
   }
-  Attrs attrs{Attr::list("pads", pads)};
+  Attrs attrs{Attr::list("pads", pads), Attr::real("value", value)};
   detail::record_node(kPad, std::span<const Tensor>(&x, 1), std::span<Tensor>(&out, 1), &attrs);
+  detail::trace_op(kPad, std::span<const Tensor>(&x, 1), out, attrs);
   return out;
 }
 

@@ -1,0 +1,126 @@
+// trace_test.cpp — trace(): record a function as a Graph, save it, load it,
+// replay it on every available device, and differentiate the replay.
+#include <gtest/gtest.h>
+
+#include <cstdio>
+#include <filesystem>
+#include <fstream>
+#include <strata/strata.hpp>
+
+namespace {
+
+using namespace strata;
+
+std::filesystem::path temp_file(const std::string& name) {
+  return std::filesystem::temp_directory_path() / ("strata_trace_test_" + std::to_string(::getpid()) + "_" + name);
+}
+
+void expect_near(const Tensor& a, const Tensor& b, double tol) {
+  ASSERT_EQ(a.sizes(), b.sizes());
+  std::vector<double> x = a.to(Device("cpu:0")).to_vector<double>();
+  std::vector<double> y = b.to(Device("cpu:0")).to_vector<double>();
+  for (size_t i = 0; i < x.size(); ++i) EXPECT_NEAR(x[i], y[i], tol) << "element " << i;
+}
+
+/// A small network with captured weights, joins, views and a composite.
+struct Model {
+  Tensor w1 = randn({4, 6}, {.dtype = DType::f64});
+  Tensor w2 = randn({7, 3}, {.dtype = DType::f64});
+  std::vector<Tensor> operator()(const std::vector<Tensor>& in) const {
+    Tensor h = tanh(matmul(in[0], w1));
+    h = pad(h, {0, 1}, 1.0);  // a bias column
+    Tensor logits = matmul(h, w2);
+    Tensor both = cat({softmax(logits, 1), logits.transpose(0, 1).transpose(0, 1)}, 1);
+    return {sum(log_softmax(logits, 1) * 0.5) + sum(both.slice(1, 0, 3) * 0.0), both.reshape({-1})};
+  }
+};
+
+TEST(Trace, ReplayMatchesTheFunctionAfterSaveAndLoad) {
+  manual_seed(3);
+  Model model;
+  Tensor x = randn({5, 4}, {.dtype = DType::f64});
+  Graph g = trace([&](const std::vector<Tensor>& in) { return model(in); }, {x});
+  EXPECT_TRUE(g.traced);
+  EXPECT_EQ(g.outputs.size(), 2u);
+  EXPECT_GE(g.constants.size(), 2u);  // the weights
+  auto path = temp_file("model.json");
+  g.save(path);
+  Graph loaded = Graph::load(path);
+  std::filesystem::remove(path);
+  Tensor x2 = randn({5, 4}, {.dtype = DType::f64});
+  std::vector<Tensor> want = model({x2});
+  std::vector<Tensor> got = loaded.run({x2});
+  ASSERT_EQ(got.size(), 2u);
+  expect_near(got[0], want[0], 1e-12);
+  expect_near(got[1], want[1], 1e-12);
+}
+
+TEST(Trace, ReplayOnEveryDeviceIsDifferentiableToSecondOrder) {
+  manual_seed(4);
+  Model model;
+  Tensor x = randn({5, 4}, {.dtype = DType::f64});
+  Graph g = Graph::from_json(trace([&](const std::vector<Tensor>& in) { return model(in); }, {x}).to_json());
+  Fn direct = [&](const Tensor& t) { return model({t})[0]; };
+  for (const DeviceInfo& info : runtime().devices()) {
+    if (std::find(info.dtypes.begin(), info.dtypes.end(), DType::f64) == info.dtypes.end()) continue;
+    SCOPED_TRACE(info.id);
+    Fn replayed = [&](const Tensor& t) { return g.run({t})[0]; };
+    Tensor xd = x.to(info.device);
+    expect_near(grad(replayed)(xd), grad(direct)(x), 1e-10);
+    Tensor v = ones({5, 4}, {.dtype = DType::f64});
+    expect_near(hvp(replayed, xd, v.to(info.device)), hvp(direct, x, v), 1e-9);
+  }
+}
+
+TEST(Trace, BadInputsAndUnsupportedOpsAreClearErrors) {
+  Tensor x = ones({2, 3});
+  Graph g = trace([](const std::vector<Tensor>& in) { return std::vector<Tensor>{exp(in[0])}; }, {x});
+  try {
+    g.run({ones({3, 2})});
+    FAIL() << "wrong shape accepted";
+  } catch (const ShapeError& e) {
+    EXPECT_NE(std::string(e.what()).find("traced with f32[2, 3]"), std::string::npos) << e.what();
+  }
+  EXPECT_THROW(g.run({}), Error);
+  // In-place writes to traced values and device moves cannot be replayed.
+  EXPECT_THROW(trace(
+                   [](const std::vector<Tensor>& in) {
+                     Tensor y = exp(in[0]);
+                     y.copy_(in[0]);
+                     return std::vector<Tensor>{y};
+                   },
+                   {x}),
+               Error);
+  // An inspection graph does not replay.
+  Tensor r = full({}, 2.0, {.requires_grad = true});
+  Graph inspected = recorded_graph({exp(r)});
+  EXPECT_THROW(inspected.run({r}), Error);
+  EXPECT_THROW(inspected.save(temp_file("x.json")), Error);
+}
+
+TEST(Trace, LoadNamesTheFileAndJsonPathOfAProblem) {
+  Tensor x = ones({2});
+  std::string text = trace([](const std::vector<Tensor>& in) { return std::vector<Tensor>{sin(in[0])}; }, {x}).to_json();
+  auto replace = [&](const std::string& from, const std::string& to) {
+    std::string t = text;
+    t.replace(t.find(from), from.size(), to);
+    return t;
+  };
+  auto message = [](const std::string& json) {
+    try {
+      Graph::from_json(json, "g.json");
+    } catch (const Error& e) {
+      return std::string(e.what());
+    }
+    return std::string("no error");
+  };
+  EXPECT_NE(message(replace("\"sin\"", "\"frobnicate\"")).find("/nodes/0/op: unknown op \"frobnicate\""),
+            std::string::npos);
+  EXPECT_NE(message("{").find("g.json"), std::string::npos);
+  EXPECT_NE(message("{\"format\": \"other\"}").find("not a strata-graph file"), std::string::npos);
+  EXPECT_NE(message(replace("\"outputs\": [\n  1", "\"outputs\": [\n  7")).find("never defined"), std::string::npos)
+      << text;
+  EXPECT_THROW(Graph::load(temp_file("does-not-exist.json")), Error);
+}
+
+}  // namespace
