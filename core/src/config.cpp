@@ -598,9 +598,11 @@ class Validator {
         fallback(value, ptr, cfg);
       } else if (key == "logging") {
         logging(value, ptr, cfg);
+      } else if (key == "amp") {
+        amp(value, ptr, cfg);
       } else {
         unknown_key(key, ptr,
-                    {"$schema", "version", "plugins", "prefer", "devices", "fallback", "logging"});
+                    {"$schema", "version", "plugins", "prefer", "devices", "fallback", "amp", "logging"});
       }
     }
     return cfg;
@@ -803,6 +805,22 @@ class Validator {
         }
       } else {
         unknown_key(key, p, {"policy", "ops"});
+      }
+    }
+  }
+
+  void amp(const Json& v, const std::string& ptr, Config& cfg) const {
+    expect_object(v, ptr);
+    for (const auto& [key, value] : v.items()) {
+      std::string p = child(ptr, key);
+      if (key == "lower_precision") {
+        cfg.amp_lower_precision = names(value, p, "op", "matmul", /*unique=*/true, /*non_empty=*/false);
+      } else if (key == "fp32") {
+        cfg.amp_fp32 = names(value, p, "op", "softmax", /*unique=*/true, /*non_empty=*/false);
+      } else if (key == "promote") {
+        cfg.amp_promote = names(value, p, "op", "add", /*unique=*/true, /*non_empty=*/false);
+      } else {
+        unknown_key(key, p, {"lower_precision", "fp32", "promote"});
       }
     }
   }

@@ -13,6 +13,7 @@
 
 #include <cmath>
 #include <mutex>
+#include <sstream>
 #include <numbers>
 #include <random>
 
@@ -85,6 +86,24 @@ void manual_seed(uint64_t seed) {
   Generator& g = generator();
   std::lock_guard lock(g.mutex);
   g.engine.seed(seed);
+}
+
+RngState get_rng_state() {
+  Generator& g = generator();
+  std::lock_guard lock(g.mutex);
+  std::ostringstream out;
+  out << g.engine;
+  return {out.str()};
+}
+
+void set_rng_state(const RngState& state) {
+  Generator& g = generator();
+  std::istringstream in(state.data);
+  std::mt19937_64 engine;
+  in >> engine;
+  if (in.fail()) throw ValueError("set_rng_state: not a state from get_rng_state()");
+  std::lock_guard lock(g.mutex);
+  g.engine = engine;
 }
 
 Tensor empty(const Shape& shape, const TensorOptions& options) {

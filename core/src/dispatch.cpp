@@ -1,4 +1,5 @@
 // dispatch.cpp — op registry, kernel lookup, decomposition and fallback.
+#include "amp_internal.hpp"
 #include "device_record.hpp"
 #include "host_data.hpp"
 #include "op.hpp"
@@ -292,6 +293,7 @@ void check_outputs_finite(const OpCall& call, OpResult& result) {
 
 namespace {
 OpResult dispatch_untraced(OpCall& call) {
+  if (autocast_active()) apply_autocast(call);
   if (call.op->prepare != nullptr) call.op->prepare(call);
   bool decomposed = false;
   OpResult result = execute(call, decomposed);

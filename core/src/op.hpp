@@ -106,6 +106,9 @@ struct GradContext {
   /// VJP only: which input gradients the pass will use (empty = all). A rule
   /// may skip the others (return undefined), e.g. the gradient of a constant.
   std::span<const uint8_t> needed{};
+  /// State a recorded node carries beyond tensors and attributes (the
+  /// function a checkpoint recomputes); null for ordinary ops.
+  const void* closure = nullptr;
 
   bool needs(int k) const { return needed.empty() || needed[static_cast<size_t>(k)] != 0; }
   const Tensor& in(int k) const { return inputs[static_cast<size_t>(k)]; }

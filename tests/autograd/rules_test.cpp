@@ -19,6 +19,7 @@ const std::set<std::string> kNotDifferentiable = {
     "argmax",      "argmin",                              // integer results
     "fill",                                               // no inputs
     "detach",                                             // cuts the graph by definition
+    "amp_unscale",                                        // optimizer-side, never differentiated
 };
 
 // --- the test points of each op ----------------------------------------------

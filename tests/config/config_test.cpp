@@ -392,7 +392,7 @@ TEST(ConfigErrors, RootMustBeAnObject) {
 TEST(ConfigErrors, UnknownKeyAtEveryDepth) {
   EXPECT_EQ(error_of(R"({"preferred": ["cpu"]})"),
             R"(my.json: /preferred: unknown key "preferred" (expected one of: $schema, version, )"
-            R"(plugins, prefer, devices, fallback, logging); did you mean "prefer"?)");
+            R"(plugins, prefer, devices, fallback, amp, logging); did you mean "prefer"?)");
   EXPECT_EQ(error_of(R"({"plugins": {"pathz": []}})"),
             R"(my.json: /plugins/pathz: unknown key "pathz" (expected one of: paths, disabled, )"
             R"(allow_insecure_permissions); did you mean "paths"?)");
@@ -411,7 +411,7 @@ TEST(ConfigErrors, UnknownKeyAtEveryDepth) {
 TEST(ConfigErrors, PointersEscapeSlashAndTilde) {
   EXPECT_EQ(error_of(R"({"a/b~c": 1})"),
             R"(my.json: /a~1b~0c: unknown key "a/b~c" (expected one of: $schema, version, )"
-            R"(plugins, prefer, devices, fallback, logging))");
+            R"(plugins, prefer, devices, fallback, amp, logging))");
   EXPECT_EQ(error_of(R"({"fallback": {"ops": {"x/y": "gpu"}}})"),
             R"(my.json: /fallback/ops/x~1y: expected one of "cpu", "error", found "gpu")");
 }
@@ -724,7 +724,7 @@ TEST_F(Schema, IsDraft202012) {
 }
 
 TEST_F(Schema, TopLevelPropertiesAreTheKeysTheLoaderAccepts) {
-  std::set<std::string> expected{"$schema", "version", "plugins", "prefer",
+  std::set<std::string> expected{"$schema", "version", "plugins", "prefer", "amp",
                                  "devices", "fallback", "logging"};
   EXPECT_EQ(schema_keys(schema_), expected);
   EXPECT_EQ(loader_keys(R"({"zzzz": 1})"), expected);

@@ -57,6 +57,12 @@ struct Config {
   /// Per-op override of the fallback policy.
   std::map<std::string, FallbackPolicy> fallback_ops;
 
+  /// Autocast op lists ("amp" object): each present list replaces the
+  /// built-in one (see amp.hpp); absent lists keep the defaults.
+  std::optional<std::vector<std::string>> amp_lower_precision;
+  std::optional<std::vector<std::string>> amp_fp32;
+  std::optional<std::vector<std::string>> amp_promote;
+
   std::string log_level = "info";  // trace, debug, info, warn, error, off
   std::vector<LogSink> log_sinks{{"stderr", ""}};
 

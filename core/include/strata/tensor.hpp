@@ -157,6 +157,14 @@ Tensor rand(const Shape& shape, const TensorOptions& options = {});
 Tensor randn(const Shape& shape, const TensorOptions& options = {});
 /// Seeds the global generator.
 void manual_seed(uint64_t seed);
+/// The global generator's complete state (opaque text), so that random
+/// draws can be replayed exactly (activation checkpointing does).
+struct RngState {
+  std::string data;
+};
+RngState get_rng_state();
+/// Restores a state from get_rng_state(); throws ValueError for anything else.
+void set_rng_state(const RngState& state);
 /// From host values (converted to options.dtype). data.size() must equal
 /// the shape's element count.
 Tensor from_data(std::span<const float> data, const Shape& shape, const TensorOptions& options = {});

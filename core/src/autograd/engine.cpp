@@ -212,7 +212,7 @@ std::vector<Tensor> run_backward(const BackwardRequest& req) {
       for (const SavedTensor& s : node->outputs) outputs.push_back(unpack(s, node, req.create_graph));
       std::vector<uint8_t> needs(node->next.size());
       for (size_t k = 0; k < needs.size(); ++k) needs[k] = edge_needed(node->next[k]) ? 1 : 0;
-      GradContext ctx{inputs, outputs, grads, &node->attrs, needs};
+      GradContext ctx{inputs, outputs, grads, &node->attrs, needs, node->closure.get()};
       std::vector<Tensor> input_grads;
       if (st.anomaly) {
         try {

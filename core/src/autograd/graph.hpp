@@ -88,6 +88,7 @@ struct Node {
   boost::container::small_vector<Edge, 2> next;  // one per input
   size_t n_outputs = 0;    // kept when the saved data is released
   size_t accounted_bytes = 0;  // saved bytes counted against its levels
+  std::shared_ptr<const void> closure;  // see GradContext::closure
   LevelSet levels;
   uint64_t sequence = 0;   // creation order, for a deterministic traversal
   bool released = false;   // saved data freed after a non-persistent pass
@@ -138,7 +139,8 @@ inline AutogradMeta* meta_if(const Tensor& t) { return t.defined() ? t.impl()->a
 /// forward-mode tangents when any input asks for it. Cheap when nothing does.
 void record_op(const OpCall& call, OpResult& outputs);
 /// Records any op given its (prepared) inputs and outputs.
-void record_node(const OpDef& op, std::span<const Tensor> inputs, std::span<Tensor> outputs, const Attrs* attrs);
+void record_node(const OpDef& op, std::span<const Tensor> inputs, std::span<Tensor> outputs, const Attrs* attrs,
+                 std::shared_ptr<const void> closure = nullptr);
 /// The same for view functions (no kernel): `view` of `base`.
 void record_view(const OpDef& op, const Tensor& base, Tensor& view, Attrs attrs);
 /// Bumps the storage version of an in-place write target.

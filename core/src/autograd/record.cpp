@@ -207,7 +207,7 @@ LevelSet node_levels(std::span<const Tensor> inputs, const AutogradState& st) {
 }
 
 void record_reverse(const OpDef& op, std::span<const Tensor> inputs, std::span<Tensor> outputs, const Attrs* attrs,
-                    const AutogradState& st) {
+                    const AutogradState& st, const std::shared_ptr<const void>& closure) {
   if (!st.grad_enabled || op.vjp == nullptr) return;
   LevelSet levels = node_levels(inputs, st);
   if (levels.empty()) return;
@@ -217,6 +217,7 @@ void record_reverse(const OpDef& op, std::span<const Tensor> inputs, std::span<T
   node->sequence = sequence.fetch_add(1, std::memory_order_relaxed);
   node->levels = levels;
   if (attrs != nullptr) node->attrs = *attrs;
+  node->closure = closure;
   node->n_outputs = outputs.size();
   node->inputs.reserve(inputs.size());
   node->next.reserve(inputs.size());
@@ -245,7 +246,7 @@ void record_reverse(const OpDef& op, std::span<const Tensor> inputs, std::span<T
 }
 
 void record_forward(const OpDef& op, std::span<const Tensor> inputs, std::span<Tensor> outputs, const Attrs* attrs,
-                    AutogradState& st) {
+                    AutogradState& st, const void* closure) {
   if (st.forward.empty() || op.jvp == nullptr) return;
   LevelSet active = st.forward;
   for (uint8_t l = 0; l < active.count; ++l) {
@@ -265,7 +266,7 @@ void record_forward(const OpDef& op, std::span<const Tensor> inputs, std::span<T
     std::vector<Tensor> results;
     st.forward.remove(level);  // the rule's own ops must not carry this level
     try {
-      GradContext ctx{inputs, outs, tangents, attrs};
+      GradContext ctx{inputs, outs, tangents, attrs, {}, closure};
       results = op.jvp(ctx);
     } catch (...) {
       st.forward.add(level);
@@ -294,6 +295,7 @@ void Node::release_saved() {
   released = true;
   inputs.clear();
   outputs.clear();
+  closure.reset();
   account(levels, accounted_bytes, false);
   accounted_bytes = 0;
 }
@@ -325,13 +327,14 @@ Node::~Node() {
   g.draining = false;
 }
 
-void record_node(const OpDef& op, std::span<const Tensor> inputs, std::span<Tensor> outputs, const Attrs* attrs) {
+void record_node(const OpDef& op, std::span<const Tensor> inputs, std::span<Tensor> outputs, const Attrs* attrs,
+                 std::shared_ptr<const void> closure) {
   bool any = false;
   for (const Tensor& t : inputs) any = any || (t.defined() && t.impl()->autograd != nullptr);
   if (!any) return;
   AutogradState& st = autograd_state();
-  record_forward(op, inputs, outputs, attrs, st);
-  record_reverse(op, inputs, outputs, attrs, st);
+  record_forward(op, inputs, outputs, attrs, st, closure.get());
+  record_reverse(op, inputs, outputs, attrs, st, closure);
 }
 
 void record_op(const OpCall& call, OpResult& outputs) {

@@ -22,6 +22,10 @@ namespace strata {
 namespace detail {
 
 struct TraceState {
+  /// Capture mode (checkpoint): only find the tracked tensors read but not
+  /// created; no graph, no copies, nothing kept alive.
+  bool capture = false;
+  std::vector<Tensor> externals;
   Graph graph;
   int depth = 0;
   uint64_t next_node = 0;
@@ -32,7 +36,7 @@ struct TraceState {
   int64_t define(const Tensor& t) {
     int64_t id = next_value++;
     ids[t.impl()] = id;
-    alive.push_back(t);
+    if (!capture) alive.push_back(t);
     return id;
   }
 
@@ -40,6 +44,10 @@ struct TraceState {
   int64_t value_of(const Tensor& t) {
     auto it = ids.find(t.impl());
     if (it != ids.end()) return it->second;
+    if (capture) {
+      if (t.impl()->autograd != nullptr && is_floating(t.dtype())) externals.push_back(t);
+      return define(t);
+    }
     GraphConstant c;
     c.dtype = t.dtype();
     c.shape = t.sizes();
@@ -55,6 +63,11 @@ struct TraceState {
 
   void record(std::string_view op, std::span<const Tensor> inputs, std::span<const Tensor> outputs,
               const Attrs* attrs) {
+    if (capture) {
+      for (const Tensor& t : inputs) value_of(t);
+      for (const Tensor& t : outputs) define(t);
+      return;
+    }
     GraphNode n;
     n.id = next_node++;
     n.op = std::string(op);
@@ -102,7 +115,7 @@ OpResult traced_dispatch(OpCall& call, OpResult (*run)(OpCall&)) {
     DepthGuard nested(s);
     return run(call);
   }
-  if (call.preset[0].defined() && s.ids.count(call.preset[0].impl()) != 0) {
+  if (!s.capture && call.preset[0].defined() && s.ids.count(call.preset[0].impl()) != 0) {
     trace_unsupported(("in-place op '" + std::string(call.op->name) + "' writing a traced value").c_str());
   }
   // The inputs as the caller passed them (prepare will promote and
@@ -136,8 +149,29 @@ TraceNested::~TraceNested() {
 
 void trace_unsupported(const char* what) {
   TraceState* s = active_trace();
-  if (s == nullptr || s->depth > 0) return;
+  if (s == nullptr || s->depth > 0 || s->capture) return;
   throw Error(std::string("trace: ") + what + " cannot be replayed from a graph; keep it outside the traced function");
+}
+
+bool tracing_graph() {
+  TraceState* s = active_trace();
+  return s != nullptr && !s->capture;
+}
+
+std::vector<Tensor> capture_external_reads(const std::vector<Tensor>& known, const std::function<void()>& f) {
+  TraceState state;
+  state.capture = true;
+  for (const Tensor& t : known) state.define(t);
+  TraceState* outer = active_trace();
+  active_trace() = &state;
+  try {
+    f();
+  } catch (...) {
+    active_trace() = outer;
+    throw;
+  }
+  active_trace() = outer;
+  return std::move(state.externals);
 }
 
 }  // namespace detail

@@ -9,7 +9,9 @@
 
 #include "../op.hpp"
 
+#include <functional>
 #include <span>
+#include <vector>
 
 namespace strata::detail {
 
@@ -40,5 +42,13 @@ class TraceNested {
 
 /// Throws when tracing: `what` cannot be replayed from a graph.
 void trace_unsupported(const char* what);
+
+/// Whether trace() (not a capture) is active on this thread.
+bool tracing_graph();
+
+/// Runs `f`, returning the floating tensors with autograd history that it
+/// read without creating them (excluding `known`): the captured weights of
+/// a checkpointed function.
+std::vector<Tensor> capture_external_reads(const std::vector<Tensor>& known, const std::function<void()>& f);
 
 }  // namespace strata::detail

@@ -1,0 +1,317 @@
+// amp.cpp — autocast (op policies applied in dispatch), the amp_unscale op
+// and GradScaler.
+#include "amp_internal.hpp"
+#include "logging.hpp"
+#include "op.hpp"
+#include "runtime_internal.hpp"
+
+#include <strata/amp.hpp>
+#include <strata/autograd.hpp>
+#include <strata/error.hpp>
+#include <strata/ops.hpp>
+#include <strata/runtime.hpp>
+
+#include <atomic>
+#include <cmath>
+#include <algorithm>
+#include <mutex>
+#include <spdlog/spdlog.h>
+
+namespace strata {
+
+namespace detail {
+namespace {
+
+// --- amp_unscale: one pass over a gradient --------------------------------
+
+void unscale_rule(OpCall& call) {
+  const Tensor& g = call.in(0);
+  if (!is_floating(g.dtype())) {
+    throw DTypeError(call.describe() + ": gradients must be floating, found " + std::string(dtype_name(g.dtype())));
+  }
+  if (call.in(1).numel() != 1) throw ShapeError(call.describe() + ": inv_scale must have one element");
+  call.inputs[1] = cast(call.in(1), DType::f32).reshape({});
+  call.n_outputs = 2;
+  call.out(0).dtype = g.dtype();
+  call.out(0).set_shape(g.shape());
+  call.out(1).dtype = DType::f32;
+  call.out(1).rank = 0;
+}
+
+std::vector<Tensor> unscale_decompose(const OpCall& call) {
+  const Tensor& g = call.in(0);
+  Tensor y = g * cast(call.in(1), g.dtype());
+  // NaN and Inf both turn g * 0 into NaN, and a NaN sum is unequal to itself.
+  Tensor probe = sum(cast(g, DType::f32) * 0.0);
+  return {y, cast(ne(probe, probe), DType::f32)};
+}
+
+const OpDef& kAmpUnscale = define_op({.name = "amp_unscale",
+                                      .kind = OpKind::composite,
+                                      .n_inputs = 2,
+                                      .n_outputs = 2,
+                                      .prepare = unscale_rule,
+                                      .decompose = unscale_decompose});
+
+// --- policy ------------------------------------------------------------------
+
+enum class Category : uint8_t { none, lower, fp32, promote };
+
+struct PolicyTable {
+  std::mutex mutex;
+  std::optional<AutocastPolicy> explicit_policy;
+  std::atomic<uint64_t> version{1};
+};
+PolicyTable& policy_table() {
+  static auto* t = new PolicyTable;
+  return *t;
+}
+
+/// The calling thread's autocast state and its cached op categories.
+struct AmpThread {
+  bool enabled = false;
+  DType dtype = DType::bf16;
+  int device_slot = -1;
+  uint64_t cached_version = 0;
+  std::vector<Category> categories;  // by op id
+};
+AmpThread& amp_thread() {
+  thread_local AmpThread t;
+  return t;
+}
+
+void refresh_categories(AmpThread& t) {
+  uint64_t v = policy_table().version.load();
+  if (t.cached_version == v && t.categories.size() == all_ops().size()) return;
+  AutocastPolicy p = autocast_policy();
+  t.categories.assign(all_ops().size(), Category::none);
+  for (const OpDef* op : all_ops()) {
+    std::string name(op->name);
+    Category& c = t.categories[static_cast<size_t>(op->id)];
+    if (p.lower_precision.count(name) != 0) {
+      c = Category::lower;
+    } else if (p.fp32.count(name) != 0) {
+      c = Category::fp32;
+    } else if (p.promote.count(name) != 0) {
+      c = Category::promote;
+    }
+  }
+  t.cached_version = v;
+}
+
+}  // namespace
+
+bool autocast_active() { return amp_thread().enabled; }
+
+void apply_autocast(OpCall& call) {
+  AmpThread& t = amp_thread();
+  if (call.device.slot() != t.device_slot) return;
+  refresh_categories(t);
+  Category c = t.categories[static_cast<size_t>(call.op->id)];
+  if (c == Category::none || c == Category::promote) return;  // promote: prepare's type promotion
+  for (int k = 0; k < call.n_inputs; ++k) {
+    Tensor& in = call.inputs[static_cast<size_t>(k)];
+    DType d = in.dtype();
+    if (c == Category::lower && d == DType::f32) in = cast(in, t.dtype);
+    if (c == Category::fp32 && (d == DType::f16 || d == DType::bf16)) in = cast(in, DType::f32);
+  }
+}
+
+}  // namespace detail
+
+// --- policy API ------------------------------------------------------------------
+
+AutocastPolicy AutocastPolicy::defaults() {
+  AutocastPolicy p;
+  p.lower_precision = {"matmul"};
+  p.fp32 = {"exp",     "log",         "log1p",      "expm1",    "pow",      "sqrt",
+            "rsqrt",   "reciprocal",  "softmax",    "log_softmax", "softmax_backward", "log_softmax_backward",
+            "sum",     "mean",        "prod",       "erf",      "gelu",     "gelu_backward",
+            "amp_unscale"};
+  p.promote = {"add", "sub", "mul", "div", "maximum", "minimum", "where", "cat"};
+  return p;
+}
+
+AutocastPolicy autocast_policy() {
+  auto& table = detail::policy_table();
+  {
+    std::lock_guard lock(table.mutex);
+    if (table.explicit_policy) return *table.explicit_policy;
+  }
+  AutocastPolicy p = AutocastPolicy::defaults();
+  Config cfg = runtime().config();
+  auto to_set = [](const std::vector<std::string>& v) { return std::set<std::string>(v.begin(), v.end()); };
+  if (cfg.amp_lower_precision) p.lower_precision = to_set(*cfg.amp_lower_precision);
+  if (cfg.amp_fp32) p.fp32 = to_set(*cfg.amp_fp32);
+  if (cfg.amp_promote) p.promote = to_set(*cfg.amp_promote);
+  return p;
+}
+
+void set_autocast_policy(const AutocastPolicy& policy) {
+  auto& table = detail::policy_table();
+  std::lock_guard lock(table.mutex);
+  table.explicit_policy = policy;
+  table.version.fetch_add(1);
+}
+
+Autocast::Autocast(AutocastOptions options) {
+  detail::AmpThread& t = detail::amp_thread();
+  previous_ = {t.enabled, t.dtype, t.device_slot};
+  if (!options.enabled) {
+    t.enabled = false;
+    return;
+  }
+  if (options.dtype != DType::f16 && options.dtype != DType::bf16) {
+    throw ValueError("Autocast: the dtype must be f16 or bf16, got " + std::string(dtype_name(options.dtype)));
+  }
+  Device device = options.device ? *options.device : runtime().default_device();
+  DeviceInfo info = runtime().device_info(device);
+  auto has = [](const std::vector<DType>& list, DType d) { return std::find(list.begin(), list.end(), d) != list.end(); };
+  if (!has(info.dtypes, options.dtype)) {
+    throw DTypeError("Autocast: device " + info.id + " (" + info.name + ") cannot store " +
+                     std::string(dtype_name(options.dtype)));
+  }
+  if (!has(info.compute_dtypes, options.dtype) &&
+      std::find(info.missing_primitives.begin(), info.missing_primitives.end(), "matmul") !=
+          info.missing_primitives.end()) {
+    throw DTypeError("Autocast: device " + info.id + " has no matmul kernel to compute " +
+                     std::string(dtype_name(options.dtype)));
+  }
+  detail::policy_table().version.fetch_add(1);  // re-read the configuration's lists
+  t.enabled = true;
+  t.dtype = options.dtype;
+  t.device_slot = device.slot();
+}
+
+Autocast::~Autocast() {
+  detail::AmpThread& t = detail::amp_thread();
+  t.enabled = previous_.enabled;
+  t.dtype = previous_.dtype;
+  t.device_slot = previous_.device_slot;
+}
+
+bool autocast_enabled() { return detail::amp_thread().enabled; }
+DType autocast_dtype() { return detail::amp_thread().dtype; }
+
+namespace detail {
+AutocastSnapshot autocast_snapshot() {
+  AmpThread& t = amp_thread();
+  return {t.enabled, t.dtype, t.device_slot};
+}
+void restore_autocast(const AutocastSnapshot& s) {
+  AmpThread& t = amp_thread();
+  t.enabled = s.enabled;
+  t.dtype = s.dtype;
+  t.device_slot = s.device_slot;
+}
+}  // namespace detail
+
+// --- GradScaler --------------------------------------------------------------------
+
+std::pair<Tensor, Tensor> amp_unscale(const Tensor& grad, const Tensor& inv_scale) {
+  std::vector<Tensor> r = detail::dispatch(detail::kAmpUnscale, {grad, inv_scale});
+  return {r[0], r[1]};
+}
+
+GradScaler::GradScaler(GradScalerOptions options) : options_(options), scale_(options.init_scale) {
+  if (!(options.init_scale > 0) || !(options.growth_factor > 1) || !(options.backoff_factor > 0) ||
+      !(options.backoff_factor < 1) || options.growth_interval < 1 || !(options.min_scale > 0)) {
+    throw ValueError("GradScaler: need init_scale > 0, growth_factor > 1, 0 < backoff_factor < 1, "
+                     "growth_interval >= 1 and min_scale > 0");
+  }
+}
+
+Tensor GradScaler::scale(const Tensor& loss) const { return options_.enabled ? loss * scale_ : loss; }
+
+void GradScaler::unscale_gradients(std::vector<Tensor>& grads) {
+  if (!options_.enabled) return;
+  NoGradGuard no_grad;
+  bool inf = false;
+  for (Tensor& g : grads) {
+    if (!g.defined()) continue;
+    Tensor inv = full({}, 1.0 / scale_, {.dtype = DType::f32, .device = g.device()});
+    auto [unscaled, found] = amp_unscale(g, inv);
+    g.copy_(unscaled);
+    inf = inf || found.item<float>() != 0.0f;
+  }
+  found_inf_ = found_inf_ || inf;
+  unscaled_ = true;
+}
+
+void GradScaler::unscale(const std::vector<Tensor>& params) {
+  if (unscaled_) throw Error("GradScaler::unscale: already called since the last update()");
+  std::vector<Tensor> grads;
+  for (const Tensor& p : params) grads.push_back(p.grad());
+  unscale_gradients(grads);
+}
+
+bool GradScaler::step(const std::vector<Tensor>& params, const std::function<void()>& optimizer_step) {
+  if (!options_.enabled) {
+    optimizer_step();
+    return true;
+  }
+  if (!unscaled_) unscale(params);
+  if (found_inf_) {
+    ++skipped_;
+    return false;
+  }
+  optimizer_step();
+  return true;
+}
+
+void GradScaler::update() {
+  if (!options_.enabled) return;
+  if (found_inf_) {
+    scale_ *= options_.backoff_factor;
+    growth_tracker_ = 0;
+    if (scale_ < options_.min_scale) {
+      scale_ = options_.min_scale;
+      if (!warned_floor_) {
+        detail::logger("amp")->warn(
+            "GradScaler: the loss scale hit its floor of {} after repeated non-finite gradients; the model may be "
+            "diverging",
+            options_.min_scale);
+        warned_floor_ = true;
+      }
+    }
+  } else if (++growth_tracker_ >= options_.growth_interval) {
+    scale_ *= options_.growth_factor;
+    growth_tracker_ = 0;
+  }
+  found_inf_ = false;
+  unscaled_ = false;
+}
+
+std::vector<std::pair<std::string, Tensor>> GradScaler::state_dict() const {
+  return {{"scale", full({}, scale_, {.dtype = DType::f64})},
+          {"growth_tracker", full({}, static_cast<double>(growth_tracker_), {.dtype = DType::i64})},
+          {"skipped_steps", full({}, static_cast<double>(skipped_), {.dtype = DType::i64})}};
+}
+
+void GradScaler::load_state_dict(const std::vector<std::pair<std::string, Tensor>>& state) {
+  double scale = scale_;
+  int64_t tracker = growth_tracker_;
+  int64_t skipped = skipped_;
+  bool seen_scale = false;
+  for (const auto& [name, t] : state) {
+    if (t.numel() != 1) throw ShapeError("GradScaler::load_state_dict: '" + name + "' must have one element");
+    if (name == "scale") {
+      scale = t.item<double>();
+      seen_scale = true;
+    } else if (name == "growth_tracker") {
+      tracker = t.item<int64_t>();
+    } else if (name == "skipped_steps") {
+      skipped = t.item<int64_t>();
+    } else {
+      throw ValueError("GradScaler::load_state_dict: unexpected entry '" + name + "'");
+    }
+  }
+  if (!seen_scale || !(scale > 0) || !std::isfinite(scale)) {
+    throw ValueError("GradScaler::load_state_dict: missing or invalid 'scale'");
+  }
+  scale_ = scale;
+  growth_tracker_ = tracker;
+  skipped_ = skipped;
+}
+
+}  // namespace strata

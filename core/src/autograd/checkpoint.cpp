@@ -1,0 +1,207 @@
+// checkpoint.cpp — activation checkpointing as a recorded node whose
+// derivative rules run the function again.
+#include "graph.hpp"
+#include "trace.hpp"
+
+#include "../amp_internal.hpp"
+#include "../tensor_impl.hpp"
+
+#include <strata/autograd.hpp>
+#include <strata/checkpoint.hpp>
+#include <strata/error.hpp>
+#include <strata/ops.hpp>
+
+namespace strata {
+
+namespace detail {
+Tensor tracked_alias(const Tensor& x);  // views.cpp
+}  // namespace detail
+
+namespace {
+
+using detail::GradContext;
+
+/// What the node keeps to run the function again.
+struct CheckpointClosure {
+  CheckpointFn fn;
+  RngState rng;
+  detail::AutocastSnapshot autocast;
+  size_t n_explicit = 0;  // node inputs [0, n) are fn's inputs; the rest are captured reads
+};
+
+/// Puts the generator and autocast state of the first run in place for a
+/// scope and restores the caller's afterwards.
+class ReplayState {
+ public:
+  explicit ReplayState(const CheckpointClosure& c)
+      : rng_(get_rng_state()), autocast_(detail::autocast_snapshot()) {
+    set_rng_state(c.rng);
+    detail::restore_autocast(c.autocast);
+  }
+  ~ReplayState() {
+    set_rng_state(rng_);
+    detail::restore_autocast(autocast_);
+  }
+  ReplayState(const ReplayState&) = delete;
+  ReplayState& operator=(const ReplayState&) = delete;
+
+ private:
+  RngState rng_;
+  detail::AutocastSnapshot autocast_;
+};
+
+/// Restores the set of recording levels on exit.
+class RecordingScope {
+ public:
+  explicit RecordingScope(bool keep_outer) : st_(detail::autograd_state()), saved_(st_.recording) {
+    if (!keep_outer) st_.recording = {};
+  }
+  ~RecordingScope() { st_.recording = saved_; }
+  RecordingScope(const RecordingScope&) = delete;
+  RecordingScope& operator=(const RecordingScope&) = delete;
+
+ private:
+  detail::AutogradState& st_;
+  detail::LevelSet saved_;
+};
+
+const CheckpointClosure& closure_of(const GradContext& c) {
+  if (c.closure == nullptr) throw Error("checkpoint: the node's function was already released");
+  return *static_cast<const CheckpointClosure*>(c.closure);
+}
+
+std::vector<Tensor> checkpoint_vjp(const GradContext& c) {
+  const CheckpointClosure& cl = closure_of(c);
+  // The engine leaves grad mode on only when the gradient itself is to be
+  // recorded (higher order); then the recomputation is recorded on the
+  // enclosing levels too, so its gradient is differentiable again.
+  bool create_graph = detail::autograd_state().grad_enabled;
+  ReplayState replay(cl);
+  EnableGradGuard enable;
+  RecordingScope recording(create_graph);
+  GradientTape tape({.persistent = false, .higher_order = create_graph, .unconnected = Unconnected::zero});
+  std::vector<Tensor> args;
+  std::vector<Tensor> sources;
+  for (size_t k = 0; k < c.inputs.size(); ++k) {
+    const Tensor& in = c.inputs[k];
+    bool floating = is_floating(in.dtype());
+    if (k < cl.n_explicit) {
+      Tensor a = create_graph && floating ? detail::tracked_alias(in) : in.detach();
+      if (floating) tape.watch(a);
+      args.push_back(a);
+      sources.push_back(a);
+    } else {
+      tape.watch(in);  // a captured read: fn uses this very tensor
+      sources.push_back(in);
+    }
+  }
+  std::vector<Tensor> outs = cl.fn(args);
+  if (outs.size() != c.outputs.size()) {
+    throw Error("checkpoint: the function returned " + std::to_string(outs.size()) + " tensors when recomputed, " +
+                std::to_string(c.outputs.size()) + " the first time (it must be deterministic)");
+  }
+  Tensor target;
+  Tensor seed;
+  if (outs.size() == 1) {
+    target = outs[0];
+    seed = c.grad(0).defined() ? c.grad(0) : zeros_like(outs[0]);
+  } else {
+    for (size_t k = 0; k < outs.size(); ++k) {
+      if (!c.grads[k].defined() || !is_floating(outs[k].dtype())) continue;
+      Tensor term = sum(outs[k] * c.grads[k]);
+      target = target.defined() ? target + term : term;
+    }
+    if (!target.defined()) return std::vector<Tensor>(c.inputs.size());
+  }
+  std::vector<Tensor> grads = tape.gradient(target, sources, seed);
+  for (size_t k = 0; k < grads.size(); ++k) {
+    if (!is_floating(c.inputs[k].dtype()) || !c.needs(static_cast<int>(k))) grads[k] = Tensor();
+  }
+  return grads;
+}
+
+/// Tangents: run the function under a fresh forward level with the input
+/// tangents attached (to aliases of the explicit inputs, and for the span of
+/// the call to the captured reads themselves).
+std::vector<Tensor> checkpoint_jvp(const GradContext& c) {
+  const CheckpointClosure& cl = closure_of(c);
+  ReplayState replay(cl);
+  detail::AutogradState& st = detail::autograd_state();
+  uint64_t level = detail::new_level_id();
+  std::vector<Tensor> args;
+  std::vector<detail::AutogradMeta*> attached;
+  for (size_t k = 0; k < c.inputs.size(); ++k) {
+    const Tensor& in = c.inputs[k];
+    const Tensor& t = c.grads[k];
+    if (k < cl.n_explicit) {
+      Tensor a = detail::tracked_alias(in);
+      if (t.defined()) detail::meta_of(a).tangents.emplace_back(level, t);
+      args.push_back(a);
+    } else if (t.defined()) {
+      detail::AutogradMeta& m = detail::meta_of(in);
+      m.tangents.emplace_back(level, t);
+      attached.push_back(&m);
+    }
+  }
+  auto detach_tangents = [&] {
+    st.forward.remove(level);
+    for (detail::AutogradMeta* m : attached) {
+      std::erase_if(m->tangents, [level](const auto& p) { return p.first == level; });
+    }
+  };
+  st.forward.add(level);
+  std::vector<Tensor> outs;
+  try {
+    outs = cl.fn(args);
+  } catch (...) {
+    detach_tangents();
+    throw;
+  }
+  detach_tangents();
+  std::vector<Tensor> tangents;
+  for (const Tensor& o : outs) tangents.push_back(o.tangent(level));
+  return tangents;
+}
+
+const detail::OpDef& kCheckpoint = detail::define_op({.name = "checkpoint",
+                                                      .kind = detail::OpKind::join,
+                                                      .n_inputs = -1,
+                                                      .n_outputs = -1,
+                                                      .vjp = checkpoint_vjp,
+                                                      .jvp = checkpoint_jvp});
+
+}  // namespace
+
+std::vector<Tensor> checkpoint(const CheckpointFn& fn, const std::vector<Tensor>& inputs) {
+  if (!fn) throw Error("checkpoint: empty function");
+  detail::AutogradState& st = detail::autograd_state();
+  // Nothing to save (no recording), tangents only (forward mode saves no
+  // activations), or a trace (which records the function's own ops): run fn.
+  if (!st.grad_enabled || st.recording.empty() || !st.forward.empty() || detail::tracing_graph()) return fn(inputs);
+  auto closure = std::make_shared<CheckpointClosure>();
+  closure->fn = fn;
+  closure->rng = get_rng_state();
+  closure->autocast = detail::autocast_snapshot();
+  closure->n_explicit = inputs.size();
+  std::vector<Tensor> outputs;
+  std::vector<Tensor> reads = detail::capture_external_reads(inputs, [&] {
+    detail::AutogradOff off;  // nothing recorded, nothing saved
+    outputs = fn(inputs);
+  });
+  for (Tensor& o : outputs) {  // fresh handles: never attach history to an input the function returned
+    if (!o.defined()) throw Error("checkpoint: the function returned an undefined tensor");
+    o = o.detach();
+  }
+  std::vector<Tensor> node_inputs = inputs;
+  node_inputs.insert(node_inputs.end(), reads.begin(), reads.end());
+  detail::record_node(kCheckpoint, node_inputs, outputs, nullptr, closure);
+  return outputs;
+}
+
+Tensor checkpoint(const std::function<Tensor(const Tensor&)>& fn, const Tensor& input) {
+  if (!fn) throw Error("checkpoint: empty function");
+  return checkpoint([fn](const std::vector<Tensor>& in) { return std::vector<Tensor>{fn(in[0])}; },
+                    std::vector<Tensor>{input})[0];
+}
+
+}  // namespace strata
