@@ -1,0 +1,11 @@
+// nn.hpp — the training toolkit (strata::nn): modules and layers, parameter
+// initialisers, losses and other functional building blocks, optimizers and
+// learning-rate schedules. See docs/training.md.
+#pragma once
+
+#include <strata/nn/functional.hpp>
+#include <strata/nn/init.hpp>
+#include <strata/nn/layers.hpp>
+#include <strata/nn/lr_scheduler.hpp>
+#include <strata/nn/module.hpp>
+#include <strata/nn/optim.hpp>

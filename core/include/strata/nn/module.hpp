@@ -1,0 +1,117 @@
+// nn/module.hpp — the Module base class of the training toolkit.
+//
+// A Module owns named parameters (leaf tensors with requires_grad), named
+// buffers (state that is saved but not trained) and named child modules, and
+// maps one input tensor to one output tensor with forward(). Names nest with
+// dots: a Sequential holding a Linear at index 0 names its weight
+// "0.weight", as PyTorch does, so state dicts read the same.
+//
+// Modules register their tensor members by address (register_parameter
+// takes a Tensor*), so that to(Device) and load_state_dict update the very
+// members forward() reads. Modules are therefore neither copyable nor
+// movable; hold them by value in place or through std::shared_ptr.
+#pragma once
+
+#include <functional>
+#include <memory>
+#include <strata/device.hpp>
+#include <strata/dtype.hpp>
+#include <strata/tensor.hpp>
+#include <string>
+#include <utility>
+#include <vector>
+
+namespace strata::nn {
+
+/// Named tensors in a fixed order: what state_dict() returns and
+/// load_state_dict() reads (and what checkpoint files hold).
+using NamedTensors = std::vector<std::pair<std::string, Tensor>>;
+
+/// Base class of every layer and model.
+class Module {
+ public:
+  Module() = default;
+  virtual ~Module() = default;
+  Module(const Module&) = delete;
+  Module& operator=(const Module&) = delete;
+  Module(Module&&) = delete;
+  Module& operator=(Module&&) = delete;
+
+  /// The computation of this module.
+  virtual Tensor forward(const Tensor& input) = 0;
+  /// Calls forward().
+  Tensor operator()(const Tensor& input) { return forward(input); }
+
+  /// The type's name, for messages ("Linear").
+  virtual std::string name() const { return "Module"; }
+
+  /// Every parameter of this module and its descendants, in registration
+  /// order (depth first), each once.
+  std::vector<Tensor> parameters() const;
+  /// The same with dotted names ("layers.0.weight").
+  NamedTensors named_parameters() const;
+  /// Every buffer of this module and its descendants, with dotted names.
+  NamedTensors named_buffers() const;
+  /// Direct children with their names.
+  std::vector<std::pair<std::string, std::shared_ptr<Module>>> named_children() const;
+  /// Direct children.
+  std::vector<std::shared_ptr<Module>> children() const;
+
+  /// Sets training mode on this module and its descendants (affects Dropout).
+  void train(bool on = true);
+  /// Same as train(false).
+  void eval() { train(false); }
+  /// Whether this module is in training mode (the default).
+  bool is_training() const { return training_; }
+
+  /// Moves every parameter and buffer to `device`. Parameters stay leaves
+  /// with requires_grad; their gradients are dropped (they belonged to the
+  /// old tensors). Returns *this.
+  Module& to(Device device);
+  /// Converts every floating parameter and buffer to `dtype` (same rules).
+  Module& to(DType dtype);
+
+  /// Clears the gradient of every parameter (grad() becomes undefined).
+  void zero_grad();
+
+  /// Parameters then buffers, with dotted names, as detached tensors that
+  /// share storage with the module's own.
+  NamedTensors state_dict() const;
+  /// Checks `state` against this module without changing anything: every
+  /// name present exactly once, none unexpected, shapes and dtypes equal.
+  /// Throws ValueError (missing, unexpected or duplicate names), ShapeError or
+  /// DTypeError naming the parameter and both shapes or dtypes.
+  void check_state_dict(const NamedTensors& state) const;
+  /// check_state_dict(), then copies the values into the parameters and
+  /// buffers in place (moved to each one's device). Nothing is changed when
+  /// the check fails.
+  void load_state_dict(const NamedTensors& state);
+
+ protected:
+  /// Registers `*param` under `name` and marks it requires_grad (when
+  /// defined and `requires_grad`). The pointer must stay valid as long as
+  /// this module lives: pass the address of a member. Returns *param.
+  Tensor& register_parameter(const std::string& name, Tensor* param, bool requires_grad = true);
+  /// Registers a buffer: saved in state_dict() and moved by to(), but not a
+  /// parameter.
+  Tensor& register_buffer(const std::string& name, Tensor* buffer);
+  /// Registers a child module; its parameters appear as "<name>.<param>".
+  template <typename M>
+  std::shared_ptr<M> register_module(const std::string& name, std::shared_ptr<M> module) {
+    add_child(name, module);
+    return module;
+  }
+
+ private:
+  void check_new_name(const std::string& name) const;
+  void add_child(const std::string& name, std::shared_ptr<Module> module);
+  void collect(const std::string& prefix, NamedTensors* params, NamedTensors* buffers) const;
+  void for_each_tensor(bool include_buffers, const std::function<void(Tensor&, bool is_param)>& fn);
+
+  std::vector<std::pair<std::string, Tensor*>> params_;
+  std::vector<std::pair<std::string, Tensor*>> buffers_;
+  std::vector<std::pair<std::string, std::shared_ptr<Module>>> children_;
+  bool training_ = true;
+};
+
+}  // namespace strata::nn

@@ -1,0 +1,76 @@
+// checkpoint_file.cpp — save_checkpoint / load_checkpoint: a module, an
+// optimizer and extra tensors in one safetensors file.
+#include <strata/error.hpp>
+#include <strata/serialize.hpp>
+#include <string>
+
+namespace strata {
+
+namespace fs = std::filesystem;
+
+namespace {
+constexpr const char* kModelPrefix = "model.";
+constexpr const char* kOptimizerPrefix = "optimizer.";
+constexpr const char* kExtraPrefix = "extra.";
+
+void add_prefixed(std::vector<std::pair<std::string, Tensor>>& out, const std::string& prefix,
+                  const std::vector<std::pair<std::string, Tensor>>& tensors) {
+  for (const auto& [n, t] : tensors) out.emplace_back(prefix + n, t);
+}
+
+bool strip(const std::string& name, const std::string& prefix, std::string* rest) {
+  if (name.size() <= prefix.size() || name.compare(0, prefix.size(), prefix) != 0) return false;
+  *rest = name.substr(prefix.size());
+  return true;
+}
+}  // namespace
+
+void save_checkpoint(const fs::path& path, const nn::Module& model, const nn::Optimizer* optimizer,
+                     const std::vector<std::pair<std::string, Tensor>>& extra,
+                     const std::map<std::string, std::string>& metadata) {
+  std::vector<std::pair<std::string, Tensor>> all;
+  add_prefixed(all, kModelPrefix, model.state_dict());
+  if (optimizer != nullptr) add_prefixed(all, kOptimizerPrefix, optimizer->state_dict());
+  add_prefixed(all, kExtraPrefix, extra);
+  save_tensors(path, all, metadata);
+}
+
+CheckpointExtras load_checkpoint(const fs::path& path, nn::Module& model, nn::Optimizer* optimizer) {
+  LoadedTensors loaded = load_tensors(path);
+  nn::NamedTensors model_state;
+  nn::NamedTensors optimizer_state;
+  CheckpointExtras extras;
+  extras.metadata = std::move(loaded.metadata);
+  for (auto& [n, t] : loaded.tensors) {
+    std::string rest;
+    if (strip(n, kModelPrefix, &rest)) {
+      model_state.emplace_back(rest, t);
+    } else if (strip(n, kOptimizerPrefix, &rest)) {
+      optimizer_state.emplace_back(rest, t);
+    } else if (strip(n, kExtraPrefix, &rest)) {
+      extras.tensors.emplace_back(rest, t);
+    } else {
+      throw SerializationError(
+          path, "not a strata checkpoint: entry '" + n + "' has none of the prefixes 'model.', 'optimizer.', 'extra.'");
+    }
+  }
+  // Check everything before changing anything.
+  try {
+    model.check_state_dict(model_state);
+  } catch (const Error& e) {
+    throw SerializationError(path, std::string("the checkpoint does not fit the model: ") + e.what());
+  }
+  if (optimizer != nullptr) {
+    if (optimizer_state.empty()) throw SerializationError(path, "the checkpoint holds no optimizer state");
+    try {
+      optimizer->check_state_dict(optimizer_state);
+    } catch (const Error& e) {
+      throw SerializationError(path, std::string("the checkpoint does not fit the optimizer: ") + e.what());
+    }
+  }
+  model.load_state_dict(model_state);
+  if (optimizer != nullptr) optimizer->load_state_dict(optimizer_state);
+  return extras;
+}
+
+}  // namespace strata

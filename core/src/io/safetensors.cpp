@@ -1,0 +1,445 @@
+// safetensors.cpp — save_tensors / load_tensors: the safetensors layout with
+// strata's checksum, written atomically.
+#include <fcntl.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <bit>
+#include <boost/crc.hpp>
+#include <cerrno>
+#include <cstdio>
+#include <cstring>
+#include <fstream>
+#include <limits>
+#include <nlohmann/json.hpp>
+#include <random>
+#include <set>
+#include <strata/error.hpp>
+#include <strata/serialize.hpp>
+#include <string>
+#include <vector>
+
+#include "../host_data.hpp"
+#include "../nn/util.hpp"
+#include "../runtime_internal.hpp"
+
+// The data buffer and the header length are little-endian on disk; tensors
+// are copied byte for byte, which is only right on a little-endian host.
+static_assert(std::endian::native == std::endian::little, "strata's file format code assumes a little-endian host");
+
+namespace strata {
+
+namespace fs = std::filesystem;
+using Json = nlohmann::ordered_json;
+using nn::detail::describe;
+using nn::detail::shape_str;
+
+SerializationError::SerializationError(fs::path path, const std::string& message)
+    : Error(path.string() + ": " + message), path_(std::move(path)) {}
+
+Tensor LoadedTensors::find(const std::string& name) const {
+  for (const auto& [n, t] : tensors) {
+    if (n == name) return t;
+  }
+  return Tensor();
+}
+
+namespace {
+
+/// Headers larger than this are refused (safetensors' own limit), so a
+/// foreign file's first 8 bytes cannot make us allocate gigabytes.
+constexpr uint64_t kMaxHeaderBytes = 100u << 20;
+
+struct DTypeCode {
+  DType dtype;
+  const char* code;
+};
+constexpr DTypeCode kCodes[] = {{DType::f32, "F32"},     {DType::f64, "F64"}, {DType::f16, "F16"},
+                                {DType::bf16, "BF16"},   {DType::i32, "I32"}, {DType::i64, "I64"},
+                                {DType::boolean, "BOOL"}};
+
+const char* dtype_code(DType t) {
+  for (const auto& c : kCodes) {
+    if (c.dtype == t) return c.code;
+  }
+  return "?";
+}
+
+std::string errno_text(int err) { return std::strerror(err); }
+
+std::string hex32(uint32_t v) {
+  char buf[9];
+  std::snprintf(buf, sizeof(buf), "%08x", v);
+  return buf;
+}
+
+// --- writing -----------------------------------------------------------------
+
+/// A temporary file next to the target, removed unless committed.
+class TempFile {
+ public:
+  TempFile(const fs::path& target) : target_(target) {
+    fs::path dir = target.parent_path().empty() ? fs::path(".") : target.parent_path();
+    std::random_device rd;
+    std::uniform_int_distribution<uint64_t> dist;
+    for (int attempt = 0; attempt < 16 && fd_ < 0; ++attempt) {
+      path_ = dir / ("." + target.filename().string() + ".tmp-" + std::to_string(::getpid()) + "-" +
+                     hex32(static_cast<uint32_t>(dist(rd))));
+      fd_ = ::open(path_.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0644);
+      if (fd_ < 0 && errno != EEXIST) break;
+    }
+    if (fd_ < 0) {
+      int err = errno;
+      std::string why = "cannot create a temporary file in directory '" + dir.string() + "': " + errno_text(err);
+      if (err == ENOENT) why = "directory '" + dir.string() + "' does not exist";
+      throw SerializationError(target_, why);
+    }
+  }
+  ~TempFile() {
+    if (fd_ >= 0) ::close(fd_);
+    if (!committed_) ::unlink(path_.c_str());
+  }
+  TempFile(const TempFile&) = delete;
+  TempFile& operator=(const TempFile&) = delete;
+
+  /// Writes all of `data` at `offset`.
+  void write_at(const void* data, size_t size, uint64_t offset) {
+    const auto* p = static_cast<const uint8_t*>(data);
+    while (size > 0) {
+      ssize_t n = ::pwrite(fd_, p, size, static_cast<off_t>(offset));
+      if (n < 0 && errno == EINTR) continue;
+      if (n <= 0) fail("cannot write", n < 0 ? errno : ENOSPC);
+      p += n;
+      size -= static_cast<size_t>(n);
+      offset += static_cast<uint64_t>(n);
+    }
+  }
+
+  /// fsync, close, rename over the target, sync the directory.
+  void commit() {
+    if (::fsync(fd_) != 0) fail("cannot flush to disk (fsync)", errno);
+    int fd = fd_;
+    fd_ = -1;
+    if (::close(fd) != 0) fail("cannot close", errno);
+    if (::rename(path_.c_str(), target_.c_str()) != 0) {
+      int err = errno;
+      std::string why = "cannot replace the file (rename from '" + path_.filename().string() + "'): " + errno_text(err);
+      if (err == EISDIR || fs::is_directory(target_)) why = "the target is a directory";
+      throw SerializationError(target_, why);
+    }
+    committed_ = true;
+    // Make the rename itself durable. The new file is complete either way,
+    // so a directory that cannot be opened or synced is not an error.
+    fs::path dir = target_.parent_path().empty() ? fs::path(".") : target_.parent_path();
+    int dfd = ::open(dir.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+    if (dfd >= 0) {
+      ::fsync(dfd);
+      ::close(dfd);
+    }
+  }
+
+ private:
+  [[noreturn]] void fail(const std::string& what, int err) {
+    throw SerializationError(target_, what + " temporary file '" + path_.filename().string() + "': " + errno_text(err));
+  }
+
+  fs::path target_;
+  fs::path path_;
+  int fd_ = -1;
+  bool committed_ = false;
+};
+
+void check_names(const fs::path& path, const std::vector<std::pair<std::string, Tensor>>& tensors,
+                 const std::map<std::string, std::string>& metadata) {
+  std::set<std::string> names;
+  for (const auto& [n, t] : tensors) {
+    if (n.empty()) throw ValueError("save_tensors(" + path.string() + "): empty tensor name");
+    if (n == "__metadata__") throw ValueError("save_tensors(" + path.string() + "): '__metadata__' is reserved");
+    if (!names.insert(n).second) throw ValueError("save_tensors(" + path.string() + "): duplicate name '" + n + "'");
+    if (!t.defined()) throw ValueError("save_tensors(" + path.string() + "): tensor '" + n + "' is undefined");
+  }
+  for (const char* key : {file_format::kFormatKey, file_format::kVersionKey, file_format::kChecksumKey}) {
+    if (metadata.contains(key)) {
+      throw ValueError("save_tensors(" + path.string() + "): metadata key '" + key + "' is reserved for strata");
+    }
+  }
+  if (path.empty() || path.filename().empty()) {
+    throw ValueError("save_tensors: '" + path.string() + "' does not name a file");
+  }
+}
+
+/// The JSON header padded with spaces so that the data starts 8-aligned.
+std::string make_header(const std::vector<std::pair<std::string, Tensor>>& tensors,
+                        const std::map<std::string, std::string>& metadata, const std::string& checksum) {
+  Json header = Json::object();
+  Json meta = Json::object();
+  for (const auto& [k, v] : metadata) meta[k] = v;
+  meta[file_format::kFormatKey] = file_format::kFormatName;
+  meta[file_format::kVersionKey] = file_format::kVersion;
+  meta[file_format::kChecksumKey] = checksum;
+  header["__metadata__"] = std::move(meta);
+  uint64_t offset = 0;
+  for (const auto& [n, t] : tensors) {
+    uint64_t bytes = static_cast<uint64_t>(t.numel()) * dtype_size(t.dtype());
+    header[n] =
+        Json{{"dtype", dtype_code(t.dtype())}, {"shape", t.sizes()}, {"data_offsets", {offset, offset + bytes}}};
+    offset += bytes;
+  }
+  std::string text = header.dump();
+  while ((text.size() + 8) % 8 != 0) text.push_back(' ');
+  return text;
+}
+
+// --- reading -----------------------------------------------------------------
+
+struct Entry {
+  std::string name;
+  DType dtype;
+  Shape shape;
+  uint64_t begin;
+  uint64_t end;
+};
+
+/// Parses the header, refusing duplicate keys (nlohmann keeps the last).
+Json parse_header(const fs::path& path, const std::string& text) {
+  std::vector<std::set<std::string>> keys;
+  std::string duplicate;
+  auto callback = [&](int, Json::parse_event_t event, Json& parsed) {
+    if (event == Json::parse_event_t::object_start) keys.emplace_back();
+    if (event == Json::parse_event_t::object_end) keys.pop_back();
+    if (event == Json::parse_event_t::key && !keys.empty() && duplicate.empty()) {
+      const std::string& k = parsed.get_ref<const std::string&>();
+      if (!keys.back().insert(k).second) duplicate = k;
+    }
+    return true;
+  };
+  Json header;
+  try {
+    header = Json::parse(text, callback);
+  } catch (const nlohmann::json::exception& e) {
+    throw SerializationError(path, std::string("malformed header JSON: ") + e.what());
+  }
+  if (!duplicate.empty()) throw SerializationError(path, "malformed header: duplicate key '" + duplicate + "'");
+  if (!header.is_object()) throw SerializationError(path, "malformed header: not a JSON object");
+  return header;
+}
+
+uint64_t json_count(const fs::path& path, const Json& v, const std::string& what) {
+  if (!v.is_number_unsigned()) {
+    throw SerializationError(path, "malformed header: " + what + " must be a non-negative integer, got " + v.dump());
+  }
+  return v.get<uint64_t>();
+}
+
+Entry parse_entry(const fs::path& path, const std::string& name, const Json& v) {
+  const std::string where = "tensor '" + name + "'";
+  if (!v.is_object()) throw SerializationError(path, "malformed header: " + where + " is not an object");
+  for (const auto& [k, x] : v.items()) {
+    if (k != "dtype" && k != "shape" && k != "data_offsets") {
+      throw SerializationError(path, "malformed header: " + where + " has an unknown key '" + k + "'");
+    }
+  }
+  for (const char* k : {"dtype", "shape", "data_offsets"}) {
+    if (!v.contains(k)) throw SerializationError(path, "malformed header: " + where + " has no '" + k + "'");
+  }
+  Entry e{.name = name, .dtype = DType::f32, .shape = {}, .begin = 0, .end = 0};
+  if (!v["dtype"].is_string())
+    throw SerializationError(path, "malformed header: dtype of " + where + " is not a string");
+  const std::string code = v["dtype"].get<std::string>();
+  const auto* known = std::find_if(std::begin(kCodes), std::end(kCodes), [&](const auto& c) { return code == c.code; });
+  if (known == std::end(kCodes)) {
+    throw SerializationError(
+        path, "unknown dtype '" + code + "' of " + where + " (strata reads F32, F64, F16, BF16, I32, I64, BOOL)");
+  }
+  e.dtype = known->dtype;
+  const Json& shape = v["shape"];
+  if (!shape.is_array()) throw SerializationError(path, "malformed header: shape of " + where + " is not an array");
+  uint64_t numel = 1;
+  bool overflow = false;
+  for (const Json& d : shape) {
+    uint64_t n = json_count(path, d, "a dim of " + where);
+    if (n > static_cast<uint64_t>(std::numeric_limits<int64_t>::max())) overflow = true;
+    if (n != 0 && numel > std::numeric_limits<uint64_t>::max() / n) overflow = true;
+    numel *= n;
+    e.shape.push_back(static_cast<int64_t>(n));
+  }
+  const Json& offsets = v["data_offsets"];
+  if (!offsets.is_array() || offsets.size() != 2) {
+    throw SerializationError(path, "malformed header: data_offsets of " + where + " must be [begin, end]");
+  }
+  e.begin = json_count(path, offsets[0], "data_offsets of " + where);
+  e.end = json_count(path, offsets[1], "data_offsets of " + where);
+  const uint64_t element = dtype_size(e.dtype);
+  if (overflow || numel > std::numeric_limits<uint64_t>::max() / element) {
+    throw SerializationError(path, "malformed header: shape " + shape.dump() + " of " + where + " is too large");
+  }
+  if (e.end < e.begin) {
+    throw SerializationError(path, "data_offsets [" + std::to_string(e.begin) + ", " + std::to_string(e.end) + "] of " +
+                                       where + " end before they begin");
+  }
+  if (e.end - e.begin != numel * element) {
+    throw SerializationError(path, where + " (" + code + " " + shape_str(e.shape) + ") needs " +
+                                       std::to_string(numel * element) + " bytes but its data_offsets [" +
+                                       std::to_string(e.begin) + ", " + std::to_string(e.end) + "] span " +
+                                       std::to_string(e.end - e.begin));
+  }
+  return e;
+}
+
+std::map<std::string, std::string> parse_metadata(const fs::path& path, const Json& v) {
+  if (!v.is_object()) throw SerializationError(path, "malformed header: __metadata__ is not an object");
+  std::map<std::string, std::string> out;
+  for (const auto& [k, x] : v.items()) {
+    if (!x.is_string()) {
+      throw SerializationError(path, "malformed header: __metadata__ value of '" + k + "' is not a string");
+    }
+    out[k] = x.get<std::string>();
+  }
+  return out;
+}
+
+/// Offsets inside the buffer, without overlaps; the buffer ends at the last
+/// tensor.
+void check_layout(const fs::path& path, std::vector<const Entry*> entries, uint64_t buffer_size) {
+  std::sort(entries.begin(), entries.end(), [](const Entry* a, const Entry* b) {
+    return a->begin != b->begin ? a->begin < b->begin : a->end < b->end;
+  });
+  uint64_t covered = 0;
+  const Entry* previous = nullptr;
+  for (const Entry* e : entries) {
+    if (e->end > buffer_size) {
+      throw SerializationError(path, "data_offsets [" + std::to_string(e->begin) + ", " + std::to_string(e->end) +
+                                         "] of tensor '" + e->name + "' lie beyond the data buffer (" +
+                                         std::to_string(buffer_size) + " bytes): the file is truncated or corrupted");
+    }
+    if (e->begin == e->end) continue;
+    if (previous != nullptr && e->begin < covered) {
+      throw SerializationError(path,
+                               "tensors '" + previous->name + "' and '" + e->name + "' overlap in the data buffer");
+    }
+    covered = e->end;
+    previous = e;
+  }
+  if (covered < buffer_size) {
+    throw SerializationError(path, std::to_string(buffer_size - covered) +
+                                       " unexpected bytes after the last tensor's data (corrupted file?)");
+  }
+}
+
+void read_exact(std::ifstream& in, const fs::path& path, void* dst, uint64_t size, uint64_t offset, const char* what) {
+  in.seekg(static_cast<std::streamoff>(offset));
+  in.read(static_cast<char*>(dst), static_cast<std::streamsize>(size));
+  if (static_cast<uint64_t>(in.gcount()) != size) {
+    throw SerializationError(path, std::string("cannot read ") + what + " (read " + std::to_string(in.gcount()) +
+                                       " of " + std::to_string(size) + " bytes)");
+  }
+}
+
+}  // namespace
+
+void save_tensors(const fs::path& path, const std::vector<std::pair<std::string, Tensor>>& tensors,
+                  const std::map<std::string, std::string>& metadata) {
+  check_names(path, tensors, metadata);
+  // The checksum has a fixed width, so the header's length is known before
+  // the data is read: write it with a placeholder, stream the tensors one at
+  // a time, then rewrite the header with the real checksum.
+  std::string header = make_header(tensors, metadata, hex32(0));
+  TempFile file(path);
+  const uint64_t length = header.size();
+  uint8_t prefix[8];
+  for (int i = 0; i < 8; ++i) prefix[i] = static_cast<uint8_t>(length >> (8 * i));
+  file.write_at(prefix, 8, 0);
+  uint64_t offset = 8 + length;
+  boost::crc_32_type crc;
+  for (const auto& [n, t] : tensors) {
+    std::vector<uint8_t> bytes = detail::read_bytes(t);
+    crc.process_bytes(bytes.data(), bytes.size());
+    file.write_at(bytes.data(), bytes.size(), offset);
+    offset += bytes.size();
+  }
+  header = make_header(tensors, metadata, hex32(crc.checksum()));
+  file.write_at(header.data(), header.size(), 8);
+  file.commit();
+}
+
+LoadedTensors load_tensors(const fs::path& path, std::optional<Device> device) {
+  std::error_code ec;
+  if (fs::is_directory(path, ec)) throw SerializationError(path, "is a directory, not a tensor file");
+  std::ifstream in(path, std::ios::binary);
+  if (!in) throw SerializationError(path, "cannot open: " + errno_text(errno));
+  const uint64_t file_size = fs::file_size(path, ec);
+  if (ec) throw SerializationError(path, "cannot read the file size: " + ec.message());
+  if (file_size < 8) {
+    throw SerializationError(path, "truncated or not a safetensors file: " + std::to_string(file_size) +
+                                       " bytes, fewer than the 8-byte header length");
+  }
+  uint8_t prefix[8];
+  read_exact(in, path, prefix, 8, 0, "the header length");
+  uint64_t length = 0;
+  for (int i = 7; i >= 0; --i) length = (length << 8) | prefix[i];
+  if (length > file_size - 8) {
+    throw SerializationError(path, "header length " + std::to_string(length) + " exceeds the file size (" +
+                                       std::to_string(file_size) + " bytes): truncated or not a safetensors file");
+  }
+  if (length > kMaxHeaderBytes) {
+    throw SerializationError(path, "header length " + std::to_string(length) + " exceeds the limit of " +
+                                       std::to_string(kMaxHeaderBytes) + " bytes: not a safetensors file?");
+  }
+  std::string text(length, '\0');
+  read_exact(in, path, text.data(), length, 8, "the header");
+  if (length == 0 || text[0] != '{') {
+    throw SerializationError(path, "not a safetensors file: the header does not start with '{'");
+  }
+  Json header = parse_header(path, text);
+
+  LoadedTensors out;
+  std::vector<Entry> entries;
+  for (const auto& [k, v] : header.items()) {
+    if (k == "__metadata__") {
+      out.metadata = parse_metadata(path, v);
+    } else {
+      entries.push_back(parse_entry(path, k, v));
+    }
+  }
+  const uint64_t buffer_size = file_size - 8 - length;
+  std::vector<const Entry*> ptrs;
+  for (const Entry& e : entries) ptrs.push_back(&e);
+  check_layout(path, ptrs, buffer_size);
+
+  std::vector<uint8_t> buffer(buffer_size);
+  read_exact(in, path, buffer.data(), buffer_size, 8 + length, "the data buffer");
+  auto format = out.metadata.find(file_format::kFormatKey);
+  if (format != out.metadata.end() && format->second == file_format::kFormatName) {
+    auto version = out.metadata.find(file_format::kVersionKey);
+    if (version == out.metadata.end() || version->second != file_format::kVersion) {
+      throw SerializationError(path, "unsupported strata-checkpoint format_version '" +
+                                         (version == out.metadata.end() ? std::string("<missing>") : version->second) +
+                                         "' (this build reads version " + file_format::kVersion + ")");
+    }
+    auto recorded = out.metadata.find(file_format::kChecksumKey);
+    if (recorded == out.metadata.end()) {
+      throw SerializationError(path, "corrupted: a strata checkpoint without its 'crc32' checksum");
+    }
+    boost::crc_32_type crc;
+    crc.process_bytes(buffer.data(), buffer.size());
+    if (hex32(crc.checksum()) != recorded->second) {
+      throw SerializationError(path, "corrupted: the CRC-32 of the data buffer is " + hex32(crc.checksum()) +
+                                         ", the header records " + recorded->second);
+    }
+  }
+
+  detail::DeviceRecord& record =
+      device && device->valid() ? detail::device_record(*device) : detail::default_device_record();
+  out.tensors.reserve(entries.size());
+  for (const Entry& e : entries) {
+    uint8_t* data = buffer.data() + e.begin;
+    if (e.dtype == DType::boolean) {
+      for (uint64_t i = e.begin; i < e.end; ++i) buffer[i] = buffer[i] != 0 ? 1 : 0;
+    }
+    out.tensors.emplace_back(e.name, detail::upload_bytes(data, e.dtype, e.shape, record));
+  }
+  return out;
+}
+
+}  // namespace strata

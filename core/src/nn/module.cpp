@@ -1,0 +1,239 @@
+// module.cpp — Module: registration, traversal, device moves, state dicts.
+#include <algorithm>
+#include <cstdio>
+#include <map>
+#include <set>
+#include <strata/autograd.hpp>
+#include <strata/error.hpp>
+#include <strata/nn/module.hpp>
+
+#include "util.hpp"
+
+namespace strata::nn {
+
+namespace detail {
+std::string num(double v) {
+  char buf[32];
+  std::snprintf(buf, sizeof(buf), "%.10g", v);
+  return buf;
+}
+}  // namespace detail
+
+using detail::describe;
+using detail::shape_str;
+
+void Module::check_new_name(const std::string& name) const {
+  if (name.empty() || name.find('.') != std::string::npos) {
+    throw ValueError(this->name() + ": invalid member name '" + name + "' (must be non-empty, without '.')");
+  }
+  auto taken = [&](const auto& list) {
+    return std::any_of(list.begin(), list.end(), [&](const auto& e) { return e.first == name; });
+  };
+  if (taken(params_) || taken(buffers_) || taken(children_)) {
+    throw ValueError(this->name() + ": the name '" + name + "' is already registered");
+  }
+}
+
+Tensor& Module::register_parameter(const std::string& name, Tensor* param, bool requires_grad) {
+  if (param == nullptr) throw ValueError(this->name() + ": register_parameter('" + name + "') with a null pointer");
+  check_new_name(name);
+  if (param->defined() && requires_grad && !param->requires_grad()) {
+    if (!is_floating(param->dtype())) {
+      throw DTypeError(this->name() + ": parameter '" + name + "' must be floating to require grad, got " +
+                       describe(*param));
+    }
+    param->set_requires_grad(true);
+  }
+  params_.emplace_back(name, param);
+  return *param;
+}
+
+Tensor& Module::register_buffer(const std::string& name, Tensor* buffer) {
+  if (buffer == nullptr) throw ValueError(this->name() + ": register_buffer('" + name + "') with a null pointer");
+  check_new_name(name);
+  buffers_.emplace_back(name, buffer);
+  return *buffer;
+}
+
+void Module::add_child(const std::string& name, std::shared_ptr<Module> module) {
+  if (!module) throw ValueError(this->name() + ": register_module('" + name + "') with a null module");
+  if (module.get() == this) throw ValueError(this->name() + ": a module cannot be its own child");
+  check_new_name(name);
+  children_.emplace_back(name, std::move(module));
+}
+
+void Module::collect(const std::string& prefix, NamedTensors* params, NamedTensors* buffers) const {
+  if (params != nullptr) {
+    for (const auto& [n, t] : params_) {
+      if (t->defined()) params->emplace_back(prefix + n, *t);
+    }
+  }
+  if (buffers != nullptr) {
+    for (const auto& [n, t] : buffers_) {
+      if (t->defined()) buffers->emplace_back(prefix + n, *t);
+    }
+  }
+  for (const auto& [n, child] : children_) child->collect(prefix + n + ".", params, buffers);
+}
+
+NamedTensors Module::named_parameters() const {
+  NamedTensors all;
+  collect("", &all, nullptr);
+  // A module shared by two parents (weight tying) appears once, under its
+  // first name.
+  NamedTensors out;
+  std::set<const TensorImpl*> seen;
+  for (auto& e : all) {
+    if (seen.insert(e.second.impl()).second) out.push_back(std::move(e));
+  }
+  return out;
+}
+
+std::vector<Tensor> Module::parameters() const {
+  std::vector<Tensor> out;
+  for (auto& [n, t] : named_parameters()) out.push_back(t);
+  return out;
+}
+
+NamedTensors Module::named_buffers() const {
+  NamedTensors all;
+  collect("", nullptr, &all);
+  return all;
+}
+
+std::vector<std::pair<std::string, std::shared_ptr<Module>>> Module::named_children() const { return children_; }
+
+std::vector<std::shared_ptr<Module>> Module::children() const {
+  std::vector<std::shared_ptr<Module>> out;
+  for (const auto& [n, c] : children_) out.push_back(c);
+  return out;
+}
+
+void Module::train(bool on) {
+  training_ = on;
+  for (auto& [n, c] : children_) c->train(on);
+}
+
+void Module::for_each_tensor(bool include_buffers, const std::function<void(Tensor&, bool)>& fn) {
+  for (auto& [n, t] : params_) {
+    if (t->defined()) fn(*t, true);
+  }
+  if (include_buffers) {
+    for (auto& [n, t] : buffers_) {
+      if (t->defined()) fn(*t, false);
+    }
+  }
+  for (auto& [n, c] : children_) c->for_each_tensor(include_buffers, fn);
+}
+
+namespace {
+/// A new leaf holding `value`'s data, requiring grad like `old` did.
+Tensor relink(const Tensor& old, const Tensor& value, bool is_param) {
+  if (value.impl() == old.impl()) return old;
+  Tensor leaf = value.detach();
+  if (is_param && old.requires_grad()) leaf.set_requires_grad(true);
+  return leaf;
+}
+}  // namespace
+
+Module& Module::to(Device device) {
+  NoGradGuard no_grad;
+  // Shared (tied) tensors must stay shared: move each storage once.
+  std::map<const TensorImpl*, Tensor> moved;
+  for_each_tensor(true, [&](Tensor& t, bool is_param) {
+    auto it = moved.find(t.impl());
+    if (it != moved.end()) {
+      t = it->second;
+      return;
+    }
+    Tensor next = relink(t, t.to(device), is_param);
+    moved.emplace(t.impl(), next);
+    t = next;
+  });
+  return *this;
+}
+
+Module& Module::to(DType dtype) {
+  if (!is_floating(dtype))
+    throw DTypeError(name() + ".to(" + std::string(dtype_name(dtype)) + "): not a floating dtype");
+  NoGradGuard no_grad;
+  std::map<const TensorImpl*, Tensor> converted;
+  for_each_tensor(true, [&](Tensor& t, bool is_param) {
+    if (!is_floating(t.dtype())) return;
+    auto it = converted.find(t.impl());
+    if (it != converted.end()) {
+      t = it->second;
+      return;
+    }
+    Tensor next = relink(t, t.to(dtype), is_param);
+    converted.emplace(t.impl(), next);
+    t = next;
+  });
+  return *this;
+}
+
+void Module::zero_grad() {
+  for_each_tensor(false, [](Tensor& t, bool) { t.zero_grad(); });
+}
+
+NamedTensors Module::state_dict() const {
+  NamedTensors out;
+  for (auto& [n, t] : named_parameters()) out.emplace_back(n, t.detach());
+  for (auto& [n, t] : named_buffers()) out.emplace_back(n, t.detach());
+  return out;
+}
+
+void Module::check_state_dict(const NamedTensors& state) const {
+  NamedTensors own = state_dict();
+  std::map<std::string, const Tensor*> given;
+  for (const auto& [n, t] : state) {
+    if (!given.emplace(n, &t).second) throw ValueError(name() + ".load_state_dict: duplicate entry '" + n + "'");
+  }
+  std::vector<std::string> missing;
+  std::set<std::string> expected;
+  for (const auto& [n, t] : own) {
+    expected.insert(n);
+    auto it = given.find(n);
+    if (it == given.end()) {
+      missing.push_back(n);
+      continue;
+    }
+    const Tensor& src = *it->second;
+    if (!src.defined()) throw ValueError(name() + ".load_state_dict: entry '" + n + "' is an undefined tensor");
+    if (src.sizes() != t.sizes()) {
+      throw ShapeError(name() + ".load_state_dict: shape mismatch for '" + n + "': the model has " +
+                       shape_str(t.shape()) + ", the state has " + shape_str(src.shape()));
+    }
+    if (src.dtype() != t.dtype()) {
+      throw DTypeError(name() + ".load_state_dict: dtype mismatch for '" + n + "': the model has " +
+                       std::string(dtype_name(t.dtype())) + ", the state has " + std::string(dtype_name(src.dtype())));
+    }
+  }
+  std::vector<std::string> unexpected;
+  for (const auto& [n, t] : state) {
+    if (!expected.contains(n)) unexpected.push_back(n);
+  }
+  if (!missing.empty() || !unexpected.empty()) {
+    auto join = [](const std::vector<std::string>& v) {
+      std::string s;
+      for (const auto& x : v) s += (s.empty() ? "'" : ", '") + x + "'";
+      return s.empty() ? std::string("none") : s;
+    };
+    throw ValueError(name() + ".load_state_dict: missing entries: " + join(missing) +
+                     "; unexpected entries: " + join(unexpected));
+  }
+}
+
+void Module::load_state_dict(const NamedTensors& state) {
+  check_state_dict(state);
+  std::map<std::string, const Tensor*> given;
+  for (const auto& [n, t] : state) given.emplace(n, &t);
+  NoGradGuard no_grad;
+  // The state_dict entries share storage with the members, so copying into
+  // them writes the members in place (tensor identity and requires_grad kept).
+  for (auto& [n, t] : state_dict()) {
+    t.copy_(given.at(n)->to(t.device()));
+  }
+}
+
+}  // namespace strata::nn

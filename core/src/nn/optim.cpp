@@ -1,0 +1,305 @@
+// optim.cpp — Optimizer base (state dicts), SGD, Adam and AdamW.
+#include <algorithm>
+#include <charconv>
+#include <cmath>
+#include <map>
+#include <set>
+#include <strata/autograd.hpp>
+#include <strata/error.hpp>
+#include <strata/nn/optim.hpp>
+#include <strata/ops.hpp>
+#include <string>
+
+#include "util.hpp"
+
+namespace strata::nn {
+
+using detail::describe;
+using detail::num;
+
+namespace {
+
+Tensor f64_scalar(double v) { return scalar_tensor(v, {.dtype = DType::f64}); }
+Tensor i64_scalar(int64_t v) { return scalar_tensor(static_cast<double>(v), {.dtype = DType::i64}); }
+
+/// The number of a 0-d tensor entry; ValueError unless it is a one-element
+/// tensor.
+double scalar_value(const std::string& owner, const std::string& name, const Tensor& t) {
+  if (!t.defined() || t.numel() != 1) {
+    throw ValueError(owner + ".load_state_dict: '" + name + "' must be a scalar, got " + describe(t));
+  }
+  return t.item<double>();
+}
+
+/// Parses "param.<i>.<buffer>"; false when `name` has another form.
+bool parse_param_entry(const std::string& name, size_t* index, std::string* buffer) {
+  const std::string prefix = "param.";
+  if (name.rfind(prefix, 0) != 0) return false;
+  size_t dot = name.find('.', prefix.size());
+  if (dot == std::string::npos || dot == prefix.size() || dot + 1 == name.size()) return false;
+  const char* first = name.data() + prefix.size();
+  const char* last = name.data() + dot;
+  auto [ptr, ec] = std::from_chars(first, last, *index);
+  if (ec != std::errc() || ptr != last) return false;
+  *buffer = name.substr(dot + 1);
+  return true;
+}
+
+}  // namespace
+
+Optimizer::Optimizer(std::vector<Tensor> params, double lr) : params_(std::move(params)), lr_(lr) {
+  if (params_.empty()) throw ValueError("optimizer: empty parameter list");
+  std::set<const TensorImpl*> seen;
+  for (size_t i = 0; i < params_.size(); ++i) {
+    const Tensor& p = params_[i];
+    if (!p.defined()) throw ValueError("optimizer: parameter " + std::to_string(i) + " is undefined");
+    if (!is_floating(p.dtype())) {
+      throw DTypeError("optimizer: parameter " + std::to_string(i) + " must be floating, got " + describe(p));
+    }
+    if (!seen.insert(p.impl()).second) {
+      throw ValueError("optimizer: parameter " + std::to_string(i) + " appears more than once");
+    }
+  }
+  if (!(lr >= 0.0)) throw ValueError("optimizer: lr must be >= 0, got " + num(lr));
+  state_.resize(params_.size());
+  param_steps_.assign(params_.size(), 0);
+}
+
+void Optimizer::zero_grad() {
+  for (Tensor& p : params_) p.zero_grad();
+}
+
+void Optimizer::set_lr(double lr) {
+  if (!(lr >= 0.0)) throw ValueError(name() + ": lr must be >= 0, got " + num(lr));
+  lr_ = lr;
+}
+
+Tensor& Optimizer::buffer(size_t param, const std::string& name) {
+  // std::map: references stay valid while other buffers are added.
+  return state_.at(param)[name];
+}
+
+NamedTensors Optimizer::state_dict() const {
+  NamedTensors out;
+  out.emplace_back("lr", f64_scalar(lr_));
+  for (const auto& [n, v] : hyperparameters()) out.emplace_back(n, f64_scalar(v));
+  out.emplace_back("step", i64_scalar(steps_));
+  for (size_t i = 0; i < state_.size(); ++i) {
+    for (const auto& [n, t] : state_[i]) {
+      if (t.defined()) out.emplace_back("param." + std::to_string(i) + "." + n, t.detach());
+    }
+    if (param_steps_[i] > 0) out.emplace_back("param." + std::to_string(i) + ".step", i64_scalar(param_steps_[i]));
+  }
+  return out;
+}
+
+void Optimizer::check_state_dict(const NamedTensors& state) const {
+  const std::string owner = name();
+  std::map<std::string, const Tensor*> given;
+  for (const auto& [n, t] : state) {
+    if (!given.emplace(n, &t).second) throw ValueError(owner + ".load_state_dict: duplicate entry '" + n + "'");
+  }
+  auto require = [&](const std::string& n) -> const Tensor& {
+    auto it = given.find(n);
+    if (it == given.end()) throw ValueError(owner + ".load_state_dict: missing entry '" + n + "'");
+    return *it->second;
+  };
+  double lr = scalar_value(owner, "lr", require("lr"));
+  if (!(lr >= 0.0)) throw ValueError(owner + ".load_state_dict: lr must be >= 0, got " + num(lr));
+  Hyperparameters values = hyperparameters();
+  for (auto& [n, v] : values) v = scalar_value(owner, n, require(n));
+  validate(values);
+  double steps = scalar_value(owner, "step", require("step"));
+  if (!(steps >= 0.0) || steps != std::floor(steps)) {
+    throw ValueError(owner + ".load_state_dict: 'step' must be a count >= 0, got " + num(steps));
+  }
+  std::set<std::string> known{"lr", "step"};
+  for (const auto& [n, v] : values) known.insert(n);
+  const std::vector<std::string> buffers = buffer_names();
+  for (const auto& [n, t] : state) {
+    if (known.contains(n)) continue;
+    size_t index = 0;
+    std::string buffer;
+    if (!parse_param_entry(n, &index, &buffer)) {
+      throw ValueError(owner + ".load_state_dict: unexpected entry '" + n + "'");
+    }
+    if (index >= params_.size()) {
+      throw ValueError(owner + ".load_state_dict: entry '" + n + "' names parameter " + std::to_string(index) +
+                       " but the optimizer has " + std::to_string(params_.size()));
+    }
+    if (std::find(buffers.begin(), buffers.end(), buffer) == buffers.end()) {
+      throw ValueError(owner + ".load_state_dict: unexpected entry '" + n + "' (" + owner + " keeps no '" + buffer +
+                       "' state)");
+    }
+    if (!t.defined()) throw ValueError(owner + ".load_state_dict: entry '" + n + "' is an undefined tensor");
+    if (buffer == "step") {
+      if (t.numel() != 1 || t.dtype() != DType::i64 || t.item<int64_t>() < 0) {
+        throw ValueError(owner + ".load_state_dict: '" + n + "' must be an i64 scalar >= 0, got " + describe(t));
+      }
+      continue;
+    }
+    const Tensor& p = params_[index];
+    if (t.sizes() != p.sizes()) {
+      throw ShapeError(owner + ".load_state_dict: shape mismatch for '" + n + "': parameter " + std::to_string(index) +
+                       " has " + detail::shape_str(p.shape()) + ", the state has " + detail::shape_str(t.shape()));
+    }
+    if (t.dtype() != p.dtype()) {
+      throw DTypeError(owner + ".load_state_dict: dtype mismatch for '" + n + "': parameter " + std::to_string(index) +
+                       " is " + std::string(dtype_name(p.dtype())) + ", the state has " +
+                       std::string(dtype_name(t.dtype())));
+    }
+  }
+}
+
+void Optimizer::load_state_dict(const NamedTensors& state) {
+  check_state_dict(state);
+  std::map<std::string, Tensor> given(state.begin(), state.end());
+  Hyperparameters values = hyperparameters();
+  for (auto& [n, v] : values) v = given.at(n).item<double>();
+  lr_ = given.at("lr").item<double>();
+  steps_ = given.at("step").item<int64_t>();
+  set_hyperparameters(values);
+  std::vector<std::map<std::string, Tensor>> fresh(params_.size());
+  std::vector<int64_t> steps(params_.size(), 0);
+  for (const auto& [n, t] : state) {
+    size_t index = 0;
+    std::string buffer;
+    if (!parse_param_entry(n, &index, &buffer)) continue;
+    if (buffer == "step") {
+      steps[index] = t.item<int64_t>();
+      continue;
+    }
+    // Steps replace state tensors rather than writing into them, so sharing
+    // storage with the caller's tensor is safe.
+    fresh[index][buffer] = t.detach().to(params_[index].device());
+  }
+  state_ = std::move(fresh);
+  param_steps_ = std::move(steps);
+}
+
+// --- SGD ---------------------------------------------------------------------
+
+SGD::SGD(std::vector<Tensor> params, SGDOptions options) : Optimizer(std::move(params), options.lr), options_(options) {
+  validate(hyperparameters());
+}
+
+Optimizer::Hyperparameters SGD::hyperparameters() const {
+  return {{"momentum", options_.momentum},
+          {"dampening", options_.dampening},
+          {"weight_decay", options_.weight_decay},
+          {"nesterov", options_.nesterov ? 1.0 : 0.0}};
+}
+
+void SGD::validate(const Hyperparameters& values) const {
+  std::map<std::string, double> v(values.begin(), values.end());
+  for (const char* key : {"momentum", "dampening", "weight_decay"}) {
+    if (!(v.at(key) >= 0.0)) throw ValueError(std::string("SGD: ") + key + " must be >= 0, got " + num(v.at(key)));
+  }
+  if (v.at("nesterov") != 0.0 && v.at("nesterov") != 1.0) {
+    throw ValueError("SGD: nesterov must be 0 or 1, got " + num(v.at("nesterov")));
+  }
+  if (v.at("nesterov") == 1.0 && (v.at("momentum") <= 0.0 || v.at("dampening") != 0.0)) {
+    throw ValueError("SGD: Nesterov momentum needs momentum > 0 and dampening = 0, got momentum=" +
+                     num(v.at("momentum")) + ", dampening=" + num(v.at("dampening")));
+  }
+}
+
+void SGD::set_hyperparameters(const Hyperparameters& values) {
+  std::map<std::string, double> v(values.begin(), values.end());
+  options_.momentum = v.at("momentum");
+  options_.dampening = v.at("dampening");
+  options_.weight_decay = v.at("weight_decay");
+  options_.nesterov = v.at("nesterov") != 0.0;
+}
+
+void SGD::step() {
+  NoGradGuard no_grad;
+  const double lr = this->lr();
+  const SGDOptions& o = options_;
+  for (size_t i = 0; i < params().size(); ++i) {
+    const Tensor& p = params()[i];
+    Tensor g = p.grad();
+    if (!g.defined()) continue;
+    g = g.detach();
+    if (o.weight_decay != 0.0) g = g + p.detach() * o.weight_decay;
+    if (o.momentum != 0.0) {
+      Tensor& buf = buffer(i, "momentum_buffer");
+      buf = buf.defined() ? buf * o.momentum + g * (1.0 - o.dampening) : g.clone();
+      g = o.nesterov ? g + buf * o.momentum : buf;
+    }
+    p.detach().copy_(p.detach() - g * lr);
+  }
+  count_step();
+}
+
+// --- Adam / AdamW ---------------------------------------------------------------
+
+Adam::Adam(std::vector<Tensor> params, AdamOptions options) : Adam(std::move(params), options, false) {}
+
+Adam::Adam(std::vector<Tensor> params, AdamOptions options, bool decoupled_weight_decay)
+    : Optimizer(std::move(params), options.lr), options_(options), decoupled_(decoupled_weight_decay) {
+  validate(hyperparameters());
+}
+
+Optimizer::Hyperparameters Adam::hyperparameters() const {
+  return {{"beta1", options_.beta1},
+          {"beta2", options_.beta2},
+          {"eps", options_.eps},
+          {"weight_decay", options_.weight_decay}};
+}
+
+void Adam::validate(const Hyperparameters& values) const {
+  std::map<std::string, double> v(values.begin(), values.end());
+  for (const char* key : {"beta1", "beta2"}) {
+    if (!(v.at(key) >= 0.0 && v.at(key) < 1.0)) {
+      throw ValueError(name() + ": " + key + " must be in [0, 1), got " + num(v.at(key)));
+    }
+  }
+  for (const char* key : {"eps", "weight_decay"}) {
+    if (!(v.at(key) >= 0.0)) throw ValueError(name() + ": " + key + " must be >= 0, got " + num(v.at(key)));
+  }
+}
+
+void Adam::set_hyperparameters(const Hyperparameters& values) {
+  std::map<std::string, double> v(values.begin(), values.end());
+  options_.beta1 = v.at("beta1");
+  options_.beta2 = v.at("beta2");
+  options_.eps = v.at("eps");
+  options_.weight_decay = v.at("weight_decay");
+}
+
+void Adam::step() {
+  NoGradGuard no_grad;
+  const double lr = this->lr();
+  const AdamOptions& o = options_;
+  for (size_t i = 0; i < params().size(); ++i) {
+    const Tensor& p = params()[i];
+    Tensor g = p.grad();
+    if (!g.defined()) continue;
+    g = g.detach();
+    Tensor value = p.detach();
+    if (o.weight_decay != 0.0) {
+      if (decoupled_) {
+        value = value * (1.0 - lr * o.weight_decay);
+      } else {
+        g = g + value * o.weight_decay;
+      }
+    }
+    Tensor& m = buffer(i, "exp_avg");
+    Tensor& v = buffer(i, "exp_avg_sq");
+    m = m.defined() ? m * o.beta1 + g * (1.0 - o.beta1) : g * (1.0 - o.beta1);
+    v = v.defined() ? v * o.beta2 + square(g) * (1.0 - o.beta2) : square(g) * (1.0 - o.beta2);
+    // The step count lives on the host, so the bias corrections are computed
+    // in double without reading the device.
+    const int64_t step = ++param_step(i);
+    const double bc1 = 1.0 - std::pow(o.beta1, static_cast<double>(step));
+    const double bc2 = 1.0 - std::pow(o.beta2, static_cast<double>(step));
+    Tensor denom = sqrt(v) * (1.0 / std::sqrt(bc2)) + o.eps;
+    p.detach().copy_(value - m / denom * (lr / bc1));
+  }
+  count_step();
+}
+
+AdamW::AdamW(std::vector<Tensor> params, AdamOptions options) : Adam(std::move(params), options, true) {}
+
+}  // namespace strata::nn

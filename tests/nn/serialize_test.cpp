@@ -1,0 +1,363 @@
+// serialize_test.cpp — tensor and checkpoint files: round trips of every
+// dtype, files of other safetensors writers, every kind of damaged or foreign
+// file, atomic writes that leave the previous file intact, and model +
+// optimizer checkpoints.
+#include <gtest/gtest.h>
+#include <sys/resource.h>
+#include <unistd.h>
+
+#include <csignal>
+#include <cstring>
+#include <filesystem>
+#include <fstream>
+#include <strata/strata.hpp>
+
+#include "nn_test_util.hpp"
+
+namespace {
+
+using namespace strata;
+using namespace nn_test;
+namespace fs = std::filesystem;
+
+class Files : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    const auto* info = ::testing::UnitTest::GetInstance()->current_test_info();
+    dir_ = fs::temp_directory_path() / ("strata_nn_" + std::string(info->name()) + "_" + std::to_string(::getpid()));
+    fs::remove_all(dir_);
+    fs::create_directories(dir_);
+  }
+  void TearDown() override {
+    std::error_code ec;
+    fs::permissions(dir_, fs::perms::owner_all, fs::perm_options::add, ec);
+    fs::remove_all(dir_, ec);
+  }
+
+  /// Files in the test directory other than `keep` (leftover temp files).
+  std::vector<std::string> others(const std::vector<std::string>& keep) const {
+    std::vector<std::string> out;
+    for (const auto& e : fs::directory_iterator(dir_)) {
+      std::string name = e.path().filename().string();
+      if (std::find(keep.begin(), keep.end(), name) == keep.end()) out.push_back(name);
+    }
+    return out;
+  }
+
+  static std::string read_all(const fs::path& p) {
+    std::ifstream in(p, std::ios::binary);
+    return {std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>()};
+  }
+  static void write_all(const fs::path& p, const std::string& bytes) {
+    std::ofstream out(p, std::ios::binary | std::ios::trunc);
+    out.write(bytes.data(), static_cast<std::streamsize>(bytes.size()));
+  }
+  /// A safetensors file as another writer would produce it.
+  static std::string safetensors(const std::string& header, const std::string& data) {
+    std::string out(8, '\0');
+    for (int i = 0; i < 8; ++i) out[static_cast<size_t>(i)] = static_cast<char>((header.size() >> (8 * i)) & 0xff);
+    return out + header + data;
+  }
+  /// Expects load_tensors(p) to throw a SerializationError naming the path
+  /// and containing `part`.
+  static void expect_load_error(const fs::path& p, const std::string& part) {
+    try {
+      load_tensors(p);
+      ADD_FAILURE() << "expected a SerializationError containing '" << part << "'";
+    } catch (const SerializationError& e) {
+      std::string msg = e.what();
+      EXPECT_EQ(e.path(), p);
+      EXPECT_NE(msg.find(p.string()), std::string::npos) << msg;
+      EXPECT_NE(msg.find(part), std::string::npos) << "'" << part << "' not in: " << msg;
+    }
+  }
+
+  fs::path dir_;
+};
+
+TEST_F(Files, RoundTripOfEveryDTypeAndLayout) {
+  manual_seed(1);
+  Tensor base = randn({3, 4}, {.dtype = DType::f64});
+  std::vector<std::pair<std::string, Tensor>> tensors = {
+      {"f32", randn({2, 3})},
+      {"f64.transposed", base.mT()},  // non-contiguous
+      {"f16", randn({5}, {.dtype = DType::f16})},
+      {"bf16.sliced", randn({6, 2}, {.dtype = DType::bf16}).slice(0, 1, 6, 2)},  // strided view
+      {"i32", from_data(std::vector<int32_t>{-7, 0, 2147483647}, {3})},
+      {"i64", make_i64({-9000000000000LL, 1, 2, 3}, {2, 1, 2})},
+      {"bool", gt(randn({4}), scalar_tensor(0.0))},
+      {"scalar", scalar_tensor(2.5, {.dtype = DType::f64})},
+      {"empty", zeros({0, 3})},
+  };
+  fs::path p = dir_ / "all.safetensors";
+  save_tensors(p, tensors, {{"note", "hello"}});
+  LoadedTensors loaded = load_tensors(p, Device("cpu:0"));
+  ASSERT_EQ(loaded.tensors.size(), tensors.size());
+  for (size_t i = 0; i < tensors.size(); ++i) {
+    const auto& [name, t] = tensors[i];
+    const Tensor& u = loaded.tensors[i].second;
+    EXPECT_EQ(loaded.tensors[i].first, name);
+    EXPECT_EQ(u.dtype(), t.dtype()) << name;
+    EXPECT_EQ(u.sizes(), t.sizes()) << name;
+    EXPECT_TRUE(u.is_contiguous()) << name;
+    if (t.dtype() == DType::i64) {
+      EXPECT_EQ(u.to_vector<int64_t>(), t.to_vector<int64_t>()) << name;
+    } else {
+      EXPECT_EQ(u.to_vector<double>(), t.to_vector<double>()) << name;  // bit-exact for every dtype
+    }
+  }
+  EXPECT_EQ(loaded.metadata.at("note"), "hello");
+  EXPECT_EQ(loaded.metadata.at("format"), "strata-checkpoint");
+  EXPECT_EQ(loaded.metadata.at("format_version"), "1");
+  EXPECT_EQ(loaded.metadata.at("crc32").size(), 8u);
+  EXPECT_TRUE(loaded.find("scalar").defined());
+  EXPECT_FALSE(loaded.find("nope").defined());
+  // The layout other tools expect: header length, '{', data 8-aligned.
+  std::string bytes = read_all(p);
+  uint64_t n = 0;
+  for (int i = 7; i >= 0; --i) n = (n << 8) | static_cast<uint8_t>(bytes[static_cast<size_t>(i)]);
+  EXPECT_EQ(bytes[8], '{');
+  EXPECT_EQ((8 + n) % 8, 0u);
+  EXPECT_NE(bytes.find("\"dtype\":\"BF16\""), std::string::npos);
+  EXPECT_EQ(others({"all.safetensors"}), std::vector<std::string>{});  // no temp file left
+}
+
+TEST_F(Files, ReadsFilesOfOtherSafetensorsWriters) {
+  // As written by the Python safetensors package: metadata {"format": "pt"},
+  // no checksum.
+  std::string data(12, '\0');
+  float values[3] = {1.5f, -2.0f, 3.25f};
+  std::memcpy(data.data(), values, 12);
+  std::string header = R"({"__metadata__":{"format":"pt"},"w":{"dtype":"F32","shape":[3],"data_offsets":[0,12]}})";
+  fs::path p = dir_ / "torch.safetensors";
+  write_all(p, safetensors(header, data));
+  LoadedTensors loaded = load_tensors(p);
+  ASSERT_EQ(loaded.tensors.size(), 1u);
+  EXPECT_EQ(loaded.tensors[0].second.to_vector<float>(), (std::vector<float>{1.5f, -2.0f, 3.25f}));
+  EXPECT_EQ(loaded.metadata.at("format"), "pt");
+  // Without any metadata, with space padding after the JSON.
+  fs::path q = dir_ / "bare.safetensors";
+  write_all(q, safetensors(R"({"w":{"dtype":"F32","shape":[3],"data_offsets":[0,12]}})" + std::string(5, ' '), data));
+  EXPECT_EQ(load_tensors(q).tensors[0].second.to_vector<float>()[2], 3.25f);
+  // Corrupting such a file's data cannot be detected (no checksum): it loads.
+  std::string bytes = read_all(q);
+  bytes[bytes.size() - 1] ^= 0x01;
+  write_all(q, bytes);
+  EXPECT_NO_THROW(load_tensors(q));
+}
+
+TEST_F(Files, DamagedAndForeignFilesAreNamedErrors) {
+  fs::path good = dir_ / "good.safetensors";
+  save_tensors(good, {{"a", randn({4, 4})}, {"b", randn({3})}});
+  const std::string bytes = read_all(good);
+  fs::path p = dir_ / "bad.safetensors";
+
+  write_all(p, bytes.substr(0, bytes.size() - 5));
+  expect_load_error(p, "truncated");
+  write_all(p, bytes.substr(0, 5));
+  expect_load_error(p, "fewer than the 8-byte header length");
+  write_all(p, bytes.substr(0, 40));
+  expect_load_error(p, "exceeds the file size");
+
+  std::string corrupt = bytes;
+  corrupt[corrupt.size() - 3] ^= 0x10;
+  write_all(p, corrupt);
+  expect_load_error(p, "corrupted");
+
+  std::string trailing = bytes + "xyz";
+  write_all(p, trailing);
+  expect_load_error(p, "3 unexpected bytes");
+
+  write_all(p, "#!/bin/sh\necho this is a shell script, not a tensor file\n");
+  expect_load_error(p, "not a safetensors file");
+  write_all(p, safetensors("[1, 2, 3]", ""));
+  expect_load_error(p, "does not start with '{'");
+  write_all(p, safetensors("{\"a\": {\"dtype\": ", ""));
+  expect_load_error(p, "malformed header JSON");
+  write_all(p, safetensors(R"({"a":{"dtype":"F8_E4M3","shape":[2],"data_offsets":[0,2]}})", "xx"));
+  expect_load_error(p, "unknown dtype 'F8_E4M3'");
+  write_all(p, safetensors(R"({"a":{"dtype":"F32","shape":[2],"data_offsets":[0,4]}})", "xxxx"));
+  expect_load_error(p, "needs 8 bytes");
+  write_all(p, safetensors(R"({"a":{"dtype":"F32","shape":[2],"data_offsets":[8,16]}})", "xxxxxxxx"));
+  expect_load_error(p, "beyond the data buffer");
+  write_all(p, safetensors(R"({"a":{"dtype":"F32","shape":[2],"data_offsets":[0,8]},)"
+                           R"("b":{"dtype":"F32","shape":[1],"data_offsets":[4,8]}})",
+                           "xxxxxxxx"));
+  expect_load_error(p, "overlap");
+  write_all(p, safetensors(R"({"a":{"dtype":"F32","shape":[1],"data_offsets":[0,4]},)"
+                           R"("a":{"dtype":"F32","shape":[1],"data_offsets":[4,8]}})",
+                           "xxxxxxxx"));
+  expect_load_error(p, "duplicate key 'a'");
+  write_all(p, safetensors(R"({"a":{"dtype":"F32","shape":[-1],"data_offsets":[0,4]}})", "xxxx"));
+  expect_load_error(p, "non-negative integer");
+  write_all(p, safetensors(R"({"a":{"dtype":"F32","shape":[1]}})", "xxxx"));
+  expect_load_error(p, "no 'data_offsets'");
+  write_all(p, safetensors(R"({"__metadata__":{"format":"strata-checkpoint","format_version":"7","crc32":"0"}})", ""));
+  expect_load_error(p, "unsupported strata-checkpoint format_version '7'");
+  write_all(p, safetensors(R"({"__metadata__":{"format":"strata-checkpoint","format_version":"1"}})", ""));
+  expect_load_error(p, "without its 'crc32' checksum");
+  expect_load_error(dir_ / "missing.safetensors", "cannot open");
+  expect_load_error(dir_, "is a directory");
+}
+
+TEST_F(Files, BadArgumentsAreRejectedBeforeWriting) {
+  fs::path p = dir_ / "x.safetensors";
+  expect_error<ValueError>([&] { save_tensors(p, {{"a", zeros({1})}, {"a", zeros({1})}}); }, {"duplicate name 'a'"});
+  expect_error<ValueError>([&] { save_tensors(p, {{"", zeros({1})}}); }, {"empty tensor name"});
+  expect_error<ValueError>([&] { save_tensors(p, {{"a", Tensor()}}); }, {"'a' is undefined"});
+  expect_error<ValueError>([&] { save_tensors(p, {{"a", zeros({1})}}, {{"crc32", "0"}}); }, {"reserved"});
+  EXPECT_FALSE(fs::exists(p));
+  EXPECT_EQ(others({}), std::vector<std::string>{});
+}
+
+TEST_F(Files, FailedSavesLeaveThePreviousFileIntact) {
+  fs::path p = dir_ / "model.safetensors";
+  save_tensors(p, {{"w", full({4}, 1.0)}});
+  const std::string before = read_all(p);
+
+  // A directory that does not exist.
+  try {
+    save_tensors(dir_ / "no" / "such" / "dir" / "m.safetensors", {{"w", zeros({1})}});
+    ADD_FAILURE() << "expected a SerializationError";
+  } catch (const SerializationError& e) {
+    EXPECT_NE(std::string(e.what()).find("does not exist"), std::string::npos) << e.what();
+  }
+  // The target is a directory: the rename fails, the temp file is removed.
+  fs::create_directory(dir_ / "taken");
+  try {
+    save_tensors(dir_ / "taken", {{"w", zeros({1})}});
+    ADD_FAILURE() << "expected a SerializationError";
+  } catch (const SerializationError& e) {
+    EXPECT_NE(std::string(e.what()).find("is a directory"), std::string::npos) << e.what();
+    EXPECT_EQ(e.path(), dir_ / "taken");
+  }
+  EXPECT_TRUE(fs::is_directory(dir_ / "taken"));
+
+  // The disk "fills up" in the middle of the data: a file size limit makes
+  // write() fail with EFBIG (this works as root, unlike permissions).
+  struct rlimit old_limit {};
+  ASSERT_EQ(getrlimit(RLIMIT_FSIZE, &old_limit), 0);
+  auto old_handler = std::signal(SIGXFSZ, SIG_IGN);
+  struct rlimit small = old_limit;
+  small.rlim_cur = 4096;
+  ASSERT_EQ(setrlimit(RLIMIT_FSIZE, &small), 0);
+  bool threw = false;
+  try {
+    save_tensors(p, {{"w", zeros({100000})}});
+  } catch (const SerializationError& e) {
+    threw = true;
+    EXPECT_NE(std::string(e.what()).find("cannot write"), std::string::npos) << e.what();
+  }
+  setrlimit(RLIMIT_FSIZE, &old_limit);
+  std::signal(SIGXFSZ, old_handler);
+  EXPECT_TRUE(threw);
+
+  EXPECT_EQ(read_all(p), before);
+  EXPECT_EQ(load_tensors(p).tensors[0].second.to_vector<float>(), std::vector<float>(4, 1.0f));
+  EXPECT_EQ(others({"model.safetensors", "taken"}), std::vector<std::string>{});
+}
+
+TEST_F(Files, ReadOnlyDirectory) {
+  fs::path ro = dir_ / "ro";
+  fs::create_directory(ro);
+  save_tensors(ro / "m.safetensors", {{"w", full({2}, 3.0)}});
+  fs::permissions(ro, fs::perms::owner_read | fs::perms::owner_exec);
+  if (::access(ro.c_str(), W_OK) == 0) {
+    GTEST_SKIP() << "running as root (or with CAP_DAC_OVERRIDE): permissions do not block writes here; the "
+                    "failure paths are covered by FailedSavesLeaveThePreviousFileIntact";
+  }
+  try {
+    save_tensors(ro / "m.safetensors", {{"w", zeros({2})}});
+    ADD_FAILURE() << "expected a SerializationError";
+  } catch (const SerializationError& e) {
+    EXPECT_NE(std::string(e.what()).find("cannot create a temporary file"), std::string::npos) << e.what();
+  }
+  EXPECT_EQ(load_tensors(ro / "m.safetensors").tensors[0].second.to_vector<float>(), (std::vector<float>{3, 3}));
+}
+
+/// A small model for checkpoint tests.
+std::shared_ptr<nn::Sequential> make_model() {
+  return std::make_shared<nn::Sequential>(std::initializer_list<std::shared_ptr<nn::Module>>{
+      std::make_shared<nn::Linear>(3, 8), std::make_shared<nn::Tanh>(), std::make_shared<nn::LayerNorm>(Shape{8}),
+      std::make_shared<nn::Linear>(8, 2)});
+}
+
+/// One training step on fixed data; returns the loss.
+double train_step(nn::Module& model, nn::Optimizer& opt, const Tensor& x, const Tensor& y) {
+  opt.zero_grad();
+  Tensor loss = nn::functional::cross_entropy(model(x), y);
+  loss.backward();
+  opt.step();
+  return loss.item<double>();
+}
+
+TEST_F(Files, CheckpointResumesTrainingBitForBit) {
+  manual_seed(11);
+  Tensor x = randn({16, 3});
+  Tensor y = make_i64({0, 1, 1, 0, 1, 0, 0, 1, 1, 1, 0, 0, 1, 0, 1, 0}, {16});
+  auto model = make_model();
+  nn::Adam opt(model->parameters(), {.lr = 0.01, .weight_decay = 0.01});
+  for (int i = 0; i < 3; ++i) train_step(*model, opt, x, y);
+  GradScaler scaler;
+  fs::path p = dir_ / "ckpt.safetensors";
+  save_checkpoint(p, *model, &opt, scaler.state_dict(), {{"epoch", "3"}});
+  std::vector<double> continued;
+  for (int i = 0; i < 3; ++i) continued.push_back(train_step(*model, opt, x, y));
+
+  manual_seed(99);  // different initial weights
+  auto resumed = make_model();
+  nn::Adam opt2(resumed->parameters(), {.lr = 0.5});
+  CheckpointExtras extras = load_checkpoint(p, *resumed, &opt2);
+  EXPECT_EQ(extras.metadata.at("epoch"), "3");
+  ASSERT_EQ(extras.tensors.size(), 3u);
+  GradScaler scaler2({.init_scale = 8.0});
+  scaler2.load_state_dict(extras.tensors);
+  EXPECT_EQ(scaler2.get_scale(), scaler.get_scale());
+  EXPECT_EQ(opt2.lr(), 0.01);
+  EXPECT_EQ(opt2.options().weight_decay, 0.01);
+  std::vector<double> after;
+  for (int i = 0; i < 3; ++i) after.push_back(train_step(*resumed, opt2, x, y));
+  EXPECT_EQ(after, continued);
+  auto a = model->state_dict(), b = resumed->state_dict();
+  for (size_t i = 0; i < a.size(); ++i) EXPECT_EQ(a[i].second.to_vector<float>(), b[i].second.to_vector<float>());
+}
+
+TEST_F(Files, CheckpointMismatchIsNamedAndLoadsNothing) {
+  manual_seed(12);
+  auto model = make_model();
+  nn::SGD opt(model->parameters(), {.lr = 0.1, .momentum = 0.9});
+  fs::path p = dir_ / "ckpt.safetensors";
+  save_checkpoint(p, *model, &opt);
+
+  nn::Sequential wider{std::make_shared<nn::Linear>(3, 8), std::make_shared<nn::Tanh>(),
+                       std::make_shared<nn::LayerNorm>(Shape{8}), std::make_shared<nn::Linear>(8, 3)};
+  std::vector<float> before = wider.parameters()[0].to_vector<float>();
+  try {
+    load_checkpoint(p, wider);
+    ADD_FAILURE() << "expected a SerializationError";
+  } catch (const SerializationError& e) {
+    std::string msg = e.what();
+    for (const char* part : {"ckpt.safetensors", "3.weight", "[3, 8]", "[2, 8]"}) {
+      EXPECT_NE(msg.find(part), std::string::npos) << part << " not in: " << msg;
+    }
+  }
+  EXPECT_EQ(wider.parameters()[0].to_vector<float>(), before);  // nothing loaded
+
+  // The model fits but the optimizer does not (Adam has other state): the
+  // model must stay untouched too.
+  manual_seed(13);
+  auto same = make_model();
+  nn::Adam adam(same->parameters());
+  std::vector<float> same_before = same->parameters()[0].to_vector<float>();
+  EXPECT_THROW(load_checkpoint(p, *same, &adam), SerializationError);
+  EXPECT_EQ(same->parameters()[0].to_vector<float>(), same_before);
+
+  // A checkpoint without optimizer state cannot fill an optimizer.
+  fs::path model_only = dir_ / "model_only.safetensors";
+  save_checkpoint(model_only, *model);
+  expect_error<SerializationError>([&] { load_checkpoint(model_only, *same, &adam); }, {"no optimizer state"});
+  EXPECT_NO_THROW(load_checkpoint(model_only, *same));
+  EXPECT_EQ(same->parameters()[0].to_vector<float>(), model->parameters()[0].to_vector<float>());
+}
+
+}  // namespace
