@@ -14,6 +14,7 @@ packages=(
   libgtest-dev libgmock-dev googletest
   libbenchmark-dev        # bench/
   libopenblas-dev         # peer for the GEMM benchmark
+  zlib1g-dev              # the examples read data/digits.csv.gz
   libvulkan-dev glslc     # the Vulkan plugin: loader and the GLSL->SPIR-V compiler
   mesa-vulkan-drivers     # lavapipe, so the Vulkan tests run on a CPU-only machine
 )

@@ -6,6 +6,7 @@
 // and non-contiguous operands.
 #include <gtest/gtest.h>
 
+#include <cmath>
 #include <functional>
 #include <strata/strata.hpp>
 #include <string>
@@ -151,6 +152,21 @@ TEST_P(HigherOrder, EachOrderMatchesFiniteDifferences) {
     strata::GradcheckResult r = strata::gradcheck(orders[static_cast<size_t>(order - 1)], x, options);
     EXPECT_TRUE(r.ok) << c.name << ", derivative order " << order << ": " << r.message;
   }
+}
+
+// Forward-over-reverse needs the tangents of outputs that rules saved (tanh,
+// exp, softmax save y): it must agree with reverse-over-reverse for every op.
+TEST_P(HigherOrder, ForwardOverReverseHvpEqualsReverseOverReverse) {
+  const OpCase& c = GetParam();
+  if (c.max_order < 2) GTEST_SKIP() << c.name << " is piecewise linear: its Hessian is zero almost everywhere";
+  Tensor x = f64_uniform(c.shape, c.lo, c.hi, 1);
+  Tensor w_out = f64_uniform(c.op(x).sizes(), 0.5, 1.5, 2);
+  Tensor v = f64_uniform(c.shape, -1.0, 1.0, 5);
+  auto op = c.op;
+  Fn f = [op, w_out](const Tensor& t) { return strata::sum(op(t) * w_out); };
+  std::vector<double> a = strata::hvp(f, x, v, strata::HvpMode::forward_over_reverse).to_vector<double>();
+  std::vector<double> b = strata::hvp(f, x, v, strata::HvpMode::reverse_over_reverse).to_vector<double>();
+  for (size_t i = 0; i < a.size(); ++i) EXPECT_NEAR(a[i], b[i], 1e-10 * (1.0 + std::fabs(b[i]))) << c.name << " " << i;
 }
 
 INSTANTIATE_TEST_SUITE_P(Ops, HigherOrder, ::testing::ValuesIn(cases()),

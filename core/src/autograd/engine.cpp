@@ -57,11 +57,13 @@ Tensor unpack(const SavedTensor& s, const std::shared_ptr<Node>& node, bool diff
                 ") was modified in place after it was saved (version " + std::to_string(s.version) + " -> " +
                 std::to_string(s.data.impl()->storage->version.load()) + "); clone it before modifying");
   }
-  if (!s.is_output || !differentiable) return s.data;
+  if (!s.is_output || (!differentiable && s.tangents.empty())) return s.data;
   // Re-link a saved output to its node so that rules using it stay
-  // differentiable (higher order) — only for the duration of the pass.
+  // differentiable (higher order) — only for the duration of the pass —
+  // and give it back its forward-mode tangents.
   Tensor alias = make_view(s.data, s.data.shape(), s.data.strides(), s.data.offset());
-  if (is_floating(alias.dtype())) {
+  if (!s.tangents.empty()) meta_of(alias).tangents = s.tangents;
+  if (differentiable && is_floating(alias.dtype())) {
     AutogradMeta& m = meta_of(alias);
     m.grad_fn = node;
     m.output_nr = s.output_nr;

@@ -67,6 +67,11 @@ struct SavedTensor {
   uint32_t version = 0;
   bool is_output = false;
   int output_nr = 0;
+  /// Outputs under forward mode: their tangents (plain aliases, so the node
+  /// never owns history that could lead back to it), re-attached when the
+  /// node runs backward so that rules using the output carry its tangent
+  /// (forward-over-reverse).
+  std::vector<std::pair<uint64_t, Tensor>> tangents;
 };
 
 /// Where a node sends the gradient of one of its inputs.

@@ -222,7 +222,7 @@ void record_reverse(const OpDef& op, std::span<const Tensor> inputs, std::span<T
   node->inputs.reserve(inputs.size());
   node->next.reserve(inputs.size());
   for (const Tensor& t : inputs) {
-    node->inputs.push_back({t, t.impl()->storage->version.load(std::memory_order_relaxed), false, 0});
+    node->inputs.push_back({t, t.impl()->storage->version.load(std::memory_order_relaxed), false, 0, {}});
     Edge edge;
     if (const auto& m = t.impl()->autograd) {
       edge.leaf = m;  // the input's metadata: identifies it as a source
@@ -234,9 +234,10 @@ void record_reverse(const OpDef& op, std::span<const Tensor> inputs, std::span<T
   for (size_t k = 0; k < outputs.size(); ++k) {
     Tensor& out = outputs[k];
     node->outputs.push_back(
-        {plain_alias(out), out.impl()->storage->version.load(std::memory_order_relaxed), true, static_cast<int>(k)});
+        {plain_alias(out), out.impl()->storage->version.load(std::memory_order_relaxed), true, static_cast<int>(k), {}});
     if (!is_differentiable(out.dtype())) continue;
     AutogradMeta& m = meta_of(out);
+    for (const auto& [level, t] : m.tangents) node->outputs.back().tangents.emplace_back(level, plain_alias(t));
     m.grad_fn = node;
     m.output_nr = static_cast<int>(k);
     m.levels = levels;
