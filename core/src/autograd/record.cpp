@@ -237,7 +237,6 @@ void record_reverse(const OpDef& op, std::span<const Tensor> inputs, std::span<T
         {plain_alias(out), out.impl()->storage->version.load(std::memory_order_relaxed), true, static_cast<int>(k), {}});
     if (!is_differentiable(out.dtype())) continue;
     AutogradMeta& m = meta_of(out);
-    for (const auto& [level, t] : m.tangents) node->outputs.back().tangents.emplace_back(level, plain_alias(t));
     m.grad_fn = node;
     m.output_nr = static_cast<int>(k);
     m.levels = levels;
@@ -263,7 +262,22 @@ void record_forward(const OpDef& op, std::span<const Tensor> inputs, std::span<T
       }
     }
     if (!any) continue;
-    std::vector<Tensor> outs(outputs.begin(), outputs.end());
+    // The rule sees the outputs as aliases: linked to their node (so a
+    // tangent computed from y stays differentiable through y) but not the
+    // tensors themselves, whose metadata will own the tangent — otherwise
+    // y -> tangent -> its node -> y would be a reference cycle.
+    std::vector<Tensor> outs;
+    outs.reserve(outputs.size());
+    for (const Tensor& out : outputs) {
+      Tensor alias = plain_alias(out);
+      if (const AutogradMeta* m = meta_if(out); m != nullptr && m->grad_fn != nullptr) {
+        AutogradMeta& am = meta_of(alias);
+        am.grad_fn = m->grad_fn;
+        am.output_nr = m->output_nr;
+        am.levels = m->levels;
+      }
+      outs.push_back(std::move(alias));
+    }
     std::vector<Tensor> results;
     st.forward.remove(level);  // the rule's own ops must not carry this level
     try {
@@ -334,8 +348,18 @@ void record_node(const OpDef& op, std::span<const Tensor> inputs, std::span<Tens
   for (const Tensor& t : inputs) any = any || (t.defined() && t.impl()->autograd != nullptr);
   if (!any) return;
   AutogradState& st = autograd_state();
-  record_forward(op, inputs, outputs, attrs, st, closure.get());
   record_reverse(op, inputs, outputs, attrs, st, closure);
+  record_forward(op, inputs, outputs, attrs, st, closure.get());
+  // A node that saved its outputs keeps their tangents too (as plain
+  // aliases), so that its VJP sees them under forward-over-reverse.
+  for (size_t k = 0; k < outputs.size(); ++k) {
+    AutogradMeta* m = meta_if(outputs[k]);
+    if (m == nullptr || m->grad_fn == nullptr || m->tangents.empty()) continue;
+    Node& node = *m->grad_fn;
+    if (static_cast<size_t>(m->output_nr) >= node.outputs.size()) continue;
+    auto& saved = node.outputs[static_cast<size_t>(m->output_nr)].tangents;
+    for (const auto& [level, t] : m->tangents) saved.emplace_back(level, plain_alias(t));
+  }
 }
 
 void record_op(const OpCall& call, OpResult& outputs) {
