@@ -1,0 +1,80 @@
+// matmul.cpp — batched matmul on strided operands (matmul.comp).
+#include "kernels.hpp"
+
+namespace strata::vulkan {
+namespace {
+
+/// matmul.comp's parameter block (std430).
+struct MatmulParams {
+  uint32_t m, n, k, batch;
+  uint32_t a_row, a_col, b_row, b_col;
+  uint32_t batch_rank, pad0, pad1, pad2;
+  uint32_t batch_shape[MAX_RANK];
+  uint32_t a_batch[MAX_RANK];
+  uint32_t b_batch[MAX_RANK];
+};
+
+struct MatmulPush {
+  VkDeviceAddress y, a, b, p;
+};
+
+struct Matmul {
+  static constexpr const char* name = "matmul";
+  static strata_status run(Call& c) {
+    const std::string dev = c.device.id();
+    if (c.n_in != 2) {
+      return fail(c.error, STRATA_ERROR_INVALID_ARGUMENT, "matmul: expected 2 inputs, got %d on %s", c.n_in,
+                  dev.c_str());
+    }
+    const strata_tensor& a = c.in[0];
+    const strata_tensor& b = c.in[1];
+    const strata_tensor& y = c.out;
+    const int r = y.rank;
+    bool ok = r >= 2 && a.rank == r && b.rank == r && plugin::is_contiguous(y);
+    for (int d = 0; ok && d < r - 2; ++d) ok = a.shape[d] == y.shape[d] && b.shape[d] == y.shape[d];
+    ok = ok && a.shape[r - 2] == y.shape[r - 2] && b.shape[r - 1] == y.shape[r - 1] && a.shape[r - 1] == b.shape[r - 2];
+    if (!ok) {
+      return fail(c.error, STRATA_ERROR_INVALID_ARGUMENT, "matmul: shapes %s @ %s -> %s do not match on %s",
+                  describe(a).c_str(), describe(b).c_str(), describe(y).c_str(), dev.c_str());
+    }
+    MatmulParams p{};
+    p.m = static_cast<uint32_t>(y.shape[r - 2]);
+    p.n = static_cast<uint32_t>(y.shape[r - 1]);
+    p.k = static_cast<uint32_t>(a.shape[r - 1]);
+    p.a_row = static_cast<uint32_t>(a.strides[r - 2]);
+    p.a_col = static_cast<uint32_t>(a.strides[r - 1]);
+    p.b_row = static_cast<uint32_t>(b.strides[r - 2]);
+    p.b_col = static_cast<uint32_t>(b.strides[r - 1]);
+    // Batch dims merged where a, b and the compact y allow.
+    const int64_t* strides[3] = {a.strides, b.strides, y.strides};
+    const Merged batch = merge_dims(r - 2, y.shape, strides, 3);
+    p.batch_rank = static_cast<uint32_t>(batch.rank);
+    uint64_t count = 1;
+    for (int d = 0; d < batch.rank; ++d) {
+      p.batch_shape[d] = static_cast<uint32_t>(batch.shape[static_cast<size_t>(d)]);
+      p.a_batch[d] = static_cast<uint32_t>(batch.strides[0][static_cast<size_t>(d)]);
+      p.b_batch[d] = static_cast<uint32_t>(batch.strides[1][static_cast<size_t>(d)]);
+      count *= p.batch_shape[d];
+    }
+    p.batch = static_cast<uint32_t>(count);
+    MatmulPush push{address_of(y), address_of(a), address_of(b), params(c, &p, sizeof(p))};
+    if (push.p == 0) return STRATA_ERROR_OUT_OF_MEMORY;
+    const uint64_t gx = (p.n + MATMUL_TILE - 1) / MATMUL_TILE;
+    const uint64_t gy = (p.m + MATMUL_TILE - 1) / MATMUL_TILE;
+    if (gx > 65535 || gy > 65535) {
+      return fail(c.error, STRATA_ERROR_UNSUPPORTED, "matmul: %s @ %s needs more than 65535 tiles per dim on %s",
+                  describe(a).c_str(), describe(b).c_str(), dev.c_str());
+    }
+    const std::string shader = std::string("matmul_") + tag(y.dtype);
+    return launch(c, shader.c_str(), 0, &push, sizeof(push), static_cast<uint32_t>(gx), static_cast<uint32_t>(gy),
+                  groups_for(count, 1));
+  }
+};
+
+}  // namespace
+
+void register_matmul_kernels(KernelTable& t) {
+  for (strata_dtype d : kFloatTypes) t.add<Matmul>({d, d}, d, kStrided);
+}
+
+}  // namespace strata::vulkan
