@@ -177,7 +177,6 @@ Autocast::Autocast(AutocastOptions options) {
     throw DTypeError("Autocast: device " + info.id + " has no matmul kernel to compute " +
                      std::string(dtype_name(options.dtype)));
   }
-  detail::policy_table().version.fetch_add(1);  // re-read the configuration's lists
   t.enabled = true;
   t.dtype = options.dtype;
   t.device_slot = device.slot();
@@ -194,6 +193,8 @@ bool autocast_enabled() { return detail::amp_thread().enabled; }
 DType autocast_dtype() { return detail::amp_thread().dtype; }
 
 namespace detail {
+void invalidate_autocast_policy() { policy_table().version.fetch_add(1); }
+
 AutocastSnapshot autocast_snapshot() {
   AmpThread& t = amp_thread();
   return {t.enabled, t.dtype, t.device_slot};

@@ -10,6 +10,8 @@ namespace strata::detail {
 bool autocast_active();
 /// Casts the inputs of `call` per the autocast policy (before prepare).
 void apply_autocast(OpCall& call);
+/// Makes every thread re-read the policy (the configuration changed).
+void invalidate_autocast_policy();
 
 struct AutocastSnapshot {
   bool enabled = false;

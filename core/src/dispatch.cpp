@@ -308,31 +308,13 @@ OpResult dispatch_call(OpCall& call) {
   return dispatch_untraced(call);
 }
 
-OpResult dispatch_span(const OpDef& op, std::span<const Tensor> inputs, const Attrs* attrs) {
-  if (op.n_inputs < 0 || static_cast<int>(inputs.size()) != op.n_inputs || inputs.empty()) {
-    throw Error(std::string(op.name) + ": expected " + std::to_string(op.n_inputs) + " inputs, got " +
-                std::to_string(inputs.size()));
-  }
-  OpCall call;
-  call.op = &op;
-  call.attrs = attrs;
-  call.n_outputs = op.n_outputs;
-  for (size_t k = 0; k < inputs.size(); ++k) {
-    if (!inputs[k].defined()) throw Error(std::string(op.name) + ": input " + std::to_string(k) + " is undefined");
-    call.inputs[k] = inputs[k];
-  }
-  call.n_inputs = static_cast<int>(inputs.size());
-  call.device = call.in(0).impl()->device;
-  check_same_device(call);
-  return dispatch_call(call);
-}
 
 namespace {
-void prepare_call(OpCall& call, const OpDef& op, std::initializer_list<Tensor> inputs, const Attrs* attrs) {
+void prepare_call(OpCall& call, const OpDef& op, std::span<const Tensor> inputs, const Attrs* attrs) {
   call.op = &op;
   call.attrs = attrs;
   call.n_outputs = op.n_outputs;
-  if (static_cast<int>(inputs.size()) != op.n_inputs) {
+  if (static_cast<int>(inputs.size()) != op.n_inputs || inputs.empty()) {
     throw Error(std::string(op.name) + ": expected " + std::to_string(op.n_inputs) + " inputs, got " +
                 std::to_string(inputs.size()));
   }
@@ -349,14 +331,20 @@ void prepare_call(OpCall& call, const OpDef& op, std::initializer_list<Tensor> i
 
 std::vector<Tensor> dispatch(const OpDef& op, std::initializer_list<Tensor> inputs, const Attrs* attrs) {
   OpCall call;
-  prepare_call(call, op, inputs, attrs);
+  prepare_call(call, op, {inputs.begin(), inputs.size()}, attrs);
   return dispatch_call(call).to_vector();
 }
 
 Tensor dispatch1(const OpDef& op, std::initializer_list<Tensor> inputs, const Attrs* attrs) {
   OpCall call;
-  prepare_call(call, op, inputs, attrs);
+  prepare_call(call, op, {inputs.begin(), inputs.size()}, attrs);
   return std::move(dispatch_call(call)[0]);
+}
+
+OpResult dispatch_span(const OpDef& op, std::span<const Tensor> inputs, const Attrs* attrs) {
+  OpCall call;
+  prepare_call(call, op, inputs, attrs);
+  return dispatch_call(call);
 }
 
 }  // namespace strata::detail

@@ -1,5 +1,6 @@
 // runtime.cpp — the device manager: configuration, plugin loading, device
 // table, default-device selection and fallback accounting.
+#include "amp_internal.hpp"
 #include "device_record.hpp"
 #include "logging.hpp"
 #include "op.hpp"
@@ -252,8 +253,11 @@ Runtime::Impl& Runtime::impl() { return *impl_; }
 void Runtime::load_config(const std::string& path) { configure(Config::from_file(path)); }
 
 void Runtime::configure(const Config& config) {
-  std::lock_guard lock(impl_->mutex);
-  impl_->apply(config);
+  {
+    std::lock_guard lock(impl_->mutex);
+    impl_->apply(config);
+  }
+  detail::invalidate_autocast_policy();  // the "amp" lists may have changed
 }
 
 Config Runtime::config() {

@@ -4,6 +4,7 @@
 // mixed precision (autocast policies, GradScaler's schedule, amp_unscale).
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cmath>
 #include <limits>
 #include <strata/strata.hpp>
@@ -255,6 +256,24 @@ TEST(Autocast, PolicyIsDataAndBadDtypesAreRefused) {
   set_autocast_policy(saved);
   EXPECT_THROW(Autocast({.dtype = DType::f64}), ValueError);
   EXPECT_THROW(Autocast({.dtype = DType::i32}), ValueError);
+}
+
+TEST(Autocast, ADtypeTheDeviceCannotStoreIsADTypeErrorNamingIt) {
+  for (const DeviceInfo& info : runtime().devices()) {
+    for (DType d : {DType::bf16, DType::f16}) {
+      if (std::find(info.dtypes.begin(), info.dtypes.end(), d) != info.dtypes.end()) continue;
+      try {
+        Autocast ac({.dtype = d, .device = info.device});
+        FAIL() << info.id << " accepted autocast to " << dtype_name(d);
+      } catch (const DTypeError& e) {
+        EXPECT_NE(std::string(e.what()).find(info.id), std::string::npos) << e.what();
+        EXPECT_NE(std::string(e.what()).find(std::string(dtype_name(d))), std::string::npos) << e.what();
+      }
+      EXPECT_FALSE(autocast_enabled());  // the failed scope changed nothing
+      return;
+    }
+  }
+  GTEST_SKIP() << "every loaded device stores f16 and bf16 (the Vulkan plugin on lavapipe does not store bf16)";
 }
 
 TEST(Autocast, ConfigurationOverridesTheLists) {

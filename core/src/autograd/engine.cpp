@@ -216,18 +216,14 @@ std::vector<Tensor> run_backward(const BackwardRequest& req) {
       for (size_t k = 0; k < needs.size(); ++k) needs[k] = edge_needed(node->next[k]) ? 1 : 0;
       GradContext ctx{inputs, outputs, grads, &node->attrs, needs, node->closure.get()};
       std::vector<Tensor> input_grads;
-      if (st.anomaly) {
-        try {
-          input_grads = node->op->vjp(ctx);
-        } catch (const Error& e) {
-          // A forward check inside the rule: name the op it differentiates.
-          std::string what = e.what();
-          if (what.rfind("anomaly: ", 0) != 0) throw;
-          throw Error("anomaly: in the backward of op '" + std::string(node->op->name) + "' (node #" +
-                      std::to_string(node->sequence) + "): " + what.substr(9));
-        }
-      } else {
+      try {
         input_grads = node->op->vjp(ctx);
+      } catch (const Error& e) {
+        // An anomaly check on an op inside the rule: name the op it differentiates.
+        std::string what = e.what();
+        if (!st.anomaly || what.rfind("anomaly: ", 0) != 0) throw;
+        throw Error("anomaly: in the backward of op '" + std::string(node->op->name) + "' (node #" +
+                    std::to_string(node->sequence) + "): " + what.substr(9));
       }
       for (size_t k = 0; k < node->next.size() && k < input_grads.size(); ++k) {
         const Tensor& g = input_grads[k];

@@ -99,20 +99,10 @@ TraceState*& active_trace() {
   return state;
 }
 
-namespace {
-struct DepthGuard {
-  TraceState& s;
-  explicit DepthGuard(TraceState& state) : s(state) { ++s.depth; }
-  ~DepthGuard() { --s.depth; }
-  DepthGuard(const DepthGuard&) = delete;
-  DepthGuard& operator=(const DepthGuard&) = delete;
-};
-}  // namespace
-
 OpResult traced_dispatch(OpCall& call, OpResult (*run)(OpCall&)) {
   TraceState& s = *active_trace();
   if (s.depth > 0 || call.n_inputs == 0 || call.op->n_inputs == 0) {  // nested, or a creation op (a constant)
-    DepthGuard nested(s);
+    TraceNested nested;
     return run(call);
   }
   if (!s.capture && call.preset[0].defined() && s.ids.count(call.preset[0].impl()) != 0) {
@@ -126,7 +116,7 @@ OpResult traced_dispatch(OpCall& call, OpResult (*run)(OpCall&)) {
   for (const Tensor& t : inputs) s.value_of(t);  // constants are captured before the op runs
   OpResult result;
   {
-    DepthGuard nested(s);
+    TraceNested nested;
     result = run(call);
   }
   s.record(call.op->name, inputs, std::span<const Tensor>(result.tensors.data(), static_cast<size_t>(result.count)),
