@@ -289,16 +289,16 @@ void check_outputs_finite(const OpCall& call, OpResult& result) {
     }
   }
 }
-}  // namespace
 
-namespace {
 OpResult dispatch_untraced(OpCall& call) {
   if (autocast_active()) apply_autocast(call);
   if (call.op->prepare != nullptr) call.op->prepare(call);
   bool decomposed = false;
   OpResult result = execute(call, decomposed);
-  if (autograd_state().anomaly && !decomposed) check_outputs_finite(call, result);
-  if (!decomposed) record_op(call, result);
+  if (!decomposed) {  // a decomposition's primitives were checked and recorded themselves
+    if (autograd_state().anomaly) check_outputs_finite(call, result);
+    record_op(call, result);
+  }
   return result;
 }
 }  // namespace
@@ -307,7 +307,6 @@ OpResult dispatch_call(OpCall& call) {
   if (active_trace() != nullptr) return traced_dispatch(call, dispatch_untraced);
   return dispatch_untraced(call);
 }
-
 
 namespace {
 void prepare_call(OpCall& call, const OpDef& op, std::span<const Tensor> inputs, const Attrs* attrs) {
