@@ -136,6 +136,7 @@ void register_reduce_kernels(KernelTable& table);
 void register_matmul_kernels(KernelTable& table);
 void register_index_kernels(KernelTable& table);
 void register_nn_kernels(KernelTable& table);
+void register_amp_kernels(KernelTable& table);
 
 /// The device's table, built once on first use.
 const std::vector<strata_kernel_entry>& kernel_table();

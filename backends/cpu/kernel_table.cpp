@@ -17,6 +17,7 @@ const std::vector<strata_kernel_entry>& kernel_table() {
     register_matmul_kernels(*t);
     register_index_kernels(*t);
     register_nn_kernels(*t);
+    register_amp_kernels(*t);
     return t;
   }();
   return table->entries();

@@ -107,6 +107,11 @@ void CachingAllocator::reset_peak() {
   peak_bytes_ = live_bytes_;
 }
 
+void CachingAllocator::raise_peak(uint64_t bytes) {
+  std::lock_guard lock(mutex_);
+  peak_bytes_ = std::max(peak_bytes_, bytes);
+}
+
 void CachingAllocator::set_caching(bool enabled) {
   std::lock_guard lock(mutex_);
   caching_ = enabled;

@@ -34,6 +34,8 @@ class CachingAllocator {
 
   void set_limit(std::optional<uint64_t> limit);
   void reset_peak();
+  /// Raises the peak to at least `bytes` (restoring an enclosing measurement).
+  void raise_peak(uint64_t bytes);
   void set_caching(bool enabled);
   MemoryStats stats();
 

@@ -13,6 +13,7 @@
 
 #include <atomic>
 #include <cmath>
+#include <map>
 #include <algorithm>
 #include <mutex>
 #include <spdlog/spdlog.h>
@@ -227,14 +228,19 @@ Tensor GradScaler::scale(const Tensor& loss) const { return options_.enabled ? l
 void GradScaler::unscale_gradients(std::vector<Tensor>& grads) {
   if (!options_.enabled) return;
   NoGradGuard no_grad;
-  bool inf = false;
+  // One inv_scale tensor and one found_inf sum per device, so the host
+  // waits once per device, not once per gradient.
+  std::map<std::string, std::pair<Tensor, Tensor>> per_device;  // id -> (inv_scale, found count)
   for (Tensor& g : grads) {
     if (!g.defined()) continue;
-    Tensor inv = full({}, 1.0 / scale_, {.dtype = DType::f32, .device = g.device()});
+    auto& [inv, found_sum] = per_device[g.device().str()];
+    if (!inv.defined()) inv = full({}, 1.0 / scale_, {.dtype = DType::f32, .device = g.device()});
     auto [unscaled, found] = amp_unscale(g, inv);
     g.copy_(unscaled);
-    inf = inf || found.item<float>() != 0.0f;
+    found_sum = found_sum.defined() ? found_sum + found : found;
   }
+  bool inf = false;
+  for (const auto& [device, state] : per_device) inf = inf || state.second.item<float>() != 0.0f;
   found_inf_ = found_inf_ || inf;
   unscaled_ = true;
 }

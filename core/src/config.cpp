@@ -600,9 +600,12 @@ class Validator {
         logging(value, ptr, cfg);
       } else if (key == "amp") {
         amp(value, ptr, cfg);
+      } else if (key == "checkpoint") {
+        cfg.checkpoint = checkpoint(value, ptr);
       } else {
         unknown_key(key, ptr,
-                    {"$schema", "version", "plugins", "prefer", "devices", "fallback", "amp", "logging"});
+                    {"$schema", "version", "plugins", "prefer", "devices", "fallback", "amp", "checkpoint",
+                     "logging"});
       }
     }
     return cfg;
@@ -759,15 +762,23 @@ class Validator {
   }
 
   std::optional<uint64_t> memory_limit(const Json& v, const std::string& ptr) const {
+    return byte_size(v, ptr, "memory limit", /*nullable=*/true);
+  }
+
+  /// A byte count: an integer or a string like "512MiB"; null only when
+  /// `nullable` (meaning none).
+  std::optional<uint64_t> byte_size(const Json& v, const std::string& ptr, const std::string& what,
+                                    bool nullable) const {
     const std::string expected = "expected " + std::string(kSizeExpected);
-    const std::string zero = " (a memory limit must be positive; use null for no limit)";
+    const std::string zero =
+        " (a " + what + " must be positive" + (nullable ? "; use null for no limit)" : ")");
     const std::string absurd_expected =
         "expected a size of at most 1PiB (" + std::to_string(kMaxMemoryLimit) + " bytes), found ";
-    if (v.is_null()) return std::nullopt;
+    if (nullable && v.is_null()) return std::nullopt;
     if (v.is_number()) {
       auto n = whole_number(v);
       if (n && *n > static_cast<double>(kMaxMemoryLimit)) {
-        fail(ptr, absurd_expected + show(v) + ", an absurd memory limit");
+        fail(ptr, absurd_expected + show(v) + ", an absurd " + what);
       }
       if (!n) fail(ptr, expected + ", found " + show(v) + " (a number of bytes must be whole)");
       if (*n < 0) fail(ptr, expected + ", found " + show(v));
@@ -778,7 +789,7 @@ class Validator {
       SizeParse r = parse_size_string(v.get_ref<const std::string&>());
       switch (r.status) {
         case SizeParse::negative: fail(ptr, expected + ", found " + show(v));
-        case SizeParse::too_big: fail(ptr, absurd_expected + show(v) + ", an absurd memory limit");
+        case SizeParse::too_big: fail(ptr, absurd_expected + show(v) + ", an absurd " + what);
         case SizeParse::malformed:
           fail(ptr, expected + ", found " + show(v) + " (" + r.hint +
                         "; units: B, KB, MB, GB, TB, KiB, MiB, GiB, TiB)");
@@ -787,7 +798,7 @@ class Validator {
           return r.bytes;
       }
     }
-    fail(ptr, expected + " or null, found " + describe(v));
+    fail(ptr, expected + (nullable ? " or null" : "") + ", found " + describe(v));
   }
 
   void fallback(const Json& v, const std::string& ptr, Config& cfg) const {
@@ -823,6 +834,48 @@ class Validator {
         unknown_key(key, p, {"lower_precision", "fp32", "promote"});
       }
     }
+  }
+
+  CheckpointConfig checkpoint(const Json& v, const std::string& ptr) const {
+    expect_object(v, ptr);
+    CheckpointConfig c;
+    // Which key each policy needs; a key another policy uses is an error,
+    // so a typo in "policy" cannot silently drop a budget.
+    std::string every_ptr, budget_ptr, save_ops_ptr;
+    for (const auto& [key, value] : v.items()) {
+      std::string p = child(ptr, key);
+      if (key == "policy") {
+        c.policy = enumeration(value, p, {"none", "every_n", "sqrt_n", "memory_budget", "selective"});
+      } else if (key == "every") {
+        auto n = whole_number(value);
+        std::string expected = "expected a positive integer (stages per checkpointed segment)";
+        if (!value.is_number()) fail(p, expected + ", found " + describe(value));
+        if (!n || *n < 1 || *n > 1e9) fail(p, expected + ", found " + show(value));
+        c.every = static_cast<int64_t>(*n);
+        every_ptr = p;
+      } else if (key == "budget") {
+        c.budget = *byte_size(value, p, "memory budget", /*nullable=*/false);
+        budget_ptr = p;
+      } else if (key == "save_ops") {
+        c.save_ops = names(value, p, "op", "matmul", /*unique=*/true, /*non_empty=*/false);
+        save_ops_ptr = p;
+      } else {
+        unknown_key(key, p, {"policy", "every", "budget", "save_ops"});
+      }
+    }
+    auto only_for = [&](const std::string& key_ptr, const char* policy) {
+      if (!key_ptr.empty() && c.policy != policy) {
+        fail(key_ptr, std::string("only used by policy \"") + policy + "\", but the policy is " + quote(c.policy));
+      }
+    };
+    only_for(every_ptr, "every_n");
+    only_for(budget_ptr, "memory_budget");
+    only_for(save_ops_ptr, "selective");
+    if (c.policy == "every_n" && every_ptr.empty()) fail(ptr, "policy \"every_n\" needs \"every\" (stages per segment)");
+    if (c.policy == "memory_budget" && budget_ptr.empty()) {
+      fail(ptr, "policy \"memory_budget\" needs \"budget\" (bytes, e.g. \"256MiB\")");
+    }
+    return c;
   }
 
   void logging(const Json& v, const std::string& ptr, Config& cfg) const {

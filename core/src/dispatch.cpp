@@ -303,6 +303,13 @@ OpResult dispatch_untraced(OpCall& call) {
 }
 }  // namespace
 
+OpResult dispatch_precomputed(OpCall& call, OpResult precomputed) {
+  if (autocast_active()) apply_autocast(call);
+  if (call.op->prepare != nullptr) call.op->prepare(call);
+  record_op(call, precomputed);
+  return precomputed;
+}
+
 OpResult dispatch_call(OpCall& call) {
   if (active_trace() != nullptr) return traced_dispatch(call, dispatch_untraced);
   return dispatch_untraced(call);

@@ -316,6 +316,26 @@ MemoryStats Runtime::memory_stats(Device device) { return detail::device_record(
 
 void Runtime::reset_peak_memory(Device device) { detail::device_record(device).allocator.reset_peak(); }
 
+MemoryScope::MemoryScope(Device device) : device_(device) {
+  detail::CachingAllocator& a = detail::device_record(device).allocator;
+  MemoryStats s = a.stats();
+  start_ = s.allocated_bytes;
+  outer_peak_ = s.peak_allocated_bytes;
+  a.reset_peak();
+}
+
+MemoryScope::~MemoryScope() { detail::device_record(device_).allocator.raise_peak(outer_peak_); }
+
+uint64_t MemoryScope::peak_bytes() const {
+  uint64_t peak = detail::device_record(device_).allocator.stats().peak_allocated_bytes;
+  return peak > start_ ? peak - start_ : 0;
+}
+
+int64_t MemoryScope::current_bytes() const {
+  uint64_t now = detail::device_record(device_).allocator.stats().allocated_bytes;
+  return static_cast<int64_t>(now) - static_cast<int64_t>(start_);
+}
+
 void Runtime::empty_cache() {
   impl_->ensure_initialized();
   std::lock_guard lock(impl_->mutex);

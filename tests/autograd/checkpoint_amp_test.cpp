@@ -1,5 +1,5 @@
 // checkpoint_amp_test.cpp — activation checkpointing (gradients equal to an
-// unchecheckpointed run, bitwise on CPU, with captured weights, higher order,
+// uncheckpointed run, bitwise on CPU, with captured weights, higher order,
 // nesting, dropout, autocast, forward mode; failures leave no state) and
 // mixed precision (autocast policies, GradScaler's schedule, amp_unscale).
 #include <gtest/gtest.h>

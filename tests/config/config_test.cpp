@@ -392,7 +392,7 @@ TEST(ConfigErrors, RootMustBeAnObject) {
 TEST(ConfigErrors, UnknownKeyAtEveryDepth) {
   EXPECT_EQ(error_of(R"({"preferred": ["cpu"]})"),
             R"(my.json: /preferred: unknown key "preferred" (expected one of: $schema, version, )"
-            R"(plugins, prefer, devices, fallback, amp, logging); did you mean "prefer"?)");
+            R"(plugins, prefer, devices, fallback, amp, checkpoint, logging); did you mean "prefer"?)");
   EXPECT_EQ(error_of(R"({"plugins": {"pathz": []}})"),
             R"(my.json: /plugins/pathz: unknown key "pathz" (expected one of: paths, disabled, )"
             R"(allow_insecure_permissions); did you mean "paths"?)");
@@ -411,7 +411,7 @@ TEST(ConfigErrors, UnknownKeyAtEveryDepth) {
 TEST(ConfigErrors, PointersEscapeSlashAndTilde) {
   EXPECT_EQ(error_of(R"({"a/b~c": 1})"),
             R"(my.json: /a~1b~0c: unknown key "a/b~c" (expected one of: $schema, version, )"
-            R"(plugins, prefer, devices, fallback, amp, logging))");
+            R"(plugins, prefer, devices, fallback, amp, checkpoint, logging))");
   EXPECT_EQ(error_of(R"({"fallback": {"ops": {"x/y": "gpu"}}})"),
             R"(my.json: /fallback/ops/x~1y: expected one of "cpu", "error", found "gpu")");
 }
@@ -724,8 +724,8 @@ TEST_F(Schema, IsDraft202012) {
 }
 
 TEST_F(Schema, TopLevelPropertiesAreTheKeysTheLoaderAccepts) {
-  std::set<std::string> expected{"$schema", "version", "plugins", "prefer", "amp",
-                                 "devices", "fallback", "logging"};
+  std::set<std::string> expected{"$schema", "version",  "plugins", "prefer",    "amp",
+                                 "devices", "fallback", "logging", "checkpoint"};
   EXPECT_EQ(schema_keys(schema_), expected);
   EXPECT_EQ(loader_keys(R"({"zzzz": 1})"), expected);
 }
@@ -737,6 +737,8 @@ TEST_F(Schema, NestedPropertiesAreTheKeysTheLoaderAccepts) {
             loader_keys(R"({"devices": {"cpu": {"zzzz": 1}}})"));
   EXPECT_EQ(schema_keys(props.at("fallback")), loader_keys(R"({"fallback": {"zzzz": 1}})"));
   EXPECT_EQ(schema_keys(props.at("logging")), loader_keys(R"({"logging": {"zzzz": 1}})"));
+  EXPECT_EQ(schema_keys(props.at("amp")), loader_keys(R"({"amp": {"zzzz": 1}})"));
+  EXPECT_EQ(schema_keys(props.at("checkpoint")), loader_keys(R"({"checkpoint": {"zzzz": 1}})"));
   EXPECT_EQ(schema_keys(props.at("logging").at("properties").at("sinks").at("items")),
             loader_keys(R"({"logging": {"sinks": [{"zzzz": 1}]}})"));
 }

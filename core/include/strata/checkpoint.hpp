@@ -5,7 +5,11 @@
 
 #include <strata/tensor.hpp>
 
+#include <cstdint>
 #include <functional>
+#include <optional>
+#include <set>
+#include <string>
 #include <vector>
 
 namespace strata {
@@ -15,7 +19,7 @@ using CheckpointFn = std::function<std::vector<Tensor>(const std::vector<Tensor>
 /// Runs `fn(inputs)` keeping only `inputs` (not its intermediates) for
 /// backward; the backward pass runs `fn` again with the random-number state
 /// and autocast state of the first run, so dropout and mixed precision
-/// inside give the gradients an unchecheckpointed run would (bitwise on CPU).
+/// inside give the gradients an uncheckpointed run would (bitwise on CPU).
 ///
 /// Tensors `fn` reads without receiving them as inputs (captured weights)
 /// are found during the first run and get their gradients too, so
@@ -28,5 +32,97 @@ using CheckpointFn = std::function<std::vector<Tensor>(const std::vector<Tensor>
 std::vector<Tensor> checkpoint(const CheckpointFn& fn, const std::vector<Tensor>& inputs);
 /// Single-tensor form.
 Tensor checkpoint(const std::function<Tensor(const Tensor&)>& fn, const Tensor& input);
+
+/// Selective checkpointing: as checkpoint(fn, inputs), but the outputs of
+/// the ops named in `save_ops` (e.g. {"matmul", "conv2d"}) that `fn` calls
+/// directly are kept from the first run, and the recomputation reuses them
+/// instead of running those ops again; everything else is recomputed. The
+/// gradients are the same as checkpoint()'s (bitwise on the CPU).
+std::vector<Tensor> checkpoint(const CheckpointFn& fn, const std::vector<Tensor>& inputs,
+                               const std::set<std::string>& save_ops);
+
+/// How a sequence of stages (layers) is split into checkpointed segments.
+enum class CheckpointStrategy {
+  none,           // keep everything: no recomputation
+  every_n,        // segments of `every` stages
+  sqrt_n,         // ceil(sqrt(L)) segments of equal length for L stages
+  memory_budget,  // keep stages while their activations fit `budget_bytes`, checkpoint the rest
+  selective,      // sqrt(L) segments that keep the outputs of `save_ops` (no matmul is run twice)
+};
+
+/// A checkpointing policy, from code (the factory functions) or from the
+/// configuration file's "checkpoint" object (docs/configuration.md).
+///
+/// In every strategy but memory_budget the last segment is not checkpointed:
+/// backward needs its activations first, so recomputing them would cost
+/// time and save no peak memory. memory_budget measures the bytes each
+/// stage leaves allocated on its device (its output and what it saved for
+/// backward); stages run normally while the total stays within the budget
+/// and, once the next stage would exceed it, the remaining stages are
+/// checkpointed in sqrt(remaining) segments. The segments' inputs, which
+/// checkpointing must keep, are not counted against the budget.
+struct CheckpointPolicy {
+  CheckpointStrategy strategy = CheckpointStrategy::none;
+  int64_t every = 1;          // every_n: stages per segment (>= 1)
+  uint64_t budget_bytes = 0;  // memory_budget
+  std::set<std::string> save_ops{"matmul", "conv2d"};  // selective
+
+  static CheckpointPolicy none() { return {}; }
+  static CheckpointPolicy every_n(int64_t n);
+  static CheckpointPolicy sqrt_n();
+  static CheckpointPolicy memory_budget(uint64_t bytes);
+  static CheckpointPolicy selective(std::set<std::string> save_ops = {"matmul", "conv2d"});
+  /// The policy of the active configuration's "checkpoint" object (none
+  /// when it has none).
+  static CheckpointPolicy from_config();
+
+  /// The segments for `stages` stages as [begin, end) pairs, and whether
+  /// each is checkpointed (memory_budget decides while running; here it
+  /// gives the all-kept plan). ValueError for every_n with every < 1.
+  struct Segment {
+    size_t begin = 0;
+    size_t end = 0;
+    bool checkpointed = false;
+  };
+  std::vector<Segment> plan(size_t stages) const;
+};
+
+/// "none", "every_n", "sqrt_n", "memory_budget" or "selective".
+const char* strategy_name(CheckpointStrategy strategy);
+
+/// A scope in which sequences of stages — nn::Sequential in training mode,
+/// nn::checkpoint_sequential and checkpoint_sequential without an explicit
+/// segment count — are checkpointed by `policy`. Scopes nest (the inner one
+/// wins until it ends) and are per thread.
+class CheckpointContext {
+ public:
+  /// The configuration's policy (CheckpointPolicy::from_config()).
+  CheckpointContext();
+  explicit CheckpointContext(CheckpointPolicy policy);
+  ~CheckpointContext();
+  CheckpointContext(const CheckpointContext&) = delete;
+  CheckpointContext& operator=(const CheckpointContext&) = delete;
+
+  /// The innermost active scope's policy on this thread, if any.
+  static const CheckpointPolicy* current();
+
+ private:
+  CheckpointPolicy policy_;
+  const CheckpointPolicy* previous_;
+};
+
+/// One stage of a sequence: a layer as a function of one tensor.
+using Stage = std::function<Tensor(const Tensor&)>;
+
+/// Runs `stages` in order on `input`, split into `segments` segments of
+/// (nearly) equal length; all but the last are checkpointed. ValueError
+/// when segments < 1. With segments >= stages every stage but the last is
+/// its own checkpoint.
+Tensor checkpoint_sequential(const std::vector<Stage>& stages, const Tensor& input, int64_t segments);
+/// Runs `stages` under `policy`.
+Tensor checkpoint_sequential(const std::vector<Stage>& stages, const Tensor& input, const CheckpointPolicy& policy);
+/// Runs `stages` under the active CheckpointContext's policy (plainly when
+/// there is none, or when nothing is being recorded).
+Tensor checkpoint_sequential(const std::vector<Stage>& stages, const Tensor& input);
 
 }  // namespace strata

@@ -34,6 +34,15 @@ struct LogSink {
   std::string path;  // for "file"
 };
 
+/// The "checkpoint" object: the policy CheckpointContext() applies (see
+/// checkpoint.hpp and docs/configuration.md).
+struct CheckpointConfig {
+  std::string policy = "none";  // none, every_n, sqrt_n, memory_budget, selective
+  int64_t every = 1;            // every_n
+  uint64_t budget = 0;          // memory_budget, bytes
+  std::optional<std::vector<std::string>> save_ops;  // selective; absent: matmul, conv2d
+};
+
 struct Config {
   /// Where the configuration came from: a file path or "<built-in default>".
   std::string source;
@@ -62,6 +71,8 @@ struct Config {
   std::optional<std::vector<std::string>> amp_lower_precision;
   std::optional<std::vector<std::string>> amp_fp32;
   std::optional<std::vector<std::string>> amp_promote;
+  /// Activation checkpointing policy; absent: none.
+  std::optional<CheckpointConfig> checkpoint;
 
   std::string log_level = "info";  // trace, debug, info, warn, error, off
   std::vector<LogSink> log_sinks{{"stderr", ""}};

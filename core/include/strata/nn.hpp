@@ -4,6 +4,7 @@
 #pragma once
 
 #include <strata/nn/functional.hpp>
+#include <strata/nn/hooks.hpp>
 #include <strata/nn/init.hpp>
 #include <strata/nn/layers.hpp>
 #include <strata/nn/lr_scheduler.hpp>

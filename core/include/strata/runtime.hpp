@@ -113,6 +113,29 @@ class Runtime {
 /// The process-wide runtime.
 Runtime& runtime();
 
+/// Scoped memory measurement on one device: the bytes allocated and the
+/// peak reached since the scope began, relative to the bytes live at its
+/// start. Scopes nest: the enclosing scope's (and the runtime's) peak still
+/// accounts for what happened inside.
+class MemoryScope {
+ public:
+  explicit MemoryScope(Device device);
+  ~MemoryScope();
+  MemoryScope(const MemoryScope&) = delete;
+  MemoryScope& operator=(const MemoryScope&) = delete;
+
+  /// Highest allocated bytes since the start, minus the bytes at the start.
+  uint64_t peak_bytes() const;
+  /// Allocated bytes now minus at the start (negative when memory was freed).
+  int64_t current_bytes() const;
+  Device device() const { return device_; }
+
+ private:
+  Device device_;
+  uint64_t start_;
+  uint64_t outer_peak_;
+};
+
 /// Library version ("0.1.0") and plugin ABI version ("1.0").
 std::string version();
 std::string abi_version();

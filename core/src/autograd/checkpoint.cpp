@@ -27,6 +27,7 @@ struct CheckpointClosure {
   RngState rng;
   detail::AutocastSnapshot autocast;
   size_t n_explicit = 0;  // node inputs [0, n) are fn's inputs; the rest are captured reads
+  std::unique_ptr<detail::SelectiveCache> kept;  // selective checkpointing's op outputs, or null
 };
 
 /// Puts the generator and autocast state of the first run in place for a
@@ -95,7 +96,12 @@ std::vector<Tensor> checkpoint_vjp(const GradContext& c) {
       sources.push_back(in);
     }
   }
-  std::vector<Tensor> outs = cl.fn(args);
+  std::vector<Tensor> outs;
+  if (cl.kept != nullptr) {
+    detail::replay_selective(*cl.kept, [&] { outs = cl.fn(args); });
+  } else {
+    outs = cl.fn(args);
+  }
   if (outs.size() != c.outputs.size()) {
     throw Error("checkpoint: the function returned " + std::to_string(outs.size()) + " tensors when recomputed, " +
                 std::to_string(c.outputs.size()) + " the first time (it must be deterministic)");
@@ -172,22 +178,36 @@ const detail::OpDef& kCheckpoint = detail::define_op({.name = "checkpoint",
 
 }  // namespace
 
-std::vector<Tensor> checkpoint(const CheckpointFn& fn, const std::vector<Tensor>& inputs) {
+namespace {
+
+std::vector<Tensor> checkpoint_impl(const CheckpointFn& fn, const std::vector<Tensor>& inputs,
+                                    const std::set<std::string>* save_ops) {
   if (!fn) throw Error("checkpoint: empty function");
   detail::AutogradState& st = detail::autograd_state();
   // Nothing to save (no recording), tangents only (forward mode saves no
   // activations), or a trace (which records the function's own ops): run fn.
-  if (!st.grad_enabled || st.recording.empty() || !st.forward.empty() || detail::tracing_graph()) return fn(inputs);
+  // Its ops belong to it, not to an enclosing selective checkpoint's cache.
+  if (!st.grad_enabled || st.recording.empty() || !st.forward.empty() || detail::tracing_graph()) {
+    detail::SelectiveSuspend own_ops;
+    return fn(inputs);
+  }
   auto closure = std::make_shared<CheckpointClosure>();
   closure->fn = fn;
   closure->rng = get_rng_state();
   closure->autocast = detail::autocast_snapshot();
   closure->n_explicit = inputs.size();
+  if (save_ops != nullptr) {
+    closure->kept = std::make_unique<detail::SelectiveCache>();
+    closure->kept->save_ops = *save_ops;
+  }
   std::vector<Tensor> outputs;
-  std::vector<Tensor> reads = detail::capture_external_reads(inputs, [&] {
-    detail::AutogradOff off;  // nothing recorded, nothing saved
-    outputs = fn(inputs);
-  });
+  std::vector<Tensor> reads = detail::capture_external_reads(
+      inputs,
+      [&] {
+        detail::AutogradOff off;  // nothing recorded, nothing saved
+        outputs = fn(inputs);
+      },
+      closure->kept.get());
   for (Tensor& o : outputs) {  // fresh handles: never attach history to an input the function returned
     if (!o.defined()) throw Error("checkpoint: the function returned an undefined tensor");
     o = o.detach();
@@ -196,6 +216,17 @@ std::vector<Tensor> checkpoint(const CheckpointFn& fn, const std::vector<Tensor>
   node_inputs.insert(node_inputs.end(), reads.begin(), reads.end());
   detail::record_node(kCheckpoint, node_inputs, outputs, nullptr, closure);
   return outputs;
+}
+
+}  // namespace
+
+std::vector<Tensor> checkpoint(const CheckpointFn& fn, const std::vector<Tensor>& inputs) {
+  return checkpoint_impl(fn, inputs, nullptr);
+}
+
+std::vector<Tensor> checkpoint(const CheckpointFn& fn, const std::vector<Tensor>& inputs,
+                               const std::set<std::string>& save_ops) {
+  return checkpoint_impl(fn, inputs, &save_ops);
 }
 
 Tensor checkpoint(const std::function<Tensor(const Tensor&)>& fn, const Tensor& input) {

@@ -12,6 +12,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include <algorithm>
 #include <cstdio>
 #include <fstream>
 #include <sstream>
@@ -25,6 +26,12 @@ struct TraceState {
   /// Capture mode (checkpoint): only find the tracked tensors read but not
   /// created; no graph, no copies, nothing kept alive.
   bool capture = false;
+  /// Selective checkpointing: keep (capture) or answer (replay) the outputs
+  /// of the cache's ops; `suspended` counts nested checkpoints.
+  SelectiveCache* keep = nullptr;
+  const SelectiveCache* replay = nullptr;
+  size_t cursor = 0;
+  int suspended = 0;
   std::vector<Tensor> externals;
   Graph graph;
   int depth = 0;
@@ -99,9 +106,50 @@ TraceState*& active_trace() {
   return state;
 }
 
+namespace {
+
+bool selective_op(const SelectiveCache* cache, const TraceState& s, const OpCall& call) {
+  return cache != nullptr && s.suspended == 0 && !call.preset[0].defined() &&
+         cache->save_ops.count(std::string(call.op->name)) != 0;
+}
+
+OpResult replay_cached(TraceState& s, OpCall& call) {
+  const SelectiveCache& cache = *s.replay;
+  std::string where = "checkpoint: recomputing op '" + std::string(call.op->name) + "' (kept output " +
+                      std::to_string(s.cursor) + ")";
+  if (s.cursor >= cache.entries.size() || cache.entries[s.cursor].op != call.op) {
+    throw Error(where + ": the function ran other ops than the first time (it must be deterministic)");
+  }
+  const SelectiveCache::Entry& e = cache.entries[s.cursor++];
+  OpResult result;
+  for (size_t k = 0; k < e.outputs.size(); ++k) {
+    if (e.outputs[k].impl()->storage->version.load(std::memory_order_relaxed) != e.versions[k]) {
+      throw Error(where + ": the kept output was modified in place after the first run; leave '" +
+                  std::string(call.op->name) + "' out of save_ops or avoid the in-place write");
+    }
+    result.push_back(e.outputs[k].detach());  // a fresh handle: each recomputation records its own history
+  }
+  TraceNested nested;
+  OpResult out = dispatch_precomputed(call, std::move(result));
+  for (int k = 0; k < out.count; ++k) {
+    if (!std::ranges::equal(out[k].sizes(), call.out(k).sizes())) {
+      throw Error(where + ": shape " + shape_string(call.out(k).sizes()) + " now, " + shape_string(out[k].sizes()) +
+                  " the first time (the function must be deterministic)");
+    }
+  }
+  return out;
+}
+
+}  // namespace
+
 OpResult traced_dispatch(OpCall& call, OpResult (*run)(OpCall&)) {
   TraceState& s = *active_trace();
   if (s.depth > 0 || call.n_inputs == 0 || call.op->n_inputs == 0) {  // nested, or a creation op (a constant)
+    TraceNested nested;
+    return run(call);
+  }
+  if (selective_op(s.replay, s, call)) return replay_cached(s, call);
+  if (s.replay != nullptr) {  // recomputation: nothing else to note
     TraceNested nested;
     return run(call);
   }
@@ -119,6 +167,14 @@ OpResult traced_dispatch(OpCall& call, OpResult (*run)(OpCall&)) {
     TraceNested nested;
     result = run(call);
   }
+  if (selective_op(s.keep, s, call)) {
+    SelectiveCache::Entry e{call.op, {}, {}};
+    for (int k = 0; k < result.count; ++k) {
+      e.outputs.push_back(result[k]);
+      e.versions.push_back(result[k].impl()->storage->version.load(std::memory_order_relaxed));
+    }
+    s.keep->entries.push_back(std::move(e));
+  }
   s.record(call.op->name, inputs, std::span<const Tensor>(result.tensors.data(), static_cast<size_t>(result.count)),
            call.attrs);
   return result;
@@ -126,7 +182,7 @@ OpResult traced_dispatch(OpCall& call, OpResult (*run)(OpCall&)) {
 
 void trace_op(const OpDef& op, std::span<const Tensor> inputs, const Tensor& output, const Attrs& attrs) {
   TraceState* s = active_trace();
-  if (s == nullptr || s->depth > 0) return;
+  if (s == nullptr || s->depth > 0 || s->replay != nullptr) return;
   s->record(op.name, inputs, std::span<const Tensor>(&output, 1), &attrs);
 }
 
@@ -139,29 +195,57 @@ TraceNested::~TraceNested() {
 
 void trace_unsupported(const char* what) {
   TraceState* s = active_trace();
-  if (s == nullptr || s->depth > 0 || s->capture) return;
+  if (s == nullptr || s->depth > 0 || s->capture || s->replay != nullptr) return;
   throw Error(std::string("trace: ") + what + " cannot be replayed from a graph; keep it outside the traced function");
 }
 
 bool tracing_graph() {
   TraceState* s = active_trace();
-  return s != nullptr && !s->capture;
+  return s != nullptr && !s->capture && s->replay == nullptr;
 }
 
-std::vector<Tensor> capture_external_reads(const std::vector<Tensor>& known, const std::function<void()>& f) {
+namespace {
+/// Makes `state` the thread's active trace for a scope.
+class ActiveTrace {
+ public:
+  explicit ActiveTrace(TraceState& state) : outer_(active_trace()) { active_trace() = &state; }
+  ~ActiveTrace() { active_trace() = outer_; }
+  ActiveTrace(const ActiveTrace&) = delete;
+  ActiveTrace& operator=(const ActiveTrace&) = delete;
+
+ private:
+  TraceState* outer_;
+};
+}  // namespace
+
+std::vector<Tensor> capture_external_reads(const std::vector<Tensor>& known, const std::function<void()>& f,
+                                           SelectiveCache* cache) {
   TraceState state;
   state.capture = true;
+  state.keep = cache;
   for (const Tensor& t : known) state.define(t);
-  TraceState* outer = active_trace();
-  active_trace() = &state;
-  try {
-    f();
-  } catch (...) {
-    active_trace() = outer;
-    throw;
-  }
-  active_trace() = outer;
+  ActiveTrace active(state);
+  f();
   return std::move(state.externals);
+}
+
+void replay_selective(const SelectiveCache& cache, const std::function<void()>& f) {
+  TraceState state;
+  state.replay = &cache;
+  ActiveTrace active(state);
+  f();
+  if (state.cursor != cache.entries.size()) {
+    throw Error("checkpoint: the recomputation ran " + std::to_string(state.cursor) + " of the " +
+                std::to_string(cache.entries.size()) +
+                " kept ops of the first run (the function must be deterministic)");
+  }
+}
+
+SelectiveSuspend::SelectiveSuspend() : state_(active_trace()) {
+  if (state_ != nullptr) ++state_->suspended;
+}
+SelectiveSuspend::~SelectiveSuspend() {
+  if (state_ != nullptr) --state_->suspended;
 }
 
 }  // namespace detail
@@ -270,14 +354,10 @@ Graph trace(const TraceFn& f, const std::vector<Tensor>& example_inputs) {
     state.define(t);
   }
   std::vector<Tensor> outputs;
-  detail::active_trace() = &state;
-  try {
+  {
+    detail::ActiveTrace active(state);
     outputs = f(example_inputs);
-  } catch (...) {
-    detail::active_trace() = nullptr;
-    throw;
   }
-  detail::active_trace() = nullptr;
   state.depth = 0;
   for (const Tensor& t : outputs) {
     if (!t.defined()) throw Error("trace: the function returned an undefined tensor");

@@ -10,7 +10,9 @@
 #include "../op.hpp"
 
 #include <functional>
+#include <set>
 #include <span>
+#include <string>
 #include <vector>
 
 namespace strata::detail {
@@ -46,9 +48,45 @@ void trace_unsupported(const char* what);
 /// Whether trace() (not a capture) is active on this thread.
 bool tracing_graph();
 
+/// Selective checkpointing: the outputs of the listed ops, kept from a
+/// checkpointed function's first run in the order it ran them.
+struct SelectiveCache {
+  std::set<std::string> save_ops;
+  struct Entry {
+    const OpDef* op = nullptr;
+    std::vector<Tensor> outputs;
+    std::vector<uint32_t> versions;  // storage versions when kept: in-place writes are caught
+  };
+  std::vector<Entry> entries;
+};
+
 /// Runs `f`, returning the floating tensors with autograd history that it
 /// read without creating them (excluding `known`): the captured weights of
-/// a checkpointed function.
-std::vector<Tensor> capture_external_reads(const std::vector<Tensor>& known, const std::function<void()>& f);
+/// a checkpointed function. With `cache`, also keeps the outputs of the ops
+/// on its list that `f` calls directly.
+std::vector<Tensor> capture_external_reads(const std::vector<Tensor>& known, const std::function<void()>& f,
+                                           SelectiveCache* cache = nullptr);
+
+/// Runs `f` (the recomputation) with the ops on the cache's list answered
+/// from the cache instead of run, in order; they are recorded as usual.
+/// Throws when `f` calls them in a different order or with other shapes.
+void replay_selective(const SelectiveCache& cache, const std::function<void()>& f);
+
+/// Keeps the ops of a nested checkpoint out of an enclosing selective
+/// cache (the nested checkpoint caches its own); a no-op otherwise.
+class SelectiveSuspend {
+ public:
+  SelectiveSuspend();
+  ~SelectiveSuspend();
+  SelectiveSuspend(const SelectiveSuspend&) = delete;
+  SelectiveSuspend& operator=(const SelectiveSuspend&) = delete;
+
+ private:
+  TraceState* state_;
+};
+
+/// Records `precomputed` as the result of `call` (autocast and prepare
+/// still apply) without running a kernel: selective recomputation.
+OpResult dispatch_precomputed(OpCall& call, OpResult precomputed);
 
 }  // namespace strata::detail

@@ -173,10 +173,35 @@ Module& Sequential::operator[](size_t i) const {
   return *modules_[i];
 }
 
+namespace {
+std::vector<Stage> stages_of(const std::vector<std::shared_ptr<Module>>& modules) {
+  std::vector<Stage> stages;
+  for (size_t i = 0; i < modules.size(); ++i) {
+    if (modules[i] == nullptr) throw ValueError("checkpoint_sequential: module " + std::to_string(i) + " is null");
+    stages.push_back([m = modules[i]](const Tensor& t) { return (*m)(t); });
+  }
+  return stages;
+}
+}  // namespace
+
 Tensor Sequential::forward(const Tensor& x) {
+  const CheckpointPolicy* policy = CheckpointContext::current();
+  if (policy != nullptr && policy->strategy != CheckpointStrategy::none && is_training()) {
+    return strata::checkpoint_sequential(stages_of(modules_), x, *policy);
+  }
   Tensor y = x;
-  for (const auto& m : modules_) y = m->forward(y);
+  for (const auto& m : modules_) y = (*m)(y);
   return y;
+}
+
+Tensor checkpoint_sequential(const std::vector<std::shared_ptr<Module>>& modules, const Tensor& input,
+                             int64_t segments) {
+  return strata::checkpoint_sequential(stages_of(modules), input, segments);
+}
+
+Tensor checkpoint_sequential(const std::vector<std::shared_ptr<Module>>& modules, const Tensor& input,
+                             const CheckpointPolicy& policy) {
+  return strata::checkpoint_sequential(stages_of(modules), input, policy);
 }
 
 }  // namespace strata::nn

@@ -12,6 +12,9 @@
 namespace strata::nn {
 
 namespace detail {
+void attach_backward_hooks(Module& layer, Tensor& output);  // hooks.cpp
+void forget_backward_hooks(const Module& layer);
+
 std::string num(double v) {
   char buf[32];
   std::snprintf(buf, sizeof(buf), "%.10g", v);
@@ -21,6 +24,14 @@ std::string num(double v) {
 
 using detail::describe;
 using detail::shape_str;
+
+Module::~Module() { detail::forget_backward_hooks(*this); }
+
+Tensor Module::operator()(const Tensor& input) {
+  Tensor out = forward(input);
+  detail::attach_backward_hooks(*this, out);
+  return out;
+}
 
 void Module::check_new_name(const std::string& name) const {
   if (name.empty() || name.find('.') != std::string::npos) {

@@ -10,6 +10,7 @@
 #include <cstdint>
 #include <initializer_list>
 #include <memory>
+#include <strata/checkpoint.hpp>
 #include <strata/nn/functional.hpp>
 #include <strata/nn/module.hpp>
 #include <string>
@@ -198,11 +199,24 @@ class Sequential : public Module {
   /// Child i (IndexError when out of range).
   Module& operator[](size_t i) const;
   size_t size() const { return modules_.size(); }
+  /// The children in order.
+  const std::vector<std::shared_ptr<Module>>& modules() const { return modules_; }
+  /// Runs the children in order; in training mode inside a
+  /// CheckpointContext, checkpointed by its policy.
   Tensor forward(const Tensor& x) override;
   std::string name() const override { return "Sequential"; }
 
  private:
   std::vector<std::shared_ptr<Module>> modules_;
 };
+
+/// Runs `modules` in order on `input` in `segments` checkpointed segments
+/// (all but the last; see strata::checkpoint_sequential). ValueError for a
+/// null module or segments < 1.
+Tensor checkpoint_sequential(const std::vector<std::shared_ptr<Module>>& modules, const Tensor& input,
+                             int64_t segments);
+/// The same, split and checkpointed by `policy`.
+Tensor checkpoint_sequential(const std::vector<std::shared_ptr<Module>>& modules, const Tensor& input,
+                             const CheckpointPolicy& policy);
 
 }  // namespace strata::nn

@@ -31,7 +31,7 @@ using NamedTensors = std::vector<std::pair<std::string, Tensor>>;
 class Module {
  public:
   Module() = default;
-  virtual ~Module() = default;
+  virtual ~Module();
   Module(const Module&) = delete;
   Module& operator=(const Module&) = delete;
   Module(Module&&) = delete;
@@ -39,8 +39,10 @@ class Module {
 
   /// The computation of this module.
   virtual Tensor forward(const Tensor& input) = 0;
-  /// Calls forward().
-  Tensor operator()(const Tensor& input) { return forward(input); }
+  /// Calls forward(), then attaches the layer's backward hooks (see
+  /// nn/hooks.hpp) to the output. Call layers this way rather than through
+  /// forward() so hooks see them.
+  Tensor operator()(const Tensor& input);
 
   /// The type's name, for messages ("Linear").
   virtual std::string name() const { return "Module"; }

@@ -1,0 +1,511 @@
+// checkpointing_test.cpp — checkpointing policies on layer sequences
+// (checkpoint_sequential, CheckpointContext from code and JSON, selective
+// recomputation), the memory tracker, backward hooks and gradient
+// accumulation.
+#include <gtest/gtest.h>
+
+#include <atomic>
+#include <cmath>
+#include <cstdio>
+#include <limits>
+#include <memory>
+#include <strata/strata.hpp>
+#include <thread>
+
+namespace {
+
+using namespace strata;
+
+/// 8 x (Linear -> GELU) at width 64: GELU decomposes into several saved
+/// elementwise steps, as activations do in real models.
+std::shared_ptr<nn::Sequential> gelu_mlp(int layers = 8, int64_t width = 64) {
+  manual_seed(3);
+  auto seq = std::make_shared<nn::Sequential>();
+  for (int i = 0; i < layers; ++i) {
+    seq->emplace_back<nn::Linear>(width, width);
+    seq->emplace_back<nn::GELU>();
+  }
+  return seq;
+}
+
+/// A small CNN: conv -> relu -> pool -> conv -> relu -> flatten -> linear.
+std::shared_ptr<nn::Sequential> small_cnn() {
+  manual_seed(5);
+  auto seq = std::make_shared<nn::Sequential>();
+  seq->emplace_back<nn::Conv2d>(1, 4, 3, 1, 1);
+  seq->emplace_back<nn::ReLU>();
+  seq->emplace_back<nn::MaxPool2d>(2);
+  seq->emplace_back<nn::Conv2d>(4, 4, 3, 1, 1);
+  seq->emplace_back<nn::ReLU>();
+  seq->emplace_back<nn::Flatten>();
+  seq->emplace_back<nn::Linear>(4 * 4 * 4, 10);
+  return seq;
+}
+
+std::vector<CheckpointPolicy> every_policy() {
+  return {CheckpointPolicy::every_n(2), CheckpointPolicy::every_n(1), CheckpointPolicy::sqrt_n(),
+          CheckpointPolicy::memory_budget(1), CheckpointPolicy::selective()};
+}
+
+/// d sum(model(x)^2) / d parameters, under `policy` (nullptr: none).
+std::vector<Tensor> parameter_grads(nn::Sequential& model, const Tensor& x, const CheckpointPolicy* policy) {
+  std::optional<CheckpointContext> scope;
+  if (policy != nullptr) scope.emplace(*policy);
+  GradientTape tape;
+  Tensor y = model(x);
+  return tape.gradient(sum(y * y), model.parameters());
+}
+
+void expect_bitwise(const std::vector<Tensor>& a, const std::vector<Tensor>& b, const std::string& what) {
+  ASSERT_EQ(a.size(), b.size()) << what;
+  for (size_t k = 0; k < a.size(); ++k) {
+    ASSERT_TRUE(a[k].defined() && b[k].defined()) << what << ": gradient " << k;
+    EXPECT_EQ(a[k].to_vector<double>(), b[k].to_vector<double>()) << what << ": gradient " << k;
+  }
+}
+
+TEST(CheckpointPolicy, EveryPolicyGivesBitwiseEqualGradientsForAnMlp) {
+  auto model = gelu_mlp();
+  Tensor x = randn({16, 64});
+  std::vector<Tensor> plain = parameter_grads(*model, x, nullptr);
+  for (const CheckpointPolicy& p : every_policy()) {
+    expect_bitwise(plain, parameter_grads(*model, x, &p), strategy_name(p.strategy));
+  }
+}
+
+TEST(CheckpointPolicy, EveryPolicyGivesBitwiseEqualGradientsForASmallCnn) {
+  auto model = small_cnn();
+  Tensor x = randn({4, 1, 8, 8});
+  std::vector<Tensor> plain = parameter_grads(*model, x, nullptr);
+  for (const CheckpointPolicy& p : every_policy()) {
+    CheckpointPolicy q = p;
+    if (q.strategy == CheckpointStrategy::selective) q.save_ops = {"conv2d", "matmul", "max_pool2d"};
+    expect_bitwise(plain, parameter_grads(*model, x, &q), strategy_name(q.strategy));
+  }
+}
+
+TEST(CheckpointPolicy, PlansSegments) {
+  auto segs = CheckpointPolicy::sqrt_n().plan(16);
+  ASSERT_EQ(segs.size(), 4u);
+  for (size_t k = 0; k < 4; ++k) {
+    EXPECT_EQ(segs[k].begin, 4 * k);
+    EXPECT_EQ(segs[k].end, 4 * k + 4);
+    EXPECT_EQ(segs[k].checkpointed, k < 3) << "the last segment is kept, not recomputed";
+  }
+  auto every3 = CheckpointPolicy::every_n(3).plan(7);
+  ASSERT_EQ(every3.size(), 3u);
+  EXPECT_EQ(every3[2].begin, 6u);
+  EXPECT_EQ(every3[2].end, 7u);
+  EXPECT_TRUE(CheckpointPolicy::none().plan(0).empty());
+  EXPECT_FALSE(CheckpointPolicy::none().plan(5)[0].checkpointed);
+  EXPECT_THROW(CheckpointPolicy::every_n(0), ValueError);
+}
+
+/// Peak bytes above the starting point while computing the gradient with
+/// respect to the input (parameter gradients, equal under every policy, are
+/// not taken so they do not hide the activations).
+uint64_t activation_peak(nn::Sequential& model, const Tensor& x, const CheckpointPolicy* policy) {
+  std::optional<CheckpointContext> scope;
+  if (policy != nullptr) scope.emplace(*policy);
+  MemoryScope mem(x.device());
+  {
+    GradientTape tape;
+    tape.watch(x);
+    Tensor y = model(x);
+    Tensor g = tape.gradient(sum(y * y), {x})[0];
+  }
+  return mem.peak_bytes();
+}
+
+TEST(CheckpointPolicy, PeakMemoryDropsUnderEachPolicy) {
+  auto model = gelu_mlp(16, 128);
+  Tensor x = randn({64, 128});
+  uint64_t none = activation_peak(*model, x, nullptr);
+  ASSERT_GT(none, 0u);
+  std::vector<std::pair<CheckpointPolicy, double>> expected = {
+      {CheckpointPolicy::every_n(4), 0.6},
+      {CheckpointPolicy::sqrt_n(), 0.6},
+      {CheckpointPolicy::memory_budget(none / 4), 0.75},
+      {CheckpointPolicy::selective(), 0.8},
+  };
+  for (const auto& [policy, ratio] : expected) {
+    uint64_t peak = activation_peak(*model, x, &policy);
+    std::printf("%-14s peak %8llu bytes, %.2f of no checkpointing\n", strategy_name(policy.strategy),
+                static_cast<unsigned long long>(peak), static_cast<double>(peak) / static_cast<double>(none));
+    EXPECT_LT(static_cast<double>(peak), ratio * static_cast<double>(none))
+        << strategy_name(policy.strategy) << ": " << peak << " bytes vs " << none << " without checkpointing";
+  }
+}
+
+TEST(CheckpointPolicy, WorksWithHigherOrderAndNestedSequences) {
+  auto inner = gelu_mlp(2, 8);
+  auto outer = std::make_shared<nn::Sequential>();
+  outer->push_back(inner);
+  outer->emplace_back<nn::Linear>(8, 8);
+  outer->emplace_back<nn::Tanh>();
+  outer->push_back(gelu_mlp(2, 8));
+  Tensor x = randn({3, 8});
+  auto hvp = [&](const CheckpointPolicy* policy) {
+    std::optional<CheckpointContext> scope;
+    if (policy != nullptr) scope.emplace(*policy);
+    Tensor xi = x.detach();
+    GradientTape second;
+    second.watch(xi);
+    GradientTape first({.higher_order = true});
+    first.watch(xi);
+    Tensor y = (*outer)(xi);
+    Tensor g = first.gradient(sum(y * y), {xi})[0];
+    return second.gradient(sum(g * g), {xi})[0];
+  };
+  Tensor plain = hvp(nullptr);
+  for (const CheckpointPolicy& p : every_policy()) {
+    Tensor c = hvp(&p);
+    EXPECT_LT(amax(abs(c - plain)).item<double>(), 1e-5) << strategy_name(p.strategy);
+  }
+}
+
+TEST(CheckpointPolicy, DropoutInsideSegmentsReplaysItsMask) {
+  manual_seed(9);
+  auto model = std::make_shared<nn::Sequential>();
+  for (int i = 0; i < 4; ++i) {
+    model->emplace_back<nn::Linear>(32, 32);
+    model->emplace_back<nn::ReLU>();
+    model->emplace_back<nn::Dropout>(0.3);
+  }
+  Tensor x = randn({8, 32});
+  manual_seed(100);
+  std::vector<Tensor> plain = parameter_grads(*model, x, nullptr);
+  CheckpointPolicy p = CheckpointPolicy::sqrt_n();
+  manual_seed(100);
+  expect_bitwise(plain, parameter_grads(*model, x, &p), "sqrt_n with dropout");
+}
+
+TEST(CheckpointPolicy, UnderAutocastGradientsMatch) {
+  auto model = gelu_mlp(4, 32);
+  Tensor x = randn({8, 32});
+  auto grads = [&](const CheckpointPolicy* policy) {
+    Autocast amp({.dtype = DType::bf16});
+    return parameter_grads(*model, x, policy);
+  };
+  std::vector<Tensor> plain = grads(nullptr);
+  for (const CheckpointPolicy& p : every_policy()) expect_bitwise(plain, grads(&p), strategy_name(p.strategy));
+}
+
+TEST(CheckpointPolicy, ContextsNestAndEndWithTheirScope) {
+  EXPECT_EQ(CheckpointContext::current(), nullptr);
+  {
+    CheckpointContext outer(CheckpointPolicy::sqrt_n());
+    EXPECT_EQ(CheckpointContext::current()->strategy, CheckpointStrategy::sqrt_n);
+    {
+      CheckpointContext inner(CheckpointPolicy::every_n(3));
+      EXPECT_EQ(CheckpointContext::current()->strategy, CheckpointStrategy::every_n);
+      EXPECT_EQ(CheckpointContext::current()->every, 3);
+    }
+    EXPECT_EQ(CheckpointContext::current()->strategy, CheckpointStrategy::sqrt_n);
+  }
+  EXPECT_EQ(CheckpointContext::current(), nullptr);
+  CheckpointPolicy bad;
+  bad.strategy = CheckpointStrategy::every_n;
+  bad.every = 0;
+  EXPECT_THROW(CheckpointContext{bad}, ValueError);
+  EXPECT_EQ(CheckpointContext::current(), nullptr);
+}
+
+TEST(CheckpointPolicy, ComesFromTheConfigurationFile) {
+  Config saved = runtime().config();
+  Config c = Config::from_string(R"({"version": 1, "checkpoint": {"policy": "selective", "save_ops": ["matmul"]}})",
+                                 "ckpt.json", ".");
+  runtime().configure(c);
+  CheckpointPolicy p = CheckpointPolicy::from_config();
+  EXPECT_EQ(p.strategy, CheckpointStrategy::selective);
+  EXPECT_EQ(p.save_ops, std::set<std::string>{"matmul"});
+  {
+    CheckpointContext scope;  // the configuration's policy
+    EXPECT_EQ(CheckpointContext::current()->strategy, CheckpointStrategy::selective);
+  }
+  runtime().configure(Config::from_string(R"({"version": 1, "checkpoint": {"policy": "memory_budget", "budget": "2MiB"}})",
+                                          "ckpt.json", "."));
+  EXPECT_EQ(CheckpointPolicy::from_config().budget_bytes, 2u << 20);
+  runtime().configure(saved);
+  EXPECT_EQ(CheckpointPolicy::from_config().strategy, CheckpointStrategy::none);
+}
+
+TEST(CheckpointPolicy, BadConfigurationNamesTheKey) {
+  auto error_of = [](const std::string& text) {
+    try {
+      Config::from_string(text, "ckpt.json", ".");
+    } catch (const ConfigError& e) {
+      return std::string(e.what());
+    }
+    return std::string("no error");
+  };
+  std::string e = error_of(R"({"version": 1, "checkpoint": {"policy": "every_n"}})");
+  EXPECT_NE(e.find("ckpt.json: /checkpoint: policy \"every_n\" needs \"every\""), std::string::npos) << e;
+  e = error_of(R"({"version": 1, "checkpoint": {"policy": "sqrt_n", "budget": 100}})");
+  EXPECT_NE(e.find("/checkpoint/budget: only used by policy \"memory_budget\""), std::string::npos) << e;
+  e = error_of(R"({"version": 1, "checkpoint": {"policy": "sqrt"}})");
+  EXPECT_NE(e.find("/checkpoint/policy"), std::string::npos) << e;
+  EXPECT_NE(e.find("did you mean \"sqrt_n\""), std::string::npos) << e;
+  e = error_of(R"({"version": 1, "checkpoint": {"policy": "every_n", "every": 0}})");
+  EXPECT_NE(e.find("/checkpoint/every: expected a positive integer"), std::string::npos) << e;
+  e = error_of(R"({"version": 1, "checkpoint": {"policy": "memory_budget", "budget": "12 parsecs"}})");
+  EXPECT_NE(e.find("/checkpoint/budget"), std::string::npos) << e;
+}
+
+TEST(CheckpointSequential, ExplicitSegmentsMatchAndBadArgumentsAreRefused) {
+  auto model = gelu_mlp(3, 16);
+  Tensor x = randn({4, 16});
+  std::vector<Tensor> plain = parameter_grads(*model, x, nullptr);
+  for (int64_t segments : {1, 2, 3, 6, 50}) {
+    GradientTape tape;
+    Tensor y = nn::checkpoint_sequential(model->modules(), x, segments);
+    expect_bitwise(plain, tape.gradient(sum(y * y), model->parameters()), std::to_string(segments) + " segments");
+  }
+  EXPECT_THROW(nn::checkpoint_sequential(model->modules(), x, 0), ValueError);
+  EXPECT_THROW(nn::checkpoint_sequential({nullptr}, x, 1), ValueError);
+  EXPECT_THROW(checkpoint_sequential(std::vector<Stage>{Stage()}, x, 1), ValueError);
+}
+
+TEST(SelectiveCheckpoint, ReusesKeptOutputsAndCatchesInPlaceWrites) {
+  Tensor w = randn({8, 8});
+  w.set_requires_grad(true);
+  Tensor x = randn({4, 8});
+  auto fn = [&](const std::vector<Tensor>& in) { return std::vector<Tensor>{tanh(matmul(in[0], w)) * 2.0}; };
+  Tensor plain, kept;
+  {
+    GradientTape tape;
+    plain = tape.gradient(sum(fn({x})[0]), {w})[0];
+  }
+  {
+    GradientTape tape;
+    kept = tape.gradient(sum(checkpoint(fn, {x}, {"matmul"})[0]), {w})[0];
+  }
+  EXPECT_EQ(plain.to_vector<double>(), kept.to_vector<double>());
+
+  // An in-place write to a kept output would make the recomputation use the
+  // written value: refused, naming the op.
+  auto writes = [&](const std::vector<Tensor>& in) {
+    Tensor h = matmul(in[0], w);
+    Tensor y = tanh(h);
+    h.copy_(zeros_like(h));
+    return std::vector<Tensor>{y};
+  };
+  GradientTape tape;
+  Tensor y = checkpoint(writes, {x}, {"matmul"})[0];
+  try {
+    tape.gradient(sum(y), {w});
+    FAIL() << "in-place write to a kept output not caught";
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("'matmul'"), std::string::npos) << e.what();
+    EXPECT_NE(std::string(e.what()).find("modified in place"), std::string::npos) << e.what();
+  }
+}
+
+TEST(SelectiveCheckpoint, ANondeterministicFunctionIsReported) {
+  Tensor w = randn({8, 8});
+  w.set_requires_grad(true);
+  Tensor x = randn({4, 8});
+  int calls = 0;
+  auto fn = [&](const std::vector<Tensor>& in) {
+    Tensor h = matmul(in[0], w);
+    if (calls++ == 0) h = matmul(h, w);  // an extra matmul the first time only
+    return std::vector<Tensor>{tanh(h)};
+  };
+  GradientTape tape;
+  Tensor y = checkpoint(fn, {x}, {"matmul"})[0];
+  try {
+    tape.gradient(sum(y), {w});
+    FAIL() << "a different op sequence on recomputation was not reported";
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("deterministic"), std::string::npos) << e.what();
+  }
+}
+
+TEST(MemoryScope, MeasuresPeakAndCurrentAndNests) {
+  Device cpu("cpu:0");
+  MemoryScope outer(cpu);
+  Tensor a = zeros({1024, 256});  // 1 MiB
+  {
+    MemoryScope inner(cpu);
+    { Tensor b = zeros({1024, 512}); }  // 2 MiB, freed
+    EXPECT_GE(inner.peak_bytes(), 2u << 20);
+    EXPECT_LT(inner.current_bytes(), int64_t{1} << 20);
+  }
+  EXPECT_GE(outer.peak_bytes(), 3u << 20) << "the inner scope hid its peak from the outer one";
+  EXPECT_GE(outer.current_bytes(), int64_t{1} << 20);
+  EXPECT_GE(runtime().memory_stats(cpu).peak_allocated_bytes, runtime().memory_stats(cpu).allocated_bytes);
+}
+
+TEST(BackwardHooks, FireInRegistrationOrderWithTheOutputGradient) {
+  auto model = gelu_mlp(2, 8);
+  nn::Module& last = (*model)[3];  // the second GELU
+  nn::BackwardHookManager hooks;
+  std::vector<std::string> order;
+  Tensor seen;
+  hooks.add(last, [&](nn::Module& layer, const Tensor& g) {
+    order.push_back("first:" + layer.name());
+    seen = g;
+  });
+  hooks.add((*model)[0], [&](nn::Module&, const Tensor&) { order.push_back("layer0"); });
+  hooks.add(last, [&](nn::Module&, const Tensor&) { order.push_back("second"); });
+  Tensor x = randn({2, 8});
+  Tensor y = (*model)(x);
+  sum(y * 3.0).backward();
+  EXPECT_EQ(order, (std::vector<std::string>{"first:GELU", "second", "layer0"}));
+  ASSERT_TRUE(seen.defined());
+  EXPECT_EQ(seen.to_vector<double>(), std::vector<double>(16, 3.0));
+  EXPECT_EQ(hooks.size(), 3u);
+  EXPECT_EQ(hooks.size(last), 2u);
+}
+
+TEST(BackwardHooks, RemoveByHandleOrByLayer) {
+  auto model = gelu_mlp(1, 4);
+  nn::BackwardHookManager hooks;
+  int a = 0, b = 0, c = 0;
+  nn::HookHandle ha = hooks.add((*model)[0], [&](nn::Module&, const Tensor&) { ++a; });
+  hooks.add((*model)[0], [&](nn::Module&, const Tensor&) { ++b; });
+  hooks.add((*model)[1], [&](nn::Module&, const Tensor&) { ++c; });
+  auto run = [&] { sum((*model)(randn({2, 4}))).backward(); };
+  run();
+  EXPECT_EQ(std::make_tuple(a, b, c), std::make_tuple(1, 1, 1));
+  EXPECT_TRUE(hooks.remove(ha));
+  EXPECT_FALSE(hooks.remove(ha)) << "a handle removes once";
+  run();
+  EXPECT_EQ(std::make_tuple(a, b, c), std::make_tuple(1, 2, 2));
+  EXPECT_EQ(hooks.remove((*model)[0]), 1u);
+  run();
+  EXPECT_EQ(std::make_tuple(a, b, c), std::make_tuple(1, 2, 3));
+  nn::BackwardHookManager other;
+  EXPECT_FALSE(other.remove(nn::HookHandle{ha.id + 2})) << "another manager's hook";
+  hooks.clear();
+  run();
+  EXPECT_EQ(c, 3);
+  EXPECT_THROW(hooks.add((*model)[0], nn::BackwardHook()), ValueError);
+}
+
+TEST(BackwardHooks, FireOnceForCheckpointedLayersAndNotWithoutRecording) {
+  auto model = gelu_mlp(4, 8);
+  nn::BackwardHookManager hooks;
+  std::vector<int> fired(model->size(), 0);
+  for (size_t i = 0; i < model->size(); ++i) {
+    hooks.add((*model)[i], [&fired, i](nn::Module&, const Tensor&) { ++fired[i]; });
+  }
+  {
+    CheckpointContext scope(CheckpointPolicy::sqrt_n());
+    sum((*model)(randn({2, 8}))).backward();
+  }
+  EXPECT_EQ(fired, std::vector<int>(model->size(), 1));
+  {
+    NoGradGuard no_grad;
+    (*model)(randn({2, 8}));
+  }
+  EXPECT_EQ(fired, std::vector<int>(model->size(), 1));
+}
+
+TEST(BackwardHooks, RegistrationIsThreadSafe) {
+  auto model = gelu_mlp(2, 8);
+  nn::BackwardHookManager hooks;
+  std::atomic<int> calls{0};
+  hooks.add((*model)[0], [&](nn::Module&, const Tensor&) { ++calls; });
+  std::atomic<bool> stop{false};
+  std::vector<std::thread> threads;
+  for (int t = 0; t < 3; ++t) {
+    threads.emplace_back([&, t] {
+      nn::BackwardHookManager mine;
+      while (!stop) {
+        nn::HookHandle h = mine.add((*model)[static_cast<size_t>(t % 4)], [](nn::Module&, const Tensor&) {});
+        mine.remove(h);
+      }
+    });
+  }
+  for (int i = 0; i < 50; ++i) sum((*model)(randn({2, 8}))).backward();
+  stop = true;
+  for (auto& t : threads) t.join();
+  EXPECT_EQ(calls.load(), 50);
+  EXPECT_EQ(hooks.size(), 1u);
+}
+
+TEST(BackwardHooks, ADestroyedLayerTakesItsHooksAlong) {
+  nn::BackwardHookManager hooks;
+  {
+    nn::Linear layer(2, 2);
+    hooks.add(layer, [](nn::Module&, const Tensor&) {});
+    EXPECT_EQ(hooks.size(), 1u);
+  }
+  EXPECT_EQ(hooks.size(), 0u);
+}
+
+TEST(GradientAccumulator, MicroBatchesMakeTheFullBatchGradientAndStepOnlyAtTheBoundary) {
+  auto run = [](int64_t micro) {
+    manual_seed(21);
+    nn::Sequential model{std::make_shared<nn::Linear>(6, 8), std::make_shared<nn::Tanh>(),
+                         std::make_shared<nn::Linear>(8, 3)};
+    nn::SGD opt(model.parameters(), {.lr = 0.1});
+    nn::GradientAccumulator acc(opt, 32 / micro);
+    manual_seed(22);
+    Tensor x = randn({32, 6});
+    std::vector<int64_t> labels(32);
+    for (size_t i = 0; i < labels.size(); ++i) labels[i] = static_cast<int64_t>(i % 3);
+    Tensor y = from_data(labels, {32}, {.dtype = DType::i64});
+    int steps = 0;
+    for (int64_t b = 0; b < 32; b += micro) {
+      CheckpointContext ckpt(CheckpointPolicy::every_n(1));  // composes with checkpointing
+      bool stepped = acc.backward(nn::functional::cross_entropy(model(x.slice(0, b, b + micro)), y.slice(0, b, b + micro)));
+      EXPECT_EQ(stepped, b + micro == 32) << "stepped after micro-batch ending at " << b + micro;
+      steps += stepped ? 1 : 0;
+    }
+    EXPECT_EQ(steps, 1);
+    EXPECT_EQ(opt.step_count(), 1);
+    EXPECT_EQ(acc.pending(), 0);
+    return model.parameters();
+  };
+  std::vector<Tensor> full = run(32);
+  std::vector<Tensor> micro = run(8);
+  ASSERT_EQ(full.size(), micro.size());
+  for (size_t k = 0; k < full.size(); ++k) {
+    EXPECT_LT(amax(abs(full[k] - micro[k])).item<double>(), 1e-6) << "parameter " << k;
+  }
+}
+
+TEST(GradientAccumulator, FlushStepsAShortGroupAndScalerSkipsAnOverflowingGroup) {
+  Tensor w = full({2}, 1.0, {.requires_grad = true});
+  nn::SGD opt({w}, {.lr = 1.0});
+  nn::GradientAccumulator acc(opt, 4);
+  EXPECT_FALSE(acc.flush()) << "nothing accumulated";
+  acc.backward(sum(w * 2.0));
+  acc.backward(sum(w * 4.0));
+  EXPECT_EQ(acc.pending(), 2);
+  EXPECT_TRUE(acc.flush());
+  // mean of the two micro-batch gradients (2 and 4) is 3: w = 1 - 3
+  EXPECT_EQ(w.to_vector<double>(), std::vector<double>(2, -2.0));
+  EXPECT_EQ(acc.step_count(), 1);
+
+  GradScaler scaler({.init_scale = 8.0});
+  nn::GradientAccumulator scaled(opt, 2);
+  scaled.backward(sum(w), scaler);
+  Tensor inf = full({}, std::numeric_limits<double>::infinity());
+  EXPECT_TRUE(scaled.backward(sum(w * inf), scaler));
+  EXPECT_EQ(w.to_vector<double>(), std::vector<double>(2, -2.0)) << "an overflow in one micro-batch skips the step";
+  EXPECT_EQ(scaler.skipped_steps(), 1);
+  EXPECT_EQ(scaler.get_scale(), 4.0);
+  EXPECT_THROW(nn::GradientAccumulator(opt, 0), ValueError);
+  EXPECT_THROW(scaled.backward(w), ShapeError);
+}
+
+TEST(AmpUnscaleKernel, OnePassForEveryFloatingDtypeAndLargeTensors) {
+  for (DType dt : {DType::f32, DType::f64, DType::f16, DType::bf16}) {
+    Tensor g = full({70000}, 4.0, {.dtype = dt});
+    Tensor inv = full({}, 0.25);
+    auto [y, found] = amp_unscale(g, inv);
+    EXPECT_EQ(y.dtype(), dt);
+    EXPECT_EQ(amax(abs(cast(y, DType::f64) - 1.0)).item<double>(), 0.0) << dtype_name(dt);
+    EXPECT_EQ(found.item<double>(), 0.0) << dtype_name(dt);
+    std::vector<double> v(70000, 1.0);
+    v[69999] = std::numeric_limits<double>::quiet_NaN();
+    auto [y2, found2] = amp_unscale(from_data(v, {70000}, {.dtype = dt}), inv);
+    EXPECT_EQ(found2.item<double>(), 1.0) << dtype_name(dt) << ": NaN at the end of a large tensor";
+  }
+  EXPECT_EQ(runtime().fallback_count(), 0u);
+}
+
+}  // namespace
