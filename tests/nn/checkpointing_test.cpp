@@ -79,7 +79,7 @@ TEST(CheckpointPolicy, EveryPolicyGivesBitwiseEqualGradientsForASmallCnn) {
   std::vector<Tensor> plain = parameter_grads(*model, x, nullptr);
   for (const CheckpointPolicy& p : every_policy()) {
     CheckpointPolicy q = p;
-    if (q.strategy == CheckpointStrategy::selective) q.save_ops = {"conv2d", "matmul", "max_pool2d"};
+    if (q.strategy == CheckpointStrategy::selective) q = CheckpointPolicy::selective({"matmul", "max"});
     expect_bitwise(plain, parameter_grads(*model, x, &q), strategy_name(q.strategy));
   }
 }
@@ -102,9 +102,11 @@ TEST(CheckpointPolicy, PlansSegments) {
 }
 
 /// Peak bytes above the starting point while computing the gradient with
-/// respect to the input (parameter gradients, equal under every policy, are
-/// not taken so they do not hide the activations).
+/// respect to the input, parameters frozen (their gradients, equal under
+/// every policy, would hide the activations).
 uint64_t activation_peak(nn::Sequential& model, const Tensor& x, const CheckpointPolicy* policy) {
+  std::vector<Tensor> params = model.parameters();
+  for (Tensor& p : params) p.set_requires_grad(false);
   std::optional<CheckpointContext> scope;
   if (policy != nullptr) scope.emplace(*policy);
   MemoryScope mem(x.device());
@@ -114,6 +116,7 @@ uint64_t activation_peak(nn::Sequential& model, const Tensor& x, const Checkpoin
     Tensor y = model(x);
     Tensor g = tape.gradient(sum(y * y), {x})[0];
   }
+  for (Tensor& p : params) p.set_requires_grad(true);
   return mem.peak_bytes();
 }
 
@@ -250,6 +253,20 @@ TEST(CheckpointPolicy, BadConfigurationNamesTheKey) {
   EXPECT_NE(e.find("/checkpoint/every: expected a positive integer"), std::string::npos) << e;
   e = error_of(R"({"version": 1, "checkpoint": {"policy": "memory_budget", "budget": "12 parsecs"}})");
   EXPECT_NE(e.find("/checkpoint/budget"), std::string::npos) << e;
+  EXPECT_THROW(CheckpointPolicy::selective({"matmul", "convolution"}), ValueError);
+
+  Config saved = runtime().config();
+  runtime().configure(Config::from_string(
+      R"({"version": 1, "checkpoint": {"policy": "selective", "save_ops": ["convolution"]}})", "ckpt.json", "."));
+  try {
+    CheckpointContext scope;
+    ADD_FAILURE() << "an unknown op in save_ops was accepted";
+  } catch (const ConfigError& err) {
+    EXPECT_NE(std::string(err.what()).find("ckpt.json: /checkpoint/save_ops: 'convolution' is not an op"),
+              std::string::npos)
+        << err.what();
+  }
+  runtime().configure(saved);
 }
 
 TEST(CheckpointSequential, ExplicitSegmentsMatchAndBadArgumentsAreRefused) {

@@ -65,15 +65,19 @@ struct CheckpointPolicy {
   CheckpointStrategy strategy = CheckpointStrategy::none;
   int64_t every = 1;          // every_n: stages per segment (>= 1)
   uint64_t budget_bytes = 0;  // memory_budget
-  std::set<std::string> save_ops{"matmul", "conv2d"};  // selective
+  /// selective: ops whose outputs are kept (convolutions lower to matmul,
+  /// so the default keeps them too).
+  std::set<std::string> save_ops{"matmul"};
 
   static CheckpointPolicy none() { return {}; }
   static CheckpointPolicy every_n(int64_t n);
   static CheckpointPolicy sqrt_n();
   static CheckpointPolicy memory_budget(uint64_t bytes);
-  static CheckpointPolicy selective(std::set<std::string> save_ops = {"matmul", "conv2d"});
+  /// ValueError for a name that is not an op (docs/ops.md).
+  static CheckpointPolicy selective(std::set<std::string> save_ops = {"matmul"});
   /// The policy of the active configuration's "checkpoint" object (none
-  /// when it has none).
+  /// when it has none); ConfigError naming the file and key for an unknown
+  /// op in "save_ops".
   static CheckpointPolicy from_config();
 
   /// The segments for `stages` stages as [begin, end) pairs, and whether

@@ -82,20 +82,21 @@ std::vector<Tensor> checkpoint_vjp(const GradContext& c) {
   RecordingScope recording(create_graph);
   GradientTape tape({.persistent = false, .higher_order = create_graph, .unconnected = Unconnected::zero});
   std::vector<Tensor> args;
-  std::vector<Tensor> sources;
+  std::vector<Tensor> sources;  // only the inputs whose gradients this pass uses
+  std::vector<size_t> source_of;
   for (size_t k = 0; k < c.inputs.size(); ++k) {
     const Tensor& in = c.inputs[k];
-    bool floating = is_floating(in.dtype());
-    if (k < cl.n_explicit) {
-      Tensor a = create_graph && floating ? detail::tracked_alias(in) : in.detach();
-      if (floating) tape.watch(a);
-      args.push_back(a);
-      sources.push_back(a);
-    } else {
-      tape.watch(in);  // a captured read: fn uses this very tensor
-      sources.push_back(in);
-    }
+    bool wanted = is_floating(in.dtype()) && c.needs(static_cast<int>(k));
+    Tensor a = in;  // a captured read: fn uses this very tensor
+    if (k < cl.n_explicit) a = create_graph && wanted ? detail::tracked_alias(in) : in.detach();
+    if (k < cl.n_explicit) args.push_back(a);
+    if (!wanted) continue;
+    tape.watch(a);
+    sources.push_back(a);
+    source_of.push_back(k);
   }
+  std::vector<Tensor> grads(c.inputs.size());
+  if (sources.empty()) return grads;
   std::vector<Tensor> outs;
   if (cl.kept != nullptr) {
     detail::replay_selective(*cl.kept, [&] { outs = cl.fn(args); });
@@ -117,12 +118,10 @@ std::vector<Tensor> checkpoint_vjp(const GradContext& c) {
       Tensor term = sum(outs[k] * c.grads[k]);
       target = target.defined() ? target + term : term;
     }
-    if (!target.defined()) return std::vector<Tensor>(c.inputs.size());
+    if (!target.defined()) return grads;
   }
-  std::vector<Tensor> grads = tape.gradient(target, sources, seed);
-  for (size_t k = 0; k < grads.size(); ++k) {
-    if (!is_floating(c.inputs[k].dtype()) || !c.needs(static_cast<int>(k))) grads[k] = Tensor();
-  }
+  std::vector<Tensor> found = tape.gradient(target, sources, seed);
+  for (size_t j = 0; j < found.size(); ++j) grads[source_of[j]] = found[j];
   return grads;
 }
 

@@ -2,6 +2,8 @@
 // split into checkpointed segments (checkpoint_sequential, CheckpointContext).
 #include "graph.hpp"
 
+#include "../op.hpp"
+
 #include <strata/checkpoint.hpp>
 #include <strata/config.hpp>
 #include <strata/error.hpp>
@@ -34,6 +36,11 @@ CheckpointPolicy CheckpointPolicy::memory_budget(uint64_t bytes) {
 }
 
 CheckpointPolicy CheckpointPolicy::selective(std::set<std::string> save_ops) {
+  for (const std::string& op : save_ops) {
+    if (detail::find_op(op) == nullptr) {
+      throw ValueError("CheckpointPolicy::selective: '" + op + "' is not an op (see docs/ops.md)");
+    }
+  }
   CheckpointPolicy p;
   p.strategy = CheckpointStrategy::selective;
   p.save_ops = std::move(save_ops);
@@ -49,7 +56,12 @@ CheckpointPolicy CheckpointPolicy::from_config() {
   if (c.policy == "memory_budget") return memory_budget(c.budget);
   if (c.policy == "selective") {
     if (!c.save_ops) return selective();
-    return selective(std::set<std::string>(c.save_ops->begin(), c.save_ops->end()));
+    try {
+      return selective(std::set<std::string>(c.save_ops->begin(), c.save_ops->end()));
+    } catch (const ValueError& e) {
+      std::string what = e.what();
+      throw ConfigError(cfg.source + ": /checkpoint/save_ops: " + what.substr(what.find('\'')));
+    }
   }
   return none();
 }

@@ -79,6 +79,18 @@ Grads vjp(const GradContext& c) {
   return F(c, c.grad(0));
 }
 
+/// VJP of a single-output op with one term per input, Term_k(c, g), each
+/// computed only when the pass uses that input's gradient (a frozen weight
+/// of a matmul costs no GEMM).
+template <auto... Term>
+Grads vjp_each(const GradContext& c) {
+  if (!c.grad(0).defined()) return Grads(c.inputs.size());
+  Grads out;
+  int k = 0;
+  ((out.push_back(c.needs(k) ? Term(c, c.grad(0)) : Tensor()), ++k), ...);
+  return out;
+}
+
 /// JVP of a single-output op: the sum, over the inputs whose tangent t is
 /// defined, of Term_k(c, t) (linear in t). Undefined when every tangent is.
 template <auto... Term>
@@ -118,6 +130,12 @@ inline constexpr auto no_tangent = [](const GradContext&, const Tensor&) { retur
 #define STRATA_VJP(...)                                                                                        \
   &::strata::detail::derivatives::vjp<[](const ::strata::detail::GradContext& c, const ::strata::Tensor& g)   \
                                           -> ::strata::detail::derivatives::Grads { return {__VA_ARGS__}; }>
+
+/// One input's gradient for STRATA_VJP_EACH(term0, term1, ...), in terms of
+/// the context `c` and the output gradient `g`.
+#define STRATA_INPUT_GRAD(expr) \
+  [](const ::strata::detail::GradContext& c, const ::strata::Tensor& g) -> ::strata::Tensor { return expr; }
+#define STRATA_VJP_EACH(...) &::strata::detail::derivatives::vjp_each<__VA_ARGS__>
 
 /// One JVP term: the output tangent due to an input's tangent `t`, for
 /// STRATA_JVP(term0, term1, ...).

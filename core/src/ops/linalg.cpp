@@ -45,7 +45,7 @@ const OpDef& kMatmul = detail::define_op({
     .n_inputs = 2,
     .prepare = matmul_rule,
     .empty_fill = 0.0,
-    .vjp = STRATA_VJP(matmul(g, c.in(1).mT()), matmul(c.in(0).mT(), g)),
+    .vjp = STRATA_VJP_EACH(STRATA_INPUT_GRAD(matmul(g, c.in(1).mT())), STRATA_INPUT_GRAD(matmul(c.in(0).mT(), g))),
     .jvp = STRATA_JVP(STRATA_TANGENT(matmul(t, c.in(1))), STRATA_TANGENT(matmul(c.in(0), t))),
 });
 

@@ -110,16 +110,16 @@ const OpDef& kSoftmaxBackward = detail::define_op(composite("softmax_backward", 
   const Tensor& g = c.in(0);
   const Tensor& y = c.in(1);
   return std::vector<Tensor>{y * (g - sum(g * y, {dim_of(c)}, true))};
-}, {.vjp = STRATA_VJP(softmax_backward(g, c.in(1), dim_of(c)),  // symmetric in grad
-                      softmax_backward_dy_transposed(c.in(0), c.in(1), g, dim_of(c))),
+}, {.vjp = STRATA_VJP_EACH(STRATA_INPUT_GRAD(softmax_backward(g, c.in(1), dim_of(c))),  // symmetric in grad
+                           STRATA_INPUT_GRAD(softmax_backward_dy_transposed(c.in(0), c.in(1), g, dim_of(c)))),
     .jvp = STRATA_JVP(STRATA_TANGENT(softmax_backward(t, c.in(1), dim_of(c))),
                       STRATA_TANGENT(softmax_backward_dy(c.in(0), c.in(1), t, dim_of(c))))}));
 
 const OpDef& kLogSoftmaxBackward = detail::define_op(composite("log_softmax_backward", 2, [](const OpCall& c) {
   const Tensor& g = c.in(0);
   return std::vector<Tensor>{g - exp(c.in(1)) * sum(g, {dim_of(c)}, true)};
-}, {.vjp = STRATA_VJP(log_softmax_jvp(g, c.in(1), dim_of(c)),  // the transpose in grad
-                      -g * exp(c.in(1)) * sum(c.in(0), {dim_of(c)}, true)),
+}, {.vjp = STRATA_VJP_EACH(STRATA_INPUT_GRAD(log_softmax_jvp(g, c.in(1), dim_of(c))),  // the transpose in grad
+                           STRATA_INPUT_GRAD(-g * exp(c.in(1)) * sum(c.in(0), {dim_of(c)}, true))),
     .jvp = STRATA_JVP(STRATA_TANGENT(log_softmax_backward(t, c.in(1), dim_of(c))),
                       STRATA_TANGENT(-t * exp(c.in(1)) * sum(c.in(0), {dim_of(c)}, true)))}));
 
