@@ -2,6 +2,8 @@
 // pipelines (see device.hpp).
 #include "device.hpp"
 
+#include <unistd.h>
+
 #include <algorithm>
 #include <cstdio>
 #include <cstring>
@@ -40,6 +42,12 @@ void host_barrier(const DeviceApi& vk, VkCommandBuffer cb) {
   mb.srcAccessMask = VK_ACCESS_SHADER_WRITE_BIT | VK_ACCESS_TRANSFER_WRITE_BIT;
   mb.dstAccessMask = VK_ACCESS_HOST_READ_BIT;
   vk.vkCmdPipelineBarrier(cb, kWorkStages, VK_PIPELINE_STAGE_HOST_BIT, 0, 1, &mb, 0, nullptr, 0, nullptr);
+}
+
+/// The "test_fail_pipeline" hook: whether `hook` is "<shader>/<kernel>".
+bool forced_to_fail(std::string_view hook, std::string_view shader, std::string_view kernel) {
+  return hook.size() == shader.size() + 1 + kernel.size() && hook.starts_with(shader) && hook[shader.size()] == '/' &&
+         hook.ends_with(kernel);
 }
 
 }  // namespace
@@ -271,20 +279,23 @@ strata_status Stream::open(strata_error* error) {
   return STRATA_OK;
 }
 
-VkDeviceAddress Stream::upload_params(const void* data, size_t bytes, strata_error* error) {
-  if (open(error) != STRATA_OK) return 0;
+strata_status Stream::upload_params(const void* data, size_t bytes, VkDeviceAddress* address, strata_error* error) {
+  if (strata_status s = open(error); s != STRATA_OK) return s;
   Batch& b = *current_;
-  const VkDeviceSize at = (b.arena_used + 15) & ~VkDeviceSize{15};
+  VkDeviceSize at = (b.arena_used + 15) & ~VkDeviceSize{15};
   if (b.arena == nullptr || at + bytes > b.arena->size) {
     if (b.arena != nullptr) b.staging.push_back(b.arena);  // released with the batch
     b.arena = nullptr;
-    if (device_.staging->allocate(std::max<size_t>(kArenaBytes, bytes), &b.arena, error) != STRATA_OK) return 0;
     b.arena_used = 0;
-    return upload_params(data, bytes, error);
+    at = 0;
+    if (strata_status s = device_.staging->allocate(std::max<size_t>(kArenaBytes, bytes), &b.arena, error);
+        s != STRATA_OK)
+      return s;
   }
   std::memcpy(b.arena->host() + at, data, bytes);
   b.arena_used = at + bytes;
-  return b.arena->address() + at;
+  *address = b.arena->address() + at;
+  return STRATA_OK;
 }
 
 strata_status Stream::dispatch(VkPipeline pipeline, const void* push, uint32_t push_bytes, uint32_t gx, uint32_t gy,
@@ -322,8 +333,12 @@ strata_status Stream::upload(const void* src, size_t bytes, const Buffer& dst, V
 }
 
 void Stream::retire_with_batch(Buffer* buffer) {
+  // The command that used `buffer` may have filled the batch and been flushed
+  // with it: then the last submitted batch is the one to wait for.
   if (current_ != nullptr) {
     current_->staging.push_back(buffer);
+  } else if (!in_flight_.empty()) {
+    in_flight_.back()->staging.push_back(buffer);
   } else {
     device_.staging->release(buffer);
   }
@@ -342,7 +357,11 @@ strata_status Stream::flush(strata_error* error, uint64_t* seq) {
   uint64_t value = 0;
   strata_status s = STRATA_OK;
   if (r != VK_SUCCESS) {
-    s = fail(error, STRATA_ERROR_DEVICE, "%s: vkEndCommandBuffer failed: %s", device_.id().c_str(), result_name(r));
+    // The batch's recorded work is lost: later results would silently miss
+    // it, so the device is unusable from here on.
+    const std::string why = std::string("vkEndCommandBuffer failed: ") + result_name(r);
+    device_.mark_lost(why);
+    s = fail(error, STRATA_ERROR_DEVICE, "%s: %s", device_.id().c_str(), why.c_str());
   } else {
     s = device_.submit(b->commands, &value, error);
   }
@@ -423,8 +442,10 @@ strata_status Pipelines::get(std::string_view shader, int32_t op, const char* ke
   key.append(shader);
   key.push_back('#');
   key.append(std::to_string(op));
+  // The test hook fails every request of that kernel, cached or not.
+  const bool forced = forced_to_fail(device_.state->options.fail_pipeline, shader, kernel);
   std::lock_guard lock(mutex_);
-  if (auto it = pipelines_.find(key); it != pipelines_.end()) {
+  if (auto it = pipelines_.find(key); !forced && it != pipelines_.end()) {
     *out = it->second;
     return STRATA_OK;
   }
@@ -459,11 +480,13 @@ strata_status Pipelines::get(std::string_view shader, int32_t op, const char* ke
   pci.stage.pSpecializationInfo = &spec;
   pci.layout = layout_;
   VkPipeline pipeline = VK_NULL_HANDLE;
-  const VkResult r = vk.vkCreateComputePipelines(device_.device, cache_, 1, &pci, nullptr, &pipeline);
+  const VkResult r = forced ? VK_ERROR_INITIALIZATION_FAILED
+                            : vk.vkCreateComputePipelines(device_.device, cache_, 1, &pci, nullptr, &pipeline);
   if (r != VK_SUCCESS) {
     return fail(error, STRATA_ERROR_DEVICE,
-                "%s: kernel %s: creating the pipeline of shader \"%.*s\" (op %d) failed: %s", device_.id().c_str(),
-                kernel, static_cast<int>(shader.size()), shader.data(), op, result_name(r));
+                "%s: kernel %s: creating the pipeline of shader \"%.*s\" (op %d) failed: %s%s", device_.id().c_str(),
+                kernel, static_cast<int>(shader.size()), shader.data(), op, result_name(r),
+                forced ? " (forced by the test hook option \"test_fail_pipeline\")" : "");
   }
   pipelines_.emplace(std::move(key), pipeline);
   dirty_ = true;
@@ -482,7 +505,9 @@ void Pipelines::save() {
   // Temp file + rename: a concurrent process never reads a half-written cache.
   std::error_code ec;
   std::filesystem::create_directories(std::filesystem::path(cache_file_).parent_path(), ec);
-  const std::string tmp = cache_file_ + ".tmp" + std::to_string(reinterpret_cast<uintptr_t>(this));
+  // The process id keeps two processes sharing the cache from writing one temp file.
+  const std::string tmp =
+      cache_file_ + ".tmp" + std::to_string(::getpid()) + "-" + std::to_string(reinterpret_cast<uintptr_t>(this));
   {
     std::ofstream out(tmp, std::ios::binary | std::ios::trunc);
     if (!out) return;
@@ -570,8 +595,9 @@ strata_status open_device(Device& d, strata_error* error) {
 void close_device(Device& d) {
   if (d.device == VK_NULL_HANDLE) return;
   {
+    // The function table may be partial when open_device failed early.
     std::lock_guard lock(d.lost_mutex);
-    if (d.lost.empty()) d.fn.vkDeviceWaitIdle(d.device);
+    if (d.lost.empty() && d.fn.vkDeviceWaitIdle != nullptr) d.fn.vkDeviceWaitIdle(d.device);
   }
   d.completed = d.last_submitted;
   if (d.pipelines) d.pipelines->save();
@@ -595,7 +621,7 @@ void close_device(Device& d) {
   d.staging.reset();
   d.memory.reset();
   if (d.timeline != VK_NULL_HANDLE) d.fn.vkDestroySemaphore(d.device, d.timeline, nullptr);
-  d.fn.vkDestroyDevice(d.device, nullptr);
+  if (d.fn.vkDestroyDevice != nullptr) d.fn.vkDestroyDevice(d.device, nullptr);
   d.device = VK_NULL_HANDLE;
 }
 

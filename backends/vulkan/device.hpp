@@ -35,6 +35,9 @@ struct Options {
   bool validation = false;
   bool allow_software = true;  // expose lavapipe/llvmpipe-class devices
   bool unified_copies = true;  // use memcpy on host-visible device memory where the device allows
+  // Test hook ("test_fail_pipeline"): "<shader variant>/<kernel>" whose
+  // pipeline creation fails as if the driver had refused it. Empty: off.
+  std::string fail_pipeline;
 };
 
 struct Device;
@@ -65,9 +68,9 @@ class Stream {
 
   // The calls below require mutex() held.
 
-  /// Copies `bytes` of kernel parameters into this batch's parameter arena
-  /// and returns their device address (0 with *error set on failure).
-  VkDeviceAddress upload_params(const void* data, size_t bytes, strata_error* error);
+  /// Copies `bytes` of kernel parameters into this batch's parameter arena;
+  /// *address receives their device address.
+  strata_status upload_params(const void* data, size_t bytes, VkDeviceAddress* address, strata_error* error);
   /// Records a dispatch followed by a barrier.
   strata_status dispatch(VkPipeline pipeline, const void* push, uint32_t push_bytes, uint32_t gx, uint32_t gy,
                          uint32_t gz, strata_error* error);
@@ -85,7 +88,8 @@ class Stream {
   /// Timeline value of the last submission from this stream.
   uint64_t last_seq() const { return last_seq_; }
   bool has_recorded() const { return current_ != nullptr && current_->recorded > 0; }
-  /// Keeps `buffer` (a staging range) alive until the current batch completes.
+  /// Keeps `buffer` (a staging range) alive until everything recorded or
+  /// submitted on this stream so far has completed, then releases it.
   void retire_with_batch(Buffer* buffer);
 
  private:

@@ -37,6 +37,32 @@ strata_status check_indices(Call& c, const strata_tensor& index, int64_t size, i
   return STRATA_OK;
 }
 
+/// The shapes docs/ops.md requires (the shader reads and writes by them):
+/// index_select: y is x with y[dim] = len(index); gather: y has the index's
+/// shape; scatter_add: y has the base's shape and src the index's; for
+/// gather and scatter_add the index fits inside x (base) off `dim`.
+template <int Op>
+strata_status check_shapes(const Call& c, int dim) {
+  const strata_tensor& x = c.in[0];
+  const strata_tensor& index = c.in[1];
+  const strata_tensor& y = c.out;
+  const bool scatter = Op == IX_SCATTER_ADD;
+  bool ok = !scatter || c.in[2].rank == index.rank;
+  for (int32_t d = 0; ok && d < x.rank; ++d) {
+    if (Op == IX_INDEX_SELECT) {
+      ok = y.shape[d] == (d == dim ? index.shape[0] : x.shape[d]);
+    } else {
+      ok = (d == dim || index.shape[d] <= x.shape[d]) && y.shape[d] == (scatter ? x.shape[d] : index.shape[d]);
+      if (scatter) ok = ok && c.in[2].shape[d] == index.shape[d];
+    }
+  }
+  if (ok) return STRATA_OK;
+  return fail(c.error, STRATA_ERROR_INVALID_ARGUMENT,
+              "%s: shapes %s, index %s%s%s -> %s do not match along dim %d on %s", c.op, describe(x).c_str(),
+              describe(index).c_str(), scatter ? ", src " : "", scatter ? describe(c.in[2]).c_str() : "",
+              describe(y).c_str(), dim, c.device.id().c_str());
+}
+
 template <int Op>
 struct Indexing {
   static constexpr const char* name = Op == IX_INDEX_SELECT ? "index_select"
@@ -66,6 +92,7 @@ struct Indexing {
       return fail(c.error, STRATA_ERROR_INVALID_ARGUMENT, "%s: index %s must have the rank of %s on %s", name,
                   describe(index).c_str(), describe(x).c_str(), dev.c_str());
     }
+    if (strata_status s = check_shapes<Op>(c, dim); s != STRATA_OK) return s;
     if (strata_status s = check_indices(c, index, x.shape[dim], dim, x); s != STRATA_OK) return s;
 
     IndexParams p{};
@@ -87,8 +114,8 @@ struct Indexing {
       const std::string copy = std::string("unary_") + tag(y.dtype) + "_" + tag(x.dtype);
       if (strata_status s = launch_eltwise(c, copy.c_str(), OP_COPY, y, &x, 1); s != STRATA_OK) return s;
     }
-    IndexPush push{address_of(y), address_of(values), address_of(index), params(c, &p, sizeof(p))};
-    if (push.p == 0) return STRATA_ERROR_OUT_OF_MEMORY;
+    IndexPush push{address_of(y), address_of(values), address_of(index), 0};
+    if (strata_status s = params(c, &p, sizeof(p), &push.p); s != STRATA_OK) return s;
     const std::string shader = std::string("index_") + tag(y.dtype);
     return launch(c, shader.c_str(), Op, &push, sizeof(push), groups_for(p.n, INDEX_GROUP));
   }

@@ -2,6 +2,7 @@
 #include "kernels.hpp"
 
 #include <algorithm>
+#include <cstdio>
 #include <cstring>
 #include <mutex>
 #include <unordered_map>
@@ -23,6 +24,28 @@ VkDeviceAddress address_of(const strata_tensor& t) {
   return b->address() + static_cast<VkDeviceAddress>(t.offset) * plugin::dtype_size(t.dtype);
 }
 
+namespace {
+
+/// Views of 2^31 elements or more are declined: the shaders count elements
+/// in 32-bit unsigned integers and their grid-stride loops (i += step, step
+/// < 2^31) must not wrap. Offsets within a view may reach 2^32 - 2.
+constexpr uint64_t kMaxElements = uint64_t{1} << 31;
+constexpr uint64_t kMaxSpan = (uint64_t{1} << 32) - 1;
+
+/// Appends the call's operands to a message that came from the device layer
+/// ("vulkan:0: vkQueueSubmit failed ..."), so that it names op, dtypes and shapes.
+strata_status with_operands(const Call& call, strata_status status) {
+  if (call.error == nullptr) return status;
+  std::string operands;
+  for (int32_t k = 0; k < call.n_in; ++k) operands += (k > 0 ? ", " : "") + describe(call.in[k]);
+  operands += " -> " + describe(call.out);
+  const size_t used = std::strlen(call.error->message);
+  std::snprintf(call.error->message + used, sizeof(call.error->message) - used, " (%s: %s)", call.op, operands.c_str());
+  return status;
+}
+
+}  // namespace
+
 strata_status check_tensor(const Call& call, const strata_tensor& t, const char* role) {
   const auto* b = reinterpret_cast<const Buffer*>(t.buffer);
   const std::string dev = call.device.id();
@@ -34,47 +57,59 @@ strata_status check_tensor(const Call& call, const strata_tensor& t, const char*
     return fail(call.error, STRATA_ERROR_INVALID_ARGUMENT, "%s: %s has a bad descriptor (rank %d, offset %lld) on %s",
                 call.op, role, t.rank, static_cast<long long>(t.offset), dev.c_str());
   }
-  // The furthest element must lie inside the buffer; the shaders index with
-  // 32-bit unsigned offsets, so larger views are declined (CPU fallback).
+  // The furthest element must lie inside the buffer. Shapes and strides are
+  // the caller's: every product is checked for overflow.
   uint64_t last = 0;
   uint64_t count = 1;
+  bool span_overflow = false;
+  bool count_overflow = false;
   for (int32_t d = 0; d < t.rank; ++d) {
     if (t.shape[d] <= 0 || t.strides[d] < 0) {
       return fail(call.error, STRATA_ERROR_INVALID_ARGUMENT, "%s: %s %s has a bad shape or stride on %s", call.op, role,
                   describe(t).c_str(), dev.c_str());
     }
-    last += static_cast<uint64_t>(t.shape[d] - 1) * static_cast<uint64_t>(t.strides[d]);
-    count *= static_cast<uint64_t>(t.shape[d]);
+    uint64_t reach = 0;
+    span_overflow |=
+        __builtin_mul_overflow(static_cast<uint64_t>(t.shape[d] - 1), static_cast<uint64_t>(t.strides[d]), &reach);
+    span_overflow |= __builtin_add_overflow(last, reach, &last);
+    count_overflow |= __builtin_mul_overflow(count, static_cast<uint64_t>(t.shape[d]), &count);
   }
-  const uint64_t element = plugin::dtype_size(t.dtype);
-  if ((static_cast<uint64_t>(t.offset) + last + 1) * element > b->size) {
+  uint64_t end = 0;  // bytes from the buffer's start to the end of the furthest element
+  span_overflow |= __builtin_add_overflow(static_cast<uint64_t>(t.offset), last, &end);
+  span_overflow |= __builtin_add_overflow(end, uint64_t{1}, &end);
+  span_overflow |= __builtin_mul_overflow(end, static_cast<uint64_t>(plugin::dtype_size(t.dtype)), &end);
+  if (span_overflow || end > b->size) {
     return fail(call.error, STRATA_ERROR_INVALID_ARGUMENT,
                 "%s: %s %s at offset %lld exceeds its buffer (%llu bytes) on %s", call.op, role, describe(t).c_str(),
                 static_cast<long long>(t.offset), static_cast<unsigned long long>(b->size), dev.c_str());
   }
-  if (last >= (1ull << 32) - 1 || count >= (1ull << 32) - 1) {
+  if (count_overflow || count >= kMaxElements || last >= kMaxSpan) {
     return fail(call.error, STRATA_ERROR_UNSUPPORTED,
-                "%s: %s %s spans 2^32 or more elements, beyond 32-bit shader indexing on %s", call.op, role,
-                describe(t).c_str(), dev.c_str());
+                "%s: %s %s has 2^31 or more elements or spans 2^32 or more, beyond the shaders' 32-bit indexing on %s",
+                call.op, role, describe(t).c_str(), dev.c_str());
   }
   return STRATA_OK;
 }
 
 uint32_t groups_for(uint64_t n, uint32_t group) {
   const uint64_t g = (n + group - 1) / group;
-  return static_cast<uint32_t>(std::clamp<uint64_t>(g, 1, 65535));
+  return static_cast<uint32_t>(std::clamp<uint64_t>(g, 1, kMaxGroups));
 }
 
-VkDeviceAddress params(Call& call, const void* data, size_t bytes) {
-  return call.stream.upload_params(data, bytes, call.error);
+strata_status params(Call& call, const void* data, size_t bytes, VkDeviceAddress* address) {
+  if (strata_status s = call.stream.upload_params(data, bytes, address, call.error); s != STRATA_OK)
+    return with_operands(call, s);
+  return STRATA_OK;
 }
 
 strata_status launch(Call& call, const char* shader, int32_t op, const void* push, uint32_t push_bytes, uint32_t gx,
                      uint32_t gy, uint32_t gz) {
   VkPipeline pipeline = VK_NULL_HANDLE;
   if (strata_status s = call.device.pipelines->get(shader, op, call.op, &pipeline, call.error); s != STRATA_OK)
-    return s;
-  return call.stream.dispatch(pipeline, push, push_bytes, gx, gy, gz, call.error);
+    return with_operands(call, s);
+  if (strata_status s = call.stream.dispatch(pipeline, push, push_bytes, gx, gy, gz, call.error); s != STRATA_OK)
+    return with_operands(call, s);
+  return STRATA_OK;
 }
 
 Merged merge_dims(int rank, const int64_t* shape, const int64_t* const* strides, int operands) {
@@ -115,7 +150,7 @@ strata_status read_elements(Call& call, const strata_tensor& t, std::vector<int6
   const auto* b = reinterpret_cast<const Buffer*>(t.buffer);
   const size_t offset = static_cast<size_t>(t.offset) * element;
   std::vector<char> span(bytes);
-  if (strata_status s = call.stream.synchronize(call.error); s != STRATA_OK) return s;
+  if (strata_status s = call.stream.synchronize(call.error); s != STRATA_OK) return with_operands(call, s);
   if (d.direct) {
     std::memcpy(span.data(), b->host() + offset, bytes);
   } else {
@@ -129,7 +164,7 @@ strata_status read_elements(Call& call, const strata_tensor& t, std::vector<int6
       d.staging->release(staging);
     } else {
       call.stream.retire_with_batch(staging);
-      return s;
+      return with_operands(call, s);
     }
   }
   values.resize(static_cast<size_t>(count));
@@ -213,8 +248,7 @@ strata_status launch_eltwise(Call& call, const char* shader, int32_t op, const s
   for (int k = 0; k < n_inputs; ++k) *in_addr[k] = address_of(inputs[k]);
   // Unused operands alias the output: a valid address the shader never reads.
   for (int k = n_inputs; k < 3; ++k) *in_addr[k] = push.y;
-  push.p = params(call, &p, sizeof(p));
-  if (push.p == 0) return STRATA_ERROR_OUT_OF_MEMORY;
+  if (strata_status s = params(call, &p, sizeof(p), &push.p); s != STRATA_OK) return s;
   return launch(call, shader, op, &push, sizeof(push), groups_for(p.n, ELTWISE_GROUP));
 }
 
@@ -226,14 +260,16 @@ int dim_attr(const strata_attrs* attrs, int rank) {
 }
 
 const std::vector<strata_kernel_entry>& kernel_table(Device& device) {
-  // Built once per device and leaked on purpose: the ABI promises the array
-  // stays valid until the process exits.
+  // Built once per set of stored dtypes (all a table depends on) and leaked
+  // on purpose: the ABI promises the array stays valid until the process
+  // exits, also past a shutdown and a later init whose Device may reuse an
+  // old one's address.
   static std::mutex mutex;
-  static auto* tables = new std::unordered_map<const Device*, KernelTable*>();
+  static auto* tables = new std::unordered_map<uint32_t, KernelTable*>();
   std::lock_guard lock(mutex);
-  KernelTable*& t = (*tables)[&device];
+  KernelTable*& t = (*tables)[device.props.dtype_mask];
   if (t == nullptr) {
-    t = new KernelTable(device);
+    t = new KernelTable(device.props.dtype_mask);
     register_elementwise_kernels(*t);
     register_reduce_kernels(*t);
     register_matmul_kernels(*t);

@@ -16,6 +16,7 @@
 
 #include <array>
 #include <cstdint>
+#include <deque>
 #include <mutex>
 #include <new>
 #include <strata/plugin/strata_plugin.hpp>
@@ -50,15 +51,18 @@ VkDeviceAddress address_of(const strata_tensor& t);
 /// Checks a descriptor against its buffer and the kernels' 32-bit indexing.
 strata_status check_tensor(const Call& call, const strata_tensor& t, const char* role);
 
-/// Uploads `params`, looks up the pipeline `shader`/`op` and dispatches it
-/// with `push` (whose last 8 bytes... are whatever the shader declares).
+/// Looks up the pipeline `shader`/`op` and records its dispatch with `push`.
 strata_status launch(Call& call, const char* shader, int32_t op, const void* push, uint32_t push_bytes, uint32_t gx,
                      uint32_t gy = 1, uint32_t gz = 1);
-/// Device address of `bytes` of parameters for the next dispatch (0 on error).
-VkDeviceAddress params(Call& call, const void* data, size_t bytes);
+/// Copies `bytes` of parameters for the next dispatch to the stream's
+/// parameter arena; *address receives their device address.
+strata_status params(Call& call, const void* data, size_t bytes, VkDeviceAddress* address);
 
-/// Work groups for `n` items of `group` each, capped at the dispatch limit
-/// (shaders loop over the rest).
+/// Work groups per dimension of one dispatch: Vulkan's guaranteed minimum of
+/// maxComputeWorkGroupCount, so it holds on every device.
+inline constexpr uint32_t kMaxGroups = 65535;
+/// Work groups for `n` items of `group` each, capped at kMaxGroups: the
+/// shaders loop (grid stride) over the rest.
 uint32_t groups_for(uint64_t n, uint32_t group);
 
 /// Dims merged across operands: shape and per-operand strides, rank >= 1.
@@ -113,9 +117,10 @@ strata_status entry(const strata_kernel_context* ctx, const strata_tensor* input
 /// A device's kernel table, assembled from every kernel file's registration.
 class KernelTable {
  public:
-  explicit KernelTable(const Device& device) : device_(device) {}
+  /// The table for a device storing the dtypes of `dtype_mask`.
+  explicit KernelTable(uint32_t dtype_mask) : dtype_mask_(dtype_mask) {}
   /// Whether the device stores `dtype`.
-  bool stores(strata_dtype dtype) const { return (device_.props.dtype_mask & STRATA_DTYPE_BIT(dtype)) != 0; }
+  bool stores(strata_dtype dtype) const { return (dtype_mask_ & STRATA_DTYPE_BIT(dtype)) != 0; }
   /// Adds (op, "in,in->out") when the device stores every dtype involved.
   template <class K>
   void add(std::initializer_list<strata_dtype> ins, strata_dtype out, uint32_t flags) {
@@ -134,7 +139,7 @@ class KernelTable {
   const std::vector<strata_kernel_entry>& entries() const { return entries_; }
 
  private:
-  const Device& device_;
+  uint32_t dtype_mask_;
   std::deque<std::string> signatures_;  // stable c_str() pointers
   std::vector<strata_kernel_entry> entries_;
 };

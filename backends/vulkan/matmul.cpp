@@ -57,16 +57,10 @@ struct Matmul {
       count *= p.batch_shape[d];
     }
     p.batch = static_cast<uint32_t>(count);
-    MatmulPush push{address_of(y), address_of(a), address_of(b), params(c, &p, sizeof(p))};
-    if (push.p == 0) return STRATA_ERROR_OUT_OF_MEMORY;
-    const uint64_t gx = (p.n + MATMUL_TILE - 1) / MATMUL_TILE;
-    const uint64_t gy = (p.m + MATMUL_TILE - 1) / MATMUL_TILE;
-    if (gx > 65535 || gy > 65535) {
-      return fail(c.error, STRATA_ERROR_UNSUPPORTED, "matmul: %s @ %s needs more than 65535 tiles per dim on %s",
-                  describe(a).c_str(), describe(b).c_str(), dev.c_str());
-    }
+    MatmulPush push{address_of(y), address_of(a), address_of(b), 0};
+    if (strata_status s = params(c, &p, sizeof(p), &push.p); s != STRATA_OK) return s;
     const std::string shader = std::string("matmul_") + tag(y.dtype);
-    return launch(c, shader.c_str(), 0, &push, sizeof(push), static_cast<uint32_t>(gx), static_cast<uint32_t>(gy),
+    return launch(c, shader.c_str(), 0, &push, sizeof(push), groups_for(p.n, MATMUL_TILE), groups_for(p.m, MATMUL_TILE),
                   groups_for(count, 1));
   }
 };

@@ -104,12 +104,12 @@ void BlockAllocator::destroy_block(Block* block) {
 }
 
 strata_status BlockAllocator::allocate(size_t bytes, Buffer** out, strata_error* error) {
-  const VkDeviceSize want =
-      std::max<VkDeviceSize>(kBufferAlignment, (bytes + kBufferAlignment - 1) / kBufferAlignment * kBufferAlignment);
-  if (bytes > (SIZE_MAX >> 2)) {
+  if (bytes > (SIZE_MAX >> 2)) {  // before rounding up, which would wrap
     return fail(error, STRATA_ERROR_OUT_OF_MEMORY, "%s: cannot allocate %zu bytes of %s", device_.id().c_str(), bytes,
                 what_.c_str());
   }
+  const VkDeviceSize want =
+      std::max<VkDeviceSize>(kBufferAlignment, (bytes + kBufferAlignment - 1) / kBufferAlignment * kBufferAlignment);
   auto buffer = std::unique_ptr<Buffer>(new (std::nothrow) Buffer);
   if (!buffer) return fail(error, STRATA_ERROR_OUT_OF_MEMORY, "%s: out of host memory", device_.id().c_str());
   std::lock_guard lock(mutex_);

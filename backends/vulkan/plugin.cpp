@@ -99,10 +99,20 @@ strata_status parse_options(const char* json, Options& o, strata_error* error) {
       s = boolean(key, value, &o.unified_copies);
     } else if (key == "threads") {
       s = integer(key, value, 0, 1024, &n);  // forwarded by the core; the driver schedules its own threads
+    } else if (key == "test_fail_pipeline") {
+      const std::string v = value.is_string() ? value.get<std::string>() : std::string();
+      const size_t slash = v.find('/');
+      if (slash == std::string::npos || slash == 0 || slash + 1 == v.size()) {
+        return fail(error, STRATA_ERROR_INVALID_ARGUMENT,
+                    "vulkan: option \"test_fail_pipeline\" must be \"<shader variant>/<kernel>\", e.g. "
+                    "\"unary_f32_f32/exp\", got %s",
+                    value.dump().c_str());
+      }
+      o.fail_pipeline = v;
     } else {
       return fail(error, STRATA_ERROR_INVALID_ARGUMENT,
                   "vulkan: unknown option \"%s\" (known: loader, block_size_mb, batch_size, pipeline_cache, "
-                  "validation, software_devices, unified_copies, threads)",
+                  "validation, software_devices, unified_copies, threads, test_fail_pipeline)",
                   key.c_str());
     }
     if (s != STRATA_OK) return s;
@@ -196,6 +206,15 @@ std::string describe_device(State& st, Device& d) {
   features.sType = VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_FEATURES_2;
   features.pNext = &f11;
   api.vkGetPhysicalDeviceFeatures2(d.physical, &features);
+  // The shaders' fixed work-group sizes (256 invocations, 256 along x, 16 x 16
+  // for matmul) exceed Vulkan's guaranteed minimum of 128.
+  const auto& limits = p.limits;
+  if (limits.maxComputeWorkGroupInvocations < 256 || limits.maxComputeWorkGroupSize[0] < 256 ||
+      limits.maxComputeWorkGroupSize[1] < 16) {
+    return name + ": compute work groups are limited to " + std::to_string(limits.maxComputeWorkGroupInvocations) +
+           " invocations (" + std::to_string(limits.maxComputeWorkGroupSize[0]) + " x " +
+           std::to_string(limits.maxComputeWorkGroupSize[1]) + "); the kernels need 256 (256 x 16)";
+  }
   if (!f12.bufferDeviceAddress) return name + ": lacks bufferDeviceAddress (required)";
   if (!f12.timelineSemaphore) return name + ": lacks timelineSemaphore (required)";
   d.has_int64 = features.features.shaderInt64 != 0;
@@ -298,6 +317,10 @@ strata_status init(const strata_host_api* host, const char* options_json, strata
       delete st;
       return s;
     }
+    if (!st->options.fail_pipeline.empty()) {
+      st->log(STRATA_LOG_WARN, "test hook active: the pipeline \"" + st->options.fail_pipeline +
+                                   "\" will fail to build (option \"test_fail_pipeline\")");
+    }
     std::string why;
     if (!open_loader(st->options.loader, st->api, &why)) {
       delete st;
@@ -308,9 +331,14 @@ strata_status init(const strata_host_api* host, const char* options_json, strata
       return s;
     }
     uint32_t n = 0;
-    st->api.vkEnumeratePhysicalDevices(st->instance, &n, nullptr);
+    VkResult r = st->api.vkEnumeratePhysicalDevices(st->instance, &n, nullptr);
     std::vector<VkPhysicalDevice> physical(n);
-    if (n > 0) st->api.vkEnumeratePhysicalDevices(st->instance, &n, physical.data());
+    if (r == VK_SUCCESS && n > 0) r = st->api.vkEnumeratePhysicalDevices(st->instance, &n, physical.data());
+    if (r != VK_SUCCESS && r != VK_INCOMPLETE) {
+      destroy_state(st);
+      return fail(error, STRATA_ERROR_NO_DEVICE, "vulkan: vkEnumeratePhysicalDevices failed: %s", result_name(r));
+    }
+    physical.resize(n);
     std::string skipped;
     for (VkPhysicalDevice pd : physical) {
       auto d = std::make_unique<Device>();

@@ -73,6 +73,10 @@ struct Reduce {
         red_shape[nr] = x.shape[d];
         red_stride[nr++] = x.strides[d];
       } else {
+        if (y.shape[d] != x.shape[d]) {  // the shader writes one output per kept position of x
+          return fail(c.error, STRATA_ERROR_INVALID_ARGUMENT, "%s: kept dim %d of the output %s differs from %s on %s",
+                      name, d, describe(y).c_str(), describe(x).c_str(), dev.c_str());
+        }
         keep_shape[nk] = x.shape[d];
         keep_stride[nk++] = x.strides[d];
       }
@@ -100,8 +104,7 @@ struct Reduce {
     ReducePush push{};
     push.y = address_of(y);
     push.a = address_of(x);
-    push.p = params(c, &p, sizeof(p));
-    if (push.p == 0) return STRATA_ERROR_OUT_OF_MEMORY;
+    if (strata_status s = params(c, &p, sizeof(p), &push.p); s != STRATA_OK) return s;
     const bool per_thread = static_cast<int64_t>(n_red) <= kThreadPerOutput && n_out >= REDUCE_GROUP;
     push.mode = per_thread ? 1u : 0u;
     push.scale = Mean ? static_cast<float>(1.0 / static_cast<double>(n_red)) : 1.0f;

@@ -4,6 +4,8 @@
 // memory: a work group of 16x16 threads computes a 64x64 tile of y, each
 // thread a 4x4 block, stepping through K 16 at a time. Accumulates in f32
 // (f16 operands are widened on load). K is the kind of every operand.
+// Tiles and batches beyond one dispatch's work-group counts are covered by
+// grid-stride loops.
 #include "common.glsl"
 
 layout(local_size_x = 16, local_size_y = 16) in;
@@ -45,8 +47,11 @@ void main() {
   const uint m = pc.p.m, n = pc.p.n, kdim = pc.p.k;
   const uint tx = gl_LocalInvocationID.x, ty = gl_LocalInvocationID.y;
   const uint lid = ty * 16u + tx;
-  const uint row0 = gl_WorkGroupID.y * T, col0 = gl_WorkGroupID.x * T;
-  for (uint z = gl_WorkGroupID.z; z < pc.p.batch; z += gl_NumWorkGroups.z) {
+  const uint tiles_m = (m + T - 1u) / T, tiles_n = (n + T - 1u) / T;
+  for (uint z = gl_WorkGroupID.z; z < pc.p.batch; z += gl_NumWorkGroups.z)
+  for (uint tile_m = gl_WorkGroupID.y; tile_m < tiles_m; tile_m += gl_NumWorkGroups.y)
+  for (uint tile_n = gl_WorkGroupID.x; tile_n < tiles_n; tile_n += gl_NumWorkGroups.x) {
+    const uint row0 = tile_m * T, col0 = tile_n * T;
     uint a_off = 0u, b_off = 0u;
     uint rest = z;
     for (int d = int(pc.p.batch_rank) - 1; d >= 0; --d) {
