@@ -32,6 +32,8 @@
 
 #include <benchmark/benchmark.h>
 
+#include "ratio_reporter.hpp"
+
 #include <cstdint>
 #include <cstdio>
 #include <cstdlib>
@@ -200,36 +202,7 @@ BENCHMARK_CAPTURE(BM_Torch_MlpStep, f32, false)->Unit(benchmark::kMillisecond)->
 BENCHMARK_CAPTURE(BM_Torch_MlpStep, bf16, true)->Unit(benchmark::kMillisecond)->UseRealTime();
 #endif
 
-/// The console output, plus each benchmark's real and CPU time in ms: its
-/// median when repeated, else its single run.
-class RatioReporter : public benchmark::ConsoleReporter {
- public:
-  explicit RatioReporter(OutputOptions options) : ConsoleReporter(options) {}
-  struct Times {
-    double real_ms, cpu_ms;
-  };
-  void ReportRuns(const std::vector<Run>& runs) override {
-    ConsoleReporter::ReportRuns(runs);
-    for (const Run& r : runs) {
-      if (r.error_occurred) continue;
-      const double to_ms = 1e3 / benchmark::GetTimeUnitMultiplier(r.time_unit);
-      const Times t{r.GetAdjustedRealTime() * to_ms, r.GetAdjustedCPUTime() * to_ms};
-      if (r.run_type == Run::RT_Aggregate && r.aggregate_name == "median") {
-        median_[r.run_name.function_name] = t;
-      } else if (r.run_type == Run::RT_Iteration) {
-        single_[r.run_name.function_name] = t;
-      }
-    }
-  }
-  std::optional<Times> times(const std::string& name) const {
-    if (auto it = median_.find(name); it != median_.end()) return it->second;
-    if (auto it = single_.find(name); it != single_.end()) return it->second;
-    return std::nullopt;
-  }
-
- private:
-  std::map<std::string, Times> median_, single_;
-};
+using strata::bench::RatioReporter;
 
 /// num/den in real time and, since every thread of work here is the calling
 /// thread, in CPU time (less disturbed by other load on a shared machine).

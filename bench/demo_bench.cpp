@@ -34,6 +34,8 @@
 
 #include <benchmark/benchmark.h>
 
+#include "ratio_reporter.hpp"
+
 #include <algorithm>
 #include <cstdint>
 #include <cstdio>
@@ -194,32 +196,7 @@ void BM_Torch_DigitsEpoch(benchmark::State& state) {
 BENCHMARK(BM_Torch_DigitsEpoch)->Unit(benchmark::kMillisecond)->UseRealTime();
 #endif
 
-/// The console output plus each benchmark's time in ms: its median when
-/// repeated, else its single run. Prints the ratio at the end.
-class RatioReporter : public benchmark::ConsoleReporter {
- public:
-  explicit RatioReporter(OutputOptions options) : ConsoleReporter(options) {}
-  void ReportRuns(const std::vector<Run>& runs) override {
-    ConsoleReporter::ReportRuns(runs);
-    for (const Run& r : runs) {
-      if (r.error_occurred) continue;
-      double ms = r.GetAdjustedRealTime() / benchmark::GetTimeUnitMultiplier(r.time_unit) * 1e3;
-      if (r.run_type == Run::RT_Aggregate && r.aggregate_name == "median") {
-        median_[r.run_name.function_name] = ms;
-      } else if (r.run_type == Run::RT_Iteration) {
-        single_[r.run_name.function_name] = ms;
-      }
-    }
-  }
-  std::optional<double> ms(const std::string& name) const {
-    if (auto it = median_.find(name); it != median_.end()) return it->second;
-    if (auto it = single_.find(name); it != single_.end()) return it->second;
-    return std::nullopt;
-  }
-
- private:
-  std::map<std::string, double> median_, single_;
-};
+using strata::bench::RatioReporter;
 
 }  // namespace
 
@@ -248,14 +225,14 @@ int main(int argc, char** argv) {
                                                     : benchmark::ConsoleReporter::OO_None);
   benchmark::RunSpecifiedBenchmarks(&reporter);
   std::cout.flush();
-  auto strata_ms = reporter.ms("BM_Strata_DigitsEpoch");
+  auto strata_ms = reporter.times("BM_Strata_DigitsEpoch");
   std::printf("\nms per epoch (medians when repeated; %d thread%s each):\n", threads, threads == 1 ? "" : "s");
-  if (strata_ms) std::printf("  Strata   %8.2f ms\n", *strata_ms);
+  if (strata_ms) std::printf("  Strata   %8.2f ms\n", strata_ms->real_ms);
 #ifdef STRATA_HAVE_TORCH
-  auto torch_ms = reporter.ms("BM_Torch_DigitsEpoch");
-  if (torch_ms) std::printf("  libtorch %8.2f ms\n", *torch_ms);
+  auto torch_ms = reporter.times("BM_Torch_DigitsEpoch");
+  if (torch_ms) std::printf("  libtorch %8.2f ms\n", torch_ms->real_ms);
   if (strata_ms && torch_ms) {
-    std::printf("  Strata / libtorch = %.2fx  (target <= 1.0x)\n", *strata_ms / *torch_ms);
+    std::printf("  Strata / libtorch = %.2fx  (target <= 1.0x)\n", strata_ms->real_ms / torch_ms->real_ms);
   }
 #endif
   benchmark::Shutdown();
