@@ -78,6 +78,29 @@ TEST_F(Vulkan, ShippedConfigSelectsVulkan) {
   EXPECT_GT(info.kernel_count, 150);
 }
 
+TEST_F(Vulkan, ADtypeWithoutKernelsIsRefusedByNameOrFallsBackByPolicy) {
+  // vulkan:0 stores f64 (copies are byte moves) but has no f64 kernels.
+  Tensor t = strata::full({2}, 2.0, {.dtype = strata::DType::f64, .device = cpu_}).to(vk_);
+  try {
+    strata::exp(t);
+    ADD_FAILURE() << "an f64 kernel vulkan:0 lacks ran under fallback policy \"error\"";
+  } catch (const strata::DeviceError& e) {
+    const std::string what = e.what();
+    EXPECT_NE(what.find("exp(f64[2]) on vulkan:0"), std::string::npos) << what;
+    EXPECT_NE(what.find("no kernel for signature f64->f64"), std::string::npos) << what;
+  }
+  strata::Config saved = strata::runtime().config();
+  strata::Config cpu_fallback = saved;
+  cpu_fallback.fallback = strata::FallbackPolicy::cpu;
+  strata::runtime().configure(cpu_fallback);
+  uint64_t before = strata::runtime().fallback_count();
+  Tensor e = strata::exp(t);
+  EXPECT_EQ(e.device(), vk_);
+  EXPECT_DOUBLE_EQ(e.to_vector<double>()[1], std::exp(2.0));
+  EXPECT_GT(strata::runtime().fallback_count(), before);
+  strata::runtime().configure(saved);
+}
+
 /// Bit patterns of a tensor's f32 values (NaN payloads included).
 std::vector<uint32_t> bits(const Tensor& t) {
   std::vector<uint32_t> out;
