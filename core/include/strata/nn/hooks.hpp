@@ -58,8 +58,9 @@ class BackwardHookManager {
 };
 
 /// Gradient accumulation: `steps` micro-batches make one optimizer step.
-/// Each backward() adds the gradient of loss / steps to the parameters'
-/// grad(), so after `steps` micro-batches of equal size the gradient is the
+/// The first micro-batch of a group clears the optimizer's gradients; each
+/// backward() adds the gradient of loss / steps to the parameters' grad(),
+/// so after `steps` micro-batches of equal size the gradient is the
 /// one of the mean loss over the whole batch; then the optimizer steps and
 /// the gradients are cleared. Works with checkpointed models and, through
 /// the GradScaler overload, with dynamic loss scaling (an overflow in any
