@@ -32,7 +32,7 @@
 
 #include <benchmark/benchmark.h>
 
-#include "ratio_reporter.hpp"
+#include "bench_common.hpp"
 
 #include <cstdint>
 #include <cstdio>
@@ -55,6 +55,13 @@
 
 namespace {
 
+using strata::bench::RatioReporter;
+using strata::bench::configure_cpu_only;
+using strata::bench::set_openblas_threads;
+
+/// This program's thread count (STRATA_BENCH_THREADS overrides).
+int threads_for_this_bench() { return strata::bench::bench_threads(1); }
+
 using namespace strata;
 
 constexpr int64_t kWidth = 1024;
@@ -63,11 +70,6 @@ constexpr int kLayers = 4;
 constexpr double kLr = 0.01;
 
 /// One thread unless STRATA_BENCH_THREADS says otherwise (both frameworks).
-int bench_threads() {
-  const char* env = std::getenv("STRATA_BENCH_THREADS");
-  const int n = env != nullptr ? std::atoi(env) : 1;
-  return n > 0 ? n : 1;
-}
 
 /// The same inputs and class targets for both frameworks.
 struct Data {
@@ -130,12 +132,6 @@ BENCHMARK_CAPTURE(BM_Strata_MlpStep, bf16, true)->Unit(benchmark::kMillisecond)-
 /// own thread pool torch::set_num_threads does not size (it sizes OpenMP
 /// and MKL). Found at run time so that nothing links OpenBLAS directly;
 /// false when the process has no OpenBLAS.
-bool set_openblas_threads(int threads) {
-  using SetThreads = void (*)(int);
-  auto set = reinterpret_cast<SetThreads>(dlsym(RTLD_DEFAULT, "openblas_set_num_threads"));
-  if (set != nullptr) set(threads);
-  return set != nullptr;
-}
 
 /// torch.autocast("cpu", dtype=torch.bfloat16) for C++: what Python's
 /// context manager does on enter and exit (libtorch 1.13).
@@ -164,8 +160,8 @@ void BM_Torch_MlpStep(benchmark::State& state, bool bf16) {
   // Strata's CPU plugin sets the calling thread's OpenMP team size before
   // its oneDNN calls, and libtorch sizes its parallel regions from the same
   // setting: restore libtorch's before each libtorch benchmark.
-  torch::set_num_threads(bench_threads());
-  set_openblas_threads(bench_threads());
+  torch::set_num_threads(threads_for_this_bench());
+  set_openblas_threads(threads_for_this_bench());
   torch::manual_seed(7);
   torch::nn::Sequential model;
   for (int i = 0; i < kLayers; ++i) {
@@ -202,7 +198,6 @@ BENCHMARK_CAPTURE(BM_Torch_MlpStep, f32, false)->Unit(benchmark::kMillisecond)->
 BENCHMARK_CAPTURE(BM_Torch_MlpStep, bf16, true)->Unit(benchmark::kMillisecond)->UseRealTime();
 #endif
 
-using strata::bench::RatioReporter;
 
 /// num/den in real time and, since every thread of work here is the calling
 /// thread, in CPU time (less disturbed by other load on a shared machine).
@@ -217,17 +212,12 @@ void print_ratio(const RatioReporter& r, const char* what, const std::string& nu
 }  // namespace
 
 int main(int argc, char** argv) {
-  const int threads = bench_threads();
+  const int threads = threads_for_this_bench();
 #ifdef STRATA_HAVE_TORCH
   torch::set_num_threads(threads);
   const bool openblas = set_openblas_threads(threads);
 #endif
-  Config config = Config::builtin_default();
-  config.prefer = {"cpu"};
-  config.disabled_plugins = {"cuda", "hip", "vulkan"};
-  config.devices["cpu"].threads = threads;
-  config.log_level = "warn";
-  runtime().configure(config);
+  configure_cpu_only(threads);
   benchmark::Initialize(&argc, argv);
   if (benchmark::ReportUnrecognizedArguments(argc, argv)) return 1;
   // Colour as the console reporter's default: only on a terminal.

@@ -34,7 +34,7 @@
 
 #include <benchmark/benchmark.h>
 
-#include "ratio_reporter.hpp"
+#include "bench_common.hpp"
 
 #include <algorithm>
 #include <cstdint>
@@ -59,6 +59,15 @@
 
 namespace {
 
+using strata::bench::RatioReporter;
+using strata::bench::configure_cpu_only;
+using strata::bench::set_openblas_threads;
+
+/// This program's thread count (STRATA_BENCH_THREADS overrides).
+int threads_for_this_bench() {
+  return strata::bench::bench_threads(static_cast<int>(std::max(1u, std::thread::hardware_concurrency())));
+}
+
 using namespace strata;
 
 constexpr int64_t kHidden = 128;
@@ -68,12 +77,6 @@ constexpr uint64_t kSeed = 0;  // the demo's default --seed
 
 /// The machine's core count, what the CPU plugin's default ("threads": 0)
 /// gives, unless STRATA_BENCH_THREADS says otherwise (both frameworks).
-int bench_threads() {
-  if (const char* env = std::getenv("STRATA_BENCH_THREADS"); env != nullptr && std::atoi(env) > 0) {
-    return std::atoi(env);
-  }
-  return static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
-}
 
 /// The demo's training split, on the CPU.
 const digits::Dataset& dataset() {
@@ -137,10 +140,6 @@ BENCHMARK(BM_Strata_DigitsEpoch)->Unit(benchmark::kMillisecond)->UseRealTime();
 /// libtorch's f32 matmuls go to its BLAS, Debian's pthread OpenBLAS, whose
 /// own thread pool torch::set_num_threads does not size (it sizes OpenMP
 /// and MKL). Found at run time so that nothing links OpenBLAS directly.
-void set_openblas_threads(int threads) {
-  using SetThreads = void (*)(int);
-  if (auto set = reinterpret_cast<SetThreads>(dlsym(RTLD_DEFAULT, "openblas_set_num_threads"))) set(threads);
-}
 
 struct TorchDigitsMlpImpl : torch::nn::Module {
   explicit TorchDigitsMlpImpl(int64_t hidden)
@@ -155,8 +154,8 @@ void BM_Torch_DigitsEpoch(benchmark::State& state) {
   // Strata's CPU plugin sets the calling thread's OpenMP team size before
   // its oneDNN calls, and libtorch sizes its parallel regions from the same
   // setting: restore libtorch's before each libtorch benchmark.
-  torch::set_num_threads(bench_threads());
-  set_openblas_threads(bench_threads());
+  torch::set_num_threads(threads_for_this_bench());
+  set_openblas_threads(threads_for_this_bench());
   const digits::Dataset& ds = dataset();
   const int64_t n = ds.train.x.size(0);
   std::vector<float> xs = ds.train.x.to_vector<float>();
@@ -196,22 +195,16 @@ void BM_Torch_DigitsEpoch(benchmark::State& state) {
 BENCHMARK(BM_Torch_DigitsEpoch)->Unit(benchmark::kMillisecond)->UseRealTime();
 #endif
 
-using strata::bench::RatioReporter;
 
 }  // namespace
 
 int main(int argc, char** argv) {
-  const int threads = bench_threads();
+  const int threads = threads_for_this_bench();
 #ifdef STRATA_HAVE_TORCH
   torch::set_num_threads(threads);
   set_openblas_threads(threads);
 #endif
-  Config config = Config::builtin_default();
-  config.prefer = {"cpu"};
-  config.disabled_plugins = {"cuda", "hip", "vulkan"};
-  config.devices["cpu"].threads = threads;
-  config.log_level = "warn";
-  runtime().configure(config);
+  configure_cpu_only(threads);
   benchmark::Initialize(&argc, argv);
   if (benchmark::ReportUnrecognizedArguments(argc, argv)) return 1;
   try {
