@@ -197,7 +197,7 @@ std::vector<Tensor> checkpoint_impl(const CheckpointFn& fn, const std::vector<Te
   closure->n_explicit = inputs.size();
   if (save_ops != nullptr) {
     closure->kept = std::make_unique<detail::SelectiveCache>();
-    closure->kept->save_ops = *save_ops;
+    closure->kept->save_ops.insert(save_ops->begin(), save_ops->end());
   }
   std::vector<Tensor> outputs;
   std::vector<Tensor> reads = detail::capture_external_reads(

@@ -110,7 +110,7 @@ namespace {
 
 bool selective_op(const SelectiveCache* cache, const TraceState& s, const OpCall& call) {
   return cache != nullptr && s.suspended == 0 && !call.preset[0].defined() &&
-         cache->save_ops.count(std::string(call.op->name)) != 0;
+         cache->save_ops.contains(call.op->name);
 }
 
 OpResult replay_cached(TraceState& s, OpCall& call) {

@@ -51,7 +51,7 @@ bool tracing_graph();
 /// Selective checkpointing: the outputs of the listed ops, kept from a
 /// checkpointed function's first run in the order it ran them.
 struct SelectiveCache {
-  std::set<std::string> save_ops;
+  std::set<std::string, std::less<>> save_ops;  // transparent: looked up by op name without a copy
   struct Entry {
     const OpDef* op = nullptr;
     std::vector<Tensor> outputs;
