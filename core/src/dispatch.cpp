@@ -118,7 +118,7 @@ Tensor compact_copy(DeviceRecord& dev, const Tensor& t) {
 /// Builds descriptors and runs one kernel. Returns the plugin's status.
 strata_status run_kernel(DeviceRecord& dev, const KernelSlot& kernel, OpCall& call, OpResult& outputs,
                          strata_error& err) {
-  std::array<Tensor, kMaxInputs> inputs;
+  std::array<Tensor, kMaxInputs> compacted;  // only for inputs the kernel needs compact
   // Not value-initialised: only the fields up to each rank are read.
   std::array<strata_tensor, kMaxInputs + kMaxOutputs> desc;
   auto describe_tensor = [](const Tensor& t, strata_tensor& d) {
@@ -136,8 +136,8 @@ strata_status run_kernel(DeviceRecord& dev, const KernelSlot& kernel, OpCall& ca
   for (int k = 0; k < call.n_inputs; ++k) {
     const Tensor& t = call.in(k);
     bool compact = (kernel.flags & STRATA_KERNEL_STRIDED_INPUTS) == 0 && !t.impl()->is_contiguous();
-    inputs[static_cast<size_t>(k)] = compact ? compact_copy(dev, t) : t;
-    describe_tensor(inputs[static_cast<size_t>(k)], desc[static_cast<size_t>(k)]);
+    if (compact) compacted[static_cast<size_t>(k)] = compact_copy(dev, t);
+    describe_tensor(compact ? compacted[static_cast<size_t>(k)] : t, desc[static_cast<size_t>(k)]);
   }
   outputs.count = 0;
   for (int k = 0; k < call.n_outputs; ++k) {

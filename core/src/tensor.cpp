@@ -2,6 +2,7 @@
 #include "device_record.hpp"
 #include "host_data.hpp"
 #include "op.hpp"
+#include "pool.hpp"
 #include "runtime_internal.hpp"
 #include "autograd/graph.hpp"
 #include "autograd/trace.hpp"
@@ -35,7 +36,7 @@ Tensor make_tensor(DeviceRecord& device, DType dtype, std::span<const int64_t> s
     throw ShapeError("tensor rank " + std::to_string(shape.size()) + " exceeds the maximum of " +
                      std::to_string(STRATA_MAX_RANK));
   }
-  auto impl = std::make_shared<TensorImpl>();
+  auto impl = make_pooled<TensorImpl>();
   impl->device = device.device();
   impl->dtype = dtype;
   impl->rank = static_cast<int32_t>(shape.size());
@@ -47,13 +48,13 @@ Tensor make_tensor(DeviceRecord& device, DType dtype, std::span<const int64_t> s
   size_t block = 0;
   size_t bytes = static_cast<size_t>(impl->numel) * dtype_size(dtype);
   strata_buffer buffer = device.allocator.allocate(bytes, &block);
-  impl->storage = std::make_shared<Storage>(&device, buffer, block);
+  impl->storage = make_pooled<Storage>(&device, buffer, block);
   return Tensor(std::move(impl));
 }
 
 Tensor make_view(const Tensor& base, std::span<const int64_t> shape, std::span<const int64_t> strides,
                  int64_t offset) {
-  auto impl = std::make_shared<TensorImpl>();
+  auto impl = make_pooled<TensorImpl>();
   const TensorImpl& b = *base.impl();
   impl->storage = b.storage;
   impl->device = b.device;

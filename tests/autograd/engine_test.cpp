@@ -6,6 +6,7 @@
 
 #include <cmath>
 #include <thread>
+#include <utility>
 
 namespace {
 
@@ -225,6 +226,43 @@ TEST(Backward, HooksSeeAndReplaceGradients) {
   (w * 3.0).backward();
   EXPECT_DOUBLE_EQ(seen, 3.0);
   EXPECT_DOUBLE_EQ(value(w.grad()), 30.0);
+}
+
+// A hook that runs a backward of its own over nodes the outer pass is still
+// walking: both passes keep separate scratch for the shared node.
+TEST(Backward, ABackwardInsideAHookSharesNodesWithTheOuterPass) {
+  Tensor w = full({}, 1.5, {.dtype = f64, .requires_grad = true});
+  Tensor y = w * w;  // the node both passes run
+  Tensor z = y * 3.0;
+  int calls = 0;
+  y.register_hook([&](const Tensor& g) {
+    EnableGradGuard enable;  // a pass without create_graph runs hooks with recording off
+    if (calls++ == 0) (y * 2.0).backward({}, {.retain_graph = true});  // adds 2 * 2w
+    return g;
+  });
+  z.backward({}, {.retain_graph = true});  // adds 3 * 2w
+  EXPECT_DOUBLE_EQ(value(w.grad()), 10 * 1.5);
+  w.zero_grad();
+  z.backward({}, {.retain_graph = true});  // the node's scratch was handed back: a plain pass again
+  EXPECT_DOUBLE_EQ(value(w.grad()), 6 * 1.5);
+}
+
+TEST(Backward, AHookThatFreesItsNodeGivesAnErrorNotACrash) {
+  Tensor w = full({}, 1.5, {.dtype = f64, .requires_grad = true});
+  Tensor y = w * w;
+  Tensor z = y * 3.0;
+  bool inner = false;
+  y.register_hook([&](const Tensor& g) {
+    EnableGradGuard enable;
+    if (!std::exchange(inner, true)) (y * 2.0).backward();  // frees y's node before the outer pass runs it
+    return g;
+  });
+  try {
+    z.backward();
+    FAIL() << "expected an error";
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("already freed (op 'mul')"), std::string::npos) << e.what();
+  }
 }
 
 TEST(ForwardMode, JvpOfAFunction) {

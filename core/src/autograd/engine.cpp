@@ -12,10 +12,12 @@
 #include <strata/error.hpp>
 #include <strata/ops.hpp>
 
+#include <boost/container/small_vector.hpp>
+
+#include <atomic>
 #include <cmath>
 #include <mutex>
 #include <queue>
-#include <set>
 #include <unordered_map>
 #include <unordered_set>
 
@@ -99,6 +101,73 @@ void set_level_alive(uint64_t id, bool alive) {
   }
 }
 
+namespace {
+
+/// The scratch one pass keeps for one node.
+struct Slot {
+  std::shared_ptr<Node> node;
+  int deps = 0;          // nodes of the pass, not yet run, that send it a gradient
+  bool needed = false;   // reaches a source or a leaf that accumulates
+  bool queued = false;
+  bool claimed = false;  // the node carries this pass's id (else: overflow map)
+  boost::container::small_vector<Tensor, 2> buffer;  // gradients of its outputs so far
+};
+
+/// The scratch of one pass, found from a node without hashing: a node the
+/// pass claims carries the pass id and its slot index. A node another live
+/// pass holds (a backward run inside a hook or a checkpoint recomputation
+/// over the same nodes, or another thread's pass over a shared graph) is
+/// looked up in a map instead.
+class PassScratch {
+ public:
+  PassScratch() : id_(next_id().fetch_add(1, std::memory_order_relaxed)) {}
+  ~PassScratch() {
+    for (Slot& s : slots_) {
+      if (s.claimed) s.node->pass.store(0, std::memory_order_release);
+    }
+  }
+  PassScratch(const PassScratch&) = delete;
+  PassScratch& operator=(const PassScratch&) = delete;
+
+  static constexpr uint32_t kNone = ~uint32_t{0};
+
+  uint32_t find(const Node* n) const {
+    if (n->pass.load(std::memory_order_relaxed) == id_) return n->pass_slot;
+    if (overflow_.empty()) return kNone;
+    auto it = overflow_.find(n);
+    return it == overflow_.end() ? kNone : it->second;
+  }
+  /// The slot of `n`, created on first use (`created` says so).
+  uint32_t get(const std::shared_ptr<Node>& n, bool& created) {
+    uint32_t k = find(n.get());
+    created = k == kNone;
+    if (!created) return k;
+    k = static_cast<uint32_t>(slots_.size());
+    Slot& s = slots_.emplace_back();
+    s.node = n;
+    uint64_t expected = 0;
+    if (n->pass.compare_exchange_strong(expected, id_, std::memory_order_acquire, std::memory_order_relaxed)) {
+      n->pass_slot = k;
+      s.claimed = true;
+    } else {
+      overflow_.emplace(n.get(), k);
+    }
+    return k;
+  }
+  Slot& operator[](uint32_t k) { return slots_[k]; }
+
+ private:
+  static std::atomic<uint64_t>& next_id() {
+    static std::atomic<uint64_t> id{1};
+    return id;
+  }
+  uint64_t id_;
+  std::vector<Slot> slots_;
+  std::unordered_map<const Node*, uint32_t> overflow_;
+};
+
+}  // namespace
+
 std::vector<Tensor> run_backward(const BackwardRequest& req) {
   AutogradState& st = autograd_state();
   StateGuard guard(st);
@@ -116,47 +185,54 @@ std::vector<Tensor> run_backward(const BackwardRequest& req) {
 
   auto in_level = [&](const std::shared_ptr<Node>& n) { return n != nullptr && n->levels.contains(req.level); };
 
-  // 1. Reachable nodes and, in post-order, whether each can reach a sink.
-  std::unordered_map<Node*, bool> needed;  // node -> reaches a source/leaf
-  std::unordered_map<Node*, int> deps;
-  std::vector<std::shared_ptr<Node>> order;  // post-order
+  PassScratch pass;
   // Whether a gradient along `e` is used: it reaches a source, a leaf that
   // accumulates, or a node that leads to one.
   auto edge_needed = [&](const Edge& e) {
-    if (e.leaf != nullptr && source_index.count(e.leaf.get()) != 0) return true;
+    if (e.leaf != nullptr && !source_index.empty() && source_index.count(e.leaf.get()) != 0) return true;
     if (req.accumulate_leaves && e.leaf != nullptr && e.leaf->requires_grad && e.leaf->grad_fn == nullptr) return true;
-    return in_level(e.node) && needed[e.node.get()];
+    if (!in_level(e.node)) return false;
+    uint32_t k = pass.find(e.node.get());
+    return k != PassScratch::kNone && pass[k].needed;
   };
 
+  // 1. Reachable nodes, their in-degree, and (in post-order) whether each
+  //    can reach a sink.
   {
-    std::vector<std::pair<std::shared_ptr<Node>, size_t>> stack;
-    std::unordered_set<Node*> visited;
+    struct Frame {
+      uint32_t slot;
+      size_t next_edge;
+    };
+    std::vector<Frame> stack;
     for (const Tensor& r : req.roots) {
       const AutogradMeta* m = meta_if(r);
-      if (m != nullptr && in_level(m->grad_fn) && visited.insert(m->grad_fn.get()).second) {
-        stack.emplace_back(m->grad_fn, 0);
-      }
+      if (m == nullptr || !in_level(m->grad_fn)) continue;
+      bool created = false;
+      uint32_t k = pass.get(m->grad_fn, created);
+      if (created) stack.push_back({k, 0});
     }
     while (!stack.empty()) {
-      auto& [node, next_edge] = stack.back();
-      if (next_edge < node->next.size()) {
-        const Edge& e = node->next[next_edge++];
+      Frame& f = stack.back();
+      uint32_t slot = f.slot;
+      const Node& node = *pass[slot].node;
+      if (f.next_edge < node.next.size()) {
+        const Edge& e = node.next[f.next_edge++];
         if (in_level(e.node)) {
-          ++deps[e.node.get()];
-          if (visited.insert(e.node.get()).second) stack.emplace_back(e.node, 0);
+          bool created = false;
+          uint32_t k = pass.get(e.node, created);
+          ++pass[k].deps;
+          if (created) stack.push_back({k, 0});
         }
         continue;
       }
       bool reaches = false;
-      for (const Edge& e : node->next) reaches = reaches || edge_needed(e);
-      needed[node.get()] = reaches;
-      order.push_back(node);
+      for (const Edge& e : node.next) reaches = reaches || edge_needed(e);
+      pass[slot].needed = reaches;
       stack.pop_back();
     }
   }
 
   // 2. Seed the targets.
-  std::unordered_map<Node*, std::vector<Tensor>> buffers;
   std::unordered_map<AutogradMeta*, Tensor> leaf_grads;
   auto deliver = [&](const Edge& e, const Tensor& g) {
     if (e.leaf != nullptr) {
@@ -167,11 +243,12 @@ std::vector<Tensor> run_backward(const BackwardRequest& req) {
         leaf_grads[e.leaf.get()] = accumulate(leaf_grads[e.leaf.get()], g);
       }
     }
-    if (in_level(e.node) && needed[e.node.get()]) {
-      auto& buf = buffers[e.node.get()];
-      buf.resize(e.node->n_outputs);
-      buf[static_cast<size_t>(e.output_nr)] = accumulate(buf[static_cast<size_t>(e.output_nr)], g);
-    }
+    if (!in_level(e.node)) return;
+    uint32_t k = pass.find(e.node.get());
+    if (k == PassScratch::kNone || !pass[k].needed) return;
+    auto& buf = pass[k].buffer;
+    buf.resize(e.node->n_outputs);
+    buf[static_cast<size_t>(e.output_nr)] = accumulate(buf[static_cast<size_t>(e.output_nr)], g);
   };
   for (size_t k = 0; k < req.roots.size(); ++k) {
     const auto& m = req.roots[k].impl()->autograd;
@@ -184,37 +261,55 @@ std::vector<Tensor> run_backward(const BackwardRequest& req) {
     deliver(e, req.root_grads[k]);
   }
 
-  // 3. Kahn's order over needed nodes, latest first.
-  auto later = [](const std::shared_ptr<Node>& a, const std::shared_ptr<Node>& b) { return a->sequence < b->sequence; };
-  std::priority_queue<std::shared_ptr<Node>, std::vector<std::shared_ptr<Node>>, decltype(later)> ready(later);
-  std::set<Node*> queued;
+  // 3. Kahn's order over the nodes found, latest first.
+  std::priority_queue<std::pair<uint64_t, uint32_t>> ready;  // (sequence, slot)
+  auto enqueue = [&](uint32_t k) {
+    Slot& s = pass[k];
+    if (s.queued) return;
+    s.queued = true;
+    ready.emplace(s.node->sequence, k);
+  };
   for (const Tensor& r : req.roots) {
     const AutogradMeta* m = meta_if(r);
-    if (m != nullptr && in_level(m->grad_fn) && deps[m->grad_fn.get()] == 0 && queued.insert(m->grad_fn.get()).second) {
-      ready.push(m->grad_fn);
-    }
+    if (m == nullptr || !in_level(m->grad_fn)) continue;
+    uint32_t k = pass.find(m->grad_fn.get());
+    if (pass[k].deps == 0) enqueue(k);
   }
+  using Small = boost::container::small_vector<Tensor, 4>;
   while (!ready.empty()) {
-    std::shared_ptr<Node> node = ready.top();
+    const uint32_t slot = ready.top().second;
     ready.pop();
-    std::vector<Tensor> grads = std::move(buffers[node.get()]);
-    buffers.erase(node.get());
+    // Slots are only added in step 1, so references to them stay valid here.
+    const std::shared_ptr<Node>& node = pass[slot].node;
+    boost::container::small_vector<Tensor, 2> grads = std::move(pass[slot].buffer);
     grads.resize(node->n_outputs);
     bool any = false;
     for (const Tensor& g : grads) any = any || g.defined();
-    if (any && needed[node.get()]) {
+    if (any && pass[slot].needed) {
+      if (!node->hooks.empty() && !node->released) {
+        std::vector<Tensor> seen(grads.begin(), grads.end());
+        for (auto& hook : node->hooks) hook(seen);
+        seen.resize(grads.size());
+        std::move(seen.begin(), seen.end(), grads.begin());
+      }
+      // Checked after the hooks: a hook may itself have run a backward
+      // that freed this node.
       if (node->released) {
         throw Error("backward through a graph that was already freed (op '" + std::string(node->op->name) +
                     "'): use a persistent tape, or backward(retain_graph = true) the first time");
       }
-      for (auto& hook : node->hooks) hook(grads);
-      std::vector<Tensor> inputs;
-      std::vector<Tensor> outputs;
+      Small inputs;
+      Small outputs;
       for (const SavedTensor& s : node->inputs) inputs.push_back(unpack(s, node, req.create_graph));
       for (const SavedTensor& s : node->outputs) outputs.push_back(unpack(s, node, req.create_graph));
-      std::vector<uint8_t> needs(node->next.size());
+      boost::container::small_vector<uint8_t, 4> needs(node->next.size());
       for (size_t k = 0; k < needs.size(); ++k) needs[k] = edge_needed(node->next[k]) ? 1 : 0;
-      GradContext ctx{inputs, outputs, grads, &node->attrs, needs, node->closure.get()};
+      GradContext ctx{{inputs.data(), inputs.size()},
+                      {outputs.data(), outputs.size()},
+                      {grads.data(), grads.size()},
+                      &node->attrs,
+                      {needs.data(), needs.size()},
+                      node->closure.get()};
       std::vector<Tensor> input_grads;
       try {
         input_grads = node->op->vjp(ctx);
@@ -246,7 +341,8 @@ std::vector<Tensor> run_backward(const BackwardRequest& req) {
     }
     for (const Edge& e : node->next) {
       if (!in_level(e.node)) continue;
-      if (--deps[e.node.get()] == 0 && queued.insert(e.node.get()).second) ready.push(e.node);
+      uint32_t k = pass.find(e.node.get());
+      if (k != PassScratch::kNone && --pass[k].deps == 0) enqueue(k);
     }
   }
 

@@ -15,6 +15,7 @@
 #include <boost/container/small_vector.hpp>
 
 #include <array>
+#include <atomic>
 #include <cstdint>
 #include <functional>
 #include <memory>
@@ -97,6 +98,10 @@ struct Node {
   LevelSet levels;
   uint64_t sequence = 0;   // creation order, for a deterministic traversal
   bool released = false;   // saved data freed after a non-persistent pass
+  /// The backward pass (by pass id) that keeps this node's scratch in its
+  /// slot `pass_slot`, or 0; see engine.cpp.
+  std::atomic<uint64_t> pass{0};
+  uint32_t pass_slot = 0;
   /// Node hooks: see (and may change) the gradients of the outputs.
   std::vector<std::function<void(std::vector<Tensor>&)>> hooks;
 

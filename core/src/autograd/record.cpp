@@ -3,6 +3,7 @@
 #include "engine.hpp"
 #include "graph.hpp"
 
+#include "../pool.hpp"
 #include "../tensor_impl.hpp"
 
 #include <strata/error.hpp>
@@ -57,7 +58,7 @@ uint64_t new_level_id() {
 
 AutogradMeta& meta_of(const Tensor& t) {
   auto& slot = t.impl()->autograd;
-  if (!slot) slot = std::make_shared<AutogradMeta>();
+  if (!slot) slot = make_pooled<AutogradMeta>();
   return *slot;
 }
 
@@ -75,77 +76,6 @@ size_t Node::saved_bytes() const {
 
 namespace {
 
-// --- node pool ---------------------------------------------------------------
-
-/// Per-thread free list of fixed-size blocks for nodes (node and shared_ptr
-/// control block in one block). A block freed on another thread joins that
-/// thread's list. At most kMaxFree blocks are kept per thread, so a burst of
-/// graph building does not pin memory forever.
-constexpr size_t kBlockSize = 640;
-constexpr size_t kMaxFree = 8192;
-
-struct FreeBlock {
-  FreeBlock* next;
-};
-
-struct NodePool {
-  FreeBlock* head = nullptr;
-  size_t count = 0;
-  ~NodePool() {
-    while (head != nullptr) {
-      FreeBlock* b = head;
-      head = b->next;
-      ::operator delete(b);
-    }
-  }
-  void* take() {
-    if (head == nullptr) return ::operator new(kBlockSize);
-    FreeBlock* b = head;
-    head = b->next;
-    --count;
-    return b;
-  }
-  void give(void* p) {
-    if (count >= kMaxFree) {
-      ::operator delete(p);
-      return;
-    }
-    auto* b = static_cast<FreeBlock*>(p);
-    b->next = head;
-    head = b;
-    ++count;
-  }
-};
-
-NodePool& node_pool() {
-  thread_local NodePool pool;
-  return pool;
-}
-
-template <typename T>
-struct PoolAllocator {
-  using value_type = T;
-  PoolAllocator() = default;
-  template <typename U>
-  PoolAllocator(const PoolAllocator<U>&) {}  // NOLINT: rebinding
-  T* allocate(size_t n) {
-    static_assert(sizeof(T) <= kBlockSize, "node pool block too small");
-    if (n != 1) return static_cast<T*>(::operator new(n * sizeof(T)));
-    return static_cast<T*>(node_pool().take());
-  }
-  void deallocate(T* p, size_t n) {
-    if (n != 1) {
-      ::operator delete(p);
-      return;
-    }
-    node_pool().give(p);
-  }
-  template <typename U>
-  bool operator==(const PoolAllocator<U>&) const {
-    return true;
-  }
-};
-
 // --- bytes held per level ----------------------------------------------------
 
 std::mutex& bytes_mutex() {
@@ -157,11 +87,32 @@ std::unordered_map<uint64_t, uint64_t>& bytes_by_level() {
   return *map;
 }
 
+/// Level 0 (backward()) is counted apart, without the lock: it is on every
+/// node recorded outside a tape, so its counter is the hot one.
+std::atomic<uint64_t>& implicit_level_bytes() {
+  static std::atomic<uint64_t> bytes{0};
+  return bytes;
+}
+
 void account(const LevelSet& levels, size_t bytes, bool add) {
   if (bytes == 0) return;
+  bool locked_any = false;
+  for (uint8_t k = 0; k < levels.count; ++k) {
+    if (levels.ids[k] == 0) {
+      if (add) {
+        implicit_level_bytes().fetch_add(bytes, std::memory_order_relaxed);
+      } else {
+        implicit_level_bytes().fetch_sub(bytes, std::memory_order_relaxed);
+      }
+    } else {
+      locked_any = true;
+    }
+  }
+  if (!locked_any) return;
   std::lock_guard lock(bytes_mutex());
   auto& map = bytes_by_level();
   for (uint8_t k = 0; k < levels.count; ++k) {
+    if (levels.ids[k] == 0) continue;
     uint64_t& held = map[levels.ids[k]];
     held = add ? held + bytes : held - std::min<uint64_t>(held, bytes);
     if (held == 0) map.erase(levels.ids[k]);
@@ -298,9 +249,10 @@ void record_forward(const OpDef& op, std::span<const Tensor> inputs, std::span<T
 
 }  // namespace
 
-std::shared_ptr<Node> make_node() { return std::allocate_shared<Node>(PoolAllocator<Node>{}); }
+std::shared_ptr<Node> make_node() { return make_pooled<Node>(); }
 
 uint64_t level_saved_bytes(uint64_t level) {
+  if (level == 0) return implicit_level_bytes().load(std::memory_order_relaxed);
   std::lock_guard lock(bytes_mutex());
   auto it = bytes_by_level().find(level);
   return it == bytes_by_level().end() ? 0 : it->second;
