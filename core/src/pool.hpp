@@ -33,33 +33,26 @@ class FreeList {
   static constexpr size_t kMaxFree = 4096;
 
   static void* take() {
-    if (!kPoolEnabled || retired()) return ::operator new(Block);
-    FreeList& l = local();
-    if (l.head_ == nullptr) return ::operator new(Block);
-    Free* b = l.head_;
-    l.head_ = b->next;
-    --l.count_;
+    State& s = state();
+    if (!kPoolEnabled || s.head == nullptr) return ::operator new(Block);
+    Free* b = s.head;
+    s.head = b->next;
+    --s.count;
     return b;
   }
 
   static void give(void* p) {
-    if (!kPoolEnabled || retired()) {
+    State& s = state();
+    if (!kPoolEnabled || s.retired || s.count >= kMaxFree) {
       ::operator delete(p);
       return;
     }
-    FreeList& l = local();
-    if (l.count_ >= kMaxFree) {
-      ::operator delete(p);
-      return;
-    }
+    if (!s.armed) arm(s);
     auto* b = static_cast<Free*>(p);
-    b->next = l.head_;
-    l.head_ = b;
-    ++l.count_;
+    b->next = s.head;
+    s.head = b;
+    ++s.count;
   }
-
-  FreeList(const FreeList&) = delete;
-  FreeList& operator=(const FreeList&) = delete;
 
  private:
   struct Free {
@@ -67,29 +60,36 @@ class FreeList {
   };
   static_assert(Block >= sizeof(Free));
 
-  FreeList() = default;
-  ~FreeList() {
-    retired() = true;  // objects freed later in this thread's exit go to the heap
-    while (head_ != nullptr) {
-      Free* b = head_;
-      head_ = b->next;
-      ::operator delete(b);
-    }
-  }
-
-  static FreeList& local() {
-    thread_local FreeList list;
-    return list;
-  }
-  /// Set once the thread's list is destroyed; trivially destructible, so it
+  /// Trivially destructible, so one thread-local lookup reaches it and it
   /// stays readable until the thread is gone.
-  static bool& retired() {
-    thread_local bool r = false;
-    return r;
-  }
+  struct State {
+    Free* head = nullptr;
+    size_t count = 0;
+    bool armed = false;    // the Reaper below exists
+    bool retired = false;  // the thread is exiting: blocks go to the heap
+  };
+  /// Gives the thread's blocks back to the heap when the thread exits.
+  struct Reaper {
+    ~Reaper() {
+      State& s = state();
+      s.retired = true;
+      while (s.head != nullptr) {
+        Free* b = s.head;
+        s.head = b->next;
+        ::operator delete(b);
+      }
+      s.count = 0;
+    }
+  };
 
-  Free* head_ = nullptr;
-  size_t count_ = 0;
+  static State& state() {
+    thread_local State s;
+    return s;
+  }
+  static void arm(State& s) {
+    thread_local Reaper reaper;
+    s.armed = true;
+  }
 };
 
 /// Blocks are rounded up to 32 bytes, so that types of similar size share a
