@@ -228,6 +228,93 @@ TEST(Backward, HooksSeeAndReplaceGradients) {
   EXPECT_DOUBLE_EQ(value(w.grad()), 30.0);
 }
 
+std::vector<double> values(const Tensor& t) { return t.to_vector<double>(); }
+
+TEST(Retention, RetainGradKeepsTheMarkedIntermediatesOnly) {
+  Tensor w = from_data(std::vector<double>{1, 2}, {2}).set_requires_grad();
+  Tensor h = w * w;
+  Tensor u = h * 3.0;
+  h.retain_grad();
+  sum(u).backward({}, {.retain_graph = true});
+  EXPECT_EQ(values(h.grad()), (std::vector<double>{3, 3}));
+  EXPECT_FALSE(u.grad().defined());
+  EXPECT_EQ(values(w.grad()), (std::vector<double>{6, 12}));
+  sum(u).backward();  // accumulates, like a leaf
+  EXPECT_EQ(values(h.grad()), (std::vector<double>{6, 6}));
+}
+
+TEST(Retention, KeepRetainsEveryIntermediateAndDiscardNone) {
+  Tensor w = from_data(std::vector<double>{1, 2}, {2}).set_requires_grad();
+  Tensor h = w * w;
+  Tensor u = h * 3.0;
+  Tensor y = sum(u);
+  y.backward({}, {.retain_graph = true, .retention = GradRetention::keep});
+  EXPECT_EQ(values(u.grad()), (std::vector<double>{1, 1}));
+  EXPECT_EQ(values(h.grad()), (std::vector<double>{3, 3}));
+  EXPECT_DOUBLE_EQ(value(y.grad()), 1.0);
+
+  Tensor h2 = w * w;
+  h2.retain_grad();
+  sum(h2).backward({}, {.retention = GradRetention::discard});
+  EXPECT_FALSE(h2.grad().defined());
+}
+
+TEST(Retention, RetainGradNeedsGradientHistory) {
+  Tensor plain = full({2}, 1.0, {.dtype = f64});
+  try {
+    (plain * 2.0).retain_grad();
+    FAIL() << "expected an error";
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("retain_grad: the tensor (f64[2]) has no gradient history"),
+              std::string::npos)
+        << e.what();
+  }
+  Tensor leaf = full({2}, 1.0, {.dtype = f64, .requires_grad = true});
+  EXPECT_NO_THROW(leaf.retain_grad());
+}
+
+TEST(Retention, TapesKeepTheirIntermediatesApartFromGrad) {
+  Tensor x = from_data(std::vector<double>{0.5, 1.0}, {2});
+  for (GradRetention policy : {GradRetention::discard, GradRetention::selective, GradRetention::keep}) {
+    GradientTape tape({.retention = policy});
+    tape.watch(x);
+    Tensor a = sin(x);
+    Tensor b = a * a;
+    tape.retain(a);
+    Tensor dx = tape.gradient(sum(b), {x})[0];
+    Tensor da = tape.retained_gradient(a);
+    Tensor db = tape.retained_gradient(b);
+    EXPECT_EQ(da.defined(), policy != GradRetention::discard);
+    EXPECT_EQ(db.defined(), policy == GradRetention::keep);
+    if (da.defined()) {
+      std::vector<double> want{2 * std::sin(0.5), 2 * std::sin(1.0)};
+      EXPECT_NEAR(values(da)[0], want[0], 1e-12);
+      EXPECT_NEAR(values(da)[1], want[1], 1e-12);
+    }
+    if (db.defined()) {
+      EXPECT_EQ(values(db), (std::vector<double>{1, 1}));
+    }
+    EXPECT_FALSE(a.grad().defined());  // a tape's gradients never land in grad()
+    EXPECT_FALSE(tape.retained_gradient(x).defined());
+  }
+}
+
+TEST(Retention, ATapeRetainsOnlyWhatItRecorded) {
+  Tensor x = full({2}, 1.0, {.dtype = f64});
+  Tensor before = x * 2.0;
+  GradientTape tape;
+  tape.watch(x);
+  try {
+    tape.retain(before);
+    FAIL() << "expected an error";
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("not the result of an op this tape recorded"), std::string::npos)
+        << e.what();
+  }
+  Tensor after = x * 2.0;
+  EXPECT_NO_THROW(tape.retain(after));
+}
+
 // A hook that runs a backward of its own over nodes the outer pass is still
 // walking: both passes keep separate scratch for the shared node.
 TEST(Backward, ABackwardInsideAHookSharesNodesWithTheOuterPass) {

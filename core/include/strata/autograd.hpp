@@ -13,9 +13,16 @@
 
 #include <cstdint>
 #include <functional>
+#include <memory>
+#include <unordered_map>
+#include <utility>
 #include <vector>
 
 namespace strata {
+
+namespace detail {
+struct AutogradMeta;  // internal
+}  // namespace detail
 
 /// What gradient() returns for a source the target does not depend on.
 enum class Unconnected { zero, error };
@@ -27,6 +34,9 @@ struct TapeOptions {
   /// higher-order tapes; PyTorch's create_graph).
   bool higher_order = false;
   Unconnected unconnected = Unconnected::zero;
+  /// Which intermediate gradients gradient() keeps for retained_gradient():
+  /// selective (the default) keeps those of tensors passed to retain().
+  GradRetention retention = GradRetention::selective;
 };
 
 class GradientTape {
@@ -48,6 +58,15 @@ class GradientTape {
   /// target.shape + source.shape. Needs a persistent tape.
   Tensor jacobian(const Tensor& target, const Tensor& source);
 
+  /// Marks `t`, a result of an op this tape recorded, so that gradient()
+  /// keeps its gradient under GradRetention::selective. Error for a tensor
+  /// this tape did not record.
+  void retain(const Tensor& t);
+  /// d target / d t of the latest gradient() call, for an intermediate `t`
+  /// the retention policy kept; undefined otherwise (not retained, or not
+  /// on a path from the target to a source).
+  Tensor retained_gradient(const Tensor& t) const;
+
   /// The level id of this tape.
   uint64_t id() const { return id_; }
 
@@ -61,6 +80,10 @@ class GradientTape {
   uint64_t id_;
   TapeOptions options_;
   bool used_ = false;
+  std::vector<std::weak_ptr<detail::AutogradMeta>> marked_;  // retain()
+  /// Gradients kept by the latest gradient(), by the tensor's metadata
+  /// (the weak pointer tells a live tensor from a reused address).
+  std::unordered_map<const detail::AutogradMeta*, std::pair<std::weak_ptr<detail::AutogradMeta>, Tensor>> retained_;
 };
 
 /// Disables recording on this thread for a scope (nothing is recorded; the

@@ -30,11 +30,26 @@ struct TensorOptions {
   bool requires_grad = false;
 };
 
+/// Which gradients of intermediate (non-leaf) tensors a backward pass keeps.
+/// Leaves and sources always get theirs.
+enum class GradRetention {
+  /// None: the cheapest.
+  discard,
+  /// Those marked: by Tensor::retain_grad() for backward(), by
+  /// GradientTape::retain() for a tape.
+  selective,
+  /// Every intermediate the pass computes a gradient for (those on a path
+  /// from the target to a leaf or source).
+  keep,
+};
+
 struct BackwardOptions {
   /// Keep the graph so that backward can run through it again.
   bool retain_graph = false;
   /// Record the backward pass itself, so that .grad is differentiable.
   bool create_graph = false;
+  /// Intermediate gradients to accumulate into the tensors' grad().
+  GradRetention retention = GradRetention::selective;
 };
 
 struct TensorImpl;  // internal
@@ -110,8 +125,13 @@ class Tensor {
   /// True for leaves marked so and for results of ops on them.
   bool requires_grad() const;
   bool is_leaf() const;
-  /// The gradient accumulated by backward(); undefined before.
+  /// The gradient accumulated by backward(); undefined before. For a
+  /// non-leaf, only when backward() retained it (see retain_grad()).
   Tensor grad() const;
+  /// Asks backward() to keep this non-leaf's gradient in grad() (under
+  /// GradRetention::selective, the default; ::keep keeps every one). Error
+  /// when the tensor has no gradient history; a no-op on a leaf.
+  void retain_grad();
   void zero_grad();
   /// Gradient of this tensor with respect to every leaf that requires grad,
   /// accumulated into their grad(). A non-scalar tensor needs `gradient`.

@@ -14,6 +14,7 @@
 
 #include <boost/container/small_vector.hpp>
 
+#include <algorithm>
 #include <atomic>
 #include <cmath>
 #include <mutex>
@@ -81,6 +82,23 @@ void check_finite(const Tensor& g, const Node& node) {
       throw Error("anomaly: the backward of op '" + std::string(node.op->name) + "' produced a non-finite gradient (" +
                   std::to_string(v) + ")");
     }
+  }
+}
+
+/// Hands back the gradients of `node`'s outputs that the request's
+/// retention policy keeps.
+void retain_outputs(const BackwardRequest& req, const Node& node, std::span<const Tensor> grads) {
+  for (size_t k = 0; k < grads.size() && k < node.output_metas.size(); ++k) {
+    if (!grads[k].defined()) continue;
+    std::shared_ptr<AutogradMeta> m = node.output_metas[k].lock();
+    if (m == nullptr) continue;  // the tensor is gone: nobody can read its gradient
+    bool keep = req.retention == GradRetention::keep;
+    if (!keep && req.marked != nullptr) {
+      keep = std::find(req.marked->begin(), req.marked->end(), m.get()) != req.marked->end();
+    } else if (!keep) {
+      keep = m->retains_grad;
+    }
+    if (keep) req.retained->emplace_back(std::move(m), grads[k]);
   }
 }
 
@@ -297,6 +315,10 @@ std::vector<Tensor> run_backward(const BackwardRequest& req) {
       if (node->released) {
         throw Error("backward through a graph that was already freed (op '" + std::string(node->op->name) +
                     "'): use a persistent tape, or backward(retain_graph = true) the first time");
+      }
+      if (req.retained != nullptr && (req.retention == GradRetention::keep ||
+                                      (req.retention == GradRetention::selective && node->retain_hint))) {
+        retain_outputs(req, *node, {grads.data(), grads.size()});
       }
       Small inputs;
       Small outputs;

@@ -3,6 +3,8 @@
 
 #include "graph.hpp"
 
+#include <memory>
+#include <utility>
 #include <vector>
 
 namespace strata::detail {
@@ -16,6 +18,14 @@ struct BackwardRequest {
   bool create_graph = false;        // record the pass itself (higher order)
   bool release = false;             // free saved tensors of nodes no other live level needs
   bool unconnected_zeros = true;    // unconnected source: zeros (else DeviceError... see tape)
+  /// Intermediate gradients to hand back in `retained`.
+  GradRetention retention = GradRetention::discard;
+  /// selective: the tensors a tape marked; null: those with
+  /// AutogradMeta::retains_grad (backward()).
+  const std::vector<const AutogradMeta*>* marked = nullptr;
+  /// Out (when retention is not discard): each retained intermediate and
+  /// its gradient (after node hooks).
+  std::vector<std::pair<std::shared_ptr<AutogradMeta>, Tensor>>* retained = nullptr;
 };
 
 /// Runs the pass; returns one gradient per source (undefined when

@@ -53,6 +53,8 @@ struct AutogradMeta {
   std::vector<std::pair<uint64_t, Tensor>> tangents;
   /// Tensor hooks: called with the gradient of this tensor; may replace it.
   std::vector<std::function<Tensor(const Tensor&)>> hooks;
+  /// Tensor::retain_grad(): backward() keeps this non-leaf's gradient.
+  bool retains_grad = false;
 
   const Tensor* tangent(uint64_t level) const {
     for (const auto& [l, t] : tangents)
@@ -98,6 +100,11 @@ struct Node {
   LevelSet levels;
   uint64_t sequence = 0;   // creation order, for a deterministic traversal
   bool released = false;   // saved data freed after a non-persistent pass
+  /// The outputs' metadata, not owned (a node never owns the tensors that
+  /// own it): where a retained intermediate gradient goes.
+  boost::container::small_vector<std::weak_ptr<AutogradMeta>, 1> output_metas;
+  /// Some output was marked with retain_grad() or GradientTape::retain().
+  bool retain_hint = false;
   /// The backward pass (by pass id) that keeps this node's scratch in its
   /// slot `pass_slot`, or 0; see engine.cpp.
   std::atomic<uint64_t> pass{0};

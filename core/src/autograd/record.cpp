@@ -191,6 +191,8 @@ void record_reverse(const OpDef& op, std::span<const Tensor> inputs, std::span<T
     m.grad_fn = node;
     m.output_nr = static_cast<int>(k);
     m.levels = levels;
+    node->output_metas.resize(outputs.size());
+    node->output_metas[k] = out.impl()->autograd;
   }
   node->accounted_bytes = node->saved_bytes();
   account(levels, node->accounted_bytes, true);

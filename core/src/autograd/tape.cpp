@@ -9,6 +9,8 @@
 #include <strata/error.hpp>
 #include <strata/ops.hpp>
 
+#include <optional>
+
 namespace strata {
 
 using detail::autograd_state;
@@ -84,8 +86,18 @@ std::vector<Tensor> GradientTape::gradient(const Tensor& target, const std::vect
   for (const Tensor& s : sources) {
     if (!s.defined()) throw Error("GradientTape::gradient: undefined source");
   }
+  std::vector<const detail::AutogradMeta*> marked;
+  for (const auto& w : marked_) {
+    if (auto m = w.lock()) marked.push_back(m.get());
+  }
+  std::vector<std::pair<std::shared_ptr<detail::AutogradMeta>, Tensor>> retained;
+  req.retention = options_.retention;
+  req.marked = &marked;
+  req.retained = &retained;
   std::vector<Tensor> grads = detail::run_backward(req);
   used_ = true;
+  retained_.clear();
+  for (auto& [m, g] : retained) retained_[m.get()] = {m, std::move(g)};
   for (size_t k = 0; k < grads.size(); ++k) {
     if (!grads[k].defined()) {
       throw Error("GradientTape::gradient: source " + std::to_string(k) + " (" +
@@ -94,6 +106,26 @@ std::vector<Tensor> GradientTape::gradient(const Tensor& target, const std::vect
     }
   }
   return grads;
+}
+
+void GradientTape::retain(const Tensor& t) {
+  if (!t.defined()) throw Error("GradientTape::retain: undefined tensor");
+  const detail::AutogradMeta* m = meta_if(t);
+  if (m == nullptr || m->grad_fn == nullptr || !m->grad_fn->levels.contains(id_)) {
+    throw Error("GradientTape::retain: the tensor (" + std::string(dtype_name(t.dtype())) +
+                detail::shape_string(t.shape()) +
+                ") is not the result of an op this tape recorded; watch its inputs before computing it");
+  }
+  m->grad_fn->retain_hint = true;
+  marked_.push_back(t.impl()->autograd);
+}
+
+Tensor GradientTape::retained_gradient(const Tensor& t) const {
+  const detail::AutogradMeta* m = meta_if(t);
+  if (m == nullptr) return {};
+  auto it = retained_.find(m);
+  if (it == retained_.end() || it->second.first.expired()) return {};
+  return it->second.second;
 }
 
 Tensor GradientTape::jacobian(const Tensor& target, const Tensor& source) {
@@ -149,6 +181,18 @@ Tensor Tensor::grad() const {
   return m != nullptr ? m->grad : Tensor();
 }
 
+void Tensor::retain_grad() {
+  if (!defined()) throw Error("retain_grad: undefined tensor");
+  detail::AutogradMeta* m = meta_if(*this);
+  if (m != nullptr && m->grad_fn == nullptr && m->requires_grad) return;  // a leaf keeps its gradient anyway
+  if (m == nullptr || m->grad_fn == nullptr || !m->grad_fn->levels.contains(0)) {
+    throw Error("retain_grad: the tensor (" + std::string(dtype_name(dtype())) + detail::shape_string(shape()) +
+                ") has no gradient history for backward(): no leaf it depends on requires grad");
+  }
+  m->retains_grad = true;
+  m->grad_fn->retain_hint = true;
+}
+
 void Tensor::zero_grad() {
   if (detail::AutogradMeta* m = meta_if(*this)) m->grad = Tensor();
 }
@@ -166,7 +210,15 @@ void Tensor::backward(const Tensor& gradient, BackwardOptions options) const {
   req.accumulate_leaves = true;
   req.create_graph = options.create_graph;
   req.release = !options.retain_graph;
+  std::vector<std::pair<std::shared_ptr<detail::AutogradMeta>, Tensor>> retained;
+  req.retention = options.retention;
+  req.retained = &retained;
   detail::run_backward(req);
+  // Retained intermediates accumulate like leaves (recorded only under
+  // create_graph, as the pass itself was).
+  std::optional<NoGradGuard> no_grad;
+  if (!options.create_graph) no_grad.emplace();
+  for (auto& [m, g] : retained) m->grad = m->grad.defined() ? add(m->grad, g) : g;
 }
 
 namespace {
