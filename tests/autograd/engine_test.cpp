@@ -230,6 +230,58 @@ TEST(Backward, HooksSeeAndReplaceGradients) {
 
 std::vector<double> values(const Tensor& t) { return t.to_vector<double>(); }
 
+TEST(NodeHooks, SeeAndReplaceTheGradientsANodeSendsToItsInputs) {
+  Tensor a = from_data(std::vector<double>{1, 2}, {2}).set_requires_grad();
+  Tensor b = from_data(std::vector<double>{3, 4}, {2}).set_requires_grad();
+  Tensor y = a * b;
+  std::vector<double> seen_out;
+  size_t seen_inputs = 0;
+  y.register_node_hook([&](std::vector<Tensor>& grad_inputs, const std::vector<Tensor>& grad_outputs) {
+    seen_out = values(grad_outputs[0]);
+    seen_inputs = grad_inputs.size();
+    grad_inputs[0] = grad_inputs[0] * 10.0;  // only a's gradient changes
+  });
+  sum(y * 2.0).backward();
+  EXPECT_EQ(seen_out, (std::vector<double>{2, 2}));
+  EXPECT_EQ(seen_inputs, 2u);
+  EXPECT_EQ(values(a.grad()), (std::vector<double>{60, 80}));
+  EXPECT_EQ(values(b.grad()), (std::vector<double>{2, 4}));
+}
+
+TEST(NodeHooks, FireOnTapesToo) {
+  Tensor x = from_data(std::vector<double>{1, 2}, {2});
+  GradientTape tape;
+  tape.watch(x);
+  Tensor y = x * x;
+  int calls = 0;
+  y.register_node_hook([&](std::vector<Tensor>&, const std::vector<Tensor>&) { ++calls; });
+  EXPECT_EQ(values(tape.gradient(sum(y), {x})[0]), (std::vector<double>{2, 4}));
+  EXPECT_EQ(calls, 1);
+}
+
+TEST(NodeHooks, BadUseIsAClearError) {
+  Tensor leaf = full({2}, 1.0, {.dtype = f64, .requires_grad = true});
+  try {
+    leaf.register_node_hook([](std::vector<Tensor>&, const std::vector<Tensor>&) {});
+    FAIL() << "expected an error";
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("is a leaf"), std::string::npos) << e.what();
+  }
+  Tensor y = leaf * 3.0;
+  y.register_node_hook([](std::vector<Tensor>& grad_inputs, const std::vector<Tensor>&) {
+    grad_inputs[0] = zeros({3}, {.dtype = f64});  // wrong shape
+  });
+  try {
+    sum(y).backward();
+    FAIL() << "expected an error";
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("a node hook on op 'mul' gave a gradient of shape [3] for input 0 of shape [2]"),
+              std::string::npos)
+        << e.what();
+  }
+  EXPECT_FALSE(leaf.grad().defined());  // nothing was accumulated
+}
+
 TEST(Retention, RetainGradKeepsTheMarkedIntermediatesOnly) {
   Tensor w = from_data(std::vector<double>{1, 2}, {2}).set_requires_grad();
   Tensor h = w * w;

@@ -143,6 +143,14 @@ class Tensor {
   /// Calls `hook` with this tensor's gradient during backward (leaves: the
   /// total; the hook may return a replacement or an undefined tensor).
   void register_hook(std::function<Tensor(const Tensor&)> hook);
+  /// A hook on the node that produced this (non-leaf) tensor, called after
+  /// the node's derivative rule ran in a backward pass: `grad_inputs` holds
+  /// one gradient per input of the op (undefined where none flows) and may
+  /// be changed in place, keeping each shape; `grad_outputs` are the
+  /// gradients of the op's outputs. Fires in every pass that runs the node
+  /// (backward() and tapes). Error on a leaf (use register_hook).
+  using NodeHook = std::function<void(std::vector<Tensor>& grad_inputs, const std::vector<Tensor>& grad_outputs)>;
+  void register_node_hook(NodeHook hook);
 
   /// PyTorch-like text with values, dtype and device.
   std::string to_string() const;

@@ -85,6 +85,19 @@ void check_finite(const Tensor& g, const Node& node) {
   }
 }
 
+/// Each input gradient has its input's shape: a rule that breaks this is a
+/// bug in Strata; a node hook that does is the user's, and told so.
+void check_input_grads(const Node& node, const std::vector<Tensor>& grads, std::span<const Tensor> inputs,
+                       bool from_hook) {
+  for (size_t k = 0; k < grads.size() && k < inputs.size(); ++k) {
+    const Tensor& g = grads[k];
+    if (!g.defined() || g.sizes() == inputs[k].sizes()) continue;
+    throw Error(std::string(from_hook ? "a node hook on op '" : "internal: the VJP of op '") +
+                std::string(node.op->name) + "' gave a gradient of shape " + shape_string(g.shape()) +
+                " for input " + std::to_string(k) + " of shape " + shape_string(inputs[k].shape()));
+  }
+}
+
 /// Hands back the gradients of `node`'s outputs that the request's
 /// retention policy keeps.
 void retain_outputs(const BackwardRequest& req, const Node& node, std::span<const Tensor> grads) {
@@ -342,14 +355,18 @@ std::vector<Tensor> run_backward(const BackwardRequest& req) {
         throw Error("anomaly: in the backward of op '" + std::string(node->op->name) + "' (node #" +
                     std::to_string(node->sequence) + "): " + what.substr(9));
       }
+      check_input_grads(*node, input_grads, {inputs.data(), inputs.size()}, false);
+      if (!node->post_hooks.empty()) {
+        input_grads.resize(node->next.size());
+        const std::vector<Tensor> output_grads(grads.begin(), grads.end());
+        for (auto& hook : node->post_hooks) hook(input_grads, output_grads);
+        input_grads.resize(node->next.size());
+        check_input_grads(*node, input_grads, {inputs.data(), inputs.size()}, true);
+      }
       for (size_t k = 0; k < node->next.size() && k < input_grads.size(); ++k) {
         const Tensor& g = input_grads[k];
         if (!g.defined()) continue;
         if (st.anomaly) check_finite(g, *node);
-        if (g.sizes() != inputs[k].sizes()) {
-          throw Error("internal: the VJP of '" + std::string(node->op->name) + "' returned shape " +
-                      shape_string(g.shape()) + " for an input of shape " + shape_string(inputs[k].shape()));
-        }
         deliver(node->next[k], g);
       }
     }

@@ -111,6 +111,9 @@ struct Node {
   uint32_t pass_slot = 0;
   /// Node hooks: see (and may change) the gradients of the outputs.
   std::vector<std::function<void(std::vector<Tensor>&)>> hooks;
+  /// Tensor::register_node_hook: see (and may change) the input gradients
+  /// the rule computed, with the output gradients.
+  std::vector<Tensor::NodeHook> post_hooks;
 
   size_t saved_bytes() const;
   /// Frees the saved tensors (after a non-persistent pass).

@@ -181,6 +181,18 @@ Tensor Tensor::grad() const {
   return m != nullptr ? m->grad : Tensor();
 }
 
+void Tensor::register_node_hook(NodeHook hook) {
+  if (!defined()) throw Error("register_node_hook: undefined tensor");
+  detail::AutogradMeta* m = meta_if(*this);
+  if (m == nullptr || m->grad_fn == nullptr) {
+    throw Error("register_node_hook: the tensor (" + std::string(dtype_name(dtype())) +
+                detail::shape_string(shape()) +
+                ") is a leaf or has no gradient history, so no node produced it; use register_hook");
+  }
+  if (!hook) throw Error("register_node_hook: empty hook");
+  m->grad_fn->post_hooks.push_back(std::move(hook));
+}
+
 void Tensor::retain_grad() {
   if (!defined()) throw Error("retain_grad: undefined tensor");
   detail::AutogradMeta* m = meta_if(*this);
