@@ -532,6 +532,31 @@ TEST(Threads, IndependentTapesGiveTheSameResults) {
   EXPECT_EQ(single, multi);
 }
 
+// Several threads run backward(retain_graph) over one shared graph: their
+// passes claim the shared nodes in turn (or look them up apart) and
+// accumulate into the same leaf without losing an addition.
+TEST(Threads, BackwardOverASharedGraphAccumulatesEveryPass) {
+  Tensor w = from_data(std::vector<double>{1, 2, 3}, {3}).set_requires_grad();
+  Tensor shared = tanh(w) * w;  // nodes every thread's pass walks
+  constexpr int kThreads = 4, kPasses = 400;
+  std::vector<Tensor> tops;
+  for (int t = 0; t < kThreads; ++t) tops.push_back(sum(shared * static_cast<double>(t + 1)));
+  std::vector<std::thread> threads;
+  for (int t = 0; t < kThreads; ++t) {
+    threads.emplace_back([&, t] {
+      for (int i = 0; i < kPasses; ++i) tops[static_cast<size_t>(t)].backward({}, {.retain_graph = true});
+    });
+  }
+  for (auto& th : threads) th.join();
+  // d/dw (tanh(w) w) = tanh(w) + w (1 - tanh(w)^2); the weights sum to 1+2+3+4.
+  std::vector<double> got = values(w.grad());
+  for (size_t k = 0; k < got.size(); ++k) {
+    double x = static_cast<double>(k + 1);
+    double d = std::tanh(x) + x * (1 - std::tanh(x) * std::tanh(x));
+    EXPECT_NEAR(got[k], d * 10 * kPasses, 1e-9 * d * 10 * kPasses) << k;
+  }
+}
+
 TEST(Anomaly, NamesTheOpWhoseBackwardMadeANaN) {
   set_anomaly_mode(true);
   Tensor x = full({}, 0.0, {.dtype = f64, .requires_grad = true});

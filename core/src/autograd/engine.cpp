@@ -117,6 +117,12 @@ void retain_outputs(const BackwardRequest& req, const Node& node, std::span<cons
 
 }  // namespace
 
+void accumulate_grad(AutogradMeta& meta, const Tensor& g) {
+  static std::mutex mutex;
+  std::lock_guard lock(mutex);
+  meta.grad = meta.grad.defined() ? add(meta.grad, g) : g;
+}
+
 bool level_alive(uint64_t id) {
   if (id == 0) return true;
   std::lock_guard lock(alive_mutex());
@@ -391,7 +397,7 @@ std::vector<Tensor> run_backward(const BackwardRequest& req) {
       Tensor replaced = hook(total);
       if (replaced.defined()) total = replaced;
     }
-    meta->grad = meta->grad.defined() ? add(meta->grad, total) : total;
+    accumulate_grad(*meta, total);
   }
   for (size_t k = 0; k < results.size(); ++k) {
     if (!results[k].defined() && req.unconnected_zeros) results[k] = zeros_like(req.sources[k]);

@@ -32,6 +32,11 @@ struct BackwardRequest {
 /// unconnected and !unconnected_zeros).
 std::vector<Tensor> run_backward(const BackwardRequest& request);
 
+/// meta.grad += g, serialised across threads: passes over a shared graph
+/// (backward(retain_graph) from several threads) may accumulate into the
+/// same leaf at once.
+void accumulate_grad(AutogradMeta& meta, const Tensor& g);
+
 /// Whether level `id` belongs to a tape that is still alive (level 0 always).
 bool level_alive(uint64_t id);
 void set_level_alive(uint64_t id, bool alive);

@@ -230,7 +230,7 @@ void Tensor::backward(const Tensor& gradient, BackwardOptions options) const {
   // create_graph, as the pass itself was).
   std::optional<NoGradGuard> no_grad;
   if (!options.create_graph) no_grad.emplace();
-  for (auto& [m, g] : retained) m->grad = m->grad.defined() ? add(m->grad, g) : g;
+  for (auto& [m, g] : retained) detail::accumulate_grad(*m, g);
 }
 
 namespace {
