@@ -24,7 +24,7 @@ struct BackwardRequest {
   /// AutogradMeta::retains_grad (backward()).
   const std::vector<const AutogradMeta*>* marked = nullptr;
   /// Out (when retention is not discard): each retained intermediate and
-  /// its gradient (after node hooks).
+  /// its gradient (after the tensor hooks).
   std::vector<std::pair<std::shared_ptr<AutogradMeta>, Tensor>>* retained = nullptr;
 };
 
