@@ -105,13 +105,9 @@ void retain_outputs(const BackwardRequest& req, const Node& node, std::span<cons
     if (!grads[k].defined()) continue;
     std::shared_ptr<AutogradMeta> m = node.output_metas[k].lock();
     if (m == nullptr) continue;  // the tensor is gone: nobody can read its gradient
-    bool keep = req.retention == GradRetention::keep;
-    if (!keep && req.marked != nullptr) {
-      keep = std::find(req.marked->begin(), req.marked->end(), m.get()) != req.marked->end();
-    } else if (!keep) {
-      keep = m->retains_grad;
-    }
-    if (keep) req.retained->emplace_back(std::move(m), grads[k]);
+    bool marked = req.marked != nullptr ? std::ranges::find(*req.marked, m.get()) != req.marked->end()
+                                        : m->retains_grad;
+    if (req.retention == GradRetention::keep || marked) req.retained->emplace_back(std::move(m), grads[k]);
   }
 }
 

@@ -182,6 +182,7 @@ void record_reverse(const OpDef& op, std::span<const Tensor> inputs, std::span<T
     }
     node->next.push_back(std::move(edge));
   }
+  node->output_metas.resize(outputs.size());
   for (size_t k = 0; k < outputs.size(); ++k) {
     Tensor& out = outputs[k];
     node->outputs.push_back(
@@ -191,7 +192,6 @@ void record_reverse(const OpDef& op, std::span<const Tensor> inputs, std::span<T
     m.grad_fn = node;
     m.output_nr = static_cast<int>(k);
     m.levels = levels;
-    node->output_metas.resize(outputs.size());
     node->output_metas[k] = out.impl()->autograd;
   }
   node->accounted_bytes = node->saved_bytes();
