@@ -11,45 +11,57 @@ namespace {
 constexpr int64_t kParallelGrain = 1 << 15;
 
 template <class T>
-strata_status amp_unscale(const strata_kernel_context* ctx, const strata_tensor* in, int32_t n_in,
-                          const strata_tensor* out, int32_t n_out, const strata_attrs*, strata_error* error) noexcept {
-  const char* sig = Scalar<T>::name();
-  if (n_in != 2 || n_out != 2) {
-    return fail(error, STRATA_ERROR_INVALID_ARGUMENT, "amp_unscale(%s): expected 2 inputs and 2 outputs, got %d and %d",
-                sig, n_in, n_out);
+strata_status amp_unscale(const strata_kernel_call* call) noexcept {
+  constexpr const char* op = STRATA_OP_AMP_UNSCALE;
+  if (call == nullptr || call->struct_size < STRATA_KERNEL_CALL_MIN_SIZE) [[unlikely]] {
+    return refuse_small_call(call, op);
   }
-  if (in[0].dtype != Scalar<T>::dtype || out[0].dtype != Scalar<T>::dtype || in[1].dtype != STRATA_F32 ||
-      out[1].dtype != STRATA_F32 || plugin::numel(in[1]) != 1) {
+  // (T grad, f32 inv_scale) -> (T, f32 found_inf)
+  static constexpr strata_dtype kDtypes[] = {Scalar<T>::dtype, STRATA_F32, Scalar<T>::dtype, STRATA_F32};
+  if (call->n_inputs != 2 || call->n_outputs != 2 || call->inputs == nullptr || call->outputs == nullptr ||
+      !operand_ok(call->inputs[0], kDtypes[0]) || !operand_ok(call->inputs[1], kDtypes[1]) ||
+      !operand_ok(call->outputs[0], kDtypes[2]) || !operand_ok(call->outputs[1], kDtypes[3])) [[unlikely]] {
+    return refuse_operands(*call, op, kDtypes, 2, kDtypes + 2, 2);
+  }
+  const strata_tensor &grad = *call->inputs[0], &scale = *call->inputs[1];
+  const strata_tensor &out = *call->outputs[0], &found = *call->outputs[1];
+  strata_error* const error = call->error;
+  if (plugin::numel(scale) != 1 || plugin::numel(found) != 1 || plugin::numel(out) != plugin::numel(grad)) {
     return fail(error, STRATA_ERROR_INVALID_ARGUMENT,
-                "amp_unscale(%s): expected (%s grad, f32 inv_scale of one element) -> (%s, f32)", sig, sig, sig);
+                "%s: expected (grad, inv_scale of one element) -> (grad's shape, one element), got (%s, %s) -> "
+                "(%s, %s)",
+                op, plugin::describe(grad).c_str(), plugin::describe(scale).c_str(), plugin::describe(out).c_str(),
+                plugin::describe(found).c_str());
   }
-  // Compact operands (the kernel does not take strided inputs).
-  const T* g = reinterpret_cast<const T*>(in[0].buffer) + in[0].offset;
-  T* y = reinterpret_cast<T*>(out[0].buffer) + out[0].offset;
-  using C = typename Scalar<T>::compute;  // f32 for f16/bf16/f32, f64 for f64
-  const C inv = static_cast<C>(*(reinterpret_cast<const float*>(in[1].buffer) + in[1].offset));
-  const int64_t n = plugin::numel(in[0]);
-  int bad = 0;
-  const int threads = n >= kParallelGrain ? kernel_threads(ctx) : 1;
+  return run_guarded(error, op, [&] {
+    // Compact operands (the kernel does not take strided inputs).
+    const T* g = reinterpret_cast<const T*>(grad.buffer) + grad.offset;
+    T* y = reinterpret_cast<T*>(out.buffer) + out.offset;
+    using C = typename Scalar<T>::compute;  // f32 for f16/bf16/f32, f64 for f64
+    const C inv = static_cast<C>(*(reinterpret_cast<const float*>(scale.buffer) + scale.offset));
+    const int64_t n = plugin::numel(grad);
+    int bad = 0;
+    const int threads = n >= kParallelGrain ? kernel_threads(*call) : 1;
 #pragma omp parallel for num_threads(threads) reduction(| : bad) schedule(static)
-  for (int64_t i = 0; i < n; ++i) {
-    C v = Scalar<T>::load(g[i]);
-    bad |= static_cast<int>(!std::isfinite(v));
-    y[i] = Scalar<T>::store(v * inv);
-  }
-  *(reinterpret_cast<float*>(out[1].buffer) + out[1].offset) = bad != 0 ? 1.0f : 0.0f;
-  return STRATA_OK;
+    for (int64_t i = 0; i < n; ++i) {
+      C v = Scalar<T>::load(g[i]);
+      bad |= static_cast<int>(!std::isfinite(v));
+      y[i] = Scalar<T>::store(v * inv);
+    }
+    *(reinterpret_cast<float*>(found.buffer) + found.offset) = bad != 0 ? 1.0f : 0.0f;
+    return STRATA_OK;
+  });
 }
 
 template <class T>
-void add_unscale(KernelTable& table) {
+void add_unscale(plugin::KernelTable& table) {
   std::string t = Scalar<T>::name();
-  table.add("amp_unscale", t + ",f32->" + t + ",f32", &amp_unscale<T>, 0);
+  table.add(STRATA_OP_AMP_UNSCALE, t + ",f32->" + t + ",f32", &amp_unscale<T>, 0, nullptr, STRATA_OP_VERSION);
 }
 
 }  // namespace
 
-void register_amp_kernels(KernelTable& table) {
+void register_amp_kernels(plugin::KernelTable& table) {
   add_unscale<float>(table);
   add_unscale<double>(table);
   add_unscale<f16>(table);

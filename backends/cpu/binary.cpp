@@ -8,7 +8,7 @@
 namespace strata::cpu {
 namespace {
 
-// One functor per op: BINARY(Type, "op", result type, expression of a and b).
+// One functor per op: BINARY(Type, op name, result type, expression of a and b).
 #define STRATA_CPU_BINARY(Type, op, Result, ...)                    \
   struct Type {                                                      \
     static constexpr const char* name = op;                          \
@@ -18,20 +18,20 @@ namespace {
     }                                                                \
   }
 
-STRATA_CPU_BINARY(Add, "add", C, wrap_add(a, b));
-STRATA_CPU_BINARY(Sub, "sub", C, wrap_sub(a, b));
-STRATA_CPU_BINARY(Mul, "mul", C, wrap_mul(a, b));
-STRATA_CPU_BINARY(Pow, "pow", C, std::pow(a, b));
-STRATA_CPU_BINARY(Maximum, "maximum", C, is_nan(a) || a > b ? a : b);  // NaN in b falls to b
-STRATA_CPU_BINARY(Minimum, "minimum", C, is_nan(a) || a < b ? a : b);
-STRATA_CPU_BINARY(Eq, "eq", bool, a == b);
-STRATA_CPU_BINARY(Ne, "ne", bool, a != b);
-STRATA_CPU_BINARY(Lt, "lt", bool, a < b);
-STRATA_CPU_BINARY(Le, "le", bool, a <= b);
-STRATA_CPU_BINARY(Gt, "gt", bool, a > b);
-STRATA_CPU_BINARY(Ge, "ge", bool, a >= b);
-STRATA_CPU_BINARY(LogicalAnd, "logical_and", bool, a && b);
-STRATA_CPU_BINARY(LogicalOr, "logical_or", bool, a || b);
+STRATA_CPU_BINARY(Add, STRATA_OP_ADD, C, wrap_add(a, b));
+STRATA_CPU_BINARY(Sub, STRATA_OP_SUB, C, wrap_sub(a, b));
+STRATA_CPU_BINARY(Mul, STRATA_OP_MUL, C, wrap_mul(a, b));
+STRATA_CPU_BINARY(Pow, STRATA_OP_POW, C, std::pow(a, b));
+STRATA_CPU_BINARY(Maximum, STRATA_OP_MAXIMUM, C, is_nan(a) || a > b ? a : b);  // NaN in b falls to b
+STRATA_CPU_BINARY(Minimum, STRATA_OP_MINIMUM, C, is_nan(a) || a < b ? a : b);
+STRATA_CPU_BINARY(Eq, STRATA_OP_EQ, bool, a == b);
+STRATA_CPU_BINARY(Ne, STRATA_OP_NE, bool, a != b);
+STRATA_CPU_BINARY(Lt, STRATA_OP_LT, bool, a < b);
+STRATA_CPU_BINARY(Le, STRATA_OP_LE, bool, a <= b);
+STRATA_CPU_BINARY(Gt, STRATA_OP_GT, bool, a > b);
+STRATA_CPU_BINARY(Ge, STRATA_OP_GE, bool, a >= b);
+STRATA_CPU_BINARY(LogicalAnd, STRATA_OP_LOGICAL_AND, bool, a && b);
+STRATA_CPU_BINARY(LogicalOr, STRATA_OP_LOGICAL_OR, bool, a || b);
 
 #undef STRATA_CPU_BINARY
 
@@ -56,7 +56,7 @@ int64_t first_zero(const strata_tensor& t) {
 /// IEEE division for floats; truncating division for integers, where a zero
 /// divisor is an error and INT_MIN / -1 wraps.
 struct Div {
-  static constexpr const char* name = "div";
+  static constexpr const char* name = STRATA_OP_DIV;
 
   template <class C>
   C operator()(C a, C b) const {
@@ -70,9 +70,9 @@ struct Div {
   template <class T, class>
   static strata_status validate(const KernelCall& call) {
     if constexpr (std::is_integral_v<T>) {
-      if (const int64_t at = first_zero<T>(call.in[1]); at >= 0) {
+      if (const int64_t at = first_zero<T>(call.in(1)); at >= 0) {
         return fail(call.error, STRATA_ERROR_INVALID_ARGUMENT,
-                    "div: integer division by zero (divisor is 0 at flat output index %lld)",
+                    "%s: integer division by zero (divisor is 0 at flat output index %lld)", name,
                     static_cast<long long>(at));
       }
     }
@@ -81,7 +81,7 @@ struct Div {
 };
 
 struct Where {
-  static constexpr const char* name = "where";
+  static constexpr const char* name = STRATA_OP_WHERE;
   template <class C>
   C operator()(bool cond, C a, C b) const {
     return cond ? a : b;
@@ -89,13 +89,13 @@ struct Where {
 };
 
 template <class Op, class... Ts>
-void add_compare(KernelTable& table, TypeList<Ts...>) {
+void add_compare(plugin::KernelTable& table, TypeList<Ts...>) {
   (add<Elementwise<Op, bool8, Ts, Ts>>(table), ...);
 }
 
 }  // namespace
 
-void register_binary_kernels(KernelTable& table) {
+void register_binary_kernels(plugin::KernelTable& table) {
   constexpr NumericTypes num;
   add_binary<Add>(table, num);
   add_binary<Sub>(table, num);

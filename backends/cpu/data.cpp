@@ -55,41 +55,78 @@ void fill_words(const strata_tensor& dst, W value, int threads) {
 
 template <class T>
 struct Copy {
-  static constexpr const char* name = "copy";
+  static constexpr const char* name = STRATA_OP_COPY;
   using signature = T(T);
   static constexpr uint32_t flags = kStrided;  // and the output may be strided too
   static strata_status run(const KernelCall& call) {
-    if (!same_shape(call.in[0], call.out[0])) {
-      return fail(call.error, STRATA_ERROR_INVALID_ARGUMENT, "copy: input and output shapes differ");
+    if (!same_shape(call.in(0), call.out())) {
+      return fail(call.error, STRATA_ERROR_INVALID_ARGUMENT, "%s: input %s and output %s shapes differ", name,
+                  plugin::describe(call.in(0)).c_str(), plugin::describe(call.out()).c_str());
     }
-    copy_words<word_t<sizeof(T)>>(call.out[0], call.in[0], call.threads);
+    copy_words<word_t<sizeof(T)>>(call.out(), call.in(0), call.threads);
     return STRATA_OK;
   }
 };
 
 template <class To>
 struct CastTo {
-  static constexpr const char* name = "cast";
+  static constexpr const char* name = STRATA_OP_CAST;
   static constexpr int64_t cost = 2;
   template <class C>
   compute_t<To> operator()(C v) const {
     return convert<compute_t<To>>(v);
   }
+
+  /// The target dtype is the kernel's output; a "dtype" attribute (kind
+  /// DTYPE), when the host sends one, must agree with it.
+  template <class From>
+  static strata_status validate(const KernelCall& call) {
+    const int64_t dtype = plugin::attr_int(call.abi, "dtype", Scalar<To>::dtype);
+    if (dtype == Scalar<To>::dtype) return STRATA_OK;
+    return fail(call.error, STRATA_ERROR_INVALID_ARGUMENT, "%s: attribute 'dtype' is %s but the output is %s", name,
+                dtype >= 0 && dtype < STRATA_DTYPE_COUNT ? plugin::dtype_name(static_cast<strata_dtype>(dtype)) : "?",
+                Scalar<To>::name());
+  }
 };
+
+/// The "value" of fill as storage type T: an exact SCALAR (I64 and BOOL in
+/// `i`, F64 in `f`), or a FLOAT or INT attribute. Integers are converted from
+/// `i` directly, so an i64 fill beyond 2^53 stays exact.
+template <class T>
+strata_status fill_value(const KernelCall& call, const char* op, T& value) {
+  const strata_attr* a = plugin::find_attr(call.abi, "value");
+  if (a == nullptr) return fail(call.error, STRATA_ERROR_INVALID_ARGUMENT, "%s: missing attribute 'value'", op);
+  switch (a->kind) {
+    case STRATA_ATTR_SCALAR:
+      if (a->scalar_dtype == STRATA_F64) {
+        value = store_from<T>(a->f);
+      } else if (a->scalar_dtype == STRATA_I64 || a->scalar_dtype == STRATA_BOOL) {
+        value = store_from<T>(a->i);
+      } else {
+        return fail(call.error, STRATA_ERROR_INVALID_ARGUMENT,
+                    "%s: attribute 'value' is a SCALAR of dtype %s (expected i64, f64 or bool)", op,
+                    plugin::dtype_name(a->scalar_dtype));
+      }
+      return STRATA_OK;
+    case STRATA_ATTR_FLOAT: value = store_from<T>(a->f); return STRATA_OK;
+    case STRATA_ATTR_INT:
+    case STRATA_ATTR_BOOL: value = store_from<T>(a->i); return STRATA_OK;
+    default:  // throws std::invalid_argument naming op, attribute and kinds
+      plugin::attr_of_kind(call.abi, "value", STRATA_ATTR_SCALAR);
+      return STRATA_ERROR_INTERNAL;  // not reached
+  }
+}
 
 template <class T>
 struct Fill {
-  static constexpr const char* name = "fill";
+  static constexpr const char* name = STRATA_OP_FILL;
   using signature = T();
   static constexpr uint32_t flags = kStrided;
   static strata_status run(const KernelCall& call) {
-    const strata_attr* a = plugin::find_attr(call.attrs, "value");
-    if (a == nullptr) return fail(call.error, STRATA_ERROR_INVALID_ARGUMENT, "fill: missing attribute \"value\"");
-    // FLOAT is the contract; an INT (or BOOL) value is taken as is so that
-    // i64 fills beyond 2^53 stay exact.
-    const T value = a->kind == STRATA_ATTR_FLOAT ? store_from<T>(a->f) : store_from<T>(a->i);
+    T value{};
+    if (const strata_status s = fill_value<T>(call, name, value); s != STRATA_OK) return s;
     using W = word_t<sizeof(T)>;
-    fill_words<W>(call.out[0], std::bit_cast<W>(value), call.threads);
+    fill_words<W>(call.out(), std::bit_cast<W>(value), call.threads);
     return STRATA_OK;
   }
 };
@@ -120,7 +157,7 @@ strata_tensor compact_tensor(void* ptr, strata_dtype dtype, int rank, const int6
   return t;
 }
 
-void register_data_kernels(KernelTable& table) {
+void register_data_kernels(plugin::KernelTable& table) {
   for_each_type(AllTypes{}, [&]<class T>() {
     add<Copy<T>>(table);
     add<Fill<T>>(table);

@@ -9,6 +9,8 @@
 #include "kernel.hpp"
 #include "strided.hpp"
 
+#include <string>
+
 namespace strata::cpu {
 namespace {
 
@@ -42,6 +44,16 @@ strata_status check_indices(const KernelCall& call, const char* op, const strata
               "%s: index %lld out of range for dim %d of size %lld (at flat index position %lld)", op,
               static_cast<long long>(bad.value), dim, static_cast<long long>(limit),
               static_cast<long long>(bad.position));
+}
+
+/// "bad dim or operand shapes", with the dim and the operands.
+strata_status bad_operands(const KernelCall& call, const char* op, int rank) {
+  std::string operands;
+  for (int k = 0; k < call.n_in(); ++k) operands += (k > 0 ? ", " : "") + plugin::describe(call.in(k));
+  const int64_t dim = plugin::attr_int(call.abi, "dim", INT64_MIN);
+  const std::string dim_text = dim == INT64_MIN ? std::string("missing") : std::to_string(dim);
+  return fail(call.error, STRATA_ERROR_INVALID_ARGUMENT, "%s: bad dim (%s, for rank %d) or operand shapes (%s -> %s)",
+              op, dim_text.c_str(), rank, operands.c_str(), plugin::describe(call.out()).c_str());
 }
 
 /// Strides of `t` with stride[dim] zeroed: the data operand of the walk.
@@ -83,14 +95,14 @@ bool fits_except(const strata_tensor& walked, const strata_tensor& data_t, int d
 
 template <class T>
 struct IndexSelect {
-  static constexpr const char* name = "index_select";
+  static constexpr const char* name = STRATA_OP_INDEX_SELECT;
   using signature = T(T, int64_t);
   static constexpr uint32_t flags = kStrided;
   static strata_status run(const KernelCall& call) {
-    const strata_tensor &x = call.in[0], &index = call.in[1], &y = call.out[0];
+    const strata_tensor &x = call.in(0), &index = call.in(1), &y = call.out();
     const int dim = dim_attr(call, x.rank);
     if (dim < 0 || index.rank != 1 || !fits_except(y, x, dim) || y.shape[dim] != index.shape[0]) {
-      return fail(call.error, STRATA_ERROR_INVALID_ARGUMENT, "index_select: bad dim or operand shapes");
+      return bad_operands(call, name, x.rank);
     }
     if (const strata_status s = check_indices(call, name, index, dim, x.shape[dim]); s != STRATA_OK) return s;
     int64_t index_strides[kMaxRank] = {};
@@ -102,14 +114,14 @@ struct IndexSelect {
 
 template <class T>
 struct Gather {
-  static constexpr const char* name = "gather";
+  static constexpr const char* name = STRATA_OP_GATHER;
   using signature = T(T, int64_t);
   static constexpr uint32_t flags = kStrided;
   static strata_status run(const KernelCall& call) {
-    const strata_tensor &x = call.in[0], &index = call.in[1], &y = call.out[0];
+    const strata_tensor &x = call.in(0), &index = call.in(1), &y = call.out();
     const int dim = dim_attr(call, x.rank);
     if (dim < 0 || !fits_except(index, x, dim) || !same_shape(index, y)) {
-      return fail(call.error, STRATA_ERROR_INVALID_ARGUMENT, "gather: bad dim or operand shapes");
+      return bad_operands(call, name, x.rank);
     }
     if (const strata_status s = check_indices(call, name, index, dim, x.shape[dim]); s != STRATA_OK) return s;
     gather_walk<T>(y, x, index, index.strides, dim, call.threads);
@@ -119,14 +131,14 @@ struct Gather {
 
 template <class T>
 struct ScatterAdd {
-  static constexpr const char* name = "scatter_add";
+  static constexpr const char* name = STRATA_OP_SCATTER_ADD;
   using signature = T(T, int64_t, T);
   static constexpr uint32_t flags = kStrided;
   static strata_status run(const KernelCall& call) {
-    const strata_tensor &base = call.in[0], &index = call.in[1], &src = call.in[2], &yt = call.out[0];
+    const strata_tensor &base = call.in(0), &index = call.in(1), &src = call.in(2), &yt = call.out();
     const int dim = dim_attr(call, base.rank);
     if (dim < 0 || !fits_except(index, base, dim) || !same_shape(index, src) || !same_shape(base, yt)) {
-      return fail(call.error, STRATA_ERROR_INVALID_ARGUMENT, "scatter_add: bad dim or operand shapes");
+      return bad_operands(call, name, base.rank);
     }
     if (const strata_status s = check_indices(call, name, index, dim, base.shape[dim]); s != STRATA_OK) return s;
     copy_tensor(yt, base, call.threads);
@@ -151,7 +163,7 @@ struct ScatterAdd {
 
 }  // namespace
 
-void register_index_kernels(KernelTable& table) {
+void register_index_kernels(plugin::KernelTable& table) {
   for_each_type(AllTypes{}, [&]<class T>() {
     add<IndexSelect<T>>(table);
     add<Gather<T>>(table);

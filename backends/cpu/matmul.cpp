@@ -277,7 +277,8 @@ struct CompactCopy {
     if constexpr (std::is_same_v<To, From>) {
       copy_tensor(tensor, src, threads);
     } else {
-      map<To, From>(tensor, &src, threads, [](auto v) { return convert<compute_t<To>>(v); });
+      const strata_tensor* const operands[] = {&src};
+      map<To, From>(tensor, operands, threads, [](auto v) { return convert<compute_t<To>>(v); });
     }
   }
 };
@@ -290,23 +291,25 @@ strata_status matmul_via_f32(const KernelCall& call, const strata_tensor& a, con
   std::vector<float> ys(static_cast<size_t>(plugin::numel(y)));
   const strata_tensor yf = compact_tensor(ys.data(), STRATA_F32, y.rank, y.shape);
   if (!try_sgemm(af.tensor, bf.tensor, yf, call.threads) && !try_dnnl<float>(af.tensor, bf.tensor, yf, call.threads)) {
-    return fail(call.error, STRATA_ERROR_INTERNAL, "matmul: oneDNN rejected a compact f32 problem");
+    return fail(call.error, STRATA_ERROR_INTERNAL, "%s: oneDNN rejected a compact f32 problem", STRATA_OP_MATMUL);
   }
-  map<T, float>(y, &yf, call.threads, [](float v) { return v; });
+  const strata_tensor* const operands[] = {&yf};
+  map<T, float>(y, operands, call.threads, [](float v) { return v; });
   return STRATA_OK;
 }
 
 template <class T>
 struct Matmul {
-  static constexpr const char* name = "matmul";
+  static constexpr const char* name = STRATA_OP_MATMUL;
   using signature = T(T, T);
   static constexpr uint32_t flags = kStrided;
 
   static strata_status run(const KernelCall& call) {
-    const strata_tensor &a = call.in[0], &b = call.in[1], &y = call.out[0];
+    const strata_tensor &a = call.in(0), &b = call.in(1), &y = call.out();
     if (!matmul_shapes_ok(a, b, y)) {
       return fail(call.error, STRATA_ERROR_INVALID_ARGUMENT,
-                  "matmul: operand shapes do not form [..., M, K] @ [..., K, N]");
+                  "%s: operand shapes %s @ %s -> %s do not form [..., M, K] @ [..., K, N] -> [..., M, N]", name,
+                  plugin::describe(a).c_str(), plugin::describe(b).c_str(), plugin::describe(y).c_str());
     }
     if (gemm_small<T>(a, b, y)) return STRATA_OK;
     if constexpr (std::is_same_v<T, double>) {
@@ -322,7 +325,7 @@ struct Matmul {
       const CompactCopy<T> ac(a, std::type_identity<T>{}, call.threads), bc(b, std::type_identity<T>{}, call.threads);
       if (try_dnnl<T>(ac.tensor, bc.tensor, y, call.threads)) return STRATA_OK;
       if constexpr (!std::is_same_v<T, float>) return matmul_via_f32<T>(call, a, b, y);
-      return fail(call.error, STRATA_ERROR_UNSUPPORTED, "matmul: oneDNN has no implementation for this f32 layout");
+      return fail(call.error, STRATA_ERROR_UNSUPPORTED, "%s: oneDNN has no implementation for this f32 layout", name);
     }
   }
 };
@@ -335,7 +338,7 @@ void clear_matmul_cache() {
   cache.plans.clear();
 }
 
-void register_matmul_kernels(KernelTable& table) {
+void register_matmul_kernels(plugin::KernelTable& table) {
   add<Matmul<float>>(table);
   add<Matmul<double>>(table);
   add<Matmul<f16>>(table);

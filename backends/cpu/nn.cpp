@@ -23,7 +23,7 @@ C normal_pdf(C x) {
 }
 
 struct Gelu {
-  static constexpr const char* name = "gelu";
+  static constexpr const char* name = STRATA_OP_GELU;
   static constexpr int64_t cost = 8;
   template <class C>
   C operator()(C x) const {
@@ -32,7 +32,7 @@ struct Gelu {
 };
 
 struct Silu {
-  static constexpr const char* name = "silu";
+  static constexpr const char* name = STRATA_OP_SILU;
   static constexpr int64_t cost = 8;
   template <class C>
   C operator()(C x) const {
@@ -41,7 +41,7 @@ struct Silu {
 };
 
 struct ReluBackward {  // (grad, x)
-  static constexpr const char* name = "relu_backward";
+  static constexpr const char* name = STRATA_OP_RELU_BACKWARD;
   template <class C>
   C operator()(C g, C x) const {
     return x > C(0) ? g : C(0);
@@ -49,7 +49,7 @@ struct ReluBackward {  // (grad, x)
 };
 
 struct SigmoidBackward {  // (grad, y = sigmoid(x))
-  static constexpr const char* name = "sigmoid_backward";
+  static constexpr const char* name = STRATA_OP_SIGMOID_BACKWARD;
   template <class C>
   C operator()(C g, C y) const {
     return g * y * (C(1) - y);
@@ -57,7 +57,7 @@ struct SigmoidBackward {  // (grad, y = sigmoid(x))
 };
 
 struct TanhBackward {  // (grad, y = tanh(x))
-  static constexpr const char* name = "tanh_backward";
+  static constexpr const char* name = STRATA_OP_TANH_BACKWARD;
   template <class C>
   C operator()(C g, C y) const {
     return g * (C(1) - y * y);
@@ -65,7 +65,7 @@ struct TanhBackward {  // (grad, y = tanh(x))
 };
 
 struct GeluBackward {  // (grad, x)
-  static constexpr const char* name = "gelu_backward";
+  static constexpr const char* name = STRATA_OP_GELU_BACKWARD;
   static constexpr int64_t cost = 16;
   template <class C>
   C operator()(C g, C x) const {
@@ -99,7 +99,7 @@ C row_sum(int64_t n, F&& f) {
 }
 
 struct Softmax {  // y = exp(x - max) / sum(exp(x - max))
-  static constexpr const char* name = "softmax";
+  static constexpr const char* name = STRATA_OP_SOFTMAX;
   static constexpr int arity = 1;
   template <class T, class S>
   static void row(T* y, const T* x, int64_t n, S s) {
@@ -118,7 +118,7 @@ struct Softmax {  // y = exp(x - max) / sum(exp(x - max))
 };
 
 struct LogSoftmax {  // y = x - max - log(sum(exp(x - max)))
-  static constexpr const char* name = "log_softmax";
+  static constexpr const char* name = STRATA_OP_LOG_SOFTMAX;
   static constexpr int arity = 1;
   template <class T, class S>
   static void row(T* y, const T* x, int64_t n, S s) {
@@ -132,7 +132,7 @@ struct LogSoftmax {  // y = x - max - log(sum(exp(x - max)))
 };
 
 struct SoftmaxBackward {  // (grad, y = softmax(x)): dx = y * (grad - sum(grad * y))
-  static constexpr const char* name = "softmax_backward";
+  static constexpr const char* name = STRATA_OP_SOFTMAX_BACKWARD;
   static constexpr int arity = 2;
   template <class T, class S>
   static void row(T* dx, const T* g, const T* y, int64_t n, S s) {
@@ -144,7 +144,7 @@ struct SoftmaxBackward {  // (grad, y = softmax(x)): dx = y * (grad - sum(grad *
 };
 
 struct LogSoftmaxBackward {  // (grad, y = log_softmax(x)): dx = grad - exp(y) * sum(grad)
-  static constexpr const char* name = "log_softmax_backward";
+  static constexpr const char* name = STRATA_OP_LOG_SOFTMAX_BACKWARD;
   static constexpr int arity = 2;
   template <class T, class S>
   static void row(T* dx, const T* g, const T* y, int64_t n, S s) {
@@ -164,9 +164,9 @@ struct AlongDim {
   static constexpr uint32_t flags = 0;  // composites receive compact inputs
 
   static strata_status run(const KernelCall& call) {
-    const strata_tensor& y = call.out[0];
-    for (int i = 0; i < call.n_in; ++i) {
-      if (!same_shape(call.in[i], y) || !plugin::is_contiguous(call.in[i]) || !plugin::is_contiguous(y)) {
+    const strata_tensor& y = call.out();
+    for (int i = 0; i < call.n_in(); ++i) {
+      if (!same_shape(call.in(i), y) || !plugin::is_contiguous(call.in(i)) || !plugin::is_contiguous(y)) {
         return fail(call.error, STRATA_ERROR_INVALID_ARGUMENT, "%s: operands must be compact and of one shape",
                     name);
       }
@@ -174,14 +174,17 @@ struct AlongDim {
     int64_t outer = 1, n = 1, inner = 1;
     if (y.rank > 0) {  // a scalar is one row of one element
       const int dim = dim_attr(call, y.rank);
-      if (dim < 0) return fail(call.error, STRATA_ERROR_INVALID_ARGUMENT, "%s: missing or bad \"dim\"", name);
+      if (dim < 0) {
+        return fail(call.error, STRATA_ERROR_INVALID_ARGUMENT, "%s: attribute 'dim' missing or out of range for %s",
+                    name, plugin::describe(y).c_str());
+      }
       for (int d = 0; d < dim; ++d) outer *= y.shape[d];
       n = y.shape[dim];
       for (int d = dim + 1; d < y.rank; ++d) inner *= y.shape[d];
     }
     T* const out = data<T>(y);
-    const T* const a = data<const T>(call.in[0]);
-    const T* const b = Op::arity == 2 ? data<const T>(call.in[1]) : nullptr;
+    const T* const a = data<const T>(call.in(0));
+    const T* const b = Op::arity == 2 ? data<const T>(call.in(1)) : nullptr;
     const auto one_row = [&](int64_t r, auto stride) {
       const int64_t base = r / inner * n * inner + r % inner;
       if constexpr (Op::arity == 1) {
@@ -208,7 +211,7 @@ struct AlongDim {
 
 }  // namespace
 
-void register_nn_kernels(KernelTable& table) {
+void register_nn_kernels(plugin::KernelTable& table) {
   constexpr FloatTypes f;
   add_unary<Gelu>(table, f);
   add_unary<Silu>(table, f);

@@ -1,6 +1,8 @@
-// plugin.cpp — the CPU plugin's entry symbol and its table: init (options),
-// the single device "cpu:0", host memory and copies. There are no streams:
-// every call completes before it returns.
+// plugin.cpp — the CPU plugin's entry symbol and its ABI 2.0 table: probe,
+// init (options), the single device "cpu:0", host memory (with statistics)
+// and copies, and the strata.native_handles extension. There are no streams
+// or events: every call completes before it returns, and the device is free
+// threaded (the kernels share no state the host would have to serialise).
 //
 // Options (a JSON object; any other key is an error):
 //   "threads": integer 0..1024, OpenMP threads per kernel (0: omp_get_max_threads())
@@ -11,11 +13,15 @@
 
 #include <strata/plugin/strata_plugin.hpp>
 
+#include <malloc.h>
 #include <nlohmann/json.hpp>
 #include <oneapi/dnnl/dnnl.h>
 #include <omp.h>
 #include <unistd.h>
 
+#include <algorithm>
+#include <atomic>
+#include <cstdint>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
@@ -94,76 +100,146 @@ uint64_t physical_memory_bytes() {
   return pages > 0 && page_size > 0 ? static_cast<uint64_t>(pages) * static_cast<uint64_t>(page_size) : 0;
 }
 
+/// Available physical memory: MemAvailable of /proc/meminfo (free plus
+/// what the kernel can reclaim), else the free pages.
+uint64_t available_memory_bytes() {
+  std::ifstream meminfo("/proc/meminfo");
+  for (std::string line; std::getline(meminfo, line);) {
+    if (line.rfind("MemAvailable:", 0) != 0) continue;
+    const unsigned long long kib = std::strtoull(line.c_str() + std::strlen("MemAvailable:"), nullptr, 10);
+    if (kib > 0) return static_cast<uint64_t>(kib) * 1024;
+    break;
+  }
+  const long pages = sysconf(_SC_AVPHYS_PAGES);
+  const long page_size = sysconf(_SC_PAGE_SIZE);
+  return pages > 0 && page_size > 0 ? static_cast<uint64_t>(pages) * static_cast<uint64_t>(page_size) : 0;
+}
+
 strata_device_props make_props() {
   strata_device_props p{};
   p.struct_size = sizeof(p);
   std::snprintf(p.name, sizeof(p.name), "%s (%s)", cpu_model_name().c_str(), isa_name());
   p.type = STRATA_DEVICE_CPU;
+  // Device memory is host memory; the kernels share no state, so the host
+  // may call every entry point concurrently without a per-stream lock.
+  p.flags = STRATA_DEVICE_UNIFIED_MEMORY | STRATA_DEVICE_FREE_THREADED;
   p.memory_bytes = physical_memory_bytes();
-  for (int d = 0; d < STRATA_DTYPE_COUNT; ++d) p.dtype_mask |= STRATA_DTYPE_BIT(d);
+  for (strata_dtype d : {STRATA_F32, STRATA_F64, STRATA_F16, STRATA_BF16, STRATA_I32, STRATA_I64, STRATA_BOOL}) {
+    p.dtype_mask |= STRATA_DTYPE_BIT(d);
+  }
   // f16/bf16 are stored natively but computed through f32.
   p.compute_dtype_mask = STRATA_DTYPE_BIT(STRATA_F32) | STRATA_DTYPE_BIT(STRATA_F64) | STRATA_DTYPE_BIT(STRATA_I32) |
                          STRATA_DTYPE_BIT(STRATA_I64) | STRATA_DTYPE_BIT(STRATA_BOOL);
   std::snprintf(p.compute_capability, sizeof(p.compute_capability), "%s", isa_name());
-  p.has_streams = 0;
-  p.unified_memory = 1;
+  // No UUID (flag HAS_UUID unset), no PCI bus id: a CPU is not seen twice.
   return p;
 }
 
-void log_info(const strata_host_api* host, const char* message) {
-  if (host != nullptr && host->struct_size >= offsetof(strata_host_api, log) + sizeof(host->log) &&
-      host->log != nullptr) {
-    host->log(STRATA_LOG_INFO, kPluginName, message);
-  }
+/// An argument struct below its ABI 2.0 size. `error` is each struct's last
+/// required field, so a struct this small does not officially carry it; a
+/// host that got struct_size wrong still almost always passed a whole struct,
+/// so the message is written through it when there is one.
+template <class Args>
+strata_status too_small(const Args* args, size_t min_size, const char* what) {
+  if (args == nullptr) return STRATA_ERROR_INVALID_ARGUMENT;
+  return fail(args->error, STRATA_ERROR_INVALID_ARGUMENT,
+              "cpu: %s: argument struct_size %zu is below the ABI %d.%d minimum of %zu bytes", what, args->struct_size,
+              STRATA_ABI_MAJOR, STRATA_ABI_MINOR, min_size);
 }
 
-strata_status bad_device(strata_error* error, int32_t device) {
-  return fail(error, STRATA_ERROR_INVALID_ARGUMENT, "cpu: no device %d (there is only cpu:0)", device);
+strata_status bad_device(strata_error* error, const char* what, int32_t device) {
+  return fail(error, STRATA_ERROR_INVALID_ARGUMENT, "cpu: %s: no device %d (there is only cpu:0)", what, device);
+}
+
+// ---- Memory ------------------------------------------------------------------
+//
+// Each buffer is one aligned_alloc block: a 64-byte header holding the size
+// the host asked for, then the buffer itself (so it stays 64-byte aligned).
+// The header gives free() the size for the statistics and lets copies check
+// their ranges.
+
+constexpr size_t kHeader = kAlignment;
+
+struct BlockHeader {
+  size_t bytes;  // as requested by the host
+};
+static_assert(sizeof(BlockHeader) <= kHeader);
+
+/// Process-wide counters (one device; its memory is the process's).
+struct MemoryCounters {
+  std::atomic<uint64_t> in_use{0};
+  std::atomic<uint64_t> peak{0};
+  std::atomic<uint64_t> allocations{0};
+};
+MemoryCounters g_memory;
+
+char* bytes_of(strata_buffer buffer) { return reinterpret_cast<char*>(buffer); }
+
+size_t buffer_size(strata_buffer buffer) {
+  return reinterpret_cast<const BlockHeader*>(bytes_of(buffer) - kHeader)->bytes;
 }
 
 // ---- The table's functions ---------------------------------------------------
 
-strata_status init(const strata_host_api* host, const char* options_json, strata_plugin_state* out_state,
-                   strata_error* error) noexcept {
+strata_status probe(strata_probe_args* args) noexcept {
+  if (!plugin::large_enough(args, STRATA_PROBE_ARGS_MIN_SIZE)) {
+    return too_small(args, STRATA_PROBE_ARGS_MIN_SIZE, "probe");
+  }
+  // Any x86-64/AArch64 Linux host runs this build; nothing to open.
+  args->score = 50;
+  return STRATA_OK;
+}
+
+/// Parses the options into `threads` (0: all cores) and applies "isa".
+strata_status parse_options(const char* options_json, int64_t& threads, strata_error* error) {
+  nlohmann::json options;
   try {
-    const nlohmann::json options = nlohmann::json::parse(options_json != nullptr ? options_json : "{}");
-    if (!options.is_object()) {
-      return fail(error, STRATA_ERROR_INVALID_ARGUMENT, "cpu: options must be a JSON object, got %s",
-                  options.type_name());
-    }
-    int64_t threads = 0;
-    for (const auto& [key, value] : options.items()) {
-      if (key == "threads") {
-        if (!value.is_number_integer() || value.get<int64_t>() < 0 || value.get<int64_t>() > kMaxThreads) {
-          return fail(error, STRATA_ERROR_INVALID_ARGUMENT,
-                      "cpu: option \"threads\" must be an integer in [0, %lld] (0: all cores), got %s",
-                      static_cast<long long>(kMaxThreads), value.dump().c_str());
-        }
-        threads = value.get<int64_t>();
-      } else if (key == "isa") {
-        if (!value.is_string()) {
-          return fail(error, STRATA_ERROR_INVALID_ARGUMENT, "cpu: option \"isa\" must be a string");
-        }
-        if (const strata_status s = limit_isa(value.get<std::string>(), error); s != STRATA_OK) return s;
-      } else {
-        return fail(error, STRATA_ERROR_INVALID_ARGUMENT, "cpu: unknown option \"%s\" (known: threads, isa)",
-                    key.c_str());
+    options = nlohmann::json::parse(options_json != nullptr ? options_json : "{}");
+  } catch (const nlohmann::json::exception& e) {
+    return fail(error, STRATA_ERROR_INVALID_ARGUMENT, "cpu: bad options: %s", e.what());
+  }
+  if (!options.is_object()) {
+    return fail(error, STRATA_ERROR_INVALID_ARGUMENT, "cpu: options must be a JSON object, got %s",
+                options.type_name());
+  }
+  threads = 0;
+  for (const auto& [key, value] : options.items()) {
+    if (key == "threads") {
+      if (!value.is_number_integer() || value.get<int64_t>() < 0 || value.get<int64_t>() > kMaxThreads) {
+        return fail(error, STRATA_ERROR_INVALID_ARGUMENT,
+                    "cpu: option \"threads\" must be an integer in [0, %lld] (0: all cores), got %s",
+                    static_cast<long long>(kMaxThreads), value.dump().c_str());
       }
+      threads = value.get<int64_t>();
+    } else if (key == "isa") {
+      if (!value.is_string()) {
+        return fail(error, STRATA_ERROR_INVALID_ARGUMENT, "cpu: option \"isa\" must be a string");
+      }
+      if (const strata_status s = limit_isa(value.get<std::string>(), error); s != STRATA_OK) return s;
+    } else {
+      return fail(error, STRATA_ERROR_INVALID_ARGUMENT, "cpu: unknown option \"%s\" (known: threads, isa)",
+                  key.c_str());
     }
+  }
+  return STRATA_OK;
+}
+
+strata_status init(strata_init_args* args) noexcept {
+  if (!plugin::large_enough(args, STRATA_INIT_ARGS_MIN_SIZE)) return too_small(args, STRATA_INIT_ARGS_MIN_SIZE, "init");
+  return plugin::guarded(args->error, "cpu: init", [&] {
+    int64_t threads = 0;
+    if (const strata_status s = parse_options(args->options_json, threads, args->error); s != STRATA_OK) return s;
     auto state = std::make_unique<CpuState>();
-    state->host = host;
+    state->host = args->host;
     state->threads = threads > 0 ? static_cast<int>(threads) : omp_get_max_threads();
     state->props = make_props();
     // The host's logger already names the plugin ("strata.cpu").
     const std::string line = std::to_string(state->threads) + " threads, isa " + isa_name();
-    log_info(host, line.c_str());
-    *out_state = reinterpret_cast<strata_plugin_state>(state.release());
-    return STRATA_OK;
-  } catch (const std::exception& e) {
-    return fail(error, STRATA_ERROR_INVALID_ARGUMENT, "cpu: bad options: %s", e.what());
-  } catch (...) {
-    return fail(error, STRATA_ERROR_INVALID_ARGUMENT, "cpu: bad options");
-  }
+    plugin::log(args->host, STRATA_LOG_INFO, kPluginName, line.c_str());
+    args->state = reinterpret_cast<strata_plugin_state>(state.release());
+    args->device_count = 1;
+    return STRATA_OK;  // the probe's score stands
+  });
 }
 
 void shutdown(strata_plugin_state state) noexcept {
@@ -171,95 +247,229 @@ void shutdown(strata_plugin_state state) noexcept {
   delete as_state(state);
 }
 
-int32_t score(strata_plugin_state) noexcept { return 50; }
-
-int32_t device_count(strata_plugin_state) noexcept { return 1; }
-
-strata_status device_props(strata_plugin_state state, int32_t device, strata_device_props* out_props,
-                           strata_error* error) noexcept {
-  if (device != 0) return bad_device(error, device);
-  // A nonzero struct_size on entry is the caller's capacity (an older core
-  // may know a shorter struct); copy no more than that.
-  const strata_device_props& props = as_state(state)->props;
-  size_t bytes = sizeof(props);
-  if (out_props->struct_size != 0 && out_props->struct_size < bytes) bytes = out_props->struct_size;
-  std::memcpy(out_props, &props, bytes);
-  out_props->struct_size = bytes;
-  return STRATA_OK;
+strata_status device_props(strata_device_args* args) noexcept {
+  if (!plugin::large_enough(args, STRATA_DEVICE_ARGS_MIN_SIZE)) {
+    return too_small(args, STRATA_DEVICE_ARGS_MIN_SIZE, "device_props");
+  }
+  if (args->device != 0) return bad_device(args->error, "device_props", args->device);
+  if (args->state == nullptr) return fail(args->error, STRATA_ERROR_INVALID_ARGUMENT, "cpu: device_props: no state");
+  if (args->props == nullptr) return fail(args->error, STRATA_ERROR_INVALID_ARGUMENT, "cpu: device_props: no props");
+  // props->struct_size is the host's capacity: an older host knows a shorter
+  // struct, but never one without the required fields.
+  if (args->props->struct_size < STRATA_DEVICE_PROPS_MIN_SIZE) {
+    return fail(args->error, STRATA_ERROR_INVALID_ARGUMENT,
+                "cpu: device_props: the host's props capacity (struct_size %zu) is below the minimum of %zu bytes",
+                args->props->struct_size, static_cast<size_t>(STRATA_DEVICE_PROPS_MIN_SIZE));
+  }
+  return plugin::publish_props(args, as_state(args->state)->props);
 }
 
-strata_status alloc(strata_plugin_state, int32_t device, size_t bytes, strata_buffer* out_buffer,
-                    strata_error* error) noexcept {
-  if (device != 0) return bad_device(error, device);
-  if (bytes > SIZE_MAX - kAlignment) {
-    return fail(error, STRATA_ERROR_OUT_OF_MEMORY, "cpu: cannot allocate %zu bytes", bytes);
+strata_status get_kernels(strata_device_args* args) noexcept {
+  if (!plugin::large_enough(args, STRATA_DEVICE_ARGS_MIN_SIZE)) {
+    return too_small(args, STRATA_DEVICE_ARGS_MIN_SIZE, "get_kernels");
+  }
+  if (args->device != 0) return bad_device(args->error, "get_kernels", args->device);
+  return plugin::guarded(args->error, "cpu: get_kernels", [&] { return kernel_table().publish(args); });
+}
+
+strata_status alloc(strata_alloc_args* args) noexcept {
+  if (!plugin::large_enough(args, STRATA_ALLOC_ARGS_MIN_SIZE)) {
+    return too_small(args, STRATA_ALLOC_ARGS_MIN_SIZE, "alloc");
+  }
+  if (args->device != 0) return bad_device(args->error, "alloc", args->device);
+  if (args->kind != STRATA_MEMORY_DEVICE && args->kind != STRATA_MEMORY_PINNED_HOST) {
+    return fail(args->error, STRATA_ERROR_INVALID_ARGUMENT, "cpu: alloc: unknown memory kind %d",
+                static_cast<int>(args->kind));
+  }
+  // Both kinds are the same aligned host memory; the stream is irrelevant
+  // (everything is synchronous).
+  const size_t bytes = args->bytes;
+  if (bytes > SIZE_MAX - kHeader - kAlignment) {
+    return fail(args->error, STRATA_ERROR_OUT_OF_MEMORY, "cpu: cannot allocate %zu bytes", bytes);
   }
   // aligned_alloc wants a multiple of the alignment; 0 bytes still gets a
   // unique buffer.
-  const size_t rounded = bytes == 0 ? kAlignment : (bytes + kAlignment - 1) / kAlignment * kAlignment;
-  void* p = std::aligned_alloc(kAlignment, rounded);
-  if (p == nullptr) return fail(error, STRATA_ERROR_OUT_OF_MEMORY, "cpu: cannot allocate %zu bytes", bytes);
-  *out_buffer = static_cast<strata_buffer>(p);
+  const size_t rounded = (bytes + kAlignment - 1) / kAlignment * kAlignment;
+  void* block = std::aligned_alloc(kAlignment, kHeader + rounded);
+  if (block == nullptr) return fail(args->error, STRATA_ERROR_OUT_OF_MEMORY, "cpu: cannot allocate %zu bytes", bytes);
+  static_cast<BlockHeader*>(block)->bytes = bytes;
+  char* buffer = static_cast<char*>(block) + kHeader;
+
+  const uint64_t in_use = g_memory.in_use.fetch_add(bytes, std::memory_order_relaxed) + bytes;
+  uint64_t peak = g_memory.peak.load(std::memory_order_relaxed);
+  while (in_use > peak && !g_memory.peak.compare_exchange_weak(peak, in_use, std::memory_order_relaxed)) {
+  }
+  g_memory.allocations.fetch_add(1, std::memory_order_relaxed);
+
+  args->buffer = reinterpret_cast<strata_buffer>(buffer);
+  args->host_pointer = buffer;
   return STRATA_OK;
 }
 
-void free_buffer(strata_plugin_state, int32_t, strata_buffer buffer) noexcept { std::free(buffer); }
-
-char* bytes_of(strata_buffer buffer) { return reinterpret_cast<char*>(buffer); }
-
-strata_status copy_h2d(strata_plugin_state, int32_t device, strata_buffer dst, size_t dst_offset_bytes,
-                       const void* src, size_t bytes, strata_stream, strata_error* error) noexcept {
-  if (device != 0) return bad_device(error, device);
-  if (bytes > 0) std::memcpy(bytes_of(dst) + dst_offset_bytes, src, bytes);
-  return STRATA_OK;
+void free_buffer(strata_alloc_args* args) noexcept {
+  if (!plugin::large_enough(args, STRATA_ALLOC_ARGS_MIN_SIZE) || args->buffer == nullptr) return;
+  char* block = bytes_of(args->buffer) - kHeader;
+  g_memory.in_use.fetch_sub(reinterpret_cast<const BlockHeader*>(block)->bytes, std::memory_order_relaxed);
+  std::free(block);
 }
 
-strata_status copy_d2h(strata_plugin_state, int32_t device, void* dst, strata_buffer src, size_t src_offset_bytes,
-                       size_t bytes, strata_stream, strata_error* error) noexcept {
-  if (device != 0) return bad_device(error, device);
-  if (bytes > 0) std::memcpy(dst, bytes_of(src) + src_offset_bytes, bytes);
-  return STRATA_OK;
-}
-
-strata_status copy_d2d(strata_plugin_state, int32_t device, strata_buffer dst, size_t dst_offset_bytes,
-                       strata_buffer src, size_t src_offset_bytes, size_t bytes, strata_stream,
-                       strata_error* error) noexcept {
-  if (device != 0) return bad_device(error, device);
-  // memmove: both ranges may lie in one buffer.
-  if (bytes > 0) std::memmove(bytes_of(dst) + dst_offset_bytes, bytes_of(src) + src_offset_bytes, bytes);
-  return STRATA_OK;
-}
-
-strata_status get_kernels(strata_plugin_state, int32_t device, const strata_kernel_entry** out_entries,
-                          int32_t* out_count, strata_error* error) noexcept {
-  if (device != 0) return bad_device(error, device);
-  try {
-    const std::vector<strata_kernel_entry>& table = kernel_table();
-    *out_entries = table.data();
-    *out_count = static_cast<int32_t>(table.size());
-    return STRATA_OK;
-  } catch (const std::exception& e) {
-    return fail(error, STRATA_ERROR_INTERNAL, "cpu: building the kernel table failed: %s", e.what());
+const char* copy_kind_name(strata_copy_kind kind) {
+  switch (kind) {
+    case STRATA_COPY_HOST_TO_DEVICE: return "host to device";
+    case STRATA_COPY_DEVICE_TO_HOST: return "device to host";
+    case STRATA_COPY_DEVICE_TO_DEVICE: return "device to device";
+    default: return "?";
   }
 }
+
+/// Whether [offset, offset + bytes) lies inside `buffer`; fails otherwise.
+bool in_range(const strata_copy_args* args, const char* role, strata_buffer buffer, size_t offset, strata_status& st) {
+  if (buffer == nullptr) {
+    st = fail(args->error, STRATA_ERROR_INVALID_ARGUMENT, "cpu: memory copy (%s): no %s buffer",
+              copy_kind_name(args->kind), role);
+    return false;
+  }
+  const size_t size = buffer_size(buffer);
+  if (offset > size || args->bytes > size - offset) {
+    st = fail(args->error, STRATA_ERROR_INVALID_ARGUMENT,
+              "cpu: memory copy (%s): %zu bytes at offset %zu run past the end of a %s buffer of %zu bytes",
+              copy_kind_name(args->kind), args->bytes, offset, role, size);
+    return false;
+  }
+  return true;
+}
+
+/// All three kinds, synchronously (STRATA_COPY_ASYNC may complete early;
+/// there is no `done` event to record: the device has no events).
+strata_status copy(strata_copy_args* args) noexcept {
+  if (!plugin::large_enough(args, STRATA_COPY_ARGS_MIN_SIZE)) {
+    return too_small(args, STRATA_COPY_ARGS_MIN_SIZE, "memory copy");
+  }
+  if (args->device != 0) return bad_device(args->error, "memory copy", args->device);
+  const size_t bytes = args->bytes;
+  strata_status st = STRATA_OK;
+  switch (args->kind) {
+    case STRATA_COPY_HOST_TO_DEVICE:
+      if (!in_range(args, "destination", args->dst, args->dst_offset, st)) return st;
+      if (bytes == 0) return STRATA_OK;
+      if (args->src_host == nullptr) {
+        return fail(args->error, STRATA_ERROR_INVALID_ARGUMENT, "cpu: memory copy (host to device): no host source");
+      }
+      std::memcpy(bytes_of(args->dst) + args->dst_offset, args->src_host, bytes);
+      return STRATA_OK;
+    case STRATA_COPY_DEVICE_TO_HOST:
+      if (!in_range(args, "source", args->src, args->src_offset, st)) return st;
+      if (bytes == 0) return STRATA_OK;
+      if (args->dst_host == nullptr) {
+        return fail(args->error, STRATA_ERROR_INVALID_ARGUMENT,
+                    "cpu: memory copy (device to host): no host destination");
+      }
+      std::memcpy(args->dst_host, bytes_of(args->src) + args->src_offset, bytes);
+      return STRATA_OK;
+    case STRATA_COPY_DEVICE_TO_DEVICE:
+      if (!in_range(args, "destination", args->dst, args->dst_offset, st) ||
+          !in_range(args, "source", args->src, args->src_offset, st)) {
+        return st;
+      }
+      // memmove: both ranges may lie in one buffer.
+      if (bytes > 0) {
+        std::memmove(bytes_of(args->dst) + args->dst_offset, bytes_of(args->src) + args->src_offset, bytes);
+      }
+      return STRATA_OK;
+    default: break;  // a kind from a newer minor
+  }
+  return fail(args->error, STRATA_ERROR_INVALID_ARGUMENT, "cpu: memory copy: unknown copy kind %d",
+              static_cast<int>(args->kind));
+}
+
+strata_status memory_info(strata_memory_args* args) noexcept {
+  if (!plugin::large_enough(args, STRATA_MEMORY_ARGS_MIN_SIZE)) {
+    return too_small(args, STRATA_MEMORY_ARGS_MIN_SIZE, "memory_info");
+  }
+  if (args->device != 0) return bad_device(args->error, "memory_info", args->device);
+  return plugin::guarded(args->error, "cpu: memory_info", [&] {
+    args->total_bytes = physical_memory_bytes();
+    args->free_bytes = std::min(available_memory_bytes(), args->total_bytes);
+    return STRATA_OK;
+  });
+}
+
+strata_status memory_stats(strata_memory_args* args) noexcept {
+  if (!plugin::large_enough(args, STRATA_MEMORY_ARGS_MIN_SIZE)) {
+    return too_small(args, STRATA_MEMORY_ARGS_MIN_SIZE, "memory_stats");
+  }
+  if (args->device != 0) return bad_device(args->error, "memory_stats", args->device);
+  // No cache of its own: what is reserved is what is in use.
+  args->bytes_in_use = g_memory.in_use.load(std::memory_order_relaxed);
+  args->bytes_reserved = args->bytes_in_use;
+  args->peak_bytes_in_use = std::max(g_memory.peak.load(std::memory_order_relaxed), args->bytes_in_use);
+  args->allocations = g_memory.allocations.load(std::memory_order_relaxed);
+  return STRATA_OK;
+}
+
+strata_status memory_trim(strata_memory_args* args) noexcept {
+  if (!plugin::large_enough(args, STRATA_MEMORY_ARGS_MIN_SIZE)) {
+    return too_small(args, STRATA_MEMORY_ARGS_MIN_SIZE, "memory_trim");
+  }
+  if (args->device != 0) return bad_device(args->error, "memory_trim", args->device);
+  malloc_trim(0);  // hands free heap pages back to the system
+  return STRATA_OK;
+}
+
+// ---- strata.native_handles v1 --------------------------------------------------
+
+strata_status buffer_pointer(strata_native_args* args) noexcept {
+  if (!plugin::large_enough(args, STRATA_NATIVE_ARGS_MIN_SIZE)) {
+    return too_small(args, STRATA_NATIVE_ARGS_MIN_SIZE, "native_handles.buffer_pointer");
+  }
+  if (args->device != 0) return bad_device(args->error, "native_handles.buffer_pointer", args->device);
+  if (args->buffer == nullptr) {
+    return fail(args->error, STRATA_ERROR_INVALID_ARGUMENT, "cpu: native_handles.buffer_pointer: no buffer");
+  }
+  args->handle = args->buffer;  // a buffer is its host address
+  args->api = "host";
+  return STRATA_OK;
+}
+
+strata_status stream_handle(strata_native_args* args) noexcept {
+  if (!plugin::large_enough(args, STRATA_NATIVE_ARGS_MIN_SIZE)) {
+    return too_small(args, STRATA_NATIVE_ARGS_MIN_SIZE, "native_handles.stream_handle");
+  }
+  if (args->device != 0) return bad_device(args->error, "native_handles.stream_handle", args->device);
+  args->handle = nullptr;  // no streams: work runs on the calling thread
+  args->api = "host";
+  return STRATA_OK;
+}
+
+const strata_ext_native_handles kNativeHandles = {
+    .base = {.struct_size = sizeof(strata_ext_native_handles),
+             .name = STRATA_EXT_NATIVE_HANDLES,
+             .version = 1,
+             .next = nullptr},
+    .buffer_pointer = buffer_pointer,
+    .stream_handle = stream_handle,
+};
 
 const strata_plugin_api kApi = {
     .struct_size = sizeof(strata_plugin_api),
     .abi_major = STRATA_ABI_MAJOR,
     .abi_minor = STRATA_ABI_MINOR,
+    .min_host_minor = 0,
     .name = kPluginName,
     .vendor = "Strata project",
     .version = "0.1.0",
+    .probe = probe,
     .init = init,
     .shutdown = shutdown,
-    .score = score,
-    .device_count = device_count,
     .device_props = device_props,
+    .get_kernels = get_kernels,
     .alloc = alloc,
     .free = free_buffer,
-    .copy_h2d = copy_h2d,
-    .copy_d2h = copy_d2h,
-    .copy_d2d = copy_d2d,
+    .copy = copy,
+    .memory_info = memory_info,
+    .memory_trim = memory_trim,
+    .memory_stats = memory_stats,
+    // No streams or events (HAS_STREAMS unset): the host uses the NULL stream.
     .stream_create = nullptr,
     .stream_destroy = nullptr,
     .stream_synchronize = nullptr,
@@ -268,15 +478,16 @@ const strata_plugin_api kApi = {
     .event_record = nullptr,
     .stream_wait_event = nullptr,
     .event_synchronize = nullptr,
-    .get_kernels = get_kernels,
-    .extensions = nullptr,
+    .event_query = nullptr,
+    .event_elapsed = nullptr,
+    .extensions = &kNativeHandles.base,
 };
 
 }  // namespace
 }  // namespace strata::cpu
 
 /// The plugin's one exported symbol. A host with another ABI major still gets
-/// the table: the core compares abi_major itself and reports the mismatch.
+/// the table: the host compares abi_major itself and reports the mismatch.
 extern "C" STRATA_PLUGIN_EXPORT const strata_plugin_api* strata_plugin_entry(uint32_t host_abi_major,
                                                                             uint32_t host_abi_minor) {
   static_cast<void>(host_abi_major);

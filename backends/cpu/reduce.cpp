@@ -34,7 +34,7 @@ using acc_t = std::conditional_t<std::is_same_v<compute_t<T>, double>, double,
 
 template <class Acc>
 struct SumR {
-  static constexpr const char* name = "sum";
+  static constexpr const char* name = STRATA_OP_SUM;
   static constexpr bool kLanes = true;
   using State = Acc;
   static State init() { return Acc(0); }
@@ -48,7 +48,7 @@ struct SumR {
 
 template <class Acc>
 struct MeanR : SumR<Acc> {
-  static constexpr const char* name = "mean";
+  static constexpr const char* name = STRATA_OP_MEAN;
   template <class Out>
   static Out finish(Acc s, int64_t count) {
     return store_from<Out>(s / static_cast<Acc>(count));
@@ -57,7 +57,7 @@ struct MeanR : SumR<Acc> {
 
 template <class Acc>
 struct ProdR {
-  static constexpr const char* name = "prod";
+  static constexpr const char* name = STRATA_OP_PROD;
   static constexpr bool kLanes = true;
   using State = Acc;
   static State init() { return Acc(1); }
@@ -72,7 +72,7 @@ struct ProdR {
 /// max (Greater = true) and min; NaN wins over everything.
 template <class Acc, bool Greater>
 struct ExtremumR {
-  static constexpr const char* name = Greater ? "max" : "min";
+  static constexpr const char* name = Greater ? STRATA_OP_MAX : STRATA_OP_MIN;
   static constexpr bool kLanes = true;
   using State = Acc;
   static State init() {
@@ -97,7 +97,7 @@ using MinR = ExtremumR<Acc, false>;
 /// argmax / argmin: first occurrence wins; the first NaN beats any number.
 template <class Acc, bool Greater>
 struct ArgExtremumR {
-  static constexpr const char* name = Greater ? "argmax" : "argmin";
+  static constexpr const char* name = Greater ? STRATA_OP_ARGMAX : STRATA_OP_ARGMIN;
   static constexpr bool kLanes = false;
   struct State {
     Acc value;
@@ -195,8 +195,8 @@ struct Reduce {
   static constexpr int64_t kColumnBlock = 256;
 
   static strata_status run(const KernelCall& call) {
-    const strata_tensor& xt = call.in[0];
-    const strata_tensor& yt = call.out[0];
+    const strata_tensor& xt = call.in(0);
+    const strata_tensor& yt = call.out();
     if (xt.rank != yt.rank) return fail(call.error, STRATA_ERROR_INVALID_ARGUMENT, "%s: rank mismatch", name);
     const In* const x = data<const In>(xt);
     Out* const y = data<Out>(yt);
@@ -315,18 +315,18 @@ struct Reduce {
 };
 
 template <template <class> class R, class... Ts>
-void add_same(KernelTable& table, TypeList<Ts...>) {
+void add_same(plugin::KernelTable& table, TypeList<Ts...>) {
   (add<Reduce<R, Ts, Ts>>(table), ...);
 }
 
 template <template <class> class R, class... Ts>
-void add_to_i64(KernelTable& table, TypeList<Ts...>) {
+void add_to_i64(plugin::KernelTable& table, TypeList<Ts...>) {
   (add<Reduce<R, Ts, int64_t>>(table), ...);
 }
 
 }  // namespace
 
-void register_reduce_kernels(KernelTable& table) {
+void register_reduce_kernels(plugin::KernelTable& table) {
   add_same<SumR>(table, FloatTypes{});
   add_to_i64<SumR>(table, TypeList<int32_t, int64_t, bool8>{});  // integer sums are i64
   add_same<MeanR>(table, FloatTypes{});

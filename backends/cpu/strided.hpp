@@ -191,8 +191,9 @@ void parallel_runs(const Layout<N>& l, int threads, int64_t cost_per_element, F&
 }
 
 /// True when every tensor is compact row-major (the fast path of most ops).
+/// Inlined by force: it is on the path of every tiny elementwise call.
 template <class... Ts>
-inline bool all_contiguous(const Ts&... tensors) {
+[[gnu::always_inline]] inline bool all_contiguous(const Ts&... tensors) {
   return (plugin::is_contiguous(tensors) && ...);
 }
 

@@ -31,7 +31,7 @@ C absolute(C x) {
   }
 }
 
-// One functor per op: UNARY(Type, "op", cost relative to a copy, expression of x).
+// One functor per op: UNARY(Type, op name, cost relative to a copy, expression of x).
 #define STRATA_CPU_UNARY(Type, op, op_cost, ...)                   \
   struct Type {                                                     \
     static constexpr const char* name = op;                         \
@@ -42,26 +42,26 @@ C absolute(C x) {
     }                                                               \
   }
 
-STRATA_CPU_UNARY(Neg, "neg", 1, negate(x));
-STRATA_CPU_UNARY(Abs, "abs", 1, absolute(x));
-STRATA_CPU_UNARY(Sign, "sign", 1, is_nan(x) ? x : C((x > C(0)) - (x < C(0))));
-STRATA_CPU_UNARY(Relu, "relu", 1, x < C(0) ? C(0) : x);  // NaN passes through
-STRATA_CPU_UNARY(Exp, "exp", 8, std::exp(x));
-STRATA_CPU_UNARY(Log, "log", 8, std::log(x));
-STRATA_CPU_UNARY(Log1p, "log1p", 8, std::log1p(x));
-STRATA_CPU_UNARY(Expm1, "expm1", 8, std::expm1(x));
-STRATA_CPU_UNARY(Sqrt, "sqrt", 2, std::sqrt(x));
-STRATA_CPU_UNARY(Rsqrt, "rsqrt", 2, C(1) / std::sqrt(x));
-STRATA_CPU_UNARY(Sin, "sin", 8, std::sin(x));
-STRATA_CPU_UNARY(Cos, "cos", 8, std::cos(x));
-STRATA_CPU_UNARY(Tanh, "tanh", 8, std::tanh(x));
-STRATA_CPU_UNARY(Sigmoid, "sigmoid", 8, C(1) / (C(1) + std::exp(-x)));
-STRATA_CPU_UNARY(Erf, "erf", 8, std::erf(x));
-STRATA_CPU_UNARY(Floor, "floor", 1, std::floor(x));
-STRATA_CPU_UNARY(Ceil, "ceil", 1, std::ceil(x));
-STRATA_CPU_UNARY(Round, "round", 1, std::nearbyint(x));  // default rounding mode: half to even
-STRATA_CPU_UNARY(Reciprocal, "reciprocal", 1, C(1) / x);
-STRATA_CPU_UNARY(LogicalNot, "logical_not", 1, !x);
+STRATA_CPU_UNARY(Neg, STRATA_OP_NEG, 1, negate(x));
+STRATA_CPU_UNARY(Abs, STRATA_OP_ABS, 1, absolute(x));
+STRATA_CPU_UNARY(Sign, STRATA_OP_SIGN, 1, is_nan(x) ? x : C((x > C(0)) - (x < C(0))));
+STRATA_CPU_UNARY(Relu, STRATA_OP_RELU, 1, x < C(0) ? C(0) : x);  // NaN passes through
+STRATA_CPU_UNARY(Exp, STRATA_OP_EXP, 8, std::exp(x));
+STRATA_CPU_UNARY(Log, STRATA_OP_LOG, 8, std::log(x));
+STRATA_CPU_UNARY(Log1p, STRATA_OP_LOG1P, 8, std::log1p(x));
+STRATA_CPU_UNARY(Expm1, STRATA_OP_EXPM1, 8, std::expm1(x));
+STRATA_CPU_UNARY(Sqrt, STRATA_OP_SQRT, 2, std::sqrt(x));
+STRATA_CPU_UNARY(Rsqrt, STRATA_OP_RSQRT, 2, C(1) / std::sqrt(x));
+STRATA_CPU_UNARY(Sin, STRATA_OP_SIN, 8, std::sin(x));
+STRATA_CPU_UNARY(Cos, STRATA_OP_COS, 8, std::cos(x));
+STRATA_CPU_UNARY(Tanh, STRATA_OP_TANH, 8, std::tanh(x));
+STRATA_CPU_UNARY(Sigmoid, STRATA_OP_SIGMOID, 8, C(1) / (C(1) + std::exp(-x)));
+STRATA_CPU_UNARY(Erf, STRATA_OP_ERF, 8, std::erf(x));
+STRATA_CPU_UNARY(Floor, STRATA_OP_FLOOR, 1, std::floor(x));
+STRATA_CPU_UNARY(Ceil, STRATA_OP_CEIL, 1, std::ceil(x));
+STRATA_CPU_UNARY(Round, STRATA_OP_ROUND, 1, std::nearbyint(x));  // default rounding mode: half to even
+STRATA_CPU_UNARY(Reciprocal, STRATA_OP_RECIPROCAL, 1, C(1) / x);
+STRATA_CPU_UNARY(LogicalNot, STRATA_OP_LOGICAL_NOT, 1, !x);
 
 #undef STRATA_CPU_UNARY
 
@@ -77,7 +77,7 @@ struct DnnlUnary {
   static constexpr uint32_t flags = kStrided;
 
   static strata_status run(const KernelCall& call) {
-    const strata_tensor &x = call.in[0], &y = call.out[0];
+    const strata_tensor &x = call.in(0), &y = call.out();
     const int64_t n = plugin::numel(y);
     if (n < kDnnlMinElements || !plugin::is_contiguous(x) || !plugin::is_contiguous(y)) {
       return Elementwise<Loop, float, float>::run(call);
@@ -108,7 +108,7 @@ struct DnnlUnary {
 
 }  // namespace
 
-void register_unary_kernels(KernelTable& table) {
+void register_unary_kernels(plugin::KernelTable& table) {
   constexpr FloatTypes f;
   constexpr NumericTypes num;
   // f32 of these goes through oneDNN (DnnlUnary); the other float types loop.

@@ -12,6 +12,7 @@
 #include <iterator>
 #include <strata/plugin/strata_plugin.hpp>
 
+#include "kernels.hpp"
 #include "shaders.hpp"
 
 namespace strata::vulkan {
@@ -46,6 +47,12 @@ void host_barrier(const DeviceApi& vk, VkCommandBuffer cb) {
 
 /// The "test_fail_pipeline" hook: whether `hook` is "<shader>/<kernel>".
 bool forced_to_fail(std::string_view hook, std::string_view shader, std::string_view kernel) {
+  if (hook.empty()) return false;
+  // "unary_f32_f32/exp" names strata::exp: the namespace may be left out.
+  if (const size_t colons = kernel.rfind("::");
+      colons != std::string_view::npos && hook.size() == shader.size() + 1 + kernel.size() - colons - 2) {
+    kernel.remove_prefix(colons + 2);
+  }
   return hook.size() == shader.size() + 1 + kernel.size() && hook.starts_with(shader) && hook[shader.size()] == '/' &&
          hook.ends_with(kernel);
 }
@@ -55,10 +62,7 @@ bool forced_to_fail(std::string_view hook, std::string_view shader, std::string_
 // ---- State -------------------------------------------------------------------
 
 void State::log(strata_log_level level, const std::string& message) const {
-  if (host != nullptr && host->struct_size >= offsetof(strata_host_api, log) + sizeof(host->log) &&
-      host->log != nullptr) {
-    host->log(level, kPluginName, message.c_str());
-  }
+  plugin::log(host, level, kPluginName, message.c_str());
 }
 
 Device* device_of(strata_plugin_state state, int32_t device, strata_error* error) {
@@ -78,9 +82,9 @@ Stream& stream_of(Device& device, strata_stream stream) {
 // ---- Device: submission and the timeline ----------------------------------------
 
 strata_status Device::check_lost(strata_error* error) {
+  if (!is_lost.load(std::memory_order_acquire)) return STRATA_OK;
   std::lock_guard lock(lost_mutex);
-  if (lost.empty()) return STRATA_OK;
-  return fail(error, STRATA_ERROR_DEVICE, "%s: the device failed earlier and is unusable: %s", id().c_str(),
+  return fail(error, STRATA_ERROR_DEVICE_LOST, "%s: the device failed earlier and is unusable: %s", id().c_str(),
               lost.c_str());
 }
 
@@ -88,14 +92,46 @@ void Device::mark_lost(const std::string& why) {
   {
     std::lock_guard lock(lost_mutex);
     if (lost.empty()) lost = why;
+    is_lost.store(true, std::memory_order_release);
   }
   state->log(STRATA_LOG_ERROR, id() + ": " + why);
+}
+
+void Device::count_alloc(uint64_t bytes) {
+  const uint64_t now = live_bytes.fetch_add(bytes, std::memory_order_relaxed) + bytes;
+  uint64_t peak = peak_bytes.load(std::memory_order_relaxed);
+  while (now > peak && !peak_bytes.compare_exchange_weak(peak, now, std::memory_order_relaxed)) {
+  }
+}
+
+strata_status Device::report_deferred(strata_error* error) {
+  if (deferred == nullptr) return STRATA_OK;
+  auto* record = reinterpret_cast<DeferredRecord*>(deferred->host());
+  std::atomic_ref<uint32_t> state_word(record->state);
+  if (state_word.load(std::memory_order_acquire) != 2u) return STRATA_OK;  // none, or still being written
+  DeferredRecord r{};
+  {
+    std::lock_guard lock(deferred_mutex);
+    if (state_word.load(std::memory_order_acquire) != 2u) return STRATA_OK;  // another thread reported it
+    r = *record;
+    state_word.store(0u, std::memory_order_release);  // later submissions see the record cleared
+  }
+  const OpSpec* spec = op_spec_by_id(r.site);
+  const char* op = spec != nullptr ? spec->op : "a kernel";
+  if (r.what == ERR_DIV_ZERO) {
+    return fail(error, STRATA_ERROR_DEFERRED, "%s on %s: integer division by zero (reported at synchronisation)", op,
+                id().c_str());
+  }
+  const auto value = static_cast<int64_t>((uint64_t{r.value_hi} << 32) | r.value_lo);
+  return fail(error, STRATA_ERROR_DEFERRED,
+              "%s on %s: index %lld out of range [0, %u) along dim %u (reported at synchronisation)", op, id().c_str(),
+              static_cast<long long>(value), r.bound, r.dim);
 }
 
 strata_status Device::submit(VkCommandBuffer commands, uint64_t* seq, strata_error* error) {
   if (strata_status s = check_lost(error); s != STRATA_OK) return s;
   std::lock_guard lock(queue_mutex);
-  const uint64_t value = last_submitted + 1;
+  const uint64_t value = last_submitted.load(std::memory_order_relaxed) + 1;
   VkTimelineSemaphoreSubmitInfo tsi{};
   tsi.sType = VK_STRUCTURE_TYPE_TIMELINE_SEMAPHORE_SUBMIT_INFO;
   tsi.signalSemaphoreValueCount = 1;
@@ -111,9 +147,9 @@ strata_status Device::submit(VkCommandBuffer commands, uint64_t* seq, strata_err
   if (r != VK_SUCCESS) {
     const std::string why = std::string("vkQueueSubmit failed: ") + result_name(r);
     mark_lost(why);
-    return fail(error, STRATA_ERROR_DEVICE, "%s: %s", id().c_str(), why.c_str());
+    return fail(error, STRATA_ERROR_DEVICE_LOST, "%s: %s", id().c_str(), why.c_str());
   }
-  last_submitted = value;
+  last_submitted.store(value, std::memory_order_release);
   *seq = value;
   return STRATA_OK;
 }
@@ -143,47 +179,10 @@ strata_status Device::wait(uint64_t seq, strata_error* error) {
     }
     const std::string why = std::string("waiting for submitted work failed: ") + result_name(r);
     mark_lost(why);
-    return fail(error, STRATA_ERROR_DEVICE, "%s: %s", id().c_str(), why.c_str());
+    return fail(error, STRATA_ERROR_DEVICE_LOST, "%s: %s", id().c_str(), why.c_str());
   }
   poll();
   return STRATA_OK;
-}
-
-void Device::reclaim_frees() {
-  std::lock_guard lock(free_mutex);
-  if (pending_frees.empty()) return;
-  const uint64_t done = poll();
-  auto keep = std::partition(pending_frees.begin(), pending_frees.end(), [&](const auto& p) { return p.first > done; });
-  for (auto it = keep; it != pending_frees.end(); ++it) memory->release(it->second);
-  pending_frees.erase(keep, pending_frees.end());
-}
-
-void Device::release(Buffer* buffer) {
-  // Work that may still use the buffer is either recorded (flush it so it
-  // gets a timeline value) or submitted; the range is reused only after all
-  // of it has completed.
-  {
-    std::lock_guard lock(streams_mutex);
-    for (Stream* s : streams) {
-      std::lock_guard stream_lock(s->mutex());
-      if (s->has_recorded()) {
-        strata_error ignored{sizeof(strata_error), {}};
-        (void)s->flush(&ignored);  // a lost device is reported by the next call that can
-      }
-    }
-  }
-  uint64_t tag = 0;
-  {
-    std::lock_guard lock(queue_mutex);
-    tag = last_submitted;
-  }
-  if (poll() >= tag) {
-    memory->release(buffer);
-  } else {
-    std::lock_guard lock(free_mutex);
-    pending_frees.emplace_back(tag, buffer);
-  }
-  reclaim_frees();
 }
 
 // ---- Stream --------------------------------------------------------------------
@@ -196,6 +195,7 @@ Stream::~Stream() {
     std::lock_guard lock(mutex_);
     (void)synchronize(&ignored);
     if (current_ != nullptr) {
+      release_frees(*current_);
       for (Buffer* b : current_->staging) device_.staging->release(b);
       if (current_->arena != nullptr) device_.staging->release(current_->arena);
       spare_.push_back(current_);
@@ -332,6 +332,35 @@ strata_status Stream::upload(const void* src, size_t bytes, const Buffer& dst, V
   return copy(staging->vk_buffer(), staging->offset, dst.vk_buffer(), dst.offset + dst_offset, bytes, error);
 }
 
+void Stream::release_frees(Batch& batch) {
+  for (Buffer* f : batch.frees) f->pool->release(f);
+  batch.frees.clear();
+}
+
+void Stream::free_buffer(Buffer* buffer) {
+  if (has_recorded()) {
+    current_->frees.push_back(buffer);  // the batch may still use it
+  } else {
+    buffer->pool->release(buffer);  // every earlier use is submitted
+  }
+}
+
+Buffer* Stream::take_freed(size_t bytes) {
+  if (current_ == nullptr || current_->frees.empty()) return nullptr;
+  const VkDeviceSize want =
+      std::max<VkDeviceSize>(kBufferAlignment, (bytes + kBufferAlignment - 1) / kBufferAlignment * kBufferAlignment);
+  auto& frees = current_->frees;
+  for (size_t k = frees.size(); k-- > 0;) {
+    Buffer* b = frees[k];
+    if (b->pool != device_.memory.get() || b->reserved < want || b->reserved - want > want / 4) continue;
+    frees[k] = frees.back();
+    frees.pop_back();
+    b->size = bytes;
+    return b;
+  }
+  return nullptr;
+}
+
 void Stream::retire_with_batch(Buffer* buffer) {
   // The command that used `buffer` may have filled the batch and been flushed
   // with it: then the last submitted batch is the one to wait for.
@@ -361,10 +390,13 @@ strata_status Stream::flush(strata_error* error, uint64_t* seq) {
     // it, so the device is unusable from here on.
     const std::string why = std::string("vkEndCommandBuffer failed: ") + result_name(r);
     device_.mark_lost(why);
-    s = fail(error, STRATA_ERROR_DEVICE, "%s: %s", device_.id().c_str(), why.c_str());
+    s = fail(error, STRATA_ERROR_DEVICE_LOST, "%s: %s", device_.id().c_str(), why.c_str());
   } else {
     s = device_.submit(b->commands, &value, error);
   }
+  // Submitted (or never to run): what was freed during the batch may go to
+  // anyone now, since later submissions are ordered after this one.
+  release_frees(*b);
   if (s != STRATA_OK) {
     // Nothing of the batch will run: its staging ranges can go back now.
     for (Buffer* st : b->staging) device_.staging->release(st);
@@ -586,6 +618,10 @@ strata_status open_device(Device& d, strata_error* error) {
     cache_file = (std::filesystem::path(o.pipeline_cache_dir) / name).string();
   }
   if (strata_status s = d.pipelines->init(cache_file, error); s != STRATA_OK) return s;
+  Buffer* record = nullptr;
+  if (strata_status s = d.staging->allocate(sizeof(DeferredRecord), &record, error); s != STRATA_OK) return s;
+  std::memset(record->host(), 0, sizeof(DeferredRecord));
+  d.deferred = record;
   d.default_stream = std::make_unique<Stream>(d);
   std::lock_guard lock(d.streams_mutex);
   d.streams.push_back(d.default_stream.get());
@@ -599,7 +635,7 @@ void close_device(Device& d) {
     std::lock_guard lock(d.lost_mutex);
     if (d.lost.empty() && d.fn.vkDeviceWaitIdle != nullptr) d.fn.vkDeviceWaitIdle(d.device);
   }
-  d.completed = d.last_submitted;
+  d.completed = d.last_submitted.load();
   if (d.pipelines) d.pipelines->save();
   std::vector<Stream*> others;
   {
@@ -612,11 +648,8 @@ void close_device(Device& d) {
   // Streams the core created and never destroyed: their pools die with the device.
   for (Stream* s : others) delete s;
   d.default_stream.reset();
-  {
-    std::lock_guard lock(d.free_mutex);
-    for (auto& [seq, b] : d.pending_frees) d.memory->release(b);
-    d.pending_frees.clear();
-  }
+  if (d.deferred != nullptr) d.staging->release(d.deferred);
+  d.deferred = nullptr;
   d.pipelines.reset();
   d.staging.reset();
   d.memory.reset();

@@ -44,12 +44,13 @@ struct Device;
 class Stream;
 
 /// One submission: a command buffer, the timeline value that marks its end,
-/// and what may be reused once it completes.
+/// and what may be reused once it is submitted or has completed.
 struct Batch {
   VkCommandBuffer commands = VK_NULL_HANDLE;
   uint64_t seq = 0;  // 0 while recording
   uint32_t recorded = 0;
   std::vector<Buffer*> staging;  // host-visible ranges (parameters, uploads) released on completion
+  std::vector<Buffer*> frees;    // buffers freed on the stream, released once the batch is submitted
   Buffer* arena = nullptr;       // current parameter block
   VkDeviceSize arena_used = 0;
 };
@@ -57,6 +58,12 @@ struct Batch {
 /// A queue of work on one device. Every stream submits to the device's one
 /// queue; ordering between streams is submission order (each batch begins
 /// with a barrier on all earlier work), so events only need to flush.
+///
+/// Locking (README.md, "Threading"): the host serialises every call naming
+/// a stream, but stream_synchronize (and stream_destroy, the OOM path of
+/// another stream's alloc, close_device) reach a stream from other threads:
+/// mutex() guards the recording batch against them. It is uncontended in
+/// the common case, one lock per kernel.
 class Stream {
  public:
   explicit Stream(Device& device);
@@ -91,10 +98,20 @@ class Stream {
   /// Keeps `buffer` (a staging range) alive until everything recorded or
   /// submitted on this stream so far has completed, then releases it.
   void retire_with_batch(Buffer* buffer);
+  /// A buffer freed on this stream (stream-ordered free): released to its
+  /// pool at once when nothing is recorded, else when the batch that may
+  /// still use it is submitted. Until then only this stream may reuse it.
+  void free_buffer(Buffer* buffer);
+  /// A buffer freed on this stream whose reserved size suits `bytes`, still
+  /// waiting for its batch to be submitted: later work on this stream is
+  /// ordered after its earlier uses, so it may be reused at once. nullptr
+  /// when there is none.
+  Buffer* take_freed(size_t bytes);
 
  private:
   strata_status open(strata_error* error);
   void reclaim();  // recycles completed batches
+  void release_frees(Batch& batch);
 
   Device& device_;
   std::mutex mutex_;
@@ -131,10 +148,23 @@ class Pipelines {
 
 struct State;
 
+/// The deferred-error record a device's shaders write (shaders/common.glsl,
+/// ErrorRecord): the first failure since the last synchronisation point.
+struct DeferredRecord {
+  uint32_t state;  // 0 none, 1 being written, 2 written
+  uint32_t site;   // OpSpec id of the failing kernel (kernels.hpp)
+  uint32_t what;   // ERR_* (shaders/opcodes.h)
+  uint32_t dim;
+  uint32_t bound;  // valid indices are [0, bound)
+  uint32_t value_lo, value_hi;
+  uint32_t pad;
+};
+
 /// One physical device and, once opened, its logical device.
 struct Device {
   State* state = nullptr;
   int32_t index = 0;
+  std::string name;  // "vulkan:0"
   VkPhysicalDevice physical = VK_NULL_HANDLE;
   VkPhysicalDeviceProperties properties{};
   VkPhysicalDeviceMemoryProperties memory_properties{};
@@ -142,6 +172,7 @@ struct Device {
   bool has_storage8 = false;
   bool has_storage16 = false;
   bool has_float16 = false;
+  bool has_memory_budget = false;  // VK_EXT_memory_budget
   uint32_t queue_family = 0;
   uint32_t memory_type = 0;   // tensors
   uint32_t staging_type = 0;  // host-visible, coherent
@@ -155,24 +186,27 @@ struct Device {
   VkSemaphore timeline = VK_NULL_HANDLE;  // signalled with each submission's seq
 
   std::unique_ptr<BlockAllocator> memory;   // tensors
-  std::unique_ptr<BlockAllocator> staging;  // parameters and uploads/readbacks
+  std::unique_ptr<BlockAllocator> staging;  // parameters, uploads/readbacks, pinned host memory, the record
   std::unique_ptr<Pipelines> pipelines;
   std::unique_ptr<Stream> default_stream;
+  Buffer* deferred = nullptr;  // DeferredRecord, host-visible and coherent
+  std::mutex deferred_mutex;   // two synchronisation points report one failure once
 
   std::mutex queue_mutex;  // vkQueueSubmit and seq assignment
-  uint64_t last_submitted = 0;
+  std::atomic<uint64_t> last_submitted{0};
   std::atomic<uint64_t> completed{0};
+  std::atomic<bool> is_lost{false};
   std::mutex lost_mutex;
   std::string lost;  // set once the device reported an unrecoverable error
 
   std::mutex streams_mutex;
   std::vector<Stream*> streams;  // every live stream (default included)
 
-  std::mutex free_mutex;
-  std::vector<std::pair<uint64_t, Buffer*>> pending_frees;  // (seq to wait for, buffer)
+  std::atomic<uint64_t> live_bytes{0};  // memory_stats: held by buffers the host has not freed
+  std::atomic<uint64_t> peak_bytes{0};
 
   /// "vulkan:0"
-  std::string id() const { return std::string(kPluginName) + ":" + std::to_string(index); }
+  const std::string& id() const { return name; }
 
   /// Submits a recorded command buffer; *seq receives its timeline value.
   strata_status submit(VkCommandBuffer commands, uint64_t* seq, strata_error* error);
@@ -180,13 +214,14 @@ struct Device {
   uint64_t poll();
   /// Blocks until the timeline reaches seq.
   strata_status wait(uint64_t seq, strata_error* error);
-  /// Frees buffers whose last possible use has completed.
-  void reclaim_frees();
-  /// Returns `buffer` to the allocator once all work submitted so far is done.
-  void release(Buffer* buffer);
-  /// DEVICE error when the device was lost.
+  /// DEVICE_LOST when the device was lost.
   strata_status check_lost(strata_error* error);
   void mark_lost(const std::string& why);
+  /// At a synchronisation point: DEFERRED naming the op when a shader
+  /// recorded a failure since the last one (and clears the record).
+  strata_status report_deferred(strata_error* error);
+  /// Counts `bytes` as held by a live buffer (memory_stats).
+  void count_alloc(uint64_t bytes);
 };
 
 struct State {

@@ -4,19 +4,60 @@
 #include <algorithm>
 #include <cstdio>
 #include <cstring>
+#include <deque>
 #include <mutex>
 #include <unordered_map>
+#include <utility>
 
 namespace strata::vulkan {
 
-std::string describe(const strata_tensor& t) {
-  std::string s = tag(t.dtype);
-  s += "[";
-  for (int32_t d = 0; d < t.rank; ++d) {
-    if (d > 0) s += ", ";
-    s += std::to_string(t.shape[d]);
+// ---- Op specs ------------------------------------------------------------------
+
+namespace {
+
+/// Every OpSpec of the process, in id order; never shrinks (the kernel
+/// tables point into it and live until the process exits).
+struct SpecRegistry {
+  std::mutex mutex;
+  std::deque<OpSpec> specs;  // stable addresses
+};
+
+SpecRegistry& specs() {
+  static auto* registry = new SpecRegistry;  // leaked: kernel tables outlive every static destructor
+  return *registry;
+}
+
+}  // namespace
+
+const OpSpec& op_spec(const char* op, int32_t code) {
+  SpecRegistry& r = specs();
+  std::lock_guard lock(r.mutex);
+  for (const OpSpec& s : r.specs) {
+    if (s.code == code && std::strcmp(s.op, op) == 0) return s;
   }
-  return s + "]";
+  r.specs.push_back(OpSpec{op, code, static_cast<uint32_t>(r.specs.size())});
+  return r.specs.back();
+}
+
+const OpSpec* op_spec_by_id(uint32_t id) {
+  SpecRegistry& r = specs();
+  std::lock_guard lock(r.mutex);
+  return id < r.specs.size() ? &r.specs[id] : nullptr;
+}
+
+void Registry::add_entry(const char* op, int32_t code, std::initializer_list<strata_dtype> ins, strata_dtype out,
+                         uint32_t flags, strata_kernel_fn fn) {
+  std::string sig;
+  for (strata_dtype d : ins) {
+    if (!stores(d)) return;
+    sig += (sig.empty() ? "" : ",");
+    sig += tag(d);
+  }
+  if (!stores(out)) return;
+  sig += "->";
+  sig += tag(out);
+  const OpSpec& spec = op_spec(op, code);
+  table_.add(op, std::move(sig), fn, flags, const_cast<OpSpec*>(&spec), STRATA_OP_VERSION);
 }
 
 VkDeviceAddress address_of(const strata_tensor& t) {
@@ -37,7 +78,7 @@ constexpr uint64_t kMaxSpan = (uint64_t{1} << 32) - 1;
 strata_status with_operands(const Call& call, strata_status status) {
   if (call.error == nullptr) return status;
   std::string operands;
-  for (int32_t k = 0; k < call.n_in; ++k) operands += (k > 0 ? ", " : "") + describe(call.in[k]);
+  for (int32_t k = 0; k < call.n_in; ++k) operands += (k > 0 ? ", " : "") + describe(call.input(k));
   operands += " -> " + describe(call.out);
   const size_t used = std::strlen(call.error->message);
   std::snprintf(call.error->message + used, sizeof(call.error->message) - used, " (%s: %s)", call.op, operands.c_str());
@@ -46,16 +87,26 @@ strata_status with_operands(const Call& call, strata_status status) {
 
 }  // namespace
 
-strata_status check_tensor(const Call& call, const strata_tensor& t, const char* role) {
+namespace {
+
+/// Checks a descriptor against its buffer and the kernels' 32-bit indexing.
+strata_status check_tensor(const strata_kernel_call& call, const OpSpec& spec, const Device& device,
+                           const strata_tensor* tp, const char* role, int k) {
+  const std::string& dev = device.id();
+  if (tp == nullptr || !plugin::large_enough(tp, STRATA_TENSOR_MIN_SIZE)) {
+    return fail(call.error, STRATA_ERROR_INVALID_ARGUMENT, "%s: %s %d is missing or too small a descriptor (%s)",
+                spec.op, role, k, dev.c_str());
+  }
+  const strata_tensor& t = *tp;
   const auto* b = reinterpret_cast<const Buffer*>(t.buffer);
-  const std::string dev = call.device.id();
-  if (t.struct_size < sizeof(strata_tensor) || b == nullptr || b->magic != Buffer::kMagic) {
-    return fail(call.error, STRATA_ERROR_INVALID_ARGUMENT, "%s: %s is not a tensor of this plugin's memory (%s)",
-                call.op, role, dev.c_str());
+  if (b == nullptr || b->magic != Buffer::kMagic) {
+    return fail(call.error, STRATA_ERROR_INVALID_ARGUMENT, "%s: %s %d is not a tensor of this plugin's memory (%s)",
+                spec.op, role, k, dev.c_str());
   }
   if (t.rank < 0 || t.rank > MAX_RANK || t.offset < 0 || plugin::dtype_size(t.dtype) == 0) {
-    return fail(call.error, STRATA_ERROR_INVALID_ARGUMENT, "%s: %s has a bad descriptor (rank %d, offset %lld) on %s",
-                call.op, role, t.rank, static_cast<long long>(t.offset), dev.c_str());
+    return fail(call.error, STRATA_ERROR_INVALID_ARGUMENT,
+                "%s: %s %d has a bad descriptor (rank %d, offset %lld) on %s", spec.op, role, k, t.rank,
+                static_cast<long long>(t.offset), dev.c_str());
   }
   // The furthest element must lie inside the buffer. Shapes and strides are
   // the caller's: every product is checked for overflow.
@@ -65,7 +116,7 @@ strata_status check_tensor(const Call& call, const strata_tensor& t, const char*
   bool count_overflow = false;
   for (int32_t d = 0; d < t.rank; ++d) {
     if (t.shape[d] <= 0 || t.strides[d] < 0) {
-      return fail(call.error, STRATA_ERROR_INVALID_ARGUMENT, "%s: %s %s has a bad shape or stride on %s", call.op, role,
+      return fail(call.error, STRATA_ERROR_INVALID_ARGUMENT, "%s: %s %s has a bad shape or stride on %s", spec.op, role,
                   describe(t).c_str(), dev.c_str());
     }
     uint64_t reach = 0;
@@ -80,15 +131,42 @@ strata_status check_tensor(const Call& call, const strata_tensor& t, const char*
   span_overflow |= __builtin_mul_overflow(end, static_cast<uint64_t>(plugin::dtype_size(t.dtype)), &end);
   if (span_overflow || end > b->size) {
     return fail(call.error, STRATA_ERROR_INVALID_ARGUMENT,
-                "%s: %s %s at offset %lld exceeds its buffer (%llu bytes) on %s", call.op, role, describe(t).c_str(),
+                "%s: %s %s at offset %lld exceeds its buffer (%llu bytes) on %s", spec.op, role, describe(t).c_str(),
                 static_cast<long long>(t.offset), static_cast<unsigned long long>(b->size), dev.c_str());
   }
   if (count_overflow || count >= kMaxElements || last >= kMaxSpan) {
     return fail(call.error, STRATA_ERROR_UNSUPPORTED,
                 "%s: %s %s has 2^31 or more elements or spans 2^32 or more, beyond the shaders' 32-bit indexing on %s",
-                call.op, role, describe(t).c_str(), dev.c_str());
+                spec.op, role, describe(t).c_str(), dev.c_str());
   }
   return STRATA_OK;
+}
+
+}  // namespace
+
+strata_status prepare(const strata_kernel_call& call, const OpSpec& spec, Device** device, Stream** stream) {
+  Device* d = device_of(call.state, call.device, call.error);
+  if (d == nullptr) return STRATA_ERROR_INVALID_ARGUMENT;
+  if (call.n_outputs != 1 || call.outputs == nullptr || call.n_inputs < 0 ||
+      (call.n_inputs > 0 && call.inputs == nullptr) || (call.n_attrs > 0 && call.attrs == nullptr)) {
+    return fail(call.error, STRATA_ERROR_INVALID_ARGUMENT,
+                "%s: bad call: %d inputs, %d outputs, %d attributes (one output and non-null arrays expected) on %s",
+                spec.op, call.n_inputs, call.n_outputs, call.n_attrs, d->id().c_str());
+  }
+  if (strata_status s = d->check_lost(call.error); s != STRATA_OK) return s;
+  if (strata_status s = check_tensor(call, spec, *d, call.outputs[0], "output", 0); s != STRATA_OK) return s;
+  for (int32_t k = 0; k < call.n_inputs; ++k) {
+    if (strata_status s = check_tensor(call, spec, *d, call.inputs[k], "input", k); s != STRATA_OK) return s;
+  }
+  *device = d;
+  *stream = &stream_of(*d, call.stream);
+  return STRATA_OK;
+}
+
+strata_status expect_inputs(const Call& c, int n) {
+  if (c.n_in == n) return STRATA_OK;
+  return fail(c.error, STRATA_ERROR_INVALID_ARGUMENT, "%s: expected %d inputs, got %d (%s)", c.op, n, c.n_in,
+              c.device.id().c_str());
 }
 
 uint32_t groups_for(uint64_t n, uint32_t group) {
@@ -102,14 +180,19 @@ strata_status params(Call& call, const void* data, size_t bytes, VkDeviceAddress
   return STRATA_OK;
 }
 
-strata_status launch(Call& call, const char* shader, int32_t op, const void* push, uint32_t push_bytes, uint32_t gx,
-                     uint32_t gy, uint32_t gz) {
+strata_status launch_op(Call& call, const char* shader, int32_t op, const void* push, uint32_t push_bytes, uint32_t gx,
+                        uint32_t gy, uint32_t gz) {
   VkPipeline pipeline = VK_NULL_HANDLE;
   if (strata_status s = call.device.pipelines->get(shader, op, call.op, &pipeline, call.error); s != STRATA_OK)
     return with_operands(call, s);
   if (strata_status s = call.stream.dispatch(pipeline, push, push_bytes, gx, gy, gz, call.error); s != STRATA_OK)
     return with_operands(call, s);
   return STRATA_OK;
+}
+
+strata_status launch(Call& call, const char* shader, const void* push, uint32_t push_bytes, uint32_t gx, uint32_t gy,
+                     uint32_t gz) {
+  return launch_op(call, shader, call.spec.code, push, push_bytes, gx, gy, gz);
 }
 
 Merged merge_dims(int rank, const int64_t* shape, const int64_t* const* strides, int operands) {
@@ -137,68 +220,6 @@ Merged merge_dims(int rank, const int64_t* shape, const int64_t* const* strides,
   return m;
 }
 
-strata_status read_elements(Call& call, const strata_tensor& t, std::vector<int64_t>& values) {
-  Device& d = call.device;
-  int64_t last = 0;
-  int64_t count = 1;
-  for (int32_t k = 0; k < t.rank; ++k) {
-    last += (t.shape[k] - 1) * t.strides[k];
-    count *= t.shape[k];
-  }
-  const size_t element = plugin::dtype_size(t.dtype);
-  const size_t bytes = static_cast<size_t>(last + 1) * element;
-  const auto* b = reinterpret_cast<const Buffer*>(t.buffer);
-  const size_t offset = static_cast<size_t>(t.offset) * element;
-  std::vector<char> span(bytes);
-  if (strata_status s = call.stream.synchronize(call.error); s != STRATA_OK) return with_operands(call, s);
-  if (d.direct) {
-    std::memcpy(span.data(), b->host() + offset, bytes);
-  } else {
-    Buffer* staging = nullptr;
-    if (strata_status s = d.staging->allocate(bytes, &staging, call.error); s != STRATA_OK) return s;
-    strata_status s =
-        call.stream.copy(b->vk_buffer(), b->offset + offset, staging->vk_buffer(), staging->offset, bytes, call.error);
-    if (s == STRATA_OK) s = call.stream.synchronize(call.error);
-    if (s == STRATA_OK) std::memcpy(span.data(), staging->host(), bytes);
-    if (s == STRATA_OK) {
-      d.staging->release(staging);
-    } else {
-      call.stream.retire_with_batch(staging);
-      return with_operands(call, s);
-    }
-  }
-  values.resize(static_cast<size_t>(count));
-  std::array<int64_t, MAX_RANK> pos{};
-  for (int64_t i = 0; i < count; ++i) {
-    int64_t at = 0;
-    for (int32_t k = 0; k < t.rank; ++k) at += pos[static_cast<size_t>(k)] * t.strides[k];
-    const char* p = span.data() + static_cast<size_t>(at) * element;
-    int64_t v = 0;
-    switch (t.dtype) {
-      case STRATA_I64:
-        std::memcpy(&v, p, 8);
-        break;
-      case STRATA_I32: {
-        int32_t x;
-        std::memcpy(&x, p, 4);
-        v = x;
-        break;
-      }
-      case STRATA_BOOL:
-        v = *p != 0;
-        break;
-      default:
-        return fail(call.error, STRATA_ERROR_INTERNAL, "%s: cannot read %s back as integers", call.op, tag(t.dtype));
-    }
-    values[static_cast<size_t>(i)] = v;
-    for (int32_t k = t.rank - 1; k >= 0; --k) {
-      if (++pos[static_cast<size_t>(k)] < t.shape[k]) break;
-      pos[static_cast<size_t>(k)] = 0;
-    }
-  }
-  return STRATA_OK;
-}
-
 namespace {
 
 /// eltwise.comp's parameter block (std430).
@@ -213,23 +234,26 @@ struct EltwiseParams {
 
 struct EltwisePush {
   VkDeviceAddress y, a, b, c, p;
+  VkDeviceAddress err;  // the device's deferred-error record
+  uint32_t site;        // the OpSpec id it names the op by
 };
 
 }  // namespace
 
 strata_status launch_eltwise(Call& call, const char* shader, int32_t op, const strata_tensor& y,
-                             const strata_tensor* inputs, int n_inputs, uint64_t fill_bits) {
+                             const strata_tensor* const* inputs, int n_inputs, uint64_t fill_bits) {
   for (int k = 0; k < n_inputs; ++k) {
-    bool same = inputs[k].rank == y.rank;
-    for (int32_t d = 0; same && d < y.rank; ++d) same = inputs[k].shape[d] == y.shape[d];
+    const strata_tensor& x = *inputs[k];
+    bool same = x.rank == y.rank;
+    for (int32_t d = 0; same && d < y.rank; ++d) same = x.shape[d] == y.shape[d];
     if (!same) {
       return fail(call.error, STRATA_ERROR_INVALID_ARGUMENT,
-                  "%s: input %d %s does not have the output's shape %s on %s", call.op, k, describe(inputs[k]).c_str(),
+                  "%s: input %d %s does not have the output's shape %s on %s", call.op, k, describe(x).c_str(),
                   describe(y).c_str(), call.device.id().c_str());
     }
   }
   const int64_t* strides[4] = {y.strides, nullptr, nullptr, nullptr};
-  for (int k = 0; k < n_inputs; ++k) strides[k + 1] = inputs[k].strides;
+  for (int k = 0; k < n_inputs; ++k) strides[k + 1] = inputs[k]->strides;
   const Merged m = merge_dims(y.rank, y.shape, strides, n_inputs + 1);
   EltwiseParams p{};
   p.rank = static_cast<uint32_t>(m.rank);
@@ -245,37 +269,42 @@ strata_status launch_eltwise(Call& call, const char* shader, int32_t op, const s
   EltwisePush push{};
   push.y = address_of(y);
   VkDeviceAddress* in_addr[3] = {&push.a, &push.b, &push.c};
-  for (int k = 0; k < n_inputs; ++k) *in_addr[k] = address_of(inputs[k]);
+  for (int k = 0; k < n_inputs; ++k) *in_addr[k] = address_of(*inputs[k]);
   // Unused operands alias the output: a valid address the shader never reads.
   for (int k = n_inputs; k < 3; ++k) *in_addr[k] = push.y;
+  push.err = call.device.deferred->address();
+  push.site = call.spec.id;
   if (strata_status s = params(call, &p, sizeof(p), &push.p); s != STRATA_OK) return s;
-  return launch(call, shader, op, &push, sizeof(push), groups_for(p.n, ELTWISE_GROUP));
+  return launch_op(call, shader, op, &push, sizeof(push), groups_for(p.n, ELTWISE_GROUP));
 }
 
-int dim_attr(const strata_attrs* attrs, int rank) {
-  const strata_attr* a = plugin::find_attr(attrs, "dim");
-  if (a == nullptr || a->kind != STRATA_ATTR_INT) return -1;
+int dim_attr(const Call& call, int rank) {
+  const strata_attr* a = plugin::attr_of_kind(call.abi, "dim", STRATA_ATTR_INT);
+  if (a == nullptr) return -1;
   const int64_t dim = a->i < 0 ? a->i + rank : a->i;
   return dim >= 0 && dim < std::max(rank, 1) ? static_cast<int>(dim) : -1;
 }
 
-const std::vector<strata_kernel_entry>& kernel_table(Device& device) {
+const plugin::KernelTable& kernel_table(const Device& device) {
   // Built once per set of stored dtypes (all a table depends on) and leaked
   // on purpose: the ABI promises the array stays valid until the process
   // exits, also past a shutdown and a later init whose Device may reuse an
   // old one's address.
   static std::mutex mutex;
-  static auto* tables = new std::unordered_map<uint32_t, KernelTable*>();
+  static auto* tables = new std::unordered_map<uint64_t, plugin::KernelTable*>();
   std::lock_guard lock(mutex);
-  KernelTable*& t = (*tables)[device.props.dtype_mask];
+  plugin::KernelTable*& t = (*tables)[device.props.dtype_mask];
   if (t == nullptr) {
-    t = new KernelTable(device.props.dtype_mask);
-    register_elementwise_kernels(*t);
-    register_reduce_kernels(*t);
-    register_matmul_kernels(*t);
-    register_index_kernels(*t);
+    auto* table = new plugin::KernelTable;
+    Registry reg(*table, device.props.dtype_mask);
+    register_elementwise_kernels(reg);
+    register_reduce_kernels(reg);
+    register_matmul_kernels(reg);
+    register_index_kernels(reg);
+    register_random_kernels(reg);
+    t = table;
   }
-  return t->entries();
+  return *t;
 }
 
 }  // namespace strata::vulkan

@@ -1,62 +1,84 @@
 // kernels.hpp — how a kernel becomes a strata_kernel_fn, and the helpers the
 // kernel sources share: operand checks, dim merging, parameter upload,
-// pipeline lookup and dispatch, reading small tensors back to the host.
+// pipeline lookup and dispatch.
 //
-// A kernel is a struct:
+// A kernel family is a struct with a `run`:
 //
-//   struct Exp {
-//     static constexpr const char* name = "exp";
-//     static strata_status run(Call& call);
+//   struct Unary {
+//     static strata_status run(Call& call);  // call.spec->code is the opcode
 //   };
 //
-// `entry<K>` is what the table holds: it resolves device and stream, locks
-// the stream, validates every descriptor against its buffer, and turns
-// exceptions into statuses (nothing throws across the ABI).
+// and is registered per op with the op's name constant (strata_ops.h) and
+// the shader opcode it runs with: `reg.add<Unary>(STRATA_OP_EXP, OP_EXP,
+// {d}, d)`. The pair (op, opcode) becomes an OpSpec, handed to the host as
+// the entry's user_data and back to the kernel in call->user_data, so no
+// kernel ever maps op names to opcodes itself. `entry<K>` is what the table
+// holds: it checks the call struct, resolves device and stream, validates
+// every descriptor against its buffer, locks the stream's recording batch
+// and turns exceptions into statuses (nothing throws across the ABI).
 #pragma once
 
 #include <array>
 #include <cstdint>
-#include <deque>
+#include <initializer_list>
 #include <mutex>
-#include <new>
+#include <stdexcept>
 #include <strata/plugin/strata_plugin.hpp>
 #include <string>
-#include <vector>
 
 #include "device.hpp"
 #include "shaders/opcodes.h"
 
 namespace strata::vulkan {
 
+using plugin::describe;
 using plugin::fail;
 
-/// One kernel invocation, with the stream locked.
+/// What a kernel entry carries in its user_data: the op it implements and
+/// the shader's opcode (specialization constant 0). `id` names the op in
+/// deferred-error records, which shaders write without knowing names.
+struct OpSpec {
+  const char* op;  // a STRATA_OP_* constant
+  int32_t code;
+  uint32_t id;
+};
+/// The interned spec of (op, code): one per pair for the process.
+const OpSpec& op_spec(const char* op, int32_t code);
+/// The spec with `id`, or nullptr.
+const OpSpec* op_spec_by_id(uint32_t id);
+
+/// One kernel invocation, with the stream's batch locked.
 struct Call {
   Device& device;
   Stream& stream;
-  const char* op;
-  const strata_tensor* in;
+  const OpSpec& spec;
+  const char* op;  // spec.op: "strata::add"
+  const strata_tensor* const* in;
   int32_t n_in;
   const strata_tensor& out;
-  const strata_attrs* attrs;
+  const strata_kernel_call& abi;  // attributes (plugin::attr_* take it)
   strata_error* error;
+
+  const strata_tensor& input(int k) const { return *in[k]; }
 };
 
-/// "f32[2, 3]" for messages.
-std::string describe(const strata_tensor& t);
 /// "f32" / "f16" / ... as used in shader variant names.
 inline const char* tag(strata_dtype d) { return plugin::dtype_name(d); }
 /// Buffer device address of a descriptor's first element.
 VkDeviceAddress address_of(const strata_tensor& t);
-/// Checks a descriptor against its buffer and the kernels' 32-bit indexing.
-strata_status check_tensor(const Call& call, const strata_tensor& t, const char* role);
 
-/// Looks up the pipeline `shader`/`op` and records its dispatch with `push`.
-strata_status launch(Call& call, const char* shader, int32_t op, const void* push, uint32_t push_bytes, uint32_t gx,
+/// Looks up the pipeline `shader`/`call.spec.code` and records its dispatch
+/// with `push`.
+strata_status launch(Call& call, const char* shader, const void* push, uint32_t push_bytes, uint32_t gx,
                      uint32_t gy = 1, uint32_t gz = 1);
+/// The same with an explicit opcode (scatter_add's preceding copy).
+strata_status launch_op(Call& call, const char* shader, int32_t op, const void* push, uint32_t push_bytes, uint32_t gx,
+                        uint32_t gy = 1, uint32_t gz = 1);
 /// Copies `bytes` of parameters for the next dispatch to the stream's
 /// parameter arena; *address receives their device address.
 strata_status params(Call& call, const void* data, size_t bytes, VkDeviceAddress* address);
+/// INVALID_ARGUMENT unless the call has `n` inputs.
+strata_status expect_inputs(const Call& call, int n);
 
 /// Work groups per dimension of one dispatch: Vulkan's guaranteed minimum of
 /// maxComputeWorkGroupCount, so it holds on every device.
@@ -75,89 +97,75 @@ struct Merged {
 /// operand. `strides[k]` are operand k's strides over `shape`.
 Merged merge_dims(int rank, const int64_t* shape, const int64_t* const* strides, int operands);
 
-/// Waits for the stream and copies the elements of `t` to the host in
-/// row-major order (for the host-side checks of indices and divisors).
-strata_status read_elements(Call& call, const strata_tensor& t, std::vector<int64_t>& values);
-
-/// Records an elementwise dispatch (eltwise.comp variant `shader`).
+/// Records an elementwise dispatch (eltwise.comp variant `shader`) of
+/// opcode `op` over `n_inputs` inputs.
 strata_status launch_eltwise(Call& call, const char* shader, int32_t op, const strata_tensor& y,
-                             const strata_tensor* inputs, int n_inputs, uint64_t fill_bits = 0);
+                             const strata_tensor* const* inputs, int n_inputs, uint64_t fill_bits = 0);
+
+/// The INT attribute "dim" resolved against `rank`; -1 when absent or out of
+/// range. Another kind throws std::invalid_argument (INVALID_ARGUMENT).
+int dim_attr(const Call& call, int rank);
+
+/// Validates the call struct and its operands and resolves device and
+/// stream; the part of entry<K> that does not depend on K.
+strata_status prepare(const strata_kernel_call& call, const OpSpec& spec, Device** device, Stream** stream);
 
 template <class K>
-strata_status entry(const strata_kernel_context* ctx, const strata_tensor* inputs, int32_t n_inputs,
-                    const strata_tensor* outputs, int32_t n_outputs, const strata_attrs* attrs,
-                    strata_error* error) noexcept {
-  try {
-    if (ctx == nullptr || ctx->struct_size < sizeof(strata_kernel_context)) {
-      return fail(error, STRATA_ERROR_INVALID_ARGUMENT, "%s: missing kernel context", K::name);
-    }
-    Device* device = device_of(ctx->state, ctx->device_index, error);
-    if (device == nullptr) return STRATA_ERROR_INVALID_ARGUMENT;
-    if (n_outputs != 1 || outputs == nullptr || (n_inputs > 0 && inputs == nullptr)) {
-      return fail(error, STRATA_ERROR_INVALID_ARGUMENT, "%s: expected 1 output, got %d (%s)", K::name, n_outputs,
-                  device->id().c_str());
-    }
-    Stream& stream = stream_of(*device, ctx->stream);
-    std::lock_guard lock(stream.mutex());
-    Call call{*device, stream, K::name, inputs, n_inputs, outputs[0], attrs, error};
-    if (strata_status s = check_tensor(call, outputs[0], "output"); s != STRATA_OK) return s;
-    for (int32_t k = 0; k < n_inputs; ++k) {
-      if (strata_status s = check_tensor(call, inputs[k], "input"); s != STRATA_OK) return s;
-    }
-    return K::run(call);
-  } catch (const std::bad_alloc&) {
-    return fail(error, STRATA_ERROR_OUT_OF_MEMORY, "%s: out of host memory", K::name);
-  } catch (const std::exception& e) {
-    return fail(error, STRATA_ERROR_INTERNAL, "%s: %s", K::name, e.what());
-  } catch (...) {
-    return fail(error, STRATA_ERROR_INTERNAL, "%s: unknown exception", K::name);
+strata_status entry(const strata_kernel_call* call) noexcept {
+  // A call struct below 2.0's size has no error field we may write to.
+  if (!plugin::large_enough(call, STRATA_KERNEL_CALL_MIN_SIZE)) return STRATA_ERROR_INVALID_ARGUMENT;
+  const auto* spec = static_cast<const OpSpec*>(call->user_data);
+  if (spec == nullptr) {
+    return fail(call->error, STRATA_ERROR_INVALID_ARGUMENT, "%s: vulkan kernel called without its entry's user_data",
+                call->op != nullptr ? call->op : "?");
   }
+  return plugin::guarded(call->error, spec->op, [&]() -> strata_status {
+    Device* device = nullptr;
+    Stream* stream = nullptr;
+    if (strata_status s = prepare(*call, *spec, &device, &stream); s != STRATA_OK) return s;
+    Call c{*device, *stream, *spec, spec->op, call->inputs, call->n_inputs, *call->outputs[0], *call, call->error};
+    try {
+      // The host serialises calls per stream; this lock only keeps
+      // stream_synchronize (any thread) off the batch being recorded.
+      std::lock_guard lock(stream->mutex());
+      return K::run(c);
+    } catch (const std::invalid_argument& e) {  // plugin::attr_of_kind: an attribute of the wrong kind
+      return fail(call->error, STRATA_ERROR_INVALID_ARGUMENT, "%s (%s)", e.what(), device->id().c_str());
+    }
+  });
 }
 
-/// A device's kernel table, assembled from every kernel file's registration.
-class KernelTable {
+/// Builds a device's kernel table: adds an entry when the device stores
+/// every dtype of its signature.
+class Registry {
  public:
-  /// The table for a device storing the dtypes of `dtype_mask`.
-  explicit KernelTable(uint32_t dtype_mask) : dtype_mask_(dtype_mask) {}
-  /// Whether the device stores `dtype`.
+  Registry(plugin::KernelTable& table, uint64_t dtype_mask) : table_(table), dtype_mask_(dtype_mask) {}
   bool stores(strata_dtype dtype) const { return (dtype_mask_ & STRATA_DTYPE_BIT(dtype)) != 0; }
-  /// Adds (op, "in,in->out") when the device stores every dtype involved.
+  /// (op, "in,in->out") running K with shader opcode `code`.
   template <class K>
-  void add(std::initializer_list<strata_dtype> ins, strata_dtype out, uint32_t flags) {
-    std::string sig;
-    for (strata_dtype d : ins) {
-      if (!stores(d)) return;
-      sig += (sig.empty() ? "" : ",");
-      sig += tag(d);
-    }
-    if (!stores(out)) return;
-    sig += "->";
-    sig += tag(out);
-    signatures_.push_back(std::move(sig));
-    entries_.push_back(plugin::kernel(K::name, signatures_.back().c_str(), &entry<K>, flags));
+  void add(const char* op, int32_t code, std::initializer_list<strata_dtype> ins, strata_dtype out,
+           uint32_t flags = STRATA_KERNEL_STRIDED_INPUTS) {
+    add_entry(op, code, ins, out, flags, &entry<K>);
   }
-  const std::vector<strata_kernel_entry>& entries() const { return entries_; }
 
  private:
-  uint32_t dtype_mask_;
-  std::deque<std::string> signatures_;  // stable c_str() pointers
-  std::vector<strata_kernel_entry> entries_;
+  void add_entry(const char* op, int32_t code, std::initializer_list<strata_dtype> ins, strata_dtype out,
+                 uint32_t flags, strata_kernel_fn fn);
+  plugin::KernelTable& table_;
+  uint64_t dtype_mask_;
 };
 
 inline constexpr strata_dtype kAllTypes[] = {STRATA_F32, STRATA_F16, STRATA_I32, STRATA_I64, STRATA_BOOL};
 inline constexpr strata_dtype kFloatTypes[] = {STRATA_F32, STRATA_F16};
 inline constexpr strata_dtype kNumericTypes[] = {STRATA_F32, STRATA_F16, STRATA_I32, STRATA_I64};
-inline constexpr uint32_t kStrided = STRATA_KERNEL_STRIDED_INPUTS;
 
-void register_elementwise_kernels(KernelTable& table);
-void register_reduce_kernels(KernelTable& table);
-void register_matmul_kernels(KernelTable& table);
-void register_index_kernels(KernelTable& table);
+void register_elementwise_kernels(Registry& reg);
+void register_reduce_kernels(Registry& reg);
+void register_matmul_kernels(Registry& reg);
+void register_index_kernels(Registry& reg);
+void register_random_kernels(Registry& reg);
 
 /// The table of `device`, built on first use and kept until the process exits.
-const std::vector<strata_kernel_entry>& kernel_table(Device& device);
-
-/// The INT attribute "dim" resolved against `rank`; -1 when absent or out of range.
-int dim_attr(const strata_attrs* attrs, int rank);
+const plugin::KernelTable& kernel_table(const Device& device);
 
 }  // namespace strata::vulkan

@@ -19,22 +19,18 @@ struct MatmulPush {
 };
 
 struct Matmul {
-  static constexpr const char* name = "matmul";
   static strata_status run(Call& c) {
-    const std::string dev = c.device.id();
-    if (c.n_in != 2) {
-      return fail(c.error, STRATA_ERROR_INVALID_ARGUMENT, "matmul: expected 2 inputs, got %d on %s", c.n_in,
-                  dev.c_str());
-    }
-    const strata_tensor& a = c.in[0];
-    const strata_tensor& b = c.in[1];
+    const std::string& dev = c.device.id();
+    if (strata_status s = expect_inputs(c, 2); s != STRATA_OK) return s;
+    const strata_tensor& a = c.input(0);
+    const strata_tensor& b = c.input(1);
     const strata_tensor& y = c.out;
     const int r = y.rank;
     bool ok = r >= 2 && a.rank == r && b.rank == r && plugin::is_contiguous(y);
     for (int d = 0; ok && d < r - 2; ++d) ok = a.shape[d] == y.shape[d] && b.shape[d] == y.shape[d];
     ok = ok && a.shape[r - 2] == y.shape[r - 2] && b.shape[r - 1] == y.shape[r - 1] && a.shape[r - 1] == b.shape[r - 2];
     if (!ok) {
-      return fail(c.error, STRATA_ERROR_INVALID_ARGUMENT, "matmul: shapes %s @ %s -> %s do not match on %s",
+      return fail(c.error, STRATA_ERROR_INVALID_ARGUMENT, "%s: shapes %s @ %s -> %s do not match on %s", c.op,
                   describe(a).c_str(), describe(b).c_str(), describe(y).c_str(), dev.c_str());
     }
     MatmulParams p{};
@@ -60,15 +56,15 @@ struct Matmul {
     MatmulPush push{address_of(y), address_of(a), address_of(b), 0};
     if (strata_status s = params(c, &p, sizeof(p), &push.p); s != STRATA_OK) return s;
     const std::string shader = std::string("matmul_") + tag(y.dtype);
-    return launch(c, shader.c_str(), 0, &push, sizeof(push), groups_for(p.n, MATMUL_TILE), groups_for(p.m, MATMUL_TILE),
+    return launch(c, shader.c_str(), &push, sizeof(push), groups_for(p.n, MATMUL_TILE), groups_for(p.m, MATMUL_TILE),
                   groups_for(count, 1));
   }
 };
 
 }  // namespace
 
-void register_matmul_kernels(KernelTable& t) {
-  for (strata_dtype d : kFloatTypes) t.add<Matmul>({d, d}, d, kStrided);
+void register_matmul_kernels(Registry& r) {
+  for (strata_dtype d : kFloatTypes) r.add<Matmul>(STRATA_OP_MATMUL, 0, {d, d}, d);
 }
 
 }  // namespace strata::vulkan

@@ -20,7 +20,9 @@ BlockAllocator::BlockAllocator(Device& device, uint32_t memory_type, bool map, V
     : device_(device), memory_type_(memory_type), map_(map), block_size_(block_size), what_(std::move(what)) {}
 
 BlockAllocator::~BlockAllocator() {
+  // close_device waited for the device: nothing can still use a block.
   for (auto& b : blocks_) destroy_block(b.get());
+  for (auto& [tag, b] : retired_) destroy_block(b.get());
 }
 
 strata_status BlockAllocator::new_block(VkDeviceSize size, bool dedicated, Block** out, strata_error* error) {
@@ -88,7 +90,11 @@ strata_status BlockAllocator::new_block(VkDeviceSize size, bool dedicated, Block
   bai.sType = VK_STRUCTURE_TYPE_BUFFER_DEVICE_ADDRESS_INFO;
   bai.buffer = block->buffer;
   block->address = vk.vkGetBufferDeviceAddress(device_.device, &bai);
-  block->free_ranges.emplace(0, size);
+  ++allocations_;
+  if (!dedicated) {
+    block->free_ranges.emplace(0, size);
+    by_size_.emplace(size, std::make_pair(block.get(), VkDeviceSize{0}));
+  }
   blocks_.push_back(std::move(block));
   *out = blocks_.back().get();
   return STRATA_OK;
@@ -103,6 +109,45 @@ void BlockAllocator::destroy_block(Block* block) {
   block->memory = VK_NULL_HANDLE;
 }
 
+void BlockAllocator::forget_range(Block* block, VkDeviceSize offset, VkDeviceSize size) {
+  auto [lo, hi] = by_size_.equal_range(size);
+  for (auto it = lo; it != hi; ++it) {
+    if (it->second.first == block && it->second.second == offset) {
+      by_size_.erase(it);
+      return;
+    }
+  }
+}
+
+void BlockAllocator::carve(Block* block, VkDeviceSize offset, VkDeviceSize range, VkDeviceSize want) {
+  block->free_ranges.erase(offset);
+  forget_range(block, offset, range);
+  if (range > want) {
+    block->free_ranges.emplace(offset + want, range - want);
+    by_size_.emplace(range - want, std::make_pair(block, offset + want));
+  }
+}
+
+void BlockAllocator::retire(Block* block) {
+  auto it = std::find_if(blocks_.begin(), blocks_.end(), [&](const auto& b) { return b.get() == block; });
+  if (it == blocks_.end()) return;
+  if (!block->dedicated) {
+    for (const auto& [offset, size] : block->free_ranges) forget_range(block, offset, size);
+    block->free_ranges.clear();
+  }
+  // Work submitted up to now may still read or write the block.
+  retired_.emplace_back(device_.last_submitted.load(std::memory_order_acquire), std::move(*it));
+  blocks_.erase(it);
+}
+
+void BlockAllocator::reap(bool everything) {
+  if (retired_.empty()) return;
+  const uint64_t done = everything ? UINT64_MAX : device_.poll();
+  auto keep = std::partition(retired_.begin(), retired_.end(), [&](const auto& r) { return r.first > done; });
+  for (auto it = keep; it != retired_.end(); ++it) destroy_block(it->second.get());
+  retired_.erase(keep, retired_.end());
+}
+
 strata_status BlockAllocator::allocate(size_t bytes, Buffer** out, strata_error* error) {
   if (bytes > (SIZE_MAX >> 2)) {  // before rounding up, which would wrap
     return fail(error, STRATA_ERROR_OUT_OF_MEMORY, "%s: cannot allocate %zu bytes of %s", device_.id().c_str(), bytes,
@@ -113,31 +158,50 @@ strata_status BlockAllocator::allocate(size_t bytes, Buffer** out, strata_error*
   auto buffer = std::unique_ptr<Buffer>(new (std::nothrow) Buffer);
   if (!buffer) return fail(error, STRATA_ERROR_OUT_OF_MEMORY, "%s: out of host memory", device_.id().c_str());
   std::lock_guard lock(mutex_);
+  reap(false);
   Block* chosen = nullptr;
   VkDeviceSize offset = 0;
   if (want > block_size_ / 2) {
-    if (strata_status s = new_block(want, true, &chosen, error); s != STRATA_OK) return s;
-  } else {
+    // An empty dedicated block of about the right size, else a new one.
     for (auto& b : blocks_) {
-      if (b->dedicated) continue;
-      for (auto it = b->free_ranges.begin(); it != b->free_ranges.end(); ++it) {
-        if (it->second < want) continue;
+      if (b->dedicated && b->used == 0 && b->size >= want && b->size - want <= want / 4) {
         chosen = b.get();
         break;
       }
-      if (chosen != nullptr) break;
     }
     if (chosen == nullptr) {
-      if (strata_status s = new_block(block_size_, false, &chosen, error); s != STRATA_OK) return s;
+      strata_status s = new_block(want, true, &chosen, error);
+      if (s == STRATA_ERROR_OUT_OF_MEMORY && !retired_.empty()) {
+        // Retired blocks still wait for the device: let it finish, retry.
+        strata_error ignored{sizeof(strata_error), {}};
+        if (device_.wait(device_.last_submitted.load(), &ignored) == STRATA_OK) {
+          reap(false);
+          s = new_block(want, true, &chosen, error);
+        }
+      }
+      if (s != STRATA_OK) return s;
     }
+    chosen->used = want;
+  } else {
+    auto it = by_size_.lower_bound(want);  // best fit
+    if (it == by_size_.end()) {
+      strata_status s = new_block(block_size_, false, &chosen, error);
+      if (s == STRATA_ERROR_OUT_OF_MEMORY && !retired_.empty()) {
+        strata_error ignored{sizeof(strata_error), {}};
+        if (device_.wait(device_.last_submitted.load(), &ignored) == STRATA_OK) {
+          reap(false);
+          s = new_block(block_size_, false, &chosen, error);
+        }
+      }
+      if (s != STRATA_OK) return s;
+      it = by_size_.lower_bound(want);
+    }
+    chosen = it->second.first;
+    offset = it->second.second;
+    carve(chosen, offset, it->first, want);
+    chosen->used += want;
   }
-  auto it = std::find_if(chosen->free_ranges.begin(), chosen->free_ranges.end(),
-                         [&](const auto& range) { return range.second >= want; });
-  offset = it->first;
-  const VkDeviceSize left = it->second - want;
-  chosen->free_ranges.erase(it);
-  if (left > 0) chosen->free_ranges.emplace(offset + want, left);
-  chosen->used += want;
+  buffer->pool = this;
   buffer->block = chosen;
   buffer->offset = offset;
   buffer->size = bytes;
@@ -155,46 +219,69 @@ void BlockAllocator::release(Buffer* buffer) {
   buffer->magic = 0;
   delete buffer;
   block->used -= size;
+  if (block->dedicated) {
+    if (block->used != 0) return;
+    // Keep at most two empty dedicated blocks for reuse; retire the oldest.
+    int empty = 0;
+    for (auto it = blocks_.rbegin(); it != blocks_.rend(); ++it) {
+      Block* b = it->get();
+      if (!b->dedicated || b->used != 0) continue;
+      if (++empty > 2) {
+        retire(b);
+        break;
+      }
+    }
+    return;
+  }
   // Insert and coalesce with the neighbours.
   auto next = block->free_ranges.lower_bound(offset);
   if (next != block->free_ranges.end() && offset + size == next->first) {
+    forget_range(block, next->first, next->second);
     size += next->second;
     next = block->free_ranges.erase(next);
   }
   if (next != block->free_ranges.begin()) {
     auto prev = std::prev(next);
     if (prev->first + prev->second == offset) {
-      prev->second += size;
+      forget_range(block, prev->first, prev->second);
       offset = prev->first;
-      size = prev->second;
+      size += prev->second;
       block->free_ranges.erase(prev);
     }
   }
   block->free_ranges.emplace(offset, size);
+  by_size_.emplace(size, std::make_pair(block, offset));
   if (block->used != 0) return;
-  // An empty block: dedicated ones go back at once; keep one regular spare.
-  bool spare_exists = false;
+  // An empty regular block: keep one spare.
   for (auto& b : blocks_) {
-    if (b.get() != block && !b->dedicated && b->used == 0) spare_exists = true;
+    if (b.get() != block && !b->dedicated && b->used == 0) {
+      retire(block);
+      break;
+    }
   }
-  if (block->dedicated || spare_exists) {
-    destroy_block(block);
-    blocks_.erase(std::find_if(blocks_.begin(), blocks_.end(), [&](const auto& b) { return b.get() == block; }));
-  }
+  reap(false);
 }
 
-uint64_t BlockAllocator::used_bytes() {
+void BlockAllocator::trim() {
   std::lock_guard lock(mutex_);
-  uint64_t n = 0;
-  for (auto& b : blocks_) n += b->used;
-  return n;
+  std::vector<Block*> empty;
+  for (auto& b : blocks_) {
+    if (b->used == 0) empty.push_back(b.get());
+  }
+  for (Block* b : empty) retire(b);
+  reap(false);
 }
 
-uint64_t BlockAllocator::held_bytes() {
+BlockAllocator::Stats BlockAllocator::stats() {
   std::lock_guard lock(mutex_);
-  uint64_t n = 0;
-  for (auto& b : blocks_) n += b->size;
-  return n;
+  Stats s;
+  for (auto& b : blocks_) {
+    s.used += b->used;
+    s.held += b->size;
+  }
+  for (auto& [tag, b] : retired_) s.held += b->size;
+  s.allocations = allocations_;
+  return s;
 }
 
 }  // namespace strata::vulkan

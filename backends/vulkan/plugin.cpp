@@ -1,11 +1,14 @@
-// plugin.cpp — the Vulkan plugin's entry symbol and table: init (options,
-// loader, instance, devices), device properties, memory and copies, streams
-// and events.
+// plugin.cpp — the Vulkan plugin's entry symbol and table (ABI 2.0): probe,
+// init (options, loader, instance, devices), device properties, memory and
+// copies, streams and events, and the strata.native_handles extension.
 //
 // Options (a JSON object; any other key is an error) are documented in
 // README.md: loader, block_size_mb, batch_size, pipeline_cache, validation,
 // software_devices, unified_copies, threads (accepted, unused).
+#include <dlfcn.h>
+
 #include <algorithm>
+#include <atomic>
 #include <cstdlib>
 #include <cstring>
 #include <memory>
@@ -26,11 +29,20 @@ using plugin::fail;
 
 constexpr uint32_t kMinApi = VK_MAKE_API_VERSION(0, 1, 2, 0);
 
-/// An event: the timeline value of the submission that recorded it.
+/// An event: the timeline value of the submission that recorded it (0: not
+/// recorded yet, or recorded when nothing was pending — complete). Written by
+/// event_record (serialised per stream), read by event_query/_synchronize
+/// from any thread.
 struct Event {
   Device* device = nullptr;
-  uint64_t seq = 0;
+  std::atomic<uint64_t> seq{0};
 };
+
+/// The loader probe and init open: $STRATA_VULKAN_LOADER, else the soname.
+std::string default_loader() {
+  if (const char* env = std::getenv("STRATA_VULKAN_LOADER"); env != nullptr && *env != '\0') return env;
+  return "libvulkan.so.1";
+}
 
 std::string default_cache_dir() {
   if (const char* xdg = std::getenv("XDG_CACHE_HOME"); xdg != nullptr && *xdg != '\0') {
@@ -48,7 +60,7 @@ strata_status parse_options(const char* json, Options& o, strata_error* error) {
     return fail(error, STRATA_ERROR_INVALID_ARGUMENT, "vulkan: options must be a JSON object, got %s",
                 options.type_name());
   }
-  if (const char* env = std::getenv("STRATA_VULKAN_LOADER"); env != nullptr && *env != '\0') o.loader = env;
+  o.loader = default_loader();
   o.pipeline_cache_dir = default_cache_dir();
   auto integer = [&](const std::string& key, const nlohmann::json& v, int64_t lo, int64_t hi, int64_t* out) {
     if (!v.is_number_integer() || v.get<int64_t>() < lo || v.get<int64_t>() > hi) {
@@ -281,7 +293,7 @@ std::string describe_device(State& st, Device& d) {
       break;
   }
   props.memory_bytes = mp.memoryHeaps[mp.memoryTypes[d.memory_type].heapIndex].size;
-  uint32_t mask = STRATA_DTYPE_BIT(STRATA_F32) | STRATA_DTYPE_BIT(STRATA_I32);
+  uint64_t mask = STRATA_DTYPE_BIT(STRATA_F32) | STRATA_DTYPE_BIT(STRATA_I32);
   if (d.has_int64) mask |= STRATA_DTYPE_BIT(STRATA_I64);
   if (d.has_storage8) mask |= STRATA_DTYPE_BIT(STRATA_BOOL);
   props.compute_dtype_mask = mask;
@@ -290,8 +302,43 @@ std::string describe_device(State& st, Device& d) {
   props.dtype_mask = mask;
   std::snprintf(props.compute_capability, sizeof(props.compute_capability), "vulkan %u.%u",
                 VK_API_VERSION_MAJOR(p.apiVersion), VK_API_VERSION_MINOR(p.apiVersion));
-  props.has_streams = 1;
-  props.unified_memory = d.direct ? 1 : 0;
+  props.flags =
+      STRATA_DEVICE_HAS_STREAMS | STRATA_DEVICE_CACHES_MEMORY | (d.direct ? STRATA_DEVICE_UNIFIED_MEMORY : 0u);
+
+  // Identity: the UUID (Vulkan 1.1 core) and, where the driver has
+  // VK_EXT_pci_bus_info, the PCI address, so that one GPU seen through two
+  // plugins (CUDA and Vulkan) is recognised as one.
+  uint32_t n_ext = 0;
+  std::vector<VkExtensionProperties> extensions;
+  if (api.vkEnumerateDeviceExtensionProperties(d.physical, nullptr, &n_ext, nullptr) == VK_SUCCESS) {
+    extensions.resize(n_ext);
+    if (api.vkEnumerateDeviceExtensionProperties(d.physical, nullptr, &n_ext, extensions.data()) != VK_SUCCESS) {
+      n_ext = 0;
+    }
+    extensions.resize(n_ext);
+  }
+  auto has_extension = [&](const char* wanted) {
+    return std::any_of(extensions.begin(), extensions.end(),
+                       [&](const VkExtensionProperties& e) { return std::strcmp(e.extensionName, wanted) == 0; });
+  };
+  d.has_memory_budget = has_extension(VK_EXT_MEMORY_BUDGET_EXTENSION_NAME);
+  const bool has_pci = has_extension(VK_EXT_PCI_BUS_INFO_EXTENSION_NAME);
+  VkPhysicalDevicePCIBusInfoPropertiesEXT pci{};
+  pci.sType = VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_PCI_BUS_INFO_PROPERTIES_EXT;
+  VkPhysicalDeviceIDProperties ids{};
+  ids.sType = VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_ID_PROPERTIES;
+  ids.pNext = has_pci ? &pci : nullptr;
+  VkPhysicalDeviceProperties2 p2{};
+  p2.sType = VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_PROPERTIES_2;
+  p2.pNext = &ids;
+  api.vkGetPhysicalDeviceProperties2(d.physical, &p2);
+  static_assert(sizeof(props.uuid) == VK_UUID_SIZE);
+  std::memcpy(props.uuid, ids.deviceUUID, VK_UUID_SIZE);
+  props.flags |= STRATA_DEVICE_HAS_UUID;
+  if (has_pci) {
+    std::snprintf(props.pci_bus_id, sizeof(props.pci_bus_id), "%04x:%02x:%02x.%x", pci.pciDomain, pci.pciBus,
+                  pci.pciDevice, pci.pciFunction);
+  }
   return {};
 }
 
@@ -306,14 +353,51 @@ void destroy_state(State* st) {
 }
 
 // ---- The table's functions ---------------------------------------------------
+//
+// Every entry point checks its argument struct against the 2.0 minimum size
+// and runs under plugin::guarded (nothing throws across the ABI). Locking is
+// described in README.md ("Threading").
 
-strata_status init(const strata_host_api* host, const char* options_json, strata_plugin_state* out_state,
-                   strata_error* error) noexcept {
+/// An enum field of a host struct as its integer: a newer host may send a
+/// value this build does not know, which C++ must not load as the enum.
+template <class E>
+auto raw(const E& field) {
+  std::underlying_type_t<E> v;
+  std::memcpy(&v, &field, sizeof(v));
+  return v;
+}
+
+/// The device an argument struct names, or nullptr with its error set.
+template <class Args>
+Device* device_for(const Args* a) {
+  return device_of(a->state, a->device, a->error);
+}
+
+strata_status probe(strata_probe_args* args) noexcept {
+  if (!plugin::large_enough(args, STRATA_PROBE_ARGS_MIN_SIZE)) return STRATA_ERROR_INVALID_ARGUMENT;
+  // Touches no driver: only whether the loader library can be opened (the
+  // loader reads no driver manifest before an instance is created). The
+  // library stays loaded, as init opens it again.
+  const std::string loader = default_loader();
+  if (dlopen(loader.c_str(), RTLD_LAZY | RTLD_LOCAL) == nullptr) {
+    const char* why = dlerror();
+    args->score = 0;
+    fail(args->error, STRATA_OK, "cannot load the Vulkan loader \"%s\": %s", loader.c_str(),
+         why != nullptr ? why : "unknown dlopen error");
+    return STRATA_OK;
+  }
+  args->score = 100;  // init lowers it to its best device's (a software device: 10)
+  return STRATA_OK;
+}
+
+strata_status init(strata_init_args* args) noexcept {
+  if (!plugin::large_enough(args, STRATA_INIT_ARGS_MIN_SIZE)) return STRATA_ERROR_INVALID_ARGUMENT;
+  strata_error* error = args->error;
   State* st = nullptr;
   try {
     st = new State;
-    st->host = host;
-    if (strata_status s = parse_options(options_json, st->options, error); s != STRATA_OK) {
+    st->host = args->host;
+    if (strata_status s = parse_options(args->options_json, st->options, error); s != STRATA_OK) {
       delete st;
       return s;
     }
@@ -345,6 +429,7 @@ strata_status init(const strata_host_api* host, const char* options_json, strata
       d->state = st;
       d->physical = pd;
       d->index = static_cast<int32_t>(st->devices.size());
+      d->name = std::string(kPluginName) + ":" + std::to_string(d->index);
       std::string reason = describe_device(*st, *d);
       if (reason.empty()) {
         strata_error open_error{sizeof(strata_error), {}};
@@ -369,7 +454,13 @@ strata_status init(const strata_host_api* host, const char* options_json, strata
       destroy_state(st);
       return fail(error, STRATA_ERROR_NO_DEVICE, "vulkan: %s", reason.c_str());
     }
-    *out_state = reinterpret_cast<strata_plugin_state>(st);
+    // The probe could not see the devices; now the best one decides, so a
+    // software device (lavapipe) never outranks another build on real hardware.
+    int32_t best = 0;
+    for (const auto& d : st->devices) best = std::max(best, d->score);
+    args->score = args->score > 0 ? std::min(args->score, best) : best;
+    args->device_count = static_cast<int32_t>(st->devices.size());
+    args->state = reinterpret_cast<strata_plugin_state>(st);
     return STRATA_OK;
   } catch (const nlohmann::json::exception& e) {
     delete st;
@@ -382,67 +473,98 @@ strata_status init(const strata_host_api* host, const char* options_json, strata
 
 void shutdown(strata_plugin_state state) noexcept { destroy_state(as_state(state)); }
 
-int32_t score(strata_plugin_state state) noexcept {
-  int32_t best = 0;
-  for (const auto& d : as_state(state)->devices) best = std::max(best, d->score);
-  return best;
-}
-
-int32_t device_count(strata_plugin_state state) noexcept {
-  return static_cast<int32_t>(as_state(state)->devices.size());
-}
-
-strata_status device_props(strata_plugin_state state, int32_t device, strata_device_props* out_props,
-                           strata_error* error) noexcept {
-  Device* d = device_of(state, device, error);
+strata_status device_props(strata_device_args* a) noexcept {
+  if (!plugin::large_enough(a, STRATA_DEVICE_ARGS_MIN_SIZE)) return STRATA_ERROR_INVALID_ARGUMENT;
+  Device* d = device_for(a);
   if (d == nullptr) return STRATA_ERROR_INVALID_ARGUMENT;
-  // A nonzero struct_size on entry is the caller's capacity.
-  size_t bytes = sizeof(d->props);
-  if (out_props->struct_size != 0 && out_props->struct_size < bytes) bytes = out_props->struct_size;
-  std::memcpy(out_props, &d->props, bytes);
-  out_props->struct_size = bytes;
-  return STRATA_OK;
+  return plugin::publish_props(a, d->props);
 }
 
-strata_status alloc(strata_plugin_state state, int32_t device, size_t bytes, strata_buffer* out_buffer,
-                    strata_error* error) noexcept {
-  Device* d = device_of(state, device, error);
-  if (d == nullptr) return STRATA_ERROR_INVALID_ARGUMENT;
-  if (strata_status s = d->check_lost(error); s != STRATA_OK) return s;
-  d->reclaim_frees();
-  Buffer* b = nullptr;
-  strata_status s = d->memory->allocate(bytes, &b, error);
-  if (s == STRATA_ERROR_OUT_OF_MEMORY) {
-    // Freed ranges may still wait for submitted work: let it finish, retry.
-    bool pending = false;
-    {
-      std::lock_guard lock(d->free_mutex);
-      pending = !d->pending_frees.empty();
-    }
-    if (pending) {
-      uint64_t last = 0;
-      {
-        std::lock_guard lock(d->queue_mutex);
-        last = d->last_submitted;
-      }
-      strata_error ignored{sizeof(strata_error), {}};
-      if (d->wait(last, &ignored) == STRATA_OK) {
-        d->reclaim_frees();
-        s = d->memory->allocate(bytes, &b, error);
-      }
-    }
+strata_status get_kernels(strata_device_args* a) noexcept {
+  if (!plugin::large_enough(a, STRATA_DEVICE_ARGS_MIN_SIZE)) return STRATA_ERROR_INVALID_ARGUMENT;
+  return plugin::guarded(a->error, "vulkan: get_kernels", [&]() -> strata_status {
+    Device* d = device_for(a);
+    if (d == nullptr) return STRATA_ERROR_INVALID_ARGUMENT;
+    return kernel_table(*d).publish(a);
+  });
+}
+
+// ---- Memory ----------------------------------------------------------------------
+
+/// Submits what other streams of `d` have recorded (their freed buffers then
+/// become available); streams busy in another thread are skipped.
+bool flush_other_streams(Device& d, const Stream& mine) {
+  bool flushed = false;
+  std::lock_guard lock(d.streams_mutex);
+  for (Stream* s : d.streams) {
+    if (s == &mine) continue;
+    std::unique_lock stream_lock(s->mutex(), std::try_to_lock);
+    if (!stream_lock.owns_lock() || !s->has_recorded()) continue;
+    strata_error ignored{sizeof(strata_error), {}};
+    flushed |= s->flush(&ignored) == STRATA_OK;
   }
-  if (s != STRATA_OK) return s;
-  *out_buffer = reinterpret_cast<strata_buffer>(b);
-  return STRATA_OK;
+  return flushed;
 }
 
-void free_buffer(strata_plugin_state state, int32_t device, strata_buffer buffer) noexcept {
-  strata_error ignored{sizeof(strata_error), {}};
-  Device* d = device_of(state, device, &ignored);
-  Buffer* b = reinterpret_cast<Buffer*>(buffer);
-  if (d == nullptr || b == nullptr || b->magic != Buffer::kMagic) return;
-  d->release(b);
+strata_status alloc(strata_alloc_args* a) noexcept {
+  if (!plugin::large_enough(a, STRATA_ALLOC_ARGS_MIN_SIZE)) return STRATA_ERROR_INVALID_ARGUMENT;
+  return plugin::guarded(a->error, "vulkan: alloc", [&]() -> strata_status {
+    Device* d = device_for(a);
+    if (d == nullptr) return STRATA_ERROR_INVALID_ARGUMENT;
+    if (strata_status s = d->check_lost(a->error); s != STRATA_OK) return s;
+    a->buffer = nullptr;
+    a->host_pointer = nullptr;
+    Buffer* b = nullptr;
+    const auto kind = raw(a->kind);
+    if (kind == STRATA_MEMORY_PINNED_HOST) {
+      // Host-visible, coherent, persistently mapped staging memory.
+      if (strata_status s = d->staging->allocate(a->bytes, &b, a->error); s != STRATA_OK) return s;
+      a->buffer = reinterpret_cast<strata_buffer>(b);
+      a->host_pointer = b->host();
+      return STRATA_OK;
+    }
+    if (kind != STRATA_MEMORY_DEVICE) {
+      return fail(a->error, STRATA_ERROR_INVALID_ARGUMENT, "%s: alloc: unknown memory kind %d", d->id().c_str(),
+                  static_cast<int>(kind));
+    }
+    Stream& s = stream_of(*d, a->stream);
+    std::lock_guard lock(s.mutex());
+    b = s.take_freed(a->bytes);
+    if (b == nullptr) {
+      strata_status st = d->memory->allocate(a->bytes, &b, a->error);
+      if (st == STRATA_ERROR_OUT_OF_MEMORY) {
+        // Buffers freed while a batch was recording wait for its submission:
+        // submit this stream's batch, then the other streams', and retry.
+        strata_error ignored{sizeof(strata_error), {}};
+        if (s.has_recorded() && s.flush(&ignored) == STRATA_OK) st = d->memory->allocate(a->bytes, &b, a->error);
+        if (st == STRATA_ERROR_OUT_OF_MEMORY && flush_other_streams(*d, s))
+          st = d->memory->allocate(a->bytes, &b, a->error);
+      }
+      if (st != STRATA_OK) return st;
+    }
+    d->count_alloc(b->reserved);
+    a->buffer = reinterpret_cast<strata_buffer>(b);
+    return STRATA_OK;
+  });
+}
+
+void free_buffer(strata_alloc_args* a) noexcept {
+  if (!plugin::large_enough(a, STRATA_ALLOC_ARGS_MIN_SIZE)) return;
+  try {
+    Device* d = device_for(a);
+    auto* b = reinterpret_cast<Buffer*>(a->buffer);
+    if (d == nullptr || b == nullptr || b->magic != Buffer::kMagic) return;
+    if (b->pool == d->memory.get()) d->live_bytes.fetch_sub(b->reserved, std::memory_order_relaxed);
+    if (d->is_lost.load()) {
+      b->pool->release(b);  // nothing will run any more
+      return;
+    }
+    Stream& s = stream_of(*d, a->stream);
+    std::lock_guard lock(s.mutex());
+    s.free_buffer(b);
+  } catch (...) {
+    // Out of host memory while queueing the free: the range is leaked.
+  }
 }
 
 /// The Buffer behind a handle, checked to hold [offset, offset + bytes).
@@ -461,101 +583,190 @@ Buffer* checked(strata_buffer handle, size_t offset, size_t bytes, const Device&
   return b;
 }
 
-strata_status copy_h2d(strata_plugin_state state, int32_t device, strata_buffer dst, size_t dst_offset_bytes,
-                       const void* src, size_t bytes, strata_stream stream, strata_error* error) noexcept {
-  Device* d = device_of(state, device, error);
-  if (d == nullptr) return STRATA_ERROR_INVALID_ARGUMENT;
-  Buffer* b = checked(dst, dst_offset_bytes, bytes, *d, "copy to device", error);
-  if (b == nullptr) return STRATA_ERROR_INVALID_ARGUMENT;
-  if (bytes == 0) return STRATA_OK;
-  Stream& s = stream_of(*d, stream);
-  std::lock_guard lock(s.mutex());
-  if (d->direct && s.idle()) {
-    uint64_t last = 0;
-    {
-      std::lock_guard q(d->queue_mutex);
-      last = d->last_submitted;
-    }
-    if (d->poll() >= last) {  // nothing anywhere on the device can still touch the range
-      std::memcpy(b->host() + dst_offset_bytes, src, bytes);
-      return STRATA_OK;
-    }
-  }
-  // Queued behind earlier work, through a staging range: `src` is free on return.
-  return s.upload(src, bytes, *b, dst_offset_bytes, error);
-}
-
-strata_status copy_d2h(strata_plugin_state state, int32_t device, void* dst, strata_buffer src, size_t src_offset_bytes,
-                       size_t bytes, strata_stream stream, strata_error* error) noexcept {
-  Device* d = device_of(state, device, error);
-  if (d == nullptr) return STRATA_ERROR_INVALID_ARGUMENT;
-  Buffer* b = checked(src, src_offset_bytes, bytes, *d, "copy to host", error);
-  if (b == nullptr) return STRATA_ERROR_INVALID_ARGUMENT;
-  if (bytes == 0) return STRATA_OK;
-  Stream& s = stream_of(*d, stream);
-  std::lock_guard lock(s.mutex());
-  if (d->direct) {
-    if (strata_status st = s.synchronize(error); st != STRATA_OK) return st;
-    std::memcpy(dst, b->host() + src_offset_bytes, bytes);
-    return STRATA_OK;
-  }
-  Buffer* staging = nullptr;
-  if (strata_status st = d->staging->allocate(bytes, &staging, error); st != STRATA_OK) return st;
-  strata_status st =
-      s.copy(b->vk_buffer(), b->offset + src_offset_bytes, staging->vk_buffer(), staging->offset, bytes, error);
-  if (st == STRATA_OK) st = s.synchronize(error);
-  if (st == STRATA_OK) std::memcpy(dst, staging->host(), bytes);
-  if (st == STRATA_OK) {
-    d->staging->release(staging);
-  } else {
-    s.retire_with_batch(staging);
-  }
-  return st;
-}
-
-strata_status copy_d2d(strata_plugin_state state, int32_t device, strata_buffer dst, size_t dst_offset_bytes,
-                       strata_buffer src, size_t src_offset_bytes, size_t bytes, strata_stream stream,
-                       strata_error* error) noexcept {
-  Device* d = device_of(state, device, error);
-  if (d == nullptr) return STRATA_ERROR_INVALID_ARGUMENT;
-  Buffer* to = checked(dst, dst_offset_bytes, bytes, *d, "device copy (destination)", error);
-  if (to == nullptr) return STRATA_ERROR_INVALID_ARGUMENT;
-  Buffer* from = checked(src, src_offset_bytes, bytes, *d, "device copy (source)", error);
-  if (from == nullptr) return STRATA_ERROR_INVALID_ARGUMENT;
-  if (bytes == 0) return STRATA_OK;
-  Stream& s = stream_of(*d, stream);
-  std::lock_guard lock(s.mutex());
-  const VkDeviceSize a = to->offset + dst_offset_bytes;
-  const VkDeviceSize c = from->offset + src_offset_bytes;
-  if (to->block == from->block && a < c + bytes && c < a + bytes) {
-    // Overlapping ranges of one VkBuffer (vkCmdCopyBuffer forbids that): through a temporary.
-    Buffer* tmp = nullptr;
-    if (strata_status st = d->staging->allocate(bytes, &tmp, error); st != STRATA_OK) return st;
-    strata_status st = s.copy(from->vk_buffer(), c, tmp->vk_buffer(), tmp->offset, bytes, error);
-    if (st == STRATA_OK) st = s.copy(tmp->vk_buffer(), tmp->offset, to->vk_buffer(), a, bytes, error);
-    s.retire_with_batch(tmp);
-    return st;
-  }
-  return s.copy(from->vk_buffer(), c, to->vk_buffer(), a, bytes, error);
-}
-
-strata_status stream_create(strata_plugin_state state, int32_t device, strata_stream* out_stream,
-                            strata_error* error) noexcept {
-  Device* d = device_of(state, device, error);
-  if (d == nullptr) return STRATA_ERROR_INVALID_ARGUMENT;
-  auto* s = new (std::nothrow) Stream(*d);
-  if (s == nullptr) return fail(error, STRATA_ERROR_OUT_OF_MEMORY, "%s: out of host memory", d->id().c_str());
-  std::lock_guard lock(d->streams_mutex);
-  d->streams.push_back(s);
-  *out_stream = reinterpret_cast<strata_stream>(s);
+/// Records `done`, if any, at the stream's current end (submitting what is
+/// recorded). Requires the stream's mutex.
+strata_status record_done(Stream& s, strata_event done, strata_error* error) {
+  if (done == nullptr) return STRATA_OK;
+  uint64_t seq = 0;
+  if (strata_status st = s.flush(error, &seq); st != STRATA_OK) return st;
+  reinterpret_cast<Event*>(done)->seq.store(seq, std::memory_order_release);
   return STRATA_OK;
 }
 
-void stream_destroy(strata_plugin_state state, int32_t device, strata_stream stream) noexcept {
-  strata_error ignored{sizeof(strata_error), {}};
-  Device* d = device_of(state, device, &ignored);
-  if (d == nullptr || stream == nullptr) return;
-  auto* s = reinterpret_cast<Stream*>(stream);
+strata_status copy_to_device(Device& d, Stream& s, const strata_copy_args& a) {
+  Buffer* b = checked(a.dst, a.dst_offset, a.bytes, d, "copy to device", a.error);
+  if (b == nullptr) return STRATA_ERROR_INVALID_ARGUMENT;
+  if (a.bytes > 0 && a.src_host == nullptr) {
+    return fail(a.error, STRATA_ERROR_INVALID_ARGUMENT, "%s: copy to device: no host source", d.id().c_str());
+  }
+  std::lock_guard lock(s.mutex());
+  if (a.bytes == 0) return record_done(s, a.done, a.error);
+  if (d.direct && s.idle() && d.poll() >= d.last_submitted.load(std::memory_order_acquire)) {
+    // Nothing anywhere on the device can still touch the range: complete at once.
+    std::memcpy(b->host() + a.dst_offset, a.src_host, a.bytes);
+    if (a.done != nullptr) reinterpret_cast<Event*>(a.done)->seq.store(0, std::memory_order_release);
+    return STRATA_OK;
+  }
+  // Queued behind earlier work through a staging range: the host bytes are
+  // consumed on return, the write is ordered like any work on the stream.
+  if (strata_status st = s.upload(a.src_host, a.bytes, *b, a.dst_offset, a.error); st != STRATA_OK) return st;
+  return record_done(s, a.done, a.error);
+}
+
+strata_status copy_to_host(Device& d, Stream& s, const strata_copy_args& a) {
+  Buffer* b = checked(a.src, a.src_offset, a.bytes, d, "copy to host", a.error);
+  if (b == nullptr) return STRATA_ERROR_INVALID_ARGUMENT;
+  if (a.bytes > 0 && a.dst_host == nullptr) {
+    return fail(a.error, STRATA_ERROR_INVALID_ARGUMENT, "%s: copy to host: no host destination", d.id().c_str());
+  }
+  {
+    // Always synchronous (STRATA_COPY_ASYNC too): the bytes are on the host
+    // when this returns, and it is a synchronisation point.
+    std::lock_guard lock(s.mutex());
+    strata_status st = STRATA_OK;
+    if (d.direct || a.bytes == 0) {
+      st = s.synchronize(a.error);
+      if (st == STRATA_OK && a.bytes > 0) std::memcpy(a.dst_host, b->host() + a.src_offset, a.bytes);
+    } else {
+      Buffer* staging = nullptr;
+      if (st = d.staging->allocate(a.bytes, &staging, a.error); st != STRATA_OK) return st;
+      st = s.copy(b->vk_buffer(), b->offset + a.src_offset, staging->vk_buffer(), staging->offset, a.bytes, a.error);
+      if (st == STRATA_OK) st = s.synchronize(a.error);
+      if (st == STRATA_OK) {
+        std::memcpy(a.dst_host, staging->host(), a.bytes);
+        d.staging->release(staging);
+      } else {
+        s.retire_with_batch(staging);
+      }
+    }
+    if (st != STRATA_OK) return st;
+    if (a.done != nullptr) reinterpret_cast<Event*>(a.done)->seq.store(s.last_seq(), std::memory_order_release);
+  }
+  return d.report_deferred(a.error);
+}
+
+strata_status copy_on_device(Device& d, Stream& s, const strata_copy_args& a) {
+  Buffer* to = checked(a.dst, a.dst_offset, a.bytes, d, "device copy (destination)", a.error);
+  if (to == nullptr) return STRATA_ERROR_INVALID_ARGUMENT;
+  Buffer* from = checked(a.src, a.src_offset, a.bytes, d, "device copy (source)", a.error);
+  if (from == nullptr) return STRATA_ERROR_INVALID_ARGUMENT;
+  std::lock_guard lock(s.mutex());
+  if (a.bytes == 0) return record_done(s, a.done, a.error);
+  const VkDeviceSize dst = to->offset + a.dst_offset;
+  const VkDeviceSize src = from->offset + a.src_offset;
+  strata_status st = STRATA_OK;
+  if (to->block == from->block && dst < src + a.bytes && src < dst + a.bytes) {
+    // Overlapping ranges of one VkBuffer (vkCmdCopyBuffer forbids that): through a temporary.
+    Buffer* tmp = nullptr;
+    if (st = d.staging->allocate(a.bytes, &tmp, a.error); st != STRATA_OK) return st;
+    st = s.copy(from->vk_buffer(), src, tmp->vk_buffer(), tmp->offset, a.bytes, a.error);
+    if (st == STRATA_OK) st = s.copy(tmp->vk_buffer(), tmp->offset, to->vk_buffer(), dst, a.bytes, a.error);
+    s.retire_with_batch(tmp);
+  } else {
+    st = s.copy(from->vk_buffer(), src, to->vk_buffer(), dst, a.bytes, a.error);
+  }
+  if (st != STRATA_OK) return st;
+  return record_done(s, a.done, a.error);
+}
+
+strata_status copy(strata_copy_args* a) noexcept {
+  if (!plugin::large_enough(a, STRATA_COPY_ARGS_MIN_SIZE)) return STRATA_ERROR_INVALID_ARGUMENT;
+  return plugin::guarded(a->error, "vulkan: copy", [&]() -> strata_status {
+    Device* d = device_for(a);
+    if (d == nullptr) return STRATA_ERROR_INVALID_ARGUMENT;
+    if (strata_status s = d->check_lost(a->error); s != STRATA_OK) return s;
+    Stream& s = stream_of(*d, a->stream);
+    const auto kind = raw(a->kind);
+    switch (kind) {
+      case STRATA_COPY_HOST_TO_DEVICE:
+        return copy_to_device(*d, s, *a);
+      case STRATA_COPY_DEVICE_TO_HOST:
+        return copy_to_host(*d, s, *a);
+      case STRATA_COPY_DEVICE_TO_DEVICE:
+        return copy_on_device(*d, s, *a);
+      default:
+        return fail(a->error, STRATA_ERROR_INVALID_ARGUMENT, "%s: copy: unknown copy kind %d", d->id().c_str(),
+                    static_cast<int>(kind));
+    }
+  });
+}
+
+strata_status memory_info(strata_memory_args* a) noexcept {
+  if (!plugin::large_enough(a, STRATA_MEMORY_ARGS_MIN_SIZE)) return STRATA_ERROR_INVALID_ARGUMENT;
+  return plugin::guarded(a->error, "vulkan: memory_info", [&]() -> strata_status {
+    Device* d = device_for(a);
+    if (d == nullptr) return STRATA_ERROR_INVALID_ARGUMENT;
+    const uint32_t heap = d->memory_properties.memoryTypes[d->memory_type].heapIndex;
+    const uint64_t total = d->memory_properties.memoryHeaps[heap].size;
+    a->total_bytes = total;
+    if (d->has_memory_budget) {
+      // VK_EXT_memory_budget: the driver's estimate for this process,
+      // everything else on the device included.
+      VkPhysicalDeviceMemoryBudgetPropertiesEXT budget{};
+      budget.sType = VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_MEMORY_BUDGET_PROPERTIES_EXT;
+      VkPhysicalDeviceMemoryProperties2 mp{};
+      mp.sType = VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_MEMORY_PROPERTIES_2;
+      mp.pNext = &budget;
+      d->state->api.vkGetPhysicalDeviceMemoryProperties2(d->physical, &mp);
+      const uint64_t limit = std::min<uint64_t>(budget.heapBudget[heap], total);
+      a->free_bytes = limit > budget.heapUsage[heap] ? limit - budget.heapUsage[heap] : 0;
+      return STRATA_OK;
+    }
+    // The heap less what this plugin holds from it.
+    uint64_t held = d->memory->stats().held;
+    if (d->memory_properties.memoryTypes[d->staging_type].heapIndex == heap) held += d->staging->stats().held;
+    a->free_bytes = total > held ? total - held : 0;
+    return STRATA_OK;
+  });
+}
+
+strata_status memory_trim(strata_memory_args* a) noexcept {
+  if (!plugin::large_enough(a, STRATA_MEMORY_ARGS_MIN_SIZE)) return STRATA_ERROR_INVALID_ARGUMENT;
+  return plugin::guarded(a->error, "vulkan: memory_trim", [&]() -> strata_status {
+    Device* d = device_for(a);
+    if (d == nullptr) return STRATA_ERROR_INVALID_ARGUMENT;
+    // Empty blocks go back to the driver once the work submitted before
+    // now has completed (at once when it has, else at a later call).
+    d->memory->trim();
+    d->staging->trim();
+    return STRATA_OK;
+  });
+}
+
+strata_status memory_stats(strata_memory_args* a) noexcept {
+  if (!plugin::large_enough(a, STRATA_MEMORY_ARGS_MIN_SIZE)) return STRATA_ERROR_INVALID_ARGUMENT;
+  return plugin::guarded(a->error, "vulkan: memory_stats", [&]() -> strata_status {
+    Device* d = device_for(a);
+    if (d == nullptr) return STRATA_ERROR_INVALID_ARGUMENT;
+    const BlockAllocator::Stats st = d->memory->stats();
+    a->bytes_in_use = d->live_bytes.load(std::memory_order_relaxed);
+    a->peak_bytes_in_use = d->peak_bytes.load(std::memory_order_relaxed);
+    a->bytes_reserved = st.held;
+    a->allocations = st.allocations;
+    return STRATA_OK;
+  });
+}
+
+// ---- Streams and events ----------------------------------------------------------
+
+strata_status stream_create(strata_stream_args* a) noexcept {
+  if (!plugin::large_enough(a, STRATA_STREAM_ARGS_MIN_SIZE)) return STRATA_ERROR_INVALID_ARGUMENT;
+  return plugin::guarded(a->error, "vulkan: stream_create", [&]() -> strata_status {
+    Device* d = device_for(a);
+    if (d == nullptr) return STRATA_ERROR_INVALID_ARGUMENT;
+    auto s = std::make_unique<Stream>(*d);
+    std::lock_guard lock(d->streams_mutex);
+    d->streams.push_back(s.get());
+    a->stream = reinterpret_cast<strata_stream>(s.release());
+    return STRATA_OK;
+  });
+}
+
+void stream_destroy(strata_stream_args* a) noexcept {
+  if (!plugin::large_enough(a, STRATA_STREAM_ARGS_MIN_SIZE)) return;
+  Device* d = device_for(a);
+  if (d == nullptr || a->stream == nullptr) return;
+  auto* s = reinterpret_cast<Stream*>(a->stream);
   {
     std::lock_guard lock(d->streams_mutex);
     auto it = std::find(d->streams.begin(), d->streams.end(), s);
@@ -565,98 +776,150 @@ void stream_destroy(strata_plugin_state state, int32_t device, strata_stream str
   delete s;  // waits for its work
 }
 
-strata_status stream_synchronize(strata_plugin_state state, int32_t device, strata_stream stream,
-                                 strata_error* error) noexcept {
-  Device* d = device_of(state, device, error);
-  if (d == nullptr) return STRATA_ERROR_INVALID_ARGUMENT;
-  Stream& s = stream_of(*d, stream);
-  std::lock_guard lock(s.mutex());
-  return s.synchronize(error);
+strata_status stream_synchronize(strata_stream_args* a) noexcept {
+  if (!plugin::large_enough(a, STRATA_STREAM_ARGS_MIN_SIZE)) return STRATA_ERROR_INVALID_ARGUMENT;
+  return plugin::guarded(a->error, "vulkan: stream_synchronize", [&]() -> strata_status {
+    Device* d = device_for(a);
+    if (d == nullptr) return STRATA_ERROR_INVALID_ARGUMENT;
+    Stream& s = stream_of(*d, a->stream);
+    {
+      std::lock_guard lock(s.mutex());
+      if (strata_status st = s.synchronize(a->error); st != STRATA_OK) return st;
+    }
+    return d->report_deferred(a->error);
+  });
 }
 
-strata_status event_create(strata_plugin_state state, int32_t device, strata_event* out_event,
-                           strata_error* error) noexcept {
-  Device* d = device_of(state, device, error);
-  if (d == nullptr) return STRATA_ERROR_INVALID_ARGUMENT;
-  auto* e = new (std::nothrow) Event{d, 0};
-  if (e == nullptr) return fail(error, STRATA_ERROR_OUT_OF_MEMORY, "%s: out of host memory", d->id().c_str());
-  *out_event = reinterpret_cast<strata_event>(e);
-  return STRATA_OK;
-}
-
-void event_destroy(strata_plugin_state, int32_t, strata_event event) noexcept {
-  delete reinterpret_cast<Event*>(event);
-}
-
-strata_status event_record(strata_plugin_state state, int32_t device, strata_event event, strata_stream stream,
-                           strata_error* error) noexcept {
-  Device* d = device_of(state, device, error);
-  if (d == nullptr) return STRATA_ERROR_INVALID_ARGUMENT;
-  if (event == nullptr)
-    return fail(error, STRATA_ERROR_INVALID_ARGUMENT, "%s: event_record: null event", d->id().c_str());
-  Stream& s = stream_of(*d, stream);
-  std::lock_guard lock(s.mutex());
-  // Submitting now puts the event's work ahead, in queue order, of anything
-  // another stream submits after waiting on it.
-  uint64_t seq = 0;
-  if (strata_status st = s.flush(error, &seq); st != STRATA_OK) return st;
-  reinterpret_cast<Event*>(event)->seq = seq;
-  return STRATA_OK;
-}
-
-strata_status stream_wait_event(strata_plugin_state state, int32_t device, strata_stream stream, strata_event event,
-                                strata_error* error) noexcept {
-  Device* d = device_of(state, device, error);
-  if (d == nullptr) return STRATA_ERROR_INVALID_ARGUMENT;
-  if (event == nullptr)
-    return fail(error, STRATA_ERROR_INVALID_ARGUMENT, "%s: stream_wait_event: null event", d->id().c_str());
-  // The event's submission is already on the one queue, and every batch
-  // begins with a barrier on all earlier submissions: the stream's next
-  // batch is ordered after it without blocking the host.
-  static_cast<void>(stream);
-  return d->check_lost(error);
-}
-
-strata_status event_synchronize(strata_plugin_state state, int32_t device, strata_event event,
-                                strata_error* error) noexcept {
-  Device* d = device_of(state, device, error);
-  if (d == nullptr) return STRATA_ERROR_INVALID_ARGUMENT;
-  if (event == nullptr)
-    return fail(error, STRATA_ERROR_INVALID_ARGUMENT, "%s: event_synchronize: null event", d->id().c_str());
-  return d->wait(reinterpret_cast<Event*>(event)->seq, error);
-}
-
-strata_status get_kernels(strata_plugin_state state, int32_t device, const strata_kernel_entry** out_entries,
-                          int32_t* out_count, strata_error* error) noexcept {
-  Device* d = device_of(state, device, error);
-  if (d == nullptr) return STRATA_ERROR_INVALID_ARGUMENT;
-  try {
-    const std::vector<strata_kernel_entry>& table = kernel_table(*d);
-    *out_entries = table.data();
-    *out_count = static_cast<int32_t>(table.size());
+strata_status event_create(strata_stream_args* a) noexcept {
+  if (!plugin::large_enough(a, STRATA_STREAM_ARGS_MIN_SIZE)) return STRATA_ERROR_INVALID_ARGUMENT;
+  return plugin::guarded(a->error, "vulkan: event_create", [&]() -> strata_status {
+    Device* d = device_for(a);
+    if (d == nullptr) return STRATA_ERROR_INVALID_ARGUMENT;
+    // STRATA_EVENT_TIMING is accepted; event_elapsed is not offered.
+    auto* e = new Event;
+    e->device = d;
+    a->event = reinterpret_cast<strata_event>(e);
     return STRATA_OK;
-  } catch (const std::exception& e) {
-    return fail(error, STRATA_ERROR_INTERNAL, "vulkan: building the kernel table failed: %s", e.what());
-  }
+  });
 }
+
+void event_destroy(strata_stream_args* a) noexcept {
+  if (!plugin::large_enough(a, STRATA_STREAM_ARGS_MIN_SIZE)) return;
+  delete reinterpret_cast<Event*>(a->event);
+}
+
+/// The event of an argument struct, or nullptr with INVALID_ARGUMENT set.
+Event* event_of(const strata_stream_args* a, const Device& d, const char* what) {
+  if (a->event == nullptr) fail(a->error, STRATA_ERROR_INVALID_ARGUMENT, "%s: %s: null event", d.id().c_str(), what);
+  return reinterpret_cast<Event*>(a->event);
+}
+
+strata_status event_record(strata_stream_args* a) noexcept {
+  if (!plugin::large_enough(a, STRATA_STREAM_ARGS_MIN_SIZE)) return STRATA_ERROR_INVALID_ARGUMENT;
+  return plugin::guarded(a->error, "vulkan: event_record", [&]() -> strata_status {
+    Device* d = device_for(a);
+    if (d == nullptr) return STRATA_ERROR_INVALID_ARGUMENT;
+    Event* e = event_of(a, *d, "event_record");
+    if (e == nullptr) return STRATA_ERROR_INVALID_ARGUMENT;
+    Stream& s = stream_of(*d, a->stream);
+    std::lock_guard lock(s.mutex());
+    // Submitting now puts the event's work ahead, in queue order, of anything
+    // another stream submits after waiting on it.
+    return record_done(s, a->event, a->error);
+  });
+}
+
+strata_status stream_wait_event(strata_stream_args* a) noexcept {
+  if (!plugin::large_enough(a, STRATA_STREAM_ARGS_MIN_SIZE)) return STRATA_ERROR_INVALID_ARGUMENT;
+  Device* d = device_for(a);
+  if (d == nullptr) return STRATA_ERROR_INVALID_ARGUMENT;
+  if (event_of(a, *d, "stream_wait_event") == nullptr) return STRATA_ERROR_INVALID_ARGUMENT;
+  // The event's submission is already on the one queue, and every batch
+  // begins with a barrier on all earlier submissions: whatever the stream
+  // records from now on is ordered after it without blocking the host.
+  return d->check_lost(a->error);
+}
+
+strata_status event_synchronize(strata_stream_args* a) noexcept {
+  if (!plugin::large_enough(a, STRATA_STREAM_ARGS_MIN_SIZE)) return STRATA_ERROR_INVALID_ARGUMENT;
+  return plugin::guarded(a->error, "vulkan: event_synchronize", [&]() -> strata_status {
+    Device* d = device_for(a);
+    if (d == nullptr) return STRATA_ERROR_INVALID_ARGUMENT;
+    Event* e = event_of(a, *d, "event_synchronize");
+    if (e == nullptr) return STRATA_ERROR_INVALID_ARGUMENT;
+    if (strata_status st = d->wait(e->seq.load(std::memory_order_acquire), a->error); st != STRATA_OK) return st;
+    return d->report_deferred(a->error);
+  });
+}
+
+strata_status event_query(strata_stream_args* a) noexcept {
+  if (!plugin::large_enough(a, STRATA_STREAM_ARGS_MIN_SIZE)) return STRATA_ERROR_INVALID_ARGUMENT;
+  Device* d = device_for(a);
+  if (d == nullptr) return STRATA_ERROR_INVALID_ARGUMENT;
+  Event* e = event_of(a, *d, "event_query");
+  if (e == nullptr) return STRATA_ERROR_INVALID_ARGUMENT;
+  if (strata_status st = d->check_lost(a->error); st != STRATA_OK) return st;
+  // Never blocks, and is no synchronisation point: deferred failures wait
+  // for the next one.
+  const uint64_t seq = e->seq.load(std::memory_order_acquire);
+  a->complete = d->completed.load() >= seq || d->poll() >= seq ? 1 : 0;
+  return STRATA_OK;
+}
+
+// ---- strata.native_handles v1 ----------------------------------------------------
+
+/// The buffer's device address (VkDeviceAddress of its first byte, from
+/// vkGetBufferDeviceAddress plus the range's offset): usable in any shader
+/// through GL_EXT_buffer_reference on the same VkDevice.
+strata_status buffer_pointer(strata_native_args* a) noexcept {
+  if (!plugin::large_enough(a, STRATA_NATIVE_ARGS_MIN_SIZE)) return STRATA_ERROR_INVALID_ARGUMENT;
+  Device* d = device_for(a);
+  if (d == nullptr) return STRATA_ERROR_INVALID_ARGUMENT;
+  Buffer* b = checked(a->buffer, 0, 0, *d, "buffer_pointer", a->error);
+  if (b == nullptr) return STRATA_ERROR_INVALID_ARGUMENT;
+  a->handle = reinterpret_cast<void*>(static_cast<uintptr_t>(b->address()));
+  a->api = "vulkan";
+  return STRATA_OK;
+}
+
+/// The VkQueue every stream of the device submits to.
+strata_status stream_handle(strata_native_args* a) noexcept {
+  if (!plugin::large_enough(a, STRATA_NATIVE_ARGS_MIN_SIZE)) return STRATA_ERROR_INVALID_ARGUMENT;
+  Device* d = device_for(a);
+  if (d == nullptr) return STRATA_ERROR_INVALID_ARGUMENT;
+  a->handle = static_cast<void*>(d->queue);
+  a->api = "vulkan";
+  return STRATA_OK;
+}
+
+const strata_ext_native_handles kNativeHandles = {
+    .base = {.struct_size = sizeof(strata_ext_native_handles),
+             .name = STRATA_EXT_NATIVE_HANDLES,
+             .version = 1,
+             .next = nullptr},
+    .buffer_pointer = buffer_pointer,
+    .stream_handle = stream_handle,
+};
 
 const strata_plugin_api kApi = {
     .struct_size = sizeof(strata_plugin_api),
     .abi_major = STRATA_ABI_MAJOR,
     .abi_minor = STRATA_ABI_MINOR,
+    .min_host_minor = 0,
     .name = kPluginName,
     .vendor = "Strata project",
-    .version = "0.1.0",
+    .version = "0.2.0",
+    .probe = probe,
     .init = init,
     .shutdown = shutdown,
-    .score = score,
-    .device_count = device_count,
     .device_props = device_props,
+    .get_kernels = get_kernels,
     .alloc = alloc,
     .free = free_buffer,
-    .copy_h2d = copy_h2d,
-    .copy_d2h = copy_d2h,
-    .copy_d2d = copy_d2d,
+    .copy = copy,
+    .memory_info = memory_info,
+    .memory_trim = memory_trim,
+    .memory_stats = memory_stats,
     .stream_create = stream_create,
     .stream_destroy = stream_destroy,
     .stream_synchronize = stream_synchronize,
@@ -665,8 +928,9 @@ const strata_plugin_api kApi = {
     .event_record = event_record,
     .stream_wait_event = stream_wait_event,
     .event_synchronize = event_synchronize,
-    .get_kernels = get_kernels,
-    .extensions = nullptr,
+    .event_query = event_query,
+    .event_elapsed = nullptr,
+    .extensions = &kNativeHandles.base,
 };
 
 }  // namespace

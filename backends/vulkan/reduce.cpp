@@ -29,31 +29,27 @@ struct ReducePush {
 /// reduces one output on its own instead of a work group per output.
 constexpr int64_t kThreadPerOutput = 64;
 
-template <int Op, bool Mean = false>
+/// sum, prod, max, min, argmax, argmin (the opcode RED_* is the entry's),
+/// and mean (RED_SUM scaled by 1/n).
+template <bool Mean = false>
 struct Reduce {
-  static constexpr const char* name = Mean               ? "mean"
-                                      : Op == RED_SUM    ? "sum"
-                                      : Op == RED_PROD   ? "prod"
-                                      : Op == RED_MAX    ? "max"
-                                      : Op == RED_MIN    ? "min"
-                                      : Op == RED_ARGMAX ? "argmax"
-                                                         : "argmin";
   static strata_status run(Call& c) {
-    const strata_tensor& x = c.in[0];
-    const strata_tensor& y = c.out;
-    const std::string dev = c.device.id();
-    if (c.n_in != 1 || y.rank != x.rank) {
+    const char* name = c.op;
+    const std::string& dev = c.device.id();
+    if (c.n_in != 1 || c.out.rank != c.input(0).rank) {
       return fail(c.error, STRATA_ERROR_INVALID_ARGUMENT,
                   "%s: expected one input of the output's rank, got %s -> %s on %s", name,
-                  c.n_in > 0 ? describe(x).c_str() : "none", describe(y).c_str(), dev.c_str());
+                  c.n_in > 0 ? describe(c.input(0)).c_str() : "none", describe(c.out).c_str(), dev.c_str());
     }
+    const strata_tensor& x = c.input(0);
+    const strata_tensor& y = c.out;
     bool reduced[MAX_RANK] = {};
-    const strata_attr* dims = plugin::find_attr(c.attrs, "dims");
-    if (dims == nullptr || dims->kind != STRATA_ATTR_INTS || (dims->n_ints == 0 && x.rank > 0)) {
-      return fail(c.error, STRATA_ERROR_INVALID_ARGUMENT, "%s: missing attribute \"dims\" (%s on %s)", name,
+    const strata_attr* dims = plugin::attr_of_kind(c.abi, "dims", STRATA_ATTR_INTS);
+    if (dims == nullptr || (dims->count > 0 && dims->ints == nullptr) || (dims->count == 0 && x.rank > 0)) {
+      return fail(c.error, STRATA_ERROR_INVALID_ARGUMENT, "%s: missing attribute 'dims' (%s on %s)", name,
                   describe(x).c_str(), dev.c_str());
     }
-    for (int32_t k = 0; k < dims->n_ints; ++k) {
+    for (int64_t k = 0; k < dims->count; ++k) {
       const int64_t d = dims->ints[k];
       if (d < 0 || d >= std::max(x.rank, 1)) {
         return fail(c.error, STRATA_ERROR_INVALID_ARGUMENT, "%s: dim %lld out of range for %s on %s", name,
@@ -110,7 +106,7 @@ struct Reduce {
     push.scale = Mean ? static_cast<float>(1.0 / static_cast<double>(n_red)) : 1.0f;
     const std::string shader = std::string("reduce_") + tag(y.dtype) + "_" + tag(x.dtype);
     const uint32_t groups = per_thread ? groups_for(n_out, REDUCE_GROUP) : groups_for(n_out, 1);
-    return launch(c, shader.c_str(), Op, &push, sizeof(push), groups);
+    return launch(c, shader.c_str(), &push, sizeof(push), groups);
   }
 };
 
@@ -119,35 +115,33 @@ struct SoftmaxPush {
   uint32_t outer, n, inner;
 };
 
-template <int Op>
+/// softmax and log_softmax (SM_*, one input) and their backward ops (two).
 struct AlongDim {
-  static constexpr const char* name = Op == SM_SOFTMAX            ? "softmax"
-                                      : Op == SM_LOG_SOFTMAX      ? "log_softmax"
-                                      : Op == SM_SOFTMAX_BACKWARD ? "softmax_backward"
-                                                                  : "log_softmax_backward";
   static strata_status run(Call& c) {
-    const int arity = Op == SM_SOFTMAX || Op == SM_LOG_SOFTMAX ? 1 : 2;
+    const char* name = c.op;
+    const int arity = c.spec.code == SM_SOFTMAX || c.spec.code == SM_LOG_SOFTMAX ? 1 : 2;
     const strata_tensor& y = c.out;
-    const std::string dev = c.device.id();
+    const std::string& dev = c.device.id();
     if (c.n_in != arity) {
       return fail(c.error, STRATA_ERROR_INVALID_ARGUMENT, "%s: expected %d inputs, got %d on %s", name, arity, c.n_in,
                   dev.c_str());
     }
     for (int k = 0; k < arity; ++k) {
-      bool same = c.in[k].rank == y.rank && plugin::is_contiguous(c.in[k]) && plugin::is_contiguous(y);
-      for (int32_t d = 0; same && d < y.rank; ++d) same = c.in[k].shape[d] == y.shape[d];
+      const strata_tensor& x = c.input(k);
+      bool same = x.rank == y.rank && plugin::is_contiguous(x) && plugin::is_contiguous(y);
+      for (int32_t d = 0; same && d < y.rank; ++d) same = x.shape[d] == y.shape[d];
       if (!same) {
         return fail(c.error, STRATA_ERROR_INVALID_ARGUMENT,
-                    "%s: operands must be compact and of one shape, got %s and %s on %s", name,
-                    describe(c.in[k]).c_str(), describe(y).c_str(), dev.c_str());
+                    "%s: operands must be compact and of one shape, got %s and %s on %s", name, describe(x).c_str(),
+                    describe(y).c_str(), dev.c_str());
       }
     }
     SoftmaxPush push{};
     push.outer = push.n = push.inner = 1;
     if (y.rank > 0) {
-      const int dim = dim_attr(c.attrs, y.rank);
+      const int dim = dim_attr(c, y.rank);
       if (dim < 0) {
-        return fail(c.error, STRATA_ERROR_INVALID_ARGUMENT, "%s: missing or bad attribute \"dim\" for %s on %s", name,
+        return fail(c.error, STRATA_ERROR_INVALID_ARGUMENT, "%s: missing or bad attribute 'dim' for %s on %s", name,
                     describe(y).c_str(), dev.c_str());
       }
       for (int d = 0; d < dim; ++d) push.outer *= static_cast<uint32_t>(y.shape[d]);
@@ -155,34 +149,34 @@ struct AlongDim {
       for (int d = dim + 1; d < y.rank; ++d) push.inner *= static_cast<uint32_t>(y.shape[d]);
     }
     push.y = address_of(y);
-    push.a = address_of(c.in[0]);
-    push.b = arity == 2 ? address_of(c.in[1]) : push.a;
+    push.a = address_of(c.input(0));
+    push.b = arity == 2 ? address_of(c.input(1)) : push.a;
     const std::string shader = std::string("softmax_") + tag(y.dtype);
-    return launch(c, shader.c_str(), Op, &push, sizeof(push),
+    return launch(c, shader.c_str(), &push, sizeof(push),
                   groups_for(static_cast<uint64_t>(push.outer) * push.inner, 1));
   }
 };
 
 }  // namespace
 
-void register_reduce_kernels(KernelTable& t) {
+void register_reduce_kernels(Registry& r) {
   for (strata_dtype d : kNumericTypes) {
     const bool integer = d == STRATA_I32 || d == STRATA_I64;
-    t.add<Reduce<RED_SUM>>({d}, integer ? STRATA_I64 : d, kStrided);
-    t.add<Reduce<RED_PROD>>({d}, d, kStrided);
-    t.add<Reduce<RED_MAX>>({d}, d, kStrided);
-    t.add<Reduce<RED_MIN>>({d}, d, kStrided);
-    t.add<Reduce<RED_ARGMAX>>({d}, STRATA_I64, kStrided);
-    t.add<Reduce<RED_ARGMIN>>({d}, STRATA_I64, kStrided);
+    r.add<Reduce<>>(STRATA_OP_SUM, RED_SUM, {d}, integer ? STRATA_I64 : d);
+    r.add<Reduce<>>(STRATA_OP_PROD, RED_PROD, {d}, d);
+    r.add<Reduce<>>(STRATA_OP_MAX, RED_MAX, {d}, d);
+    r.add<Reduce<>>(STRATA_OP_MIN, RED_MIN, {d}, d);
+    r.add<Reduce<>>(STRATA_OP_ARGMAX, RED_ARGMAX, {d}, STRATA_I64);
+    r.add<Reduce<>>(STRATA_OP_ARGMIN, RED_ARGMIN, {d}, STRATA_I64);
   }
-  t.add<Reduce<RED_SUM>>({STRATA_BOOL}, STRATA_I64, kStrided);
+  r.add<Reduce<>>(STRATA_OP_SUM, RED_SUM, {STRATA_BOOL}, STRATA_I64);
   for (strata_dtype d : kFloatTypes) {
-    t.add<Reduce<RED_SUM, true>>({d}, d, kStrided);
+    r.add<Reduce<true>>(STRATA_OP_MEAN, RED_SUM, {d}, d);
     // Composites receive compact inputs (flags 0).
-    t.add<AlongDim<SM_SOFTMAX>>({d}, d, 0);
-    t.add<AlongDim<SM_LOG_SOFTMAX>>({d}, d, 0);
-    t.add<AlongDim<SM_SOFTMAX_BACKWARD>>({d, d}, d, 0);
-    t.add<AlongDim<SM_LOG_SOFTMAX_BACKWARD>>({d, d}, d, 0);
+    r.add<AlongDim>(STRATA_OP_SOFTMAX, SM_SOFTMAX, {d}, d, 0);
+    r.add<AlongDim>(STRATA_OP_LOG_SOFTMAX, SM_LOG_SOFTMAX, {d}, d, 0);
+    r.add<AlongDim>(STRATA_OP_SOFTMAX_BACKWARD, SM_SOFTMAX_BACKWARD, {d, d}, d, 0);
+    r.add<AlongDim>(STRATA_OP_LOG_SOFTMAX_BACKWARD, SM_LOG_SOFTMAX_BACKWARD, {d, d}, d, 0);
   }
 }
 

@@ -27,6 +27,8 @@ namespace strata::vulkan {
   X(vkGetPhysicalDeviceProperties2)           \
   X(vkGetPhysicalDeviceFeatures2)             \
   X(vkGetPhysicalDeviceMemoryProperties)      \
+  X(vkGetPhysicalDeviceMemoryProperties2)     \
+  X(vkEnumerateDeviceExtensionProperties)     \
   X(vkGetPhysicalDeviceQueueFamilyProperties) \
   X(vkCreateDevice)                           \
   X(vkGetDeviceProcAddr)

@@ -32,14 +32,34 @@ size_t CachingAllocator::round_size(size_t bytes) {
   return (bytes + granule - 1) / granule * granule;
 }
 
-strata_buffer CachingAllocator::allocate(size_t bytes, size_t* out_bytes) {
+strata_buffer CachingAllocator::take_cached_locked(size_t size, strata_stream stream) {
+  auto it = free_blocks_.find(size);
+  if (it == free_blocks_.end()) return nullptr;
+  std::vector<CachedBlock>& blocks = it->second;
+  // Latest first: the block most recently used on this stream is warm.
+  for (size_t k = blocks.size(); k-- > 0;) {
+    CachedBlock& b = blocks[k];
+    if (b.stream != stream) {
+      // Another stream's block: usable once that stream has finished with
+      // it. The event, recorded now on its stream, completes after all work
+      // queued there so far, which includes every use of the block.
+      if (b.ready == nullptr) b.ready = device_.record_event(b.stream);
+      if (!device_.event_done(b.ready)) continue;
+    }
+    strata_buffer buffer = b.buffer;
+    device_.destroy_event(b.ready);
+    blocks.erase(blocks.begin() + static_cast<std::ptrdiff_t>(k));
+    return buffer;
+  }
+  return nullptr;
+}
+
+strata_buffer CachingAllocator::allocate(size_t bytes, size_t* out_bytes, strata_stream stream) {
   size_t size = round_size(bytes);
   *out_bytes = size;
+  device_.ensure_alive();  // a lost device hands out nothing, cached or not
   std::lock_guard lock(mutex_);
-  auto it = free_blocks_.find(size);
-  if (it != free_blocks_.end() && !it->second.empty()) {
-    strata_buffer b = it->second.back();
-    it->second.pop_back();
+  if (strata_buffer b = take_cached_locked(size, stream)) {
     cached_bytes_ -= size;
     live_bytes_ += size;
     peak_bytes_ = std::max(peak_bytes_, live_bytes_);
@@ -50,43 +70,51 @@ strata_buffer CachingAllocator::allocate(size_t bytes, size_t* out_bytes) {
     throw OutOfMemoryError(device_.id + ": allocating " + format_bytes(size) + " would exceed the configured memory_limit of " +
                            format_bytes(*limit_) + " (" + format_bytes(live_bytes_) + " in use)");
   }
-  strata_buffer b = device_alloc(size);
+  strata_buffer b = device_alloc(size, stream);
   live_bytes_ += size;
   peak_bytes_ = std::max(peak_bytes_, live_bytes_);
   return b;
 }
 
-strata_buffer CachingAllocator::device_alloc(size_t bytes) {
-  strata_error err{sizeof(strata_error), {}};
-  strata_buffer b = nullptr;
-  strata_status st = device_.plugin.api->alloc(device_.plugin.state, device_.index, bytes, &b, &err);
-  if (st != STRATA_OK && !free_blocks_.empty()) {  // retry once without the cache
-    release_cache_locked();
-    err.message[0] = '\0';
-    st = device_.plugin.api->alloc(device_.plugin.state, device_.index, bytes, &b, &err);
+strata_buffer CachingAllocator::device_alloc(size_t bytes, strata_stream stream) {
+  try {
+    strata_buffer b = device_.alloc(bytes, stream);
+    ++device_allocations_;
+    return b;
+  } catch (const OutOfMemoryError& first) {
+    if (free_blocks_.empty()) {
+      throw OutOfMemoryError(device_.id + ": allocating " + format_bytes(bytes) + " failed: " + first.what() + " (" +
+                             format_bytes(live_bytes_) + " in use)");
+    }
   }
-  if (st != STRATA_OK) {
-    throw OutOfMemoryError(device_.id + ": allocating " + format_bytes(bytes) + " failed: " + err.message + " (" +
+  release_cache_locked();  // retry once without the cache
+  try {
+    strata_buffer b = device_.alloc(bytes, stream);
+    ++device_allocations_;
+    return b;
+  } catch (const OutOfMemoryError& e) {
+    throw OutOfMemoryError(device_.id + ": allocating " + format_bytes(bytes) + " failed: " + e.what() + " (" +
                            format_bytes(live_bytes_) + " in use)");
   }
-  ++device_allocations_;
-  return b;
 }
 
-void CachingAllocator::release(strata_buffer buffer, size_t bytes) {
+void CachingAllocator::release(strata_buffer buffer, size_t bytes, strata_stream stream) {
   std::lock_guard lock(mutex_);
   live_bytes_ -= bytes;
-  if (caching_) {
-    free_blocks_[bytes].push_back(buffer);
+  if (caching_ && (device_.props.flags & STRATA_DEVICE_CACHES_MEMORY) == 0 && !device_.lost()) {
+    free_blocks_[bytes].push_back({buffer, stream});
     cached_bytes_ += bytes;
   } else {
-    device_.plugin.api->free(device_.plugin.state, device_.index, buffer);
+    device_.free(buffer, stream);
   }
 }
 
 void CachingAllocator::release_cache_locked() {
   for (auto& [size, blocks] : free_blocks_) {
-    for (strata_buffer b : blocks) device_.plugin.api->free(device_.plugin.state, device_.index, b);
+    for (const CachedBlock& b : blocks) {
+      device_.destroy_event(b.ready);
+      device_.free(b.buffer, b.stream);
+    }
   }
   free_blocks_.clear();
   cached_bytes_ = 0;

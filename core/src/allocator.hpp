@@ -6,6 +6,13 @@
 // from the device (live + cached) never exceed the configured limit: on
 // pressure the cache is returned to the plugin first, then OutOfMemoryError
 // names the device, the request and the limit.
+//
+// Memory is stream-ordered (ABI 2.0): each cached block is tagged with the
+// stream that last used it. A request on the same stream reuses it at once
+// (work on one stream runs in order); a request on another stream takes it
+// only after an event recorded on the block's stream has completed. A plugin
+// that caches memory itself (STRATA_DEVICE_CACHES_MEMORY) gets every alloc
+// and free passed straight through, still counted against the limit.
 #pragma once
 
 #include <strata/plugin/strata_plugin.h>
@@ -26,9 +33,11 @@ class CachingAllocator {
  public:
   explicit CachingAllocator(DeviceRecord& device) : device_(device) {}
 
-  /// Returns a buffer of at least `bytes`; *out_bytes is the block size.
-  strata_buffer allocate(size_t bytes, size_t* out_bytes);
-  void release(strata_buffer buffer, size_t bytes);
+  /// Returns a buffer of at least `bytes` for work on `stream`; *out_bytes
+  /// is the block size.
+  strata_buffer allocate(size_t bytes, size_t* out_bytes, strata_stream stream);
+  /// Gives a block back; `stream` is the stream that last used it.
+  void release(strata_buffer buffer, size_t bytes, strata_stream stream);
   /// Returns every cached block to the plugin.
   void empty_cache();
 
@@ -42,12 +51,19 @@ class CachingAllocator {
   static size_t round_size(size_t bytes);
 
  private:
-  strata_buffer device_alloc(size_t bytes);  // called with mutex_ held
+  struct CachedBlock {
+    strata_buffer buffer;
+    strata_stream stream;       // last used on
+    strata_event ready = nullptr;  // recorded on `stream` when another stream asked
+  };
+  strata_buffer device_alloc(size_t bytes, strata_stream stream);  // called with mutex_ held
+  /// A cached block of exactly `size` usable on `stream`, or nullptr.
+  strata_buffer take_cached_locked(size_t size, strata_stream stream);
   void release_cache_locked();
 
   DeviceRecord& device_;
   std::mutex mutex_;
-  std::unordered_map<size_t, std::vector<strata_buffer>> free_blocks_;
+  std::unordered_map<size_t, std::vector<CachedBlock>> free_blocks_;
   bool caching_ = true;
   std::optional<uint64_t> limit_;
   uint64_t live_bytes_ = 0;

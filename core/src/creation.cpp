@@ -1,7 +1,7 @@
-// creation.cpp — zeros, ones, full, arange, rand, randn, from_data.
+// creation.cpp — zeros, ones, full, arange, from_data.
 //
-// Random numbers and ranges are produced on the host and uploaded, so the
-// same seed gives the same tensor on every device.
+// Ranges and host data are produced on the host and uploaded. rand, randn
+// and the generator live with the random primitives (ops/random.cpp).
 #include "device_record.hpp"
 #include "host_data.hpp"
 #include "op.hpp"
@@ -12,10 +12,6 @@
 #include <strata/runtime.hpp>
 
 #include <cmath>
-#include <mutex>
-#include <sstream>
-#include <numbers>
-#include <random>
 
 namespace strata {
 
@@ -66,45 +62,7 @@ Tensor from_span(std::span<const T> data, const Shape& shape, const TensorOption
   return upload(std::vector<T>(data.begin(), data.end()), shape, options);
 }
 
-/// The global generator: mt19937_64 with our own transforms, so results do
-/// not depend on the standard library's distributions.
-struct Generator {
-  std::mutex mutex;
-  std::mt19937_64 engine{0x5eed5eedULL};
-
-  double uniform() { return static_cast<double>(engine() >> 11) * 0x1.0p-53; }
-};
-
-Generator& generator() {
-  static Generator g;
-  return g;
-}
-
 }  // namespace
-
-void manual_seed(uint64_t seed) {
-  Generator& g = generator();
-  std::lock_guard lock(g.mutex);
-  g.engine.seed(seed);
-}
-
-RngState get_rng_state() {
-  Generator& g = generator();
-  std::lock_guard lock(g.mutex);
-  std::ostringstream out;
-  out << g.engine;
-  return {out.str()};
-}
-
-void set_rng_state(const RngState& state) {
-  Generator& g = generator();
-  std::istringstream in(state.data);
-  std::mt19937_64 engine;
-  in >> engine;
-  if (in.fail()) throw ValueError("set_rng_state: not a state from get_rng_state()");
-  std::lock_guard lock(g.mutex);
-  g.engine = engine;
-}
 
 Tensor empty(const Shape& shape, const TensorOptions& options) {
   checked_numel(shape, "empty");
@@ -139,34 +97,6 @@ Tensor arange(double start, double end, double step, const TensorOptions& option
 }
 
 Tensor arange(int64_t end, const TensorOptions& options) { return arange(0.0, static_cast<double>(end), 1.0, options); }
-
-Tensor rand(const Shape& shape, const TensorOptions& options) {
-  if (!is_floating(options.dtype)) throw DTypeError("rand: expected a floating-point dtype");
-  std::vector<double> values(static_cast<size_t>(checked_numel(shape, "rand")));
-  {
-    Generator& g = generator();
-    std::lock_guard lock(g.mutex);
-    for (double& v : values) v = g.uniform();
-  }
-  return upload(values, shape, options);
-}
-
-Tensor randn(const Shape& shape, const TensorOptions& options) {
-  if (!is_floating(options.dtype)) throw DTypeError("randn: expected a floating-point dtype");
-  std::vector<double> values(static_cast<size_t>(checked_numel(shape, "randn")));
-  {
-    Generator& g = generator();
-    std::lock_guard lock(g.mutex);
-    for (size_t i = 0; i < values.size(); i += 2) {  // Box-Muller, two values per pair of uniforms
-      double u1 = 1.0 - g.uniform();
-      double u2 = g.uniform();
-      double r = std::sqrt(-2.0 * std::log(u1));
-      values[i] = r * std::cos(2.0 * std::numbers::pi * u2);
-      if (i + 1 < values.size()) values[i + 1] = r * std::sin(2.0 * std::numbers::pi * u2);
-    }
-  }
-  return upload(values, shape, options);
-}
 
 Tensor from_data(std::span<const float> data, const Shape& shape, const TensorOptions& options) {
   return from_span(data, shape, options);

@@ -1,5 +1,9 @@
-// device_record.cpp — kernel signatures and plugin status checks.
+// device_record.cpp — calls into a plugin's table, kernel signatures, and the
+// mapping of statuses to exceptions.
 #include "device_record.hpp"
+
+#include "logging.hpp"
+#include "op.hpp"
 
 #include <strata/dtype.hpp>
 #include <strata/error.hpp>
@@ -9,11 +13,78 @@
 
 namespace strata::detail {
 
+namespace {
+
+constexpr int kDTypeBits = 6;
+constexpr uint64_t kDTypeMask = (uint64_t{1} << kDTypeBits) - 1;
+constexpr uint64_t kSeparator = kDTypeMask;  // never a dtype value
+constexpr int kMaxSignatureDTypes = 9;       // 1 + 10 * 6 bits fit in 64
+
+thread_local DeviceRecord* t_issue_holder = nullptr;
+
+strata_error fresh_error() {
+  strata_error err;
+  err.struct_size = sizeof(err);
+  err.message[0] = '\0';
+  return err;
+}
+
+std::string message_of(strata_status status, const strata_error& error) {
+  return error.message[0] != '\0' ? std::string(error.message) : "status " + std::to_string(status);
+}
+
+}  // namespace
+
+const strata_extension* LoadedPlugin::extension(std::string_view wanted, uint32_t min_version) const {
+  if (!has(&strata_plugin_api::extensions)) return nullptr;
+  int guard = 0;  // a cyclic list must not hang the host
+  for (const strata_extension* e = api->extensions; e != nullptr && guard < 256; e = e->next, ++guard) {
+    if (e->struct_size < STRATA_EXTENSION_MIN_SIZE || e->name == nullptr) continue;
+    if (wanted == e->name && e->version >= min_version) return e;
+  }
+  return nullptr;
+}
+
+// --- Kernels ---------------------------------------------------------------------
+
+std::string DeviceRecord::add_kernel(const strata_kernel_entry* e, int index_in_table) {
+  std::string where = "kernel entry " + std::to_string(index_in_table);
+  if (e == nullptr) return where + ": null pointer";
+  if (e->struct_size < STRATA_KERNEL_ENTRY_MIN_SIZE) {
+    return where + ": struct_size " + std::to_string(e->struct_size) + " below the minimum " +
+           std::to_string(STRATA_KERNEL_ENTRY_MIN_SIZE);
+  }
+  if (e->op == nullptr || e->fn == nullptr) return where + ": no op name or no function";
+  where = where + " (" + e->op + (e->signature != nullptr ? std::string(" ") + e->signature : "") + ")";
+  const OpDef* op = find_kernel_op(e->op);
+  if (op == nullptr) {
+    std::string why = where + ": unknown op";
+    if (std::strstr(e->op, "::") == nullptr && find_op(e->op) != nullptr) {
+      why += " (ABI 2.0 names are namespaced: strata::" + std::string(e->op) + ")";
+    }
+    return why;
+  }
+  if (e->op_version != op->version) {
+    return where + ": op version " + std::to_string(e->op_version) + ", but this Strata core speaks version " +
+           std::to_string(op->version) + " of " + std::string(op->kernel_name);
+  }
+  uint64_t key = parse_signature(e->signature);
+  if (key == 0) return where + ": malformed signature";
+  auto& slots = kernels[static_cast<size_t>(op->id)];
+  for (const KernelSlot& s : slots) {
+    if (s.signature == key) return {};  // the first entry for a signature wins
+  }
+  void* user_data = STRATA_HAS_FIELD(e, strata_kernel_entry, user_data) ? e->user_data : nullptr;
+  slots.push_back({key, e->fn, e->flags, user_data});
+  ++kernel_count;
+  return {};
+}
+
 uint64_t signature_key(const DType* inputs, int n_inputs, const DType* outputs, int n_outputs) {
   uint64_t key = 1;
-  for (int k = 0; k < n_inputs; ++k) key = (key << 4) | static_cast<uint64_t>(inputs[k]);
-  key = (key << 4) | 0xF;
-  for (int k = 0; k < n_outputs; ++k) key = (key << 4) | static_cast<uint64_t>(outputs[k]);
+  for (int k = 0; k < n_inputs; ++k) key = (key << kDTypeBits) | static_cast<uint64_t>(inputs[k]);
+  key = (key << kDTypeBits) | kSeparator;
+  for (int k = 0; k < n_outputs; ++k) key = (key << kDTypeBits) | static_cast<uint64_t>(outputs[k]);
   return key;
 }
 
@@ -29,7 +100,7 @@ uint64_t parse_signature(const char* text) {
     while (true) {
       size_t comma = list.find(',', start);
       std::string name = list.substr(start, comma == std::string::npos ? std::string::npos : comma - start);
-      if (n == 8) return false;
+      if (n == kMaxSignatureDTypes) return false;
       try {
         out[n++] = dtype_from_name(name);
       } catch (const Error&) {
@@ -39,14 +110,14 @@ uint64_t parse_signature(const char* text) {
       start = comma + 1;
     }
   };
-  DType in[8];
-  DType out[8];
+  DType in[kMaxSignatureDTypes];
+  DType out[kMaxSignatureDTypes];
   int n_in = 0;
   int n_out = 0;
   if (!parse_list(s.substr(0, arrow), in, n_in) || !parse_list(s.substr(arrow + 2), out, n_out) || n_out == 0) {
     return 0;
   }
-  if (n_in + n_out > 14) return 0;  // must fit in 64 bits
+  if (n_in + n_out > kMaxSignatureDTypes) return 0;  // must fit in 64 bits
   return signature_key(in, n_in, out, n_out);
 }
 
@@ -64,18 +135,199 @@ std::string signature_string(const DType* inputs, int n_inputs, const DType* out
   return s;
 }
 
-void check_status(strata_status status, const strata_error& error, const DeviceRecord& device, const char* what) {
+// --- Errors and the lost state ---------------------------------------------------
+
+void DeviceRecord::check(strata_status status, const strata_error& error, const std::string& what) {
   if (status == STRATA_OK) return;
-  std::string message = std::string(device.id) + ": " + what + " failed: " +
-                        (error.message[0] != '\0' ? std::string(error.message) : "status " + std::to_string(status));
-  if (status == STRATA_ERROR_OUT_OF_MEMORY) throw OutOfMemoryError(message);
-  throw DeviceError(message);
+  std::string message = message_of(status, error);
+  switch (status) {
+    case STRATA_ERROR_DEVICE_LOST:
+      mark_lost(message);
+      throw DeviceLostError(id + " is lost (" + what + "): " + message);
+    case STRATA_ERROR_DEFERRED:
+      throw DeviceError(id + ": an earlier asynchronous operation failed, reported at " + what + ": " + message);
+    case STRATA_ERROR_OUT_OF_MEMORY:
+      throw OutOfMemoryError(id + ": " + what + " failed: " + message);
+    default:
+      throw DeviceError(id + ": " + what + " failed: " + message);
+  }
 }
 
+void DeviceRecord::mark_lost(const std::string& reason) {
+  std::lock_guard lock(lost_mutex_);
+  if (lost_.load(std::memory_order_relaxed)) return;  // the first reason stays
+  lost_reason_ = reason;
+  lost_.store(true, std::memory_order_release);
+  logger("core")->error("{} is lost: {}; later work on it fails, other devices carry on", id, reason);
+}
+
+std::string DeviceRecord::lost_reason() const {
+  std::lock_guard lock(lost_mutex_);
+  return lost_reason_;
+}
+
+void DeviceRecord::throw_lost() const {
+  throw DeviceLostError(id + " was lost earlier and cannot be used: " + lost_reason());
+}
+
+DeviceRecord::IssueLock::IssueLock(DeviceRecord& d) {
+  if (d.free_threaded || t_issue_holder == &d) return;
+  d.issue_mutex_.lock();
+  locked_ = &d;
+  previous_ = t_issue_holder;
+  t_issue_holder = &d;
+}
+
+DeviceRecord::IssueLock::~IssueLock() {
+  if (locked_ == nullptr) return;
+  t_issue_holder = previous_;
+  locked_->issue_mutex_.unlock();
+}
+
+// --- Memory and copies -----------------------------------------------------------
+
+strata_buffer DeviceRecord::alloc(size_t bytes, strata_stream on_stream) {
+  ensure_alive();
+  strata_error err = fresh_error();
+  strata_alloc_args args{};
+  args.struct_size = sizeof(args);
+  args.state = plugin.state;
+  args.device = index;
+  args.kind = STRATA_MEMORY_DEVICE;
+  args.bytes = bytes;
+  args.stream = on_stream;
+  args.error = &err;
+  strata_status st;
+  {
+    IssueLock lock(*this);
+    st = plugin.api->alloc(&args);
+  }
+  if (st == STRATA_OK && args.buffer == nullptr) {
+    st = STRATA_ERROR_INTERNAL;
+    std::snprintf(err.message, sizeof(err.message), "alloc returned no buffer");
+  }
+  if (st == STRATA_ERROR_OUT_OF_MEMORY) throw OutOfMemoryError(message_of(st, err));  // the allocator adds context
+  check(st, err, "alloc");
+  return args.buffer;
+}
+
+void DeviceRecord::free(strata_buffer buffer, strata_stream on_stream) {
+  if (lost()) return;  // nothing to return memory to
+  strata_alloc_args args{};
+  args.struct_size = sizeof(args);
+  args.state = plugin.state;
+  args.device = index;
+  args.kind = STRATA_MEMORY_DEVICE;
+  args.stream = on_stream;
+  args.buffer = buffer;
+  strata_error err = fresh_error();
+  args.error = &err;
+  IssueLock lock(*this);
+  plugin.api->free(&args);
+}
+
+namespace {
+/// Runs one synchronous copy under the issue lock; `fill` sets its operands.
+template <class Fill>
+void run_copy(DeviceRecord& d, strata_copy_kind kind, const char* what, Fill&& fill) {
+  d.ensure_alive();
+  strata_error err = fresh_error();
+  strata_copy_args a{};
+  a.struct_size = sizeof(a);
+  a.state = d.plugin.state;
+  a.device = d.index;
+  a.kind = kind;
+  a.stream = d.stream;
+  a.error = &err;
+  fill(a);
+  strata_status st;
+  {
+    DeviceRecord::IssueLock lock(d);
+    st = d.plugin.api->copy(&a);
+  }
+  d.check(st, err, what);
+}
+}  // namespace
+
+void DeviceRecord::copy_to_host(void* dst, strata_buffer src, size_t src_offset, size_t bytes) {
+  run_copy(*this, STRATA_COPY_DEVICE_TO_HOST, "copy to host", [&](strata_copy_args& a) {
+    a.dst_host = dst;
+    a.src = src;
+    a.src_offset = src_offset;
+    a.bytes = bytes;
+  });
+}
+
+void DeviceRecord::copy_from_host(strata_buffer dst, size_t dst_offset, const void* src, size_t bytes) {
+  run_copy(*this, STRATA_COPY_HOST_TO_DEVICE, "copy from host", [&](strata_copy_args& a) {
+    a.dst = dst;
+    a.dst_offset = dst_offset;
+    a.src_host = src;
+    a.bytes = bytes;
+  });
+}
+
+// --- Streams and events ----------------------------------------------------------
+
+namespace {
+strata_stream_args stream_args(const DeviceRecord& d, strata_error& err) {
+  strata_stream_args a{};
+  a.struct_size = sizeof(a);
+  a.state = d.plugin.state;
+  a.device = d.index;
+  a.stream = d.stream;
+  a.error = &err;
+  return a;
+}
+}  // namespace
+
 void DeviceRecord::synchronize() {
-  if (plugin.api->stream_synchronize == nullptr || props.has_streams == 0) return;
-  strata_error err{sizeof(strata_error), {}};
-  check_status(plugin.api->stream_synchronize(plugin.state, index, stream, &err), err, *this, "synchronize");
+  ensure_alive();
+  if (!has_streams) return;
+  strata_error err = fresh_error();
+  strata_stream_args a = stream_args(*this, err);
+  check(plugin.api->stream_synchronize(&a), err, "synchronize");
+}
+
+strata_event DeviceRecord::record_event(strata_stream on_stream) {
+  if (!has_streams) return nullptr;
+  ensure_alive();
+  strata_error err = fresh_error();
+  strata_stream_args a = stream_args(*this, err);
+  check(plugin.api->event_create(&a), err, "event_create");
+  a.stream = on_stream;
+  strata_status st;
+  {
+    IssueLock lock(*this);
+    st = plugin.api->event_record(&a);
+  }
+  if (st != STRATA_OK) {
+    plugin.api->event_destroy(&a);
+    check(st, err, "event_record");
+  }
+  return a.event;
+}
+
+bool DeviceRecord::event_done(strata_event event) {
+  if (event == nullptr) return true;
+  ensure_alive();
+  strata_error err = fresh_error();
+  strata_stream_args a = stream_args(*this, err);
+  a.event = event;
+  if (plugin.has(&strata_plugin_api::event_query)) {
+    check(plugin.api->event_query(&a), err, "event_query");
+    return a.complete != 0;
+  }
+  check(plugin.api->event_synchronize(&a), err, "event_synchronize");
+  return true;
+}
+
+void DeviceRecord::destroy_event(strata_event event) {
+  if (event == nullptr || lost()) return;
+  strata_error err = fresh_error();
+  strata_stream_args a = stream_args(*this, err);
+  a.event = event;
+  plugin.api->event_destroy(&a);
 }
 
 }  // namespace strata::detail

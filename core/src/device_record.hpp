@@ -1,4 +1,10 @@
 // device_record.hpp — the runtime's view of one loaded plugin and its devices.
+//
+// Every call into a plugin's table goes through LoadedPlugin or DeviceRecord:
+// they fill the ABI's argument structs, keep the threading rule of the
+// header (calls naming a stream are serialised per stream unless the device
+// is free-threaded), and turn statuses into exceptions, marking a device lost
+// on DEVICE_LOST.
 #pragma once
 
 #include "allocator.hpp"
@@ -15,7 +21,7 @@
 
 namespace strata::detail {
 
-/// A plugin that passed every check and initialised. Never unloaded.
+/// A plugin whose init succeeded. Never unloaded.
 struct LoadedPlugin {
   std::string name;
   std::string path;
@@ -26,6 +32,20 @@ struct LoadedPlugin {
   const strata_plugin_api* api = nullptr;
   strata_plugin_state state = nullptr;
   void* library = nullptr;  // boost::dll::shared_library*, intentionally leaked
+  bool active = false;      // serves devices (false: refused after init)
+  int32_t device_count = 0;
+  std::vector<std::string> extensions_seen;  // "strata.native_handles v1"
+
+  /// Whether the table has `field` (optional functions of the table).
+  template <class F>
+  bool has(F strata_plugin_api::*field) const {
+    static const strata_plugin_api layout{};
+    auto offset = static_cast<size_t>(reinterpret_cast<const char*>(&(layout.*field)) -
+                                      reinterpret_cast<const char*>(&layout));
+    return api->struct_size >= offset + sizeof(F) && api->*field != nullptr;
+  }
+  /// The extension `name` with at least `min_version`, or nullptr.
+  const strata_extension* extension(std::string_view name, uint32_t min_version) const;
 };
 
 /// A kernel for one dtype signature of one op.
@@ -33,6 +53,7 @@ struct KernelSlot {
   uint64_t signature = 0;  // see signature_key()
   strata_kernel_fn fn = nullptr;
   uint32_t flags = 0;
+  void* user_data = nullptr;
 };
 
 struct DeviceRecord {
@@ -43,11 +64,13 @@ struct DeviceRecord {
   int32_t slot;   // in the runtime's table
   std::string id; // "cpu:0"
   strata_device_props props{};
-  /// kernels[op id] -> kernels of that op, by signature.
+  /// kernels[op id] -> kernels of that op, by signature (kMaxOps entries).
   std::vector<std::vector<KernelSlot>> kernels;
   int kernel_count = 0;
   CachingAllocator allocator;
   strata_stream stream = nullptr;  // the device's default stream (may be NULL)
+  bool free_threaded = false;      // STRATA_DEVICE_FREE_THREADED
+  bool has_streams = false;        // STRATA_DEVICE_HAS_STREAMS and the functions exist
 
   Device device() const { return Device::from_slot(slot); }
   const KernelSlot* find_kernel(int op_id, uint64_t signature) const {
@@ -57,11 +80,59 @@ struct DeviceRecord {
     }
     return nullptr;
   }
+  /// Adds a kernel; returns an empty string, or why the entry is refused.
+  std::string add_kernel(const strata_kernel_entry* entry, int index_in_table);
+
+  // --- Calls into the plugin (each throws on failure) ------------------------
+  strata_buffer alloc(size_t bytes, strata_stream on_stream);
+  void free(strata_buffer buffer, strata_stream on_stream);
+  void copy_to_host(void* dst, strata_buffer src, size_t src_offset, size_t bytes);
+  void copy_from_host(strata_buffer dst, size_t dst_offset, const void* src, size_t bytes);
   /// Waits for queued work (no-op for plugins without streams).
   void synchronize();
+  /// Events on `on_stream`; nullptr when the device has no streams.
+  strata_event record_event(strata_stream on_stream);
+  /// Whether the event completed (true for nullptr); does not block.
+  bool event_done(strata_event event);
+  void destroy_event(strata_event event);
+
+  /// Raises DeviceLostError once the device reported DEVICE_LOST.
+  void ensure_alive() const {
+    if (lost_.load(std::memory_order_acquire)) throw_lost();
+  }
+  bool lost() const { return lost_.load(std::memory_order_acquire); }
+  std::string lost_reason() const;
+  /// Raises the error for `status` (OK returns): DEVICE_LOST marks the device
+  /// lost, DEFERRED names the failure an asynchronous device reported late,
+  /// OUT_OF_MEMORY is an OutOfMemoryError. `what` names the call.
+  void check(strata_status status, const strata_error& error, const std::string& what);
+
+  /// The issue lock of the header's threading rule: held around every call
+  /// naming a stream, unless the device is free-threaded. Re-entrant per
+  /// thread (a kernel's workspace request runs under its kernel's lock).
+  class IssueLock {
+   public:
+    explicit IssueLock(DeviceRecord& d);
+    ~IssueLock();
+    IssueLock(const IssueLock&) = delete;
+    IssueLock& operator=(const IssueLock&) = delete;
+
+   private:
+    DeviceRecord* locked_ = nullptr;
+    DeviceRecord* previous_ = nullptr;  // the lock this thread held before
+  };
+
+ private:
+  [[noreturn]] void throw_lost() const;
+  void mark_lost(const std::string& reason);
+
+  std::mutex issue_mutex_;
+  std::atomic<bool> lost_{false};
+  mutable std::mutex lost_mutex_;
+  std::string lost_reason_;
 };
 
-/// Packs dtypes of inputs and outputs into one integer (4 bits each, 0xF
+/// Packs dtypes of inputs and outputs into one integer (6 bits each, 63
 /// between inputs and outputs, a leading 1 so that arity is part of the key).
 uint64_t signature_key(const DType* inputs, int n_inputs, const DType* outputs, int n_outputs);
 /// Parses "f32,f32->f32"; returns 0 when malformed.
@@ -71,7 +142,5 @@ std::string signature_string(const DType* inputs, int n_inputs, const DType* out
 
 /// The runtime's device table, indexed by slot; stable for the process.
 DeviceRecord& device_record(Device device);
-/// Raises a DeviceError naming `what` and the plugin's message unless OK.
-void check_status(strata_status status, const strata_error& error, const DeviceRecord& device, const char* what);
 
 }  // namespace strata::detail

@@ -1,4 +1,5 @@
 // dispatch.cpp — op registry, kernel lookup, decomposition and fallback.
+#include "abi_attrs.hpp"
 #include "amp_internal.hpp"
 #include "device_record.hpp"
 #include "host_data.hpp"
@@ -6,6 +7,7 @@
 #include "runtime_internal.hpp"
 #include "autograd/graph.hpp"
 #include "autograd/trace.hpp"
+#include "plugin_host.hpp"
 
 #include <strata/error.hpp>
 #include <strata/ops.hpp>
@@ -19,21 +21,35 @@ namespace strata::detail {
 namespace {
 
 std::vector<const OpDef*>& registry() {
-  static auto* ops = new std::vector<const OpDef*>();  // never destroyed: ops outlive static teardown
+  static auto* ops = [] {  // never destroyed: ops outlive static teardown
+    auto* v = new std::vector<const OpDef*>();
+    v->reserve(kMaxOps);  // never reallocates (see kMaxOps)
+    return v;
+  }();
   return *ops;
 }
+
+constexpr std::string_view kCoreNamespace = "strata::";
 
 }  // namespace
 
 const OpDef& define_op(OpDef def) {
-  for (const OpDef* existing : registry()) {
-    if (existing->name == def.name) {
-      std::fprintf(stderr, "strata: op '%.*s' defined twice\n", static_cast<int>(def.name.size()), def.name.data());
-      std::abort();
-    }
+  if (find_op(def.name) != nullptr) {
+    std::fprintf(stderr, "strata: op '%.*s' defined twice\n", static_cast<int>(def.name.size()), def.name.data());
+    std::abort();
+  }
+  if (registry().size() >= kMaxOps) {
+    std::fprintf(stderr, "strata: more than %zu ops\n", kMaxOps);
+    std::abort();
   }
   auto* stored = new OpDef(def);
   stored->id = static_cast<int>(registry().size());
+  if (def.name.find("::") == std::string_view::npos) {
+    stored->kernel_name_storage = std::string(kCoreNamespace) + std::string(def.name);
+    stored->kernel_name = stored->kernel_name_storage;
+  } else {
+    stored->kernel_name = stored->name;
+  }
   registry().push_back(stored);
   return *stored;
 }
@@ -45,6 +61,16 @@ const OpDef* find_op(std::string_view name) {
     if (op->name == name) return op;
   }
   return nullptr;
+}
+
+const OpDef* find_kernel_op(std::string_view qualified) {
+  if (qualified.starts_with(kCoreNamespace)) {
+    std::string_view bare = qualified.substr(kCoreNamespace.size());
+    if (bare.find("::") != std::string_view::npos) return nullptr;
+    return find_op(bare);
+  }
+  if (qualified.find("::") == std::string_view::npos) return nullptr;
+  return find_op(qualified);
 }
 
 void OutputMeta::set_shape(std::span<const int64_t> s) {
@@ -115,12 +141,43 @@ Tensor compact_copy(DeviceRecord& dev, const Tensor& t) {
   return upload_bytes(bytes.data(), dt, t.impl()->sizes(), dev);
 }
 
+/// The host side of one kernel call: what the workspace service needs, and
+/// the blocks it handed out (released when the kernel returns).
+struct KernelHostContext {
+  DeviceRecord* device;
+  const OpCall* call;
+  std::vector<std::pair<strata_buffer, size_t>> workspace;
+};
+
+strata_status workspace_service(strata_workspace_args* args) noexcept {
+  if (args == nullptr || args->struct_size < STRATA_WORKSPACE_ARGS_MIN_SIZE || args->call == nullptr ||
+      args->call->struct_size < STRATA_KERNEL_CALL_MIN_SIZE || args->call->host_context == nullptr) {
+    return STRATA_ERROR_INVALID_ARGUMENT;
+  }
+  auto* ctx = static_cast<KernelHostContext*>(args->call->host_context);
+  try {
+    size_t block = 0;
+    strata_buffer b = ctx->device->allocator.allocate(args->bytes, &block, args->call->stream);
+    ctx->workspace.emplace_back(b, block);
+    args->buffer = b;
+    return STRATA_OK;
+  } catch (const std::exception& e) {
+    if (args->error != nullptr) {
+      std::snprintf(args->error->message, sizeof(args->error->message), "workspace of %zu bytes: %s", args->bytes,
+                    e.what());
+    }
+    return dynamic_cast<const OutOfMemoryError*>(&e) != nullptr ? STRATA_ERROR_OUT_OF_MEMORY : STRATA_ERROR_INTERNAL;
+  }
+}
+
 /// Builds descriptors and runs one kernel. Returns the plugin's status.
 strata_status run_kernel(DeviceRecord& dev, const KernelSlot& kernel, OpCall& call, OpResult& outputs,
                          strata_error& err) {
+  dev.ensure_alive();
   std::array<Tensor, kMaxInputs> compacted;  // only for inputs the kernel needs compact
   // Not value-initialised: only the fields up to each rank are read.
   std::array<strata_tensor, kMaxInputs + kMaxOutputs> desc;
+  std::array<const strata_tensor*, kMaxInputs + kMaxOutputs> desc_ptr;
   auto describe_tensor = [](const Tensor& t, strata_tensor& d) {
     const TensorImpl& impl = *t.impl();
     d.struct_size = sizeof(strata_tensor);
@@ -138,25 +195,45 @@ strata_status run_kernel(DeviceRecord& dev, const KernelSlot& kernel, OpCall& ca
     bool compact = (kernel.flags & STRATA_KERNEL_STRIDED_INPUTS) == 0 && !t.impl()->is_contiguous();
     if (compact) compacted[static_cast<size_t>(k)] = compact_copy(dev, t);
     describe_tensor(compact ? compacted[static_cast<size_t>(k)] : t, desc[static_cast<size_t>(k)]);
+    desc_ptr[static_cast<size_t>(k)] = &desc[static_cast<size_t>(k)];
   }
   outputs.count = 0;
   for (int k = 0; k < call.n_outputs; ++k) {
     const Tensor& preset = call.preset[static_cast<size_t>(k)];
     outputs.push_back(preset.defined() ? preset : make_tensor(dev, call.out(k).dtype, call.out(k).sizes()));
-    describe_tensor(outputs[k], desc[static_cast<size_t>(call.n_inputs + k)]);
+    size_t at = static_cast<size_t>(call.n_inputs + k);
+    describe_tensor(outputs[k], desc[at]);
+    desc_ptr[at] = &desc[at];
   }
-  std::array<strata_attr, 8> items;
-  int32_t n_attrs = 0;
-  if (call.attrs != nullptr) {
-    for (const Attr& a : *call.attrs) {
-      if (n_attrs == static_cast<int32_t>(items.size())) break;
-      items[static_cast<size_t>(n_attrs++)] =
-          strata_attr{a.name, a.kind, a.i, a.f, a.ints.data(), static_cast<int32_t>(a.ints.size())};
-    }
+  AttrViews attrs(call.attrs);
+  KernelHostContext host_context{&dev, &call, {}};
+  strata_kernel_call kc;
+  kc.struct_size = sizeof(kc);
+  kc.op = call.op->kernel_name.data();  // NUL-terminated: a literal or a std::string
+  kc.op_version = call.op->version;
+  kc.state = dev.plugin.state;
+  kc.device = dev.index;
+  kc.stream = dev.stream;
+  kc.user_data = kernel.user_data;
+  kc.inputs = desc_ptr.data();
+  kc.n_inputs = call.n_inputs;
+  kc.outputs = desc_ptr.data() + call.n_inputs;
+  kc.n_outputs = call.n_outputs;
+  kc.attrs = attrs.data();
+  kc.n_attrs = attrs.count();
+  kc.host = &host_api();
+  kc.workspace = &workspace_service;
+  kc.host_context = &host_context;
+  kc.error = &err;
+  strata_status status;
+  {
+    DeviceRecord::IssueLock lock(dev);
+    status = kernel.fn(&kc);
   }
-  strata_attrs attrs{sizeof(strata_attrs), items.data(), n_attrs};
-  strata_kernel_context ctx{sizeof(strata_kernel_context), dev.plugin.state, dev.index, dev.stream};
-  return kernel.fn(&ctx, desc.data(), call.n_inputs, desc.data() + call.n_inputs, call.n_outputs, &attrs, &err);
+  // Stream-ordered: the workspace goes back tagged with the kernel's stream,
+  // so later work on that stream may reuse it at once.
+  for (const auto& [buffer, bytes] : host_context.workspace) dev.allocator.release(buffer, bytes, dev.stream);
+  return status;
 }
 
 std::string call_signature(const OpCall& call) {
@@ -242,9 +319,8 @@ OpResult execute(OpCall& call, bool& decomposed) {
     if (status == STRATA_OK) return results;
     if (status == STRATA_ERROR_INVALID_ARGUMENT) throw ValueError(call.describe() + ": " + err.message);
     if (status == STRATA_ERROR_OUT_OF_MEMORY) throw OutOfMemoryError(call.describe() + ": " + err.message);
-    if (status != STRATA_ERROR_UNSUPPORTED) {
-      throw DeviceError(call.describe() + ": kernel failed: " + err.message);
-    }
+    if (status == STRATA_ERROR_DEVICE_LOST || status == STRATA_ERROR_DEFERRED) dev.check(status, err, call.describe());
+    if (status != STRATA_ERROR_UNSUPPORTED) throw DeviceError(call.describe() + ": kernel failed: " + err.message);
     reason = std::string("the kernel declined the call (") + err.message + ")";
   } else {
     reason = "no kernel for signature " + call_signature(call);

@@ -32,18 +32,37 @@ enum class OpKind {
               // pad) and records it as one node with its own derivatives
 };
 
-/// A named attribute value owned by the caller of an op.
+/// A named attribute value owned by the caller of an op. `name` must outlive
+/// every node that records the call (a literal, or an interned string).
 struct Attr {
   const char* name;
   strata_attr_kind kind;
-  int64_t i = 0;
-  double f = 0.0;
-  std::vector<int64_t> ints{};
+  int64_t i = 0;     // INT, BOOL, DTYPE; SCALAR when scalar_dtype is I64/BOOL
+  double f = 0.0;    // FLOAT; SCALAR when scalar_dtype is F64
+  std::vector<int64_t> ints{};   // INTS
+  std::vector<double> floats{};  // FLOATS
+  std::string text{};            // STRING
+  strata_dtype scalar_dtype = STRATA_I64;  // SCALAR
 
   static Attr integer(const char* n, int64_t v) { return {n, STRATA_ATTR_INT, v}; }
   static Attr boolean(const char* n, bool v) { return {n, STRATA_ATTR_BOOL, v ? 1 : 0}; }
   static Attr real(const char* n, double v) { return {n, STRATA_ATTR_FLOAT, 0, v}; }
   static Attr list(const char* n, std::vector<int64_t> v) { return {n, STRATA_ATTR_INTS, 0, 0.0, std::move(v)}; }
+  static Attr reals(const char* n, std::vector<double> v) { return {n, STRATA_ATTR_FLOATS, 0, 0.0, {}, std::move(v)}; }
+  static Attr string(const char* n, std::string v) { return {n, STRATA_ATTR_STRING, 0, 0.0, {}, {}, std::move(v)}; }
+  static Attr dtype(const char* n, DType v) { return {n, STRATA_ATTR_DTYPE, static_cast<int64_t>(v)}; }
+  /// An exact scalar: integral (and bool) values travel as int64, others as double.
+  static Attr scalar_int(const char* n, int64_t v) {
+    return {n, STRATA_ATTR_SCALAR, v, 0.0, {}, {}, {}, STRATA_I64};
+  }
+  static Attr scalar_real(const char* n, double v) {
+    return {n, STRATA_ATTR_SCALAR, 0, v, {}, {}, {}, STRATA_F64};
+  }
+  /// The value as a double, whatever the numeric kind.
+  double as_double() const {
+    if (kind == STRATA_ATTR_FLOAT || (kind == STRATA_ATTR_SCALAR && scalar_dtype == STRATA_F64)) return f;
+    return static_cast<double>(i);
+  }
 };
 
 using Attrs = std::vector<Attr>;
@@ -109,6 +128,8 @@ struct GradContext {
   /// State a recorded node carries beyond tensors and attributes (the
   /// function a checkpoint recomputes); null for ordinary ops.
   const void* closure = nullptr;
+  /// The op being differentiated (plugin-defined ops find their rules here).
+  const OpDef* op = nullptr;
 
   bool needs(int k) const { return needed.empty() || needed[static_cast<size_t>(k)] != 0; }
   const Tensor& in(int k) const { return inputs[static_cast<size_t>(k)]; }
@@ -144,8 +165,22 @@ struct OpDef {
   DerivativeRule vjp = nullptr;
   /// Forward mode.
   DerivativeRule jvp = nullptr;
+  /// Contract version: kernels declare the version they implement, and the
+  /// loader refuses entries for another one (docs/ops.md, "Versions").
+  uint32_t version = 1;
+  /// Set for ops a plugin defined through the host services (its schema
+  /// and callbacks, see plugin_ops.cpp); null for the core's own ops.
+  const void* plugin_op = nullptr;
   int id = -1;  // assigned at registration
+  /// The name kernels are registered under: "strata::<name>" for the core's
+  /// ops, the name itself for plugin ops ("acme::swiglu"). Set at registration.
+  std::string_view kernel_name{};
+  std::string kernel_name_storage{};  // what kernel_name views (a registered OpDef never moves)
 };
+
+/// The most ops the registry holds (core ops plus plugin-defined ones); fixed
+/// so that readers on the dispatch path never see a vector reallocate.
+inline constexpr size_t kMaxOps = 1024;
 
 /// Registers an op at static-initialisation time; returns the stored def.
 const OpDef& define_op(OpDef def);
@@ -153,6 +188,9 @@ const OpDef& define_op(OpDef def);
 const std::vector<const OpDef*>& all_ops();
 /// nullptr when unknown.
 const OpDef* find_op(std::string_view name);
+/// The op a kernel entry names ("strata::add" -> add, "acme::swiglu" ->
+/// that plugin op); nullptr when unknown or not namespaced.
+const OpDef* find_kernel_op(std::string_view qualified);
 
 /// Runs an op and returns its outputs.
 std::vector<Tensor> dispatch(const OpDef& op, std::initializer_list<Tensor> inputs, const Attrs* attrs = nullptr);

@@ -7,6 +7,7 @@
 
 #include "logging.hpp"
 #include "op.hpp"
+#include "plugin_host.hpp"
 
 #include <boost/dll/shared_library.hpp>
 #include <nlohmann/json.hpp>
@@ -26,19 +27,6 @@ namespace {
 constexpr std::string_view kPrefix = "libstrata_plugin_";
 constexpr std::string_view kSuffix = ".so";
 
-/// Size of the ABI 1.0 table up to and including its last required field.
-constexpr size_t kMinTableSize = offsetof(strata_plugin_api, get_kernels) + sizeof(void*);
-
-void host_log(strata_log_level level, const char* plugin_name, const char* message) {
-  static constexpr spdlog::level::level_enum kLevels[] = {spdlog::level::trace, spdlog::level::debug,
-                                                          spdlog::level::info, spdlog::level::warn,
-                                                          spdlog::level::err};
-  auto lvl = static_cast<int>(level) >= 0 && static_cast<int>(level) <= 4 ? kLevels[level] : spdlog::level::info;
-  logger(plugin_name != nullptr ? plugin_name : "plugin")->log(lvl, "{}", message != nullptr ? message : "");
-}
-
-const strata_host_api kHostApi{sizeof(strata_host_api), STRATA_ABI_MAJOR, STRATA_ABI_MINOR, &host_log};
-
 /// Refuses files (and their directory) writable by group or others.
 std::string insecure_reason(const std::string& path) {
   struct stat st {};
@@ -57,6 +45,22 @@ std::string options_for(const std::string& name, const Config& config) {
   if (!options.is_object()) options = nlohmann::json::object();
   if (dc.threads != 0) options["threads"] = dc.threads;
   return options.dump();
+}
+
+strata_error fresh_error() {
+  strata_error err;
+  err.struct_size = sizeof(err);
+  err.message[0] = '\0';
+  return err;
+}
+
+/// The extensions of a table that the core knows, for `strata devices`.
+std::vector<std::string> known_extensions(const LoadedPlugin& p) {
+  std::vector<std::string> out;
+  for (const char* name : {STRATA_EXT_NATIVE_HANDLES, STRATA_EXT_GRAPH_EXECUTION, STRATA_EXT_COLLECTIVES}) {
+    if (const strata_extension* e = p.extension(name, 1)) out.push_back(std::string(name) + " v" + std::to_string(e->version));
+  }
+  return out;
 }
 
 }  // namespace
@@ -91,10 +95,10 @@ std::vector<Candidate> discover_plugins(const std::vector<std::string>& paths) {
   return found;
 }
 
-std::unique_ptr<LoadedPlugin> load_plugin(const Candidate& candidate, const Config& config, PluginInfo& info) {
+std::unique_ptr<Manifest> read_manifest(const Candidate& candidate, const Config& config, PluginInfo& info) {
   info.path = candidate.path;
   info.name = candidate.name;
-  auto refuse = [&](std::string reason) -> std::unique_ptr<LoadedPlugin> {
+  auto refuse = [&](std::string reason) -> std::unique_ptr<Manifest> {
     info.loaded = false;
     info.reason = std::move(reason);
     logger("plugin")->warn("refused {}: {}", candidate.path, info.reason);
@@ -128,7 +132,9 @@ std::unique_ptr<LoadedPlugin> load_plugin(const Candidate& candidate, const Conf
   auto entry = library->get<const strata_plugin_api*(uint32_t, uint32_t)>(STRATA_PLUGIN_ENTRY_SYMBOL);
   const strata_plugin_api* api = entry(STRATA_ABI_MAJOR, STRATA_ABI_MINOR);
   if (api == nullptr) return refuse("the entry point returned no table (the plugin declined this Strata version)");
-  if (api->struct_size < offsetof(strata_plugin_api, abi_minor) + sizeof(uint32_t)) {
+  // struct_size, abi_major and abi_minor sit at the same place in every
+  // version's table, so a plugin of another major is named correctly.
+  if (api->struct_size < STRATA_SIZE_UP_TO(strata_plugin_api, abi_minor)) {
     return refuse("plugin table too small (struct_size " + std::to_string(api->struct_size) + ")");
   }
   info.abi = std::to_string(api->abi_major) + "." + std::to_string(api->abi_minor);
@@ -136,24 +142,26 @@ std::unique_ptr<LoadedPlugin> load_plugin(const Candidate& candidate, const Conf
     return refuse("ABI major mismatch: plugin built for ABI " + info.abi + ", this Strata speaks ABI " +
                   std::to_string(STRATA_ABI_MAJOR) + "." + std::to_string(STRATA_ABI_MINOR));
   }
-  if (api->struct_size < kMinTableSize) {
+  if (api->struct_size < STRATA_PLUGIN_API_MIN_SIZE) {
     return refuse("plugin table too small for ABI " + info.abi + " (struct_size " + std::to_string(api->struct_size) +
-                  ", need " + std::to_string(kMinTableSize) + ")");
+                  ", need at least " + std::to_string(STRATA_PLUGIN_API_MIN_SIZE) + ")");
+  }
+  if (api->min_host_minor > STRATA_ABI_MINOR) {
+    return refuse("the plugin needs a Strata core of ABI " + std::to_string(STRATA_ABI_MAJOR) + "." +
+                  std::to_string(api->min_host_minor) + " or later; this one speaks " +
+                  std::to_string(STRATA_ABI_MAJOR) + "." + std::to_string(STRATA_ABI_MINOR));
   }
   struct Required {
     const void* fn;
     const char* name;
   };
-  for (Required r : {Required{reinterpret_cast<const void*>(api->init), "init"},
-                     {reinterpret_cast<const void*>(api->score), "score"},
-                     {reinterpret_cast<const void*>(api->device_count), "device_count"},
+  for (Required r : {Required{reinterpret_cast<const void*>(api->probe), "probe"},
+                     {reinterpret_cast<const void*>(api->init), "init"},
                      {reinterpret_cast<const void*>(api->device_props), "device_props"},
+                     {reinterpret_cast<const void*>(api->get_kernels), "get_kernels"},
                      {reinterpret_cast<const void*>(api->alloc), "alloc"},
                      {reinterpret_cast<const void*>(api->free), "free"},
-                     {reinterpret_cast<const void*>(api->copy_h2d), "copy_h2d"},
-                     {reinterpret_cast<const void*>(api->copy_d2h), "copy_d2h"},
-                     {reinterpret_cast<const void*>(api->copy_d2d), "copy_d2d"},
-                     {reinterpret_cast<const void*>(api->get_kernels), "get_kernels"}}) {
+                     {reinterpret_cast<const void*>(api->copy), "copy"}}) {
     if (r.fn == nullptr) return refuse(std::string("plugin table lacks the required function \"") + r.name + "\"");
   }
   if (api->name == nullptr || *api->name == '\0') return refuse("plugin table has no name");
@@ -165,77 +173,164 @@ std::unique_ptr<LoadedPlugin> load_plugin(const Candidate& candidate, const Conf
                            candidate.name, info.name);
   }
 
-  strata_error err{sizeof(strata_error), {}};
-  strata_plugin_state state = nullptr;
-  strata_status st = api->init(&kHostApi, options_for(info.name, config).c_str(), &state, &err);
-  if (st != STRATA_OK) {
-    std::string what = st == STRATA_ERROR_NO_DEVICE ? "no usable device" : "init failed";
-    return refuse(what + ": " + (err.message[0] != '\0' ? err.message : "status " + std::to_string(st)));
+  strata_error err = fresh_error();
+  strata_probe_args probe{};
+  probe.struct_size = sizeof(probe);
+  std::string options = options_for(info.name, config);
+  probe.options_json = options.c_str();
+  probe.error = &err;
+  strata_status st = api->probe(&probe);
+  if (st != STRATA_OK || probe.score <= 0) {
+    std::string why = err.message[0] != '\0' ? err.message : "status " + std::to_string(st);
+    return refuse(st == STRATA_OK ? "probe: score " + std::to_string(probe.score) + ": the plugin cannot run here" +
+                                        (err.message[0] != '\0' ? std::string(" (") + err.message + ")" : "")
+                                  : "probe failed: " + why);
   }
-  info.score = api->score(state);
-  if (info.score <= 0) return refuse("score " + std::to_string(info.score) + ": the plugin cannot run on this machine");
-  if (api->device_count(state) <= 0) return refuse("the plugin reports no devices");
+  info.score = probe.score;
+  auto manifest = std::make_unique<Manifest>();
+  manifest->candidate = candidate;
+  manifest->api = api;
+  manifest->probe_score = probe.score;
+  manifest->library = library.release();  // never unloaded (DESIGN: plugin lifetime)
+  return manifest;
+}
 
+void shutdown_plugin(LoadedPlugin& plugin) {
+  if (plugin.has(&strata_plugin_api::shutdown)) plugin.api->shutdown(plugin.state);
+}
+
+std::unique_ptr<LoadedPlugin> init_plugin(const Manifest& m, const Config& config, PluginInfo& info) {
+  const strata_plugin_api* api = m.api;
   auto plugin = std::make_unique<LoadedPlugin>();
   plugin->name = info.name;
-  plugin->path = candidate.path;
+  plugin->path = m.candidate.path;
   plugin->vendor = info.vendor;
   plugin->version = info.version;
   plugin->abi = info.abi;
-  plugin->score = info.score;
   plugin->api = api;
-  plugin->state = state;
-  plugin->library = library.release();  // never unloaded (DESIGN: plugin lifetime)
+  plugin->library = m.library;
+
+  strata_error err = fresh_error();
+  strata_init_args args{};
+  args.struct_size = sizeof(args);
+  args.host = &host_api();
+  std::string options = options_for(info.name, config);
+  args.options_json = options.c_str();
+  args.score = m.probe_score;
+  args.error = &err;
+  strata_status st;
+  {
+    PluginInitScope scope(plugin->name, info);
+    st = api->init(&args);
+  }
+  auto refuse = [&](std::string reason) -> std::unique_ptr<LoadedPlugin> {
+    info.loaded = false;
+    info.reason = std::move(reason);
+    for (const std::string& op : info.ops) info.warnings.push_back("op " + op + " retired: the plugin was refused");
+    info.ops.clear();
+    logger("plugin")->warn("refused {}: {}", m.candidate.path, info.reason);
+    return nullptr;
+  };
+  if (st != STRATA_OK) {
+    retire_plugin_registrations(plugin->name);  // what a failed init registered must not stay active
+    std::string what = st == STRATA_ERROR_NO_DEVICE ? "no usable device" : "init failed";
+    return refuse(what + ": " + (err.message[0] != '\0' ? err.message : "status " + std::to_string(st)));
+  }
+  info.initialized = true;
+  plugin->state = args.state;
+  plugin->score = args.score;
+  info.score = args.score;
+  plugin->extensions_seen = known_extensions(*plugin);
+  info.extensions = plugin->extensions_seen;
+  if (args.score <= 0 || args.device_count <= 0) {
+    retire_plugin_registrations(plugin->name);
+    shutdown_plugin(*plugin);  // it ran init: it gets its shutdown
+    return refuse(args.score <= 0 ? "init lowered the score to " + std::to_string(args.score) +
+                                        ": the plugin cannot run on this machine"
+                                  : "the plugin reports no devices");
+  }
+  plugin->device_count = args.device_count;
+  plugin->active = true;
   info.loaded = true;
   logger("plugin")->info("loaded {} {} (ABI {}, score {}) from {}", info.name, info.version, info.abi, info.score,
-                         candidate.path);
+                         m.candidate.path);
   return plugin;
 }
 
-std::string open_device(DeviceRecord& device) {
+std::string uuid_string(const strata_device_props& props) {
+  if (!STRATA_HAS_FIELD(&props, strata_device_props, uuid) || (props.flags & STRATA_DEVICE_HAS_UUID) == 0) return {};
+  std::string s;
+  char hex[3];
+  for (int k = 0; k < 16; ++k) {
+    if (k == 4 || k == 6 || k == 8 || k == 10) s += '-';
+    std::snprintf(hex, sizeof(hex), "%02x", props.uuid[k]);
+    s += hex;
+  }
+  return s;
+}
+
+std::string open_device(DeviceRecord& device, std::vector<std::string>& warnings) {
   const strata_plugin_api* api = device.plugin.api;
-  strata_error err{sizeof(strata_error), {}};
-  device.props.struct_size = sizeof(strata_device_props);
-  if (api->device_props(device.plugin.state, device.index, &device.props, &err) != STRATA_OK) {
-    return std::string("device_props failed: ") + err.message;
+  const LoadedPlugin& plugin = device.plugin;
+  strata_error err = fresh_error();
+  device.props = strata_device_props{};
+  device.props.struct_size = sizeof(strata_device_props);  // our capacity
+  strata_device_args args{};
+  args.struct_size = sizeof(args);
+  args.state = plugin.state;
+  args.device = device.index;
+  args.props = &device.props;
+  args.error = &err;
+  if (strata_status st = api->device_props(&args); st != STRATA_OK) {
+    return "device_props failed: " + std::string(err.message[0] != '\0' ? err.message : "status " + std::to_string(st));
+  }
+  if (device.props.struct_size < STRATA_DEVICE_PROPS_MIN_SIZE || device.props.struct_size > sizeof(strata_device_props)) {
+    return "device_props wrote struct_size " + std::to_string(device.props.struct_size) + " (expected " +
+           std::to_string(STRATA_DEVICE_PROPS_MIN_SIZE) + ".." + std::to_string(sizeof(strata_device_props)) + ")";
   }
   device.props.name[sizeof(device.props.name) - 1] = '\0';
   device.props.compute_capability[sizeof(device.props.compute_capability) - 1] = '\0';
-  if (device.props.has_streams != 0 && api->stream_create != nullptr) {
-    if (api->stream_create(device.plugin.state, device.index, &device.stream, &err) != STRATA_OK) {
-      return std::string("stream_create failed: ") + err.message;
+  if (STRATA_HAS_FIELD(&device.props, strata_device_props, pci_bus_id)) {
+    device.props.pci_bus_id[sizeof(device.props.pci_bus_id) - 1] = '\0';
+  }
+  device.free_threaded = (device.props.flags & STRATA_DEVICE_FREE_THREADED) != 0;
+  if ((device.props.flags & STRATA_DEVICE_HAS_STREAMS) != 0) {
+    bool complete = plugin.has(&strata_plugin_api::stream_create) && plugin.has(&strata_plugin_api::stream_destroy) &&
+                    plugin.has(&strata_plugin_api::stream_synchronize) &&
+                    plugin.has(&strata_plugin_api::event_create) && plugin.has(&strata_plugin_api::event_destroy) &&
+                    plugin.has(&strata_plugin_api::event_record) &&
+                    plugin.has(&strata_plugin_api::stream_wait_event) &&
+                    plugin.has(&strata_plugin_api::event_synchronize);
+    if (!complete) {
+      warnings.push_back(device.id + ": declares streams but its table lacks stream or event functions; treated as "
+                                     "synchronous");
+    } else {
+      strata_stream_args sa{};
+      sa.struct_size = sizeof(sa);
+      sa.state = plugin.state;
+      sa.device = device.index;
+      sa.error = &err;
+      if (api->stream_create(&sa) != STRATA_OK) return std::string("stream_create failed: ") + err.message;
+      device.stream = sa.stream;
+      device.has_streams = true;
     }
   }
-  const strata_kernel_entry* entries = nullptr;
-  int32_t count = 0;
-  if (api->get_kernels(device.plugin.state, device.index, &entries, &count, &err) != STRATA_OK) {
-    return std::string("get_kernels failed: ") + err.message;
+  args.props = nullptr;
+  if (strata_status st = api->get_kernels(&args); st != STRATA_OK) {
+    return "get_kernels failed: " + std::string(err.message[0] != '\0' ? err.message : "status " + std::to_string(st));
   }
-  device.kernels.assign(all_ops().size(), {});
+  if (args.n_entries < 0 || (args.n_entries > 0 && args.entries == nullptr)) {
+    return "get_kernels returned " + std::to_string(args.n_entries) + " entries and no array";
+  }
+  device.kernels.assign(kMaxOps, {});
   auto log = logger("plugin");
-  for (int32_t k = 0; k < count; ++k) {
-    const strata_kernel_entry& e = entries[k];
-    if (e.struct_size < sizeof(strata_kernel_entry) || e.op == nullptr || e.fn == nullptr) {
-      log->warn("{}: kernel entry {} is malformed; ignored", device.id, k);
-      continue;
+  for (int32_t k = 0; k < args.n_entries; ++k) {
+    if (std::string why = device.add_kernel(args.entries[k], k); !why.empty()) {
+      log->warn("{}: {}; ignored", device.id, why);
+      warnings.push_back(device.id + ": " + why);
     }
-    const OpDef* op = find_op(e.op);
-    if (op == nullptr) {
-      log->debug("{}: kernel for unknown op \"{}\" ignored", device.id, e.op);
-      continue;
-    }
-    uint64_t key = parse_signature(e.signature);
-    if (key == 0) {
-      log->warn("{}: kernel {} has a malformed signature \"{}\"; ignored", device.id, e.op,
-                e.signature != nullptr ? e.signature : "(null)");
-      continue;
-    }
-    auto& slots = device.kernels[static_cast<size_t>(op->id)];
-    bool duplicate = std::any_of(slots.begin(), slots.end(), [&](const KernelSlot& s) { return s.signature == key; });
-    if (duplicate) continue;
-    slots.push_back({key, e.fn, e.flags});
-    ++device.kernel_count;
   }
+  add_foreign_kernels(device, warnings);
   return {};
 }
 

@@ -1,4 +1,5 @@
-// plugin_loader.hpp — finding plugin files and loading one with Boost.DLL.
+// plugin_loader.hpp — finding plugin files, reading their manifests with
+// Boost.DLL, and initialising the chosen ones.
 #pragma once
 
 #include "device_record.hpp"
@@ -18,21 +19,42 @@ struct Candidate {
   std::string error;  // set when the search path itself is bad
 };
 
+/// What the loader learned about a plugin before running any code of it
+/// that may touch a driver: its table (manifest) and its probe's score.
+struct Manifest {
+  Candidate candidate;
+  const strata_plugin_api* api = nullptr;
+  void* library = nullptr;  // boost::dll::shared_library*, never unloaded
+  int probe_score = 0;
+};
+
 /// Plugin files under the search paths (directories are scanned for
 /// libstrata_plugin_<name>.so; files are taken as they are). A path that
 /// does not exist yields a Candidate with `error` set.
 std::vector<Candidate> discover_plugins(const std::vector<std::string>& paths);
 
-/// Loads and initialises one plugin. On refusal returns nullptr and fills
-/// info.reason; never throws for a bad plugin.
-std::unique_ptr<LoadedPlugin> load_plugin(const Candidate& candidate, const Config& config, PluginInfo& info);
+/// Opens the library, checks its table against the ABI and runs `probe`.
+/// On refusal returns nullptr and fills info.reason; never throws for a bad
+/// plugin. Fills info.name/vendor/version/abi/score.
+std::unique_ptr<Manifest> read_manifest(const Candidate& candidate, const Config& config, PluginInfo& info);
+
+/// Runs `init`. Returns nullptr (and info.reason) when init fails or the
+/// initialised plugin is refused; such a plugin has been shut down already.
+std::unique_ptr<LoadedPlugin> init_plugin(const Manifest& manifest, const Config& config, PluginInfo& info);
 
 /// Reads the device properties and kernel table of device `index`.
-/// Returns an empty string on success, else the reason for refusal.
-std::string open_device(DeviceRecord& device);
+/// Returns an empty string on success, else the reason for refusal; refused
+/// kernel entries are reported in `warnings`.
+std::string open_device(DeviceRecord& device, std::vector<std::string>& warnings);
+
+/// Calls `shutdown` (when the plugin has one).
+void shutdown_plugin(LoadedPlugin& plugin);
 
 /// The name in libstrata_plugin_<name>.so, or "" when the file name does not
 /// follow that pattern.
 std::string plugin_name_from_path(const std::string& path);
+
+/// "xxxxxxxx-xxxx-xxxx-xxxx-xxxxxxxxxxxx", or "" when the device reports none.
+std::string uuid_string(const strata_device_props& props);
 
 }  // namespace strata::detail

@@ -4,6 +4,7 @@
 #include "device_record.hpp"
 #include "logging.hpp"
 #include "op.hpp"
+#include "plugin_host.hpp"
 #include "plugin_loader.hpp"
 #include "runtime_internal.hpp"
 
@@ -11,6 +12,7 @@
 #include <strata/runtime.hpp>
 
 #include <algorithm>
+#include <cstring>
 #include <array>
 #include <atomic>
 #include <cstdlib>
@@ -91,13 +93,22 @@ int type_rank(strata_device_type t) {
   }
 }
 
-/// At exit: stop returning memory to plugins, then let each release its
-/// device resources. Libraries stay mapped (never unloaded).
+/// At exit: stop returning memory to plugins, then let each initialised
+/// plugin release its device resources. Libraries stay mapped (never
+/// unloaded).
 void shutdown_plugins() {
   g_shutting_down = true;
-  for (const auto& plugin : runtime().impl().plugins) {
-    if (plugin->api->shutdown != nullptr) plugin->api->shutdown(plugin->state);
-  }
+  for (const auto& plugin : runtime().impl().plugins) detail::shutdown_plugin(*plugin);
+}
+
+/// Whether two devices are one piece of hardware (same UUID or PCI bus id).
+bool same_hardware(const DeviceRecord& a, const DeviceRecord& b) {
+  if (&a == &b) return false;
+  std::string ua = detail::uuid_string(a.props);
+  if (!ua.empty() && ua == detail::uuid_string(b.props)) return true;
+  bool has_pci = STRATA_HAS_FIELD(&a.props, strata_device_props, pci_bus_id) &&
+                 STRATA_HAS_FIELD(&b.props, strata_device_props, pci_bus_id);
+  return has_pci && a.props.pci_bus_id[0] != '\0' && std::strcmp(a.props.pci_bus_id, b.props.pci_bus_id) == 0;
 }
 
 }  // namespace
@@ -134,46 +145,58 @@ void Runtime::Impl::apply(const Config& new_config) {
 void Runtime::Impl::load_plugins(const Config& cfg) {
   std::vector<std::string> paths = cfg.plugin_paths;
   for (const std::string& p : env_plugin_paths()) paths.push_back(p);
-  std::vector<std::pair<std::unique_ptr<LoadedPlugin>, PluginInfo>> fresh;
+  // 1. Manifests: every new file's table is checked and probed; nothing that
+  //    may touch a driver has run yet.
+  struct Found {
+    std::unique_ptr<detail::Manifest> manifest;
+    PluginInfo info;
+  };
+  std::vector<Found> found;
   for (const detail::Candidate& candidate : detail::discover_plugins(paths)) {
     std::string key = std::filesystem::weakly_canonical(candidate.path).string();
     if (!seen_paths.insert(key).second) continue;
     PluginInfo info;
-    auto plugin = detail::load_plugin(candidate, cfg, info);
-    fresh.emplace_back(std::move(plugin), std::move(info));
+    auto manifest = detail::read_manifest(candidate, cfg, info);
+    found.push_back({std::move(manifest), std::move(info)});
   }
-  // Several builds of one backend: the highest score wins (ggml's model);
-  // a name already active from an earlier configuration stays.
-  for (auto& [plugin, info] : fresh) {
-    if (!plugin) continue;
-    auto active = std::find_if(plugins.begin(), plugins.end(), [&](const auto& p) { return p->name == plugin->name; });
+  // 2. Several builds of one backend: the highest probe score is initialised
+  //    (ggml's model); the others are superseded without running their init.
+  //    When the best one's init fails, the next build gets its chance. A
+  //    name already active from an earlier configuration stays.
+  std::vector<size_t> order(found.size());
+  for (size_t k = 0; k < order.size(); ++k) order[k] = k;
+  std::stable_sort(order.begin(), order.end(), [&](size_t a, size_t b) {
+    int sa = found[a].manifest ? found[a].manifest->probe_score : 0;
+    int sb = found[b].manifest ? found[b].manifest->probe_score : 0;
+    return sa > sb;
+  });
+  std::map<std::string, const Found*> chosen;
+  for (size_t k : order) {
+    Found& f = found[k];
+    if (!f.manifest) continue;
+    const std::string& name = f.info.name;
+    auto active = std::find_if(plugins.begin(), plugins.end(), [&](const auto& p) { return p->name == name; });
     if (active != plugins.end()) {
-      info.loaded = false;
-      info.reason = "a plugin named \"" + plugin->name + "\" is already active from " + (*active)->path;
-      plugin.reset();
+      f.info.reason = "a plugin named \"" + name + "\" is already active from " + (*active)->path;
       continue;
     }
-    for (auto& [other, other_info] : fresh) {
-      if (other && other != plugin && other->name == plugin->name && other->score > plugin->score) {
-        info.loaded = false;
-        info.reason = "superseded by " + other->path + " (score " + std::to_string(other->score) + " > " +
-                      std::to_string(plugin->score) + ")";
-        break;
-      }
-    }
-    if (!info.loaded) {
-      plugin.reset();  // the library stays mapped; only the record goes
+    if (auto it = chosen.find(name); it != chosen.end()) {
+      f.info.reason = "superseded by " + it->second->manifest->candidate.path + " (probe score " +
+                      std::to_string(it->second->manifest->probe_score) + " >= " +
+                      std::to_string(f.manifest->probe_score) + "); its init never ran";
       continue;
     }
+    auto plugin = detail::init_plugin(*f.manifest, cfg, f.info);
+    if (!plugin) continue;
+    chosen[name] = &f;
     LoadedPlugin& loaded = *plugins.emplace_back(std::move(plugin));
-    add_devices(loaded, info);
+    add_devices(loaded, f.info);
   }
-  for (auto& [plugin, info] : fresh) outcomes.push_back(std::move(info));
+  for (Found& f : found) outcomes.push_back(std::move(f.info));
 }
 
 void Runtime::Impl::add_devices(LoadedPlugin& plugin, PluginInfo& info) {
-  int32_t count = plugin.api->device_count(plugin.state);
-  for (int32_t i = 0; i < count; ++i) {
+  for (int32_t i = 0; i < plugin.device_count; ++i) {
     int32_t slot = device_count.load();
     if (static_cast<size_t>(slot) >= kMaxDevices) {
       detail::logger("core")->warn("device table full; {}:{} ignored", plugin.name, i);
@@ -181,7 +204,7 @@ void Runtime::Impl::add_devices(LoadedPlugin& plugin, PluginInfo& info) {
     }
     auto record = std::make_unique<DeviceRecord>(plugin, i, slot);
     record->id = plugin.name + ":" + std::to_string(i);
-    if (std::string why = detail::open_device(*record); !why.empty()) {
+    if (std::string why = detail::open_device(*record, info.warnings); !why.empty()) {
       detail::logger("plugin")->warn("{}: device refused: {}", record->id, why);
       info.reason += (info.reason.empty() ? "" : "; ") + record->id + ": " + why;
       continue;
@@ -209,8 +232,20 @@ void Runtime::Impl::select_default() {
     return cpu_class ? std::make_tuple(1, -r.plugin.score, pref, type_rank(r.props.type), r.slot)
                      : std::make_tuple(0, static_cast<int>(pref), size_t{0}, type_rank(r.props.type), r.slot);
   };
+  // One piece of hardware seen through two plugins is one candidate: the
+  // member whose plugin the configuration prefers (then the earlier one).
+  auto shadowed = [&](const DeviceRecord& r) {
+    for (const auto& other : records) {
+      if (!same_hardware(r, *other)) continue;
+      auto mine = std::make_pair(prefer_index(r.plugin.name), r.slot);
+      auto theirs = std::make_pair(prefer_index(other->plugin.name), other->slot);
+      if (theirs < mine) return true;
+    }
+    return false;
+  };
   const DeviceRecord* best = nullptr;
   for (const auto& r : records) {
+    if (r->lost() || shadowed(*r)) continue;
     if (any_preferred && prefer_index(r->plugin.name) >= prefer.size()) continue;
     if (best == nullptr || key(*r) < key(*best)) best = r.get();
   }
@@ -229,12 +264,22 @@ DeviceInfo Runtime::Impl::info_of(const DeviceRecord& r) {
     if ((r.props.compute_dtype_mask & STRATA_DTYPE_BIT(k)) != 0) d.compute_dtypes.push_back(static_cast<DType>(k));
   }
   d.compute_capability = r.props.compute_capability;
-  d.has_streams = r.props.has_streams != 0;
-  d.unified_memory = r.props.unified_memory != 0;
+  d.has_streams = r.has_streams;
+  d.unified_memory = (r.props.flags & STRATA_DEVICE_UNIFIED_MEMORY) != 0;
+  d.free_threaded = r.free_threaded;
+  d.plugin_caches_memory = (r.props.flags & STRATA_DEVICE_CACHES_MEMORY) != 0;
+  d.uuid = detail::uuid_string(r.props);
+  if (STRATA_HAS_FIELD(&r.props, strata_device_props, pci_bus_id)) d.pci_bus_id = r.props.pci_bus_id;
+  for (const auto& other : records) {
+    if (same_hardware(r, *other)) d.same_hardware_as.push_back(other->id);
+  }
+  d.lost = r.lost();
+  if (d.lost) d.lost_reason = r.lost_reason();
   d.memory_limit = config.device(r.plugin.name, r.index).memory_limit;
   d.kernel_count = r.kernel_count;
   for (const detail::OpDef* op : detail::all_ops()) {
-    if (op->kind == detail::OpKind::primitive && r.kernels[static_cast<size_t>(op->id)].empty()) {
+    if (op->kind == detail::OpKind::primitive && op->plugin_op == nullptr &&
+        r.kernels[static_cast<size_t>(op->id)].empty()) {
       d.missing_primitives.emplace_back(op->name);
     }
   }
@@ -314,6 +359,47 @@ std::vector<PluginInfo> Runtime::plugins() {
 
 MemoryStats Runtime::memory_stats(Device device) { return detail::device_record(device).allocator.stats(); }
 
+namespace {
+strata_memory_args memory_args(const DeviceRecord& r, strata_error& err) {
+  strata_memory_args a{};
+  a.struct_size = sizeof(a);
+  a.state = r.plugin.state;
+  a.device = r.index;
+  a.error = &err;
+  return a;
+}
+}  // namespace
+
+DeviceMemoryInfo Runtime::device_memory_info(Device device) {
+  DeviceRecord& r = detail::device_record(device);
+  r.ensure_alive();
+  DeviceMemoryInfo out;
+  strata_error err{sizeof(strata_error), {}};
+  strata_memory_args a = memory_args(r, err);
+  if (r.plugin.has(&strata_plugin_api::memory_info)) {
+    r.check(r.plugin.api->memory_info(&a), err, "memory_info");
+    out.free_bytes = a.free_bytes;
+    out.total_bytes = a.total_bytes;
+  }
+  if (r.plugin.has(&strata_plugin_api::memory_stats)) {
+    r.check(r.plugin.api->memory_stats(&a), err, "memory_stats");
+    out.plugin_bytes_in_use = a.bytes_in_use;
+    out.plugin_bytes_reserved = a.bytes_reserved;
+    out.plugin_peak_bytes_in_use = a.peak_bytes_in_use;
+    out.plugin_allocations = a.allocations;
+  }
+  return out;
+}
+
+void Runtime::trim_memory(Device device) {
+  DeviceRecord& r = detail::device_record(device);
+  r.allocator.empty_cache();
+  if (!r.plugin.has(&strata_plugin_api::memory_trim) || r.lost()) return;
+  strata_error err{sizeof(strata_error), {}};
+  strata_memory_args a = memory_args(r, err);
+  r.check(r.plugin.api->memory_trim(&a), err, "memory_trim");
+}
+
 void Runtime::reset_peak_memory(Device device) { detail::device_record(device).allocator.reset_peak(); }
 
 MemoryScope::MemoryScope(Device device) : device_(device) {
@@ -340,6 +426,33 @@ void Runtime::empty_cache() {
   impl_->ensure_initialized();
   std::lock_guard lock(impl_->mutex);
   for (auto& r : impl_->records) r->allocator.empty_cache();
+}
+
+std::vector<OpInfo> Runtime::ops() {
+  impl_->ensure_initialized();
+  std::lock_guard lock(impl_->mutex);
+  std::map<std::string, std::string> defined_by;
+  for (const PluginInfo& p : impl_->outcomes) {
+    for (const std::string& op : p.ops) defined_by[op] = p.name;
+  }
+  std::vector<OpInfo> out;
+  for (const detail::OpDef* op : detail::all_ops()) {
+    OpInfo info;
+    info.name = std::string(op->kernel_name);
+    info.kind = op->kind == detail::OpKind::primitive   ? "primitive"
+                : op->kind == detail::OpKind::composite ? "composite"
+                : op->kind == detail::OpKind::view      ? "view"
+                                                        : "join";
+    info.n_inputs = op->n_inputs;
+    info.n_outputs = op->n_outputs;
+    info.version = op->version;
+    info.differentiable = op->vjp != nullptr;
+    info.forward_mode = op->jvp != nullptr;
+    if (auto it = defined_by.find(info.name); it != defined_by.end()) info.plugin = it->second;
+    info.doc = detail::op_doc(*op);
+    out.push_back(std::move(info));
+  }
+  return out;
 }
 
 std::vector<FallbackRecord> Runtime::fallback_stats() {
@@ -421,6 +534,20 @@ FallbackPolicy fallback_policy(int op_id) {
   Runtime::Impl& rt = runtime().impl();
   if (op_id < 0 || static_cast<size_t>(op_id) >= rt.fallback_by_op.size()) return FallbackPolicy::cpu;
   return static_cast<FallbackPolicy>(rt.fallback_by_op[static_cast<size_t>(op_id)].load(std::memory_order_relaxed));
+}
+
+std::vector<DeviceRecord*> all_device_records() {
+  Runtime::Impl& rt = runtime().impl();
+  std::vector<DeviceRecord*> out;
+  for (int32_t s = 0; s < rt.device_count.load(); ++s) out.push_back(rt.table[static_cast<size_t>(s)].load(std::memory_order_acquire));
+  return out;
+}
+
+const LoadedPlugin* find_active_plugin(std::string_view name) {
+  for (DeviceRecord* r : all_device_records()) {
+    if (r->plugin.name == name) return &r->plugin;
+  }
+  return nullptr;
 }
 
 DeviceRecord* cpu_device() {

@@ -18,5 +18,9 @@ void record_fallback(const DeviceRecord& device, std::string_view op, const std:
 bool shutting_down();
 /// The default device's record (loads the runtime on first use).
 DeviceRecord& default_device_record();
+/// Every open device, in slot order.
+std::vector<DeviceRecord*> all_device_records();
+/// The active plugin named `name`, or nullptr.
+const LoadedPlugin* find_active_plugin(std::string_view name);
 
 }  // namespace strata::detail

@@ -19,7 +19,7 @@
 namespace strata::detail {
 
 Storage::~Storage() {
-  if (device != nullptr && buffer != nullptr && !shutting_down()) device->allocator.release(buffer, bytes);
+  if (device != nullptr && buffer != nullptr && !shutting_down()) device->allocator.release(buffer, bytes, device->stream);
 }
 
 int64_t contiguous_strides(std::span<const int64_t> shape, int64_t* strides) {
@@ -47,7 +47,7 @@ Tensor make_tensor(DeviceRecord& device, DType dtype, std::span<const int64_t> s
   impl->numel = contiguous_strides(shape, impl->strides.data());
   size_t block = 0;
   size_t bytes = static_cast<size_t>(impl->numel) * dtype_size(dtype);
-  strata_buffer buffer = device.allocator.allocate(bytes, &block);
+  strata_buffer buffer = device.allocator.allocate(bytes, &block, device.stream);
   impl->storage = make_pooled<Storage>(&device, buffer, block);
   return Tensor(std::move(impl));
 }
@@ -107,21 +107,12 @@ void for_each_element(const TensorImpl& impl, F&& f) {
 }
 
 void device_to_host(const TensorImpl& impl, void* dst, size_t bytes) {
-  DeviceRecord& dev = impl.record();
-  strata_error err{sizeof(strata_error), {}};
-  strata_status st = dev.plugin.api->copy_d2h(dev.plugin.state, dev.index, dst, impl.storage->buffer,
-                                               static_cast<size_t>(impl.offset) * dtype_size(impl.dtype), bytes,
-                                               dev.stream, &err);
-  check_status(st, err, dev, "copy to host");
+  impl.record().copy_to_host(dst, impl.storage->buffer, static_cast<size_t>(impl.offset) * dtype_size(impl.dtype), bytes);
 }
 
 void host_to_device(const TensorImpl& impl, const void* src, size_t bytes) {
-  DeviceRecord& dev = impl.record();
-  strata_error err{sizeof(strata_error), {}};
-  strata_status st = dev.plugin.api->copy_h2d(dev.plugin.state, dev.index, impl.storage->buffer,
-                                               static_cast<size_t>(impl.offset) * dtype_size(impl.dtype), src, bytes,
-                                               dev.stream, &err);
-  check_status(st, err, dev, "copy from host");
+  impl.record().copy_from_host(impl.storage->buffer, static_cast<size_t>(impl.offset) * dtype_size(impl.dtype), src,
+                               bytes);
 }
 
 }  // namespace
@@ -167,10 +158,7 @@ Tensor upload_bytes(const void* bytes, DType dtype, std::span<const int64_t> sha
   Tensor t = make_tensor(device, dtype, shape);
   size_t n = static_cast<size_t>(t.numel()) * dtype_size(dtype);
   if (n == 0) return t;
-  strata_error err{sizeof(strata_error), {}};
-  strata_status st = device.plugin.api->copy_h2d(device.plugin.state, device.index, t.impl()->storage->buffer, 0,
-                                                 bytes, n, device.stream, &err);
-  check_status(st, err, device, "copy from host");
+  device.copy_from_host(t.impl()->storage->buffer, 0, bytes, n);
   return t;
 }
 

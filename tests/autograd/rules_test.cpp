@@ -18,6 +18,7 @@ const std::set<std::string> kNotDifferentiable = {
     "logical_and", "logical_or", "logical_not",           // boolean in and out
     "argmax",      "argmin",                              // integer results
     "fill",                                               // no inputs
+    "random_uniform", "random_normal", "bernoulli",       // no inputs: random draws are constants
     "detach",                                             // cuts the graph by definition
     "amp_unscale",                                        // optimizer-side, never differentiated
 };

@@ -10,7 +10,7 @@ TEST_F(CpuAbiTest, IndexSelectAlongDimOne) {
   DeviceTensor& x = tensor<float>(STRATA_F32, {2, 3}, {0, 1, 2, 10, 11, 12});
   DeviceTensor& index = tensor<int64_t>(STRATA_I64, {4}, {2, 0, 2, 1});
   DeviceTensor& y = output(STRATA_F32, {2, 4});
-  ASSERT_EQ(run("index_select", "f32,i64->f32", {&x, &index}, y, Attrs().integer("dim", 1)), STRATA_OK)
+  ASSERT_EQ(run(STRATA_OP_INDEX_SELECT, "f32,i64->f32", {&x, &index}, y, Attrs().integer("dim", 1)), STRATA_OK)
       << last_error.message;
   EXPECT_EQ(y.download<float>(), (std::vector<float>{2, 0, 2, 1, 12, 10, 12, 11}));
 }
@@ -19,24 +19,25 @@ TEST_F(CpuAbiTest, IndexSelectOutOfRangeIsAnError) {
   DeviceTensor& x = tensor<float>(STRATA_F32, {2, 3}, {0, 1, 2, 10, 11, 12});
   DeviceTensor& index = tensor<int64_t>(STRATA_I64, {2}, {1, 7});
   DeviceTensor& y = output(STRATA_F32, {2, 2});
-  EXPECT_EQ(run("index_select", "f32,i64->f32", {&x, &index}, y, Attrs().integer("dim", 1)),
+  EXPECT_EQ(run(STRATA_OP_INDEX_SELECT, "f32,i64->f32", {&x, &index}, y, Attrs().integer("dim", 1)),
             STRATA_ERROR_INVALID_ARGUMENT);
   const std::string message = last_error.message;
   EXPECT_NE(message.find("index_select"), std::string::npos) << message;
   EXPECT_NE(message.find("7"), std::string::npos) << message;
-  EXPECT_EQ(run("index_select", "f32,i64->f32", {&x, &index}, y), STRATA_ERROR_INVALID_ARGUMENT);  // no dim
+  EXPECT_EQ(run(STRATA_OP_INDEX_SELECT, "f32,i64->f32", {&x, &index}, y), STRATA_ERROR_INVALID_ARGUMENT);  // no dim
 }
 
 TEST_F(CpuAbiTest, GatherAndScatterAdd) {
   DeviceTensor& x = tensor<float>(STRATA_F32, {2, 3}, {0, 1, 2, 10, 11, 12});
   DeviceTensor& index = tensor<int64_t>(STRATA_I64, {2, 2}, {2, 2, 0, 1});
   DeviceTensor& g = output(STRATA_F32, {2, 2});
-  ASSERT_EQ(run("gather", "f32,i64->f32", {&x, &index}, g, Attrs().integer("dim", 1)), STRATA_OK);
+  ASSERT_EQ(run(STRATA_OP_GATHER, "f32,i64->f32", {&x, &index}, g, Attrs().integer("dim", 1)), STRATA_OK);
   EXPECT_EQ(g.download<float>(), (std::vector<float>{2, 2, 10, 11}));
 
   DeviceTensor& src = tensor<float>(STRATA_F32, {2, 2}, {1, 2, 3, 4});
   DeviceTensor& s = output(STRATA_F32, {2, 3});
-  ASSERT_EQ(run("scatter_add", "f32,i64,f32->f32", {&x, &index, &src}, s, Attrs().integer("dim", 1)), STRATA_OK);
+  ASSERT_EQ(run(STRATA_OP_SCATTER_ADD, "f32,i64,f32->f32", {&x, &index, &src}, s, Attrs().integer("dim", 1)),
+            STRATA_OK);
   EXPECT_EQ(s.download<float>(), (std::vector<float>{0, 1, 5, 13, 15, 12}));
 }
 
@@ -61,11 +62,11 @@ TEST_F(CpuAbiTest, SoftmaxAndLogSoftmax) {
   softmax_reference(xs, 3, 4, soft, log_soft);
   DeviceTensor& x = tensor<float>(STRATA_F32, {3, 4}, xs);
   DeviceTensor& y = output(STRATA_F32, {3, 4});
-  ASSERT_EQ(run("softmax", "f32->f32", {&x}, y, Attrs().integer("dim", -1)), STRATA_OK) << last_error.message;
+  ASSERT_EQ(run(STRATA_OP_SOFTMAX, "f32->f32", {&x}, y, Attrs().integer("dim", -1)), STRATA_OK) << last_error.message;
   std::vector<float> out = y.download<float>();
   for (size_t i = 0; i < xs.size(); ++i) EXPECT_NEAR(out[i], soft[i], 1e-6) << i;
   DeviceTensor& ly = output(STRATA_F32, {3, 4});
-  ASSERT_EQ(run("log_softmax", "f32->f32", {&x}, ly, Attrs().integer("dim", 1)), STRATA_OK);
+  ASSERT_EQ(run(STRATA_OP_LOG_SOFTMAX, "f32->f32", {&x}, ly, Attrs().integer("dim", 1)), STRATA_OK);
   out = ly.download<float>();
   for (size_t i = 0; i < xs.size(); ++i) EXPECT_NEAR(out[i], log_soft[i], 1e-5) << i;
 
@@ -76,7 +77,7 @@ TEST_F(CpuAbiTest, SoftmaxAndLogSoftmax) {
   }
   DeviceTensor& x0 = tensor<float>(STRATA_F32, {4, 3}, xt);
   DeviceTensor& y0 = output(STRATA_F32, {4, 3});
-  ASSERT_EQ(run("softmax", "f32->f32", {&x0}, y0, Attrs().integer("dim", 0)), STRATA_OK);
+  ASSERT_EQ(run(STRATA_OP_SOFTMAX, "f32->f32", {&x0}, y0, Attrs().integer("dim", 0)), STRATA_OK);
   out = y0.download<float>();
   for (int r = 0; r < 3; ++r) {
     for (int c = 0; c < 4; ++c) EXPECT_NEAR(out[c * 3 + r], soft[r * 4 + c], 1e-6);
@@ -88,7 +89,7 @@ TEST_F(CpuAbiTest, SoftmaxBackwardMatchesFormula) {
   DeviceTensor& g = tensor<float>(STRATA_F32, {1, 3}, gs);
   DeviceTensor& y = tensor<float>(STRATA_F32, {1, 3}, ys);
   DeviceTensor& dx = output(STRATA_F32, {1, 3});
-  ASSERT_EQ(run("softmax_backward", "f32,f32->f32", {&g, &y}, dx, Attrs().integer("dim", 1)), STRATA_OK);
+  ASSERT_EQ(run(STRATA_OP_SOFTMAX_BACKWARD, "f32,f32->f32", {&g, &y}, dx, Attrs().integer("dim", 1)), STRATA_OK);
   const double dot = 0.1 * 1 + 0.2 * -2 + 0.7 * 0.5;
   const std::vector<float> out = dx.download<float>();
   for (int i = 0; i < 3; ++i) EXPECT_NEAR(out[i], ys[i] * (gs[i] - dot), 1e-6);
@@ -99,19 +100,19 @@ TEST_F(CpuAbiTest, GeluAndBackwardOps) {
   DeviceTensor& x = tensor<float>(STRATA_F32, {5}, xs);
   DeviceTensor& g = tensor<float>(STRATA_F32, {5}, {1, 1, 1, 1, 2});
   DeviceTensor& y = output(STRATA_F32, {5});
-  ASSERT_EQ(run("gelu", "f32->f32", {&x}, y), STRATA_OK);
+  ASSERT_EQ(run(STRATA_OP_GELU, "f32->f32", {&x}, y), STRATA_OK);
   std::vector<float> out = y.download<float>();
   for (size_t i = 0; i < xs.size(); ++i) {
     EXPECT_NEAR(out[i], 0.5 * xs[i] * (1 + std::erf(xs[i] / std::sqrt(2.0))), 1e-6);
   }
-  ASSERT_EQ(run("gelu_backward", "f32,f32->f32", {&g, &x}, y), STRATA_OK);
+  ASSERT_EQ(run(STRATA_OP_GELU_BACKWARD, "f32,f32->f32", {&g, &x}, y), STRATA_OK);
   out = y.download<float>();
   for (size_t i = 0; i < xs.size(); ++i) {
     const double cdf = 0.5 * (1 + std::erf(xs[i] / std::sqrt(2.0)));
     const double pdf = std::exp(-0.5 * xs[i] * xs[i]) / std::sqrt(2 * M_PI);
     EXPECT_NEAR(out[i], (i == 4 ? 2 : 1) * (cdf + xs[i] * pdf), 1e-6);
   }
-  ASSERT_EQ(run("relu_backward", "f32,f32->f32", {&g, &x}, y), STRATA_OK);
+  ASSERT_EQ(run(STRATA_OP_RELU_BACKWARD, "f32,f32->f32", {&g, &x}, y), STRATA_OK);
   EXPECT_EQ(y.download<float>(), (std::vector<float>{0, 0, 0, 1, 2}));
 }
 

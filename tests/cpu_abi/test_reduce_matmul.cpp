@@ -13,7 +13,7 @@ TEST_F(CpuAbiTest, SumOverTwoDims) {
   for (int i = 0; i < 24; ++i) xs[i] = static_cast<float>(i);
   DeviceTensor& x = tensor<float>(STRATA_F32, {2, 3, 4}, xs);
   DeviceTensor& y = output(STRATA_F32, {1, 3, 1});
-  ASSERT_EQ(run("sum", "f32->f32", {&x}, y, Attrs().ints("dims", {0, 2})), STRATA_OK) << last_error.message;
+  ASSERT_EQ(run(STRATA_OP_SUM, "f32->f32", {&x}, y, Attrs().ints("dims", {0, 2})), STRATA_OK) << last_error.message;
   const std::vector<float> out = y.download<float>();
   for (int j = 0; j < 3; ++j) {
     float expected = 0;
@@ -27,11 +27,11 @@ TEST_F(CpuAbiTest, SumOverTwoDims) {
 TEST_F(CpuAbiTest, IntegerAndBoolSumsAreI64) {
   DeviceTensor& x = tensor<int32_t>(STRATA_I32, {2, 2}, {INT32_MAX, INT32_MAX, 1, 2});
   DeviceTensor& y = output(STRATA_I64, {2, 1});
-  ASSERT_EQ(run("sum", "i32->i64", {&x}, y, Attrs().ints("dims", {1})), STRATA_OK);
+  ASSERT_EQ(run(STRATA_OP_SUM, "i32->i64", {&x}, y, Attrs().ints("dims", {1})), STRATA_OK);
   EXPECT_EQ(y.download<int64_t>(), (std::vector<int64_t>{2LL * INT32_MAX, 3}));
   DeviceTensor& b = tensor<uint8_t>(STRATA_BOOL, {5}, {1, 0, 1, 1, 0});
   DeviceTensor& count = output(STRATA_I64, {1});
-  ASSERT_EQ(run("sum", "bool->i64", {&b}, count, Attrs().ints("dims", {0})), STRATA_OK);
+  ASSERT_EQ(run(STRATA_OP_SUM, "bool->i64", {&b}, count, Attrs().ints("dims", {0})), STRATA_OK);
   EXPECT_EQ(count.download<int64_t>()[0], 3);
 }
 
@@ -42,7 +42,7 @@ TEST_F(CpuAbiTest, SumOverLeadingDimAndTransposedInput) {
   const std::vector<float> xs = random_values(R * C, 3);
   DeviceTensor& x = tensor<float>(STRATA_F32, {R, C}, xs);
   DeviceTensor& cols = output(STRATA_F32, {1, C});
-  ASSERT_EQ(run("sum", "f32->f32", {&x}, cols, Attrs().ints("dims", {0})), STRATA_OK);
+  ASSERT_EQ(run(STRATA_OP_SUM, "f32->f32", {&x}, cols, Attrs().ints("dims", {0})), STRATA_OK);
   std::vector<float> out = cols.download<float>();
   for (int64_t c = 0; c < C; ++c) {
     double expected = 0;
@@ -51,7 +51,7 @@ TEST_F(CpuAbiTest, SumOverLeadingDimAndTransposedInput) {
   }
   x.view({C, R}, {1, C});  // transposed: the reduced dim 1 is strided
   DeviceTensor& rows = output(STRATA_F32, {C, 1});
-  ASSERT_EQ(run("sum", "f32->f32", {&x}, rows, Attrs().ints("dims", {1})), STRATA_OK);
+  ASSERT_EQ(run(STRATA_OP_SUM, "f32->f32", {&x}, rows, Attrs().ints("dims", {1})), STRATA_OK);
   out = rows.download<float>();
   for (int64_t c = 0; c < C; ++c) {
     double expected = 0;
@@ -66,18 +66,18 @@ TEST_F(CpuAbiTest, FullReductionsOfALongVector) {
   const std::vector<float> xs = random_values(n, 4);
   DeviceTensor& x = tensor<float>(STRATA_F32, {n}, xs);
   DeviceTensor& s = output(STRATA_F32, {1});
-  ASSERT_EQ(run("sum", "f32->f32", {&x}, s, Attrs().ints("dims", {0})), STRATA_OK);
+  ASSERT_EQ(run(STRATA_OP_SUM, "f32->f32", {&x}, s, Attrs().ints("dims", {0})), STRATA_OK);
   double expected = 0;
   for (float v : xs) expected += v;
   EXPECT_NEAR(s.download<float>()[0], expected, 1e-2);
   DeviceTensor& m = output(STRATA_F32, {1});
-  ASSERT_EQ(run("mean", "f32->f32", {&x}, m, Attrs().ints("dims", {0})), STRATA_OK);
+  ASSERT_EQ(run(STRATA_OP_MEAN, "f32->f32", {&x}, m, Attrs().ints("dims", {0})), STRATA_OK);
   EXPECT_NEAR(m.download<float>()[0], expected / n, 1e-7);
   DeviceTensor& mx = output(STRATA_F32, {1});
-  ASSERT_EQ(run("max", "f32->f32", {&x}, mx, Attrs().ints("dims", {0})), STRATA_OK);
+  ASSERT_EQ(run(STRATA_OP_MAX, "f32->f32", {&x}, mx, Attrs().ints("dims", {0})), STRATA_OK);
   EXPECT_EQ(mx.download<float>()[0], *std::max_element(xs.begin(), xs.end()));
   DeviceTensor& am = output(STRATA_I64, {1});
-  ASSERT_EQ(run("argmax", "f32->i64", {&x}, am, Attrs().ints("dims", {0})), STRATA_OK);
+  ASSERT_EQ(run(STRATA_OP_ARGMAX, "f32->i64", {&x}, am, Attrs().ints("dims", {0})), STRATA_OK);
   EXPECT_EQ(am.download<int64_t>()[0], std::max_element(xs.begin(), xs.end()) - xs.begin());
 }
 
@@ -87,10 +87,10 @@ TEST_F(CpuAbiTest, ArgmaxFirstOccurrenceAndNaN) {
                                                        nan, 2, nan, 9,  //
                                                        -1, -1, -2, -1});
   DeviceTensor& y = output(STRATA_I64, {3, 1});
-  ASSERT_EQ(run("argmax", "f32->i64", {&x}, y, Attrs().ints("dims", {1})), STRATA_OK);
+  ASSERT_EQ(run(STRATA_OP_ARGMAX, "f32->i64", {&x}, y, Attrs().ints("dims", {1})), STRATA_OK);
   EXPECT_EQ(y.download<int64_t>(), (std::vector<int64_t>{1, 0, 0}));
   DeviceTensor& z = output(STRATA_I64, {1, 4});
-  ASSERT_EQ(run("argmin", "f32->i64", {&x}, z, Attrs().ints("dims", {0})), STRATA_OK);
+  ASSERT_EQ(run(STRATA_OP_ARGMIN, "f32->i64", {&x}, z, Attrs().ints("dims", {0})), STRATA_OK);
   EXPECT_EQ(z.download<int64_t>(), (std::vector<int64_t>{1, 2, 1, 2}));
 }
 
@@ -122,7 +122,7 @@ TEST_F(CpuAbiTest, MatmulF32PlainAndTransposed) {
   DeviceTensor& a = tensor<float>(STRATA_F32, {M, K}, av);
   DeviceTensor& b = tensor<float>(STRATA_F32, {K, N}, bv);
   DeviceTensor& y = output(STRATA_F32, {M, N});
-  ASSERT_EQ(run("matmul", "f32,f32->f32", {&a, &b}, y), STRATA_OK) << last_error.message;
+  ASSERT_EQ(run(STRATA_OP_MATMUL, "f32,f32->f32", {&a, &b}, y), STRATA_OK) << last_error.message;
   std::vector<float> out = y.download<float>();
   std::vector<double> ref = reference_matmul(av, a.desc(), bv, b.desc());
   for (size_t i = 0; i < ref.size(); ++i) ASSERT_NEAR(out[i], ref[i], 1e-4) << i;
@@ -133,7 +133,7 @@ TEST_F(CpuAbiTest, MatmulF32PlainAndTransposed) {
   a2.view({M, K}, {2 * K, 2}, 1);
   DeviceTensor& bt = tensor<float>(STRATA_F32, {N, K}, bv);
   bt.view({K, N}, {1, K});
-  ASSERT_EQ(run("matmul", "f32,f32->f32", {&a2, &bt}, y), STRATA_OK) << last_error.message;
+  ASSERT_EQ(run(STRATA_OP_MATMUL, "f32,f32->f32", {&a2, &bt}, y), STRATA_OK) << last_error.message;
   out = y.download<float>();
   ref = reference_matmul(wide, a2.desc(), bv, bt.desc());
   for (size_t i = 0; i < ref.size(); ++i) ASSERT_NEAR(out[i], ref[i], 1e-4) << i;
@@ -146,7 +146,7 @@ TEST_F(CpuAbiTest, BatchedMatmulWithStrideZeroBatch) {
   DeviceTensor& b = tensor<float>(STRATA_F32, {K, N}, bv);
   b.view({B, K, N}, {0, N, 1});
   DeviceTensor& y = output(STRATA_F32, {B, M, N});
-  ASSERT_EQ(run("matmul", "f32,f32->f32", {&a, &b}, y), STRATA_OK) << last_error.message;
+  ASSERT_EQ(run(STRATA_OP_MATMUL, "f32,f32->f32", {&a, &b}, y), STRATA_OK) << last_error.message;
   std::vector<float> out = y.download<float>();
   const std::vector<double> ref = reference_matmul(av, a.desc(), bv, b.desc());
   for (size_t i = 0; i < ref.size(); ++i) ASSERT_NEAR(out[i], ref[i], 1e-5) << i;
@@ -154,7 +154,7 @@ TEST_F(CpuAbiTest, BatchedMatmulWithStrideZeroBatch) {
   // Both operands broadcast along the batch: oneDNN cannot, the copy path can.
   DeviceTensor& a1 = tensor<float>(STRATA_F32, {M, K}, std::vector<float>(av.begin(), av.begin() + M * K));
   a1.view({B, M, K}, {0, K, 1});
-  ASSERT_EQ(run("matmul", "f32,f32->f32", {&a1, &b}, y), STRATA_OK) << last_error.message;
+  ASSERT_EQ(run(STRATA_OP_MATMUL, "f32,f32->f32", {&a1, &b}, y), STRATA_OK) << last_error.message;
   out = y.download<float>();
   const std::vector<double> ref1 = reference_matmul(av, a1.desc(), bv, b.desc());
   for (size_t i = 0; i < ref1.size(); ++i) ASSERT_NEAR(out[i], ref1[i], 1e-5) << i;
@@ -168,7 +168,7 @@ TEST_F(CpuAbiTest, LargeMatmulF32WithStrides) {
   DeviceTensor& b = tensor<float>(STRATA_F32, {N, K}, bv);
   b.view({B, K, N}, {0, 1, K});
   DeviceTensor& y = output(STRATA_F32, {B, M, N});
-  ASSERT_EQ(run("matmul", "f32,f32->f32", {&a, &b}, y), STRATA_OK) << last_error.message;
+  ASSERT_EQ(run(STRATA_OP_MATMUL, "f32,f32->f32", {&a, &b}, y), STRATA_OK) << last_error.message;
   const std::vector<float> out = y.download<float>();
   const std::vector<double> ref = reference_matmul(av, a.desc(), bv, b.desc());
   for (size_t i = 0; i < ref.size(); ++i) ASSERT_NEAR(out[i], ref[i], 1e-4) << i;
@@ -183,7 +183,7 @@ TEST_F(CpuAbiTest, TinyMatmulWithStrides) {
   DeviceTensor& b = tensor<float>(STRATA_F32, {K, N}, bv);
   b.view({B, K, N}, {0, N, 1});
   DeviceTensor& y = output(STRATA_F32, {B, M, N});
-  ASSERT_EQ(run("matmul", "f32,f32->f32", {&a, &b}, y), STRATA_OK) << last_error.message;
+  ASSERT_EQ(run(STRATA_OP_MATMUL, "f32,f32->f32", {&a, &b}, y), STRATA_OK) << last_error.message;
   const std::vector<float> out = y.download<float>();
   const std::vector<double> ref = reference_matmul(av, a.desc(), bv, b.desc());
   for (size_t i = 0; i < ref.size(); ++i) ASSERT_NEAR(out[i], ref[i], 1e-5) << i;
@@ -196,7 +196,7 @@ TEST_F(CpuAbiTest, MatmulF64AndSixteenBitTypes) {
                                                    tensor<float>(STRATA_F32, {B, K, N}, bv).desc());
   std::vector<double> ad(av.begin(), av.end()), bd(bv.begin(), bv.end());
   DeviceTensor& y64 = output(STRATA_F64, {B, M, N});
-  ASSERT_EQ(run("matmul", "f64,f64->f64", {&tensor<double>(STRATA_F64, {B, M, K}, ad),
+  ASSERT_EQ(run(STRATA_OP_MATMUL, "f64,f64->f64", {&tensor<double>(STRATA_F64, {B, M, K}, ad),
                                             &tensor<double>(STRATA_F64, {B, K, N}, bd)}, y64), STRATA_OK);
   const std::vector<double> out64 = y64.download<double>();
   for (size_t i = 0; i < ref.size(); ++i) ASSERT_NEAR(out64[i], ref[i], 1e-9) << i;
@@ -213,7 +213,7 @@ TEST_F(CpuAbiTest, MatmulF64AndSixteenBitTypes) {
     for (size_t i = 0; i < av.size(); ++i) ah[i] = h.from(av[i]);
     for (size_t i = 0; i < bv.size(); ++i) bh[i] = h.from(bv[i]);
     DeviceTensor& y = output(h.dtype, {B, M, N});
-    ASSERT_EQ(run("matmul", h.signature, {&tensor<uint16_t>(h.dtype, {B, M, K}, ah),
+    ASSERT_EQ(run(STRATA_OP_MATMUL, h.signature, {&tensor<uint16_t>(h.dtype, {B, M, K}, ah),
                                           &tensor<uint16_t>(h.dtype, {B, K, N}, bh)}, y), STRATA_OK)
         << h.signature << ": " << last_error.message;
     const std::vector<uint16_t> out = y.download<uint16_t>();

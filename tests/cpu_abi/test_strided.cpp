@@ -67,7 +67,7 @@ TEST_F(StridedTest, AddCopyAndSumOnRandomViews) {
     DeviceTensor& b = random_view(shape, bs, true);
 
     DeviceTensor& sum = output(STRATA_F32, shape);
-    ASSERT_EQ(run("add", "f32,f32->f32", {&a, &b}, sum), STRATA_OK) << last_error.message;
+    ASSERT_EQ(run(STRATA_OP_ADD, "f32,f32->f32", {&a, &b}, sum), STRATA_OK) << last_error.message;
     std::vector<float> out = sum.download<float>();
     int64_t i = 0;
     for_each_index(shape, [&](const std::vector<int64_t>& p) {
@@ -75,7 +75,7 @@ TEST_F(StridedTest, AddCopyAndSumOnRandomViews) {
     });
 
     DeviceTensor& dst = random_view(shape, ds, false);  // a strided output
-    ASSERT_EQ(run("copy", "f32->f32", {&a}, dst), STRATA_OK) << last_error.message;
+    ASSERT_EQ(run(STRATA_OP_COPY, "f32->f32", {&a}, dst), STRATA_OK) << last_error.message;
     const std::vector<float> copied = dst.download<float>();
     for_each_index(shape, [&](const std::vector<int64_t>& p) {
       ASSERT_EQ(copied[offset_of(dst.desc(), p)], as[offset_of(a.desc(), p)]);
@@ -89,7 +89,7 @@ TEST_F(StridedTest, AddCopyAndSumOnRandomViews) {
     if (dims.empty()) dims.push_back(uniform(0, static_cast<int64_t>(shape.size()) - 1));
     for (int64_t d : dims) out_shape[d] = 1;
     DeviceTensor& red = output(STRATA_F32, out_shape);
-    ASSERT_EQ(run("sum", "f32->f32", {&a}, red, Attrs().ints("dims", dims)), STRATA_OK) << last_error.message;
+    ASSERT_EQ(run(STRATA_OP_SUM, "f32->f32", {&a}, red, Attrs().ints("dims", dims)), STRATA_OK) << last_error.message;
     std::vector<double> expected(out.size(), 0.0), magnitude(out.size(), 0.0);
     std::vector<int64_t> out_strides(shape.size());
     for (int64_t d = static_cast<int64_t>(shape.size()) - 1, s = 1; d >= 0; --d) {
@@ -120,8 +120,9 @@ TEST_F(StridedTest, ArgmaxAndMaxOnRandomViews) {
     out_shape[dim] = 1;
     DeviceTensor& am = output(STRATA_I64, out_shape);
     DeviceTensor& mx = output(STRATA_F32, out_shape);
-    ASSERT_EQ(run("argmax", "f32->i64", {&x}, am, Attrs().ints("dims", {dim})), STRATA_OK) << last_error.message;
-    ASSERT_EQ(run("max", "f32->f32", {&x}, mx, Attrs().ints("dims", {dim})), STRATA_OK) << last_error.message;
+    ASSERT_EQ(run(STRATA_OP_ARGMAX, "f32->i64", {&x}, am, Attrs().ints("dims", {dim})), STRATA_OK)
+        << last_error.message;
+    ASSERT_EQ(run(STRATA_OP_MAX, "f32->f32", {&x}, mx, Attrs().ints("dims", {dim})), STRATA_OK) << last_error.message;
     const std::vector<int64_t> arg = am.download<int64_t>();
     const std::vector<float> best = mx.download<float>();
     int64_t o = 0;

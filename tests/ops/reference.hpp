@@ -147,6 +147,37 @@ template <class E, class F>
   return ::testing::AssertionFailure() << "did not throw";
 }
 
+/// A data-dependent error (an out-of-range index): a ValueError from the call
+/// itself, or — on an asynchronous device (docs/ops.md, "Data-dependent
+/// errors may be deferred") — a DeviceError at the next synchronisation of
+/// `device`. Either way the message must contain every fragment.
+template <class F>
+::testing::AssertionResult data_error(F&& f, strata::Device device, std::initializer_list<std::string> fragments) {
+  auto check = [&](const std::string& msg) {
+    for (const std::string& part : fragments) {
+      if (msg.find(part) == std::string::npos) {
+        return ::testing::AssertionFailure() << "message \"" << msg << "\" lacks \"" << part << "\"";
+      }
+    }
+    return ::testing::AssertionSuccess() << msg;
+  };
+  try {
+    f();
+  } catch (const strata::ValueError& e) {
+    return check(e.what());
+  } catch (const std::exception& e) {
+    return ::testing::AssertionFailure() << "the call threw another exception type: " << e.what();
+  }
+  try {
+    strata::runtime().synchronize(device);
+  } catch (const strata::DeviceError& e) {
+    return check(e.what());
+  } catch (const std::exception& e) {
+    return ::testing::AssertionFailure() << "synchronize threw another exception type: " << e.what();
+  }
+  return ::testing::AssertionFailure() << "neither the call nor the next synchronisation reported an error";
+}
+
 }  // namespace strata_test
 
 /// EXPECT_TRUE(close(...)), except that an exception thrown while computing

@@ -1,106 +1,81 @@
-/* broken_plugins.c — plugins that must be refused, one per compile definition:
- *   BROKEN_ABI_MAJOR   table claims ABI major 99
+/* broken_plugins.c — ABI 2.0 plugins that must be refused, one per compile
+ * definition:
  *   BROKEN_NO_ENTRY    exports no entry symbol
  *   BROKEN_INIT        init reports that no driver is present
  *   BROKEN_NO_DEVICES  initialises but reports zero devices
+ * BROKEN_NAME is the name in the table (each variant has its own, so that
+ * the host never takes two of them for builds of one backend).
+ * (A plugin of another ABI major is the real ABI 1.0 build in abi1/.)
  */
 #include <strata/plugin/strata_plugin.h>
 
 #include <stdio.h>
 #include <string.h>
 
-static strata_status broken_init(const strata_host_api* host, const char* options, strata_plugin_state* out,
-                                 strata_error* error) {
-  (void)host;
-  (void)options;
-  *out = NULL;
-#ifdef BROKEN_INIT
-  snprintf(error->message, sizeof(error->message), "no driver found (test plugin)");
-  return STRATA_ERROR_NO_DEVICE;
-#else
-  (void)error;
-  return STRATA_OK;
+#ifndef BROKEN_NAME
+#define BROKEN_NAME "broken"
 #endif
-}
-
-static int32_t broken_score(strata_plugin_state s) {
-  (void)s;
-  return 1;
-}
-static int32_t broken_device_count(strata_plugin_state s) {
-  (void)s;
-  return 0;
-}
-static strata_status broken_props(strata_plugin_state s, int32_t d, strata_device_props* p, strata_error* e) {
-  (void)s;
-  (void)d;
-  (void)p;
-  (void)e;
-  return STRATA_ERROR_INTERNAL;
-}
-static strata_status broken_alloc(strata_plugin_state s, int32_t d, size_t n, strata_buffer* b, strata_error* e) {
-  (void)s;
-  (void)d;
-  (void)n;
-  (void)b;
-  (void)e;
-  return STRATA_ERROR_OUT_OF_MEMORY;
-}
-static void broken_free(strata_plugin_state s, int32_t d, strata_buffer b) {
-  (void)s;
-  (void)d;
-  (void)b;
-}
-static strata_status broken_h2d(strata_plugin_state s, int32_t d, strata_buffer dst, size_t off, const void* src,
-                                size_t n, strata_stream st, strata_error* e) {
-  (void)s; (void)d; (void)dst; (void)off; (void)src; (void)n; (void)st; (void)e;
-  return STRATA_ERROR_INTERNAL;
-}
-static strata_status broken_d2h(strata_plugin_state s, int32_t d, void* dst, strata_buffer src, size_t off, size_t n,
-                                strata_stream st, strata_error* e) {
-  (void)s; (void)d; (void)dst; (void)off; (void)src; (void)n; (void)st; (void)e;
-  return STRATA_ERROR_INTERNAL;
-}
-static strata_status broken_d2d(strata_plugin_state s, int32_t d, strata_buffer dst, size_t doff, strata_buffer src,
-                                size_t soff, size_t n, strata_stream st, strata_error* e) {
-  (void)s; (void)d; (void)dst; (void)doff; (void)src; (void)soff; (void)n; (void)st; (void)e;
-  return STRATA_ERROR_INTERNAL;
-}
-static strata_status broken_kernels(strata_plugin_state s, int32_t d, const strata_kernel_entry** k, int32_t* n,
-                                    strata_error* e) {
-  (void)s; (void)d; (void)e;
-  *k = NULL;
-  *n = 0;
-  return STRATA_OK;
-}
 
 #ifndef BROKEN_NO_ENTRY
-STRATA_PLUGIN_EXPORT const strata_plugin_api* strata_plugin_entry(uint32_t major, uint32_t minor) {
-  static strata_plugin_api api;
-  (void)major;
-  (void)minor;
-  memset(&api, 0, sizeof(api));
-  api.struct_size = sizeof(api);
-#ifdef BROKEN_ABI_MAJOR
-  api.abi_major = 99;
-#else
-  api.abi_major = STRATA_ABI_MAJOR;
+#ifndef BROKEN_INIT
+static int g_state_tag;
 #endif
-  api.abi_minor = 0;
-  api.name = "broken";
-  api.vendor = "Strata tests";
-  api.version = "0.0.1";
-  api.init = broken_init;
-  api.score = broken_score;
-  api.device_count = broken_device_count;
-  api.device_props = broken_props;
-  api.alloc = broken_alloc;
-  api.free = broken_free;
-  api.copy_h2d = broken_h2d;
-  api.copy_d2h = broken_d2h;
-  api.copy_d2d = broken_d2d;
-  api.get_kernels = broken_kernels;
-  return &api;
+
+static strata_status broken_probe(strata_probe_args* args) {
+  if (args == NULL || args->struct_size < STRATA_PROBE_ARGS_MIN_SIZE) return STRATA_ERROR_INVALID_ARGUMENT;
+  args->score = 1;
+  return STRATA_OK;
+}
+
+static strata_status broken_init(strata_init_args* args) {
+  if (args == NULL || args->struct_size < STRATA_INIT_ARGS_MIN_SIZE) return STRATA_ERROR_INVALID_ARGUMENT;
+#ifdef BROKEN_INIT
+  if (args->error != NULL && args->error->struct_size >= STRATA_ERROR_MIN_SIZE) {
+    snprintf(args->error->message, sizeof(args->error->message), "no driver found (test plugin)");
+  }
+  return STRATA_ERROR_NO_DEVICE;
+#else
+  args->state = (strata_plugin_state)&g_state_tag;
+  args->device_count = 0;
+  return STRATA_OK;
+#endif
+}
+
+static strata_status broken_device(strata_device_args* args) {
+  (void)args;
+  return STRATA_ERROR_INTERNAL;
+}
+static strata_status broken_alloc(strata_alloc_args* args) {
+  (void)args;
+  return STRATA_ERROR_OUT_OF_MEMORY;
+}
+static void broken_free(strata_alloc_args* args) { (void)args; }
+static strata_status broken_copy(strata_copy_args* args) {
+  (void)args;
+  return STRATA_ERROR_INTERNAL;
+}
+
+static const strata_plugin_api kTable = {
+    .struct_size = sizeof(strata_plugin_api),
+    .abi_major = STRATA_ABI_MAJOR,
+    .abi_minor = STRATA_ABI_MINOR,
+    .min_host_minor = 0,
+    .name = BROKEN_NAME,
+    .vendor = "Strata tests",
+    .version = "0.0.1",
+    .probe = broken_probe,
+    .init = broken_init,
+    .device_props = broken_device,
+    .get_kernels = broken_device,
+    .alloc = broken_alloc,
+    .free = broken_free,
+    .copy = broken_copy,
+};
+
+STRATA_PLUGIN_EXPORT const strata_plugin_api* strata_plugin_entry(uint32_t host_abi_major, uint32_t host_abi_minor) {
+  (void)host_abi_major;
+  (void)host_abi_minor;
+  return &kTable;
 }
 #else
 /* Exports something, but not the entry point. */

@@ -1,17 +1,56 @@
-/* mini_plugin.c — a minimal working accelerator plugin in C99.
+/* mini_plugin.c — a minimal working accelerator plugin in C99, ABI 2.0.
  *
  * It has its own memory space (buffers are handles the core cannot read)
- * and implements only fill, copy and add for f32, so that everything else
- * exercises the core's fallback policy. It is what the smallest third-party
- * backend looks like.
+ * and implements only strata::fill, strata::copy and strata::add for f32, so
+ * that everything else exercises the core's fallback policy. It is what the
+ * smallest third-party backend looks like, and it follows the compatibility
+ * rules of strata_plugin.h section 1 to the letter: every struct the host
+ * hands over is checked against its *_MIN_SIZE before use, optional fields
+ * are read only behind STRATA_HAS_FIELD, and what the plugin writes carries
+ * its own struct_size.
+ *
+ * One source, several builds (tests/plugins/CMakeLists.txt):
+ *   mini         against the SDK header (ABI 2.0)
+ *   minifuture   -DMINI_FUTURE, against compat/future (a future minor, 2.7:
+ *                every struct has trailing fields the 2.0 host does not know)
+ *   miniolder    -DMINI_OLDER, against compat/older (the structs the plugin
+ *                writes cut after their last required field)
+ *   badentries   -DMINI_BAD_ENTRIES: a kernel table with three malformed
+ *                entries among the good ones; the host must refuse just those
+ * MINI_NAME is the plugin's name (also its file's and its messages' name).
  */
+#include <strata/plugin/strata_ops.h>
 #include <strata/plugin/strata_plugin.h>
 
+#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
+#ifndef MINI_NAME
+#define MINI_NAME "mini"
+#endif
+
+#if defined(MINI_FUTURE) && STRATA_ABI_MINOR != 7
+#error "MINI_FUTURE must be built against tests/plugins/compat/future (ABI 2.7)"
+#endif
+#if defined(MINI_OLDER) && defined(STRATA_DEVICE_HAS_UUID)
+#error "MINI_OLDER must be built against tests/plugins/compat/older"
+#endif
+
 #define MINI_MAGIC 0x4d494e49u
+/* Bytes that must never be read: they lie past the struct_size of what this
+ * plugin hands to the host (only an older-minor build makes that region
+ * reachable by a host reading too far). */
+#define MINI_POISON UINT64_C(0xa5a5a5a5a5a5a5a5)
+#define MINI_POISON_8 {MINI_POISON, MINI_POISON, MINI_POISON, MINI_POISON, \
+                       MINI_POISON, MINI_POISON, MINI_POISON, MINI_POISON}
+
+#if defined(__GNUC__)
+#define MINI_PRINTF(f, a) __attribute__((format(printf, f, a)))
+#else
+#define MINI_PRINTF(f, a)
+#endif
 
 typedef struct mini_buffer {
   uint32_t magic;
@@ -19,108 +58,41 @@ typedef struct mini_buffer {
   unsigned char* data;
 } mini_buffer;
 
-static const strata_host_api* g_host = NULL;
+typedef struct mini_state {
+  uint32_t magic;
+  const strata_host_api* host;
+} mini_state;
 
-static mini_buffer* as_buffer(strata_buffer b) { return (mini_buffer*)b; }
+static mini_state g_state = {0, NULL};
 
-static float* f32_at(const strata_tensor* t) { return (float*)as_buffer(t->buffer)->data + t->offset; }
+/* ---- helpers --------------------------------------------------------------- */
 
-static strata_status mini_init(const strata_host_api* host, const char* options, strata_plugin_state* out,
-                               strata_error* error) {
-  (void)error;
-  g_host = host;
-  if (options != NULL && strcmp(options, "{}") != 0 && host != NULL) {
-    host->log(STRATA_LOG_DEBUG, "mini", "options ignored");
+/* Writes a message into a host-allocated strata_error, when it is one. */
+static strata_status MINI_PRINTF(3, 4) mini_fail(strata_error* e, strata_status status, const char* format, ...) {
+  if (e != NULL && e->struct_size >= STRATA_ERROR_MIN_SIZE) {
+    va_list args;
+    va_start(args, format);
+    vsnprintf(e->message, sizeof(e->message), format, args);
+    va_end(args);
   }
-  *out = NULL;
-  return STRATA_OK;
+  return status;
 }
 
-static int32_t mini_score(strata_plugin_state s) {
-  (void)s;
-  return 5;
-}
-
-static int32_t mini_device_count(strata_plugin_state s) {
-  (void)s;
-  return 1;
-}
-
-static strata_status mini_props(strata_plugin_state s, int32_t d, strata_device_props* p, strata_error* e) {
-  (void)s;
-  (void)e;
-  if (d != 0) return STRATA_ERROR_INVALID_ARGUMENT;
-  memset(p, 0, sizeof(*p));
-  p->struct_size = sizeof(*p);
-  snprintf(p->name, sizeof(p->name), "Mini test accelerator");
-  p->type = STRATA_DEVICE_ACCELERATOR;
-  p->memory_bytes = 64u << 20;
-  p->dtype_mask = STRATA_DTYPE_BIT(STRATA_F32) | STRATA_DTYPE_BIT(STRATA_I64) | STRATA_DTYPE_BIT(STRATA_BOOL);
-  p->compute_dtype_mask = STRATA_DTYPE_BIT(STRATA_F32);
-  snprintf(p->compute_capability, sizeof(p->compute_capability), "mini 1");
-  return STRATA_OK;
-}
-
-static strata_status mini_alloc(strata_plugin_state s, int32_t d, size_t n, strata_buffer* out, strata_error* e) {
-  mini_buffer* b;
-  (void)s;
-  (void)d;
-  b = (mini_buffer*)malloc(sizeof(mini_buffer));
-  if (b == NULL) return STRATA_ERROR_OUT_OF_MEMORY;
-  b->magic = MINI_MAGIC;
-  b->bytes = n;
-  b->data = (unsigned char*)calloc(n > 0 ? n : 1, 1);
-  if (b->data == NULL) {
-    free(b);
-    snprintf(e->message, sizeof(e->message), "mini: cannot allocate %zu bytes", n);
-    return STRATA_ERROR_OUT_OF_MEMORY;
+static void mini_log(strata_log_level level, const char* message) {
+  const strata_host_api* host = g_state.host;
+  if (host != NULL && STRATA_HAS_FIELD(host, strata_host_api, log) && host->log != NULL) {
+    host->log(level, MINI_NAME, message);
   }
-  *out = (strata_buffer)b;
-  return STRATA_OK;
 }
 
-static void mini_free(strata_plugin_state s, int32_t d, strata_buffer buffer) {
-  mini_buffer* b = as_buffer(buffer);
-  (void)s;
-  (void)d;
-  if (b == NULL || b->magic != MINI_MAGIC) return;
-  b->magic = 0;
-  free(b->data);
-  free(b);
+static int state_ok(strata_plugin_state s) { return s == (strata_plugin_state)&g_state && g_state.magic == MINI_MAGIC; }
+
+static mini_buffer* as_buffer(strata_buffer b) {
+  mini_buffer* m = (mini_buffer*)b;
+  return (m != NULL && m->magic == MINI_MAGIC) ? m : NULL;
 }
 
-static int in_bounds(strata_buffer buffer, size_t offset, size_t n, strata_error* e) {
-  mini_buffer* b = as_buffer(buffer);
-  if (b == NULL || b->magic != MINI_MAGIC || offset + n > b->bytes) {
-    snprintf(e->message, sizeof(e->message), "mini: copy of %zu bytes at %zu outside the buffer", n, offset);
-    return 0;
-  }
-  return 1;
-}
-
-static strata_status mini_h2d(strata_plugin_state s, int32_t d, strata_buffer dst, size_t off, const void* src,
-                              size_t n, strata_stream st, strata_error* e) {
-  (void)s; (void)d; (void)st;
-  if (!in_bounds(dst, off, n, e)) return STRATA_ERROR_INVALID_ARGUMENT;
-  memcpy(as_buffer(dst)->data + off, src, n);
-  return STRATA_OK;
-}
-
-static strata_status mini_d2h(strata_plugin_state s, int32_t d, void* dst, strata_buffer src, size_t off, size_t n,
-                              strata_stream st, strata_error* e) {
-  (void)s; (void)d; (void)st;
-  if (!in_bounds(src, off, n, e)) return STRATA_ERROR_INVALID_ARGUMENT;
-  memcpy(dst, as_buffer(src)->data + off, n);
-  return STRATA_OK;
-}
-
-static strata_status mini_d2d(strata_plugin_state s, int32_t d, strata_buffer dst, size_t doff, strata_buffer src,
-                              size_t soff, size_t n, strata_stream st, strata_error* e) {
-  (void)s; (void)d; (void)st;
-  if (!in_bounds(dst, doff, n, e) || !in_bounds(src, soff, n, e)) return STRATA_ERROR_INVALID_ARGUMENT;
-  memmove(as_buffer(dst)->data + doff, as_buffer(src)->data + soff, n);
-  return STRATA_OK;
-}
+static float* f32_at(const strata_tensor* t) { return (float*)((mini_buffer*)t->buffer)->data + t->offset; }
 
 static int64_t numel(const strata_tensor* t) {
   int64_t n = 1;
@@ -129,7 +101,7 @@ static int64_t numel(const strata_tensor* t) {
   return n;
 }
 
-/* Offset of the i-th row-major element of a strided tensor. */
+/* Element offset (relative to t->offset) of the i-th row-major element. */
 static int64_t strided_offset(const strata_tensor* t, int64_t i) {
   int64_t off = 0;
   int32_t k;
@@ -140,76 +112,437 @@ static int64_t strided_offset(const strata_tensor* t, int64_t i) {
   return off;
 }
 
-static strata_status k_fill(const strata_kernel_context* c, const strata_tensor* in, int32_t ni,
-                            const strata_tensor* out, int32_t no, const strata_attrs* attrs, strata_error* e) {
-  float value = 0.0f;
-  int64_t i, n = numel(&out[0]);
-  int32_t k;
-  (void)c; (void)in; (void)ni; (void)no; (void)e;
-  for (k = 0; k < attrs->count; ++k) {
-    if (strcmp(attrs->items[k].name, "value") == 0) value = (float)attrs->items[k].f;
+/* ---- lifecycle --------------------------------------------------------------- */
+
+static strata_status mini_probe(strata_probe_args* args) {
+  if (args == NULL || args->struct_size < STRATA_PROBE_ARGS_MIN_SIZE) return STRATA_ERROR_INVALID_ARGUMENT;
+  args->score = 5;
+#ifdef MINI_FUTURE
+  /* A field a 2.0 host does not write: read it only when the host's
+   * struct_size says it is there. */
+  if (STRATA_HAS_FIELD(args, strata_probe_args, future_a) && args->future_a != 0) args->score = 6;
+#endif
+  return STRATA_OK;
+}
+
+static strata_status mini_init(strata_init_args* args) {
+  if (args == NULL || args->struct_size < STRATA_INIT_ARGS_MIN_SIZE) return STRATA_ERROR_INVALID_ARGUMENT;
+  if (args->host == NULL || args->host->struct_size < STRATA_HOST_API_MIN_SIZE) {
+    return mini_fail(args->error, STRATA_ERROR_INVALID_ARGUMENT, MINI_NAME ": init: host services of %zu bytes, need %zu",
+                     args->host != NULL ? args->host->struct_size : (size_t)0, (size_t)STRATA_HOST_API_MIN_SIZE);
   }
-  for (i = 0; i < n; ++i) f32_at(&out[0])[i] = value;
+  g_state.magic = MINI_MAGIC;
+  g_state.host = args->host;
+  if (args->options_json != NULL && strcmp(args->options_json, "{}") != 0) mini_log(STRATA_LOG_DEBUG, "options ignored");
+#ifdef MINI_FUTURE
+  /* Future host services and future out-fields: only behind STRATA_HAS_FIELD. */
+  if (STRATA_HAS_FIELD(args->host, strata_host_api, future_service) && args->host->future_service != NULL) {
+    args->host->future_service(MINI_NAME);
+  }
+  if (STRATA_HAS_FIELD(args, strata_init_args, future_a)) args->future_a = 7;
+#endif
+  args->state = (strata_plugin_state)&g_state;
+  args->device_count = 1;
   return STRATA_OK;
 }
 
-/* Inputs arrive compact (no STRATA_KERNEL_STRIDED_INPUTS); the output of copy may be strided. */
-static strata_status k_copy(const strata_kernel_context* c, const strata_tensor* in, int32_t ni,
-                            const strata_tensor* out, int32_t no, const strata_attrs* attrs, strata_error* e) {
-  int64_t i, n = numel(&out[0]);
-  float* dst = f32_at(&out[0]);
-  const float* src = f32_at(&in[0]);
-  (void)c; (void)ni; (void)no; (void)attrs; (void)e;
-  for (i = 0; i < n; ++i) dst[strided_offset(&out[0], i)] = src[i];
+static void mini_shutdown(strata_plugin_state s) {
+  if (state_ok(s)) g_state.magic = 0;
+}
+
+/* ---- devices ------------------------------------------------------------------- */
+
+static strata_status device_args_ok(strata_device_args* args, const char* what) {
+  if (args == NULL || args->struct_size < STRATA_DEVICE_ARGS_MIN_SIZE) return STRATA_ERROR_INVALID_ARGUMENT;
+  if (!state_ok(args->state)) return mini_fail(args->error, STRATA_ERROR_INVALID_ARGUMENT, MINI_NAME ": %s: not my state", what);
+  if (args->device != 0) {
+    return mini_fail(args->error, STRATA_ERROR_INVALID_ARGUMENT, MINI_NAME ": %s: no device %d (one device)", what,
+                     (int)args->device);
+  }
   return STRATA_OK;
 }
 
-static strata_status k_add(const strata_kernel_context* c, const strata_tensor* in, int32_t ni,
-                           const strata_tensor* out, int32_t no, const strata_attrs* attrs, strata_error* e) {
-  int64_t i, n = numel(&out[0]);
-  const float* a = f32_at(&in[0]);
-  const float* b = f32_at(&in[1]);
-  float* y = f32_at(&out[0]);
-  (void)c; (void)ni; (void)no; (void)attrs; (void)e;
-  for (i = 0; i < n; ++i) y[i] = a[i] + b[i];
+static strata_status mini_device_props(strata_device_args* args) {
+  strata_device_props p;
+  size_t capacity, bytes;
+  strata_status st = device_args_ok(args, "device_props");
+  if (st != STRATA_OK) return st;
+  if (args->props == NULL || args->props->struct_size < STRATA_DEVICE_PROPS_MIN_SIZE) {
+    return mini_fail(args->error, STRATA_ERROR_INVALID_ARGUMENT, MINI_NAME ": device_props: props of %zu bytes, need %zu",
+                     args->props != NULL ? args->props->struct_size : (size_t)0, (size_t)STRATA_DEVICE_PROPS_MIN_SIZE);
+  }
+  memset(&p, 0, sizeof(p));
+  p.struct_size = sizeof(p);
+  snprintf(p.name, sizeof(p.name), "Mini test accelerator (%s)", MINI_NAME);
+  p.type = STRATA_DEVICE_ACCELERATOR;
+  p.flags = 0;
+  p.memory_bytes = UINT64_C(64) << 20;
+  p.dtype_mask = STRATA_DTYPE_BIT(STRATA_F32) | STRATA_DTYPE_BIT(STRATA_I64) | STRATA_DTYPE_BIT(STRATA_BOOL);
+  p.compute_dtype_mask = STRATA_DTYPE_BIT(STRATA_F32);
+  snprintf(p.compute_capability, sizeof(p.compute_capability), "mini 2");
+#ifdef MINI_FUTURE
+  /* What a 2.7 plugin would say: a flag and a dtype the 2.0 host does not
+   * know (it must ignore both), and the future fields (past the 2.0 host's
+   * capacity, so never copied to it). */
+  p.flags |= STRATA_DEVICE_FUTURE_FLAG;
+  p.dtype_mask |= STRATA_DTYPE_BIT(STRATA_F4_E2M1);
+  p.future_a = UINT64_C(0x2007);
+  p.future_b = &g_state;
+#endif
+  /* Never more than the host's capacity (its struct_size on entry), and say
+   * how much was written. */
+  capacity = args->props->struct_size;
+  bytes = sizeof(p) < capacity ? sizeof(p) : capacity;
+  memcpy(args->props, &p, bytes);
+  args->props->struct_size = bytes;
+#ifdef MINI_OLDER
+  /* An older plugin knows nothing past `bytes`: fill the rest of the host's
+   * struct with garbage, which the host must ignore (uuid, pci_bus_id). */
+  if (capacity > bytes) memset((unsigned char*)args->props + bytes, 0xa5, capacity - bytes);
+#endif
   return STRATA_OK;
 }
 
-static const strata_kernel_entry kKernels[] = {
-    {sizeof(strata_kernel_entry), "fill", "->f32", 0, k_fill},
-    {sizeof(strata_kernel_entry), "copy", "f32->f32", 0, k_copy},
-    {sizeof(strata_kernel_entry), "add", "f32,f32->f32", 0, k_add},
-    {sizeof(strata_kernel_entry), "no_such_op", "f32->f32", 0, k_add}, /* ignored by the core */
+/* ---- memory ---------------------------------------------------------------------- */
+
+static strata_status mini_alloc(strata_alloc_args* args) {
+  mini_buffer* b;
+  if (args == NULL || args->struct_size < STRATA_ALLOC_ARGS_MIN_SIZE) return STRATA_ERROR_INVALID_ARGUMENT;
+  if (!state_ok(args->state) || args->device != 0) {
+    return mini_fail(args->error, STRATA_ERROR_INVALID_ARGUMENT, MINI_NAME ": alloc: bad state or device %d", (int)args->device);
+  }
+  if (args->kind != STRATA_MEMORY_DEVICE && args->kind != STRATA_MEMORY_PINNED_HOST) {
+    return mini_fail(args->error, STRATA_ERROR_UNSUPPORTED, MINI_NAME ": alloc: memory kind %d", (int)args->kind);
+  }
+  b = (mini_buffer*)malloc(sizeof(mini_buffer));
+  if (b != NULL) b->data = (unsigned char*)calloc(args->bytes > 0 ? args->bytes : 1, 1);
+  if (b == NULL || b->data == NULL) {
+    free(b);
+    return mini_fail(args->error, STRATA_ERROR_OUT_OF_MEMORY, MINI_NAME ": cannot allocate %zu bytes", args->bytes);
+  }
+  b->magic = MINI_MAGIC;
+  b->bytes = args->bytes;
+  args->buffer = (strata_buffer)b;
+  args->host_pointer = args->kind == STRATA_MEMORY_PINNED_HOST ? (void*)b->data : NULL;
+  return STRATA_OK;
+}
+
+static void mini_free(strata_alloc_args* args) {
+  mini_buffer* b;
+  if (args == NULL || args->struct_size < STRATA_ALLOC_ARGS_MIN_SIZE) return;
+  b = as_buffer(args->buffer);
+  if (b == NULL) return;
+  b->magic = 0;
+  free(b->data);
+  free(b);
+}
+
+static int in_bounds(strata_buffer buffer, size_t offset, size_t n, strata_error* e, const char* role) {
+  mini_buffer* b = as_buffer(buffer);
+  if (b == NULL || offset > b->bytes || n > b->bytes - offset) {
+    mini_fail(e, STRATA_ERROR_INVALID_ARGUMENT, MINI_NAME ": copy of %zu bytes at %zu outside the %s buffer (%zu bytes)",
+              n, offset, role, b != NULL ? b->bytes : (size_t)0);
+    return 0;
+  }
+  return 1;
+}
+
+static strata_status mini_copy(strata_copy_args* args) {
+  if (args == NULL || args->struct_size < STRATA_COPY_ARGS_MIN_SIZE) return STRATA_ERROR_INVALID_ARGUMENT;
+  if (!state_ok(args->state) || args->device != 0) {
+    return mini_fail(args->error, STRATA_ERROR_INVALID_ARGUMENT, MINI_NAME ": copy: bad state or device %d", (int)args->device);
+  }
+  /* Synchronous: STRATA_COPY_ASYNC is allowed to complete at once. */
+  switch (args->kind) {
+    case STRATA_COPY_HOST_TO_DEVICE:
+      if (args->src_host == NULL && args->bytes > 0) break;
+      if (!in_bounds(args->dst, args->dst_offset, args->bytes, args->error, "destination")) return STRATA_ERROR_INVALID_ARGUMENT;
+      if (args->bytes > 0) memcpy(as_buffer(args->dst)->data + args->dst_offset, args->src_host, args->bytes);
+      return STRATA_OK;
+    case STRATA_COPY_DEVICE_TO_HOST:
+      if (args->dst_host == NULL && args->bytes > 0) break;
+      if (!in_bounds(args->src, args->src_offset, args->bytes, args->error, "source")) return STRATA_ERROR_INVALID_ARGUMENT;
+      if (args->bytes > 0) memcpy(args->dst_host, as_buffer(args->src)->data + args->src_offset, args->bytes);
+      return STRATA_OK;
+    case STRATA_COPY_DEVICE_TO_DEVICE:
+      if (!in_bounds(args->dst, args->dst_offset, args->bytes, args->error, "destination") ||
+          !in_bounds(args->src, args->src_offset, args->bytes, args->error, "source")) {
+        return STRATA_ERROR_INVALID_ARGUMENT;
+      }
+      if (args->bytes > 0) {
+        memmove(as_buffer(args->dst)->data + args->dst_offset, as_buffer(args->src)->data + args->src_offset, args->bytes);
+      }
+      return STRATA_OK;
+    default:
+      return mini_fail(args->error, STRATA_ERROR_INVALID_ARGUMENT, MINI_NAME ": copy: unknown kind %d", (int)args->kind);
+  }
+  return mini_fail(args->error, STRATA_ERROR_INVALID_ARGUMENT, MINI_NAME ": copy: no host pointer");
+}
+
+/* ---- kernels ------------------------------------------------------------------------ */
+
+/* What each entry's user_data points at: the kernel checks it gets its own. */
+typedef struct mini_kernel_info {
+  const char* op;
+} mini_kernel_info;
+
+static mini_kernel_info g_fill_info = {STRATA_OP_FILL};
+static mini_kernel_info g_copy_info = {STRATA_OP_COPY};
+static mini_kernel_info g_add_info = {STRATA_OP_ADD};
+
+/* A descriptor of an f32 tensor in one of this plugin's buffers, every
+ * element of which lies inside the buffer. */
+static strata_status check_f32(const strata_kernel_call* c, const strata_tensor* t, const char* role) {
+  mini_buffer* b;
+  int64_t last = 0;
+  int32_t k;
+  if (t == NULL || t->struct_size < STRATA_TENSOR_MIN_SIZE) {
+    return mini_fail(c->error, STRATA_ERROR_INVALID_ARGUMENT, MINI_NAME ": %s: %s descriptor of %zu bytes, need %zu", c->op,
+                     role, t != NULL ? t->struct_size : (size_t)0, (size_t)STRATA_TENSOR_MIN_SIZE);
+  }
+  if (t->dtype != STRATA_F32) {
+    return mini_fail(c->error, STRATA_ERROR_UNSUPPORTED, MINI_NAME ": %s: %s has dtype %d, only f32 is handled", c->op, role,
+                     (int)t->dtype);
+  }
+  if (t->rank < 0 || t->rank > STRATA_MAX_RANK || t->offset < 0) {
+    return mini_fail(c->error, STRATA_ERROR_INVALID_ARGUMENT, MINI_NAME ": %s: %s has rank %d, offset %lld", c->op, role,
+                     (int)t->rank, (long long)t->offset);
+  }
+  for (k = 0; k < t->rank; ++k) {
+    if (t->shape[k] <= 0 || t->strides[k] < 0) {
+      return mini_fail(c->error, STRATA_ERROR_INVALID_ARGUMENT, MINI_NAME ": %s: %s has shape %lld / stride %lld in dim %d",
+                       c->op, role, (long long)t->shape[k], (long long)t->strides[k], (int)k);
+    }
+    last += (t->shape[k] - 1) * t->strides[k];
+  }
+  b = as_buffer(t->buffer);
+  if (b == NULL || (size_t)(t->offset + last + 1) * sizeof(float) > b->bytes) {
+    return mini_fail(c->error, STRATA_ERROR_INVALID_ARGUMENT, MINI_NAME ": %s: %s reaches past its buffer", c->op, role);
+  }
+  return STRATA_OK;
+}
+
+/* The checks every kernel makes on its call before touching it. */
+static strata_status check_call(const strata_kernel_call* c, const mini_kernel_info* info, int32_t n_inputs) {
+  int32_t k;
+  strata_status st;
+  if (c == NULL || c->struct_size < STRATA_KERNEL_CALL_MIN_SIZE) return STRATA_ERROR_INVALID_ARGUMENT;
+  if (c->op == NULL || strcmp(c->op, info->op) != 0 || c->op_version != STRATA_OP_VERSION) {
+    return mini_fail(c->error, STRATA_ERROR_INVALID_ARGUMENT, MINI_NAME ": kernel of %s v%d called as %s v%u", info->op,
+                     STRATA_OP_VERSION, c->op != NULL ? c->op : "(null)", (unsigned)c->op_version);
+  }
+  if (!state_ok(c->state) || c->device != 0) {
+    return mini_fail(c->error, STRATA_ERROR_INVALID_ARGUMENT, MINI_NAME ": %s: bad state or device %d", c->op, (int)c->device);
+  }
+#ifdef MINI_OLDER
+  /* Our entries end before user_data: the host must hand back NULL. */
+  if (c->user_data != NULL) {
+    return mini_fail(c->error, STRATA_ERROR_INTERNAL,
+                     MINI_NAME ": %s: user_data %p, but the entry (struct_size %zu) has none: the host read past it", c->op,
+                     c->user_data, (size_t)sizeof(strata_kernel_entry));
+  }
+#else
+  if (c->user_data != (const void*)info) {
+    return mini_fail(c->error, STRATA_ERROR_INTERNAL, MINI_NAME ": %s: user_data %p is not the entry's %p", c->op, c->user_data,
+                     (const void*)info);
+  }
+#endif
+#ifdef MINI_FUTURE
+  /* A 2.0 host's call struct ends before future_a. */
+  if (STRATA_HAS_FIELD(c, strata_kernel_call, future_a) && c->future_a != 0) mini_log(STRATA_LOG_TRACE, "future call field");
+#endif
+  if (c->n_inputs != n_inputs || c->n_outputs != 1 || (n_inputs > 0 && c->inputs == NULL) || c->outputs == NULL) {
+    return mini_fail(c->error, STRATA_ERROR_INVALID_ARGUMENT, MINI_NAME ": %s: %d inputs, %d outputs", c->op, (int)c->n_inputs,
+                     (int)c->n_outputs);
+  }
+  st = check_f32(c, c->outputs[0], "output");
+  for (k = 0; st == STRATA_OK && k < n_inputs; ++k) {
+    st = check_f32(c, c->inputs[k], "input");
+    if (st == STRATA_OK && c->inputs[k]->rank != c->outputs[0]->rank) {
+      st = mini_fail(c->error, STRATA_ERROR_INVALID_ARGUMENT, MINI_NAME ": %s: input rank %d, output rank %d", c->op,
+                     (int)c->inputs[k]->rank, (int)c->outputs[0]->rank);
+    }
+  }
+  return st;
+}
+
+/* fill's "value": an exact SCALAR (I64/BOOL in i, F64 in f); FLOAT/INT
+ * accepted too. */
+static strata_status fill_value(const strata_kernel_call* c, double* value) {
+  int32_t k;
+  for (k = 0; k < c->n_attrs; ++k) {
+    const strata_attr* a = c->attrs[k];
+    if (a == NULL || a->struct_size < STRATA_ATTR_MIN_SIZE) {
+      return mini_fail(c->error, STRATA_ERROR_INVALID_ARGUMENT, MINI_NAME ": %s: attribute %d of %zu bytes, need %zu", c->op,
+                       (int)k, a != NULL ? a->struct_size : (size_t)0, (size_t)STRATA_ATTR_MIN_SIZE);
+    }
+    if (a->name == NULL || strcmp(a->name, "value") != 0) continue;
+    switch (a->kind) {
+      case STRATA_ATTR_SCALAR:
+        if (a->scalar_dtype == STRATA_F64) *value = a->f;
+        else if (a->scalar_dtype == STRATA_I64 || a->scalar_dtype == STRATA_BOOL) *value = (double)a->i;
+        else return mini_fail(c->error, STRATA_ERROR_INVALID_ARGUMENT, MINI_NAME ": %s: value has scalar dtype %d", c->op, (int)a->scalar_dtype);
+        return STRATA_OK;
+      case STRATA_ATTR_FLOAT: *value = a->f; return STRATA_OK;
+      case STRATA_ATTR_INT:
+      case STRATA_ATTR_BOOL: *value = (double)a->i; return STRATA_OK;
+      default:
+        return mini_fail(c->error, STRATA_ERROR_INVALID_ARGUMENT, MINI_NAME ": %s: value has attribute kind %d", c->op, (int)a->kind);
+    }
+  }
+  return mini_fail(c->error, STRATA_ERROR_INVALID_ARGUMENT, MINI_NAME ": %s: no attribute \"value\"", c->op);
+}
+
+/* Outputs are compact (the core allocates them), except copy's. */
+static strata_status k_fill(const strata_kernel_call* c) {
+  double value = 0.0;
+  int64_t i, n;
+  float* y;
+  strata_status st = check_call(c, &g_fill_info, 0);
+  if (st == STRATA_OK) st = fill_value(c, &value);
+  if (st != STRATA_OK) return st;
+  n = numel(c->outputs[0]);
+  y = f32_at(c->outputs[0]);
+  for (i = 0; i < n; ++i) y[strided_offset(c->outputs[0], i)] = (float)value;
+  return STRATA_OK;
+}
+
+/* Inputs arrive compact (no STRATA_KERNEL_STRIDED_INPUTS); copy's output may
+ * be any strided view. */
+static strata_status k_copy(const strata_kernel_call* c) {
+  int64_t i, n;
+  float* dst;
+  const float* src;
+  strata_status st = check_call(c, &g_copy_info, 1);
+  if (st != STRATA_OK) return st;
+  n = numel(c->outputs[0]);
+  dst = f32_at(c->outputs[0]);
+  src = f32_at(c->inputs[0]);
+  for (i = 0; i < n; ++i) dst[strided_offset(c->outputs[0], i)] = src[strided_offset(c->inputs[0], i)];
+  return STRATA_OK;
+}
+
+static strata_status k_add(const strata_kernel_call* c) {
+  int64_t i, n;
+  const float *a, *b;
+  float* y;
+  strata_status st = check_call(c, &g_add_info, 2);
+  if (st != STRATA_OK) return st;
+  n = numel(c->outputs[0]);
+  a = f32_at(c->inputs[0]);
+  b = f32_at(c->inputs[1]);
+  y = f32_at(c->outputs[0]);
+  for (i = 0; i < n; ++i) {
+    y[strided_offset(c->outputs[0], i)] = a[strided_offset(c->inputs[0], i)] + b[strided_offset(c->inputs[1], i)];
+  }
+  return STRATA_OK;
+}
+
+/* The kernel table. Each entry sits in front of poison, so that a host
+ * reading past an entry's struct_size (which for miniolder ends at fn) gets
+ * garbage and fails loudly. */
+typedef struct mini_entry {
+  strata_kernel_entry e;
+  uint64_t poison[8];
+} mini_entry;
+
+#if defined(MINI_OLDER)
+#define MINI_ENTRY_TAIL(info)
+#elif defined(MINI_FUTURE)
+#define MINI_ENTRY_TAIL(info) , .user_data = (info), .future_a = UINT64_C(0x2007), .future_b = (info)
+#else
+#define MINI_ENTRY_TAIL(info) , .user_data = (info)
+#endif
+
+#define MINI_ENTRY(op_, version_, signature_, fn_, info_)                                                     \
+  {                                                                                                          \
+    {.struct_size = sizeof(strata_kernel_entry), .op = (op_), .op_version = (version_), .signature = (signature_), \
+     .flags = 0, .fn = (fn_) MINI_ENTRY_TAIL(info_)},                                                        \
+        MINI_POISON_8                                                                                        \
+  }
+
+static const mini_entry kFill = MINI_ENTRY(STRATA_OP_FILL, STRATA_OP_VERSION, "->f32", k_fill, &g_fill_info);
+static const mini_entry kCopy = MINI_ENTRY(STRATA_OP_COPY, STRATA_OP_VERSION, "f32->f32", k_copy, &g_copy_info);
+static const mini_entry kAdd = MINI_ENTRY(STRATA_OP_ADD, STRATA_OP_VERSION, "f32,f32->f32", k_add, &g_add_info);
+
+#ifdef MINI_BAD_ENTRIES
+/* Malformed entries the host must refuse one by one, keeping the rest:
+ *  - an entry whose struct_size (16: struct_size and op) is below
+ *    STRATA_KERNEL_ENTRY_MIN_SIZE; the bytes after it are poison;
+ *  - an entry for an op the core does not know;
+ *  - an entry for strata::add at op version 99 (the core speaks 1).
+ * Their kernels must never run. */
+#define BAD_OP_UNKNOWN "strata::no_such_op"
+
+typedef struct short_entry {
+  size_t struct_size;
+  const char* op;
+  uint64_t poison[8];
+} short_entry;
+
+static strata_status k_never(const strata_kernel_call* c) {
+  return mini_fail(c->error, STRATA_ERROR_INTERNAL, MINI_NAME ": a refused kernel entry (%s v%u) ran", c->op, (unsigned)c->op_version);
+}
+
+static const short_entry kShort = {STRATA_SIZE_UP_TO(strata_kernel_entry, op), STRATA_OP_MUL, MINI_POISON_8};
+static const mini_entry kUnknown = MINI_ENTRY(BAD_OP_UNKNOWN, STRATA_OP_VERSION, "f32->f32", k_never, &g_add_info);
+static const mini_entry kAddV99 = MINI_ENTRY(STRATA_OP_ADD, 99, "f32,f32->f32", k_never, &g_add_info);
+
+static const strata_kernel_entry* const kEntries[] = {
+    &kFill.e, &kCopy.e, (const strata_kernel_entry*)&kShort, &kAddV99.e, &kAdd.e, &kUnknown.e,
 };
+#else
+static const strata_kernel_entry* const kEntries[] = {&kFill.e, &kCopy.e, &kAdd.e};
+#endif
 
-static strata_status mini_kernels(strata_plugin_state s, int32_t d, const strata_kernel_entry** k, int32_t* n,
-                                  strata_error* e) {
-  (void)s; (void)d; (void)e;
-  *k = kKernels;
-  *n = (int32_t)(sizeof(kKernels) / sizeof(kKernels[0]));
+static strata_status mini_get_kernels(strata_device_args* args) {
+  strata_status st = device_args_ok(args, "get_kernels");
+  if (st != STRATA_OK) return st;
+  args->entries = kEntries;
+  args->n_entries = (int32_t)(sizeof(kEntries) / sizeof(kEntries[0]));
   return STRATA_OK;
 }
 
-STRATA_PLUGIN_EXPORT const strata_plugin_api* strata_plugin_entry(uint32_t major, uint32_t minor) {
-  static strata_plugin_api api;
-  (void)minor;
-  if (major != STRATA_ABI_MAJOR) return NULL;
-  memset(&api, 0, sizeof(api));
-  api.struct_size = sizeof(api);
-  api.abi_major = STRATA_ABI_MAJOR;
-  api.abi_minor = STRATA_ABI_MINOR;
-  api.name = "mini";
-  api.vendor = "Strata tests";
-  api.version = "1.0.0";
-  api.init = mini_init;
-  api.score = mini_score;
-  api.device_count = mini_device_count;
-  api.device_props = mini_props;
-  api.alloc = mini_alloc;
-  api.free = mini_free;
-  api.copy_h2d = mini_h2d;
-  api.copy_d2h = mini_d2h;
-  api.copy_d2d = mini_d2d;
-  api.get_kernels = mini_kernels;
-  return &api;
+/* ---- the table ------------------------------------------------------------------------ */
+
+#ifdef MINI_FUTURE
+static strata_status mini_future_call(strata_probe_args* args) {
+  (void)args;
+  return STRATA_ERROR_UNSUPPORTED;
+}
+#define MINI_TABLE_TAIL , .future_a = UINT64_C(0x2007), .future_b = &g_state, .future_call = mini_future_call
+#else
+#define MINI_TABLE_TAIL
+#endif
+
+/* The table, followed by poison: miniolder's table ends at `copy`, and a
+ * host reading memory_info, the stream calls or extensions anyway gets
+ * 0xa5a5... pointers. */
+static const struct {
+  strata_plugin_api api;
+  uint64_t poison[8];
+} kTable = {
+    {.struct_size = sizeof(strata_plugin_api),
+     .abi_major = STRATA_ABI_MAJOR,
+     .abi_minor = STRATA_ABI_MINOR,
+     .min_host_minor = 0,
+     .name = MINI_NAME,
+     .vendor = "Strata tests",
+     .version = "2.0.0",
+     .probe = mini_probe,
+     .init = mini_init,
+     .shutdown = mini_shutdown,
+     .device_props = mini_device_props,
+     .get_kernels = mini_get_kernels,
+     .alloc = mini_alloc,
+     .free = mini_free,
+     .copy = mini_copy MINI_TABLE_TAIL},
+    MINI_POISON_8};
+
+/* Returns the table whatever the host's version: the host compares the
+ * majors and names both when they differ, which a NULL cannot do. */
+STRATA_PLUGIN_EXPORT const strata_plugin_api* strata_plugin_entry(uint32_t host_abi_major, uint32_t host_abi_minor) {
+  (void)host_abi_major;
+  (void)host_abi_minor;
+  return &kTable.api;
 }

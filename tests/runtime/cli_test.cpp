@@ -40,7 +40,7 @@ std::string write_temp(const std::string& name, const std::string& text) {
 TEST(Cli, Version) {
   Result r = run("version");
   EXPECT_EQ(r.exit_code, 0);
-  EXPECT_NE(r.out.find("plugin ABI 1.0"), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("plugin ABI 2.0"), std::string::npos) << r.out;
 }
 
 TEST(Cli, DevicesJsonDescribesEveryPlugin) {

@@ -28,30 +28,46 @@ class PluginLoading : public ::testing::Test {
 };
 
 TEST_F(PluginLoading, GoodPluginsLoad) {
+  EXPECT_EQ(abi_version(), "2.0");
   PluginInfo cpu = outcome_for("libstrata_plugin_cpu.so");
   EXPECT_TRUE(cpu.loaded) << cpu.reason;
+  EXPECT_TRUE(cpu.initialized);
   EXPECT_EQ(cpu.abi, abi_version());
   EXPECT_GT(cpu.score, 0);
   ASSERT_EQ(cpu.devices.size(), 1u);
   EXPECT_EQ(cpu.devices[0].id, "cpu:0");
   PluginInfo mini = outcome_for("libstrata_plugin_mini.so");
   EXPECT_TRUE(mini.loaded) << mini.reason;
+  EXPECT_TRUE(mini.initialized);
+  EXPECT_EQ(mini.name, "mini");
+  EXPECT_EQ(mini.abi, "2.0");
   EXPECT_EQ(mini.vendor, "Strata tests");
+  EXPECT_EQ(mini.version, "2.0.0");
+  EXPECT_EQ(mini.score, 5);  // from its probe
+  EXPECT_TRUE(mini.warnings.empty()) << mini.warnings.front();
+  EXPECT_TRUE(mini.ops.empty());
   ASSERT_EQ(mini.devices.size(), 1u);
   EXPECT_EQ(mini.devices[0].type, DeviceType::accelerator);
-  EXPECT_EQ(mini.devices[0].kernel_count, 3);  // the unknown op is ignored
+  EXPECT_EQ(mini.devices[0].kernel_count, 3);  // fill, copy, add
+  EXPECT_EQ(mini.devices[0].uuid, "");
+  EXPECT_EQ(mini.devices[0].pci_bus_id, "");
+  EXPECT_TRUE(mini.devices[0].same_hardware_as.empty());
+  EXPECT_FALSE(mini.devices[0].lost);
 }
 
+// badabi is a real ABI 1.0 build (tests/plugins/abi1).
 TEST_F(PluginLoading, WrongAbiMajorIsRefused) {
   PluginInfo p = outcome_for("libstrata_plugin_badabi.so");
   EXPECT_FALSE(p.loaded);
-  EXPECT_NE(p.reason.find("ABI major mismatch"), std::string::npos) << p.reason;
-  EXPECT_NE(p.reason.find("99.0"), std::string::npos) << p.reason;
+  EXPECT_FALSE(p.initialized);
+  EXPECT_NE(p.reason.find("ABI major mismatch: plugin built for ABI 1.0, this Strata speaks ABI 2.0"), std::string::npos)
+      << p.reason;
 }
 
 TEST_F(PluginLoading, MissingEntrySymbolIsRefused) {
   PluginInfo p = outcome_for("libstrata_plugin_noentry.so");
   EXPECT_FALSE(p.loaded);
+  EXPECT_FALSE(p.initialized);
   EXPECT_NE(p.reason.find("missing entry symbol \"strata_plugin_entry\""), std::string::npos) << p.reason;
 }
 
@@ -65,6 +81,7 @@ TEST_F(PluginLoading, FailingInitIsRefusedWithThePluginsMessage) {
 TEST_F(PluginLoading, ZeroDevicesIsRefused) {
   PluginInfo p = outcome_for("libstrata_plugin_nodevices.so");
   EXPECT_FALSE(p.loaded);
+  EXPECT_TRUE(p.initialized);  // its init succeeded: shutdown runs at exit
   EXPECT_NE(p.reason.find("no devices"), std::string::npos) << p.reason;
 }
 

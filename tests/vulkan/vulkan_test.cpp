@@ -76,29 +76,47 @@ TEST_F(Vulkan, ShippedConfigSelectsVulkan) {
   EXPECT_EQ(info.compute_capability.rfind("vulkan 1.", 0), 0u) << info.compute_capability;
   EXPECT_TRUE(info.has_streams);
   EXPECT_GT(info.kernel_count, 150);
+  // ABI 2.0 properties: the plugin caches memory itself (the core passes
+  // allocations through), is not free threaded, and names the hardware.
+  EXPECT_TRUE(info.plugin_caches_memory);
+  EXPECT_FALSE(info.free_threaded);
+  EXPECT_EQ(info.uuid.size(), 36u) << info.uuid;
+  const strata::DeviceMemoryInfo memory = strata::runtime().device_memory_info(vk_);
+  ASSERT_TRUE(memory.total_bytes.has_value());
+  ASSERT_TRUE(memory.free_bytes.has_value());
+  EXPECT_LE(*memory.free_bytes, *memory.total_bytes);
+  EXPECT_TRUE(memory.plugin_bytes_in_use.has_value());
+  EXPECT_TRUE(memory.plugin_bytes_reserved.has_value());
 }
 
-TEST_F(Vulkan, ADtypeWithoutKernelsIsRefusedByNameOrFallsBackByPolicy) {
-  // vulkan:0 stores f64 (copies are byte moves) but has no f64 kernels.
-  Tensor t = strata::full({2}, 2.0, {.dtype = strata::DType::f64, .device = cpu_}).to(vk_);
+/// Runs `body` (an op and a read of its result) and returns the message of
+/// the strata::Error it throws, or "" when it throws none.
+template <class Body>
+std::string error_of(Body&& body) {
   try {
-    strata::exp(t);
-    ADD_FAILURE() << "an f64 kernel vulkan:0 lacks ran under fallback policy \"error\"";
-  } catch (const strata::DeviceError& e) {
-    const std::string what = e.what();
-    EXPECT_NE(what.find("exp(f64[2]) on vulkan:0"), std::string::npos) << what;
-    EXPECT_NE(what.find("no kernel for signature f64->f64"), std::string::npos) << what;
+    body();
+  } catch (const strata::Error& e) {
+    return e.what();
   }
-  strata::Config saved = strata::runtime().config();
-  strata::Config cpu_fallback = saved;
-  cpu_fallback.fallback = strata::FallbackPolicy::cpu;
-  strata::runtime().configure(cpu_fallback);
-  uint64_t before = strata::runtime().fallback_count();
-  Tensor e = strata::exp(t);
-  EXPECT_EQ(e.device(), vk_);
-  EXPECT_DOUBLE_EQ(e.to_vector<double>()[1], std::exp(2.0));
-  EXPECT_GT(strata::runtime().fallback_count(), before);
-  strata::runtime().configure(saved);
+  return {};
+}
+
+TEST_F(Vulkan, OutOfRangeIndicesFailAtTheNextSynchronisationAndTheDeviceCarriesOn) {
+  // The shaders check indices as they read them; the error surfaces at the
+  // next synchronisation point (here: reading the result), naming the op.
+  Tensor x = strata::full({5, 2}, 1.5, {.device = vk_});
+  const std::vector<int64_t> bad{0, 7, 1};
+  Tensor index = strata::from_data(std::span<const int64_t>(bad), {3}, {.dtype = DType::i64, .device = cpu_}).to(vk_);
+  const std::string m = error_of([&] { (void)strata::index_select(x, 0, index).to(cpu_); });
+  ASSERT_FALSE(m.empty()) << "an out-of-range index went unreported";
+  for (const char* part : {"index_select", "vulkan:0", "7", "out of range"})
+    EXPECT_NE(m.find(part), std::string::npos) << "\"" << part << "\" missing from: " << m;
+  // Reported once; the device carries on.
+  strata::runtime().synchronize(vk_);
+  EXPECT_FLOAT_EQ(strata::sum(x).item<float>(), 15.0f);
+  const std::vector<int64_t> good{4, 0};
+  Tensor ok = strata::from_data(std::span<const int64_t>(good), {2}, {.dtype = DType::i64, .device = cpu_}).to(vk_);
+  EXPECT_EQ(strata::index_select(x, 0, ok).to(cpu_).to_vector<float>(), std::vector<float>(4, 1.5f));
 }
 
 /// Bit patterns of a tensor's f32 values (NaN payloads included).

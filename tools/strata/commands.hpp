@@ -15,7 +15,12 @@ struct DevicesOptions {
   bool stats = false;
 };
 
+struct OpsOptions {
+  bool c_header = false;
+};
+
 int run_devices(const DevicesOptions& options);
+int run_ops(const OpsOptions& options);
 int run_config_check(const std::string& path);
 int run_demo(const std::string& device);
 

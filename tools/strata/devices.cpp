@@ -45,15 +45,44 @@ nlohmann::json device_json(const DeviceInfo& d, bool stats) {
                    {"memory_limit", d.memory_limit ? nlohmann::json(*d.memory_limit) : nlohmann::json(nullptr)}};
   for (DType t : d.dtypes) j["dtypes"].push_back(dtype_name(t));
   for (DType t : d.compute_dtypes) j["compute_dtypes"].push_back(dtype_name(t));
+  j["uuid"] = d.uuid;
+  j["pci_bus_id"] = d.pci_bus_id;
+  j["same_hardware_as"] = d.same_hardware_as;
+  j["free_threaded"] = d.free_threaded;
+  j["plugin_caches_memory"] = d.plugin_caches_memory;
+  if (d.lost) j["lost"] = d.lost_reason;
   if (stats) {
     MemoryStats m = runtime().memory_stats(d.device);
     j["memory"] = {{"allocated_bytes", m.allocated_bytes},
                    {"cached_bytes", m.cached_bytes},
                    {"peak_allocated_bytes", m.peak_allocated_bytes},
                    {"device_allocations", m.device_allocations}};
+    if (!d.lost) {
+      DeviceMemoryInfo pm = runtime().device_memory_info(d.device);
+      auto opt = [](const std::optional<uint64_t>& v) { return v ? nlohmann::json(*v) : nlohmann::json(nullptr); };
+      j["plugin_memory"] = {{"free_bytes", opt(pm.free_bytes)},
+                            {"total_bytes", opt(pm.total_bytes)},
+                            {"bytes_in_use", opt(pm.plugin_bytes_in_use)},
+                            {"bytes_reserved", opt(pm.plugin_bytes_reserved)},
+                            {"peak_bytes_in_use", opt(pm.plugin_peak_bytes_in_use)},
+                            {"allocations", opt(pm.plugin_allocations)}};
+    }
     j["missing_primitives"] = d.missing_primitives;
   }
   return j;
+}
+
+/// "12.0 GiB free of 16.0 GiB; plugin: 1.0 MiB in use, ..." from what the plugin reports.
+std::string plugin_memory_text(const DeviceMemoryInfo& m) {
+  std::string s;
+  if (m.free_bytes && m.total_bytes) s = bytes_text(*m.free_bytes) + " free of " + bytes_text(*m.total_bytes);
+  if (m.plugin_bytes_in_use) {
+    s += (s.empty() ? "" : "; ") + std::string("plugin: ") + bytes_text(*m.plugin_bytes_in_use) + " in use, " +
+         bytes_text(m.plugin_bytes_reserved.value_or(0)) + " reserved, peak " +
+         bytes_text(m.plugin_peak_bytes_in_use.value_or(0)) + ", " +
+         std::to_string(m.plugin_allocations.value_or(0)) + " driver allocations";
+  }
+  return s.empty() ? "not reported by the plugin" : s;
 }
 
 }  // namespace
@@ -83,7 +112,11 @@ int run_devices(const DevicesOptions& options) {
         pj["version"] = p.version;
         pj["vendor"] = p.vendor;
         pj["score"] = p.score;
+        pj["ops"] = p.ops;
+        pj["extensions"] = p.extensions;
       }
+      pj["initialized"] = p.initialized;
+      if (!p.warnings.empty()) pj["warnings"] = p.warnings;
       pj["devices"] = nlohmann::json::array();
       for (const DeviceInfo& d : p.devices) pj["devices"].push_back(device_json(d, options.stats));
       out["plugins"].push_back(pj);
@@ -110,18 +143,31 @@ int run_devices(const DevicesOptions& options) {
     }
     std::cout << "  loaded   " << p.name << " " << p.version << " (" << p.vendor << "), ABI " << p.abi << ", score "
               << p.score << "  " << p.path << "\n";
+    for (const std::string& e : p.extensions) std::cout << "           extension " << e << "\n";
+    for (const std::string& op : p.ops) std::cout << "           defines op " << op << "\n";
+    for (const std::string& w : p.warnings) std::cout << "           warning: " << w << "\n";
     for (const DeviceInfo& d : p.devices) {
       std::cout << "    " << d.id << "  " << device_type_name(d.type) << "  " << d.name << "\n"
                 << "           memory " << bytes_text(d.memory_bytes)
                 << (d.memory_limit ? ", limit " + bytes_text(*d.memory_limit) : std::string()) << ", "
-                << d.compute_capability << ", " << d.kernel_count << " kernels\n"
+                << d.compute_capability << ", " << d.kernel_count << " kernels"
+                << (d.free_threaded ? ", free-threaded" : "") << (d.has_streams ? ", streams" : "") << "\n"
                 << "           dtypes: " << dtype_list(d.dtypes) << " (compute: " << dtype_list(d.compute_dtypes)
                 << ")\n";
+      if (!d.uuid.empty() || !d.pci_bus_id.empty()) {
+        std::cout << "           identity:" << (d.uuid.empty() ? "" : " uuid " + d.uuid)
+                  << (d.pci_bus_id.empty() ? "" : " pci " + d.pci_bus_id) << "\n";
+      }
+      for (const std::string& other : d.same_hardware_as) {
+        std::cout << "           same hardware as " << other << " (counted once; \"prefer\" decides which is used)\n";
+      }
+      if (d.lost) std::cout << "           LOST: " << d.lost_reason << "\n";
       if (options.stats) {
         MemoryStats m = rt.memory_stats(d.device);
         std::cout << "           allocator: " << bytes_text(m.allocated_bytes) << " live, " << bytes_text(m.cached_bytes)
                   << " cached, peak " << bytes_text(m.peak_allocated_bytes) << ", " << m.device_allocations
                   << " device allocations\n";
+        if (!d.lost) std::cout << "           device memory: " << plugin_memory_text(rt.device_memory_info(d.device)) << "\n";
         std::cout << "           primitives without a kernel (fall back): "
                   << (d.missing_primitives.empty() ? std::string("none") : std::string()) << "";
         for (const std::string& op : d.missing_primitives) std::cout << op << " ";

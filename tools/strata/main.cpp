@@ -1,4 +1,4 @@
-// main.cpp — the `strata` command line: version, devices, config check, demo.
+// main.cpp — the `strata` command line: version, devices, ops, config check, demo.
 #include "commands.hpp"
 
 #include <strata/strata.hpp>
@@ -22,6 +22,12 @@ int main(int argc, char** argv) {
   devices->add_flag("--json", devices_options.json, "Print one JSON object");
   devices->add_flag("--stats", devices_options.stats, "Add allocator statistics, missing kernels and fallback counts");
   devices->add_option("--config", config_path, "JSON configuration file")->check(CLI::ExistingFile);
+
+  OpsOptions ops_options;
+  CLI::App* ops = app.add_subcommand("ops", "List the ops (the core's and plugin-defined ones)");
+  ops->add_flag("--c-header", ops_options.c_header,
+                "Print the SDK header strata/plugin/strata_ops.h (op-name constants for kernel tables)");
+  ops->add_option("--config", config_path, "JSON configuration file")->check(CLI::ExistingFile);
 
   CLI::App* config = app.add_subcommand("config", "Configuration tools");
   config->require_subcommand(1);
@@ -49,6 +55,7 @@ int main(int argc, char** argv) {
       return kOk;
     }
     if (devices->parsed()) return run_devices(devices_options);
+    if (ops->parsed()) return run_ops(ops_options);
     if (demo->parsed()) return run_demo(demo_device);
   } catch (const strata::ConfigError& e) {
     std::cerr << "strata: configuration error: " << e.what() << "\n";

@@ -60,10 +60,38 @@
 #define DECLARE_BUFFER(Name, k) \
   layout(buffer_reference, std430, buffer_reference_align = ALIGN_OF(k)) buffer Name { STORE_T(k) v[]; };
 
-/// The 64-bit index pairs of an i64 index tensor, read as two uints: the host
-/// has checked every index to lie in [0, 2^31), so the high word is zero and
-/// no variant needs shaderInt64 just to read indices.
+/// An i64 index tensor read as pairs of uints (low word first), so that no
+/// variant needs shaderInt64 just to read indices.
 layout(buffer_reference, std430, buffer_reference_align = 8) readonly buffer IndexBuffer { uint v[]; };
+
+/// The device's deferred-error record (device.hpp, DeferredRecord): the
+/// first failure since the host last looked. `state` is 0 (none), 1 (being
+/// written) or 2 (written); the host reads it at a synchronisation point,
+/// reports STRATA_ERROR_DEFERRED and clears it.
+layout(buffer_reference, std430, buffer_reference_align = 16) coherent buffer ErrorRecord {
+  uint state;
+  uint site;  // the failing kernel (an OpSpec id, kernels.hpp)
+  uint what;  // ERR_*
+  uint dim;
+  uint bound;
+  uint value_lo;
+  uint value_hi;
+  uint pad;
+};
+
+/// Records a failure unless one is already recorded (the first one wins).
+void record_failure(ErrorRecord r, uint site, uint what, uint dim, uint bound, uint value_lo, uint value_hi) {
+  if (atomicCompSwap(r.state, 0u, 1u) == 0u) {
+    r.site = site;
+    r.what = what;
+    r.dim = dim;
+    r.bound = bound;
+    r.value_lo = value_lo;
+    r.value_hi = value_hi;
+    memoryBarrierBuffer();
+    atomicExchange(r.state, 2u);
+  }
+}
 
 /// f32 -> IEEE binary16 bits, rounding to nearest-even (OpFConvert's rounding
 /// mode is implementation-defined, so it is done by hand).

@@ -6,7 +6,8 @@
 //
 // Operands are arbitrary strided views (stride 0 for broadcast dims), the
 // output too (copy writes into views). The host merges dims wherever every
-// operand allows, so most calls arrive as rank 1.
+// operand allows, so most calls arrive as rank 1. Integer division by zero
+// yields 0 and is recorded as a deferred failure (common.glsl).
 #include "common.glsl"
 
 layout(local_size_x = ELTWISE_GROUP) in;
@@ -33,6 +34,8 @@ layout(push_constant) uniform Push {
   BBuffer b;
   CBuffer c;
   Params p;
+  ErrorRecord err;  // integer div by zero is recorded here (common.glsl)
+  uint site;
 } pc;
 
 #define YC COMP_T(Y_K)
@@ -121,7 +124,7 @@ YC binary_op(AC a, AC b) {
     case OP_ADD: return a + b;
     case OP_SUB: return a - b;
     case OP_MUL: return a * b;
-    case OP_DIV: return b == AC(0) ? AC(0) : a / b;  // the host rejects zero divisors first
+    case OP_DIV: return b == AC(0) ? AC(0) : a / b;  // main() records zero divisors
     case OP_MAXIMUM: return max(a, b);
     case OP_MINIMUM: return min(a, b);
   }
@@ -174,6 +177,15 @@ void main() {
 #endif
     pc.y.v[oy] = STORE(Y_K, unary_op(LOAD(A_K, pc.a.v[oa])));
 #elif NIN == 2
+#if A_K == KIND_I32 || A_K == KIND_I64
+    if (OP == OP_DIV && pc.b.v[ob] == STORE_T(B_K)(0)) {
+      // Integer division by zero: 0 here, STRATA_ERROR_DEFERRED at the next
+      // synchronisation point.
+      record_failure(pc.err, pc.site, ERR_DIV_ZERO, 0u, 0u, 0u, 0u);
+      pc.y.v[oy] = STORE_T(Y_K)(0);
+      continue;
+    }
+#endif
     pc.y.v[oy] = STORE(Y_K, binary_op(LOAD(A_K, pc.a.v[oa]), LOAD(B_K, pc.b.v[ob])));
 #else
     pc.y.v[oy] = LOAD(A_K, pc.a.v[oa]) != 0u ? pc.b.v[ob] : pc.c.v[oc];

@@ -81,11 +81,23 @@
 #define IX_GATHER 1
 #define IX_SCATTER_ADD 2
 
+/* random.comp */
+#define RNG_UNIFORM 0
+#define RNG_NORMAL 1
+#define RNG_BERNOULLI 2
+
+/* Deferred failures a shader records (common.glsl, record_failure): the
+ * kernel returns OK and the next synchronisation point reports
+ * STRATA_ERROR_DEFERRED (README.md, "Deferred errors"). */
+#define ERR_INDEX_RANGE 1
+#define ERR_DIV_ZERO 2
+
 /* Work-group sizes the host dispatches with. */
 #define ELTWISE_GROUP 256
 #define REDUCE_GROUP 256
 #define SOFTMAX_GROUP 128
 #define INDEX_GROUP 256
+#define RANDOM_GROUP 256
 #define MATMUL_TILE 64
 #define MATMUL_TILE_K 16
 

@@ -47,6 +47,13 @@ class DeviceError : public Error {
   using Error::Error;
 };
 
+/// The device reported DEVICE_LOST: it stays unusable for the rest of the
+/// process; other devices carry on.
+class DeviceLostError : public DeviceError {
+ public:
+  using DeviceError::DeviceError;
+};
+
 /// Out-of-range index, slice or dimension.
 class IndexError : public Error {
  public:

@@ -18,12 +18,17 @@ namespace strata {
 
 /// A named op attribute of a traced node ("dim", "dims", "value", ...).
 struct GraphAttr {
-  enum class Kind { integer, real, integers, flag };
+  /// integer, flag, dtype (its value in i): "int", "bool", "dtype"; real:
+  /// "float"; integers: "ints"; reals: "floats"; text: "string"; exact
+  /// scalars: "scalar_int" (i) and "scalar_float" (f).
+  enum class Kind { integer, real, integers, flag, dtype, reals, text, scalar_int, scalar_real };
   std::string name;
   Kind kind = Kind::integer;
   int64_t i = 0;
   double f = 0.0;
   std::vector<int64_t> ints;
+  std::vector<double> reals;
+  std::string text;
 };
 
 /// A tensor captured by trace() that does not derive from the inputs (a

@@ -37,6 +37,33 @@ struct DeviceInfo {
   /// Primitives of the op set this device has no kernel for (these fall
   /// back per policy).
   std::vector<std::string> missing_primitives;
+  /// Hardware identity from the plugin (empty when it reports none): a UUID
+  /// "xxxxxxxx-xxxx-xxxx-xxxx-xxxxxxxxxxxx" and a PCI bus id "0000:65:00.0".
+  std::string uuid;
+  std::string pci_bus_id;
+  /// Other devices that are the same hardware seen through another plugin
+  /// (Vulkan and CUDA on one GPU), by id. Of such a group only the member
+  /// whose plugin comes first in the configuration's "prefer" list is a
+  /// candidate for the default device.
+  std::vector<std::string> same_hardware_as;
+  /// The plugin declared every entry point thread-safe (no per-stream lock).
+  bool free_threaded = false;
+  /// The plugin caches memory itself; the core's allocator passes through.
+  bool plugin_caches_memory = false;
+  /// The device reported DEVICE_LOST; every later use fails with `lost_reason`.
+  bool lost = false;
+  std::string lost_reason;
+};
+
+/// Memory as the plugin reports it (fields the plugin does not report stay
+/// unset).
+struct DeviceMemoryInfo {
+  std::optional<uint64_t> free_bytes;
+  std::optional<uint64_t> total_bytes;
+  std::optional<uint64_t> plugin_bytes_in_use;
+  std::optional<uint64_t> plugin_bytes_reserved;
+  std::optional<uint64_t> plugin_peak_bytes_in_use;
+  std::optional<uint64_t> plugin_allocations;
 };
 
 /// What happened to one plugin file (or search path).
@@ -47,8 +74,19 @@ struct PluginInfo {
   std::string reason;  // why it was refused
   std::string vendor;
   std::string version;
-  std::string abi;  // "1.0"
+  std::string abi;  // the plugin's ABI version, "2.0"
   int score = 0;
+  /// Whether its init succeeded (its shutdown then runs: at exit, or at once
+  /// when the core refuses the plugin afterwards). Superseded builds are
+  /// never initialised.
+  bool initialized = false;
+  /// Parts of the plugin refused while the rest was kept, with the reason
+  /// (a malformed kernel entry, an op registered under another namespace).
+  std::vector<std::string> warnings;
+  /// Ops the plugin defined through the host services ("acme::swiglu").
+  std::vector<std::string> ops;
+  /// Extensions on its table that the core knows, "strata.native_handles v1".
+  std::vector<std::string> extensions;
   std::vector<DeviceInfo> devices;
 };
 
@@ -59,6 +97,19 @@ struct MemoryStats {
   uint64_t peak_allocated_bytes = 0;
   uint64_t device_allocations = 0;  // calls into the plugin's alloc
   std::optional<uint64_t> limit_bytes;
+};
+
+/// One op of the registry, as `strata ops` lists it.
+struct OpInfo {
+  std::string name;          // the kernel name: "strata::add", "acme::swiglu"
+  std::string kind;          // "primitive", "composite", "view", "join"
+  int n_inputs = 0;          // -1: any number
+  int n_outputs = 0;
+  uint32_t version = 1;      // contract version kernels declare
+  bool differentiable = false;  // has a reverse-mode rule
+  bool forward_mode = false;    // has a forward-mode rule
+  std::string plugin;        // the plugin that defined it ("" for the core's)
+  std::string doc;           // the plugin's one-line description
 };
 
 /// One (device, op) pair that ran on the CPU because the device had no
@@ -89,10 +140,18 @@ class Runtime {
   DeviceInfo device_info(Device device);
 
   MemoryStats memory_stats(Device device);
+  /// Free/total memory and the plugin's own counters, from the plugin.
+  DeviceMemoryInfo device_memory_info(Device device);
+  /// Asks the plugin to return cached memory to the driver (after the
+  /// core's own cache was emptied).
+  void trim_memory(Device device);
   /// Starts a new peak measurement: the peak becomes the bytes live now.
   void reset_peak_memory(Device device);
   /// Returns cached blocks of every device to the plugins.
   void empty_cache();
+
+  /// Every op: the core's and those loaded plugins defined.
+  std::vector<OpInfo> ops();
 
   std::vector<FallbackRecord> fallback_stats();
   uint64_t fallback_count();
@@ -136,7 +195,7 @@ class MemoryScope {
   uint64_t outer_peak_;
 };
 
-/// Library version ("0.1.0") and plugin ABI version ("1.0").
+/// Library version ("0.1.0") and plugin ABI version ("2.0").
 std::string version();
 std::string abi_version();
 

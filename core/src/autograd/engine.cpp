@@ -346,7 +346,8 @@ std::vector<Tensor> run_backward(const BackwardRequest& req) {
                       {grads.data(), grads.size()},
                       &node->attrs,
                       {needs.data(), needs.size()},
-                      node->closure.get()};
+                      node->closure.get(),
+                      node->op};
       std::vector<Tensor> input_grads;
       try {
         input_grads = node->op->vjp(ctx);

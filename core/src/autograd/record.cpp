@@ -234,7 +234,7 @@ void record_forward(const OpDef& op, std::span<const Tensor> inputs, std::span<T
     std::vector<Tensor> results;
     st.forward.remove(level);  // the rule's own ops must not carry this level
     try {
-      GradContext ctx{inputs, outs, tangents, attrs, {}, closure};
+      GradContext ctx{inputs, outs, tangents, attrs, {}, closure, &op};
       results = op.jvp(ctx);
     } catch (...) {
       st.forward.add(level);

@@ -22,6 +22,41 @@ namespace strata {
 
 namespace detail {
 
+namespace {
+
+GraphAttr::Kind graph_kind(const detail::Attr& a) {
+  switch (a.kind) {
+    case STRATA_ATTR_INT: return GraphAttr::Kind::integer;
+    case STRATA_ATTR_FLOAT: return GraphAttr::Kind::real;
+    case STRATA_ATTR_INTS: return GraphAttr::Kind::integers;
+    case STRATA_ATTR_BOOL: return GraphAttr::Kind::flag;
+    case STRATA_ATTR_DTYPE: return GraphAttr::Kind::dtype;
+    case STRATA_ATTR_FLOATS: return GraphAttr::Kind::reals;
+    case STRATA_ATTR_STRING: return GraphAttr::Kind::text;
+    case STRATA_ATTR_SCALAR:
+      return a.scalar_dtype == STRATA_F64 ? GraphAttr::Kind::scalar_real : GraphAttr::Kind::scalar_int;
+    default: return GraphAttr::Kind::integer;  // the core writes only the kinds above
+  }
+}
+
+strata_attr_kind abi_kind(GraphAttr::Kind k) {
+  switch (k) {
+    case GraphAttr::Kind::integer: return STRATA_ATTR_INT;
+    case GraphAttr::Kind::real: return STRATA_ATTR_FLOAT;
+    case GraphAttr::Kind::integers: return STRATA_ATTR_INTS;
+    case GraphAttr::Kind::flag: return STRATA_ATTR_BOOL;
+    case GraphAttr::Kind::dtype: return STRATA_ATTR_DTYPE;
+    case GraphAttr::Kind::reals: return STRATA_ATTR_FLOATS;
+    case GraphAttr::Kind::text: return STRATA_ATTR_STRING;
+    case GraphAttr::Kind::scalar_int:
+    case GraphAttr::Kind::scalar_real: return STRATA_ATTR_SCALAR;
+  }
+  return STRATA_ATTR_INT;
+}
+
+}  // namespace
+
+
 struct TraceState {
   /// Capture mode (checkpoint): only find the tracked tensors read but not
   /// created; no graph, no copies, nothing kept alive.
@@ -87,13 +122,12 @@ struct TraceState {
       for (const Attr& a : *attrs) {
         GraphAttr g;
         g.name = a.name;
-        g.kind = a.kind == STRATA_ATTR_INT     ? GraphAttr::Kind::integer
-                 : a.kind == STRATA_ATTR_FLOAT ? GraphAttr::Kind::real
-                 : a.kind == STRATA_ATTR_INTS  ? GraphAttr::Kind::integers
-                                               : GraphAttr::Kind::flag;
+        g.kind = graph_kind(a);
         g.i = a.i;
         g.f = a.f;
         g.ints = a.ints;
+        g.reals = a.floats;
+        g.text = a.text;
         n.attrs.push_back(std::move(g));
       }
     }
@@ -260,6 +294,11 @@ const char* attr_kind_name(GraphAttr::Kind k) {
     case GraphAttr::Kind::real: return "float";
     case GraphAttr::Kind::integers: return "ints";
     case GraphAttr::Kind::flag: return "bool";
+    case GraphAttr::Kind::dtype: return "dtype";
+    case GraphAttr::Kind::reals: return "floats";
+    case GraphAttr::Kind::text: return "string";
+    case GraphAttr::Kind::scalar_int: return "scalar_int";
+    case GraphAttr::Kind::scalar_real: return "scalar_float";
   }
   return "int";
 }
@@ -287,10 +326,14 @@ Json program_json(const Graph& g) {
     Json attrs = Json::array();
     for (const GraphAttr& a : n.attrs) {
       Json e{{"name", a.name}, {"kind", attr_kind_name(a.kind)}};
-      if (a.kind == GraphAttr::Kind::real) {
+      if (a.kind == GraphAttr::Kind::real || a.kind == GraphAttr::Kind::scalar_real) {
         e["value"] = a.f;
       } else if (a.kind == GraphAttr::Kind::integers) {
         e["value"] = a.ints;
+      } else if (a.kind == GraphAttr::Kind::reals) {
+        e["value"] = a.reals;
+      } else if (a.kind == GraphAttr::Kind::text) {
+        e["value"] = a.text;
       } else {
         e["value"] = a.i;
       }
@@ -474,18 +517,34 @@ Graph Graph::from_json(const std::string& text, const std::string& source) {
       if (!name.is_string()) r.fail(pa + "/name", "expected a string");
       a.name = name.get<std::string>();
       std::string kn = kind.is_string() ? kind.get<std::string>() : "";
-      if (kn == "int" || kn == "bool") {
-        a.kind = kn == "int" ? GraphAttr::Kind::integer : GraphAttr::Kind::flag;
+      if (kn == "int" || kn == "bool" || kn == "dtype" || kn == "scalar_int") {
+        a.kind = kn == "int"    ? GraphAttr::Kind::integer
+                 : kn == "bool" ? GraphAttr::Kind::flag
+                 : kn == "dtype" ? GraphAttr::Kind::dtype
+                                 : GraphAttr::Kind::scalar_int;
         a.i = r.integer(value, pa + "/value");
-      } else if (kn == "float") {
-        a.kind = GraphAttr::Kind::real;
+      } else if (kn == "float" || kn == "scalar_float") {
+        a.kind = kn == "float" ? GraphAttr::Kind::real : GraphAttr::Kind::scalar_real;
         if (!value.is_number()) r.fail(pa + "/value", "expected a number");
         a.f = value.get<double>();
       } else if (kn == "ints") {
         a.kind = GraphAttr::Kind::integers;
         a.ints = r.integers(value, pa + "/value");
+      } else if (kn == "floats") {
+        a.kind = GraphAttr::Kind::reals;
+        if (!value.is_array()) r.fail(pa + "/value", "expected an array of numbers");
+        for (size_t e = 0; e < value.size(); ++e) {
+          if (!value[e].is_number()) r.fail(pa + "/value/" + std::to_string(e), "expected a number");
+          a.reals.push_back(value[e].get<double>());
+        }
+      } else if (kn == "string") {
+        a.kind = GraphAttr::Kind::text;
+        if (!value.is_string()) r.fail(pa + "/value", "expected a string");
+        a.text = value.get<std::string>();
       } else {
-        r.fail(pa + "/kind", "expected \"int\", \"float\", \"ints\" or \"bool\"");
+        r.fail(pa + "/kind",
+               "expected \"int\", \"float\", \"ints\", \"bool\", \"dtype\", \"floats\", \"string\", "
+               "\"scalar_int\" or \"scalar_float\"");
       }
       n.attrs.push_back(std::move(a));
     }
@@ -581,13 +640,13 @@ std::vector<Tensor> Graph::run(const std::vector<Tensor>& inputs) const {
     for (const GraphAttr& a : n.attrs) {
       detail::Attr x{nullptr, STRATA_ATTR_INT};
       x.name = a.name.c_str();  // the node outlives the call
-      x.kind = a.kind == GraphAttr::Kind::integer  ? STRATA_ATTR_INT
-               : a.kind == GraphAttr::Kind::real   ? STRATA_ATTR_FLOAT
-               : a.kind == GraphAttr::Kind::integers ? STRATA_ATTR_INTS
-                                                     : STRATA_ATTR_BOOL;
+      x.kind = detail::abi_kind(a.kind);
+      x.scalar_dtype = a.kind == GraphAttr::Kind::scalar_real ? STRATA_F64 : STRATA_I64;
       x.i = a.i;
       x.f = a.f;
       x.ints = a.ints;
+      x.floats = a.reals;
+      x.text = a.text;
       attrs.push_back(std::move(x));
     }
     detail::OpResult r = detail::dispatch_span(*op, in, attrs.empty() ? nullptr : &attrs);

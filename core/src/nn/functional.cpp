@@ -9,6 +9,11 @@
 
 #include "util.hpp"
 
+namespace strata::detail {
+/// 1 with probability p, else 0 (ops/random.cpp).
+Tensor bernoulli_tensor(std::span<const int64_t> shape, double p, DType dtype, Device device);
+}  // namespace strata::detail
+
 namespace strata::nn::functional {
 
 using detail::describe;
@@ -209,9 +214,8 @@ Tensor dropout(const Tensor& x, double p, bool training) {
   if (!training || p == 0.0) return x;
   if (!is_floating(x.dtype())) throw DTypeError("dropout: input must be floating, got " + describe(x));
   if (p == 1.0) return x * 0.0;
-  DType draw = x.dtype() == DType::f64 ? DType::f64 : DType::f32;
-  Tensor u = rand(x.sizes(), {.dtype = draw, .device = x.device()});
-  Tensor keep = cast(ge(u, scalar_tensor(p, {.dtype = draw, .device = x.device()})), x.dtype());
+  // The mask is drawn on x's device (the bernoulli primitive), in x's dtype.
+  Tensor keep = strata::detail::bernoulli_tensor(x.shape(), 1.0 - p, x.dtype(), x.device());
   return x * keep * (1.0 / (1.0 - p));
 }
 

@@ -10,6 +10,8 @@
 #include <strata/error.hpp>
 #include <strata/ops.hpp>
 
+#include <cmath>
+
 namespace strata {
 
 namespace {
@@ -48,7 +50,7 @@ const OpDef& kFill = detail::define_op({.name = "fill", .n_inputs = 0});  // no 
 Tensor cast(const Tensor& x, DType dtype) {
   if (!x.defined()) throw Error("cast: undefined tensor");
   if (x.dtype() == dtype) return x;
-  Attrs attrs{Attr::integer("dtype", static_cast<int64_t>(dtype))};
+  Attrs attrs{Attr::dtype("dtype", dtype)};
   return detail::dispatch1(kCast, {x}, &attrs);
 }
 
@@ -82,7 +84,18 @@ Tensor fill_tensor(DeviceRecord& device, DType dtype, std::span<const int64_t> s
   call.n_inputs = 0;
   call.out().dtype = dtype;
   call.out().set_shape(shape);
-  Attrs attrs{Attr::real("value", value)};
+  // The value travels exactly: integral and bool fills as an int64 scalar.
+  Attr fill_value = Attr::scalar_real("value", value);
+  if (!is_floating(dtype)) {
+    if (dtype == DType::boolean) {
+      fill_value = Attr::scalar_int("value", value != 0.0 ? 1 : 0);
+    } else if (std::isfinite(value) && value >= -9223372036854775808.0 && value < 9223372036854775808.0) {
+      fill_value = Attr::scalar_int("value", static_cast<int64_t>(value));
+    } else {
+      throw ValueError("fill: " + std::to_string(value) + " cannot be stored in " + std::string(dtype_name(dtype)));
+    }
+  }
+  Attrs attrs{std::move(fill_value)};
   call.attrs = &attrs;
   return dispatch_call(call)[0];
 }

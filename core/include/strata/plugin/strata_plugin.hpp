@@ -1,18 +1,26 @@
-// strata_plugin.hpp — thin, header-only C++20 helpers for plugin authors.
+// strata_plugin.hpp — header-only C++20 helpers for plugin authors.
 //
 // Nothing here is required: a plugin written in C (or Rust) uses the C header
-// alone. These helpers only make the C ABI pleasant from C++: error messages,
-// attribute lookup, dtype names and sizes, and shape/stride arithmetic.
-// Depends on the C++ standard library only.
+// alone. These helpers hold what every C++ backend would otherwise write
+// itself: error messages, turning exceptions into statuses, struct-size
+// checks, typed attribute lookup, descriptor formatting, and the kernel table
+// with its get_kernels/device_props bodies. Depends on the C++ standard
+// library only.
 #pragma once
 
+#include <strata/plugin/strata_ops.h>
 #include <strata/plugin/strata_plugin.h>
 
 #include <cstdarg>
 #include <cstdint>
 #include <cstdio>
 #include <cstring>
+#include <deque>
+#include <new>
+#include <stdexcept>
+#include <string>
 #include <string_view>
+#include <vector>
 
 namespace strata::plugin {
 
@@ -29,6 +37,32 @@ namespace strata::plugin {
   return status;
 }
 
+/// Runs `body` (returning strata_status) and turns every exception into a
+/// status with a message prefixed by `what` (an op or entry point name):
+/// std::invalid_argument is INVALID_ARGUMENT, std::bad_alloc OUT_OF_MEMORY,
+/// anything else INTERNAL. Nothing ever throws across the ABI.
+template <class Body>
+strata_status guarded(strata_error* error, const char* what, Body&& body) noexcept {
+  try {
+    return body();
+  } catch (const std::bad_alloc&) {
+    return fail(error, STRATA_ERROR_OUT_OF_MEMORY, "%s: out of host memory", what);
+  } catch (const std::invalid_argument& e) {  // bad operands or attributes (attr_of_kind)
+    return fail(error, STRATA_ERROR_INVALID_ARGUMENT, "%s: %s", what, e.what());
+  } catch (const std::exception& e) {
+    return fail(error, STRATA_ERROR_INTERNAL, "%s: %s", what, e.what());
+  } catch (...) {
+    return fail(error, STRATA_ERROR_INTERNAL, "%s: unknown exception", what);
+  }
+}
+
+/// Whether an argument struct from the host is at least `min_size` bytes
+/// (its ABI 2.0 size); use with the STRATA_*_MIN_SIZE macros.
+template <class T>
+bool large_enough(const T* args, size_t min_size) {
+  return args != nullptr && args->struct_size >= min_size;
+}
+
 /// Short lower-case name, as used in kernel signatures ("f32", "bool").
 inline const char* dtype_name(strata_dtype dtype) {
   switch (dtype) {
@@ -39,42 +73,57 @@ inline const char* dtype_name(strata_dtype dtype) {
     case STRATA_I32: return "i32";
     case STRATA_I64: return "i64";
     case STRATA_BOOL: return "bool";
+    case STRATA_I8: return "i8";
+    case STRATA_U8: return "u8";
+    case STRATA_F8_E4M3: return "f8e4m3";
+    case STRATA_F8_E5M2: return "f8e5m2";
+    case STRATA_C64: return "c64";
     default: return "?";
   }
 }
 
-/// Bytes per element.
+/// Bytes per element (0 for an unknown value).
 inline size_t dtype_size(strata_dtype dtype) {
   switch (dtype) {
     case STRATA_F64:
-    case STRATA_I64: return 8;
+    case STRATA_I64:
+    case STRATA_C64: return 8;
     case STRATA_F32:
     case STRATA_I32: return 4;
     case STRATA_F16:
     case STRATA_BF16: return 2;
-    case STRATA_BOOL: return 1;
+    case STRATA_BOOL:
+    case STRATA_I8:
+    case STRATA_U8:
+    case STRATA_F8_E4M3:
+    case STRATA_F8_E5M2: return 1;
     default: return 0;
   }
 }
 
-/// Looks up an attribute by name; nullptr when absent.
-inline const strata_attr* find_attr(const strata_attrs* attrs, std::string_view name) {
-  if (attrs == nullptr) return nullptr;
-  for (int32_t k = 0; k < attrs->count; ++k) {
-    if (attrs->items[k].name != nullptr && name == attrs->items[k].name) return &attrs->items[k];
+inline const char* attr_kind_name(strata_attr_kind kind) {
+  switch (kind) {
+    case STRATA_ATTR_INT: return "INT";
+    case STRATA_ATTR_FLOAT: return "FLOAT";
+    case STRATA_ATTR_INTS: return "INTS";
+    case STRATA_ATTR_BOOL: return "BOOL";
+    case STRATA_ATTR_STRING: return "STRING";
+    case STRATA_ATTR_FLOATS: return "FLOATS";
+    case STRATA_ATTR_DTYPE: return "DTYPE";
+    case STRATA_ATTR_SCALAR: return "SCALAR";
+    default: return "?";
   }
-  return nullptr;
 }
 
-inline int64_t attr_int(const strata_attrs* attrs, std::string_view name, int64_t fallback) {
-  const strata_attr* a = find_attr(attrs, name);
-  return a != nullptr ? a->i : fallback;
-}
-
-inline double attr_float(const strata_attrs* attrs, std::string_view name, double fallback) {
-  const strata_attr* a = find_attr(attrs, name);
-  if (a == nullptr) return fallback;
-  return a->kind == STRATA_ATTR_FLOAT ? a->f : static_cast<double>(a->i);
+/// "f32[2, 3]" for messages.
+inline std::string describe(const strata_tensor& t) {
+  std::string s = dtype_name(t.dtype);
+  s += "[";
+  for (int32_t d = 0; d < t.rank && d < STRATA_MAX_RANK; ++d) {
+    if (d > 0) s += ", ";
+    s += std::to_string(t.shape[d]);
+  }
+  return s + "]";
 }
 
 /// Number of elements of a descriptor (1 for rank 0).
@@ -94,10 +143,93 @@ inline bool is_contiguous(const strata_tensor& t) {
   return true;
 }
 
-/// Fills a strata_kernel_entry; for building static kernel tables.
-constexpr strata_kernel_entry kernel(const char* op, const char* signature, strata_kernel_fn fn,
-                                     uint32_t flags = 0) {
-  return strata_kernel_entry{sizeof(strata_kernel_entry), op, signature, flags, fn};
+// ---- Attributes ---------------------------------------------------------------
+
+/// Looks up an attribute of a call by name; nullptr when absent.
+inline const strata_attr* find_attr(const strata_kernel_call& call, std::string_view name) {
+  for (int32_t k = 0; k < call.n_attrs; ++k) {
+    const strata_attr* a = call.attrs[k];
+    if (a != nullptr && a->name != nullptr && name == a->name) return a;
+  }
+  return nullptr;
+}
+
+/// The attribute `name` when it has `kind`; nullptr when absent. A present
+/// attribute of another kind is a caller bug: throws std::invalid_argument
+/// naming op, attribute and both kinds (guarded() turns it into a status).
+inline const strata_attr* attr_of_kind(const strata_kernel_call& call, std::string_view name,
+                                       strata_attr_kind kind) {
+  const strata_attr* a = find_attr(call, name);
+  if (a == nullptr || a->kind == kind) return a;
+  throw std::invalid_argument(std::string(call.op != nullptr ? call.op : "?") + ": attribute '" +
+                              std::string(name) + "' must be " + attr_kind_name(kind) + ", got " +
+                              attr_kind_name(a->kind));
+}
+
+inline int64_t attr_int(const strata_kernel_call& call, std::string_view name, int64_t fallback) {
+  const strata_attr* a = find_attr(call, name);
+  if (a == nullptr) return fallback;
+  if (a->kind == STRATA_ATTR_BOOL || a->kind == STRATA_ATTR_DTYPE) return a->i;
+  if (a->kind == STRATA_ATTR_SCALAR && a->scalar_dtype != STRATA_F64) return a->i;
+  return attr_of_kind(call, name, STRATA_ATTR_INT)->i;
+}
+
+/// FLOAT, or an INT or exact SCALAR read as a double.
+inline double attr_float(const strata_kernel_call& call, std::string_view name, double fallback) {
+  const strata_attr* a = find_attr(call, name);
+  if (a == nullptr) return fallback;
+  if (a->kind == STRATA_ATTR_INT) return static_cast<double>(a->i);
+  if (a->kind == STRATA_ATTR_SCALAR) return a->scalar_dtype == STRATA_F64 ? a->f : static_cast<double>(a->i);
+  return attr_of_kind(call, name, STRATA_ATTR_FLOAT)->f;
+}
+
+// ---- The kernel table -------------------------------------------------------------
+
+/// A device's kernel table: entries plus the storage their strings point at,
+/// exposed as the pointer array get_kernels returns. Build it once and keep it
+/// until the process exits (the ABI promises the array stays valid).
+class KernelTable {
+ public:
+  void add(const char* op, std::string signature, strata_kernel_fn fn, uint32_t flags = 0,
+           void* user_data = nullptr, uint32_t op_version = 1) {
+    signatures_.push_back(std::move(signature));
+    entries_.push_back(strata_kernel_entry{sizeof(strata_kernel_entry), op, op_version,
+                                           signatures_.back().c_str(), flags, fn, user_data});
+    pointers_.push_back(&entries_.back());
+  }
+  size_t size() const { return pointers_.size(); }
+  const strata_kernel_entry* const* data() const { return pointers_.data(); }
+
+  /// The body of get_kernels: hands the table to the host.
+  strata_status publish(strata_device_args* args) const {
+    args->entries = pointers_.data();
+    args->n_entries = static_cast<int32_t>(pointers_.size());
+    return STRATA_OK;
+  }
+
+ private:
+  std::deque<std::string> signatures_;        // stable c_str() pointers
+  std::deque<strata_kernel_entry> entries_;   // stable addresses
+  std::vector<const strata_kernel_entry*> pointers_;
+};
+
+/// The body of device_props: copies `props` into the host's struct, no more
+/// than the host's capacity (its struct_size on entry; an older host knows a
+/// shorter struct), and sets struct_size to the bytes written.
+inline strata_status publish_props(strata_device_args* args, const strata_device_props& props) {
+  if (args->props == nullptr) return fail(args->error, STRATA_ERROR_INVALID_ARGUMENT, "device_props: no props");
+  size_t bytes = sizeof(props);
+  if (args->props->struct_size != 0 && args->props->struct_size < bytes) bytes = args->props->struct_size;
+  std::memcpy(args->props, &props, bytes);
+  args->props->struct_size = bytes;
+  return STRATA_OK;
+}
+
+/// Writes a message through the host's logger, when the host offers one.
+inline void log(const strata_host_api* host, strata_log_level level, const char* plugin_name, const char* message) {
+  if (host != nullptr && STRATA_HAS_FIELD(host, strata_host_api, log) && host->log != nullptr) {
+    host->log(level, plugin_name, message);
+  }
 }
 
 }  // namespace strata::plugin

@@ -1,0 +1,547 @@
+// plugin_host.cpp — the host services of the plugin ABI.
+//
+// A plugin-defined op becomes an ordinary OpDef: its shape rule and its
+// derivatives are the plugin's callbacks, reached through OpDef::plugin_op.
+// Derivatives are written with call_op, which dispatches like any public op
+// (and is therefore recorded), so a plugin's op is differentiable to any
+// order by the same engine. Tensors cross the boundary as strata_value
+// handles that live in a ValueArena for the duration of one rule.
+#include "plugin_host.hpp"
+
+#include "abi_attrs.hpp"
+#include "logging.hpp"
+#include "op.hpp"
+#include "runtime_internal.hpp"
+
+#include <strata/error.hpp>
+#include <strata/plugin/strata_plugin.hpp>
+
+#include <cctype>
+#include <cstdarg>
+#include <cstdio>
+#include <cstring>
+#include <deque>
+#include <atomic>
+#include <mutex>
+#include <set>
+#include <unordered_set>
+
+namespace strata::detail {
+
+namespace {
+
+// --- Identity of the calling plugin during init ------------------------------------
+
+struct InitContext {
+  const std::string* plugin_name = nullptr;
+  PluginInfo* info = nullptr;
+};
+thread_local InitContext t_init;
+
+std::mutex g_host_mutex;  // guards the interned names and the foreign kernels
+
+/// Attribute names and op names live as long as the process (recorded nodes
+/// keep pointers to them).
+const char* intern(std::string_view text) {
+  static auto* names = new std::set<std::string, std::less<>>();
+  std::lock_guard lock(g_host_mutex);
+  auto it = names->find(text);
+  if (it == names->end()) it = names->emplace(text).first;
+  return it->c_str();
+}
+
+[[gnu::format(printf, 3, 4)]] strata_status fail(strata_error* error, strata_status status, const char* format, ...) {
+  if (error != nullptr && error->struct_size >= STRATA_ERROR_MIN_SIZE) {
+    va_list args;
+    va_start(args, format);
+    std::vsnprintf(error->message, sizeof(error->message), format, args);
+    va_end(args);
+  }
+  return status;
+}
+
+// --- Plugin-defined ops ------------------------------------------------------------
+
+struct AttrSpec {
+  const char* name;
+  strata_attr_kind kind;
+  bool required;
+};
+
+struct PluginOp {
+  std::string name;  // "acme::swiglu"
+  std::string plugin;
+  std::vector<AttrSpec> attrs;
+  strata_infer_fn infer = nullptr;
+  strata_derivative_fn vjp = nullptr;
+  strata_derivative_fn jvp = nullptr;
+  void* user_data = nullptr;
+  std::string doc;
+  /// Set when the core refused the plugin after its init: the op stays in
+  /// the registry (ids are stable) but every call is refused.
+  std::atomic<bool> retired{false};
+};
+
+std::vector<PluginOp*>& plugin_ops() {
+  static auto* v = new std::vector<PluginOp*>();
+  return *v;
+}
+
+const PluginOp& plugin_op_of(const OpDef& op) { return *static_cast<const PluginOp*>(op.plugin_op); }
+
+const char* kind_name(strata_attr_kind k) { return plugin::attr_kind_name(k); }
+
+/// Checks a call's attributes against the schema: required ones present,
+/// kinds as declared, no unknown names.
+void check_attrs(const OpCall& call, const PluginOp& po) {
+  if (call.attrs != nullptr) {
+    for (const Attr& a : *call.attrs) {
+      const AttrSpec* spec = nullptr;
+      for (const AttrSpec& s : po.attrs) {
+        if (std::string_view(s.name) == a.name) spec = &s;
+      }
+      if (spec == nullptr) throw ValueError(call.describe() + ": unknown attribute '" + a.name + "'");
+      if (spec->kind != a.kind) {
+        throw ValueError(call.describe() + ": attribute '" + a.name + "' must be " + kind_name(spec->kind) + ", got " +
+                         kind_name(a.kind));
+      }
+    }
+  }
+  for (const AttrSpec& s : po.attrs) {
+    if (s.required && call.attr(s.name) == nullptr) {
+      throw ValueError(call.describe() + ": missing required attribute '" + s.name + "'");
+    }
+  }
+}
+
+/// A plugin's strata_attr as a core Attr (names interned). Throws on a
+/// malformed one, naming `where`.
+Attr attr_from_abi(const strata_attr* a, const std::string& where) {
+  if (a == nullptr) throw ValueError(where + ": null attribute");
+  if (a->struct_size < STRATA_ATTR_MIN_SIZE) {
+    throw ValueError(where + ": attribute struct_size " + std::to_string(a->struct_size) + " below the minimum " +
+                     std::to_string(STRATA_ATTR_MIN_SIZE));
+  }
+  if (a->name == nullptr) throw ValueError(where + ": attribute without a name");
+  Attr out{intern(a->name), a->kind};
+  out.i = a->i;
+  out.f = a->f;
+  out.scalar_dtype = a->scalar_dtype;
+  auto need_array = [&](const void* p) {
+    if (a->count < 0 || (a->count > 0 && p == nullptr)) {
+      throw ValueError(where + ": attribute '" + a->name + "' has " + std::to_string(a->count) + " values but no array");
+    }
+  };
+  switch (a->kind) {
+    case STRATA_ATTR_INT:
+    case STRATA_ATTR_FLOAT:
+    case STRATA_ATTR_BOOL:
+    case STRATA_ATTR_DTYPE:
+    case STRATA_ATTR_SCALAR: break;
+    case STRATA_ATTR_INTS:
+      need_array(a->ints);
+      if (a->count > 0) out.ints.assign(a->ints, a->ints + a->count);
+      break;
+    case STRATA_ATTR_FLOATS:
+      need_array(a->floats);
+      if (a->count > 0) out.floats.assign(a->floats, a->floats + a->count);
+      break;
+    case STRATA_ATTR_STRING:
+      if (a->string == nullptr) throw ValueError(where + ": STRING attribute '" + a->name + "' without a string");
+      out.text = a->string;
+      break;
+    default:
+      throw ValueError(where + ": attribute '" + a->name + "' has unknown kind " + std::to_string(a->kind));
+  }
+  return out;
+}
+
+void plugin_prepare(OpCall& call) {
+  const PluginOp& po = plugin_op_of(*call.op);
+  if (po.retired.load(std::memory_order_acquire)) {
+    throw DeviceError(call.describe() + ": the op's plugin \"" + po.plugin + "\" was refused after its init");
+  }
+  check_attrs(call, po);
+  std::array<strata_tensor_meta, kMaxInputs> in_meta{};
+  std::array<const strata_tensor_meta*, kMaxInputs> in_ptr{};
+  for (int k = 0; k < call.n_inputs; ++k) {
+    strata_tensor_meta& m = in_meta[static_cast<size_t>(k)];
+    m.struct_size = sizeof(m);
+    m.dtype = static_cast<strata_dtype>(call.in(k).dtype());
+    m.rank = static_cast<int32_t>(call.in(k).dim());
+    for (int32_t d = 0; d < m.rank; ++d) m.shape[d] = call.in(k).shape()[static_cast<size_t>(d)];
+    in_ptr[static_cast<size_t>(k)] = &m;
+  }
+  std::array<strata_tensor_meta, kMaxOutputs> out_meta{};
+  std::array<strata_tensor_meta*, kMaxOutputs> out_ptr{};
+  for (int k = 0; k < call.n_outputs; ++k) {
+    out_meta[static_cast<size_t>(k)].struct_size = sizeof(strata_tensor_meta);
+    out_meta[static_cast<size_t>(k)].dtype = STRATA_DTYPE_COUNT;  // must be set by the rule
+    out_ptr[static_cast<size_t>(k)] = &out_meta[static_cast<size_t>(k)];
+  }
+  AttrViews attrs(call.attrs);
+  strata_error err{sizeof(strata_error), {}};
+  strata_infer_args args{};
+  args.struct_size = sizeof(args);
+  args.op = po.name.c_str();
+  args.inputs = in_ptr.data();
+  args.n_inputs = call.n_inputs;
+  args.outputs = out_ptr.data();
+  args.n_outputs = call.n_outputs;
+  args.attrs = attrs.data();
+  args.n_attrs = attrs.count();
+  args.user_data = po.user_data;
+  args.error = &err;
+  if (strata_status st = po.infer(&args); st != STRATA_OK) {
+    throw ValueError(call.describe() + ": " + (err.message[0] != '\0' ? err.message : "the shape rule failed"));
+  }
+  for (int k = 0; k < call.n_outputs; ++k) {
+    const strata_tensor_meta& m = out_meta[static_cast<size_t>(k)];
+    if (m.dtype < 0 || m.dtype >= kDTypeCount) {
+      throw ValueError(call.describe() + ": the shape rule of " + po.name + " gave output " + std::to_string(k) +
+                       " dtype " + std::to_string(m.dtype) + ", which this core cannot store");
+    }
+    if (m.rank < 0 || m.rank > STRATA_MAX_RANK) {
+      throw ValueError(call.describe() + ": the shape rule of " + po.name + " gave output " + std::to_string(k) +
+                       " rank " + std::to_string(m.rank));
+    }
+    for (int32_t d = 0; d < m.rank; ++d) {
+      if (m.shape[d] < 0) throw ValueError(call.describe() + ": the shape rule gave a negative dimension");
+    }
+    call.out(k).dtype = static_cast<DType>(m.dtype);
+    call.out(k).set_shape({m.shape, static_cast<size_t>(m.rank)});
+  }
+}
+
+// --- Values and call_op --------------------------------------------------------------
+
+/// The tensors of one derivative rule: borrowed (the rule's inputs, outputs
+/// and seeds) and owned (call_op results). Arenas nest per thread.
+class ValueArena {
+ public:
+  ValueArena() { stack().push_back(this); }
+  ~ValueArena() { stack().pop_back(); }
+  ValueArena(const ValueArena&) = delete;
+  ValueArena& operator=(const ValueArena&) = delete;
+
+  strata_value borrow(const Tensor& t) {
+    if (!t.defined()) return nullptr;
+    auto* p = const_cast<Tensor*>(&t);
+    known_.insert(p);
+    return reinterpret_cast<strata_value>(p);
+  }
+  strata_value own(Tensor t) {
+    Tensor& stored = owned_.emplace_back(std::move(t));
+    known_.insert(&stored);
+    return reinterpret_cast<strata_value>(&stored);
+  }
+  /// The tensor behind a handle this arena (or an enclosing one) knows.
+  static const Tensor* resolve(strata_value v) {
+    for (auto it = stack().rbegin(); it != stack().rend(); ++it) {
+      if ((*it)->known_.contains(reinterpret_cast<Tensor*>(v))) return reinterpret_cast<const Tensor*>(v);
+    }
+    return nullptr;
+  }
+  static ValueArena* current() { return stack().empty() ? nullptr : stack().back(); }
+
+ private:
+  static std::vector<ValueArena*>& stack() {
+    thread_local std::vector<ValueArena*> arenas;
+    return arenas;
+  }
+  std::deque<Tensor> owned_;  // stable addresses
+  std::unordered_set<Tensor*> known_;
+};
+
+strata_status host_call_op(strata_call_op_args* args) noexcept {
+  if (args == nullptr || args->struct_size < STRATA_CALL_OP_ARGS_MIN_SIZE) return STRATA_ERROR_INVALID_ARGUMENT;
+  std::string op_name = args->op != nullptr ? args->op : "(null)";
+  ValueArena* arena = ValueArena::current();
+  if (arena == nullptr) {
+    return fail(args->error, STRATA_ERROR_INVALID_ARGUMENT,
+                "call_op(%s): only available inside a plugin op's derivative rule", op_name.c_str());
+  }
+  try {
+    const OpDef* op = find_kernel_op(op_name);
+    if (op == nullptr) throw ValueError("unknown op (names are namespaced: strata::mul, acme::swiglu)");
+    if (op->kind != OpKind::primitive && op->kind != OpKind::composite) {
+      throw ValueError("op cannot be called through call_op (a view or join of the core)");
+    }
+    if (args->n_inputs < 0 || args->n_inputs > kMaxInputs || (args->n_inputs > 0 && args->inputs == nullptr)) {
+      throw ValueError(std::to_string(args->n_inputs) + " inputs");
+    }
+    std::array<Tensor, kMaxInputs> inputs;
+    for (int32_t k = 0; k < args->n_inputs; ++k) {
+      const Tensor* t = ValueArena::resolve(args->inputs[k]);
+      if (t == nullptr) throw ValueError("input " + std::to_string(k) + " is not a value the host handed out");
+      inputs[static_cast<size_t>(k)] = *t;
+    }
+    Attrs attrs;
+    if (args->n_attrs < 0 || (args->n_attrs > 0 && args->attrs == nullptr)) throw ValueError("bad attribute array");
+    for (int32_t k = 0; k < args->n_attrs; ++k) attrs.push_back(attr_from_abi(args->attrs[k], "call_op(" + op_name + ")"));
+    OpResult result = dispatch_span(*op, {inputs.data(), static_cast<size_t>(args->n_inputs)},
+                                    attrs.empty() ? nullptr : &attrs);
+    if (args->outputs == nullptr || args->n_outputs < result.count) {
+      throw ValueError("room for " + std::to_string(args->n_outputs) + " outputs, the op has " +
+                       std::to_string(result.count));
+    }
+    for (int k = 0; k < result.count; ++k) args->outputs[k] = arena->own(std::move(result[k]));
+    return STRATA_OK;
+  } catch (const OutOfMemoryError& e) {
+    return fail(args->error, STRATA_ERROR_OUT_OF_MEMORY, "call_op(%s): %s", op_name.c_str(), e.what());
+  } catch (const std::exception& e) {
+    return fail(args->error, STRATA_ERROR_INVALID_ARGUMENT, "call_op(%s): %s", op_name.c_str(), e.what());
+  }
+}
+
+/// Runs a plugin's VJP (reverse) or JVP (forward) callback.
+std::vector<Tensor> plugin_derivative(const GradContext& ctx, bool reverse) {
+  if (ctx.op == nullptr || ctx.op->plugin_op == nullptr) {
+    throw Error("a plugin op's derivative rule ran without its op (GradContext::op is not set)");
+  }
+  const PluginOp& po = plugin_op_of(*ctx.op);
+  strata_derivative_fn fn = reverse ? po.vjp : po.jvp;
+  ValueArena arena;
+  std::vector<strata_value> inputs, outputs, seeds;
+  for (const Tensor& t : ctx.inputs) inputs.push_back(arena.borrow(t));
+  for (const Tensor& t : ctx.outputs) outputs.push_back(arena.borrow(t));
+  for (const Tensor& t : ctx.grads) seeds.push_back(arena.borrow(t));
+  size_t n_results = reverse ? ctx.inputs.size() : ctx.outputs.size();
+  std::vector<strata_value> results(n_results, nullptr);
+  std::vector<uint8_t> needed(ctx.inputs.size(), 1);
+  for (size_t k = 0; k < needed.size(); ++k) needed[k] = ctx.needs(static_cast<int>(k)) ? 1 : 0;
+  AttrViews attrs(ctx.attrs);
+  strata_error err{sizeof(strata_error), {}};
+  strata_derivative_args args{};
+  args.struct_size = sizeof(args);
+  args.op = po.name.c_str();
+  args.inputs = inputs.data();
+  args.n_inputs = static_cast<int32_t>(inputs.size());
+  args.outputs = outputs.data();
+  args.n_outputs = static_cast<int32_t>(outputs.size());
+  args.seeds = seeds.data();
+  args.n_seeds = static_cast<int32_t>(seeds.size());
+  args.results = results.data();
+  args.n_results = static_cast<int32_t>(n_results);
+  args.needed = reverse ? needed.data() : nullptr;
+  args.attrs = attrs.data();
+  args.n_attrs = attrs.count();
+  args.host = &host_api();
+  args.user_data = po.user_data;
+  args.error = &err;
+  if (strata_status st = fn(&args); st != STRATA_OK) {
+    throw Error(po.name + (reverse ? " VJP" : " JVP") + " (plugin " + po.plugin +
+                "): " + (err.message[0] != '\0' ? err.message : "status " + std::to_string(st)));
+  }
+  std::vector<Tensor> out(n_results);
+  for (size_t k = 0; k < n_results; ++k) {
+    if (results[k] == nullptr) continue;
+    const Tensor* t = ValueArena::resolve(results[k]);
+    if (t == nullptr) {
+      throw Error(po.name + (reverse ? " VJP" : " JVP") + " (plugin " + po.plugin + "): result " + std::to_string(k) +
+                  " is not a value the host handed out");
+    }
+    out[k] = *t;
+  }
+  return out;
+}
+
+std::vector<Tensor> plugin_vjp(const GradContext& ctx) { return plugin_derivative(ctx, true); }
+std::vector<Tensor> plugin_jvp(const GradContext& ctx) { return plugin_derivative(ctx, false); }
+
+bool valid_op_part(std::string_view s) {
+  if (s.empty()) return false;
+  for (char c : s) {
+    if (!(std::islower(static_cast<unsigned char>(c)) || std::isdigit(static_cast<unsigned char>(c)) || c == '_')) {
+      return false;
+    }
+  }
+  return true;
+}
+
+strata_status host_register_op(const strata_op_schema* schema, strata_error* error) noexcept {
+  if (t_init.plugin_name == nullptr) {
+    return fail(error, STRATA_ERROR_INVALID_ARGUMENT, "register_op: only a plugin's init may register ops");
+  }
+  const std::string& plugin = *t_init.plugin_name;
+  auto refuse = [&](const std::string& why) {
+    t_init.info->warnings.push_back("register_op: " + why);
+    return fail(error, STRATA_ERROR_INVALID_ARGUMENT, "register_op: %s", why.c_str());
+  };
+  try {
+    if (schema == nullptr || schema->struct_size < STRATA_OP_SCHEMA_MIN_SIZE) {
+      return refuse("schema struct_size " + std::to_string(schema != nullptr ? schema->struct_size : 0) +
+                    " below the minimum " + std::to_string(STRATA_OP_SCHEMA_MIN_SIZE));
+    }
+    std::string name = schema->name != nullptr ? schema->name : "";
+    size_t sep = name.find("::");
+    if (sep == std::string::npos || !valid_op_part(name.substr(sep + 2))) {
+      return refuse("op name \"" + name + "\" must be \"" + plugin + "::<op>\" (lower case, digits, _)");
+    }
+    if (name.substr(0, sep) != plugin) {
+      return refuse("op \"" + name + "\" lies in namespace \"" + name.substr(0, sep) + "\", but plugin \"" + plugin +
+                    "\" may only define ops in \"" + plugin + "::\"");
+    }
+    if (find_op(name) != nullptr) return refuse("op \"" + name + "\" is already registered");
+    if (schema->version < 1) return refuse(name + ": version must be >= 1");
+    if (schema->n_inputs < 1 || schema->n_inputs > kMaxInputs || schema->n_outputs < 1 ||
+        schema->n_outputs > kMaxOutputs) {
+      return refuse(name + ": " + std::to_string(schema->n_inputs) + " inputs and " +
+                    std::to_string(schema->n_outputs) + " outputs (1.." + std::to_string(kMaxInputs) + " and 1.." +
+                    std::to_string(kMaxOutputs) + " supported)");
+    }
+    if (schema->infer == nullptr) return refuse(name + ": no shape rule (infer)");
+    auto* po = new PluginOp{name, plugin, {}, schema->infer, schema->vjp, schema->jvp, schema->user_data,
+                            schema->doc != nullptr ? schema->doc : ""};
+    if (schema->n_attrs < 0 || (schema->n_attrs > 0 && schema->attrs == nullptr)) {
+      delete po;
+      return refuse(name + ": bad attribute schema array");
+    }
+    for (int32_t k = 0; k < schema->n_attrs; ++k) {
+      const strata_attr_schema* a = schema->attrs[k];
+      if (a == nullptr || a->struct_size < STRATA_ATTR_SCHEMA_MIN_SIZE || a->name == nullptr) {
+        delete po;
+        return refuse(name + ": attribute schema " + std::to_string(k) + " is malformed (struct_size below " +
+                      std::to_string(STRATA_ATTR_SCHEMA_MIN_SIZE) + " or no name)");
+      }
+      po->attrs.push_back({intern(a->name), a->kind, a->required != 0});
+    }
+    OpDef def{.name = intern(name),
+              .kind = OpKind::primitive,
+              .n_inputs = schema->n_inputs,
+              .n_outputs = schema->n_outputs,
+              .prepare = plugin_prepare,
+              .vjp = schema->vjp != nullptr ? plugin_vjp : nullptr,
+              .jvp = schema->jvp != nullptr ? plugin_jvp : nullptr,
+              .version = schema->version,
+              .plugin_op = po};
+    define_op(def);
+    {
+      std::lock_guard lock(g_host_mutex);
+      plugin_ops().push_back(po);
+    }
+    t_init.info->ops.push_back(name);
+    logger("plugin")->info("{} defined op {} (version {})", plugin, name, schema->version);
+    return STRATA_OK;
+  } catch (const std::exception& e) {
+    return fail(error, STRATA_ERROR_INTERNAL, "register_op: %s", e.what());
+  }
+}
+
+// --- Kernels for another plugin's devices -------------------------------------------
+
+struct ForeignKernels {
+  std::string from;  // the registering plugin
+  std::string target;
+  std::vector<strata_kernel_entry> entries;  // copied (strings stay the plugin's: static)
+};
+
+std::vector<ForeignKernels>& foreign() {
+  static auto* v = new std::vector<ForeignKernels>();
+  return *v;
+}
+
+void apply_foreign(DeviceRecord& device, const ForeignKernels& fk, std::vector<std::string>& warnings) {
+  for (size_t k = 0; k < fk.entries.size(); ++k) {
+    const strata_kernel_entry& e = fk.entries[k];
+    if (e.op == nullptr || !std::string_view(e.op).starts_with(fk.from + "::")) {
+      warnings.push_back(device.id + ": kernel " + std::to_string(k) + " from plugin " + fk.from +
+                         " refused: a plugin may add kernels only for its own ops (" + fk.from + "::...)");
+      continue;
+    }
+    if (std::string why = device.add_kernel(&e, static_cast<int>(k)); !why.empty()) {
+      warnings.push_back(device.id + " (from plugin " + fk.from + "): " + why);
+    }
+  }
+}
+
+strata_status host_register_kernels(const strata_kernel_registration* reg, strata_error* error) noexcept {
+  if (t_init.plugin_name == nullptr) {
+    return fail(error, STRATA_ERROR_INVALID_ARGUMENT, "register_kernels: only a plugin's init may register kernels");
+  }
+  try {
+    if (reg == nullptr || reg->struct_size < STRATA_KERNEL_REGISTRATION_MIN_SIZE || reg->plugin_name == nullptr ||
+        reg->n_entries < 0 || (reg->n_entries > 0 && reg->entries == nullptr)) {
+      return fail(error, STRATA_ERROR_INVALID_ARGUMENT, "register_kernels: malformed registration");
+    }
+    ForeignKernels fk{*t_init.plugin_name, reg->plugin_name, {}};
+    for (int32_t k = 0; k < reg->n_entries; ++k) {
+      const strata_kernel_entry* e = reg->entries[k];
+      if (e == nullptr || e->struct_size < STRATA_KERNEL_ENTRY_MIN_SIZE) {
+        t_init.info->warnings.push_back("register_kernels: entry " + std::to_string(k) + " has struct_size below " +
+                                        std::to_string(STRATA_KERNEL_ENTRY_MIN_SIZE) + "; refused");
+        continue;
+      }
+      strata_kernel_entry copy{};
+      std::memcpy(&copy, e, std::min(sizeof(copy), e->struct_size));
+      copy.struct_size = std::min(sizeof(copy), e->struct_size);
+      fk.entries.push_back(copy);
+    }
+    std::lock_guard lock(g_host_mutex);
+    for (DeviceRecord* d : all_device_records()) {
+      if (d->plugin.name == fk.target) apply_foreign(*d, fk, t_init.info->warnings);
+    }
+    foreign().push_back(std::move(fk));
+    return STRATA_OK;
+  } catch (const std::exception& e) {
+    return fail(error, STRATA_ERROR_INTERNAL, "register_kernels: %s", e.what());
+  }
+}
+
+const strata_extension* host_find_extension(const char* plugin_name, const char* name, uint32_t min_version) noexcept {
+  if (plugin_name == nullptr || name == nullptr) return nullptr;
+  try {
+    const LoadedPlugin* p = find_active_plugin(plugin_name);
+    return p != nullptr ? p->extension(name, min_version) : nullptr;
+  } catch (...) {
+    return nullptr;
+  }
+}
+
+void host_log(strata_log_level level, const char* plugin_name, const char* message) noexcept {
+  static constexpr spdlog::level::level_enum kLevels[] = {spdlog::level::trace, spdlog::level::debug,
+                                                          spdlog::level::info, spdlog::level::warn,
+                                                          spdlog::level::err};
+  auto lvl = static_cast<int>(level) >= 0 && static_cast<int>(level) <= 4 ? kLevels[level] : spdlog::level::info;
+  try {
+    logger(plugin_name != nullptr ? plugin_name : "plugin")->log(lvl, "{}", message != nullptr ? message : "");
+  } catch (...) {  // logging never throws into a plugin
+  }
+}
+
+}  // namespace
+
+const strata_host_api& host_api() {
+  static const strata_host_api api{sizeof(strata_host_api), STRATA_ABI_MAJOR,      STRATA_ABI_MINOR,
+                                   &host_log,               &host_register_op,     &host_call_op,
+                                   &host_register_kernels,  &host_find_extension};
+  return api;
+}
+
+PluginInitScope::PluginInitScope(const std::string& plugin_name, PluginInfo& info) {
+  t_init.plugin_name = &plugin_name;
+  t_init.info = &info;
+}
+
+PluginInitScope::~PluginInitScope() { t_init = {}; }
+
+void retire_plugin_registrations(const std::string& plugin_name) {
+  std::lock_guard lock(g_host_mutex);
+  for (PluginOp* po : plugin_ops()) {
+    if (po->plugin == plugin_name) po->retired.store(true, std::memory_order_release);
+  }
+  // Its kernels for other plugins' devices are only for its own (now
+  // retired) ops; forget them so that devices opened later do not get them.
+  std::erase_if(foreign(), [&](const ForeignKernels& fk) { return fk.from == plugin_name; });
+}
+
+std::string op_doc(const OpDef& op) { return op.plugin_op != nullptr ? plugin_op_of(op).doc : std::string(); }
+
+void add_foreign_kernels(DeviceRecord& device, std::vector<std::string>& warnings) {
+  std::lock_guard lock(g_host_mutex);
+  for (const ForeignKernels& fk : foreign()) {
+    if (fk.target == device.plugin.name) apply_foreign(device, fk, warnings);
+  }
+}
+
+}  // namespace strata::detail

@@ -1,0 +1,978 @@
+/* opslib_plugin.c — a test plugin that defines its own differentiable ops
+ * through the host services of ABI 2.0 (strata_plugin.h, "Plugin-defined
+ * ops"), in C99.
+ *
+ * It serves one device, opslib:0, an accelerator with its own memory space
+ * (buffers are handles to malloc'd blocks the core cannot read) whose kernel
+ * table holds strata::fill and strata::copy (f32, f64, i64, bool) and its own
+ * ops; every other core op falls back to the CPU. In init it defines
+ *
+ *   opslib::cube(x; a)              y = a * x^3
+ *       VJP  x̄ = cube_backward(ȳ, x; a)            JVP  ẏ = cube_backward(ẋ, x; a)
+ *   opslib::cube_backward(g, x; a)  z = 3a * x^2 * g
+ *       VJP  ḡ = cube_backward(z̄, x; a),  x̄ = scale(x * g * z̄; s = 6a)
+ *       JVP  ż = cube_backward(ġ, x; a) + scale(x * g * ẋ; s = 6a)
+ *   opslib::scale(x; s)             y = s * x   (no core op a derivative can
+ *       VJP  x̄ = scale(ȳ; s)         JVP  ẏ = scale(ẋ; s)     reach takes a
+ *                                                          scalar attribute)
+ *
+ * Every derivative is a call of ops through host->call_op, recorded by the
+ * host like any op, so the ops are differentiable to any order. It registers
+ * kernels for the three ops on its own device and, through
+ * host->register_kernels, on the CPU plugin's devices; those get CPU
+ * buffers, whose addresses they ask for through the CPU plugin's
+ * strata.native_handles extension (host->find_extension).
+ *
+ * It also checks two refusals the host must make, and carries on after
+ * them: an op in another plugin's namespace ("cpu::evil") and a second
+ * registration of opslib::cube. The host records both in the plugin's
+ * warnings (PluginInfo::warnings).
+ *
+ * tests/runtime/plugin_ops_test.cpp is its test.
+ */
+#include <strata/plugin/strata_ops.h>
+#include <strata/plugin/strata_plugin.h>
+
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#define OPSLIB_NAME "opslib"
+#define OPSLIB_MAGIC 0x4f50534cu /* "OPSL" */
+/* The contract version of the plugin's own ops. */
+#define OPSLIB_OP_VERSION 1u
+
+#define OPSLIB_OP_CUBE OPSLIB_NAME "::cube"
+#define OPSLIB_OP_CUBE_BACKWARD OPSLIB_NAME "::cube_backward"
+#define OPSLIB_OP_SCALE OPSLIB_NAME "::scale"
+
+#if defined(__GNUC__)
+#define OPSLIB_PRINTF(f, a) __attribute__((format(printf, f, a)))
+#else
+#define OPSLIB_PRINTF(f, a)
+#endif
+
+typedef struct opslib_buffer {
+  uint32_t magic;
+  size_t bytes;
+  unsigned char* data;
+} opslib_buffer;
+
+typedef struct opslib_state {
+  uint32_t magic;
+  const strata_host_api* host;
+} opslib_state;
+
+static opslib_state g_state = {0, NULL};
+
+/* ---- helpers ------------------------------------------------------------------ */
+
+static strata_status OPSLIB_PRINTF(3, 4) opslib_fail(strata_error* e, strata_status status, const char* format, ...) {
+  if (e != NULL && e->struct_size >= STRATA_ERROR_MIN_SIZE) {
+    va_list args;
+    va_start(args, format);
+    vsnprintf(e->message, sizeof(e->message), format, args);
+    va_end(args);
+  }
+  return status;
+}
+
+static void opslib_log(strata_log_level level, const char* message) {
+  const strata_host_api* host = g_state.host;
+  if (host != NULL && STRATA_HAS_FIELD(host, strata_host_api, log) && host->log != NULL) {
+    host->log(level, OPSLIB_NAME, message);
+  }
+}
+
+static int state_ok(strata_plugin_state s) { return s == (strata_plugin_state)&g_state && g_state.magic == OPSLIB_MAGIC; }
+
+static opslib_buffer* as_buffer(strata_buffer b) {
+  opslib_buffer* m = (opslib_buffer*)b;
+  return (m != NULL && m->magic == OPSLIB_MAGIC) ? m : NULL;
+}
+
+static const char* dtype_name(strata_dtype dt) {
+  switch (dt) {
+    case STRATA_F32: return "f32";
+    case STRATA_F64: return "f64";
+    case STRATA_F16: return "f16";
+    case STRATA_BF16: return "bf16";
+    case STRATA_I32: return "i32";
+    case STRATA_I64: return "i64";
+    case STRATA_BOOL: return "bool";
+    default: return "an unknown dtype";
+  }
+}
+
+/* Bytes per element of the dtypes this device stores (0: not stored). */
+static size_t element_size(strata_dtype dt) {
+  switch (dt) {
+    case STRATA_F32: return 4;
+    case STRATA_F64: return 8;
+    case STRATA_I64: return 8;
+    case STRATA_BOOL: return 1;
+    default: return 0;
+  }
+}
+
+static int is_computed(strata_dtype dt) { return dt == STRATA_F32 || dt == STRATA_F64; }
+
+static int64_t numel(const strata_tensor* t) {
+  int64_t n = 1;
+  int32_t k;
+  for (k = 0; k < t->rank; ++k) n *= t->shape[k];
+  return n;
+}
+
+/* Element offset (relative to t->offset) of the i-th row-major element. */
+static int64_t strided_offset(const strata_tensor* t, int64_t i) {
+  int64_t off = 0;
+  int32_t k;
+  for (k = t->rank - 1; k >= 0; --k) {
+    off += (i % t->shape[k]) * t->strides[k];
+    i /= t->shape[k];
+  }
+  return off;
+}
+
+/* The attribute `name` of an attribute array, or NULL. */
+static const strata_attr* find_attr(const strata_attr* const* attrs, int32_t n, const char* name) {
+  int32_t k;
+  if (attrs == NULL) return NULL;
+  for (k = 0; k < n; ++k) {
+    const strata_attr* a = attrs[k];
+    if (a != NULL && a->struct_size >= STRATA_ATTR_MIN_SIZE && a->name != NULL && strcmp(a->name, name) == 0) return a;
+  }
+  return NULL;
+}
+
+/* ---- lifecycle ------------------------------------------------------------------ */
+
+static strata_status opslib_probe(strata_probe_args* args) {
+  if (args == NULL || args->struct_size < STRATA_PROBE_ARGS_MIN_SIZE) return STRATA_ERROR_INVALID_ARGUMENT;
+  /* Low (the CPU plugin says 50): a test device, never meant to win. */
+  args->score = 10;
+  return STRATA_OK;
+}
+
+static strata_status register_ops(const strata_host_api* host, strata_error* error);
+
+static strata_status opslib_init(strata_init_args* args) {
+  strata_status st;
+  if (args == NULL || args->struct_size < STRATA_INIT_ARGS_MIN_SIZE) return STRATA_ERROR_INVALID_ARGUMENT;
+  if (args->host == NULL || args->host->struct_size < STRATA_HOST_API_MIN_SIZE || args->host->register_op == NULL ||
+      args->host->call_op == NULL || args->host->register_kernels == NULL || args->host->find_extension == NULL) {
+    return opslib_fail(args->error, STRATA_ERROR_INVALID_ARGUMENT,
+                       OPSLIB_NAME ": init: host services of %zu bytes (need %zu, with register_op, call_op, "
+                                   "register_kernels and find_extension)",
+                       args->host != NULL ? args->host->struct_size : (size_t)0, (size_t)STRATA_HOST_API_MIN_SIZE);
+  }
+  g_state.magic = OPSLIB_MAGIC;
+  g_state.host = args->host;
+  st = register_ops(args->host, args->error);
+  if (st != STRATA_OK) {
+    g_state.magic = 0;
+    return st;
+  }
+  args->state = (strata_plugin_state)&g_state;
+  args->device_count = 1;
+  return STRATA_OK;
+}
+
+static void opslib_shutdown(strata_plugin_state s) {
+  if (state_ok(s)) g_state.magic = 0;
+}
+
+/* ---- the device ------------------------------------------------------------------ */
+
+static strata_status device_args_ok(strata_device_args* args, const char* what) {
+  if (args == NULL || args->struct_size < STRATA_DEVICE_ARGS_MIN_SIZE) return STRATA_ERROR_INVALID_ARGUMENT;
+  if (!state_ok(args->state)) {
+    return opslib_fail(args->error, STRATA_ERROR_INVALID_ARGUMENT, OPSLIB_NAME ": %s: not my state", what);
+  }
+  if (args->device != 0) {
+    return opslib_fail(args->error, STRATA_ERROR_INVALID_ARGUMENT, OPSLIB_NAME ": %s: no device %d (one device)", what,
+                       (int)args->device);
+  }
+  return STRATA_OK;
+}
+
+static strata_status opslib_device_props(strata_device_args* args) {
+  strata_device_props p;
+  size_t capacity, bytes;
+  strata_status st = device_args_ok(args, "device_props");
+  if (st != STRATA_OK) return st;
+  if (args->props == NULL || args->props->struct_size < STRATA_DEVICE_PROPS_MIN_SIZE) {
+    return opslib_fail(args->error, STRATA_ERROR_INVALID_ARGUMENT, OPSLIB_NAME ": device_props: props of %zu bytes, need %zu",
+                       args->props != NULL ? args->props->struct_size : (size_t)0, (size_t)STRATA_DEVICE_PROPS_MIN_SIZE);
+  }
+  memset(&p, 0, sizeof(p));
+  p.struct_size = sizeof(p);
+  snprintf(p.name, sizeof(p.name), "Opslib test accelerator");
+  p.type = STRATA_DEVICE_ACCELERATOR;
+  p.flags = 0;
+  p.memory_bytes = UINT64_C(256) << 20;
+  p.dtype_mask = STRATA_DTYPE_BIT(STRATA_F32) | STRATA_DTYPE_BIT(STRATA_F64) | STRATA_DTYPE_BIT(STRATA_I64) |
+                 STRATA_DTYPE_BIT(STRATA_BOOL);
+  p.compute_dtype_mask = STRATA_DTYPE_BIT(STRATA_F32) | STRATA_DTYPE_BIT(STRATA_F64);
+  snprintf(p.compute_capability, sizeof(p.compute_capability), "opslib 1");
+  capacity = args->props->struct_size;
+  bytes = sizeof(p) < capacity ? sizeof(p) : capacity;
+  memcpy(args->props, &p, bytes);
+  args->props->struct_size = bytes;
+  return STRATA_OK;
+}
+
+/* ---- memory --------------------------------------------------------------------- */
+
+static strata_status opslib_alloc(strata_alloc_args* args) {
+  opslib_buffer* b;
+  if (args == NULL || args->struct_size < STRATA_ALLOC_ARGS_MIN_SIZE) return STRATA_ERROR_INVALID_ARGUMENT;
+  if (!state_ok(args->state) || args->device != 0) {
+    return opslib_fail(args->error, STRATA_ERROR_INVALID_ARGUMENT, OPSLIB_NAME ": alloc: bad state or device %d",
+                       (int)args->device);
+  }
+  if (args->kind != STRATA_MEMORY_DEVICE && args->kind != STRATA_MEMORY_PINNED_HOST) {
+    return opslib_fail(args->error, STRATA_ERROR_UNSUPPORTED, OPSLIB_NAME ": alloc: memory kind %d", (int)args->kind);
+  }
+  b = (opslib_buffer*)malloc(sizeof(opslib_buffer));
+  if (b != NULL) b->data = (unsigned char*)calloc(args->bytes > 0 ? args->bytes : 1, 1);
+  if (b == NULL || b->data == NULL) {
+    free(b);
+    return opslib_fail(args->error, STRATA_ERROR_OUT_OF_MEMORY, OPSLIB_NAME ": cannot allocate %zu bytes", args->bytes);
+  }
+  b->magic = OPSLIB_MAGIC;
+  b->bytes = args->bytes;
+  args->buffer = (strata_buffer)b;
+  args->host_pointer = args->kind == STRATA_MEMORY_PINNED_HOST ? (void*)b->data : NULL;
+  return STRATA_OK;
+}
+
+static void opslib_free(strata_alloc_args* args) {
+  opslib_buffer* b;
+  if (args == NULL || args->struct_size < STRATA_ALLOC_ARGS_MIN_SIZE) return;
+  b = as_buffer(args->buffer);
+  if (b == NULL) return;
+  b->magic = 0;
+  free(b->data);
+  free(b);
+}
+
+static int in_bounds(strata_buffer buffer, size_t offset, size_t n, strata_error* e, const char* role) {
+  opslib_buffer* b = as_buffer(buffer);
+  if (b == NULL || offset > b->bytes || n > b->bytes - offset) {
+    opslib_fail(e, STRATA_ERROR_INVALID_ARGUMENT, OPSLIB_NAME ": copy of %zu bytes at %zu outside the %s buffer (%zu bytes)",
+                n, offset, role, b != NULL ? b->bytes : (size_t)0);
+    return 0;
+  }
+  return 1;
+}
+
+static strata_status opslib_copy(strata_copy_args* args) {
+  if (args == NULL || args->struct_size < STRATA_COPY_ARGS_MIN_SIZE) return STRATA_ERROR_INVALID_ARGUMENT;
+  if (!state_ok(args->state) || args->device != 0) {
+    return opslib_fail(args->error, STRATA_ERROR_INVALID_ARGUMENT, OPSLIB_NAME ": copy: bad state or device %d",
+                       (int)args->device);
+  }
+  switch (args->kind) { /* synchronous: an ASYNC copy may complete at once */
+    case STRATA_COPY_HOST_TO_DEVICE:
+      if (args->src_host == NULL && args->bytes > 0) break;
+      if (!in_bounds(args->dst, args->dst_offset, args->bytes, args->error, "destination")) return STRATA_ERROR_INVALID_ARGUMENT;
+      if (args->bytes > 0) memcpy(as_buffer(args->dst)->data + args->dst_offset, args->src_host, args->bytes);
+      return STRATA_OK;
+    case STRATA_COPY_DEVICE_TO_HOST:
+      if (args->dst_host == NULL && args->bytes > 0) break;
+      if (!in_bounds(args->src, args->src_offset, args->bytes, args->error, "source")) return STRATA_ERROR_INVALID_ARGUMENT;
+      if (args->bytes > 0) memcpy(args->dst_host, as_buffer(args->src)->data + args->src_offset, args->bytes);
+      return STRATA_OK;
+    case STRATA_COPY_DEVICE_TO_DEVICE:
+      if (!in_bounds(args->dst, args->dst_offset, args->bytes, args->error, "destination") ||
+          !in_bounds(args->src, args->src_offset, args->bytes, args->error, "source")) {
+        return STRATA_ERROR_INVALID_ARGUMENT;
+      }
+      if (args->bytes > 0) {
+        memmove(as_buffer(args->dst)->data + args->dst_offset, as_buffer(args->src)->data + args->src_offset, args->bytes);
+      }
+      return STRATA_OK;
+    default:
+      return opslib_fail(args->error, STRATA_ERROR_INVALID_ARGUMENT, OPSLIB_NAME ": copy: unknown kind %d", (int)args->kind);
+  }
+  return opslib_fail(args->error, STRATA_ERROR_INVALID_ARGUMENT, OPSLIB_NAME ": copy: no host pointer");
+}
+
+/* ---- kernels -------------------------------------------------------------------- */
+
+typedef enum opslib_kernel_kind {
+  KERNEL_FILL,
+  KERNEL_COPY,
+  KERNEL_CUBE,
+  KERNEL_CUBE_BACKWARD,
+  KERNEL_SCALE
+} opslib_kernel_kind;
+
+typedef enum opslib_memory {
+  MEMORY_OWN, /* opslib:0: opslib_buffer handles                            */
+  MEMORY_CPU  /* a CPU plugin's device: addresses from its native handles   */
+} opslib_memory;
+
+/* What each kernel entry's user_data points at (not const: user_data is a
+ * plain void*). */
+typedef struct opslib_kernel_info {
+  const char* op;
+  uint32_t op_version;
+  opslib_kernel_kind kind;
+  int32_t n_inputs;
+  opslib_memory memory;
+} opslib_kernel_info;
+
+static opslib_kernel_info g_fill = {STRATA_OP_FILL, STRATA_OP_VERSION, KERNEL_FILL, 0, MEMORY_OWN};
+static opslib_kernel_info g_copy = {STRATA_OP_COPY, STRATA_OP_VERSION, KERNEL_COPY, 1, MEMORY_OWN};
+static opslib_kernel_info g_cube = {OPSLIB_OP_CUBE, OPSLIB_OP_VERSION, KERNEL_CUBE, 1, MEMORY_OWN};
+static opslib_kernel_info g_cube_bw = {OPSLIB_OP_CUBE_BACKWARD, OPSLIB_OP_VERSION, KERNEL_CUBE_BACKWARD, 2,
+                                             MEMORY_OWN};
+static opslib_kernel_info g_scale = {OPSLIB_OP_SCALE, OPSLIB_OP_VERSION, KERNEL_SCALE, 1, MEMORY_OWN};
+static opslib_kernel_info g_cpu_cube = {OPSLIB_OP_CUBE, OPSLIB_OP_VERSION, KERNEL_CUBE, 1, MEMORY_CPU};
+static opslib_kernel_info g_cpu_cube_bw = {OPSLIB_OP_CUBE_BACKWARD, OPSLIB_OP_VERSION, KERNEL_CUBE_BACKWARD, 2,
+                                                 MEMORY_CPU};
+static opslib_kernel_info g_cpu_scale = {OPSLIB_OP_SCALE, OPSLIB_OP_VERSION, KERNEL_SCALE, 1, MEMORY_CPU};
+
+#define MAX_OPERANDS 3 /* inputs + the output */
+
+/* One kernel call, checked, with the address of element 0 of each operand's
+ * buffer (the descriptor's offset is added per element). */
+typedef struct opslib_operands {
+  const strata_tensor* t[MAX_OPERANDS]; /* inputs, then the output */
+  unsigned char* base[MAX_OPERANDS];
+  int32_t count;
+} opslib_operands;
+
+/* A descriptor every element of which lies inside `bytes` bytes (when known)
+ * and whose dtype this kernel handles. */
+static strata_status check_tensor(const strata_kernel_call* c, const strata_tensor* t, const char* role, size_t bytes,
+                                  int bytes_known) {
+  int64_t last = 0;
+  int32_t k;
+  size_t es;
+  if (t == NULL || t->struct_size < STRATA_TENSOR_MIN_SIZE) {
+    return opslib_fail(c->error, STRATA_ERROR_INVALID_ARGUMENT, OPSLIB_NAME ": %s: %s descriptor of %zu bytes, need %zu",
+                       c->op, role, t != NULL ? t->struct_size : (size_t)0, (size_t)STRATA_TENSOR_MIN_SIZE);
+  }
+  es = element_size(t->dtype);
+  if (es == 0) {
+    return opslib_fail(c->error, STRATA_ERROR_UNSUPPORTED, OPSLIB_NAME ": %s: %s has dtype %s, which opslib does not handle",
+                       c->op, role, dtype_name(t->dtype));
+  }
+  if (t->rank < 0 || t->rank > STRATA_MAX_RANK || t->offset < 0) {
+    return opslib_fail(c->error, STRATA_ERROR_INVALID_ARGUMENT, OPSLIB_NAME ": %s: %s has rank %d, offset %lld", c->op,
+                       role, (int)t->rank, (long long)t->offset);
+  }
+  for (k = 0; k < t->rank; ++k) {
+    if (t->shape[k] <= 0 || t->strides[k] < 0) {
+      return opslib_fail(c->error, STRATA_ERROR_INVALID_ARGUMENT,
+                         OPSLIB_NAME ": %s: %s has shape %lld / stride %lld in dim %d", c->op, role,
+                         (long long)t->shape[k], (long long)t->strides[k], (int)k);
+    }
+    last += (t->shape[k] - 1) * t->strides[k];
+  }
+  if (bytes_known && (size_t)(t->offset + last + 1) * es > bytes) {
+    return opslib_fail(c->error, STRATA_ERROR_INVALID_ARGUMENT,
+                       OPSLIB_NAME ": %s: %s (offset %lld) reaches past its buffer of %zu bytes", c->op, role,
+                       (long long)t->offset, bytes);
+  }
+  return STRATA_OK;
+}
+
+/* Address of a CPU plugin's buffer, through its strata.native_handles v1. */
+static strata_status cpu_pointer(const strata_kernel_call* c, strata_buffer buffer, const char* role, unsigned char** out) {
+  const strata_extension* e;
+  const strata_ext_native_handles* nh;
+  strata_native_args na;
+  strata_status st;
+  if (c->host == NULL || c->host->struct_size < STRATA_HOST_API_MIN_SIZE || c->host->find_extension == NULL) {
+    return opslib_fail(c->error, STRATA_ERROR_UNSUPPORTED, OPSLIB_NAME ": %s: the kernel call carries no find_extension",
+                       c->op);
+  }
+  e = c->host->find_extension("cpu", STRATA_EXT_NATIVE_HANDLES, 1);
+  if (e == NULL || e->struct_size < sizeof(strata_ext_native_handles) || e->version < 1) {
+    return opslib_fail(c->error, STRATA_ERROR_UNSUPPORTED,
+                       OPSLIB_NAME ": %s: the cpu plugin offers no " STRATA_EXT_NATIVE_HANDLES
+                                   " v1 extension (find_extension returned %s), so its buffers cannot be read",
+                       c->op, e == NULL ? "NULL" : "a struct too small");
+  }
+  nh = (const strata_ext_native_handles*)e;
+  if (nh->buffer_pointer == NULL) {
+    return opslib_fail(c->error, STRATA_ERROR_UNSUPPORTED, OPSLIB_NAME ": %s: the cpu plugin's " STRATA_EXT_NATIVE_HANDLES
+                                                           " has no buffer_pointer", c->op);
+  }
+  memset(&na, 0, sizeof(na));
+  na.struct_size = sizeof(na);
+  na.state = c->state;
+  na.device = c->device;
+  na.buffer = buffer;
+  na.error = c->error;
+  st = nh->buffer_pointer(&na);
+  if (st != STRATA_OK) return st; /* the cpu plugin wrote the message */
+  if (na.handle == NULL || (na.api != NULL && strcmp(na.api, "host") != 0)) {
+    return opslib_fail(c->error, STRATA_ERROR_UNSUPPORTED,
+                       OPSLIB_NAME ": %s: the cpu plugin gave the %s buffer as %s pointer %p; a host address is needed",
+                       c->op, role, na.api != NULL ? na.api : "(no api)", na.handle);
+  }
+  *out = (unsigned char*)na.handle;
+  return STRATA_OK;
+}
+
+/* The checks every kernel makes before touching its call, and the operands'
+ * addresses. */
+static strata_status prepare_call(const strata_kernel_call* c, opslib_operands* o) {
+  const opslib_kernel_info* info;
+  int32_t k;
+  strata_status st;
+  if (c == NULL || c->struct_size < STRATA_KERNEL_CALL_MIN_SIZE) return STRATA_ERROR_INVALID_ARGUMENT;
+  info = (const opslib_kernel_info*)c->user_data;
+  if (info != &g_fill && info != &g_copy && info != &g_cube && info != &g_cube_bw && info != &g_scale &&
+      info != &g_cpu_cube && info != &g_cpu_cube_bw && info != &g_cpu_scale) {
+    return opslib_fail(c->error, STRATA_ERROR_INTERNAL, OPSLIB_NAME ": %s: user_data %p is none of this plugin's entries",
+                       c->op != NULL ? c->op : "(null)", c->user_data);
+  }
+  if (c->op == NULL || strcmp(c->op, info->op) != 0 || c->op_version != info->op_version) {
+    return opslib_fail(c->error, STRATA_ERROR_INVALID_ARGUMENT, OPSLIB_NAME ": kernel of %s v%u called as %s v%u",
+                       info->op, (unsigned)info->op_version, c->op != NULL ? c->op : "(null)", (unsigned)c->op_version);
+  }
+  if (info->memory == MEMORY_OWN && (!state_ok(c->state) || c->device != 0)) {
+    return opslib_fail(c->error, STRATA_ERROR_INVALID_ARGUMENT, OPSLIB_NAME ": %s: bad state or device %d", c->op,
+                       (int)c->device);
+  }
+  if (c->n_inputs != info->n_inputs || c->n_outputs != 1 || (c->n_inputs > 0 && c->inputs == NULL) ||
+      c->outputs == NULL) {
+    return opslib_fail(c->error, STRATA_ERROR_INVALID_ARGUMENT, OPSLIB_NAME ": %s: %d inputs and %d outputs, expected %d and 1",
+                       c->op, (int)c->n_inputs, (int)c->n_outputs, (int)info->n_inputs);
+  }
+  o->count = info->n_inputs + 1;
+  for (k = 0; k < o->count; ++k) {
+    const strata_tensor* t = k < info->n_inputs ? c->inputs[k] : c->outputs[0];
+    const char* role = k < info->n_inputs ? "input" : "output";
+    if (info->memory == MEMORY_OWN) {
+      opslib_buffer* b = as_buffer(t != NULL && t->struct_size >= STRATA_TENSOR_MIN_SIZE ? t->buffer : NULL);
+      if (b == NULL) {
+        return opslib_fail(c->error, STRATA_ERROR_INVALID_ARGUMENT, OPSLIB_NAME ": %s: %s %d is not an opslib buffer",
+                           c->op, role, (int)k);
+      }
+      st = check_tensor(c, t, role, b->bytes, 1);
+      if (st != STRATA_OK) return st;
+      o->base[k] = b->data;
+    } else {
+      st = check_tensor(c, t, role, 0, 0);
+      if (st == STRATA_OK) st = cpu_pointer(c, t->buffer, role, &o->base[k]);
+      if (st != STRATA_OK) return st;
+    }
+    o->t[k] = t;
+  }
+  /* Every input has the output's dtype and shape (the shape rules say so). */
+  for (k = 0; k + 1 < o->count; ++k) {
+    const strata_tensor* in = o->t[k];
+    const strata_tensor* out = o->t[o->count - 1];
+    int32_t d;
+    int same = in->dtype == out->dtype && in->rank == out->rank;
+    for (d = 0; same && d < in->rank; ++d) same = in->shape[d] == out->shape[d];
+    if (!same) {
+      return opslib_fail(c->error, STRATA_ERROR_INVALID_ARGUMENT,
+                         OPSLIB_NAME ": %s: input %d (%s, rank %d) does not match the output (%s, rank %d)", c->op,
+                         (int)k, dtype_name(in->dtype), (int)in->rank, dtype_name(out->dtype), (int)out->rank);
+    }
+  }
+  if ((info->kind == KERNEL_CUBE || info->kind == KERNEL_CUBE_BACKWARD || info->kind == KERNEL_SCALE) &&
+      !is_computed(o->t[o->count - 1]->dtype)) {
+    return opslib_fail(c->error, STRATA_ERROR_UNSUPPORTED, OPSLIB_NAME ": %s: dtype %s (only f32 and f64 are computed)",
+                       c->op, dtype_name(o->t[o->count - 1]->dtype));
+  }
+  return STRATA_OK;
+}
+
+/* A FLOAT attribute of a kernel call. */
+static strata_status float_attr(const strata_kernel_call* c, const char* name, double* value) {
+  const strata_attr* a = find_attr(c->attrs, c->n_attrs, name);
+  if (a == NULL) {
+    return opslib_fail(c->error, STRATA_ERROR_INVALID_ARGUMENT, OPSLIB_NAME ": %s: missing attribute '%s'", c->op, name);
+  }
+  if (a->kind != STRATA_ATTR_FLOAT) {
+    return opslib_fail(c->error, STRATA_ERROR_INVALID_ARGUMENT, OPSLIB_NAME ": %s: attribute '%s' has kind %d, not FLOAT",
+                       c->op, name, (int)a->kind);
+  }
+  *value = a->f;
+  return STRATA_OK;
+}
+
+static double load(const opslib_operands* o, int32_t k, int64_t i) {
+  const strata_tensor* t = o->t[k];
+  int64_t at = t->offset + strided_offset(t, i);
+  return t->dtype == STRATA_F32 ? (double)((const float*)o->base[k])[at] : ((const double*)o->base[k])[at];
+}
+
+static void store(const opslib_operands* o, int32_t k, int64_t i, double v) {
+  const strata_tensor* t = o->t[k];
+  int64_t at = t->offset + strided_offset(t, i);
+  if (t->dtype == STRATA_F32) {
+    ((float*)o->base[k])[at] = (float)v;
+  } else {
+    ((double*)o->base[k])[at] = v;
+  }
+}
+
+/* opslib::cube, cube_backward and scale, on either memory. */
+static strata_status k_elementwise(const strata_kernel_call* c) {
+  opslib_operands o;
+  const opslib_kernel_info* info;
+  double a = 0.0;
+  int64_t i, n;
+  int32_t out;
+  strata_status st = prepare_call(c, &o);
+  if (st != STRATA_OK) return st;
+  info = (const opslib_kernel_info*)c->user_data;
+  st = float_attr(c, info->kind == KERNEL_SCALE ? "s" : "a", &a);
+  if (st != STRATA_OK) return st;
+  out = o.count - 1;
+  n = numel(o.t[out]);
+  switch (info->kind) {
+    case KERNEL_CUBE:
+      for (i = 0; i < n; ++i) {
+        double x = load(&o, 0, i);
+        store(&o, out, i, a * x * x * x);
+      }
+      break;
+    case KERNEL_CUBE_BACKWARD:
+      for (i = 0; i < n; ++i) {
+        double g = load(&o, 0, i), x = load(&o, 1, i);
+        store(&o, out, i, 3.0 * a * x * x * g);
+      }
+      break;
+    case KERNEL_SCALE:
+      for (i = 0; i < n; ++i) store(&o, out, i, a * load(&o, 0, i));
+      break;
+    default:
+      return opslib_fail(c->error, STRATA_ERROR_INTERNAL, OPSLIB_NAME ": %s: not an elementwise kernel", c->op);
+  }
+  return STRATA_OK;
+}
+
+/* strata::fill's "value" is an exact SCALAR: I64/BOOL in i, F64 in f. */
+static strata_status k_fill(const strata_kernel_call* c) {
+  opslib_operands o;
+  const strata_attr* a;
+  const strata_tensor* y;
+  double real = 0.0;
+  int64_t integer = 0, i, n;
+  strata_status st = prepare_call(c, &o);
+  if (st != STRATA_OK) return st;
+  a = find_attr(c->attrs, c->n_attrs, "value");
+  if (a == NULL || a->kind != STRATA_ATTR_SCALAR) {
+    return opslib_fail(c->error, STRATA_ERROR_INVALID_ARGUMENT, OPSLIB_NAME ": %s: attribute 'value' %s", c->op,
+                       a == NULL ? "is missing" : "must be SCALAR");
+  }
+  if (a->scalar_dtype == STRATA_F64) {
+    real = a->f;
+    integer = (int64_t)a->f;
+  } else if (a->scalar_dtype == STRATA_I64 || a->scalar_dtype == STRATA_BOOL) {
+    integer = a->i;
+    real = (double)a->i;
+  } else {
+    return opslib_fail(c->error, STRATA_ERROR_INVALID_ARGUMENT, OPSLIB_NAME ": %s: 'value' has scalar dtype %s", c->op,
+                       dtype_name(a->scalar_dtype));
+  }
+  y = o.t[0];
+  n = numel(y);
+  for (i = 0; i < n; ++i) {
+    int64_t at = y->offset + strided_offset(y, i);
+    switch (y->dtype) {
+      case STRATA_F32: ((float*)o.base[0])[at] = (float)real; break;
+      case STRATA_F64: ((double*)o.base[0])[at] = real; break;
+      case STRATA_I64: ((int64_t*)o.base[0])[at] = integer; break;
+      case STRATA_BOOL: o.base[0][at] = (unsigned char)(a->scalar_dtype == STRATA_F64 ? real != 0.0 : integer != 0); break;
+      default: return opslib_fail(c->error, STRATA_ERROR_UNSUPPORTED, OPSLIB_NAME ": %s: dtype %s", c->op, dtype_name(y->dtype));
+    }
+  }
+  return STRATA_OK;
+}
+
+/* strata::copy: compact input (no STRIDED_INPUTS flag), any strided output. */
+static strata_status k_copy(const strata_kernel_call* c) {
+  opslib_operands o;
+  size_t es;
+  int64_t i, n;
+  strata_status st = prepare_call(c, &o);
+  if (st != STRATA_OK) return st;
+  es = element_size(o.t[1]->dtype);
+  n = numel(o.t[1]);
+  for (i = 0; i < n; ++i) {
+    int64_t from = o.t[0]->offset + strided_offset(o.t[0], i);
+    int64_t to = o.t[1]->offset + strided_offset(o.t[1], i);
+    memmove(o.base[1] + (size_t)to * es, o.base[0] + (size_t)from * es, es);
+  }
+  return STRATA_OK;
+}
+
+#define ENTRY(name_, op_, version_, signature_, fn_, info_)                                                    \
+  static const strata_kernel_entry name_ = {.struct_size = sizeof(strata_kernel_entry), .op = (op_),            \
+                                            .op_version = (version_), .signature = (signature_), .flags = 0, \
+                                            .fn = (fn_), .user_data = (info_)}
+
+/* opslib:0 */
+ENTRY(kFillF32, STRATA_OP_FILL, STRATA_OP_VERSION, "->f32", k_fill, &g_fill);
+ENTRY(kFillF64, STRATA_OP_FILL, STRATA_OP_VERSION, "->f64", k_fill, &g_fill);
+ENTRY(kFillI64, STRATA_OP_FILL, STRATA_OP_VERSION, "->i64", k_fill, &g_fill);
+ENTRY(kFillBool, STRATA_OP_FILL, STRATA_OP_VERSION, "->bool", k_fill, &g_fill);
+ENTRY(kCopyF32, STRATA_OP_COPY, STRATA_OP_VERSION, "f32->f32", k_copy, &g_copy);
+ENTRY(kCopyF64, STRATA_OP_COPY, STRATA_OP_VERSION, "f64->f64", k_copy, &g_copy);
+ENTRY(kCopyI64, STRATA_OP_COPY, STRATA_OP_VERSION, "i64->i64", k_copy, &g_copy);
+ENTRY(kCopyBool, STRATA_OP_COPY, STRATA_OP_VERSION, "bool->bool", k_copy, &g_copy);
+ENTRY(kCubeF32, OPSLIB_OP_CUBE, OPSLIB_OP_VERSION, "f32->f32", k_elementwise, &g_cube);
+ENTRY(kCubeF64, OPSLIB_OP_CUBE, OPSLIB_OP_VERSION, "f64->f64", k_elementwise, &g_cube);
+ENTRY(kCubeBwF32, OPSLIB_OP_CUBE_BACKWARD, OPSLIB_OP_VERSION, "f32,f32->f32", k_elementwise, &g_cube_bw);
+ENTRY(kCubeBwF64, OPSLIB_OP_CUBE_BACKWARD, OPSLIB_OP_VERSION, "f64,f64->f64", k_elementwise, &g_cube_bw);
+ENTRY(kScaleF32, OPSLIB_OP_SCALE, OPSLIB_OP_VERSION, "f32->f32", k_elementwise, &g_scale);
+ENTRY(kScaleF64, OPSLIB_OP_SCALE, OPSLIB_OP_VERSION, "f64->f64", k_elementwise, &g_scale);
+
+static const strata_kernel_entry* const kEntries[] = {&kFillF32, &kFillF64,  &kFillI64,   &kFillBool, &kCopyF32,
+                                                      &kCopyF64, &kCopyI64,  &kCopyBool,  &kCubeF32,  &kCubeF64,
+                                                      &kCubeBwF32, &kCubeBwF64, &kScaleF32, &kScaleF64};
+
+/* The CPU plugin's devices (host->register_kernels). */
+ENTRY(kCpuCubeF32, OPSLIB_OP_CUBE, OPSLIB_OP_VERSION, "f32->f32", k_elementwise, &g_cpu_cube);
+ENTRY(kCpuCubeF64, OPSLIB_OP_CUBE, OPSLIB_OP_VERSION, "f64->f64", k_elementwise, &g_cpu_cube);
+ENTRY(kCpuCubeBwF32, OPSLIB_OP_CUBE_BACKWARD, OPSLIB_OP_VERSION, "f32,f32->f32", k_elementwise, &g_cpu_cube_bw);
+ENTRY(kCpuCubeBwF64, OPSLIB_OP_CUBE_BACKWARD, OPSLIB_OP_VERSION, "f64,f64->f64", k_elementwise, &g_cpu_cube_bw);
+ENTRY(kCpuScaleF32, OPSLIB_OP_SCALE, OPSLIB_OP_VERSION, "f32->f32", k_elementwise, &g_cpu_scale);
+ENTRY(kCpuScaleF64, OPSLIB_OP_SCALE, OPSLIB_OP_VERSION, "f64->f64", k_elementwise, &g_cpu_scale);
+
+static const strata_kernel_entry* const kCpuEntries[] = {&kCpuCubeF32,   &kCpuCubeF64,  &kCpuCubeBwF32,
+                                                         &kCpuCubeBwF64, &kCpuScaleF32, &kCpuScaleF64};
+
+static strata_status opslib_get_kernels(strata_device_args* args) {
+  strata_status st = device_args_ok(args, "get_kernels");
+  if (st != STRATA_OK) return st;
+  args->entries = kEntries;
+  args->n_entries = (int32_t)(sizeof(kEntries) / sizeof(kEntries[0]));
+  return STRATA_OK;
+}
+
+/* ---- shape rules ------------------------------------------------------------------ */
+
+static strata_status infer_args_ok(strata_infer_args* args, int32_t n_inputs) {
+  int32_t k;
+  if (args == NULL || args->struct_size < STRATA_INFER_ARGS_MIN_SIZE) return STRATA_ERROR_INVALID_ARGUMENT;
+  if (args->n_inputs != n_inputs || args->n_outputs != 1 || args->inputs == NULL || args->outputs == NULL ||
+      args->outputs[0] == NULL || args->outputs[0]->struct_size < STRATA_TENSOR_META_MIN_SIZE) {
+    return opslib_fail(args->error, STRATA_ERROR_INVALID_ARGUMENT, "%s: %d inputs and %d outputs, expected %d and 1",
+                       args->op != NULL ? args->op : OPSLIB_NAME, (int)args->n_inputs, (int)args->n_outputs,
+                       (int)n_inputs);
+  }
+  for (k = 0; k < n_inputs; ++k) {
+    const strata_tensor_meta* m = args->inputs[k];
+    if (m == NULL || m->struct_size < STRATA_TENSOR_META_MIN_SIZE || m->rank < 0 || m->rank > STRATA_MAX_RANK) {
+      return opslib_fail(args->error, STRATA_ERROR_INVALID_ARGUMENT, "%s: malformed metadata of input %d", args->op,
+                         (int)k);
+    }
+    if (!is_computed(m->dtype)) {
+      return opslib_fail(args->error, STRATA_ERROR_INVALID_ARGUMENT,
+                         "%s is defined for floating dtypes only (f32, f64), but input %d has dtype %s", args->op,
+                         (int)k, dtype_name(m->dtype));
+    }
+  }
+  return STRATA_OK;
+}
+
+static void copy_meta(strata_tensor_meta* out, const strata_tensor_meta* in) {
+  int32_t d;
+  out->dtype = in->dtype;
+  out->rank = in->rank;
+  for (d = 0; d < in->rank; ++d) out->shape[d] = in->shape[d];
+}
+
+/* cube and scale: y has x's dtype and shape. */
+static strata_status infer_unary(strata_infer_args* args) {
+  strata_status st = infer_args_ok(args, 1);
+  if (st != STRATA_OK) return st;
+  copy_meta(args->outputs[0], args->inputs[0]);
+  return STRATA_OK;
+}
+
+/* cube_backward: g and x of one dtype and shape, z like them. */
+static strata_status infer_cube_backward(strata_infer_args* args) {
+  const strata_tensor_meta *g, *x;
+  int32_t d;
+  int same;
+  strata_status st = infer_args_ok(args, 2);
+  if (st != STRATA_OK) return st;
+  g = args->inputs[0];
+  x = args->inputs[1];
+  same = g->dtype == x->dtype && g->rank == x->rank;
+  for (d = 0; same && d < g->rank; ++d) same = g->shape[d] == x->shape[d];
+  if (!same) {
+    return opslib_fail(args->error, STRATA_ERROR_INVALID_ARGUMENT,
+                       "%s needs g and x of one dtype and shape (no promotion, no broadcasting): g is %s of rank %d, "
+                       "x is %s of rank %d",
+                       args->op, dtype_name(g->dtype), (int)g->rank, dtype_name(x->dtype), (int)x->rank);
+  }
+  copy_meta(args->outputs[0], x);
+  return STRATA_OK;
+}
+
+/* ---- derivatives, as calls of ops ---------------------------------------------------- */
+
+static strata_status derivative_args_ok(strata_derivative_args* d, int32_t n_inputs) {
+  if (d == NULL || d->struct_size < STRATA_DERIVATIVE_ARGS_MIN_SIZE) return STRATA_ERROR_INVALID_ARGUMENT;
+  if (d->host == NULL || d->host->struct_size < STRATA_HOST_API_MIN_SIZE || d->host->call_op == NULL) {
+    return opslib_fail(d->error, STRATA_ERROR_INVALID_ARGUMENT, "%s: no call_op in the host services", d->op);
+  }
+  if (d->n_inputs != n_inputs || d->inputs == NULL || d->results == NULL || d->n_seeds < 0 ||
+      (d->n_seeds > 0 && d->seeds == NULL)) {
+    return opslib_fail(d->error, STRATA_ERROR_INVALID_ARGUMENT, "%s: a derivative with %d inputs, expected %d", d->op,
+                       (int)d->n_inputs, (int)n_inputs);
+  }
+  return STRATA_OK;
+}
+
+static strata_value seed(const strata_derivative_args* d, int32_t k) { return k < d->n_seeds ? d->seeds[k] : NULL; }
+static int needed(const strata_derivative_args* d, int32_t k) { return d->needed == NULL || d->needed[k] != 0; }
+
+/* host->call_op of a one-output op, with at most one attribute. */
+static strata_status call1(strata_derivative_args* d, const char* op, strata_value a, strata_value b,
+                           const strata_attr* attr, strata_value* out) {
+  strata_value inputs[2];
+  const strata_attr* attrs[1];
+  strata_call_op_args args;
+  inputs[0] = a;
+  inputs[1] = b;
+  attrs[0] = attr;
+  memset(&args, 0, sizeof(args));
+  args.struct_size = sizeof(args);
+  args.op = op;
+  args.inputs = inputs;
+  args.n_inputs = b != NULL ? 2 : 1;
+  args.attrs = attr != NULL ? attrs : NULL;
+  args.n_attrs = attr != NULL ? 1 : 0;
+  args.outputs = out;
+  args.n_outputs = 1;
+  args.error = d->error;
+  *out = NULL;
+  return d->host->call_op(&args);
+}
+
+/* A FLOAT attribute of a derivative's op (the host checked the schema). */
+static strata_status derivative_attr(strata_derivative_args* d, const char* name, const strata_attr** out) {
+  const strata_attr* a = find_attr(d->attrs, d->n_attrs, name);
+  if (a == NULL || a->kind != STRATA_ATTR_FLOAT) {
+    return opslib_fail(d->error, STRATA_ERROR_INVALID_ARGUMENT, "%s: derivative without FLOAT attribute '%s'", d->op, name);
+  }
+  *out = a;
+  return STRATA_OK;
+}
+
+static strata_attr scale_attr(double s) {
+  strata_attr a;
+  memset(&a, 0, sizeof(a));
+  a.struct_size = sizeof(a);
+  a.name = "s";
+  a.kind = STRATA_ATTR_FLOAT;
+  a.scalar_dtype = STRATA_F64;
+  a.f = s;
+  return a;
+}
+
+/* x̄ = cube_backward(ȳ, x; a) = 3a·x²·ȳ */
+static strata_status cube_vjp(strata_derivative_args* d) {
+  const strata_attr* a = NULL;
+  strata_status st = derivative_args_ok(d, 1);
+  if (st == STRATA_OK) st = derivative_attr(d, "a", &a);
+  if (st != STRATA_OK) return st;
+  d->results[0] = NULL;
+  if (seed(d, 0) == NULL || !needed(d, 0)) return STRATA_OK;
+  return call1(d, OPSLIB_OP_CUBE_BACKWARD, seed(d, 0), d->inputs[0], a, &d->results[0]);
+}
+
+/* ẏ = cube_backward(ẋ, x; a) */
+static strata_status cube_jvp(strata_derivative_args* d) {
+  const strata_attr* a = NULL;
+  strata_status st = derivative_args_ok(d, 1);
+  if (st == STRATA_OK) st = derivative_attr(d, "a", &a);
+  if (st != STRATA_OK) return st;
+  d->results[0] = NULL;
+  if (seed(d, 0) == NULL) return STRATA_OK;
+  return call1(d, OPSLIB_OP_CUBE_BACKWARD, seed(d, 0), d->inputs[0], a, &d->results[0]);
+}
+
+/* 6a·x·g·w, the derivative of z = 3a·x²·g in x applied to w. */
+static strata_status cube_backward_dx(strata_derivative_args* d, const strata_attr* a, strata_value w, strata_value* out) {
+  strata_value xg = NULL, xgw = NULL;
+  strata_attr six_a = scale_attr(6.0 * a->f);
+  strata_status st = call1(d, STRATA_OP_MUL, d->inputs[1], d->inputs[0], NULL, &xg);
+  if (st == STRATA_OK) st = call1(d, STRATA_OP_MUL, xg, w, NULL, &xgw);
+  if (st == STRATA_OK) st = call1(d, OPSLIB_OP_SCALE, xgw, NULL, &six_a, out);
+  return st;
+}
+
+/* ḡ = cube_backward(z̄, x; a) = 3a·x²·z̄;  x̄ = scale(x·g·z̄; 6a) */
+static strata_status cube_backward_vjp(strata_derivative_args* d) {
+  const strata_attr* a = NULL;
+  strata_value zbar;
+  strata_status st = derivative_args_ok(d, 2);
+  if (st == STRATA_OK) st = derivative_attr(d, "a", &a);
+  if (st != STRATA_OK) return st;
+  d->results[0] = NULL;
+  d->results[1] = NULL;
+  zbar = seed(d, 0);
+  if (zbar == NULL) return STRATA_OK;
+  if (needed(d, 0)) st = call1(d, OPSLIB_OP_CUBE_BACKWARD, zbar, d->inputs[1], a, &d->results[0]);
+  if (st == STRATA_OK && needed(d, 1)) st = cube_backward_dx(d, a, zbar, &d->results[1]);
+  return st;
+}
+
+/* ż = cube_backward(ġ, x; a) + scale(x·g·ẋ; 6a) (either term absent when
+ * its tangent is zero) */
+static strata_status cube_backward_jvp(strata_derivative_args* d) {
+  const strata_attr* a = NULL;
+  strata_value from_g = NULL, from_x = NULL;
+  strata_status st = derivative_args_ok(d, 2);
+  if (st == STRATA_OK) st = derivative_attr(d, "a", &a);
+  if (st != STRATA_OK) return st;
+  d->results[0] = NULL;
+  if (seed(d, 0) != NULL) st = call1(d, OPSLIB_OP_CUBE_BACKWARD, seed(d, 0), d->inputs[1], a, &from_g);
+  if (st == STRATA_OK && seed(d, 1) != NULL) st = cube_backward_dx(d, a, seed(d, 1), &from_x);
+  if (st != STRATA_OK) return st;
+  if (from_g != NULL && from_x != NULL) return call1(d, STRATA_OP_ADD, from_g, from_x, NULL, &d->results[0]);
+  d->results[0] = from_g != NULL ? from_g : from_x;
+  return STRATA_OK;
+}
+
+/* scale is linear: both rules scale the seed again. */
+static strata_status scale_derivative(strata_derivative_args* d) {
+  const strata_attr* s = NULL;
+  strata_status st = derivative_args_ok(d, 1);
+  if (st == STRATA_OK) st = derivative_attr(d, "s", &s);
+  if (st != STRATA_OK) return st;
+  d->results[0] = NULL;
+  if (seed(d, 0) == NULL || !needed(d, 0)) return STRATA_OK;
+  return call1(d, OPSLIB_OP_SCALE, seed(d, 0), NULL, s, &d->results[0]);
+}
+
+/* ---- registration ----------------------------------------------------------------------- */
+
+static const strata_attr_schema kAttrA = {sizeof(strata_attr_schema), "a", STRATA_ATTR_FLOAT, 1};
+static const strata_attr_schema kAttrS = {sizeof(strata_attr_schema), "s", STRATA_ATTR_FLOAT, 1};
+static const strata_attr_schema* const kAttrsA[] = {&kAttrA};
+static const strata_attr_schema* const kAttrsS[] = {&kAttrS};
+
+static const strata_op_schema kCubeSchema = {
+    .struct_size = sizeof(strata_op_schema),
+    .name = OPSLIB_OP_CUBE,
+    .version = OPSLIB_OP_VERSION,
+    .n_inputs = 1,
+    .n_outputs = 1,
+    .attrs = kAttrsA,
+    .n_attrs = 1,
+    .infer = infer_unary,
+    .vjp = cube_vjp,
+    .jvp = cube_jvp,
+    .user_data = NULL,
+    .doc = "y = a * x^3 (test op of the opslib plugin)"};
+
+static const strata_op_schema kCubeBackwardSchema = {
+    .struct_size = sizeof(strata_op_schema),
+    .name = OPSLIB_OP_CUBE_BACKWARD,
+    .version = OPSLIB_OP_VERSION,
+    .n_inputs = 2,
+    .n_outputs = 1,
+    .attrs = kAttrsA,
+    .n_attrs = 1,
+    .infer = infer_cube_backward,
+    .vjp = cube_backward_vjp,
+    .jvp = cube_backward_jvp,
+    .user_data = NULL,
+    .doc = "z = 3a * x^2 * g, the gradient of opslib::cube (inputs g, x)"};
+
+static const strata_op_schema kScaleSchema = {
+    .struct_size = sizeof(strata_op_schema),
+    .name = OPSLIB_OP_SCALE,
+    .version = OPSLIB_OP_VERSION,
+    .n_inputs = 1,
+    .n_outputs = 1,
+    .attrs = kAttrsS,
+    .n_attrs = 1,
+    .infer = infer_unary,
+    .vjp = scale_derivative,
+    .jvp = scale_derivative,
+    .user_data = NULL,
+    .doc = "y = s * x"};
+
+/* An op in the CPU plugin's namespace: the host must refuse it. */
+static const strata_op_schema kEvilSchema = {
+    .struct_size = sizeof(strata_op_schema),
+    .name = "cpu::evil",
+    .version = 1,
+    .n_inputs = 1,
+    .n_outputs = 1,
+    .attrs = NULL,
+    .n_attrs = 0,
+    .infer = infer_unary,
+    .vjp = NULL,
+    .jvp = NULL,
+    .user_data = NULL,
+    .doc = "must never be defined"};
+
+static strata_status register_ops(const strata_host_api* host, strata_error* error) {
+  static const strata_op_schema* const kOps[] = {&kCubeSchema, &kCubeBackwardSchema, &kScaleSchema};
+  strata_kernel_registration reg;
+  strata_error refusal;
+  strata_status st;
+  size_t k;
+  for (k = 0; k < sizeof(kOps) / sizeof(kOps[0]); ++k) {
+    st = host->register_op(kOps[k], error);
+    if (st != STRATA_OK) return st; /* the host wrote why */
+  }
+  /* Refusals the host must make; the plugin carries on after each. */
+  memset(&refusal, 0, sizeof(refusal));
+  refusal.struct_size = sizeof(refusal);
+  if (host->register_op(&kEvilSchema, &refusal) == STRATA_OK) {
+    opslib_log(STRATA_LOG_ERROR, "the host accepted an op in another plugin's namespace (cpu::evil)");
+  } else {
+    opslib_log(STRATA_LOG_DEBUG, refusal.message);
+  }
+  memset(&refusal, 0, sizeof(refusal));
+  refusal.struct_size = sizeof(refusal);
+  if (host->register_op(&kCubeSchema, &refusal) == STRATA_OK) {
+    opslib_log(STRATA_LOG_ERROR, "the host accepted " OPSLIB_OP_CUBE " twice");
+  } else {
+    opslib_log(STRATA_LOG_DEBUG, refusal.message);
+  }
+  /* Kernels for the CPU plugin's devices. */
+  memset(&reg, 0, sizeof(reg));
+  reg.struct_size = sizeof(reg);
+  reg.plugin_name = "cpu";
+  reg.entries = kCpuEntries;
+  reg.n_entries = (int32_t)(sizeof(kCpuEntries) / sizeof(kCpuEntries[0]));
+  return host->register_kernels(&reg, error);
+}
+
+/* ---- the table ---------------------------------------------------------------------------- */
+
+static const strata_plugin_api kTable = {.struct_size = sizeof(strata_plugin_api),
+                                         .abi_major = STRATA_ABI_MAJOR,
+                                         .abi_minor = STRATA_ABI_MINOR,
+                                         .min_host_minor = 0,
+                                         .name = OPSLIB_NAME,
+                                         .vendor = "Strata tests",
+                                         .version = "1.0.0",
+                                         .probe = opslib_probe,
+                                         .init = opslib_init,
+                                         .shutdown = opslib_shutdown,
+                                         .device_props = opslib_device_props,
+                                         .get_kernels = opslib_get_kernels,
+                                         .alloc = opslib_alloc,
+                                         .free = opslib_free,
+                                         .copy = opslib_copy};
+
+STRATA_PLUGIN_EXPORT const strata_plugin_api* strata_plugin_entry(uint32_t host_abi_major, uint32_t host_abi_minor) {
+  (void)host_abi_major;
+  (void)host_abi_minor;
+  return &kTable;
+}

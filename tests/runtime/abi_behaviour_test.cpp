@@ -1,0 +1,317 @@
+// How the core handles what plugin ABI 2.0 allows a backend to do that a
+// healthy one never shows (strata_plugin.h sections 2-4), through the public
+// API, on the behaviour plugins of tests/plugins/behaviour:
+//   asyncfail  a kernel failure reported at the next synchronisation
+//   lostdev    a device lost for good after three kernels
+//   serial     a device that is not free-threaded, used by eight threads
+//   wsp        a kernel asking for workspace within the memory limit, and
+//              (STRATA_BEHAVIOUR_WSP_OVER_LIMIT, a process of its own because
+//              plugin options are read once, at init) over it
+// These plugins are built with the tests, so a missing one fails the test.
+#include <strata/strata.hpp>
+#include <strata/plugin/strata_plugin.h>
+
+#include "serial_probe.h"
+
+#include <gtest/gtest.h>
+
+#include <dlfcn.h>
+
+#include <cstring>
+#include <string>
+#include <thread>
+#include <vector>
+
+namespace {
+
+using namespace strata;
+
+bool has(const std::string& text, const std::string& part) { return text.find(part) != std::string::npos; }
+
+/// The outcome for plugin `name`, with a test failure when it did not load.
+PluginInfo loaded_plugin(const std::string& name) {
+  for (const PluginInfo& p : runtime().plugins()) {
+    if (p.name != name) continue;
+    EXPECT_TRUE(p.loaded) << name << " was refused: " << p.reason;
+    EXPECT_EQ(p.devices.size(), 1u) << name;
+    return p;
+  }
+  ADD_FAILURE() << "plugin " << name << " not found in " << STRATA_TEST_BEHAVIOUR_PLUGIN_DIR;
+  return {};
+}
+
+/// Runs `f`, which must throw E; returns its message (empty, with a test
+/// failure, when it threw nothing or something else).
+template <class E, class F>
+std::string message_of(const std::string& what, F&& f) {
+  try {
+    f();
+  } catch (const E& e) {
+    return e.what();
+  } catch (const std::exception& e) {
+    ADD_FAILURE() << what << ": expected another error type, got: " << e.what();
+    return {};
+  }
+  ADD_FAILURE() << what << ": threw nothing";
+  return {};
+}
+
+class Behaviour : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    runtime().load_config(STRATA_BEHAVIOUR_CONFIG);
+    runtime().reset_fallback_stats();
+  }
+};
+
+#ifndef STRATA_BEHAVIOUR_WSP_OVER_LIMIT
+
+// ---- asyncfail: STRATA_ERROR_DEFERRED ------------------------------------------------------
+
+class AsyncFail : public Behaviour {
+ protected:
+  void SetUp() override {
+    Behaviour::SetUp();
+    loaded_plugin("asyncfail");
+    dev = Device("asyncfail:0");
+    ASSERT_TRUE(runtime().device_info(dev).has_streams) << "asyncfail:0 must run with streams";
+    // x[2, 5]: row r holds 10 r + column.
+    x = from_data(std::vector<float>{0, 1, 2, 3, 4, 10, 11, 12, 13, 14}, {2, 5}, {.device = dev});
+  }
+
+  Tensor index(std::vector<int64_t> values) {
+    Shape shape{static_cast<int64_t>(values.size())};
+    return from_data(std::span<const int64_t>(values), shape, {.dtype = DType::i64, .device = dev});
+  }
+
+  /// `sync` (a synchronisation point) reports the deferred failure of
+  /// index_select(x, 1, [1, 7, 0]), naming the op, the device and the index.
+  template <class F>
+  static void expect_reported(const std::string& what, F&& sync) {
+    try {
+      sync();
+    } catch (const Error& e) {
+      std::string m = e.what();
+      EXPECT_TRUE(dynamic_cast<const DeviceError*>(&e) != nullptr || dynamic_cast<const ValueError*>(&e) != nullptr)
+          << "expected DeviceError or ValueError: " << m;
+      EXPECT_TRUE(has(m, "strata::index_select")) << m;
+      EXPECT_TRUE(has(m, "asyncfail:0")) << m;
+      EXPECT_TRUE(has(m, "index 7")) << m;
+      EXPECT_TRUE(has(m, "[0, 5)")) << m;
+      return;
+    }
+    ADD_FAILURE() << what << " did not report the deferred failure";
+  }
+
+  /// After a reported failure the device works as before.
+  void expect_device_carries_on() {
+    EXPECT_NO_THROW(runtime().synchronize(dev)) << "the failure must be reported once";
+    Tensor y = index_select(x, 1, index({4, 0}));
+    EXPECT_EQ(y.to_vector<float>(), (std::vector<float>{4, 0, 14, 10}));
+    EXPECT_EQ((y + y).to_vector<float>(), (std::vector<float>{8, 0, 28, 20}));
+    EXPECT_NO_THROW(runtime().synchronize(dev));
+    EXPECT_FALSE(runtime().device_info(dev).lost);
+  }
+
+  Device dev;
+  Tensor x;
+};
+
+TEST_F(AsyncFail, FailureSurfacesAtTheNextSynchronize) {
+  Tensor y;
+  ASSERT_NO_THROW(y = index_select(x, 1, index({1, 7, 0}))) << "an asynchronous failure is not reported at the call";
+  expect_reported("synchronize", [&] { runtime().synchronize(dev); });
+  expect_device_carries_on();
+}
+
+TEST_F(AsyncFail, FailureSurfacesWhenTheResultIsRead) {
+  Tensor y = index_select(x, 1, index({1, 7, 0}));
+  // A synchronous copy to the host is a synchronisation point.
+  expect_reported("reading the result", [&] { (void)y.to_vector<float>(); });
+  expect_device_carries_on();
+}
+
+// ---- lostdev: STRATA_ERROR_DEVICE_LOST -------------------------------------------------------
+
+// One test: the device is lost once per process. The configuration sets
+// {"lose_after": 3}: three kernels run, the fourth loses the device.
+TEST_F(Behaviour, LostDeviceStaysLostAndOtherDevicesCarryOn) {
+  loaded_plugin("lostdev");
+  Device dev("lostdev:0");
+  const std::string reason = "lostdev:0: device lost (simulated after 3 kernels)";
+  Tensor a = from_data(std::vector<float>{1, 2, 3}, {3}, {.device = dev});  // copies, no kernel
+  Tensor b = from_data(std::vector<float>{4, 5, 6}, {3}, {.device = dev});
+  Tensor c = a + b;  // kernel 1
+  Tensor d = a * b;  // kernel 2
+  Tensor e = c * d;  // kernel 3
+  EXPECT_EQ(e.to_vector<float>(), (std::vector<float>{20, 70, 162}));
+  EXPECT_FALSE(runtime().device_info(dev).lost);
+
+  std::string first = message_of<DeviceLostError>("the fourth kernel", [&] { Tensor f = a + b; });
+  EXPECT_TRUE(has(first, "lostdev:0")) << first;
+  EXPECT_TRUE(has(first, reason)) << first;
+  DeviceInfo info = runtime().device_info(dev);
+  EXPECT_TRUE(info.lost);
+  EXPECT_TRUE(has(info.lost_reason, reason)) << info.lost_reason;
+
+  // Every later use fails at once, naming the device and the first message.
+  auto expect_lost = [&](const std::string& what, auto&& f) {
+    std::string m = message_of<DeviceLostError>(what, f);
+    if (m.empty()) return;  // already reported
+    EXPECT_TRUE(has(m, "lostdev:0")) << what << ": " << m;
+    EXPECT_TRUE(has(m, reason)) << what << ": " << m;
+  };
+  expect_lost("an op", [&] { Tensor f = a * b; });
+  expect_lost("a fill", [&] { Tensor f = full({3}, 1.0, {.device = dev}); });
+  expect_lost("an allocation of a new size", [&] { Tensor f = empty({4096}, {.device = dev}); });
+  expect_lost("an allocation of a size freed before", [&] { Tensor f = empty({3}, {.device = dev}); });
+  expect_lost("a copy to the host", [&] { (void)a.to_vector<float>(); });
+  expect_lost("a copy from the host", [&] { Tensor f = from_data(std::vector<float>{1}, {1}, {.device = dev}); });
+  expect_lost("a copy from another device", [&] { Tensor f = full({3}, 1.0).to(dev); });
+  expect_lost("synchronize", [&] { runtime().synchronize(dev); });
+  EXPECT_TRUE(runtime().device_info(dev).lost);
+
+  // The CPU carries on.
+  Device cpu("cpu:0");
+  Tensor p = from_data(std::vector<float>{1, 2, 3}, {3}, {.device = cpu});
+  EXPECT_EQ((p * p + p).to_vector<float>(), (std::vector<float>{2, 6, 12}));
+  EXPECT_FALSE(runtime().device_info(cpu).lost);
+}
+
+// ---- serial: the per-stream lock for a device that is not free-threaded ----------------------
+
+/// The probe extension on the table of the "serial" plugin the runtime
+/// loaded (dlopen with RTLD_NOLOAD finds that very library), or nullptr.
+const serial_probe_extension* serial_probe(const std::string& path) {
+  void* handle = dlopen(path.c_str(), RTLD_NOW | RTLD_NOLOAD);
+  if (handle == nullptr) return nullptr;
+  auto entry = reinterpret_cast<strata_plugin_entry_fn>(dlsym(handle, STRATA_PLUGIN_ENTRY_SYMBOL));
+  const strata_plugin_api* api = entry != nullptr ? entry(STRATA_ABI_MAJOR, STRATA_ABI_MINOR) : nullptr;
+  if (api == nullptr || !STRATA_HAS_FIELD(api, strata_plugin_api, extensions)) return nullptr;
+  for (const strata_extension* e = api->extensions; e != nullptr; e = e->next) {
+    if (std::strcmp(e->name, SERIAL_PROBE_EXTENSION) == 0 && e->version >= SERIAL_PROBE_VERSION &&
+        e->struct_size >= sizeof(serial_probe_extension)) {
+      return reinterpret_cast<const serial_probe_extension*>(e);
+    }
+  }
+  return nullptr;
+}
+
+std::vector<float> scaled(std::vector<float> v, float factor) {
+  for (float& x : v) x *= factor;
+  return v;
+}
+
+// Eight threads run backward(retain_graph) over one graph on serial:0. The
+// plugin's kernels notice (and poison their output) when another call of
+// the device is in flight: the core's per-stream lock must prevent that.
+TEST_F(Behaviour, SerialDeviceIsNeverEnteredByTwoThreadsAtOnce) {
+  PluginInfo plugin = loaded_plugin("serial");
+  Device dev("serial:0");
+  DeviceInfo info = runtime().device_info(dev);
+  ASSERT_FALSE(info.free_threaded);
+  const serial_probe_extension* probe = serial_probe(plugin.path);
+  ASSERT_NE(probe, nullptr) << "no " << SERIAL_PROBE_EXTENSION << " on the table of the loaded " << plugin.path;
+  const uint64_t violations_before = probe->violations();
+  const uint64_t calls_before = probe->kernel_calls();
+
+  // y = sum(x * w + x): dy/dx = w + 1, dy/dw = x, all small integers, so
+  // every sum below is exact in f32.
+  Tensor x = from_data(std::vector<float>{1, -1, 2, 3}, {4}, {.device = dev, .requires_grad = true});
+  Tensor w = from_data(std::vector<float>{2, 3, 4, 5}, {4}, {.device = dev, .requires_grad = true});
+  Tensor y = sum(x * w + x);
+  ASSERT_EQ(y.device(), dev);
+  EXPECT_EQ(y.item<float>(), 27.0f);
+  y.backward({}, {.retain_graph = true});
+  const std::vector<float> gx = x.grad().to_vector<float>();
+  const std::vector<float> gw = w.grad().to_vector<float>();
+  ASSERT_EQ(gx, (std::vector<float>{3, 4, 5, 6}));
+  ASSERT_EQ(gw, (std::vector<float>{1, -1, 2, 3}));
+
+  constexpr int kThreads = 8, kPasses = 150;
+  std::vector<std::string> errors(kThreads);
+  std::vector<std::thread> threads;
+  for (int t = 0; t < kThreads; ++t) {
+    threads.emplace_back([&, t] {
+      try {
+        for (int i = 0; i < kPasses; ++i) y.backward({}, {.retain_graph = true});
+      } catch (const std::exception& e) {
+        errors[static_cast<size_t>(t)] = e.what();
+      }
+    });
+  }
+  for (auto& th : threads) th.join();
+  for (int t = 0; t < kThreads; ++t) EXPECT_EQ(errors[static_cast<size_t>(t)], "") << "thread " << t;
+
+  const float passes = 1.0f + kThreads * kPasses;  // the single-threaded one too
+  EXPECT_EQ(x.grad().to_vector<float>(), scaled(gx, passes));
+  EXPECT_EQ(w.grad().to_vector<float>(), scaled(gw, passes));
+  EXPECT_EQ(probe->violations() - violations_before, 0u)
+      << "kernels of serial:0 ran concurrently although it is not free-threaded";
+  EXPECT_GE(probe->kernel_calls() - calls_before, static_cast<uint64_t>(kThreads * kPasses))
+      << "the backward passes did not run on serial:0";
+}
+
+// ---- wsp: workspace within the memory limit ---------------------------------------------------
+
+// The configuration: memory_limit 1 MiB, workspace_bytes 512 KiB.
+TEST_F(Behaviour, WorkspaceWithinTheLimitIsCountedAndReleased) {
+  loaded_plugin("wsp");
+  Device dev("wsp:0");
+  ASSERT_EQ(runtime().device_info(dev).memory_limit, std::optional<uint64_t>(uint64_t{1} << 20));
+  Tensor a = from_data(std::vector<float>{1, 2, 3}, {3}, {.device = dev});
+  Tensor b = from_data(std::vector<float>{10, 20, 30}, {3}, {.device = dev});
+  const uint64_t live = runtime().memory_stats(dev).allocated_bytes;
+  runtime().reset_peak_memory(dev);
+  {
+    Tensor c = a + b;
+    EXPECT_EQ(c.to_vector<float>(), (std::vector<float>{11, 22, 33}));
+  }
+  MemoryStats stats = runtime().memory_stats(dev);
+  EXPECT_GE(stats.peak_allocated_bytes, live + (uint64_t{512} << 10)) << "the workspace must count against the device";
+  EXPECT_EQ(stats.allocated_bytes, live) << "the workspace and the result must be released";
+  EXPECT_EQ(runtime().fallback_count(), 0u);
+}
+
+#else  // STRATA_BEHAVIOUR_WSP_OVER_LIMIT
+
+// ---- wsp: workspace over the memory limit ------------------------------------------------------
+
+// The configuration: memory_limit 1 MiB, workspace_bytes 2 MiB.
+TEST_F(Behaviour, WorkspaceOverTheLimitIsOutOfMemoryAndTheDeviceCarriesOn) {
+  loaded_plugin("wsp");
+  Device dev("wsp:0");
+  Tensor a = from_data(std::vector<float>{1, 2, 3}, {3}, {.device = dev});
+  Tensor b = from_data(std::vector<float>{10, 20, 30}, {3}, {.device = dev});
+  const uint64_t live = runtime().memory_stats(dev).allocated_bytes;
+
+  std::string m = message_of<OutOfMemoryError>("add with a 2 MiB workspace", [&] { Tensor c = a + b; });
+  EXPECT_TRUE(has(m, "add")) << m;
+  EXPECT_TRUE(has(m, "wsp:0")) << m;
+  EXPECT_TRUE(has(m, "memory_limit")) << m;
+  EXPECT_TRUE(has(m, "1.0 MiB") || has(m, "1 MiB") || has(m, "1048576")) << "the limit: " << m;
+  EXPECT_EQ(runtime().memory_stats(dev).allocated_bytes, live) << "the failed op's output must be released";
+
+  // Ops that need no workspace still work: fill, and copy (a transpose made
+  // contiguous).
+  {
+    Tensor f = full({2, 3}, 2.5, {.device = dev});
+    Tensor g = from_data(std::vector<float>{1, 2, 3, 4, 5, 6}, {2, 3}, {.device = dev}).transpose(0, 1).contiguous();
+    EXPECT_EQ(f.to_vector<float>(), (std::vector<float>(6, 2.5f)));
+    EXPECT_EQ(g.to_vector<float>(), (std::vector<float>{1, 4, 2, 5, 3, 6}));
+    EXPECT_EQ(g.device(), dev);
+  }
+  EXPECT_EQ(runtime().fallback_count(), 0u) << "fill and copy must run on wsp:0";
+
+  // Nothing leaked: the core's count is back where it was, and once the
+  // cache is emptied the plugin holds exactly the live tensors a and b.
+  EXPECT_EQ(runtime().memory_stats(dev).allocated_bytes, live);
+  runtime().empty_cache();
+  DeviceMemoryInfo mem = runtime().device_memory_info(dev);
+  ASSERT_TRUE(mem.plugin_bytes_in_use.has_value());
+  EXPECT_EQ(*mem.plugin_bytes_in_use, live);
+}
+
+#endif  // STRATA_BEHAVIOUR_WSP_OVER_LIMIT
+
+}  // namespace

@@ -1,0 +1,33 @@
+# ABI 2.0 behaviour tests (included from tests/runtime/CMakeLists.txt): how
+# the core handles the behaviour plugins of tests/plugins/behaviour — a
+# deferred failure, a lost device, a device that is not free-threaded, a
+# kernel asking for workspace.
+#
+# Plugin options are read once, at a plugin's init, so the two workspace
+# sizes need two processes: abi_behaviour_test (512 KiB, within wsp's 1 MiB
+# limit; also asyncfail, lostdev, serial) and
+# abi_behaviour_wsp_over_limit_test (2 MiB, over it), one source built twice.
+if(TARGET strata_behaviour_plugins)
+  set(BEHAVIOUR_WSP_BYTES 524288)
+  configure_file(${CMAKE_CURRENT_LIST_DIR}/behaviour-config.json.in
+                 ${CMAKE_CURRENT_BINARY_DIR}/behaviour.json @ONLY)
+  set(BEHAVIOUR_WSP_BYTES 2097152)
+  configure_file(${CMAKE_CURRENT_LIST_DIR}/behaviour-config.json.in
+                 ${CMAKE_CURRENT_BINARY_DIR}/behaviour-wsp-over-limit.json @ONLY)
+
+  foreach(variant abi_behaviour_test abi_behaviour_wsp_over_limit_test)
+    strata_add_test(${variant} LABEL plugins ${CMAKE_CURRENT_LIST_DIR}/abi_behaviour_test.cpp)
+    target_include_directories(${variant} PRIVATE ${PROJECT_SOURCE_DIR}/tests/plugins/behaviour)
+    target_link_libraries(${variant} PRIVATE ${CMAKE_DL_LIBS})
+    target_compile_definitions(${variant} PRIVATE
+      STRATA_TEST_BEHAVIOUR_PLUGIN_DIR="${STRATA_TEST_BEHAVIOUR_PLUGIN_DIR}")
+    add_dependencies(${variant} strata_behaviour_plugins)
+  endforeach()
+  target_compile_definitions(abi_behaviour_test PRIVATE
+    STRATA_BEHAVIOUR_CONFIG="${CMAKE_CURRENT_BINARY_DIR}/behaviour.json")
+  target_compile_definitions(abi_behaviour_wsp_over_limit_test PRIVATE
+    STRATA_BEHAVIOUR_CONFIG="${CMAKE_CURRENT_BINARY_DIR}/behaviour-wsp-over-limit.json"
+    STRATA_BEHAVIOUR_WSP_OVER_LIMIT)
+else()
+  message(STATUS "tests/runtime/behaviour.cmake skipped: tests/plugins/behaviour is not part of the build")
+endif()

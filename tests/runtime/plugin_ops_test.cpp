@@ -1,0 +1,381 @@
+// plugin_ops_test.cpp — ops a plugin defines through the host services of
+// ABI 2.0, end to end, with the test plugin "opslib" (tests/plugins/opslib):
+//
+//   opslib::cube(x; a)             = a·x³        VJP/JVP through cube_backward
+//   opslib::cube_backward(g, x; a) = 3a·x²·g     VJP/JVP through cube_backward,
+//                                                strata::mul/add and scale
+//   opslib::scale(x; s)            = s·x
+//
+// What it proves: the plugin's registrations are recorded (and its two bad
+// ones refused, as warnings); its kernels run on its own device (own memory
+// space) and, registered through register_kernels, on the CPU plugin's
+// device without any fallback; the derivatives it wrote with call_op give
+// gradients of order 1, 2 and 3 that match finite differences on both
+// devices, and forward mode agrees with reverse mode; a call that breaks the
+// schema or the shape rule is an error naming the op.
+//
+// The public API has no call of an op by name, so the ops are reached
+// through the core's registry (core/src/op.hpp): find_kernel_op and
+// dispatch_span, exactly what host->call_op does for a plugin.
+#include "op.hpp"
+
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <cmath>
+#include <functional>
+#include <ostream>
+#include <random>
+#include <strata/strata.hpp>
+#include <string>
+#include <vector>
+
+namespace {
+
+using namespace strata;
+namespace d = strata::detail;
+
+constexpr const char* kCube = "opslib::cube";
+constexpr const char* kCubeBackward = "opslib::cube_backward";
+constexpr const char* kScale = "opslib::scale";
+constexpr double kA = 0.75;  // the attribute "a" of every call below
+
+const d::OpDef& op_named(const char* name) {
+  const d::OpDef* op = d::find_kernel_op(name);
+  if (op == nullptr) throw Error(std::string("op ") + name + " is not registered (did the opslib plugin load?)");
+  return *op;
+}
+
+Tensor call(const char* name, std::vector<Tensor> inputs, const d::Attrs* attrs) {
+  d::OpResult r = d::dispatch_span(op_named(name), inputs, attrs);
+  return r[0];
+}
+
+Tensor cube(const Tensor& x, double a = kA) {
+  d::Attrs attrs{d::Attr::real("a", a)};
+  return call(kCube, {x}, &attrs);
+}
+
+Tensor cube_backward(const Tensor& g, const Tensor& x, double a = kA) {
+  d::Attrs attrs{d::Attr::real("a", a)};
+  return call(kCubeBackward, {g, x}, &attrs);
+}
+
+Tensor scale(const Tensor& x, double s) {
+  d::Attrs attrs{d::Attr::real("s", s)};
+  return call(kScale, {x}, &attrs);
+}
+
+/// The error `f` throws (strata::Error), or a failure.
+std::string error_of(const std::function<void()>& f) {
+  try {
+    f();
+  } catch (const Error& e) {
+    return e.what();
+  }
+  ADD_FAILURE() << "expected strata::Error";
+  return {};
+}
+
+bool contains(const std::string& text, const std::string& part) { return text.find(part) != std::string::npos; }
+
+/// Uniform values in [lo, hi] from a fixed seed, f64, on `device` (drawn on
+/// the host: no random kernel of any backend is involved).
+Tensor values(const Shape& shape, Device device, double lo, double hi, uint32_t seed) {
+  std::mt19937 rng(seed);
+  std::uniform_real_distribution<double> u(lo, hi);
+  int64_t n = 1;
+  for (int64_t s : shape) n *= s;
+  std::vector<double> v(static_cast<size_t>(n));
+  for (double& x : v) x = u(rng);
+  return from_data(v, shape, {.dtype = DType::f64, .device = device});
+}
+
+/// Fallbacks recorded for the opslib ops (there must be none: both devices
+/// have kernels for them).
+std::vector<std::string> opslib_fallbacks() {
+  std::vector<std::string> out;
+  for (const FallbackRecord& r : runtime().fallback_stats()) {
+    if (contains(r.op, "opslib::")) out.push_back(r.device + " " + r.op + " " + r.signature);
+  }
+  return out;
+}
+
+class PluginOps : public ::testing::Test {
+ protected:
+  static void SetUpTestSuite() { runtime().load_config(STRATA_PLUGIN_OPS_CONFIG); }
+
+  static PluginInfo opslib() {
+    for (const PluginInfo& p : runtime().plugins()) {
+      if (p.name == "opslib") return p;
+    }
+    ADD_FAILURE() << "no outcome recorded for the opslib plugin";
+    return {};
+  }
+};
+
+// --- registration ----------------------------------------------------------------
+
+TEST_F(PluginOps, PluginLoadsAndListsItsOps) {
+  PluginInfo p = opslib();
+  ASSERT_TRUE(p.loaded) << p.reason;
+  EXPECT_TRUE(p.initialized);
+  EXPECT_EQ(p.abi, "2.0");
+  std::vector<std::string> ops = p.ops;
+  std::sort(ops.begin(), ops.end());
+  EXPECT_EQ(ops, (std::vector<std::string>{kCube, kCubeBackward, kScale}));
+  ASSERT_EQ(p.devices.size(), 1u);
+  EXPECT_EQ(p.devices[0].id, "opslib:0");
+  EXPECT_EQ(p.devices[0].type, DeviceType::accelerator);
+  // The registry knows them as the plugin's, differentiable both ways.
+  int found = 0;
+  for (const OpInfo& op : runtime().ops()) {
+    EXPECT_NE(op.name, "cpu::evil");
+    if (op.name == kCube || op.name == kCubeBackward || op.name == kScale) {
+      ++found;
+      EXPECT_EQ(op.plugin, "opslib") << op.name;
+      EXPECT_TRUE(op.differentiable) << op.name;
+      EXPECT_TRUE(op.forward_mode) << op.name;
+      EXPECT_EQ(op.version, 1u) << op.name;
+    }
+  }
+  EXPECT_EQ(found, 3);
+}
+
+TEST_F(PluginOps, RefusedRegistrationsAreWarnings) {
+  PluginInfo p = opslib();
+  ASSERT_TRUE(p.loaded) << p.reason;
+  std::string all;
+  for (const std::string& w : p.warnings) all += w + "\n";
+  bool evil = false, twice = false;
+  for (const std::string& w : p.warnings) {
+    evil = evil || (contains(w, "cpu::evil") && contains(w, "namespace"));
+    twice = twice || (contains(w, kCube) && contains(w, "already registered"));
+  }
+  EXPECT_TRUE(evil) << "no warning naming cpu::evil and its namespace:\n" << all;
+  EXPECT_TRUE(twice) << "no warning about the second registration of opslib::cube:\n" << all;
+  EXPECT_EQ(p.warnings.size(), 2u) << all;
+  EXPECT_EQ(d::find_kernel_op("cpu::evil"), nullptr);
+}
+
+// --- forward -----------------------------------------------------------------------
+
+struct DeviceDType {
+  const char* device;
+  DType dtype;
+};
+void PrintTo(const DeviceDType& p, std::ostream* os) { *os << p.device << " " << dtype_name(p.dtype); }
+
+class PluginOpsForward : public PluginOps, public ::testing::WithParamInterface<DeviceDType> {};
+
+TEST_P(PluginOpsForward, KernelsComputeTheOpsWithoutFallback) {
+  Device device(GetParam().device);
+  DType dtype = GetParam().dtype;
+  double tol = dtype == DType::f32 ? 1e-5 : 1e-13;
+  std::vector<double> xs{-1.5, -0.5, 0.0, 0.25, 1.0, 2.0};
+  std::vector<double> gs{0.5, -1.0, 2.0, 1.5, -0.25, 1.0};
+  Tensor x = from_data(xs, {2, 3}, {.dtype = dtype, .device = device});
+  Tensor g = from_data(gs, {2, 3}, {.dtype = dtype, .device = device});
+  runtime().reset_fallback_stats();
+
+  Tensor y = cube(x);
+  EXPECT_EQ(y.device(), device);
+  EXPECT_EQ(y.dtype(), dtype);
+  EXPECT_EQ(y.sizes(), (Shape{2, 3}));
+  std::vector<double> yv = y.to_vector<double>();
+  for (size_t i = 0; i < xs.size(); ++i) EXPECT_NEAR(yv[i], kA * std::pow(xs[i], 3), tol * 10) << i;
+
+  std::vector<double> zv = cube_backward(g, x).to_vector<double>();
+  for (size_t i = 0; i < xs.size(); ++i) EXPECT_NEAR(zv[i], 3 * kA * xs[i] * xs[i] * gs[i], tol * 10) << i;
+
+  std::vector<double> sv = scale(x, -2.5).to_vector<double>();
+  for (size_t i = 0; i < xs.size(); ++i) EXPECT_NEAR(sv[i], -2.5 * xs[i], tol) << i;
+
+  // A contiguous view at an offset, and a strided view (compacted by the
+  // host: the kernels do not take strided inputs).
+  Tensor wide = from_data(std::vector<double>{9, 9, -1.0, 0.5, 2.0, 9}, {6}, {.dtype = dtype, .device = device});
+  EXPECT_EQ(cube(wide.slice(0, 2, 5), 2.0).to_vector<double>(), (std::vector<double>{-2.0, 0.25, 16.0}));
+  EXPECT_EQ(cube(wide.slice(0, 1, 6, 2), 1.0).to_vector<double>(), (std::vector<double>{729.0, 0.125, 729.0}));
+  EXPECT_EQ(cube(x.transpose(0, 1), 1.0).to_vector<double>()[1], std::pow(xs[3], 3));
+
+  EXPECT_TRUE(opslib_fallbacks().empty()) << opslib_fallbacks().front();
+}
+
+INSTANTIATE_TEST_SUITE_P(Devices, PluginOpsForward,
+                         ::testing::Values(DeviceDType{"opslib:0", DType::f32}, DeviceDType{"opslib:0", DType::f64},
+                                           DeviceDType{"cpu:0", DType::f32}, DeviceDType{"cpu:0", DType::f64}),
+                         [](const ::testing::TestParamInfo<DeviceDType>& p) {
+                           std::string n = std::string(p.param.device) + "_" + std::string(dtype_name(p.param.dtype));
+                           std::replace(n.begin(), n.end(), ':', '_');
+                           return n;
+                         });
+
+// --- derivatives -------------------------------------------------------------------
+
+class PluginOpsGrad : public PluginOps, public ::testing::WithParamInterface<const char*> {
+ protected:
+  Device device() const { return Device(GetParam()); }
+};
+
+/// x ↦ <∇g(x), w>: one order up from g, still a scalar function of x.
+Fn order_up(const Fn& g, const Tensor& w) {
+  Fn dg = grad(g);
+  return [dg, w](const Tensor& x) { return sum(dg(x) * w); };
+}
+
+/// f and its first two order_ups: gradcheck of orders[k] checks the
+/// (k+1)-th derivative of f.
+void expect_gradcheck_to_third_order(const std::string& what, const Fn& f, const Tensor& x, const Tensor& w1,
+                                     const Tensor& w2) {
+  std::vector<Fn> orders{f, order_up(f, w1)};
+  orders.push_back(order_up(orders[1], w2));
+  for (int order = 1; order <= 3; ++order) {
+    // Higher orders divide noise by eps^order: wider steps, four-point rule.
+    GradcheckOptions options{.eps = order == 1 ? 1e-6 : 1e-4, .atol = 1e-5, .rtol = 1e-3, .four_point = true};
+    GradcheckResult r = gradcheck(orders[static_cast<size_t>(order - 1)], x, options);
+    EXPECT_TRUE(r.ok) << what << " on " << x.device().str() << ", derivative order " << order << ": " << r.message;
+  }
+}
+
+TEST_P(PluginOpsGrad, CubeGradcheckToThirdOrder) {
+  Tensor x = values({2, 3}, device(), -1.5, 1.5, 1);
+  Tensor w = values({2, 3}, device(), 0.5, 1.5, 2);
+  Tensor w1 = values({2, 3}, device(), -1.0, 1.0, 3);
+  Tensor w2 = values({2, 3}, device(), -1.0, 1.0, 4);
+  runtime().reset_fallback_stats();
+  expect_gradcheck_to_third_order("sum(cube(x) * w)", [w](const Tensor& t) { return sum(cube(t) * w); }, x, w1, w2);
+  // The rules ran on the device itself: the plugin's ops on its kernels, the
+  // core ops they call (strata::mul) falling back from opslib:0, counted.
+  EXPECT_TRUE(opslib_fallbacks().empty()) << opslib_fallbacks().front();
+  if (device().str() == "opslib:0") {
+    bool mul = false;
+    for (const FallbackRecord& r : runtime().fallback_stats()) mul = mul || (r.device == "opslib:0" && r.op == "mul");
+    EXPECT_TRUE(mul) << "the VJP of cube_backward calls strata::mul on opslib:0, which has no kernel for it";
+  }
+}
+
+// cube_backward differentiated in both operands at once (g = x², x): its
+// VJP's gradient of g and of x, and their own derivatives.
+TEST_P(PluginOpsGrad, CubeBackwardGradcheckToThirdOrder) {
+  Tensor x = values({2, 3}, device(), -1.5, 1.5, 5);
+  Tensor w = values({2, 3}, device(), 0.5, 1.5, 6);
+  Tensor w1 = values({2, 3}, device(), -1.0, 1.0, 7);
+  Tensor w2 = values({2, 3}, device(), -1.0, 1.0, 8);
+  Tensor c = values({2, 3}, device(), -1.0, 1.0, 9);
+  expect_gradcheck_to_third_order("sum(cube_backward(x * x, x) * w)",
+                                  [w](const Tensor& t) { return sum(cube_backward(t * t, t) * w); }, x, w1, w2);
+  // Only g moving: the VJP is asked for g's gradient alone (needed = {1, 0}).
+  expect_gradcheck_to_third_order("sum(cube_backward(sin(x), c) * w)",
+                                  [w, c](const Tensor& t) { return sum(cube_backward(sin(t), c) * w); }, x, w1, w2);
+}
+
+// The exact derivatives: d/dx a·x³ = 3a·x², then 6a·x, then 6a.
+TEST_P(PluginOpsGrad, NthGradIsExact) {
+  std::vector<double> xs{-1.5, -0.5, 0.25, 1.0, 2.0};
+  Tensor x = from_data(xs, {5}, {.dtype = DType::f64, .device = device()});
+  Fn f = [](const Tensor& t) { return sum(cube(t)); };
+  std::vector<double> g1 = nth_grad(f, 1)(x).to_vector<double>();
+  std::vector<double> g2 = nth_grad(f, 2)(x).to_vector<double>();
+  Tensor third = nth_grad(f, 3)(x);
+  EXPECT_EQ(third.device(), device());
+  std::vector<double> g3 = third.to_vector<double>();
+  ASSERT_EQ(g3.size(), xs.size());
+  for (size_t i = 0; i < xs.size(); ++i) {
+    EXPECT_NEAR(g1[i], 3 * kA * xs[i] * xs[i], 1e-12) << i;
+    EXPECT_NEAR(g2[i], 6 * kA * xs[i], 1e-12) << i;
+    EXPECT_NEAR(g3[i], 6 * kA, 1e-12) << i;
+  }
+}
+
+// Forward mode (the plugin's JVPs) against reverse mode (its VJPs).
+TEST_P(PluginOpsGrad, ForwardModeAgreesWithReverseMode) {
+  Tensor x = values({2, 3}, device(), -1.5, 1.5, 10);
+  Tensor v = values({2, 3}, device(), -1.0, 1.0, 11);
+  Tensor w = values({2, 3}, device(), 0.5, 1.5, 12);
+  // cube: J is diagonal, so J·v (forward) equals vᵀ·J (reverse).
+  Fn f = [](const Tensor& t) { return cube(t); };
+  auto [y_fwd, jv] = jvp(f, x, v);
+  auto [y_rev, vj] = vjp(f, x, v);
+  std::vector<double> a = jv.to_vector<double>(), b = vj.to_vector<double>(), xv = x.to_vector<double>(),
+                      vv = v.to_vector<double>();
+  for (size_t i = 0; i < a.size(); ++i) {
+    EXPECT_NEAR(a[i], b[i], 1e-12) << i;
+    EXPECT_NEAR(a[i], 3 * kA * xv[i] * xv[i] * vv[i], 1e-12) << i;
+  }
+  // cube_backward with both operands moving (both tangents, then the add):
+  // the Jacobian by columns (JVP) equals the Jacobian by rows (VJP).
+  Fn h = [](const Tensor& t) { return cube_backward(t * t, t); };
+  std::vector<double> jf = jacfwd(h, x).to_vector<double>(), jr = jacrev(h, x).to_vector<double>();
+  ASSERT_EQ(jf.size(), jr.size());
+  for (size_t i = 0; i < jf.size(); ++i) EXPECT_NEAR(jf[i], jr[i], 1e-12) << i;
+  // Second order: forward-over-reverse (JVP of cube_backward) equals
+  // reverse-over-reverse (its VJP).
+  Fn s = [w](const Tensor& t) { return sum(cube(t) * w); };
+  std::vector<double> fo = hvp(s, x, v, HvpMode::forward_over_reverse).to_vector<double>();
+  std::vector<double> ro = hvp(s, x, v, HvpMode::reverse_over_reverse).to_vector<double>();
+  std::vector<double> wv = w.to_vector<double>();
+  for (size_t i = 0; i < fo.size(); ++i) {
+    EXPECT_NEAR(fo[i], ro[i], 1e-12) << i;
+    EXPECT_NEAR(fo[i], 6 * kA * xv[i] * wv[i] * vv[i], 1e-12) << i;
+  }
+}
+
+INSTANTIATE_TEST_SUITE_P(Devices, PluginOpsGrad, ::testing::Values("cpu:0", "opslib:0"),
+                         [](const ::testing::TestParamInfo<const char*>& p) {
+                           std::string n = p.param;
+                           std::replace(n.begin(), n.end(), ':', '_');
+                           return n;
+                         });
+
+// --- errors --------------------------------------------------------------------------
+
+TEST_F(PluginOps, MissingAttributeNamesOpAndAttribute) {
+  Tensor x = from_data(std::vector<double>{1.0, 2.0}, {2});
+  std::string e = error_of([&] { call(kCube, {x}, nullptr); });
+  EXPECT_TRUE(contains(e, kCube)) << e;
+  EXPECT_TRUE(contains(e, "missing")) << e;
+  EXPECT_TRUE(contains(e, "'a'")) << e;
+}
+
+TEST_F(PluginOps, AttributeOfTheWrongKindNamesBothKinds) {
+  Tensor x = from_data(std::vector<double>{1.0, 2.0}, {2});
+  d::Attrs attrs{d::Attr::integer("a", 2)};
+  std::string e = error_of([&] { call(kCube, {x}, &attrs); });
+  EXPECT_TRUE(contains(e, kCube)) << e;
+  EXPECT_TRUE(contains(e, "'a'")) << e;
+  EXPECT_TRUE(contains(e, "FLOAT")) << e;
+  EXPECT_TRUE(contains(e, "INT")) << e;
+}
+
+TEST_F(PluginOps, UnknownAttributeIsAnError) {
+  Tensor x = from_data(std::vector<double>{1.0, 2.0}, {2});
+  d::Attrs attrs{d::Attr::real("a", 1.0), d::Attr::real("b", 1.0)};
+  std::string e = error_of([&] { call(kCube, {x}, &attrs); });
+  EXPECT_TRUE(contains(e, kCube)) << e;
+  EXPECT_TRUE(contains(e, "'b'")) << e;
+}
+
+TEST_F(PluginOps, IntegerInputIsRefusedByTheShapeRule) {
+  for (const char* device : {"cpu:0", "opslib:0"}) {
+    Tensor x = from_data(std::vector<int64_t>{1, 2, 3}, {3}).to(Device(device));
+    std::string e = error_of([&] { cube(x); });
+    EXPECT_TRUE(contains(e, kCube)) << e;
+    EXPECT_TRUE(contains(e, "floating dtypes only")) << e;
+    EXPECT_TRUE(contains(e, "i64")) << e;
+  }
+}
+
+TEST_F(PluginOps, CubeBackwardRefusesMismatchedOperands) {
+  Tensor g = from_data(std::vector<double>{1.0, 2.0}, {2});
+  Tensor x = from_data(std::vector<double>{1.0, 2.0, 3.0}, {3});
+  std::string e = error_of([&] { cube_backward(g, x); });
+  EXPECT_TRUE(contains(e, kCubeBackward)) << e;
+  EXPECT_TRUE(contains(e, "one dtype and shape")) << e;
+  Tensor g32 = from_data(std::vector<float>{1.0f, 2.0f}, {2});
+  Tensor x64 = from_data(std::vector<double>{1.0, 2.0}, {2});
+  e = error_of([&] { cube_backward(g32, x64); });
+  EXPECT_TRUE(contains(e, "f32")) << e;
+  EXPECT_TRUE(contains(e, "f64")) << e;
+}
+
+}  // namespace
