@@ -32,10 +32,7 @@ size_t CachingAllocator::round_size(size_t bytes) {
   return (bytes + granule - 1) / granule * granule;
 }
 
-strata_buffer CachingAllocator::take_cached_locked(size_t size, strata_stream stream) {
-  auto it = free_blocks_.find(size);
-  if (it == free_blocks_.end()) return nullptr;
-  std::vector<CachedBlock>& blocks = it->second;
+strata_buffer CachingAllocator::take_cached_locked(std::vector<CachedBlock>& blocks, strata_stream stream) {
   // Latest first: the block most recently used on this stream is warm.
   for (size_t k = blocks.size(); k-- > 0;) {
     CachedBlock& b = blocks[k];
@@ -59,11 +56,21 @@ strata_buffer CachingAllocator::allocate(size_t bytes, size_t* out_bytes, strata
   *out_bytes = size;
   device_.ensure_alive();  // a lost device hands out nothing, cached or not
   std::lock_guard lock(mutex_);
-  if (strata_buffer b = take_cached_locked(size, stream)) {
-    cached_bytes_ -= size;
-    live_bytes_ += size;
-    peak_bytes_ = std::max(peak_bytes_, live_bytes_);
-    return b;
+  if (auto it = free_blocks_.find(size); it != free_blocks_.end() && !it->second.empty()) {
+    std::vector<CachedBlock>& blocks = it->second;
+    strata_buffer b = nullptr;
+    if (blocks.back().stream == stream && blocks.back().ready == nullptr) {  // the common case: one stream
+      b = blocks.back().buffer;
+      blocks.pop_back();
+    } else {
+      b = take_cached_locked(blocks, stream);
+    }
+    if (b != nullptr) {
+      cached_bytes_ -= size;
+      live_bytes_ += size;
+      peak_bytes_ = std::max(peak_bytes_, live_bytes_);
+      return b;
+    }
   }
   if (limit_ && live_bytes_ + cached_bytes_ + size > *limit_) release_cache_locked();
   if (limit_ && live_bytes_ + size > *limit_) {

@@ -57,8 +57,9 @@ class CachingAllocator {
     strata_event ready = nullptr;  // recorded on `stream` when another stream asked
   };
   strata_buffer device_alloc(size_t bytes, strata_stream stream);  // called with mutex_ held
-  /// A cached block of exactly `size` usable on `stream`, or nullptr.
-  strata_buffer take_cached_locked(size_t size, strata_stream stream);
+  /// A block of `blocks` (one size) usable on `stream`, or nullptr: one of
+  /// that stream, or another stream's whose event completed.
+  strata_buffer take_cached_locked(std::vector<CachedBlock>& blocks, strata_stream stream);
   void release_cache_locked();
 
   DeviceRecord& device_;

@@ -109,7 +109,10 @@ struct DeviceRecord {
 
   /// The issue lock of the header's threading rule: held around every call
   /// naming a stream, unless the device is free-threaded. Re-entrant per
-  /// thread (a kernel's workspace request runs under its kernel's lock).
+  /// thread (a kernel's workspace request runs under its kernel's lock). One
+  /// lock per device: the core issues on one stream per device today, so
+  /// this is the header's per-stream rule; a core using several streams
+  /// would take one lock per stream.
   class IssueLock {
    public:
     explicit IssueLock(DeviceRecord& d);

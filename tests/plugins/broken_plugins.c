@@ -9,8 +9,7 @@
  */
 #include <strata/plugin/strata_plugin.h>
 
-#include <stdio.h>
-#include <string.h>
+#include "common/test_plugin_common.h"
 
 #ifndef BROKEN_NAME
 #define BROKEN_NAME "broken"
@@ -30,10 +29,7 @@ static strata_status broken_probe(strata_probe_args* args) {
 static strata_status broken_init(strata_init_args* args) {
   if (args == NULL || args->struct_size < STRATA_INIT_ARGS_MIN_SIZE) return STRATA_ERROR_INVALID_ARGUMENT;
 #ifdef BROKEN_INIT
-  if (args->error != NULL && args->error->struct_size >= STRATA_ERROR_MIN_SIZE) {
-    snprintf(args->error->message, sizeof(args->error->message), "no driver found (test plugin)");
-  }
-  return STRATA_ERROR_NO_DEVICE;
+  return tpc_fail(args->error, STRATA_ERROR_NO_DEVICE, "no driver found (test plugin)");
 #else
   args->state = (strata_plugin_state)&g_state_tag;
   args->device_count = 0;
@@ -72,11 +68,7 @@ static const strata_plugin_api kTable = {
     .copy = broken_copy,
 };
 
-STRATA_PLUGIN_EXPORT const strata_plugin_api* strata_plugin_entry(uint32_t host_abi_major, uint32_t host_abi_minor) {
-  (void)host_abi_major;
-  (void)host_abi_minor;
-  return &kTable;
-}
+TPC_PLUGIN_ENTRY(&kTable)
 #else
 /* Exports something, but not the entry point. */
 STRATA_PLUGIN_EXPORT int strata_plugin_entry_misspelled(void) { return 0; }

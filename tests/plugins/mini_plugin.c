@@ -22,10 +22,10 @@
 #include <strata/plugin/strata_ops.h>
 #include <strata/plugin/strata_plugin.h>
 
-#include <stdarg.h>
 #include <stdio.h>
-#include <stdlib.h>
 #include <string.h>
+
+#include "common/test_plugin_common.h"
 
 #ifndef MINI_NAME
 #define MINI_NAME "mini"
@@ -46,71 +46,17 @@
 #define MINI_POISON_8 {MINI_POISON, MINI_POISON, MINI_POISON, MINI_POISON, \
                        MINI_POISON, MINI_POISON, MINI_POISON, MINI_POISON}
 
-#if defined(__GNUC__)
-#define MINI_PRINTF(f, a) __attribute__((format(printf, f, a)))
-#else
-#define MINI_PRINTF(f, a)
-#endif
-
-typedef struct mini_buffer {
-  uint32_t magic;
-  size_t bytes;
-  unsigned char* data;
-} mini_buffer;
-
-typedef struct mini_state {
-  uint32_t magic;
-  const strata_host_api* host;
-} mini_state;
-
-static mini_state g_state = {0, NULL};
+static tpc_state g_state = {0, NULL};
 
 /* ---- helpers --------------------------------------------------------------- */
 
-/* Writes a message into a host-allocated strata_error, when it is one. */
-static strata_status MINI_PRINTF(3, 4) mini_fail(strata_error* e, strata_status status, const char* format, ...) {
-  if (e != NULL && e->struct_size >= STRATA_ERROR_MIN_SIZE) {
-    va_list args;
-    va_start(args, format);
-    vsnprintf(e->message, sizeof(e->message), format, args);
-    va_end(args);
-  }
-  return status;
-}
+static void mini_log(strata_log_level level, const char* message) { tpc_log(&g_state, MINI_NAME, level, message); }
 
-static void mini_log(strata_log_level level, const char* message) {
-  const strata_host_api* host = g_state.host;
-  if (host != NULL && STRATA_HAS_FIELD(host, strata_host_api, log) && host->log != NULL) {
-    host->log(level, MINI_NAME, message);
-  }
-}
+static int state_ok(strata_plugin_state s) { return tpc_state_ok(&g_state, MINI_MAGIC, s); }
 
-static int state_ok(strata_plugin_state s) { return s == (strata_plugin_state)&g_state && g_state.magic == MINI_MAGIC; }
+static tpc_buffer* as_buffer(strata_buffer b) { return tpc_buffer_of(b, MINI_MAGIC); }
 
-static mini_buffer* as_buffer(strata_buffer b) {
-  mini_buffer* m = (mini_buffer*)b;
-  return (m != NULL && m->magic == MINI_MAGIC) ? m : NULL;
-}
-
-static float* f32_at(const strata_tensor* t) { return (float*)((mini_buffer*)t->buffer)->data + t->offset; }
-
-static int64_t numel(const strata_tensor* t) {
-  int64_t n = 1;
-  int32_t k;
-  for (k = 0; k < t->rank; ++k) n *= t->shape[k];
-  return n;
-}
-
-/* Element offset (relative to t->offset) of the i-th row-major element. */
-static int64_t strided_offset(const strata_tensor* t, int64_t i) {
-  int64_t off = 0;
-  int32_t k;
-  for (k = t->rank - 1; k >= 0; --k) {
-    off += (i % t->shape[k]) * t->strides[k];
-    i /= t->shape[k];
-  }
-  return off;
-}
+static float* f32_at(const strata_tensor* t) { return (float*)((tpc_buffer*)t->buffer)->data + t->offset; }
 
 /* ---- lifecycle --------------------------------------------------------------- */
 
@@ -128,8 +74,8 @@ static strata_status mini_probe(strata_probe_args* args) {
 static strata_status mini_init(strata_init_args* args) {
   if (args == NULL || args->struct_size < STRATA_INIT_ARGS_MIN_SIZE) return STRATA_ERROR_INVALID_ARGUMENT;
   if (args->host == NULL || args->host->struct_size < STRATA_HOST_API_MIN_SIZE) {
-    return mini_fail(args->error, STRATA_ERROR_INVALID_ARGUMENT, MINI_NAME ": init: host services of %zu bytes, need %zu",
-                     args->host != NULL ? args->host->struct_size : (size_t)0, (size_t)STRATA_HOST_API_MIN_SIZE);
+    return tpc_fail(args->error, STRATA_ERROR_INVALID_ARGUMENT, MINI_NAME ": init: host services of %zu bytes, need %zu",
+                    args->host != NULL ? args->host->struct_size : (size_t)0, (size_t)STRATA_HOST_API_MIN_SIZE);
   }
   g_state.magic = MINI_MAGIC;
   g_state.host = args->host;
@@ -153,32 +99,21 @@ static void mini_shutdown(strata_plugin_state s) {
 /* ---- devices ------------------------------------------------------------------- */
 
 static strata_status device_args_ok(strata_device_args* args, const char* what) {
-  if (args == NULL || args->struct_size < STRATA_DEVICE_ARGS_MIN_SIZE) return STRATA_ERROR_INVALID_ARGUMENT;
-  if (!state_ok(args->state)) return mini_fail(args->error, STRATA_ERROR_INVALID_ARGUMENT, MINI_NAME ": %s: not my state", what);
-  if (args->device != 0) {
-    return mini_fail(args->error, STRATA_ERROR_INVALID_ARGUMENT, MINI_NAME ": %s: no device %d (one device)", what,
-                     (int)args->device);
-  }
-  return STRATA_OK;
+  return tpc_device_args_ok(args, &g_state, MINI_MAGIC, MINI_NAME, what);
 }
 
 static strata_status mini_device_props(strata_device_args* args) {
   strata_device_props p;
+#ifdef MINI_OLDER
   size_t capacity, bytes;
+#endif
   strata_status st = device_args_ok(args, "device_props");
+  if (st == STRATA_OK) st = tpc_props_ok(args, MINI_NAME);
   if (st != STRATA_OK) return st;
-  if (args->props == NULL || args->props->struct_size < STRATA_DEVICE_PROPS_MIN_SIZE) {
-    return mini_fail(args->error, STRATA_ERROR_INVALID_ARGUMENT, MINI_NAME ": device_props: props of %zu bytes, need %zu",
-                     args->props != NULL ? args->props->struct_size : (size_t)0, (size_t)STRATA_DEVICE_PROPS_MIN_SIZE);
-  }
-  memset(&p, 0, sizeof(p));
-  p.struct_size = sizeof(p);
+  tpc_props_init(&p, STRATA_DEVICE_ACCELERATOR, 0, UINT64_C(64) << 20,
+                 STRATA_DTYPE_BIT(STRATA_F32) | STRATA_DTYPE_BIT(STRATA_I64) | STRATA_DTYPE_BIT(STRATA_BOOL),
+                 STRATA_DTYPE_BIT(STRATA_F32));
   snprintf(p.name, sizeof(p.name), "Mini test accelerator (%s)", MINI_NAME);
-  p.type = STRATA_DEVICE_ACCELERATOR;
-  p.flags = 0;
-  p.memory_bytes = UINT64_C(64) << 20;
-  p.dtype_mask = STRATA_DTYPE_BIT(STRATA_F32) | STRATA_DTYPE_BIT(STRATA_I64) | STRATA_DTYPE_BIT(STRATA_BOOL);
-  p.compute_dtype_mask = STRATA_DTYPE_BIT(STRATA_F32);
   snprintf(p.compute_capability, sizeof(p.compute_capability), "mini 2");
 #ifdef MINI_FUTURE
   /* What a 2.7 plugin would say: a flag and a dtype the 2.0 host does not
@@ -191,14 +126,14 @@ static strata_status mini_device_props(strata_device_args* args) {
 #endif
   /* Never more than the host's capacity (its struct_size on entry), and say
    * how much was written. */
-  capacity = args->props->struct_size;
-  bytes = sizeof(p) < capacity ? sizeof(p) : capacity;
-  memcpy(args->props, &p, bytes);
-  args->props->struct_size = bytes;
 #ifdef MINI_OLDER
+  capacity = args->props->struct_size;
+  bytes = tpc_publish_props(args->props, &p);
   /* An older plugin knows nothing past `bytes`: fill the rest of the host's
    * struct with garbage, which the host must ignore (uuid, pci_bus_id). */
   if (capacity > bytes) memset((unsigned char*)args->props + bytes, 0xa5, capacity - bytes);
+#else
+  (void)tpc_publish_props(args->props, &p);
 #endif
   return STRATA_OK;
 }
@@ -206,77 +141,27 @@ static strata_status mini_device_props(strata_device_args* args) {
 /* ---- memory ---------------------------------------------------------------------- */
 
 static strata_status mini_alloc(strata_alloc_args* args) {
-  mini_buffer* b;
+  strata_status st;
   if (args == NULL || args->struct_size < STRATA_ALLOC_ARGS_MIN_SIZE) return STRATA_ERROR_INVALID_ARGUMENT;
   if (!state_ok(args->state) || args->device != 0) {
-    return mini_fail(args->error, STRATA_ERROR_INVALID_ARGUMENT, MINI_NAME ": alloc: bad state or device %d", (int)args->device);
+    return tpc_fail(args->error, STRATA_ERROR_INVALID_ARGUMENT, MINI_NAME ": alloc: bad state or device %d", (int)args->device);
   }
-  if (args->kind != STRATA_MEMORY_DEVICE && args->kind != STRATA_MEMORY_PINNED_HOST) {
-    return mini_fail(args->error, STRATA_ERROR_UNSUPPORTED, MINI_NAME ": alloc: memory kind %d", (int)args->kind);
+  st = tpc_alloc(args, MINI_MAGIC, MINI_NAME);
+  if (st == STRATA_ERROR_OUT_OF_MEMORY) {
+    return tpc_fail(args->error, STRATA_ERROR_OUT_OF_MEMORY, MINI_NAME ": cannot allocate %zu bytes", args->bytes);
   }
-  b = (mini_buffer*)malloc(sizeof(mini_buffer));
-  if (b != NULL) b->data = (unsigned char*)calloc(args->bytes > 0 ? args->bytes : 1, 1);
-  if (b == NULL || b->data == NULL) {
-    free(b);
-    return mini_fail(args->error, STRATA_ERROR_OUT_OF_MEMORY, MINI_NAME ": cannot allocate %zu bytes", args->bytes);
-  }
-  b->magic = MINI_MAGIC;
-  b->bytes = args->bytes;
-  args->buffer = (strata_buffer)b;
-  args->host_pointer = args->kind == STRATA_MEMORY_PINNED_HOST ? (void*)b->data : NULL;
-  return STRATA_OK;
+  return st;
 }
 
-static void mini_free(strata_alloc_args* args) {
-  mini_buffer* b;
-  if (args == NULL || args->struct_size < STRATA_ALLOC_ARGS_MIN_SIZE) return;
-  b = as_buffer(args->buffer);
-  if (b == NULL) return;
-  b->magic = 0;
-  free(b->data);
-  free(b);
-}
-
-static int in_bounds(strata_buffer buffer, size_t offset, size_t n, strata_error* e, const char* role) {
-  mini_buffer* b = as_buffer(buffer);
-  if (b == NULL || offset > b->bytes || n > b->bytes - offset) {
-    mini_fail(e, STRATA_ERROR_INVALID_ARGUMENT, MINI_NAME ": copy of %zu bytes at %zu outside the %s buffer (%zu bytes)",
-              n, offset, role, b != NULL ? b->bytes : (size_t)0);
-    return 0;
-  }
-  return 1;
-}
+static void mini_free(strata_alloc_args* args) { (void)tpc_free(args, MINI_MAGIC); }
 
 static strata_status mini_copy(strata_copy_args* args) {
   if (args == NULL || args->struct_size < STRATA_COPY_ARGS_MIN_SIZE) return STRATA_ERROR_INVALID_ARGUMENT;
   if (!state_ok(args->state) || args->device != 0) {
-    return mini_fail(args->error, STRATA_ERROR_INVALID_ARGUMENT, MINI_NAME ": copy: bad state or device %d", (int)args->device);
+    return tpc_fail(args->error, STRATA_ERROR_INVALID_ARGUMENT, MINI_NAME ": copy: bad state or device %d", (int)args->device);
   }
   /* Synchronous: STRATA_COPY_ASYNC is allowed to complete at once. */
-  switch (args->kind) {
-    case STRATA_COPY_HOST_TO_DEVICE:
-      if (args->src_host == NULL && args->bytes > 0) break;
-      if (!in_bounds(args->dst, args->dst_offset, args->bytes, args->error, "destination")) return STRATA_ERROR_INVALID_ARGUMENT;
-      if (args->bytes > 0) memcpy(as_buffer(args->dst)->data + args->dst_offset, args->src_host, args->bytes);
-      return STRATA_OK;
-    case STRATA_COPY_DEVICE_TO_HOST:
-      if (args->dst_host == NULL && args->bytes > 0) break;
-      if (!in_bounds(args->src, args->src_offset, args->bytes, args->error, "source")) return STRATA_ERROR_INVALID_ARGUMENT;
-      if (args->bytes > 0) memcpy(args->dst_host, as_buffer(args->src)->data + args->src_offset, args->bytes);
-      return STRATA_OK;
-    case STRATA_COPY_DEVICE_TO_DEVICE:
-      if (!in_bounds(args->dst, args->dst_offset, args->bytes, args->error, "destination") ||
-          !in_bounds(args->src, args->src_offset, args->bytes, args->error, "source")) {
-        return STRATA_ERROR_INVALID_ARGUMENT;
-      }
-      if (args->bytes > 0) {
-        memmove(as_buffer(args->dst)->data + args->dst_offset, as_buffer(args->src)->data + args->src_offset, args->bytes);
-      }
-      return STRATA_OK;
-    default:
-      return mini_fail(args->error, STRATA_ERROR_INVALID_ARGUMENT, MINI_NAME ": copy: unknown kind %d", (int)args->kind);
-  }
-  return mini_fail(args->error, STRATA_ERROR_INVALID_ARGUMENT, MINI_NAME ": copy: no host pointer");
+  return tpc_copy(args, MINI_MAGIC, MINI_NAME, NULL);
 }
 
 /* ---- kernels ------------------------------------------------------------------------ */
@@ -293,31 +178,19 @@ static mini_kernel_info g_add_info = {STRATA_OP_ADD};
 /* A descriptor of an f32 tensor in one of this plugin's buffers, every
  * element of which lies inside the buffer. */
 static strata_status check_f32(const strata_kernel_call* c, const strata_tensor* t, const char* role) {
-  mini_buffer* b;
+  tpc_buffer* b;
   int64_t last = 0;
-  int32_t k;
-  if (t == NULL || t->struct_size < STRATA_TENSOR_MIN_SIZE) {
-    return mini_fail(c->error, STRATA_ERROR_INVALID_ARGUMENT, MINI_NAME ": %s: %s descriptor of %zu bytes, need %zu", c->op,
-                     role, t != NULL ? t->struct_size : (size_t)0, (size_t)STRATA_TENSOR_MIN_SIZE);
-  }
+  strata_status st = tpc_check_descriptor(c, t, MINI_NAME, role);
+  if (st != STRATA_OK) return st;
   if (t->dtype != STRATA_F32) {
-    return mini_fail(c->error, STRATA_ERROR_UNSUPPORTED, MINI_NAME ": %s: %s has dtype %d, only f32 is handled", c->op, role,
-                     (int)t->dtype);
+    return tpc_fail(c->error, STRATA_ERROR_UNSUPPORTED, MINI_NAME ": %s: %s has dtype %d, only f32 is handled", c->op, role,
+                    (int)t->dtype);
   }
-  if (t->rank < 0 || t->rank > STRATA_MAX_RANK || t->offset < 0) {
-    return mini_fail(c->error, STRATA_ERROR_INVALID_ARGUMENT, MINI_NAME ": %s: %s has rank %d, offset %lld", c->op, role,
-                     (int)t->rank, (long long)t->offset);
-  }
-  for (k = 0; k < t->rank; ++k) {
-    if (t->shape[k] <= 0 || t->strides[k] < 0) {
-      return mini_fail(c->error, STRATA_ERROR_INVALID_ARGUMENT, MINI_NAME ": %s: %s has shape %lld / stride %lld in dim %d",
-                       c->op, role, (long long)t->shape[k], (long long)t->strides[k], (int)k);
-    }
-    last += (t->shape[k] - 1) * t->strides[k];
-  }
+  st = tpc_check_extent(c, t, MINI_NAME, role, &last);
+  if (st != STRATA_OK) return st;
   b = as_buffer(t->buffer);
   if (b == NULL || (size_t)(t->offset + last + 1) * sizeof(float) > b->bytes) {
-    return mini_fail(c->error, STRATA_ERROR_INVALID_ARGUMENT, MINI_NAME ": %s: %s reaches past its buffer", c->op, role);
+    return tpc_fail(c->error, STRATA_ERROR_INVALID_ARGUMENT, MINI_NAME ": %s: %s reaches past its buffer", c->op, role);
   }
   return STRATA_OK;
 }
@@ -328,23 +201,23 @@ static strata_status check_call(const strata_kernel_call* c, const mini_kernel_i
   strata_status st;
   if (c == NULL || c->struct_size < STRATA_KERNEL_CALL_MIN_SIZE) return STRATA_ERROR_INVALID_ARGUMENT;
   if (c->op == NULL || strcmp(c->op, info->op) != 0 || c->op_version != STRATA_OP_VERSION) {
-    return mini_fail(c->error, STRATA_ERROR_INVALID_ARGUMENT, MINI_NAME ": kernel of %s v%d called as %s v%u", info->op,
-                     STRATA_OP_VERSION, c->op != NULL ? c->op : "(null)", (unsigned)c->op_version);
+    return tpc_fail(c->error, STRATA_ERROR_INVALID_ARGUMENT, MINI_NAME ": kernel of %s v%d called as %s v%u", info->op,
+                    STRATA_OP_VERSION, c->op != NULL ? c->op : "(null)", (unsigned)c->op_version);
   }
   if (!state_ok(c->state) || c->device != 0) {
-    return mini_fail(c->error, STRATA_ERROR_INVALID_ARGUMENT, MINI_NAME ": %s: bad state or device %d", c->op, (int)c->device);
+    return tpc_fail(c->error, STRATA_ERROR_INVALID_ARGUMENT, MINI_NAME ": %s: bad state or device %d", c->op, (int)c->device);
   }
 #ifdef MINI_OLDER
   /* Our entries end before user_data: the host must hand back NULL. */
   if (c->user_data != NULL) {
-    return mini_fail(c->error, STRATA_ERROR_INTERNAL,
-                     MINI_NAME ": %s: user_data %p, but the entry (struct_size %zu) has none: the host read past it", c->op,
-                     c->user_data, (size_t)sizeof(strata_kernel_entry));
+    return tpc_fail(c->error, STRATA_ERROR_INTERNAL,
+                    MINI_NAME ": %s: user_data %p, but the entry (struct_size %zu) has none: the host read past it", c->op,
+                    c->user_data, (size_t)sizeof(strata_kernel_entry));
   }
 #else
   if (c->user_data != (const void*)info) {
-    return mini_fail(c->error, STRATA_ERROR_INTERNAL, MINI_NAME ": %s: user_data %p is not the entry's %p", c->op, c->user_data,
-                     (const void*)info);
+    return tpc_fail(c->error, STRATA_ERROR_INTERNAL, MINI_NAME ": %s: user_data %p is not the entry's %p", c->op, c->user_data,
+                    (const void*)info);
   }
 #endif
 #ifdef MINI_FUTURE
@@ -352,45 +225,18 @@ static strata_status check_call(const strata_kernel_call* c, const mini_kernel_i
   if (STRATA_HAS_FIELD(c, strata_kernel_call, future_a) && c->future_a != 0) mini_log(STRATA_LOG_TRACE, "future call field");
 #endif
   if (c->n_inputs != n_inputs || c->n_outputs != 1 || (n_inputs > 0 && c->inputs == NULL) || c->outputs == NULL) {
-    return mini_fail(c->error, STRATA_ERROR_INVALID_ARGUMENT, MINI_NAME ": %s: %d inputs, %d outputs", c->op, (int)c->n_inputs,
-                     (int)c->n_outputs);
+    return tpc_fail(c->error, STRATA_ERROR_INVALID_ARGUMENT, MINI_NAME ": %s: %d inputs, %d outputs", c->op, (int)c->n_inputs,
+                    (int)c->n_outputs);
   }
   st = check_f32(c, c->outputs[0], "output");
   for (k = 0; st == STRATA_OK && k < n_inputs; ++k) {
     st = check_f32(c, c->inputs[k], "input");
     if (st == STRATA_OK && c->inputs[k]->rank != c->outputs[0]->rank) {
-      st = mini_fail(c->error, STRATA_ERROR_INVALID_ARGUMENT, MINI_NAME ": %s: input rank %d, output rank %d", c->op,
-                     (int)c->inputs[k]->rank, (int)c->outputs[0]->rank);
+      st = tpc_fail(c->error, STRATA_ERROR_INVALID_ARGUMENT, MINI_NAME ": %s: input rank %d, output rank %d", c->op,
+                    (int)c->inputs[k]->rank, (int)c->outputs[0]->rank);
     }
   }
   return st;
-}
-
-/* fill's "value": an exact SCALAR (I64/BOOL in i, F64 in f); FLOAT/INT
- * accepted too. */
-static strata_status fill_value(const strata_kernel_call* c, double* value) {
-  int32_t k;
-  for (k = 0; k < c->n_attrs; ++k) {
-    const strata_attr* a = c->attrs[k];
-    if (a == NULL || a->struct_size < STRATA_ATTR_MIN_SIZE) {
-      return mini_fail(c->error, STRATA_ERROR_INVALID_ARGUMENT, MINI_NAME ": %s: attribute %d of %zu bytes, need %zu", c->op,
-                       (int)k, a != NULL ? a->struct_size : (size_t)0, (size_t)STRATA_ATTR_MIN_SIZE);
-    }
-    if (a->name == NULL || strcmp(a->name, "value") != 0) continue;
-    switch (a->kind) {
-      case STRATA_ATTR_SCALAR:
-        if (a->scalar_dtype == STRATA_F64) *value = a->f;
-        else if (a->scalar_dtype == STRATA_I64 || a->scalar_dtype == STRATA_BOOL) *value = (double)a->i;
-        else return mini_fail(c->error, STRATA_ERROR_INVALID_ARGUMENT, MINI_NAME ": %s: value has scalar dtype %d", c->op, (int)a->scalar_dtype);
-        return STRATA_OK;
-      case STRATA_ATTR_FLOAT: *value = a->f; return STRATA_OK;
-      case STRATA_ATTR_INT:
-      case STRATA_ATTR_BOOL: *value = (double)a->i; return STRATA_OK;
-      default:
-        return mini_fail(c->error, STRATA_ERROR_INVALID_ARGUMENT, MINI_NAME ": %s: value has attribute kind %d", c->op, (int)a->kind);
-    }
-  }
-  return mini_fail(c->error, STRATA_ERROR_INVALID_ARGUMENT, MINI_NAME ": %s: no attribute \"value\"", c->op);
 }
 
 /* Outputs are compact (the core allocates them), except copy's. */
@@ -399,11 +245,11 @@ static strata_status k_fill(const strata_kernel_call* c) {
   int64_t i, n;
   float* y;
   strata_status st = check_call(c, &g_fill_info, 0);
-  if (st == STRATA_OK) st = fill_value(c, &value);
+  if (st == STRATA_OK) st = tpc_fill_value(c, MINI_NAME, &value);
   if (st != STRATA_OK) return st;
-  n = numel(c->outputs[0]);
+  n = tpc_numel(c->outputs[0]);
   y = f32_at(c->outputs[0]);
-  for (i = 0; i < n; ++i) y[strided_offset(c->outputs[0], i)] = (float)value;
+  for (i = 0; i < n; ++i) y[tpc_strided_offset(c->outputs[0], i)] = (float)value;
   return STRATA_OK;
 }
 
@@ -415,10 +261,10 @@ static strata_status k_copy(const strata_kernel_call* c) {
   const float* src;
   strata_status st = check_call(c, &g_copy_info, 1);
   if (st != STRATA_OK) return st;
-  n = numel(c->outputs[0]);
+  n = tpc_numel(c->outputs[0]);
   dst = f32_at(c->outputs[0]);
   src = f32_at(c->inputs[0]);
-  for (i = 0; i < n; ++i) dst[strided_offset(c->outputs[0], i)] = src[strided_offset(c->inputs[0], i)];
+  for (i = 0; i < n; ++i) dst[tpc_strided_offset(c->outputs[0], i)] = src[tpc_strided_offset(c->inputs[0], i)];
   return STRATA_OK;
 }
 
@@ -428,12 +274,12 @@ static strata_status k_add(const strata_kernel_call* c) {
   float* y;
   strata_status st = check_call(c, &g_add_info, 2);
   if (st != STRATA_OK) return st;
-  n = numel(c->outputs[0]);
+  n = tpc_numel(c->outputs[0]);
   a = f32_at(c->inputs[0]);
   b = f32_at(c->inputs[1]);
   y = f32_at(c->outputs[0]);
   for (i = 0; i < n; ++i) {
-    y[strided_offset(c->outputs[0], i)] = a[strided_offset(c->inputs[0], i)] + b[strided_offset(c->inputs[1], i)];
+    y[tpc_strided_offset(c->outputs[0], i)] = a[tpc_strided_offset(c->inputs[0], i)] + b[tpc_strided_offset(c->inputs[1], i)];
   }
   return STRATA_OK;
 }
@@ -481,7 +327,7 @@ typedef struct short_entry {
 } short_entry;
 
 static strata_status k_never(const strata_kernel_call* c) {
-  return mini_fail(c->error, STRATA_ERROR_INTERNAL, MINI_NAME ": a refused kernel entry (%s v%u) ran", c->op, (unsigned)c->op_version);
+  return tpc_fail(c->error, STRATA_ERROR_INTERNAL, MINI_NAME ": a refused kernel entry (%s v%u) ran", c->op, (unsigned)c->op_version);
 }
 
 static const short_entry kShort = {STRATA_SIZE_UP_TO(strata_kernel_entry, op), STRATA_OP_MUL, MINI_POISON_8};
@@ -539,10 +385,4 @@ static const struct {
      .copy = mini_copy MINI_TABLE_TAIL},
     MINI_POISON_8};
 
-/* Returns the table whatever the host's version: the host compares the
- * majors and names both when they differ, which a NULL cannot do. */
-STRATA_PLUGIN_EXPORT const strata_plugin_api* strata_plugin_entry(uint32_t host_abi_major, uint32_t host_abi_minor) {
-  (void)host_abi_major;
-  (void)host_abi_minor;
-  return &kTable.api;
-}
+TPC_PLUGIN_ENTRY(&kTable.api)

@@ -13,8 +13,9 @@
 #include <strata/plugin/strata_plugin.h>
 
 #include <stdio.h>
-#include <stdlib.h>
 #include <string.h>
+
+#include "common/test_plugin_common.h"
 
 #ifndef TWIN_NAME
 #error "define TWIN_NAME (\"twina\" or \"twinb\")"
@@ -28,26 +29,14 @@ static const uint8_t kUuid[16] = {0x5a, 0x1e, 0x00, 0x42, 0xde, 0xad, 0xbe, 0xef
                                   0x01, 0x23, 0x45, 0x67, 0x89, 0xab, 0xcd, 0xef};
 #define TWIN_PCI_BUS_ID "0000:42:00.0"
 
-typedef struct twin_buffer {
-  uint32_t magic;
-  size_t bytes;
-  unsigned char* data;
-} twin_buffer;
-
 static int g_state_tag;
 #define TWIN_STATE ((strata_plugin_state)&g_state_tag)
 
 static strata_status twin_fail(strata_error* e, strata_status status, const char* message) {
-  if (e != NULL && e->struct_size >= STRATA_ERROR_MIN_SIZE) {
-    snprintf(e->message, sizeof(e->message), "%s: %s", TWIN_NAME, message);
-  }
-  return status;
+  return tpc_fail(e, status, "%s: %s", TWIN_NAME, message);
 }
 
-static twin_buffer* as_buffer(strata_buffer b) {
-  twin_buffer* t = (twin_buffer*)b;
-  return (t != NULL && t->magic == TWIN_MAGIC) ? t : NULL;
-}
+static tpc_buffer* as_buffer(strata_buffer b) { return tpc_buffer_of(b, TWIN_MAGIC); }
 
 static strata_status twin_probe(strata_probe_args* args) {
   if (args == NULL || args->struct_size < STRATA_PROBE_ARGS_MIN_SIZE) return STRATA_ERROR_INVALID_ARGUMENT;
@@ -64,63 +53,39 @@ static strata_status twin_init(strata_init_args* args) {
 
 static strata_status twin_device_props(strata_device_args* args) {
   strata_device_props p;
-  size_t bytes;
   if (args == NULL || args->struct_size < STRATA_DEVICE_ARGS_MIN_SIZE) return STRATA_ERROR_INVALID_ARGUMENT;
   if (args->state != TWIN_STATE || args->device != 0) return twin_fail(args->error, STRATA_ERROR_INVALID_ARGUMENT, "no such device");
   if (args->props == NULL || args->props->struct_size < STRATA_DEVICE_PROPS_MIN_SIZE) {
     return twin_fail(args->error, STRATA_ERROR_INVALID_ARGUMENT, "device_props: props too small");
   }
-  memset(&p, 0, sizeof(p));
-  p.struct_size = sizeof(p);
+  tpc_props_init(&p, STRATA_DEVICE_GPU, STRATA_DEVICE_HAS_UUID, UINT64_C(64) << 20,
+                 STRATA_DTYPE_BIT(STRATA_F32) | STRATA_DTYPE_BIT(STRATA_I64) | STRATA_DTYPE_BIT(STRATA_BOOL),
+                 STRATA_DTYPE_BIT(STRATA_F32));
   snprintf(p.name, sizeof(p.name), "Twin test GPU (seen through %s)", TWIN_NAME);
-  p.type = STRATA_DEVICE_GPU;
-  p.flags = STRATA_DEVICE_HAS_UUID;
-  p.memory_bytes = UINT64_C(64) << 20;
-  p.dtype_mask = STRATA_DTYPE_BIT(STRATA_F32) | STRATA_DTYPE_BIT(STRATA_I64) | STRATA_DTYPE_BIT(STRATA_BOOL);
-  p.compute_dtype_mask = STRATA_DTYPE_BIT(STRATA_F32);
   snprintf(p.compute_capability, sizeof(p.compute_capability), "twin 1");
   memcpy(p.uuid, kUuid, sizeof(kUuid));
   snprintf(p.pci_bus_id, sizeof(p.pci_bus_id), "%s", TWIN_PCI_BUS_ID);
-  bytes = sizeof(p) < args->props->struct_size ? sizeof(p) : args->props->struct_size;
-  memcpy(args->props, &p, bytes);
-  args->props->struct_size = bytes;
+  (void)tpc_publish_props(args->props, &p);
   return STRATA_OK;
 }
 
 static strata_status twin_alloc(strata_alloc_args* args) {
-  twin_buffer* b;
+  tpc_buffer* b;
   if (args == NULL || args->struct_size < STRATA_ALLOC_ARGS_MIN_SIZE) return STRATA_ERROR_INVALID_ARGUMENT;
   if (args->state != TWIN_STATE || args->device != 0) return twin_fail(args->error, STRATA_ERROR_INVALID_ARGUMENT, "alloc: no such device");
   if (args->kind != STRATA_MEMORY_DEVICE && args->kind != STRATA_MEMORY_PINNED_HOST) {
     return twin_fail(args->error, STRATA_ERROR_UNSUPPORTED, "alloc: unknown memory kind");
   }
-  b = (twin_buffer*)malloc(sizeof(twin_buffer));
-  if (b != NULL) b->data = (unsigned char*)calloc(args->bytes > 0 ? args->bytes : 1, 1);
-  if (b == NULL || b->data == NULL) {
-    free(b);
-    return twin_fail(args->error, STRATA_ERROR_OUT_OF_MEMORY, "alloc: out of memory");
-  }
-  b->magic = TWIN_MAGIC;
-  b->bytes = args->bytes;
+  b = tpc_buffer_new(args->bytes, TWIN_MAGIC);
+  if (b == NULL) return twin_fail(args->error, STRATA_ERROR_OUT_OF_MEMORY, "alloc: out of memory");
   args->buffer = (strata_buffer)b;
   args->host_pointer = args->kind == STRATA_MEMORY_PINNED_HOST ? (void*)b->data : NULL;
   return STRATA_OK;
 }
 
-static void twin_free(strata_alloc_args* args) {
-  twin_buffer* b;
-  if (args == NULL || args->struct_size < STRATA_ALLOC_ARGS_MIN_SIZE) return;
-  b = as_buffer(args->buffer);
-  if (b == NULL) return;
-  b->magic = 0;
-  free(b->data);
-  free(b);
-}
+static void twin_free(strata_alloc_args* args) { (void)tpc_free(args, TWIN_MAGIC); }
 
-static int fits(strata_buffer buffer, size_t offset, size_t n) {
-  twin_buffer* b = as_buffer(buffer);
-  return b != NULL && offset <= b->bytes && n <= b->bytes - offset;
-}
+static int fits(strata_buffer buffer, size_t offset, size_t n) { return tpc_buffer_fits(buffer, TWIN_MAGIC, offset, n); }
 
 static strata_status twin_copy(strata_copy_args* args) {
   if (args == NULL || args->struct_size < STRATA_COPY_ARGS_MIN_SIZE) return STRATA_ERROR_INVALID_ARGUMENT;
@@ -148,23 +113,6 @@ static strata_status twin_copy(strata_copy_args* args) {
 /* ---- kernels (f32; the host checks shapes and dtypes, allocates outputs) --- */
 
 static float* f32_at(const strata_tensor* t) { return (float*)as_buffer(t->buffer)->data + t->offset; }
-
-static int64_t numel(const strata_tensor* t) {
-  int64_t n = 1;
-  int32_t k;
-  for (k = 0; k < t->rank; ++k) n *= t->shape[k];
-  return n;
-}
-
-static int64_t strided_offset(const strata_tensor* t, int64_t i) {
-  int64_t off = 0;
-  int32_t k;
-  for (k = t->rank - 1; k >= 0; --k) {
-    off += (i % t->shape[k]) * t->strides[k];
-    i /= t->shape[k];
-  }
-  return off;
-}
 
 static int tensors_ok(const strata_kernel_call* c, int32_t n_inputs) {
   int32_t k;
@@ -195,8 +143,8 @@ static strata_status k_fill(const strata_kernel_call* c) {
     else value = (double)a->i;
   }
   if (!found) return twin_fail(c->error, STRATA_ERROR_INVALID_ARGUMENT, "fill: no attribute \"value\"");
-  n = numel(c->outputs[0]);
-  for (i = 0; i < n; ++i) f32_at(c->outputs[0])[strided_offset(c->outputs[0], i)] = (float)value;
+  n = tpc_numel(c->outputs[0]);
+  for (i = 0; i < n; ++i) f32_at(c->outputs[0])[tpc_strided_offset(c->outputs[0], i)] = (float)value;
   return STRATA_OK;
 }
 
@@ -204,9 +152,9 @@ static strata_status k_copy(const strata_kernel_call* c) {
   int64_t i, n;
   if (c == NULL || c->struct_size < STRATA_KERNEL_CALL_MIN_SIZE) return STRATA_ERROR_INVALID_ARGUMENT;
   if (!tensors_ok(c, 1)) return twin_fail(c->error, STRATA_ERROR_INVALID_ARGUMENT, "copy: bad operands");
-  n = numel(c->outputs[0]);
+  n = tpc_numel(c->outputs[0]);
   for (i = 0; i < n; ++i) {
-    f32_at(c->outputs[0])[strided_offset(c->outputs[0], i)] = f32_at(c->inputs[0])[strided_offset(c->inputs[0], i)];
+    f32_at(c->outputs[0])[tpc_strided_offset(c->outputs[0], i)] = f32_at(c->inputs[0])[tpc_strided_offset(c->inputs[0], i)];
   }
   return STRATA_OK;
 }
@@ -215,10 +163,10 @@ static strata_status k_add(const strata_kernel_call* c) {
   int64_t i, n;
   if (c == NULL || c->struct_size < STRATA_KERNEL_CALL_MIN_SIZE) return STRATA_ERROR_INVALID_ARGUMENT;
   if (!tensors_ok(c, 2)) return twin_fail(c->error, STRATA_ERROR_INVALID_ARGUMENT, "add: bad operands");
-  n = numel(c->outputs[0]);
+  n = tpc_numel(c->outputs[0]);
   for (i = 0; i < n; ++i) {
-    f32_at(c->outputs[0])[strided_offset(c->outputs[0], i)] =
-        f32_at(c->inputs[0])[strided_offset(c->inputs[0], i)] + f32_at(c->inputs[1])[strided_offset(c->inputs[1], i)];
+    f32_at(c->outputs[0])[tpc_strided_offset(c->outputs[0], i)] =
+        f32_at(c->inputs[0])[tpc_strided_offset(c->inputs[0], i)] + f32_at(c->inputs[1])[tpc_strided_offset(c->inputs[1], i)];
   }
   return STRATA_OK;
 }
@@ -253,8 +201,4 @@ static const strata_plugin_api kTable = {
     .copy = twin_copy,
 };
 
-STRATA_PLUGIN_EXPORT const strata_plugin_api* strata_plugin_entry(uint32_t host_abi_major, uint32_t host_abi_minor) {
-  (void)host_abi_major;
-  (void)host_abi_minor;
-  return &kTable;
-}
+TPC_PLUGIN_ENTRY(&kTable)

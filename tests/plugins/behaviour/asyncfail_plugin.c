@@ -43,9 +43,9 @@ static strata_status af_sync_point(strata_error* error) {
   strata_status st = STRATA_OK;
   pthread_mutex_lock(&g_pending_mutex);
   if (g_pending_count == 1) {
-    st = bp_fail(error, STRATA_ERROR_DEFERRED, "%s", g_pending);
+    st = tpc_fail(error, STRATA_ERROR_DEFERRED, "%s", g_pending);
   } else if (g_pending_count > 1) {
-    st = bp_fail(error, STRATA_ERROR_DEFERRED, "%s (and %d later failures)", g_pending, g_pending_count - 1);
+    st = tpc_fail(error, STRATA_ERROR_DEFERRED, "%s (and %d later failures)", g_pending, g_pending_count - 1);
   }
   g_pending_count = 0;
   pthread_mutex_unlock(&g_pending_mutex);
@@ -60,7 +60,7 @@ static strata_status af_index_select(const strata_kernel_call* c) {
   const int64_t* is = bp_i64(index);
   float* ys = bp_f32(y);
   int64_t dim = bp_attr_int(c, "dim", -1);
-  int64_t i, n = bp_numel(y);
+  int64_t i, n = tpc_numel(y);
   int reported = 0;
   for (i = 0; i < n; ++i) {
     /* The coordinates of y's i-th element; x's differ only along dim. */

@@ -2,6 +2,10 @@
  * (see behaviour_common.h). C99; compiled into each plugin, so each has its
  * own copy of the state below.
  *
+ * What it shares with the other test plugins (the error writer, the buffers
+ * of its memory space, bounds-checked copies, descriptor checks, fill's
+ * value, device props) is tests/plugins/common/test_plugin_common.c.
+ *
  * It follows strata_plugin.h section 1 as mini_plugin.c does: every struct
  * the host hands over is checked against its *_MIN_SIZE before use, and
  * what the plugin writes carries its own struct_size. Counters that calls
@@ -10,7 +14,6 @@
  */
 #include "behaviour_common.h"
 
-#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -20,23 +23,12 @@
 #define BP_EVENT_MAGIC 0x42455654u  /* events */
 #define BP_MEMORY_BYTES (UINT64_C(64) << 20)
 
-typedef struct bp_buffer {
-  uint32_t magic;
-  size_t bytes;
-  unsigned char* data;
-} bp_buffer;
-
 /* Streams and events are trivial: work is complete when its call returns. */
 typedef struct bp_object {
   uint32_t magic;
 } bp_object;
 
-typedef struct bp_state {
-  uint32_t magic;
-  const strata_host_api* host;
-} bp_state;
-
-static bp_state g_state = {0, NULL};
+static tpc_state g_state = {0, NULL};
 
 /* Memory counters (bytes in live buffers, their peak, allocations made). */
 static uint64_t g_in_use = 0;
@@ -74,22 +66,7 @@ static int32_t g_n_entries = 0;
 
 const char* bp_name(void) { return bp_table.name; }
 
-strata_status bp_fail(strata_error* e, strata_status status, const char* format, ...) {
-  if (e != NULL && e->struct_size >= STRATA_ERROR_MIN_SIZE) {
-    va_list args;
-    va_start(args, format);
-    vsnprintf(e->message, sizeof(e->message), format, args);
-    va_end(args);
-  }
-  return status;
-}
-
-void bp_log(strata_log_level level, const char* message) {
-  const strata_host_api* host = g_state.host;
-  if (host != NULL && STRATA_HAS_FIELD(host, strata_host_api, log) && host->log != NULL) {
-    host->log(level, bp_name(), message);
-  }
-}
+void bp_log(strata_log_level level, const char* message) { tpc_log(&g_state, bp_name(), level, message); }
 
 uint64_t bp_option_u64(const char* json, const char* key, uint64_t fallback) {
   char quoted[96];
@@ -110,39 +87,21 @@ uint64_t bp_option_u64(const char* json, const char* key, uint64_t fallback) {
   return end == p ? fallback : (uint64_t)value;
 }
 
-static int state_ok(strata_plugin_state s) { return s == (strata_plugin_state)&g_state && g_state.magic == BP_MAGIC; }
+static int state_ok(strata_plugin_state s) { return tpc_state_ok(&g_state, BP_MAGIC, s); }
 
-static bp_buffer* as_buffer(strata_buffer b) {
-  bp_buffer* m = (bp_buffer*)b;
-  return (m != NULL && m->magic == BP_MAGIC) ? m : NULL;
-}
+static tpc_buffer* as_buffer(strata_buffer b) { return tpc_buffer_of(b, BP_MAGIC); }
 
 void* bp_buffer_data(strata_buffer buffer, size_t* bytes) {
-  bp_buffer* b = as_buffer(buffer);
+  tpc_buffer* b = as_buffer(buffer);
   if (b == NULL) return NULL;
   if (bytes != NULL) *bytes = b->bytes;
   return b->data;
 }
 
-int64_t bp_numel(const strata_tensor* t) {
-  int64_t n = 1;
-  int32_t k;
-  for (k = 0; k < t->rank; ++k) n *= t->shape[k];
-  return n;
-}
+int64_t bp_element(const strata_tensor* t, int64_t i) { return t->offset + tpc_strided_offset(t, i); }
 
-int64_t bp_element(const strata_tensor* t, int64_t i) {
-  int64_t off = t->offset;
-  int32_t k;
-  for (k = t->rank - 1; k >= 0; --k) {
-    off += (i % t->shape[k]) * t->strides[k];
-    i /= t->shape[k];
-  }
-  return off;
-}
-
-float* bp_f32(const strata_tensor* t) { return (float*)((bp_buffer*)t->buffer)->data; }
-int64_t* bp_i64(const strata_tensor* t) { return (int64_t*)((bp_buffer*)t->buffer)->data; }
+float* bp_f32(const strata_tensor* t) { return (float*)((tpc_buffer*)t->buffer)->data; }
+int64_t* bp_i64(const strata_tensor* t) { return (int64_t*)((tpc_buffer*)t->buffer)->data; }
 
 static strata_status check_alive(strata_error* error) {
   return bp_plugin.alive != NULL ? bp_plugin.alive(error) : STRATA_OK;
@@ -159,7 +118,7 @@ static strata_status call_ok(const void* args, size_t struct_size, size_t min_si
                              strata_error* error, const char* what) {
   if (args == NULL || struct_size < min_size) return STRATA_ERROR_INVALID_ARGUMENT;
   if (!state_ok(state) || device != 0) {
-    return bp_fail(error, STRATA_ERROR_INVALID_ARGUMENT, "%s: %s: bad state or device %d", bp_name(), what, (int)device);
+    return tpc_fail(error, STRATA_ERROR_INVALID_ARGUMENT, "%s: %s: bad state or device %d", bp_name(), what, (int)device);
   }
   return check_alive(error);
 }
@@ -180,8 +139,8 @@ strata_status bp_init(strata_init_args* args) {
   strata_status st;
   if (args == NULL || args->struct_size < STRATA_INIT_ARGS_MIN_SIZE) return STRATA_ERROR_INVALID_ARGUMENT;
   if (args->host == NULL || args->host->struct_size < STRATA_HOST_API_MIN_SIZE) {
-    return bp_fail(args->error, STRATA_ERROR_INVALID_ARGUMENT, "%s: init: host services of %zu bytes, need %zu", bp_name(),
-                   args->host != NULL ? args->host->struct_size : (size_t)0, (size_t)STRATA_HOST_API_MIN_SIZE);
+    return tpc_fail(args->error, STRATA_ERROR_INVALID_ARGUMENT, "%s: init: host services of %zu bytes, need %zu", bp_name(),
+                    args->host != NULL ? args->host->struct_size : (size_t)0, (size_t)STRATA_HOST_API_MIN_SIZE);
   }
   g_state.host = args->host;
   if (bp_plugin.init != NULL) {
@@ -215,37 +174,20 @@ void bp_shutdown(strata_plugin_state s) {
 }
 
 static strata_status device_args_ok(strata_device_args* args, const char* what) {
-  if (args == NULL || args->struct_size < STRATA_DEVICE_ARGS_MIN_SIZE) return STRATA_ERROR_INVALID_ARGUMENT;
-  if (!state_ok(args->state)) return bp_fail(args->error, STRATA_ERROR_INVALID_ARGUMENT, "%s: %s: not my state", bp_name(), what);
-  if (args->device != 0) {
-    return bp_fail(args->error, STRATA_ERROR_INVALID_ARGUMENT, "%s: %s: no device %d (one device)", bp_name(), what,
-                   (int)args->device);
-  }
-  return STRATA_OK;
+  return tpc_device_args_ok(args, &g_state, BP_MAGIC, bp_name(), what);
 }
 
 strata_status bp_device_props(strata_device_args* args) {
   strata_device_props p;
-  size_t capacity, bytes;
   strata_status st = device_args_ok(args, "device_props");
+  if (st == STRATA_OK) st = tpc_props_ok(args, bp_name());
   if (st != STRATA_OK) return st;
-  if (args->props == NULL || args->props->struct_size < STRATA_DEVICE_PROPS_MIN_SIZE) {
-    return bp_fail(args->error, STRATA_ERROR_INVALID_ARGUMENT, "%s: device_props: props of %zu bytes, need %zu", bp_name(),
-                   args->props != NULL ? args->props->struct_size : (size_t)0, (size_t)STRATA_DEVICE_PROPS_MIN_SIZE);
-  }
-  memset(&p, 0, sizeof(p));
-  p.struct_size = sizeof(p);
+  tpc_props_init(&p, STRATA_DEVICE_ACCELERATOR, bp_plugin.device_flags, BP_MEMORY_BYTES,
+                 STRATA_DTYPE_BIT(STRATA_F32) | STRATA_DTYPE_BIT(STRATA_I64) | STRATA_DTYPE_BIT(STRATA_BOOL),
+                 STRATA_DTYPE_BIT(STRATA_F32));
   snprintf(p.name, sizeof(p.name), "Behaviour test accelerator (%s)", bp_name());
-  p.type = STRATA_DEVICE_ACCELERATOR;
-  p.flags = bp_plugin.device_flags;
-  p.memory_bytes = BP_MEMORY_BYTES;
-  p.dtype_mask = STRATA_DTYPE_BIT(STRATA_F32) | STRATA_DTYPE_BIT(STRATA_I64) | STRATA_DTYPE_BIT(STRATA_BOOL);
-  p.compute_dtype_mask = STRATA_DTYPE_BIT(STRATA_F32);
   snprintf(p.compute_capability, sizeof(p.compute_capability), "behaviour 2");
-  capacity = args->props->struct_size;
-  bytes = sizeof(p) < capacity ? sizeof(p) : capacity;
-  memcpy(args->props, &p, bytes);
-  args->props->struct_size = bytes;
+  (void)tpc_publish_props(args->props, &p);
   return STRATA_OK;
 }
 
@@ -260,87 +202,34 @@ strata_status bp_get_kernels(strata_device_args* args) {
 /* ---- memory -------------------------------------------------------------------------- */
 
 strata_status bp_alloc(strata_alloc_args* args) {
-  bp_buffer* b;
   uint64_t in_use, peak;
   strata_status st = BP_CALL_OK(args, STRATA_ALLOC_ARGS_MIN_SIZE, "alloc");
+  if (st == STRATA_OK) st = tpc_alloc(args, BP_MAGIC, bp_name());
+  if (st == STRATA_ERROR_OUT_OF_MEMORY) {
+    return tpc_fail(args->error, STRATA_ERROR_OUT_OF_MEMORY, "%s:0: cannot allocate %zu bytes", bp_name(), args->bytes);
+  }
   if (st != STRATA_OK) return st;
-  if (args->kind != STRATA_MEMORY_DEVICE && args->kind != STRATA_MEMORY_PINNED_HOST) {
-    return bp_fail(args->error, STRATA_ERROR_UNSUPPORTED, "%s: alloc: memory kind %d", bp_name(), (int)args->kind);
-  }
-  b = (bp_buffer*)malloc(sizeof(bp_buffer));
-  if (b != NULL) b->data = (unsigned char*)calloc(args->bytes > 0 ? args->bytes : 1, 1);
-  if (b == NULL || b->data == NULL) {
-    free(b);
-    return bp_fail(args->error, STRATA_ERROR_OUT_OF_MEMORY, "%s:0: cannot allocate %zu bytes", bp_name(), args->bytes);
-  }
-  b->magic = BP_MAGIC;
-  b->bytes = args->bytes;
   in_use = __atomic_add_fetch(&g_in_use, (uint64_t)args->bytes, __ATOMIC_RELAXED);
   peak = __atomic_load_n(&g_peak, __ATOMIC_RELAXED);
   while (in_use > peak && !__atomic_compare_exchange_n(&g_peak, &peak, in_use, 1, __ATOMIC_RELAXED, __ATOMIC_RELAXED)) {
   }
   __atomic_add_fetch(&g_allocations, 1, __ATOMIC_RELAXED);
-  args->buffer = (strata_buffer)b;
-  args->host_pointer = args->kind == STRATA_MEMORY_PINNED_HOST ? (void*)b->data : NULL;
   return STRATA_OK;
 }
 
 /* Also after a device is lost: the host memory behind it is released. */
 void bp_free(strata_alloc_args* args) {
-  bp_buffer* b;
-  if (args == NULL || args->struct_size < STRATA_ALLOC_ARGS_MIN_SIZE) return;
-  b = as_buffer(args->buffer);
-  if (b == NULL) return;
-  __atomic_sub_fetch(&g_in_use, (uint64_t)b->bytes, __ATOMIC_RELAXED);
-  b->magic = 0;
-  free(b->data);
-  free(b);
-}
-
-static int in_bounds(strata_buffer buffer, size_t offset, size_t n, strata_error* e, const char* role) {
-  bp_buffer* b = as_buffer(buffer);
-  if (b == NULL || offset > b->bytes || n > b->bytes - offset) {
-    bp_fail(e, STRATA_ERROR_INVALID_ARGUMENT, "%s: copy of %zu bytes at %zu outside the %s buffer (%zu bytes)", bp_name(), n,
-            offset, role, b != NULL ? b->bytes : (size_t)0);
-    return 0;
-  }
-  return 1;
+  size_t bytes = tpc_free(args, BP_MAGIC);
+  if (bytes > 0) __atomic_sub_fetch(&g_in_use, (uint64_t)bytes, __ATOMIC_RELAXED);
 }
 
 strata_status bp_copy(strata_copy_args* args) {
   strata_status st = BP_CALL_OK(args, STRATA_COPY_ARGS_MIN_SIZE, "copy");
   if (st != STRATA_OK) return st;
-  /* Synchronous (STRATA_COPY_ASYNC may complete at once). */
-  switch (args->kind) {
-    case STRATA_COPY_HOST_TO_DEVICE:
-      if (args->src_host == NULL && args->bytes > 0) break;
-      if (!in_bounds(args->dst, args->dst_offset, args->bytes, args->error, "destination")) return STRATA_ERROR_INVALID_ARGUMENT;
-      if (args->bytes > 0) memcpy(as_buffer(args->dst)->data + args->dst_offset, args->src_host, args->bytes);
-      return STRATA_OK;
-    case STRATA_COPY_DEVICE_TO_HOST:
-      if (args->dst_host == NULL && args->bytes > 0) break;
-      if (!in_bounds(args->src, args->src_offset, args->bytes, args->error, "source")) return STRATA_ERROR_INVALID_ARGUMENT;
-      /* A synchronous copy to the host is a synchronisation point: a
-       * deferred failure is reported instead of the data (as CUDA does). */
-      if ((args->flags & STRATA_COPY_ASYNC) == 0) {
-        st = check_sync_point(args->error);
-        if (st != STRATA_OK) return st;
-      }
-      if (args->bytes > 0) memcpy(args->dst_host, as_buffer(args->src)->data + args->src_offset, args->bytes);
-      return STRATA_OK;
-    case STRATA_COPY_DEVICE_TO_DEVICE:
-      if (!in_bounds(args->dst, args->dst_offset, args->bytes, args->error, "destination") ||
-          !in_bounds(args->src, args->src_offset, args->bytes, args->error, "source")) {
-        return STRATA_ERROR_INVALID_ARGUMENT;
-      }
-      if (args->bytes > 0) {
-        memmove(as_buffer(args->dst)->data + args->dst_offset, as_buffer(args->src)->data + args->src_offset, args->bytes);
-      }
-      return STRATA_OK;
-    default:
-      return bp_fail(args->error, STRATA_ERROR_INVALID_ARGUMENT, "%s: copy: unknown kind %d", bp_name(), (int)args->kind);
-  }
-  return bp_fail(args->error, STRATA_ERROR_INVALID_ARGUMENT, "%s: copy: no host pointer", bp_name());
+  /* Synchronous (STRATA_COPY_ASYNC may complete at once). A synchronous
+   * copy to the host is a synchronisation point: a deferred failure is
+   * reported instead of the data (as CUDA does). */
+  return tpc_copy(args, BP_MAGIC, bp_name(), check_sync_point);
 }
 
 static strata_status memory_args_ok(strata_memory_args* args, const char* what) {
@@ -383,7 +272,7 @@ static strata_status create_object(strata_stream_args* args, int event) {
   strata_status st = stream_args_ok(args, what);
   if (st != STRATA_OK) return st;
   o = (bp_object*)malloc(sizeof(bp_object));
-  if (o == NULL) return bp_fail(args->error, STRATA_ERROR_OUT_OF_MEMORY, "%s: %s: out of memory", bp_name(), what);
+  if (o == NULL) return tpc_fail(args->error, STRATA_ERROR_OUT_OF_MEMORY, "%s: %s: out of memory", bp_name(), what);
   o->magic = event ? BP_EVENT_MAGIC : BP_STREAM_MAGIC;
   if (event) args->event = (strata_event)o;
   else args->stream = (strata_stream)o;
@@ -447,31 +336,19 @@ static const char* dtype_name(strata_dtype dt) { return dt == STRATA_F32 ? "f32"
 /* A descriptor of `dtype` in one of this plugin's buffers, every element of
  * which lies inside the buffer. */
 static strata_status check_tensor(const strata_kernel_call* c, const strata_tensor* t, strata_dtype dtype, const char* role) {
-  bp_buffer* b;
+  tpc_buffer* b;
   int64_t last = 0;
-  int32_t k;
-  if (t == NULL || t->struct_size < STRATA_TENSOR_MIN_SIZE) {
-    return bp_fail(c->error, STRATA_ERROR_INVALID_ARGUMENT, "%s: %s: %s descriptor of %zu bytes, need %zu", bp_name(), c->op,
-                   role, t != NULL ? t->struct_size : (size_t)0, (size_t)STRATA_TENSOR_MIN_SIZE);
-  }
+  strata_status st = tpc_check_descriptor(c, t, bp_name(), role);
+  if (st != STRATA_OK) return st;
   if (t->dtype != dtype) {
-    return bp_fail(c->error, STRATA_ERROR_UNSUPPORTED, "%s: %s: %s has dtype %d, expected %s", bp_name(), c->op, role,
-                   (int)t->dtype, dtype_name(dtype));
+    return tpc_fail(c->error, STRATA_ERROR_UNSUPPORTED, "%s: %s: %s has dtype %d, expected %s", bp_name(), c->op, role,
+                    (int)t->dtype, dtype_name(dtype));
   }
-  if (t->rank < 0 || t->rank > STRATA_MAX_RANK || t->offset < 0) {
-    return bp_fail(c->error, STRATA_ERROR_INVALID_ARGUMENT, "%s: %s: %s has rank %d, offset %lld", bp_name(), c->op, role,
-                   (int)t->rank, (long long)t->offset);
-  }
-  for (k = 0; k < t->rank; ++k) {
-    if (t->shape[k] <= 0 || t->strides[k] < 0) {
-      return bp_fail(c->error, STRATA_ERROR_INVALID_ARGUMENT, "%s: %s: %s has shape %lld / stride %lld in dim %d", bp_name(),
-                     c->op, role, (long long)t->shape[k], (long long)t->strides[k], (int)k);
-    }
-    last += (t->shape[k] - 1) * t->strides[k];
-  }
+  st = tpc_check_extent(c, t, bp_name(), role, &last);
+  if (st != STRATA_OK) return st;
   b = as_buffer(t->buffer);
   if (b == NULL || (size_t)(t->offset + last + 1) * dtype_bytes(dtype) > b->bytes) {
-    return bp_fail(c->error, STRATA_ERROR_INVALID_ARGUMENT, "%s: %s: %s reaches past its buffer", bp_name(), c->op, role);
+    return tpc_fail(c->error, STRATA_ERROR_INVALID_ARGUMENT, "%s: %s: %s reaches past its buffer", bp_name(), c->op, role);
   }
   return STRATA_OK;
 }
@@ -521,8 +398,8 @@ static strata_status check_shapes(const strata_kernel_call* c, bp_kind kind) {
       if (k < c->n_inputs) break;
       return STRATA_OK;
   }
-  return bp_fail(c->error, STRATA_ERROR_INVALID_ARGUMENT, "%s: %s: input and output shapes do not fit the op", bp_name(),
-                 c->op);
+  return tpc_fail(c->error, STRATA_ERROR_INVALID_ARGUMENT, "%s: %s: input and output shapes do not fit the op", bp_name(),
+                  c->op);
 }
 
 strata_status bp_check_call(const strata_kernel_call* c, bp_kind kind) {
@@ -531,21 +408,21 @@ strata_status bp_check_call(const strata_kernel_call* c, bp_kind kind) {
   strata_status st;
   if (c == NULL || c->struct_size < STRATA_KERNEL_CALL_MIN_SIZE) return STRATA_ERROR_INVALID_ARGUMENT;
   if ((int)kind < 0 || kind >= BP_KIND_COUNT) {
-    return bp_fail(c->error, STRATA_ERROR_INTERNAL, "%s: %s: user_data %p is none of this plugin's kernels", bp_name(),
-                   c->op != NULL ? c->op : "(null)", c->user_data);
+    return tpc_fail(c->error, STRATA_ERROR_INTERNAL, "%s: %s: user_data %p is none of this plugin's kernels", bp_name(),
+                    c->op != NULL ? c->op : "(null)", c->user_data);
   }
   info = &kBpKernels[kind];
   if (c->op == NULL || strcmp(c->op, info->op) != 0 || c->op_version != STRATA_OP_VERSION) {
-    return bp_fail(c->error, STRATA_ERROR_INVALID_ARGUMENT, "%s: kernel of %s v%d called as %s v%u", bp_name(), info->op,
-                   STRATA_OP_VERSION, c->op != NULL ? c->op : "(null)", (unsigned)c->op_version);
+    return tpc_fail(c->error, STRATA_ERROR_INVALID_ARGUMENT, "%s: kernel of %s v%d called as %s v%u", bp_name(), info->op,
+                    STRATA_OP_VERSION, c->op != NULL ? c->op : "(null)", (unsigned)c->op_version);
   }
   if (!state_ok(c->state) || c->device != 0) {
-    return bp_fail(c->error, STRATA_ERROR_INVALID_ARGUMENT, "%s: %s: bad state or device %d", bp_name(), c->op, (int)c->device);
+    return tpc_fail(c->error, STRATA_ERROR_INVALID_ARGUMENT, "%s: %s: bad state or device %d", bp_name(), c->op, (int)c->device);
   }
   if (c->n_inputs != info->n_inputs || c->n_outputs != 1 || (info->n_inputs > 0 && c->inputs == NULL) ||
       c->outputs == NULL) {
-    return bp_fail(c->error, STRATA_ERROR_INVALID_ARGUMENT, "%s: %s: %d inputs, %d outputs", bp_name(), c->op,
-                   (int)c->n_inputs, (int)c->n_outputs);
+    return tpc_fail(c->error, STRATA_ERROR_INVALID_ARGUMENT, "%s: %s: %d inputs, %d outputs", bp_name(), c->op,
+                    (int)c->n_inputs, (int)c->n_outputs);
   }
   st = check_tensor(c, c->outputs[0], STRATA_F32, "output");
   for (k = 0; st == STRATA_OK && k < c->n_inputs; ++k) {
@@ -564,50 +441,13 @@ int64_t bp_attr_int(const strata_kernel_call* c, const char* name, int64_t fallb
   return fallback;
 }
 
-/* fill's "value": an exact SCALAR (I64/BOOL in i, F64 in f); FLOAT and INT
- * are accepted too. */
-static strata_status fill_value(const strata_kernel_call* c, double* value) {
-  int32_t k;
-  for (k = 0; k < c->n_attrs; ++k) {
-    const strata_attr* a = c->attrs[k];
-    if (a == NULL || a->struct_size < STRATA_ATTR_MIN_SIZE) {
-      return bp_fail(c->error, STRATA_ERROR_INVALID_ARGUMENT, "%s: %s: attribute %d of %zu bytes, need %zu", bp_name(), c->op,
-                     (int)k, a != NULL ? a->struct_size : (size_t)0, (size_t)STRATA_ATTR_MIN_SIZE);
-    }
-    if (a->name == NULL || strcmp(a->name, "value") != 0) continue;
-    switch (a->kind) {
-      case STRATA_ATTR_SCALAR:
-        if (a->scalar_dtype == STRATA_F64) {
-          *value = a->f;
-        } else if (a->scalar_dtype == STRATA_I64 || a->scalar_dtype == STRATA_BOOL) {
-          *value = (double)a->i;
-        } else {
-          return bp_fail(c->error, STRATA_ERROR_INVALID_ARGUMENT, "%s: %s: value has scalar dtype %d", bp_name(), c->op,
-                         (int)a->scalar_dtype);
-        }
-        return STRATA_OK;
-      case STRATA_ATTR_FLOAT:
-        *value = a->f;
-        return STRATA_OK;
-      case STRATA_ATTR_INT:
-      case STRATA_ATTR_BOOL:
-        *value = (double)a->i;
-        return STRATA_OK;
-      default:
-        return bp_fail(c->error, STRATA_ERROR_INVALID_ARGUMENT, "%s: %s: value has attribute kind %d", bp_name(), c->op,
-                       (int)a->kind);
-    }
-  }
-  return bp_fail(c->error, STRATA_ERROR_INVALID_ARGUMENT, "%s: %s: no attribute \"value\"", bp_name(), c->op);
-}
-
 /* sum: the output keeps the input's rank, reduced dims of size 1. */
 static void sum_f32(const strata_tensor* x, const strata_tensor* y) {
   float* out = bp_f32(y);
   const float* in = bp_f32(x);
-  int64_t i, n = bp_numel(y);
+  int64_t i, n = tpc_numel(y);
   for (i = 0; i < n; ++i) out[bp_element(y, i)] = 0.0f;
-  n = bp_numel(x);
+  n = tpc_numel(x);
   for (i = 0; i < n; ++i) {
     int64_t rest = i, at = y->offset;
     int32_t k;
@@ -630,12 +470,12 @@ strata_status bp_compute(const strata_kernel_call* c) {
   if (st != STRATA_OK) return st;
   y = c->outputs[0];
   out = bp_f32(y);
-  n = bp_numel(y);
+  n = tpc_numel(y);
   if (c->n_inputs > 0) a = bp_f32(c->inputs[0]);
   if (c->n_inputs > 1) b = bp_f32(c->inputs[1]);
   switch (kind) {
     case BP_FILL:
-      st = fill_value(c, &value);
+      st = tpc_fill_value(c, bp_name(), &value);
       if (st != STRATA_OK) return st;
       for (i = 0; i < n; ++i) out[bp_element(y, i)] = (float)value;
       return STRATA_OK;
@@ -658,7 +498,7 @@ strata_status bp_compute(const strata_kernel_call* c) {
       sum_f32(c->inputs[0], y);
       return STRATA_OK;
     default:
-      return bp_fail(c->error, STRATA_ERROR_INTERNAL, "%s: %s: not computed by the common kernels", bp_name(), c->op);
+      return tpc_fail(c->error, STRATA_ERROR_INTERNAL, "%s: %s: not computed by the common kernels", bp_name(), c->op);
   }
 }
 
@@ -672,10 +512,4 @@ strata_status bp_compute_or(const strata_kernel_call* c, bp_kind own, strata_ker
 
 /* ---- the entry point ------------------------------------------------------------------ */
 
-/* Returns the plugin's table whatever the host's version: the host compares
- * the majors itself and names both when they differ. */
-STRATA_PLUGIN_EXPORT const strata_plugin_api* strata_plugin_entry(uint32_t host_abi_major, uint32_t host_abi_minor) {
-  (void)host_abi_major;
-  (void)host_abi_minor;
-  return &bp_table;
-}
+TPC_PLUGIN_ENTRY(&bp_table)

@@ -5,7 +5,9 @@
  * reported at the next synchronisation (section 2), a lost device (section
  * 2), a device that is not free-threaded (section 3), a kernel asking for
  * workspace (sections 4 and 5). Everything else about them is the same small
- * accelerator, written once here (behaviour_common.c) and compiled into each:
+ * accelerator, written once here (behaviour_common.c, on top of the test
+ * plugins' common code, ../common/test_plugin_common.h) and compiled into
+ * each:
  *
  *  - one device of its own memory space: a buffer is a handle to a malloc'd
  *    block the core cannot read; copies are synchronous;
@@ -29,11 +31,9 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#if defined(__GNUC__)
-#define BP_PRINTF(f, a) __attribute__((format(printf, f, a)))
-#else
-#define BP_PRINTF(f, a)
-#endif
+/* tpc_fail (the error writer), tpc_numel and the rest the test plugins
+ * share. */
+#include "../common/test_plugin_common.h"
 
 /* The kernels the common code knows: op, signature and arity in kBpKernels
  * (behaviour_common.c). BP_INDEX_SELECT (f32,i64->f32) is listed but not
@@ -119,9 +119,7 @@ strata_status bp_event_elapsed(strata_stream_args* args);
 
 /* The plugin's name (bp_table.name). */
 const char* bp_name(void);
-/* Writes a message into a host-allocated strata_error (when it is one) and
- * returns `status`. */
-strata_status BP_PRINTF(3, 4) bp_fail(strata_error* error, strata_status status, const char* format, ...);
+/* (Errors: tpc_fail of test_plugin_common.h.) */
 /* Writes to the host's logger "strata.<name>". */
 void bp_log(strata_log_level level, const char* message);
 
@@ -145,8 +143,8 @@ strata_status bp_compute_or(const strata_kernel_call* call, bp_kind own, strata_
 /* Buffers: the block behind a handle (NULL if it is none of ours), and
  * typed element access by (tensor, row-major element index). */
 void* bp_buffer_data(strata_buffer buffer, size_t* bytes);
-int64_t bp_numel(const strata_tensor* t);
-/* Element offset (from the buffer's start) of t's i-th row-major element. */
+/* Element offset (from the buffer's start) of t's i-th row-major element
+ * (the element count is tpc_numel's). */
 int64_t bp_element(const strata_tensor* t, int64_t i);
 float* bp_f32(const strata_tensor* t);     /* the buffer's elements as f32 */
 int64_t* bp_i64(const strata_tensor* t);   /* ... as i64 */

@@ -26,8 +26,8 @@ static strata_status ld_init(const char* options_json, strata_error* error) {
 }
 
 static strata_status lost(strata_error* error) {
-  return bp_fail(error, STRATA_ERROR_DEVICE_LOST, "%s:0: device lost (simulated after %llu kernels)", LD_NAME,
-                 (unsigned long long)g_lose_after);
+  return tpc_fail(error, STRATA_ERROR_DEVICE_LOST, "%s:0: device lost (simulated after %llu kernels)", LD_NAME,
+                  (unsigned long long)g_lose_after);
 }
 
 static strata_status ld_alive(strata_error* error) {

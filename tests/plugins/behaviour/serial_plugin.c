@@ -41,7 +41,7 @@ static strata_status serial_init(const char* options_json, strata_error* error) 
 static void poison_output(const strata_kernel_call* c) {
   const strata_tensor* y = c->outputs[0];
   float* out = bp_f32(y);
-  int64_t i, n = bp_numel(y);
+  int64_t i, n = tpc_numel(y);
   for (i = 0; i < n; ++i) out[bp_element(y, i)] = NAN;
 }
 

@@ -21,8 +21,8 @@ static uint64_t g_workspace_bytes = UINT64_C(1) << 20; /* set by init */
 static strata_status wsp_init(const char* options_json, strata_error* error) {
   g_workspace_bytes = bp_option_u64(options_json, "workspace_bytes", UINT64_C(1) << 20);
   if (g_workspace_bytes < sizeof(float)) {
-    return bp_fail(error, STRATA_ERROR_INVALID_ARGUMENT, "%s: init: workspace_bytes must be at least %zu, found %llu",
-                   WSP_NAME, sizeof(float), (unsigned long long)g_workspace_bytes);
+    return tpc_fail(error, STRATA_ERROR_INVALID_ARGUMENT, "%s: init: workspace_bytes must be at least %zu, found %llu",
+                    WSP_NAME, sizeof(float), (unsigned long long)g_workspace_bytes);
   }
   return STRATA_OK;
 }
@@ -33,10 +33,10 @@ static strata_status wsp_add(const strata_kernel_call* c) {
   const float *as = bp_f32(a), *bs = bp_f32(b);
   float *ys = bp_f32(y), *stage;
   size_t got = 0;
-  int64_t i, j, n = bp_numel(y), chunk;
+  int64_t i, j, n = tpc_numel(y), chunk;
   strata_status st;
   if (c->workspace == NULL) {
-    return bp_fail(c->error, STRATA_ERROR_INTERNAL, "%s: %s: the host offers no workspace service", WSP_NAME, c->op);
+    return tpc_fail(c->error, STRATA_ERROR_INTERNAL, "%s: %s: the host offers no workspace service", WSP_NAME, c->op);
   }
   ws.struct_size = sizeof(ws);
   ws.call = c;
@@ -47,8 +47,8 @@ static strata_status wsp_add(const strata_kernel_call* c) {
   if (st != STRATA_OK) return st;
   stage = (float*)bp_buffer_data(ws.buffer, &got);
   if (stage == NULL || got < ws.bytes) {
-    return bp_fail(c->error, STRATA_ERROR_INTERNAL, "%s: %s: workspace of %zu bytes is %s", WSP_NAME, c->op, ws.bytes,
-                   stage == NULL ? "not a buffer of this device" : "smaller than asked for");
+    return tpc_fail(c->error, STRATA_ERROR_INTERNAL, "%s: %s: workspace of %zu bytes is %s", WSP_NAME, c->op, ws.bytes,
+                    stage == NULL ? "not a buffer of this device" : "smaller than asked for");
   }
   chunk = (int64_t)(ws.bytes / sizeof(float));
   for (i = 0; i < n; i += chunk) {

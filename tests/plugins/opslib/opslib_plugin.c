@@ -33,10 +33,10 @@
 #include <strata/plugin/strata_ops.h>
 #include <strata/plugin/strata_plugin.h>
 
-#include <stdarg.h>
 #include <stdio.h>
-#include <stdlib.h>
 #include <string.h>
+
+#include "../common/test_plugin_common.h"
 
 #define OPSLIB_NAME "opslib"
 #define OPSLIB_MAGIC 0x4f50534cu /* "OPSL" */
@@ -47,50 +47,15 @@
 #define OPSLIB_OP_CUBE_BACKWARD OPSLIB_NAME "::cube_backward"
 #define OPSLIB_OP_SCALE OPSLIB_NAME "::scale"
 
-#if defined(__GNUC__)
-#define OPSLIB_PRINTF(f, a) __attribute__((format(printf, f, a)))
-#else
-#define OPSLIB_PRINTF(f, a)
-#endif
-
-typedef struct opslib_buffer {
-  uint32_t magic;
-  size_t bytes;
-  unsigned char* data;
-} opslib_buffer;
-
-typedef struct opslib_state {
-  uint32_t magic;
-  const strata_host_api* host;
-} opslib_state;
-
-static opslib_state g_state = {0, NULL};
+static tpc_state g_state = {0, NULL};
 
 /* ---- helpers ------------------------------------------------------------------ */
 
-static strata_status OPSLIB_PRINTF(3, 4) opslib_fail(strata_error* e, strata_status status, const char* format, ...) {
-  if (e != NULL && e->struct_size >= STRATA_ERROR_MIN_SIZE) {
-    va_list args;
-    va_start(args, format);
-    vsnprintf(e->message, sizeof(e->message), format, args);
-    va_end(args);
-  }
-  return status;
-}
+static void opslib_log(strata_log_level level, const char* message) { tpc_log(&g_state, OPSLIB_NAME, level, message); }
 
-static void opslib_log(strata_log_level level, const char* message) {
-  const strata_host_api* host = g_state.host;
-  if (host != NULL && STRATA_HAS_FIELD(host, strata_host_api, log) && host->log != NULL) {
-    host->log(level, OPSLIB_NAME, message);
-  }
-}
+static int state_ok(strata_plugin_state s) { return tpc_state_ok(&g_state, OPSLIB_MAGIC, s); }
 
-static int state_ok(strata_plugin_state s) { return s == (strata_plugin_state)&g_state && g_state.magic == OPSLIB_MAGIC; }
-
-static opslib_buffer* as_buffer(strata_buffer b) {
-  opslib_buffer* m = (opslib_buffer*)b;
-  return (m != NULL && m->magic == OPSLIB_MAGIC) ? m : NULL;
-}
+static tpc_buffer* as_buffer(strata_buffer b) { return tpc_buffer_of(b, OPSLIB_MAGIC); }
 
 static const char* dtype_name(strata_dtype dt) {
   switch (dt) {
@@ -117,24 +82,6 @@ static size_t element_size(strata_dtype dt) {
 }
 
 static int is_computed(strata_dtype dt) { return dt == STRATA_F32 || dt == STRATA_F64; }
-
-static int64_t numel(const strata_tensor* t) {
-  int64_t n = 1;
-  int32_t k;
-  for (k = 0; k < t->rank; ++k) n *= t->shape[k];
-  return n;
-}
-
-/* Element offset (relative to t->offset) of the i-th row-major element. */
-static int64_t strided_offset(const strata_tensor* t, int64_t i) {
-  int64_t off = 0;
-  int32_t k;
-  for (k = t->rank - 1; k >= 0; --k) {
-    off += (i % t->shape[k]) * t->strides[k];
-    i /= t->shape[k];
-  }
-  return off;
-}
 
 /* The attribute `name` of an attribute array, or NULL. */
 static const strata_attr* find_attr(const strata_attr* const* attrs, int32_t n, const char* name) {
@@ -163,10 +110,10 @@ static strata_status opslib_init(strata_init_args* args) {
   if (args == NULL || args->struct_size < STRATA_INIT_ARGS_MIN_SIZE) return STRATA_ERROR_INVALID_ARGUMENT;
   if (args->host == NULL || args->host->struct_size < STRATA_HOST_API_MIN_SIZE || args->host->register_op == NULL ||
       args->host->call_op == NULL || args->host->register_kernels == NULL || args->host->find_extension == NULL) {
-    return opslib_fail(args->error, STRATA_ERROR_INVALID_ARGUMENT,
-                       OPSLIB_NAME ": init: host services of %zu bytes (need %zu, with register_op, call_op, "
-                                   "register_kernels and find_extension)",
-                       args->host != NULL ? args->host->struct_size : (size_t)0, (size_t)STRATA_HOST_API_MIN_SIZE);
+    return tpc_fail(args->error, STRATA_ERROR_INVALID_ARGUMENT,
+                    OPSLIB_NAME ": init: host services of %zu bytes (need %zu, with register_op, call_op, "
+                                "register_kernels and find_extension)",
+                    args->host != NULL ? args->host->struct_size : (size_t)0, (size_t)STRATA_HOST_API_MIN_SIZE);
   }
   g_state.magic = OPSLIB_MAGIC;
   g_state.host = args->host;
@@ -187,118 +134,50 @@ static void opslib_shutdown(strata_plugin_state s) {
 /* ---- the device ------------------------------------------------------------------ */
 
 static strata_status device_args_ok(strata_device_args* args, const char* what) {
-  if (args == NULL || args->struct_size < STRATA_DEVICE_ARGS_MIN_SIZE) return STRATA_ERROR_INVALID_ARGUMENT;
-  if (!state_ok(args->state)) {
-    return opslib_fail(args->error, STRATA_ERROR_INVALID_ARGUMENT, OPSLIB_NAME ": %s: not my state", what);
-  }
-  if (args->device != 0) {
-    return opslib_fail(args->error, STRATA_ERROR_INVALID_ARGUMENT, OPSLIB_NAME ": %s: no device %d (one device)", what,
-                       (int)args->device);
-  }
-  return STRATA_OK;
+  return tpc_device_args_ok(args, &g_state, OPSLIB_MAGIC, OPSLIB_NAME, what);
 }
 
 static strata_status opslib_device_props(strata_device_args* args) {
   strata_device_props p;
-  size_t capacity, bytes;
   strata_status st = device_args_ok(args, "device_props");
+  if (st == STRATA_OK) st = tpc_props_ok(args, OPSLIB_NAME);
   if (st != STRATA_OK) return st;
-  if (args->props == NULL || args->props->struct_size < STRATA_DEVICE_PROPS_MIN_SIZE) {
-    return opslib_fail(args->error, STRATA_ERROR_INVALID_ARGUMENT, OPSLIB_NAME ": device_props: props of %zu bytes, need %zu",
-                       args->props != NULL ? args->props->struct_size : (size_t)0, (size_t)STRATA_DEVICE_PROPS_MIN_SIZE);
-  }
-  memset(&p, 0, sizeof(p));
-  p.struct_size = sizeof(p);
+  tpc_props_init(&p, STRATA_DEVICE_ACCELERATOR, 0, UINT64_C(256) << 20,
+                 STRATA_DTYPE_BIT(STRATA_F32) | STRATA_DTYPE_BIT(STRATA_F64) | STRATA_DTYPE_BIT(STRATA_I64) |
+                     STRATA_DTYPE_BIT(STRATA_BOOL),
+                 STRATA_DTYPE_BIT(STRATA_F32) | STRATA_DTYPE_BIT(STRATA_F64));
   snprintf(p.name, sizeof(p.name), "Opslib test accelerator");
-  p.type = STRATA_DEVICE_ACCELERATOR;
-  p.flags = 0;
-  p.memory_bytes = UINT64_C(256) << 20;
-  p.dtype_mask = STRATA_DTYPE_BIT(STRATA_F32) | STRATA_DTYPE_BIT(STRATA_F64) | STRATA_DTYPE_BIT(STRATA_I64) |
-                 STRATA_DTYPE_BIT(STRATA_BOOL);
-  p.compute_dtype_mask = STRATA_DTYPE_BIT(STRATA_F32) | STRATA_DTYPE_BIT(STRATA_F64);
   snprintf(p.compute_capability, sizeof(p.compute_capability), "opslib 1");
-  capacity = args->props->struct_size;
-  bytes = sizeof(p) < capacity ? sizeof(p) : capacity;
-  memcpy(args->props, &p, bytes);
-  args->props->struct_size = bytes;
+  (void)tpc_publish_props(args->props, &p);
   return STRATA_OK;
 }
 
 /* ---- memory --------------------------------------------------------------------- */
 
 static strata_status opslib_alloc(strata_alloc_args* args) {
-  opslib_buffer* b;
+  strata_status st;
   if (args == NULL || args->struct_size < STRATA_ALLOC_ARGS_MIN_SIZE) return STRATA_ERROR_INVALID_ARGUMENT;
   if (!state_ok(args->state) || args->device != 0) {
-    return opslib_fail(args->error, STRATA_ERROR_INVALID_ARGUMENT, OPSLIB_NAME ": alloc: bad state or device %d",
-                       (int)args->device);
+    return tpc_fail(args->error, STRATA_ERROR_INVALID_ARGUMENT, OPSLIB_NAME ": alloc: bad state or device %d",
+                    (int)args->device);
   }
-  if (args->kind != STRATA_MEMORY_DEVICE && args->kind != STRATA_MEMORY_PINNED_HOST) {
-    return opslib_fail(args->error, STRATA_ERROR_UNSUPPORTED, OPSLIB_NAME ": alloc: memory kind %d", (int)args->kind);
+  st = tpc_alloc(args, OPSLIB_MAGIC, OPSLIB_NAME);
+  if (st == STRATA_ERROR_OUT_OF_MEMORY) {
+    return tpc_fail(args->error, STRATA_ERROR_OUT_OF_MEMORY, OPSLIB_NAME ": cannot allocate %zu bytes", args->bytes);
   }
-  b = (opslib_buffer*)malloc(sizeof(opslib_buffer));
-  if (b != NULL) b->data = (unsigned char*)calloc(args->bytes > 0 ? args->bytes : 1, 1);
-  if (b == NULL || b->data == NULL) {
-    free(b);
-    return opslib_fail(args->error, STRATA_ERROR_OUT_OF_MEMORY, OPSLIB_NAME ": cannot allocate %zu bytes", args->bytes);
-  }
-  b->magic = OPSLIB_MAGIC;
-  b->bytes = args->bytes;
-  args->buffer = (strata_buffer)b;
-  args->host_pointer = args->kind == STRATA_MEMORY_PINNED_HOST ? (void*)b->data : NULL;
-  return STRATA_OK;
+  return st;
 }
 
-static void opslib_free(strata_alloc_args* args) {
-  opslib_buffer* b;
-  if (args == NULL || args->struct_size < STRATA_ALLOC_ARGS_MIN_SIZE) return;
-  b = as_buffer(args->buffer);
-  if (b == NULL) return;
-  b->magic = 0;
-  free(b->data);
-  free(b);
-}
-
-static int in_bounds(strata_buffer buffer, size_t offset, size_t n, strata_error* e, const char* role) {
-  opslib_buffer* b = as_buffer(buffer);
-  if (b == NULL || offset > b->bytes || n > b->bytes - offset) {
-    opslib_fail(e, STRATA_ERROR_INVALID_ARGUMENT, OPSLIB_NAME ": copy of %zu bytes at %zu outside the %s buffer (%zu bytes)",
-                n, offset, role, b != NULL ? b->bytes : (size_t)0);
-    return 0;
-  }
-  return 1;
-}
+static void opslib_free(strata_alloc_args* args) { (void)tpc_free(args, OPSLIB_MAGIC); }
 
 static strata_status opslib_copy(strata_copy_args* args) {
   if (args == NULL || args->struct_size < STRATA_COPY_ARGS_MIN_SIZE) return STRATA_ERROR_INVALID_ARGUMENT;
   if (!state_ok(args->state) || args->device != 0) {
-    return opslib_fail(args->error, STRATA_ERROR_INVALID_ARGUMENT, OPSLIB_NAME ": copy: bad state or device %d",
-                       (int)args->device);
+    return tpc_fail(args->error, STRATA_ERROR_INVALID_ARGUMENT, OPSLIB_NAME ": copy: bad state or device %d",
+                    (int)args->device);
   }
-  switch (args->kind) { /* synchronous: an ASYNC copy may complete at once */
-    case STRATA_COPY_HOST_TO_DEVICE:
-      if (args->src_host == NULL && args->bytes > 0) break;
-      if (!in_bounds(args->dst, args->dst_offset, args->bytes, args->error, "destination")) return STRATA_ERROR_INVALID_ARGUMENT;
-      if (args->bytes > 0) memcpy(as_buffer(args->dst)->data + args->dst_offset, args->src_host, args->bytes);
-      return STRATA_OK;
-    case STRATA_COPY_DEVICE_TO_HOST:
-      if (args->dst_host == NULL && args->bytes > 0) break;
-      if (!in_bounds(args->src, args->src_offset, args->bytes, args->error, "source")) return STRATA_ERROR_INVALID_ARGUMENT;
-      if (args->bytes > 0) memcpy(args->dst_host, as_buffer(args->src)->data + args->src_offset, args->bytes);
-      return STRATA_OK;
-    case STRATA_COPY_DEVICE_TO_DEVICE:
-      if (!in_bounds(args->dst, args->dst_offset, args->bytes, args->error, "destination") ||
-          !in_bounds(args->src, args->src_offset, args->bytes, args->error, "source")) {
-        return STRATA_ERROR_INVALID_ARGUMENT;
-      }
-      if (args->bytes > 0) {
-        memmove(as_buffer(args->dst)->data + args->dst_offset, as_buffer(args->src)->data + args->src_offset, args->bytes);
-      }
-      return STRATA_OK;
-    default:
-      return opslib_fail(args->error, STRATA_ERROR_INVALID_ARGUMENT, OPSLIB_NAME ": copy: unknown kind %d", (int)args->kind);
-  }
-  return opslib_fail(args->error, STRATA_ERROR_INVALID_ARGUMENT, OPSLIB_NAME ": copy: no host pointer");
+  /* synchronous: an ASYNC copy may complete at once */
+  return tpc_copy(args, OPSLIB_MAGIC, OPSLIB_NAME, NULL);
 }
 
 /* ---- kernels -------------------------------------------------------------------- */
@@ -312,7 +191,7 @@ typedef enum opslib_kernel_kind {
 } opslib_kernel_kind;
 
 typedef enum opslib_memory {
-  MEMORY_OWN, /* opslib:0: opslib_buffer handles                            */
+  MEMORY_OWN, /* opslib:0: tpc_buffer handles                               */
   MEMORY_CPU  /* a CPU plugin's device: addresses from its native handles   */
 } opslib_memory;
 
@@ -352,33 +231,20 @@ typedef struct opslib_operands {
 static strata_status check_tensor(const strata_kernel_call* c, const strata_tensor* t, const char* role, size_t bytes,
                                   int bytes_known) {
   int64_t last = 0;
-  int32_t k;
   size_t es;
-  if (t == NULL || t->struct_size < STRATA_TENSOR_MIN_SIZE) {
-    return opslib_fail(c->error, STRATA_ERROR_INVALID_ARGUMENT, OPSLIB_NAME ": %s: %s descriptor of %zu bytes, need %zu",
-                       c->op, role, t != NULL ? t->struct_size : (size_t)0, (size_t)STRATA_TENSOR_MIN_SIZE);
-  }
+  strata_status st = tpc_check_descriptor(c, t, OPSLIB_NAME, role);
+  if (st != STRATA_OK) return st;
   es = element_size(t->dtype);
   if (es == 0) {
-    return opslib_fail(c->error, STRATA_ERROR_UNSUPPORTED, OPSLIB_NAME ": %s: %s has dtype %s, which opslib does not handle",
-                       c->op, role, dtype_name(t->dtype));
+    return tpc_fail(c->error, STRATA_ERROR_UNSUPPORTED, OPSLIB_NAME ": %s: %s has dtype %s, which opslib does not handle",
+                    c->op, role, dtype_name(t->dtype));
   }
-  if (t->rank < 0 || t->rank > STRATA_MAX_RANK || t->offset < 0) {
-    return opslib_fail(c->error, STRATA_ERROR_INVALID_ARGUMENT, OPSLIB_NAME ": %s: %s has rank %d, offset %lld", c->op,
-                       role, (int)t->rank, (long long)t->offset);
-  }
-  for (k = 0; k < t->rank; ++k) {
-    if (t->shape[k] <= 0 || t->strides[k] < 0) {
-      return opslib_fail(c->error, STRATA_ERROR_INVALID_ARGUMENT,
-                         OPSLIB_NAME ": %s: %s has shape %lld / stride %lld in dim %d", c->op, role,
-                         (long long)t->shape[k], (long long)t->strides[k], (int)k);
-    }
-    last += (t->shape[k] - 1) * t->strides[k];
-  }
+  st = tpc_check_extent(c, t, OPSLIB_NAME, role, &last);
+  if (st != STRATA_OK) return st;
   if (bytes_known && (size_t)(t->offset + last + 1) * es > bytes) {
-    return opslib_fail(c->error, STRATA_ERROR_INVALID_ARGUMENT,
-                       OPSLIB_NAME ": %s: %s (offset %lld) reaches past its buffer of %zu bytes", c->op, role,
-                       (long long)t->offset, bytes);
+    return tpc_fail(c->error, STRATA_ERROR_INVALID_ARGUMENT,
+                    OPSLIB_NAME ": %s: %s (offset %lld) reaches past its buffer of %zu bytes", c->op, role,
+                    (long long)t->offset, bytes);
   }
   return STRATA_OK;
 }
@@ -390,20 +256,20 @@ static strata_status cpu_pointer(const strata_kernel_call* c, strata_buffer buff
   strata_native_args na;
   strata_status st;
   if (c->host == NULL || c->host->struct_size < STRATA_HOST_API_MIN_SIZE || c->host->find_extension == NULL) {
-    return opslib_fail(c->error, STRATA_ERROR_UNSUPPORTED, OPSLIB_NAME ": %s: the kernel call carries no find_extension",
-                       c->op);
+    return tpc_fail(c->error, STRATA_ERROR_UNSUPPORTED, OPSLIB_NAME ": %s: the kernel call carries no find_extension",
+                    c->op);
   }
   e = c->host->find_extension("cpu", STRATA_EXT_NATIVE_HANDLES, 1);
   if (e == NULL || e->struct_size < sizeof(strata_ext_native_handles) || e->version < 1) {
-    return opslib_fail(c->error, STRATA_ERROR_UNSUPPORTED,
-                       OPSLIB_NAME ": %s: the cpu plugin offers no " STRATA_EXT_NATIVE_HANDLES
-                                   " v1 extension (find_extension returned %s), so its buffers cannot be read",
-                       c->op, e == NULL ? "NULL" : "a struct too small");
+    return tpc_fail(c->error, STRATA_ERROR_UNSUPPORTED,
+                    OPSLIB_NAME ": %s: the cpu plugin offers no " STRATA_EXT_NATIVE_HANDLES
+                                " v1 extension (find_extension returned %s), so its buffers cannot be read",
+                    c->op, e == NULL ? "NULL" : "a struct too small");
   }
   nh = (const strata_ext_native_handles*)e;
   if (nh->buffer_pointer == NULL) {
-    return opslib_fail(c->error, STRATA_ERROR_UNSUPPORTED, OPSLIB_NAME ": %s: the cpu plugin's " STRATA_EXT_NATIVE_HANDLES
-                                                           " has no buffer_pointer", c->op);
+    return tpc_fail(c->error, STRATA_ERROR_UNSUPPORTED, OPSLIB_NAME ": %s: the cpu plugin's " STRATA_EXT_NATIVE_HANDLES
+                                                        " has no buffer_pointer", c->op);
   }
   memset(&na, 0, sizeof(na));
   na.struct_size = sizeof(na);
@@ -414,9 +280,9 @@ static strata_status cpu_pointer(const strata_kernel_call* c, strata_buffer buff
   st = nh->buffer_pointer(&na);
   if (st != STRATA_OK) return st; /* the cpu plugin wrote the message */
   if (na.handle == NULL || (na.api != NULL && strcmp(na.api, "host") != 0)) {
-    return opslib_fail(c->error, STRATA_ERROR_UNSUPPORTED,
-                       OPSLIB_NAME ": %s: the cpu plugin gave the %s buffer as %s pointer %p; a host address is needed",
-                       c->op, role, na.api != NULL ? na.api : "(no api)", na.handle);
+    return tpc_fail(c->error, STRATA_ERROR_UNSUPPORTED,
+                    OPSLIB_NAME ": %s: the cpu plugin gave the %s buffer as %s pointer %p; a host address is needed",
+                    c->op, role, na.api != NULL ? na.api : "(no api)", na.handle);
   }
   *out = (unsigned char*)na.handle;
   return STRATA_OK;
@@ -432,31 +298,31 @@ static strata_status prepare_call(const strata_kernel_call* c, opslib_operands* 
   info = (const opslib_kernel_info*)c->user_data;
   if (info != &g_fill && info != &g_copy && info != &g_cube && info != &g_cube_bw && info != &g_scale &&
       info != &g_cpu_cube && info != &g_cpu_cube_bw && info != &g_cpu_scale) {
-    return opslib_fail(c->error, STRATA_ERROR_INTERNAL, OPSLIB_NAME ": %s: user_data %p is none of this plugin's entries",
-                       c->op != NULL ? c->op : "(null)", c->user_data);
+    return tpc_fail(c->error, STRATA_ERROR_INTERNAL, OPSLIB_NAME ": %s: user_data %p is none of this plugin's entries",
+                    c->op != NULL ? c->op : "(null)", c->user_data);
   }
   if (c->op == NULL || strcmp(c->op, info->op) != 0 || c->op_version != info->op_version) {
-    return opslib_fail(c->error, STRATA_ERROR_INVALID_ARGUMENT, OPSLIB_NAME ": kernel of %s v%u called as %s v%u",
-                       info->op, (unsigned)info->op_version, c->op != NULL ? c->op : "(null)", (unsigned)c->op_version);
+    return tpc_fail(c->error, STRATA_ERROR_INVALID_ARGUMENT, OPSLIB_NAME ": kernel of %s v%u called as %s v%u",
+                    info->op, (unsigned)info->op_version, c->op != NULL ? c->op : "(null)", (unsigned)c->op_version);
   }
   if (info->memory == MEMORY_OWN && (!state_ok(c->state) || c->device != 0)) {
-    return opslib_fail(c->error, STRATA_ERROR_INVALID_ARGUMENT, OPSLIB_NAME ": %s: bad state or device %d", c->op,
-                       (int)c->device);
+    return tpc_fail(c->error, STRATA_ERROR_INVALID_ARGUMENT, OPSLIB_NAME ": %s: bad state or device %d", c->op,
+                    (int)c->device);
   }
   if (c->n_inputs != info->n_inputs || c->n_outputs != 1 || (c->n_inputs > 0 && c->inputs == NULL) ||
       c->outputs == NULL) {
-    return opslib_fail(c->error, STRATA_ERROR_INVALID_ARGUMENT, OPSLIB_NAME ": %s: %d inputs and %d outputs, expected %d and 1",
-                       c->op, (int)c->n_inputs, (int)c->n_outputs, (int)info->n_inputs);
+    return tpc_fail(c->error, STRATA_ERROR_INVALID_ARGUMENT, OPSLIB_NAME ": %s: %d inputs and %d outputs, expected %d and 1",
+                    c->op, (int)c->n_inputs, (int)c->n_outputs, (int)info->n_inputs);
   }
   o->count = info->n_inputs + 1;
   for (k = 0; k < o->count; ++k) {
     const strata_tensor* t = k < info->n_inputs ? c->inputs[k] : c->outputs[0];
     const char* role = k < info->n_inputs ? "input" : "output";
     if (info->memory == MEMORY_OWN) {
-      opslib_buffer* b = as_buffer(t != NULL && t->struct_size >= STRATA_TENSOR_MIN_SIZE ? t->buffer : NULL);
+      tpc_buffer* b = as_buffer(t != NULL && t->struct_size >= STRATA_TENSOR_MIN_SIZE ? t->buffer : NULL);
       if (b == NULL) {
-        return opslib_fail(c->error, STRATA_ERROR_INVALID_ARGUMENT, OPSLIB_NAME ": %s: %s %d is not an opslib buffer",
-                           c->op, role, (int)k);
+        return tpc_fail(c->error, STRATA_ERROR_INVALID_ARGUMENT, OPSLIB_NAME ": %s: %s %d is not an opslib buffer",
+                        c->op, role, (int)k);
       }
       st = check_tensor(c, t, role, b->bytes, 1);
       if (st != STRATA_OK) return st;
@@ -476,15 +342,15 @@ static strata_status prepare_call(const strata_kernel_call* c, opslib_operands* 
     int same = in->dtype == out->dtype && in->rank == out->rank;
     for (d = 0; same && d < in->rank; ++d) same = in->shape[d] == out->shape[d];
     if (!same) {
-      return opslib_fail(c->error, STRATA_ERROR_INVALID_ARGUMENT,
-                         OPSLIB_NAME ": %s: input %d (%s, rank %d) does not match the output (%s, rank %d)", c->op,
-                         (int)k, dtype_name(in->dtype), (int)in->rank, dtype_name(out->dtype), (int)out->rank);
+      return tpc_fail(c->error, STRATA_ERROR_INVALID_ARGUMENT,
+                      OPSLIB_NAME ": %s: input %d (%s, rank %d) does not match the output (%s, rank %d)", c->op,
+                      (int)k, dtype_name(in->dtype), (int)in->rank, dtype_name(out->dtype), (int)out->rank);
     }
   }
   if ((info->kind == KERNEL_CUBE || info->kind == KERNEL_CUBE_BACKWARD || info->kind == KERNEL_SCALE) &&
       !is_computed(o->t[o->count - 1]->dtype)) {
-    return opslib_fail(c->error, STRATA_ERROR_UNSUPPORTED, OPSLIB_NAME ": %s: dtype %s (only f32 and f64 are computed)",
-                       c->op, dtype_name(o->t[o->count - 1]->dtype));
+    return tpc_fail(c->error, STRATA_ERROR_UNSUPPORTED, OPSLIB_NAME ": %s: dtype %s (only f32 and f64 are computed)",
+                    c->op, dtype_name(o->t[o->count - 1]->dtype));
   }
   return STRATA_OK;
 }
@@ -493,11 +359,11 @@ static strata_status prepare_call(const strata_kernel_call* c, opslib_operands* 
 static strata_status float_attr(const strata_kernel_call* c, const char* name, double* value) {
   const strata_attr* a = find_attr(c->attrs, c->n_attrs, name);
   if (a == NULL) {
-    return opslib_fail(c->error, STRATA_ERROR_INVALID_ARGUMENT, OPSLIB_NAME ": %s: missing attribute '%s'", c->op, name);
+    return tpc_fail(c->error, STRATA_ERROR_INVALID_ARGUMENT, OPSLIB_NAME ": %s: missing attribute '%s'", c->op, name);
   }
   if (a->kind != STRATA_ATTR_FLOAT) {
-    return opslib_fail(c->error, STRATA_ERROR_INVALID_ARGUMENT, OPSLIB_NAME ": %s: attribute '%s' has kind %d, not FLOAT",
-                       c->op, name, (int)a->kind);
+    return tpc_fail(c->error, STRATA_ERROR_INVALID_ARGUMENT, OPSLIB_NAME ": %s: attribute '%s' has kind %d, not FLOAT",
+                    c->op, name, (int)a->kind);
   }
   *value = a->f;
   return STRATA_OK;
@@ -505,13 +371,13 @@ static strata_status float_attr(const strata_kernel_call* c, const char* name, d
 
 static double load(const opslib_operands* o, int32_t k, int64_t i) {
   const strata_tensor* t = o->t[k];
-  int64_t at = t->offset + strided_offset(t, i);
+  int64_t at = t->offset + tpc_strided_offset(t, i);
   return t->dtype == STRATA_F32 ? (double)((const float*)o->base[k])[at] : ((const double*)o->base[k])[at];
 }
 
 static void store(const opslib_operands* o, int32_t k, int64_t i, double v) {
   const strata_tensor* t = o->t[k];
-  int64_t at = t->offset + strided_offset(t, i);
+  int64_t at = t->offset + tpc_strided_offset(t, i);
   if (t->dtype == STRATA_F32) {
     ((float*)o->base[k])[at] = (float)v;
   } else {
@@ -532,7 +398,7 @@ static strata_status k_elementwise(const strata_kernel_call* c) {
   st = float_attr(c, info->kind == KERNEL_SCALE ? "s" : "a", &a);
   if (st != STRATA_OK) return st;
   out = o.count - 1;
-  n = numel(o.t[out]);
+  n = tpc_numel(o.t[out]);
   switch (info->kind) {
     case KERNEL_CUBE:
       for (i = 0; i < n; ++i) {
@@ -550,7 +416,7 @@ static strata_status k_elementwise(const strata_kernel_call* c) {
       for (i = 0; i < n; ++i) store(&o, out, i, a * load(&o, 0, i));
       break;
     default:
-      return opslib_fail(c->error, STRATA_ERROR_INTERNAL, OPSLIB_NAME ": %s: not an elementwise kernel", c->op);
+      return tpc_fail(c->error, STRATA_ERROR_INTERNAL, OPSLIB_NAME ": %s: not an elementwise kernel", c->op);
   }
   return STRATA_OK;
 }
@@ -566,8 +432,8 @@ static strata_status k_fill(const strata_kernel_call* c) {
   if (st != STRATA_OK) return st;
   a = find_attr(c->attrs, c->n_attrs, "value");
   if (a == NULL || a->kind != STRATA_ATTR_SCALAR) {
-    return opslib_fail(c->error, STRATA_ERROR_INVALID_ARGUMENT, OPSLIB_NAME ": %s: attribute 'value' %s", c->op,
-                       a == NULL ? "is missing" : "must be SCALAR");
+    return tpc_fail(c->error, STRATA_ERROR_INVALID_ARGUMENT, OPSLIB_NAME ": %s: attribute 'value' %s", c->op,
+                    a == NULL ? "is missing" : "must be SCALAR");
   }
   if (a->scalar_dtype == STRATA_F64) {
     real = a->f;
@@ -576,19 +442,19 @@ static strata_status k_fill(const strata_kernel_call* c) {
     integer = a->i;
     real = (double)a->i;
   } else {
-    return opslib_fail(c->error, STRATA_ERROR_INVALID_ARGUMENT, OPSLIB_NAME ": %s: 'value' has scalar dtype %s", c->op,
-                       dtype_name(a->scalar_dtype));
+    return tpc_fail(c->error, STRATA_ERROR_INVALID_ARGUMENT, OPSLIB_NAME ": %s: 'value' has scalar dtype %s", c->op,
+                    dtype_name(a->scalar_dtype));
   }
   y = o.t[0];
-  n = numel(y);
+  n = tpc_numel(y);
   for (i = 0; i < n; ++i) {
-    int64_t at = y->offset + strided_offset(y, i);
+    int64_t at = y->offset + tpc_strided_offset(y, i);
     switch (y->dtype) {
       case STRATA_F32: ((float*)o.base[0])[at] = (float)real; break;
       case STRATA_F64: ((double*)o.base[0])[at] = real; break;
       case STRATA_I64: ((int64_t*)o.base[0])[at] = integer; break;
       case STRATA_BOOL: o.base[0][at] = (unsigned char)(a->scalar_dtype == STRATA_F64 ? real != 0.0 : integer != 0); break;
-      default: return opslib_fail(c->error, STRATA_ERROR_UNSUPPORTED, OPSLIB_NAME ": %s: dtype %s", c->op, dtype_name(y->dtype));
+      default: return tpc_fail(c->error, STRATA_ERROR_UNSUPPORTED, OPSLIB_NAME ": %s: dtype %s", c->op, dtype_name(y->dtype));
     }
   }
   return STRATA_OK;
@@ -602,10 +468,10 @@ static strata_status k_copy(const strata_kernel_call* c) {
   strata_status st = prepare_call(c, &o);
   if (st != STRATA_OK) return st;
   es = element_size(o.t[1]->dtype);
-  n = numel(o.t[1]);
+  n = tpc_numel(o.t[1]);
   for (i = 0; i < n; ++i) {
-    int64_t from = o.t[0]->offset + strided_offset(o.t[0], i);
-    int64_t to = o.t[1]->offset + strided_offset(o.t[1], i);
+    int64_t from = o.t[0]->offset + tpc_strided_offset(o.t[0], i);
+    int64_t to = o.t[1]->offset + tpc_strided_offset(o.t[1], i);
     memmove(o.base[1] + (size_t)to * es, o.base[0] + (size_t)from * es, es);
   }
   return STRATA_OK;
@@ -662,20 +528,20 @@ static strata_status infer_args_ok(strata_infer_args* args, int32_t n_inputs) {
   if (args == NULL || args->struct_size < STRATA_INFER_ARGS_MIN_SIZE) return STRATA_ERROR_INVALID_ARGUMENT;
   if (args->n_inputs != n_inputs || args->n_outputs != 1 || args->inputs == NULL || args->outputs == NULL ||
       args->outputs[0] == NULL || args->outputs[0]->struct_size < STRATA_TENSOR_META_MIN_SIZE) {
-    return opslib_fail(args->error, STRATA_ERROR_INVALID_ARGUMENT, "%s: %d inputs and %d outputs, expected %d and 1",
-                       args->op != NULL ? args->op : OPSLIB_NAME, (int)args->n_inputs, (int)args->n_outputs,
-                       (int)n_inputs);
+    return tpc_fail(args->error, STRATA_ERROR_INVALID_ARGUMENT, "%s: %d inputs and %d outputs, expected %d and 1",
+                    args->op != NULL ? args->op : OPSLIB_NAME, (int)args->n_inputs, (int)args->n_outputs,
+                    (int)n_inputs);
   }
   for (k = 0; k < n_inputs; ++k) {
     const strata_tensor_meta* m = args->inputs[k];
     if (m == NULL || m->struct_size < STRATA_TENSOR_META_MIN_SIZE || m->rank < 0 || m->rank > STRATA_MAX_RANK) {
-      return opslib_fail(args->error, STRATA_ERROR_INVALID_ARGUMENT, "%s: malformed metadata of input %d", args->op,
-                         (int)k);
+      return tpc_fail(args->error, STRATA_ERROR_INVALID_ARGUMENT, "%s: malformed metadata of input %d", args->op,
+                      (int)k);
     }
     if (!is_computed(m->dtype)) {
-      return opslib_fail(args->error, STRATA_ERROR_INVALID_ARGUMENT,
-                         "%s is defined for floating dtypes only (f32, f64), but input %d has dtype %s", args->op,
-                         (int)k, dtype_name(m->dtype));
+      return tpc_fail(args->error, STRATA_ERROR_INVALID_ARGUMENT,
+                      "%s is defined for floating dtypes only (f32, f64), but input %d has dtype %s", args->op,
+                      (int)k, dtype_name(m->dtype));
     }
   }
   return STRATA_OK;
@@ -708,10 +574,10 @@ static strata_status infer_cube_backward(strata_infer_args* args) {
   same = g->dtype == x->dtype && g->rank == x->rank;
   for (d = 0; same && d < g->rank; ++d) same = g->shape[d] == x->shape[d];
   if (!same) {
-    return opslib_fail(args->error, STRATA_ERROR_INVALID_ARGUMENT,
-                       "%s needs g and x of one dtype and shape (no promotion, no broadcasting): g is %s of rank %d, "
-                       "x is %s of rank %d",
-                       args->op, dtype_name(g->dtype), (int)g->rank, dtype_name(x->dtype), (int)x->rank);
+    return tpc_fail(args->error, STRATA_ERROR_INVALID_ARGUMENT,
+                    "%s needs g and x of one dtype and shape (no promotion, no broadcasting): g is %s of rank %d, "
+                    "x is %s of rank %d",
+                    args->op, dtype_name(g->dtype), (int)g->rank, dtype_name(x->dtype), (int)x->rank);
   }
   copy_meta(args->outputs[0], x);
   return STRATA_OK;
@@ -722,12 +588,12 @@ static strata_status infer_cube_backward(strata_infer_args* args) {
 static strata_status derivative_args_ok(strata_derivative_args* d, int32_t n_inputs) {
   if (d == NULL || d->struct_size < STRATA_DERIVATIVE_ARGS_MIN_SIZE) return STRATA_ERROR_INVALID_ARGUMENT;
   if (d->host == NULL || d->host->struct_size < STRATA_HOST_API_MIN_SIZE || d->host->call_op == NULL) {
-    return opslib_fail(d->error, STRATA_ERROR_INVALID_ARGUMENT, "%s: no call_op in the host services", d->op);
+    return tpc_fail(d->error, STRATA_ERROR_INVALID_ARGUMENT, "%s: no call_op in the host services", d->op);
   }
   if (d->n_inputs != n_inputs || d->inputs == NULL || d->results == NULL || d->n_seeds < 0 ||
       (d->n_seeds > 0 && d->seeds == NULL)) {
-    return opslib_fail(d->error, STRATA_ERROR_INVALID_ARGUMENT, "%s: a derivative with %d inputs, expected %d", d->op,
-                       (int)d->n_inputs, (int)n_inputs);
+    return tpc_fail(d->error, STRATA_ERROR_INVALID_ARGUMENT, "%s: a derivative with %d inputs, expected %d", d->op,
+                    (int)d->n_inputs, (int)n_inputs);
   }
   return STRATA_OK;
 }
@@ -762,7 +628,7 @@ static strata_status call1(strata_derivative_args* d, const char* op, strata_val
 static strata_status derivative_attr(strata_derivative_args* d, const char* name, const strata_attr** out) {
   const strata_attr* a = find_attr(d->attrs, d->n_attrs, name);
   if (a == NULL || a->kind != STRATA_ATTR_FLOAT) {
-    return opslib_fail(d->error, STRATA_ERROR_INVALID_ARGUMENT, "%s: derivative without FLOAT attribute '%s'", d->op, name);
+    return tpc_fail(d->error, STRATA_ERROR_INVALID_ARGUMENT, "%s: derivative without FLOAT attribute '%s'", d->op, name);
   }
   *out = a;
   return STRATA_OK;
@@ -971,8 +837,4 @@ static const strata_plugin_api kTable = {.struct_size = sizeof(strata_plugin_api
                                          .free = opslib_free,
                                          .copy = opslib_copy};
 
-STRATA_PLUGIN_EXPORT const strata_plugin_api* strata_plugin_entry(uint32_t host_abi_major, uint32_t host_abi_minor) {
-  (void)host_abi_major;
-  (void)host_abi_minor;
-  return &kTable;
-}
+TPC_PLUGIN_ENTRY(&kTable)

@@ -230,7 +230,8 @@ typedef enum strata_dtype {
   STRATA_F8_E4M3 = 9,  /* reserved: OCP fp8 e4m3fn */
   STRATA_F8_E5M2 = 10, /* reserved: OCP fp8 e5m2 */
   STRATA_C64 = 11,     /* reserved: complex of two f32 */
-  STRATA_DTYPE_COUNT = 12,
+  STRATA_DTYPE_COUNT = 12, /* values defined, reserved ones included: build   */
+                           /* dtype masks from what a device really stores   */
   STRATA_DTYPE_MAX_ENUM = 0x7FFFFFFF /* keeps the type 32-bit, every int32 value valid */
 } strata_dtype;
 
@@ -677,6 +678,7 @@ typedef struct strata_memory_args {
   uint64_t bytes_reserved;  /* out, memory_stats: held from the driver      */
   uint64_t peak_bytes_in_use;  /* out, memory_stats                        */
   uint64_t allocations;     /* out, memory_stats: driver allocations made   */
+                            /* since init (cumulative)                      */
   strata_error* error;
 } strata_memory_args;
 #define STRATA_MEMORY_ARGS_MIN_SIZE STRATA_SIZE_UP_TO(strata_memory_args, error)
@@ -704,6 +706,7 @@ typedef struct strata_extension {
 
 /* -- strata.native_handles v1: interop without private API ----------------- */
 #define STRATA_EXT_NATIVE_HANDLES "strata.native_handles"
+#define STRATA_EXT_NATIVE_HANDLES_VERSION 1u
 
 typedef struct strata_native_args {
   size_t struct_size;
@@ -727,6 +730,7 @@ typedef struct strata_ext_native_handles {
 
 /* -- strata.graph_execution v1: a traced graph handed whole to a plugin ----- */
 #define STRATA_EXT_GRAPH_EXECUTION "strata.graph_execution"
+#define STRATA_EXT_GRAPH_EXECUTION_VERSION 1u
 
 typedef struct strata_graph_args {
   size_t struct_size;
@@ -755,6 +759,7 @@ typedef struct strata_ext_graph_execution {
 
 /* -- strata.collectives v1: data-parallel communication over device buffers */
 #define STRATA_EXT_COLLECTIVES "strata.collectives"
+#define STRATA_EXT_COLLECTIVES_VERSION 1u
 
 typedef enum strata_reduce_op {
   STRATA_REDUCE_SUM = 0,

@@ -147,9 +147,10 @@ inline bool is_contiguous(const strata_tensor& t) {
 
 /// Looks up an attribute of a call by name; nullptr when absent.
 inline const strata_attr* find_attr(const strata_kernel_call& call, std::string_view name) {
+  if (call.attrs == nullptr) return nullptr;
   for (int32_t k = 0; k < call.n_attrs; ++k) {
     const strata_attr* a = call.attrs[k];
-    if (a != nullptr && a->name != nullptr && name == a->name) return a;
+    if (a != nullptr && a->struct_size >= STRATA_ATTR_MIN_SIZE && a->name != nullptr && name == a->name) return a;
   }
   return nullptr;
 }
@@ -174,11 +175,11 @@ inline int64_t attr_int(const strata_kernel_call& call, std::string_view name, i
   return attr_of_kind(call, name, STRATA_ATTR_INT)->i;
 }
 
-/// FLOAT, or an INT or exact SCALAR read as a double.
+/// FLOAT, or an INT, BOOL or exact SCALAR read as a double.
 inline double attr_float(const strata_kernel_call& call, std::string_view name, double fallback) {
   const strata_attr* a = find_attr(call, name);
   if (a == nullptr) return fallback;
-  if (a->kind == STRATA_ATTR_INT) return static_cast<double>(a->i);
+  if (a->kind == STRATA_ATTR_INT || a->kind == STRATA_ATTR_BOOL) return static_cast<double>(a->i);
   if (a->kind == STRATA_ATTR_SCALAR) return a->scalar_dtype == STRATA_F64 ? a->f : static_cast<double>(a->i);
   return attr_of_kind(call, name, STRATA_ATTR_FLOAT)->f;
 }
@@ -191,7 +192,7 @@ inline double attr_float(const strata_kernel_call& call, std::string_view name, 
 class KernelTable {
  public:
   void add(const char* op, std::string signature, strata_kernel_fn fn, uint32_t flags = 0,
-           void* user_data = nullptr, uint32_t op_version = 1) {
+           void* user_data = nullptr, uint32_t op_version = STRATA_OP_VERSION) {
     signatures_.push_back(std::move(signature));
     entries_.push_back(strata_kernel_entry{sizeof(strata_kernel_entry), op, op_version,
                                            signatures_.back().c_str(), flags, fn, user_data});
@@ -218,8 +219,13 @@ class KernelTable {
 /// shorter struct), and sets struct_size to the bytes written.
 inline strata_status publish_props(strata_device_args* args, const strata_device_props& props) {
   if (args->props == nullptr) return fail(args->error, STRATA_ERROR_INVALID_ARGUMENT, "device_props: no props");
+  if (args->props->struct_size < STRATA_DEVICE_PROPS_MIN_SIZE) {
+    return fail(args->error, STRATA_ERROR_INVALID_ARGUMENT,
+                "device_props: the host's struct holds %zu bytes, below the minimum %zu", args->props->struct_size,
+                static_cast<size_t>(STRATA_DEVICE_PROPS_MIN_SIZE));
+  }
   size_t bytes = sizeof(props);
-  if (args->props->struct_size != 0 && args->props->struct_size < bytes) bytes = args->props->struct_size;
+  if (args->props->struct_size < bytes) bytes = args->props->struct_size;
   std::memcpy(args->props, &props, bytes);
   args->props->struct_size = bytes;
   return STRATA_OK;
