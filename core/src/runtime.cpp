@@ -163,34 +163,41 @@ void Runtime::Impl::load_plugins(const Config& cfg) {
   //    (ggml's model); the others are superseded without running their init.
   //    When the best one's init fails, the next build gets its chance. A
   //    name already active from an earlier configuration stays.
-  std::vector<size_t> order(found.size());
-  for (size_t k = 0; k < order.size(); ++k) order[k] = k;
-  std::stable_sort(order.begin(), order.end(), [&](size_t a, size_t b) {
-    int sa = found[a].manifest ? found[a].manifest->probe_score : 0;
-    int sb = found[b].manifest ? found[b].manifest->probe_score : 0;
-    return sa > sb;
-  });
-  std::map<std::string, const Found*> chosen;
-  for (size_t k : order) {
-    Found& f = found[k];
-    if (!f.manifest) continue;
-    const std::string& name = f.info.name;
-    auto active = std::find_if(plugins.begin(), plugins.end(), [&](const auto& p) { return p->name == name; });
-    if (active != plugins.end()) {
-      f.info.reason = "a plugin named \"" + name + "\" is already active from " + (*active)->path;
-      continue;
+  // Groups by name in the order the names were first found (so devices keep
+  // the search order), each group best probe score first.
+  std::vector<std::vector<size_t>> groups;
+  std::map<std::string, size_t> group_of;
+  for (size_t k = 0; k < found.size(); ++k) {
+    if (!found[k].manifest) continue;
+    auto [it, fresh] = group_of.try_emplace(found[k].info.name, groups.size());
+    if (fresh) groups.emplace_back();
+    groups[it->second].push_back(k);
+  }
+  for (std::vector<size_t>& group : groups) {
+    std::stable_sort(group.begin(), group.end(), [&](size_t a, size_t b) {
+      return found[a].manifest->probe_score > found[b].manifest->probe_score;
+    });
+    const Found* chosen = nullptr;
+    for (size_t k : group) {
+      Found& f = found[k];
+      const std::string& name = f.info.name;
+      if (chosen != nullptr) {
+        f.info.reason = "superseded by " + chosen->manifest->candidate.path + " (probe score " +
+                        std::to_string(chosen->manifest->probe_score) + " >= " +
+                        std::to_string(f.manifest->probe_score) + "); its init never ran";
+        continue;
+      }
+      auto active = std::find_if(plugins.begin(), plugins.end(), [&](const auto& p) { return p->name == name; });
+      if (active != plugins.end()) {
+        f.info.reason = "a plugin named \"" + name + "\" is already active from " + (*active)->path;
+        continue;
+      }
+      auto plugin = detail::init_plugin(*f.manifest, cfg, f.info);
+      if (!plugin) continue;  // the next build of this name gets its chance
+      chosen = &f;
+      LoadedPlugin& loaded = *plugins.emplace_back(std::move(plugin));
+      add_devices(loaded, f.info);
     }
-    if (auto it = chosen.find(name); it != chosen.end()) {
-      f.info.reason = "superseded by " + it->second->manifest->candidate.path + " (probe score " +
-                      std::to_string(it->second->manifest->probe_score) + " >= " +
-                      std::to_string(f.manifest->probe_score) + "); its init never ran";
-      continue;
-    }
-    auto plugin = detail::init_plugin(*f.manifest, cfg, f.info);
-    if (!plugin) continue;
-    chosen[name] = &f;
-    LoadedPlugin& loaded = *plugins.emplace_back(std::move(plugin));
-    add_devices(loaded, f.info);
   }
   for (Found& f : found) outcomes.push_back(std::move(f.info));
 }

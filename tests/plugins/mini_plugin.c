@@ -62,7 +62,11 @@ static float* f32_at(const strata_tensor* t) { return (float*)((tpc_buffer*)t->b
 
 static strata_status mini_probe(strata_probe_args* args) {
   if (args == NULL || args->struct_size < STRATA_PROBE_ARGS_MIN_SIZE) return STRATA_ERROR_INVALID_ARGUMENT;
+#ifdef MINI_PROBE_SCORE
+  args->score = MINI_PROBE_SCORE; /* a second build of one plugin, scored higher */
+#else
   args->score = 5;
+#endif
 #ifdef MINI_FUTURE
   /* A field a 2.0 host does not write: read it only when the host's
    * struct_size says it is there. */

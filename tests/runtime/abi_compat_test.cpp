@@ -253,4 +253,32 @@ TEST_F(AbiCompat, MalformedKernelEntriesAreRefusedOneByOne) {
   EXPECT_TRUE(contains(f[0].op, "mul")) << f[0].op;
 }
 
+// Two builds of one plugin: only the better probe score is initialised; the
+// other is refused before its init runs, naming the winner and both scores.
+TEST_F(AbiCompat, BuildsOfOnePluginOnlyTheBestIsInitialised) {
+  Config c = abi_config({"cpu"});
+  c.plugin_paths.push_back(STRATA_TEST_BUILDS_PLUGIN_DIR);
+  runtime().configure(c);
+  const PluginInfo* fast = nullptr;
+  const PluginInfo* generic = nullptr;
+  std::vector<PluginInfo> all = runtime().plugins();
+  for (const PluginInfo& p : all) {
+    if (fs::path(p.path).filename() == "libstrata_plugin_minibuild_fast.so") fast = &p;
+    if (fs::path(p.path).filename() == "libstrata_plugin_minibuild_generic.so") generic = &p;
+  }
+  ASSERT_NE(fast, nullptr);
+  ASSERT_NE(generic, nullptr);
+  EXPECT_TRUE(fast->loaded) << fast->reason;
+  EXPECT_TRUE(fast->initialized);
+  EXPECT_EQ(fast->score, 7);
+  EXPECT_FALSE(generic->loaded);
+  EXPECT_FALSE(generic->initialized) << "a superseded build's init must not run";
+  EXPECT_TRUE(contains(generic->reason, "superseded by")) << generic->reason;
+  EXPECT_TRUE(contains(generic->reason, "minibuild_fast")) << generic->reason;
+  EXPECT_TRUE(contains(generic->reason, "7 >= 5")) << generic->reason;
+  Device d("minibuild:0");
+  Tensor x = full({2}, 1.5, {.device = d}) + full({2}, 2.0, {.device = d});
+  EXPECT_EQ(x.to_vector<float>(), (std::vector<float>{3.5f, 3.5f}));
+}
+
 }  // namespace
