@@ -91,13 +91,10 @@ struct RandomNormal {
       const strata_philox_block b = strata_philox4x32_10(static_cast<uint64_t>(k), s.offset, s.seed);
       const int64_t first = 4 * k;
       for (uint32_t pair = 0; pair < 4 && first + pair < n; pair += 2) {
-        const float u1 = static_cast<float>((b.v[pair] >> 8) + 1u) * 5.9604644775390625e-8f;
-        const float u2 = strata_philox_uniform(b.v[pair + 1]);
-        const float r = strata_philox_sqrt(-2.0f * strata_philox_log(u1));
-        float c = 0.0f, sn = 0.0f;
-        strata_philox_cos_sin(u2, &c, &sn);
-        y[first + pair] = Scalar<T>::store(r * c);
-        if (first + pair + 1 < n) y[first + pair + 1] = Scalar<T>::store(r * sn);
+        float z_even = 0.0f, z_odd = 0.0f;
+        strata_philox_box_muller(b.v[pair], b.v[pair + 1], &z_even, &z_odd);
+        y[first + pair] = Scalar<T>::store(z_even);
+        if (first + pair + 1 < n) y[first + pair + 1] = Scalar<T>::store(z_odd);
       }
     });
     return STRATA_OK;

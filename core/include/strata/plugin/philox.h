@@ -155,18 +155,27 @@ static inline void strata_philox_cos_sin(float u, float* cos_out, float* sin_out
   }
 }
 
+/** Box-Muller on two words: the even lane's value r*cos (z_even) and the odd
+ *  lane's r*sin (z_odd). */
+static inline void strata_philox_box_muller(uint32_t w0, uint32_t w1, float* z_even, float* z_odd) {
+  float u1 = (float)((w0 >> 8) + 1u) * 5.9604644775390625e-8f; /* (0, 1] */
+  float u2 = strata_philox_uniform(w1);
+  float r = strata_philox_sqrt(-2.0f * strata_philox_log(u1));
+  float c, s;
+  strata_philox_cos_sin(u2, &c, &s);
+  *z_even = r * c;
+  *z_odd = r * s;
+}
+
 /** Standard normal for element `index` (Box-Muller on the word pair of its
  *  half of the block: lanes 0,1 share words 0,1; lanes 2,3 words 2,3). */
 static inline float strata_philox_normal(uint64_t index, uint64_t offset, uint64_t seed) {
   strata_philox_block b = strata_philox4x32_10(index >> 2, offset, seed);
   uint32_t lane = (uint32_t)(index & 3u);
   uint32_t pair = lane & 2u;
-  float u1 = (float)((b.v[pair] >> 8) + 1u) * 5.9604644775390625e-8f; /* (0, 1] */
-  float u2 = strata_philox_uniform(b.v[pair + 1u]);
-  float r = strata_philox_sqrt(-2.0f * strata_philox_log(u1));
-  float c, s;
-  strata_philox_cos_sin(u2, &c, &s);
-  return (lane & 1u) == 0u ? r * c : r * s;
+  float z_even, z_odd;
+  strata_philox_box_muller(b.v[pair], b.v[pair + 1u], &z_even, &z_odd);
+  return (lane & 1u) == 0u ? z_even : z_odd;
 }
 
 #ifdef __cplusplus
