@@ -9,6 +9,9 @@
  */
 #include <strata/plugin/strata_plugin.h>
 
+#include <stdio.h>
+#include <stdlib.h>
+
 #include "common/test_plugin_common.h"
 
 #ifndef BROKEN_NAME
@@ -37,6 +40,21 @@ static strata_status broken_init(strata_init_args* args) {
 #endif
 }
 
+#ifdef BROKEN_NO_DEVICES
+/* The host refuses this plugin after its init succeeded, so it must call
+ * shutdown at once; the test sees it through a marker file it names. */
+static void broken_shutdown(strata_plugin_state state) {
+  const char* marker = getenv("STRATA_TEST_SHUTDOWN_MARKER");
+  FILE* f;
+  (void)state;
+  if (marker == NULL || *marker == '\0') return;
+  f = fopen(marker, "w");
+  if (f == NULL) return;
+  fputs(BROKEN_NAME " shut down\n", f);
+  fclose(f);
+}
+#endif
+
 static strata_status broken_device(strata_device_args* args) {
   (void)args;
   return STRATA_ERROR_INTERNAL;
@@ -61,6 +79,9 @@ static const strata_plugin_api kTable = {
     .version = "0.0.1",
     .probe = broken_probe,
     .init = broken_init,
+#ifdef BROKEN_NO_DEVICES
+    .shutdown = broken_shutdown,
+#endif
     .device_props = broken_device,
     .get_kernels = broken_device,
     .alloc = broken_alloc,

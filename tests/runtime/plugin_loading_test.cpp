@@ -5,7 +5,9 @@
 #include <gtest/gtest.h>
 
 #include <sys/stat.h>
+#include <unistd.h>
 
+#include <cstdlib>
 #include <filesystem>
 #include <fstream>
 
@@ -16,7 +18,16 @@ namespace fs = std::filesystem;
 
 class PluginLoading : public ::testing::Test {
  protected:
-  static void SetUpTestSuite() { runtime().load_config(STRATA_TEST_CONFIG); }
+  static void SetUpTestSuite() {
+    // The nodevices plugin writes this file from its shutdown (ZeroDevicesIsRefused).
+    fs::remove(shutdown_marker());
+    ::setenv("STRATA_TEST_SHUTDOWN_MARKER", shutdown_marker().c_str(), 1);
+    runtime().load_config(STRATA_TEST_CONFIG);
+  }
+
+  static std::string shutdown_marker() {
+    return (fs::temp_directory_path() / ("strata_shutdown_marker_" + std::to_string(::getpid()))).string();
+  }
 
   static PluginInfo outcome_for(const std::string& file) {
     for (const PluginInfo& p : runtime().plugins()) {
@@ -81,8 +92,10 @@ TEST_F(PluginLoading, FailingInitIsRefusedWithThePluginsMessage) {
 TEST_F(PluginLoading, ZeroDevicesIsRefused) {
   PluginInfo p = outcome_for("libstrata_plugin_nodevices.so");
   EXPECT_FALSE(p.loaded);
-  EXPECT_TRUE(p.initialized);  // its init succeeded: shutdown runs at exit
+  EXPECT_TRUE(p.initialized);  // its init succeeded: so its shutdown ran when it was refused
   EXPECT_NE(p.reason.find("no devices"), std::string::npos) << p.reason;
+  EXPECT_TRUE(fs::exists(shutdown_marker())) << "the refused plugin's shutdown did not run";
+  fs::remove(shutdown_marker());
 }
 
 TEST_F(PluginLoading, NonLibraryFileIsRefusedWithTheLoadersText) {
