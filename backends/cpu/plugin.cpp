@@ -444,7 +444,7 @@ strata_status stream_handle(strata_native_args* args) noexcept {
 const strata_ext_native_handles kNativeHandles = {
     .base = {.struct_size = sizeof(strata_ext_native_handles),
              .name = STRATA_EXT_NATIVE_HANDLES,
-             .version = 1,
+             .version = STRATA_EXT_NATIVE_HANDLES_VERSION,
              .next = nullptr},
     .buffer_pointer = buffer_pointer,
     .stream_handle = stream_handle,

@@ -84,24 +84,25 @@ strata_buffer CachingAllocator::allocate(size_t bytes, size_t* out_bytes, strata
 }
 
 strata_buffer CachingAllocator::device_alloc(size_t bytes, strata_stream stream) {
-  try {
+  auto attempt = [&] {
     strata_buffer b = device_.alloc(bytes, stream);
     ++device_allocations_;
     return b;
-  } catch (const OutOfMemoryError& first) {
-    if (free_blocks_.empty()) {
-      throw OutOfMemoryError(device_.id + ": allocating " + format_bytes(bytes) + " failed: " + first.what() + " (" +
-                             format_bytes(live_bytes_) + " in use)");
-    }
+  };
+  auto in_context = [&](const OutOfMemoryError& e) {
+    return OutOfMemoryError(device_.id + ": allocating " + format_bytes(bytes) + " failed: " + e.what() + " (" +
+                            format_bytes(live_bytes_) + " in use)");
+  };
+  try {
+    return attempt();
+  } catch (const OutOfMemoryError& e) {
+    if (cached_bytes_ == 0) throw in_context(e);
   }
   release_cache_locked();  // retry once without the cache
   try {
-    strata_buffer b = device_.alloc(bytes, stream);
-    ++device_allocations_;
-    return b;
+    return attempt();
   } catch (const OutOfMemoryError& e) {
-    throw OutOfMemoryError(device_.id + ": allocating " + format_bytes(bytes) + " failed: " + e.what() + " (" +
-                           format_bytes(live_bytes_) + " in use)");
+    throw in_context(e);
   }
 }
 

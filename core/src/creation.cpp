@@ -1,7 +1,8 @@
 // creation.cpp — zeros, ones, full, arange, from_data.
 //
-// Ranges and host data are produced on the host and uploaded. rand, randn
-// and the generator live with the random primitives (ops/random.cpp).
+// Ranges and host data are produced on the host and uploaded; rand and randn
+// run the random primitives on the target device (ops/random.cpp holds them
+// and the generator).
 #include "device_record.hpp"
 #include "host_data.hpp"
 #include "op.hpp"
@@ -41,6 +42,15 @@ int64_t checked_numel(const Shape& shape, const char* op) {
 Tensor finish(Tensor t, const TensorOptions& options) {
   if (options.requires_grad) t.set_requires_grad(true);
   return t;
+}
+
+Tensor random(detail::RandomDraw kind, const char* name, const Shape& shape, const TensorOptions& options) {
+  if (!is_floating(options.dtype)) {
+    throw DTypeError(std::string(name) + ": expected a floating-point dtype, got " +
+                     std::string(dtype_name(options.dtype)));
+  }
+  checked_numel(shape, name);
+  return finish(detail::random_tensor(kind, shape, options.dtype, target(options).device()), options);
 }
 
 /// Host values -> tensor of options.dtype on options.device.
@@ -97,6 +107,14 @@ Tensor arange(double start, double end, double step, const TensorOptions& option
 }
 
 Tensor arange(int64_t end, const TensorOptions& options) { return arange(0.0, static_cast<double>(end), 1.0, options); }
+
+Tensor rand(const Shape& shape, const TensorOptions& options) {
+  return random(detail::RandomDraw::uniform, "rand", shape, options);
+}
+
+Tensor randn(const Shape& shape, const TensorOptions& options) {
+  return random(detail::RandomDraw::normal, "randn", shape, options);
+}
 
 Tensor from_data(std::span<const float> data, const Shape& shape, const TensorOptions& options) {
   return from_span(data, shape, options);

@@ -22,17 +22,6 @@ constexpr int kMaxSignatureDTypes = 9;       // 1 + 10 * 6 bits fit in 64
 
 thread_local DeviceRecord* t_issue_holder = nullptr;
 
-strata_error fresh_error() {
-  strata_error err;
-  err.struct_size = sizeof(err);
-  err.message[0] = '\0';
-  return err;
-}
-
-std::string message_of(strata_status status, const strata_error& error) {
-  return error.message[0] != '\0' ? std::string(error.message) : "status " + std::to_string(status);
-}
-
 }  // namespace
 
 const strata_extension* LoadedPlugin::extension(std::string_view wanted, uint32_t min_version) const {
@@ -186,17 +175,24 @@ DeviceRecord::IssueLock::~IssueLock() {
 
 // --- Memory and copies -----------------------------------------------------------
 
+namespace {
+strata_alloc_args alloc_args(const DeviceRecord& d, strata_stream on_stream, strata_error& err) {
+  strata_alloc_args a{};
+  a.struct_size = sizeof(a);
+  a.state = d.plugin.state;
+  a.device = d.index;
+  a.kind = STRATA_MEMORY_DEVICE;
+  a.stream = on_stream;
+  a.error = &err;
+  return a;
+}
+}  // namespace
+
 strata_buffer DeviceRecord::alloc(size_t bytes, strata_stream on_stream) {
   ensure_alive();
   strata_error err = fresh_error();
-  strata_alloc_args args{};
-  args.struct_size = sizeof(args);
-  args.state = plugin.state;
-  args.device = index;
-  args.kind = STRATA_MEMORY_DEVICE;
+  strata_alloc_args args = alloc_args(*this, on_stream, err);
   args.bytes = bytes;
-  args.stream = on_stream;
-  args.error = &err;
   strata_status st;
   {
     IssueLock lock(*this);
@@ -213,15 +209,9 @@ strata_buffer DeviceRecord::alloc(size_t bytes, strata_stream on_stream) {
 
 void DeviceRecord::free(strata_buffer buffer, strata_stream on_stream) {
   if (lost()) return;  // nothing to return memory to
-  strata_alloc_args args{};
-  args.struct_size = sizeof(args);
-  args.state = plugin.state;
-  args.device = index;
-  args.kind = STRATA_MEMORY_DEVICE;
-  args.stream = on_stream;
-  args.buffer = buffer;
   strata_error err = fresh_error();
-  args.error = &err;
+  strata_alloc_args args = alloc_args(*this, on_stream, err);
+  args.buffer = buffer;
   IssueLock lock(*this);
   plugin.api->free(&args);
 }

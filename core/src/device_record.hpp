@@ -135,6 +135,19 @@ struct DeviceRecord {
   std::string lost_reason_;
 };
 
+/// An empty strata_error for one call into a plugin.
+inline strata_error fresh_error() {
+  strata_error err;
+  err.struct_size = sizeof(err);
+  err.message[0] = '\0';
+  return err;
+}
+
+/// The plugin's message, or "status N" when it wrote none.
+inline std::string message_of(strata_status status, const strata_error& error) {
+  return error.message[0] != '\0' ? std::string(error.message) : "status " + std::to_string(status);
+}
+
 /// Packs dtypes of inputs and outputs into one integer (6 bits each, 63
 /// between inputs and outputs, a leading 1 so that arity is part of the key).
 uint64_t signature_key(const DType* inputs, int n_inputs, const DType* outputs, int n_outputs);

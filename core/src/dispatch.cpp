@@ -423,6 +423,18 @@ Tensor dispatch1(const OpDef& op, std::initializer_list<Tensor> inputs, const At
   return std::move(dispatch_call(call)[0]);
 }
 
+Tensor dispatch_creation(const OpDef& op, Device device, DType dtype, std::span<const int64_t> shape,
+                         const Attrs& attrs) {
+  OpCall call;
+  call.op = &op;
+  call.device = device;
+  call.n_inputs = 0;
+  call.out().dtype = dtype;
+  call.out().set_shape(shape);
+  call.attrs = &attrs;
+  return std::move(dispatch_call(call)[0]);
+}
+
 OpResult dispatch_span(const OpDef& op, std::span<const Tensor> inputs, const Attrs* attrs) {
   OpCall call;
   prepare_call(call, op, inputs, attrs);

@@ -200,6 +200,16 @@ Tensor dispatch1(const OpDef& op, std::initializer_list<Tensor> inputs, const At
 OpResult dispatch_call(OpCall& call);
 /// Runs `op` on `inputs` (any count up to kMaxInputs), as traced graphs replay it.
 OpResult dispatch_span(const OpDef& op, std::span<const Tensor> inputs, const Attrs* attrs);
+/// The random draws of ops/random.cpp, each with a fresh generator offset:
+/// uniform in [0, 1) or standard normal (float dtypes), and Bernoulli(p).
+enum class RandomDraw { uniform, normal };
+Tensor random_tensor(RandomDraw kind, std::span<const int64_t> shape, DType dtype, Device device);
+Tensor bernoulli_tensor(std::span<const int64_t> shape, double p, DType dtype, Device device);
+
+/// Runs an op without inputs (fill, the random draws) on `device`, making one
+/// output of `dtype` and `shape`.
+Tensor dispatch_creation(const OpDef& op, Device device, DType dtype, std::span<const int64_t> shape,
+                         const Attrs& attrs);
 
 // --- shape and dtype helpers shared by op definitions ----------------------
 

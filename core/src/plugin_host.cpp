@@ -17,8 +17,6 @@
 #include <strata/plugin/strata_plugin.hpp>
 
 #include <cctype>
-#include <cstdarg>
-#include <cstdio>
 #include <cstring>
 #include <deque>
 #include <atomic>
@@ -50,15 +48,7 @@ const char* intern(std::string_view text) {
   return it->c_str();
 }
 
-[[gnu::format(printf, 3, 4)]] strata_status fail(strata_error* error, strata_status status, const char* format, ...) {
-  if (error != nullptr && error->struct_size >= STRATA_ERROR_MIN_SIZE) {
-    va_list args;
-    va_start(args, format);
-    std::vsnprintf(error->message, sizeof(error->message), format, args);
-    va_end(args);
-  }
-  return status;
-}
+using plugin::fail;
 
 // --- Plugin-defined ops ------------------------------------------------------------
 
@@ -180,7 +170,7 @@ void plugin_prepare(OpCall& call) {
     out_ptr[static_cast<size_t>(k)] = &out_meta[static_cast<size_t>(k)];
   }
   AttrViews attrs(call.attrs);
-  strata_error err{sizeof(strata_error), {}};
+  strata_error err = fresh_error();
   strata_infer_args args{};
   args.struct_size = sizeof(args);
   args.op = po.name.c_str();
@@ -311,7 +301,7 @@ std::vector<Tensor> plugin_derivative(const GradContext& ctx, bool reverse) {
   std::vector<uint8_t> needed(ctx.inputs.size(), 1);
   for (size_t k = 0; k < needed.size(); ++k) needed[k] = ctx.needs(static_cast<int>(k)) ? 1 : 0;
   AttrViews attrs(ctx.attrs);
-  strata_error err{sizeof(strata_error), {}};
+  strata_error err = fresh_error();
   strata_derivative_args args{};
   args.struct_size = sizeof(args);
   args.op = po.name.c_str();
@@ -331,7 +321,7 @@ std::vector<Tensor> plugin_derivative(const GradContext& ctx, bool reverse) {
   args.error = &err;
   if (strata_status st = fn(&args); st != STRATA_OK) {
     throw Error(po.name + (reverse ? " VJP" : " JVP") + " (plugin " + po.plugin +
-                "): " + (err.message[0] != '\0' ? err.message : "status " + std::to_string(st)));
+                "): " + message_of(st, err));
   }
   std::vector<Tensor> out(n_results);
   for (size_t k = 0; k < n_results; ++k) {
@@ -391,16 +381,14 @@ strata_status host_register_op(const strata_op_schema* schema, strata_error* err
                     std::to_string(kMaxOutputs) + " supported)");
     }
     if (schema->infer == nullptr) return refuse(name + ": no shape rule (infer)");
-    auto* po = new PluginOp{name, plugin, {}, schema->infer, schema->vjp, schema->jvp, schema->user_data,
-                            schema->doc != nullptr ? schema->doc : ""};
+    auto po = std::make_unique<PluginOp>(name, plugin, std::vector<AttrSpec>{}, schema->infer, schema->vjp,
+                                         schema->jvp, schema->user_data, schema->doc != nullptr ? schema->doc : "");
     if (schema->n_attrs < 0 || (schema->n_attrs > 0 && schema->attrs == nullptr)) {
-      delete po;
       return refuse(name + ": bad attribute schema array");
     }
     for (int32_t k = 0; k < schema->n_attrs; ++k) {
       const strata_attr_schema* a = schema->attrs[k];
       if (a == nullptr || a->struct_size < STRATA_ATTR_SCHEMA_MIN_SIZE || a->name == nullptr) {
-        delete po;
         return refuse(name + ": attribute schema " + std::to_string(k) + " is malformed (struct_size below " +
                       std::to_string(STRATA_ATTR_SCHEMA_MIN_SIZE) + " or no name)");
       }
@@ -414,11 +402,11 @@ strata_status host_register_op(const strata_op_schema* schema, strata_error* err
               .vjp = schema->vjp != nullptr ? plugin_vjp : nullptr,
               .jvp = schema->jvp != nullptr ? plugin_jvp : nullptr,
               .version = schema->version,
-              .plugin_op = po};
+              .plugin_op = po.get()};
     define_op(def);
     {
       std::lock_guard lock(g_host_mutex);
-      plugin_ops().push_back(po);
+      plugin_ops().push_back(po.release());  // lives as long as its OpDef: the process
     }
     t_init.info->ops.push_back(name);
     logger("plugin")->info("{} defined op {} (version {})", plugin, name, schema->version);

@@ -47,13 +47,6 @@ std::string options_for(const std::string& name, const Config& config) {
   return options.dump();
 }
 
-strata_error fresh_error() {
-  strata_error err;
-  err.struct_size = sizeof(err);
-  err.message[0] = '\0';
-  return err;
-}
-
 /// The extensions of a table that the core knows, for `strata devices`.
 std::vector<std::string> known_extensions(const LoadedPlugin& p) {
   std::vector<std::string> out;
@@ -180,11 +173,10 @@ std::unique_ptr<Manifest> read_manifest(const Candidate& candidate, const Config
   probe.options_json = options.c_str();
   probe.error = &err;
   strata_status st = api->probe(&probe);
-  if (st != STRATA_OK || probe.score <= 0) {
-    std::string why = err.message[0] != '\0' ? err.message : "status " + std::to_string(st);
-    return refuse(st == STRATA_OK ? "probe: score " + std::to_string(probe.score) + ": the plugin cannot run here" +
-                                        (err.message[0] != '\0' ? std::string(" (") + err.message + ")" : "")
-                                  : "probe failed: " + why);
+  if (st != STRATA_OK) return refuse("probe failed: " + message_of(st, err));
+  if (probe.score <= 0) {
+    return refuse("probe: score " + std::to_string(probe.score) + ": the plugin cannot run here" +
+                  (err.message[0] != '\0' ? std::string(" (") + err.message + ")" : ""));
   }
   info.score = probe.score;
   auto manifest = std::make_unique<Manifest>();
@@ -234,7 +226,7 @@ std::unique_ptr<LoadedPlugin> init_plugin(const Manifest& m, const Config& confi
   if (st != STRATA_OK) {
     retire_plugin_registrations(plugin->name);  // what a failed init registered must not stay active
     std::string what = st == STRATA_ERROR_NO_DEVICE ? "no usable device" : "init failed";
-    return refuse(what + ": " + (err.message[0] != '\0' ? err.message : "status " + std::to_string(st)));
+    return refuse(what + ": " + message_of(st, err));
   }
   info.initialized = true;
   plugin->state = args.state;
@@ -282,7 +274,7 @@ std::string open_device(DeviceRecord& device, std::vector<std::string>& warnings
   args.props = &device.props;
   args.error = &err;
   if (strata_status st = api->device_props(&args); st != STRATA_OK) {
-    return "device_props failed: " + std::string(err.message[0] != '\0' ? err.message : "status " + std::to_string(st));
+    return "device_props failed: " + message_of(st, err);
   }
   if (device.props.struct_size < STRATA_DEVICE_PROPS_MIN_SIZE || device.props.struct_size > sizeof(strata_device_props)) {
     return "device_props wrote struct_size " + std::to_string(device.props.struct_size) + " (expected " +
@@ -317,7 +309,7 @@ std::string open_device(DeviceRecord& device, std::vector<std::string>& warnings
   }
   args.props = nullptr;
   if (strata_status st = api->get_kernels(&args); st != STRATA_OK) {
-    return "get_kernels failed: " + std::string(err.message[0] != '\0' ? err.message : "status " + std::to_string(st));
+    return "get_kernels failed: " + message_of(st, err);
   }
   if (args.n_entries < 0 || (args.n_entries > 0 && args.entries == nullptr)) {
     return "get_kernels returned " + std::to_string(args.n_entries) + " entries and no array";

@@ -104,8 +104,12 @@ void shutdown_plugins() {
 /// Whether two devices are one piece of hardware (same UUID or PCI bus id).
 bool same_hardware(const DeviceRecord& a, const DeviceRecord& b) {
   if (&a == &b) return false;
-  std::string ua = detail::uuid_string(a.props);
-  if (!ua.empty() && ua == detail::uuid_string(b.props)) return true;
+  auto has_uuid = [](const strata_device_props& p) {
+    return STRATA_HAS_FIELD(&p, strata_device_props, uuid) && (p.flags & STRATA_DEVICE_HAS_UUID) != 0;
+  };
+  if (has_uuid(a.props) && has_uuid(b.props) && std::memcmp(a.props.uuid, b.props.uuid, sizeof(a.props.uuid)) == 0) {
+    return true;
+  }
   bool has_pci = STRATA_HAS_FIELD(&a.props, strata_device_props, pci_bus_id) &&
                  STRATA_HAS_FIELD(&b.props, strata_device_props, pci_bus_id);
   return has_pci && a.props.pci_bus_id[0] != '\0' && std::strcmp(a.props.pci_bus_id, b.props.pci_bus_id) == 0;
@@ -162,9 +166,9 @@ void Runtime::Impl::load_plugins(const Config& cfg) {
   // 2. Several builds of one backend: the highest probe score is initialised
   //    (ggml's model); the others are superseded without running their init.
   //    When the best one's init fails, the next build gets its chance. A
-  //    name already active from an earlier configuration stays.
-  // Groups by name in the order the names were first found (so devices keep
-  // the search order), each group best probe score first.
+  //    name already active from an earlier configuration stays. Names are
+  //    taken in the order they were first found, so devices keep the search
+  //    order.
   std::vector<std::vector<size_t>> groups;
   std::map<std::string, size_t> group_of;
   for (size_t k = 0; k < found.size(); ++k) {
@@ -381,7 +385,7 @@ DeviceMemoryInfo Runtime::device_memory_info(Device device) {
   DeviceRecord& r = detail::device_record(device);
   r.ensure_alive();
   DeviceMemoryInfo out;
-  strata_error err{sizeof(strata_error), {}};
+  strata_error err = detail::fresh_error();
   strata_memory_args a = memory_args(r, err);
   if (r.plugin.has(&strata_plugin_api::memory_info)) {
     r.check(r.plugin.api->memory_info(&a), err, "memory_info");
@@ -402,7 +406,7 @@ void Runtime::trim_memory(Device device) {
   DeviceRecord& r = detail::device_record(device);
   r.allocator.empty_cache();
   if (!r.plugin.has(&strata_plugin_api::memory_trim) || r.lost()) return;
-  strata_error err{sizeof(strata_error), {}};
+  strata_error err = detail::fresh_error();
   strata_memory_args a = memory_args(r, err);
   r.check(r.plugin.api->memory_trim(&a), err, "memory_trim");
 }

@@ -78,12 +78,6 @@ void Tensor::copy_(const Tensor& src) {
 namespace detail {
 /// Creates a tensor on `device` filled with `value` (the fill kernel).
 Tensor fill_tensor(DeviceRecord& device, DType dtype, std::span<const int64_t> shape, double value) {
-  OpCall call;
-  call.op = &kFill;
-  call.device = device.device();
-  call.n_inputs = 0;
-  call.out().dtype = dtype;
-  call.out().set_shape(shape);
   // The value travels exactly: integral and bool fills as an int64 scalar.
   Attr fill_value = Attr::scalar_real("value", value);
   if (!is_floating(dtype)) {
@@ -96,8 +90,7 @@ Tensor fill_tensor(DeviceRecord& device, DType dtype, std::span<const int64_t> s
     }
   }
   Attrs attrs{std::move(fill_value)};
-  call.attrs = &attrs;
-  return dispatch_call(call)[0];
+  return dispatch_creation(kFill, device.device(), dtype, shape, attrs);
 }
 }  // namespace detail
 

@@ -1,6 +1,7 @@
 // random.cpp — the random-number primitives (random_uniform, random_normal,
-// bernoulli), the global generator, and rand, randn and the dropout mask
-// built on them.
+// bernoulli) and the global generator; rand and randn (creation.cpp) and
+// dropout's mask (nn/functional.cpp) draw through random_tensor and
+// bernoulli_tensor.
 //
 // The primitives are counter-based (Philox4x32-10, strata/plugin/philox.h is
 // their bit-for-bit definition): element i of a call's output depends only on
@@ -9,9 +10,7 @@
 // with the same bits too. The generator is just (seed, offset): every call
 // takes the next offset, so calls never share counters, and its state is two
 // integers that checkpointing saves and replays.
-#include "../device_record.hpp"
 #include "../op.hpp"
-#include "../runtime_internal.hpp"
 
 #include <strata/error.hpp>
 #include <strata/ops.hpp>
@@ -29,7 +28,6 @@ namespace {
 
 using detail::Attr;
 using detail::Attrs;
-using detail::DeviceRecord;
 using detail::OpCall;
 using detail::OpDef;
 
@@ -97,45 +95,13 @@ Draw next_draw() {
 
 constexpr std::string_view kStatePrefix = "philox4x32-10 ";
 
-int64_t checked_numel(std::span<const int64_t> shape, const char* op) {
-  int64_t n = 1;
-  for (int64_t s : shape) {
-    if (s < 0) throw ShapeError(std::string(op) + ": negative dimension in shape " + detail::shape_string(shape));
-    n *= s;
-  }
-  return n;
-}
-
-DeviceRecord& target(const TensorOptions& options) {
-  return options.device && options.device->valid() ? detail::device_record(*options.device)
-                                                   : detail::default_device_record();
-}
-
 /// Runs one random op on `device` with a fresh offset.
-Tensor draw(const OpDef& op, DeviceRecord& device, DType dtype, std::span<const int64_t> shape, const double* p) {
+Tensor draw(const OpDef& op, Device device, DType dtype, std::span<const int64_t> shape, const double* p) {
   const Draw d = next_draw();
-  OpCall call;
-  call.op = &op;
-  call.device = device.device();
-  call.n_inputs = 0;
-  call.out().dtype = dtype;
-  call.out().set_shape(shape);
   Attrs attrs{Attr::integer("seed", static_cast<int64_t>(d.seed)),
               Attr::integer("offset", static_cast<int64_t>(d.offset))};
   if (p != nullptr) attrs.push_back(Attr::real("p", *p));
-  call.attrs = &attrs;
-  return detail::dispatch_call(call)[0];
-}
-
-Tensor draw_floating(const OpDef& op, const char* name, const Shape& shape, const TensorOptions& options) {
-  if (!is_floating(options.dtype)) {
-    throw DTypeError(std::string(name) + ": expected a floating-point dtype, got " +
-                     std::string(dtype_name(options.dtype)));
-  }
-  checked_numel(shape, name);
-  Tensor t = draw(op, target(options), options.dtype, shape, nullptr);
-  if (options.requires_grad) t.set_requires_grad(true);
-  return t;
+  return detail::dispatch_creation(op, device, dtype, shape, attrs);
 }
 
 }  // namespace
@@ -180,20 +146,15 @@ void set_rng_state(const RngState& state) {
   g.offset = offset;
 }
 
-Tensor rand(const Shape& shape, const TensorOptions& options) {
-  return draw_floating(kRandomUniform, "rand", shape, options);
-}
-
-Tensor randn(const Shape& shape, const TensorOptions& options) {
-  return draw_floating(kRandomNormal, "randn", shape, options);
-}
-
 namespace detail {
+Tensor random_tensor(RandomDraw kind, std::span<const int64_t> shape, DType dtype, Device device) {
+  return draw(kind == RandomDraw::uniform ? kRandomUniform : kRandomNormal, device, dtype, shape, nullptr);
+}
+
 /// 1 with probability p, else 0, of `dtype` on `device` (dropout's mask).
 Tensor bernoulli_tensor(std::span<const int64_t> shape, double p, DType dtype, Device device) {
   if (!(p >= 0.0 && p <= 1.0)) throw ValueError("bernoulli: p must be in [0, 1], got " + std::to_string(p));
-  checked_numel(shape, "bernoulli");
-  return draw(kBernoulli, device_record(device), dtype, shape, &p);
+  return draw(kBernoulli, device, dtype, shape, &p);
 }
 }  // namespace detail
 
