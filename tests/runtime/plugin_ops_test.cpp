@@ -147,15 +147,19 @@ TEST_F(PluginOps, RefusedRegistrationsAreWarnings) {
   ASSERT_TRUE(p.loaded) << p.reason;
   std::string all;
   for (const std::string& w : p.warnings) all += w + "\n";
-  bool evil = false, twice = false;
+  bool evil = false, twice = false, short_attr = false;
   for (const std::string& w : p.warnings) {
     evil = evil || (contains(w, "cpu::evil") && contains(w, "namespace"));
     twice = twice || (contains(w, kCube) && contains(w, "already registered"));
+    short_attr = short_attr || (contains(w, "opslib::short_attr") && contains(w, "attribute schema 0") &&
+                                contains(w, "struct_size below"));
   }
   EXPECT_TRUE(evil) << "no warning naming cpu::evil and its namespace:\n" << all;
   EXPECT_TRUE(twice) << "no warning about the second registration of opslib::cube:\n" << all;
-  EXPECT_EQ(p.warnings.size(), 2u) << all;
+  EXPECT_TRUE(short_attr) << "no warning about the attribute schema below its minimum size:\n" << all;
+  EXPECT_EQ(p.warnings.size(), 3u) << all;
   EXPECT_EQ(d::find_kernel_op("cpu::evil"), nullptr);
+  EXPECT_EQ(d::find_kernel_op("opslib::short_attr"), nullptr);
 }
 
 // --- forward -----------------------------------------------------------------------

@@ -23,9 +23,10 @@
  * buffers, whose addresses they ask for through the CPU plugin's
  * strata.native_handles extension (host->find_extension).
  *
- * It also checks two refusals the host must make, and carries on after
- * them: an op in another plugin's namespace ("cpu::evil") and a second
- * registration of opslib::cube. The host records both in the plugin's
+ * It also checks three refusals the host must make, and carries on after
+ * them: an op in another plugin's namespace ("cpu::evil"), a second
+ * registration of opslib::cube, and an op whose attribute schema is below
+ * its minimum struct_size. The host records both in the plugin's
  * warnings (PluginInfo::warnings).
  *
  * tests/runtime/plugin_ops_test.cpp is its test.
@@ -785,6 +786,25 @@ static const strata_op_schema kEvilSchema = {
     .user_data = NULL,
     .doc = "must never be defined"};
 
+/* An op whose one attribute schema is cut below STRATA_ATTR_SCHEMA_MIN_SIZE
+ * (a writer that forgot `required`): the host must refuse the op. */
+static const strata_attr_schema kShortAttr = {
+    .struct_size = STRATA_SIZE_UP_TO(strata_attr_schema, kind), .name = "s", .kind = STRATA_ATTR_FLOAT, .required = 1};
+static const strata_attr_schema* const kShortAttrs[] = {&kShortAttr};
+static const strata_op_schema kShortAttrSchema = {
+    .struct_size = sizeof(strata_op_schema),
+    .name = OPSLIB_NAME "::short_attr",
+    .version = 1,
+    .n_inputs = 1,
+    .n_outputs = 1,
+    .attrs = kShortAttrs,
+    .n_attrs = 1,
+    .infer = infer_unary,
+    .vjp = NULL,
+    .jvp = NULL,
+    .user_data = NULL,
+    .doc = "must never be defined"};
+
 static strata_status register_ops(const strata_host_api* host, strata_error* error) {
   static const strata_op_schema* const kOps[] = {&kCubeSchema, &kCubeBackwardSchema, &kScaleSchema};
   strata_kernel_registration reg;
@@ -807,6 +827,13 @@ static strata_status register_ops(const strata_host_api* host, strata_error* err
   refusal.struct_size = sizeof(refusal);
   if (host->register_op(&kCubeSchema, &refusal) == STRATA_OK) {
     opslib_log(STRATA_LOG_ERROR, "the host accepted " OPSLIB_OP_CUBE " twice");
+  } else {
+    opslib_log(STRATA_LOG_DEBUG, refusal.message);
+  }
+  memset(&refusal, 0, sizeof(refusal));
+  refusal.struct_size = sizeof(refusal);
+  if (host->register_op(&kShortAttrSchema, &refusal) == STRATA_OK) {
+    opslib_log(STRATA_LOG_ERROR, "the host accepted an attribute schema below its minimum size");
   } else {
     opslib_log(STRATA_LOG_DEBUG, refusal.message);
   }
