@@ -188,10 +188,11 @@ strata_alloc_args alloc_args(const DeviceRecord& d, strata_stream on_stream, str
 }
 }  // namespace
 
-strata_buffer DeviceRecord::alloc(size_t bytes, strata_stream on_stream) {
+strata_buffer DeviceRecord::alloc(size_t bytes, strata_stream on_stream, strata_memory_kind kind, void** host) {
   ensure_alive();
   strata_error err = fresh_error();
   strata_alloc_args args = alloc_args(*this, on_stream, err);
+  args.kind = kind;
   args.bytes = bytes;
   strata_status st;
   {
@@ -204,20 +205,22 @@ strata_buffer DeviceRecord::alloc(size_t bytes, strata_stream on_stream) {
   }
   if (st == STRATA_ERROR_OUT_OF_MEMORY) throw OutOfMemoryError(message_of(st, err));  // the allocator adds context
   check(st, err, "alloc");
+  if (host != nullptr) *host = args.host_pointer;
   return args.buffer;
 }
 
-void DeviceRecord::free(strata_buffer buffer, strata_stream on_stream) {
+void DeviceRecord::free(strata_buffer buffer, strata_stream on_stream, strata_memory_kind kind) {
   if (lost()) return;  // nothing to return memory to
   strata_error err = fresh_error();
   strata_alloc_args args = alloc_args(*this, on_stream, err);
+  args.kind = kind;
   args.buffer = buffer;
   IssueLock lock(*this);
   plugin.api->free(&args);
 }
 
 namespace {
-/// Runs one synchronous copy under the issue lock; `fill` sets its operands.
+/// Runs one copy under the issue lock; `fill` sets its operands (and flags).
 template <class Fill>
 void run_copy(DeviceRecord& d, strata_copy_kind kind, const char* what, Fill&& fill) {
   d.ensure_alive();
@@ -249,11 +252,26 @@ void DeviceRecord::copy_to_host(void* dst, strata_buffer src, size_t src_offset,
 }
 
 void DeviceRecord::copy_from_host(strata_buffer dst, size_t dst_offset, const void* src, size_t bytes) {
+  if (staging.enabled && bytes >= PinnedStaging::kMinBytes && staging.copy_from_host(dst, dst_offset, src, bytes)) {
+    return;
+  }
   run_copy(*this, STRATA_COPY_HOST_TO_DEVICE, "copy from host", [&](strata_copy_args& a) {
     a.dst = dst;
     a.dst_offset = dst_offset;
     a.src_host = src;
     a.bytes = bytes;
+  });
+}
+
+void DeviceRecord::copy_async_from_host(strata_buffer dst, size_t dst_offset, const void* pinned_src, size_t bytes,
+                                        strata_event done) {
+  run_copy(*this, STRATA_COPY_HOST_TO_DEVICE, "asynchronous copy from host", [&](strata_copy_args& a) {
+    a.flags = STRATA_COPY_ASYNC;
+    a.dst = dst;
+    a.dst_offset = dst_offset;
+    a.src_host = pinned_src;
+    a.bytes = bytes;
+    a.done = done;
   });
 }
 
@@ -279,12 +297,20 @@ void DeviceRecord::synchronize() {
   check(plugin.api->stream_synchronize(&a), err, "synchronize");
 }
 
-strata_event DeviceRecord::record_event(strata_stream on_stream) {
-  if (!has_streams) return nullptr;
+strata_event DeviceRecord::create_event() {
   ensure_alive();
   strata_error err = fresh_error();
   strata_stream_args a = stream_args(*this, err);
   check(plugin.api->event_create(&a), err, "event_create");
+  return a.event;
+}
+
+strata_event DeviceRecord::record_event(strata_stream on_stream) {
+  if (!has_streams) return nullptr;
+  strata_event event = create_event();
+  strata_error err = fresh_error();
+  strata_stream_args a = stream_args(*this, err);
+  a.event = event;
   a.stream = on_stream;
   strata_status st;
   {

@@ -8,6 +8,7 @@
 #pragma once
 
 #include "allocator.hpp"
+#include "pinned_staging.hpp"
 
 #include <strata/device.hpp>
 #include <strata/plugin/strata_plugin.h>
@@ -57,7 +58,8 @@ struct KernelSlot {
 };
 
 struct DeviceRecord {
-  DeviceRecord(LoadedPlugin& p, int32_t i, int32_t s) : plugin(p), index(i), slot(s), allocator(*this) {}
+  DeviceRecord(LoadedPlugin& p, int32_t i, int32_t s)
+      : plugin(p), index(i), slot(s), allocator(*this), staging(*this) {}
 
   LoadedPlugin& plugin;
   int32_t index;  // within the plugin
@@ -68,6 +70,7 @@ struct DeviceRecord {
   std::vector<std::vector<KernelSlot>> kernels;
   int kernel_count = 0;
   CachingAllocator allocator;
+  PinnedStaging staging;  // enabled for STRATA_DEVICE_STAGE_PINNED
   strata_stream stream = nullptr;  // the device's default stream (may be NULL)
   bool free_threaded = false;      // STRATA_DEVICE_FREE_THREADED
   bool has_streams = false;        // STRATA_DEVICE_HAS_STREAMS and the functions exist
@@ -84,14 +87,23 @@ struct DeviceRecord {
   std::string add_kernel(const strata_kernel_entry* entry, int index_in_table);
 
   // --- Calls into the plugin (each throws on failure) ------------------------
-  strata_buffer alloc(size_t bytes, strata_stream on_stream);
-  void free(strata_buffer buffer, strata_stream on_stream);
+  /// `host` receives a PINNED_HOST block's host address.
+  strata_buffer alloc(size_t bytes, strata_stream on_stream, strata_memory_kind kind = STRATA_MEMORY_DEVICE,
+                      void** host = nullptr);
+  void free(strata_buffer buffer, strata_stream on_stream, strata_memory_kind kind = STRATA_MEMORY_DEVICE);
   void copy_to_host(void* dst, strata_buffer src, size_t src_offset, size_t bytes);
+  /// `src` may be reused when this returns (large copies to a STAGE_PINNED
+  /// device are staged and complete later, in stream order).
   void copy_from_host(strata_buffer dst, size_t dst_offset, const void* src, size_t bytes);
+  /// An asynchronous copy from pinned memory of this device, recording `done`.
+  void copy_async_from_host(strata_buffer dst, size_t dst_offset, const void* pinned_src, size_t bytes,
+                            strata_event done);
   /// Waits for queued work (no-op for plugins without streams).
   void synchronize();
   /// Events on `on_stream`; nullptr when the device has no streams.
   strata_event record_event(strata_stream on_stream);
+  /// An event not yet recorded (a copy's `done`); the device must have streams.
+  strata_event create_event();
   /// Whether the event completed (true for nullptr); does not block.
   bool event_done(strata_event event);
   void destroy_event(strata_event event);

@@ -11,6 +11,7 @@
 
 #include <strata/error.hpp>
 #include <strata/ops.hpp>
+#include <strata/plugin/strata_plugin.hpp>
 
 #include <cmath>
 #include <cstdio>
@@ -88,25 +89,68 @@ const Attr* find_attr(const Attrs* attrs, std::string_view name) {
   return nullptr;
 }
 
-const Attr& require_attr(const Attrs* attrs, std::string_view name, std::string_view op) {
+/// The attribute `name`, which must hold an integer (INT, BOOL, DTYPE or an
+/// integral SCALAR) or, with `list`, INTS. Ops called by name (call_op) get
+/// attributes from strangers, so the kind is checked.
+const Attr& require_attr(const Attrs* attrs, std::string_view name, std::string_view op, bool list) {
   const Attr* a = find_attr(attrs, name);
   if (a == nullptr) throw Error(std::string(op) + ": missing attribute '" + std::string(name) + "'");
+  const bool ok = list ? a->kind == STRATA_ATTR_INTS
+                       : a->kind == STRATA_ATTR_INT || a->kind == STRATA_ATTR_BOOL || a->kind == STRATA_ATTR_DTYPE ||
+                             (a->kind == STRATA_ATTR_SCALAR && a->scalar_dtype != STRATA_F64);
+  if (!ok) {
+    throw ValueError(std::string(op) + ": attribute '" + std::string(name) + "' must be " +
+                     (list ? "INTS" : "an integer (INT)") + ", got " + plugin::attr_kind_name(a->kind));
+  }
   return *a;
 }
 }  // namespace
 
 const Attr* OpCall::attr(std::string_view name) const { return find_attr(attrs, name); }
 
-int64_t GradContext::attr_int(std::string_view name) const { return require_attr(attrs, name, "derivative rule").i; }
-
-const std::vector<int64_t>& GradContext::attr_ints(std::string_view name) const {
-  return require_attr(attrs, name, "derivative rule").ints;
+int64_t GradContext::attr_int(std::string_view name) const {
+  return require_attr(attrs, name, "derivative rule", false).i;
 }
 
-int64_t OpCall::attr_int(std::string_view name) const { return require_attr(attrs, name, describe()).i; }
+const std::vector<int64_t>& GradContext::attr_ints(std::string_view name) const {
+  return require_attr(attrs, name, "derivative rule", true).ints;
+}
+
+int64_t OpCall::attr_int(std::string_view name) const { return require_attr(attrs, name, describe(), false).i; }
 
 const std::vector<int64_t>& OpCall::attr_ints(std::string_view name) const {
-  return require_attr(attrs, name, describe()).ints;
+  return require_attr(attrs, name, describe(), true).ints;
+}
+
+int64_t OpCall::attr_dim(std::string_view name, int64_t rank) const {
+  int64_t d = attr_int(name);
+  if (d < 0 || d >= std::max<int64_t>(rank, 1)) {
+    throw IndexError(describe() + ": attribute '" + std::string(name) + "' = " + std::to_string(d) +
+                     " is not a dimension of a rank-" + std::to_string(rank) + " input (0 to " +
+                     std::to_string(std::max<int64_t>(rank, 1) - 1) + ")");
+  }
+  return d;
+}
+
+const std::vector<int64_t>& OpCall::attr_dims(std::string_view name, int64_t rank) const {
+  const std::vector<int64_t>& dims = attr_ints(name);
+  for (size_t k = 0; k < dims.size(); ++k) {
+    if (dims[k] < 0 || dims[k] >= rank || (k > 0 && dims[k] <= dims[k - 1])) {
+      throw IndexError(describe() + ": attribute '" + std::string(name) + "' = " + shape_string(dims) +
+                       " is not a strictly increasing list of dimensions of a rank-" + std::to_string(rank) +
+                       " input");
+    }
+  }
+  return dims;
+}
+
+DType OpCall::attr_dtype(std::string_view name) const {
+  int64_t v = attr_int(name);
+  if (v < 0 || v >= kDTypeCount) {
+    throw ValueError(describe() + ": attribute '" + std::string(name) + "' = " + std::to_string(v) +
+                     " is not a dtype of the op set");
+  }
+  return static_cast<DType>(v);
 }
 
 std::string OpCall::describe() const {

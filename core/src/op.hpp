@@ -110,6 +110,14 @@ struct OpCall {
   const Attr* attr(std::string_view name) const;
   int64_t attr_int(std::string_view name) const;
   const std::vector<int64_t>& attr_ints(std::string_view name) const;
+  /// A normalised dimension of a rank-`rank` input (0 to rank - 1; 0 for a
+  /// scalar); an error naming the op otherwise. Shape rules read dims
+  /// through these: an op called by name (call_op) gets raw attributes.
+  int64_t attr_dim(std::string_view name, int64_t rank) const;
+  /// Normalised dimensions: each in range, strictly increasing.
+  const std::vector<int64_t>& attr_dims(std::string_view name, int64_t rank) const;
+  /// A dtype of the op set.
+  DType attr_dtype(std::string_view name) const;
   /// "op 'add' (f32[2, 3], f32[4]) on cpu:0" — the prefix of every error.
   std::string describe() const;
 };
@@ -191,6 +199,12 @@ const OpDef* find_op(std::string_view name);
 /// The op a kernel entry names ("strata::add" -> add, "acme::swiglu" ->
 /// that plugin op); nullptr when unknown or not namespaced.
 const OpDef* find_kernel_op(std::string_view qualified);
+
+/// The op `qualified` names, for a call by name (the public call_op and the
+/// call_op host service): a primitive or composite op. Throws ValueError
+/// (without the name: callers prefix it) for an unknown name and for the
+/// core's views and joins.
+const OpDef& callable_op(std::string_view qualified);
 
 /// Runs an op and returns its outputs.
 std::vector<Tensor> dispatch(const OpDef& op, std::initializer_list<Tensor> inputs, const Attrs* attrs = nullptr);

@@ -27,6 +27,18 @@
 namespace strata::detail {
 
 namespace {
+std::mutex g_host_mutex;  // guards the interned names and the foreign kernels
+}  // namespace
+
+const char* intern_name(std::string_view text) {
+  static auto* names = new std::set<std::string, std::less<>>();
+  std::lock_guard lock(g_host_mutex);
+  auto it = names->find(text);
+  if (it == names->end()) it = names->emplace(text).first;
+  return it->c_str();
+}
+
+namespace {
 
 // --- Identity of the calling plugin during init ------------------------------------
 
@@ -35,18 +47,6 @@ struct InitContext {
   PluginInfo* info = nullptr;
 };
 thread_local InitContext t_init;
-
-std::mutex g_host_mutex;  // guards the interned names and the foreign kernels
-
-/// Attribute names and op names live as long as the process (recorded nodes
-/// keep pointers to them).
-const char* intern(std::string_view text) {
-  static auto* names = new std::set<std::string, std::less<>>();
-  std::lock_guard lock(g_host_mutex);
-  auto it = names->find(text);
-  if (it == names->end()) it = names->emplace(text).first;
-  return it->c_str();
-}
 
 using plugin::fail;
 
@@ -113,7 +113,7 @@ Attr attr_from_abi(const strata_attr* a, const std::string& where) {
                      std::to_string(STRATA_ATTR_MIN_SIZE));
   }
   if (a->name == nullptr) throw ValueError(where + ": attribute without a name");
-  Attr out{intern(a->name), a->kind};
+  Attr out{intern_name(a->name), a->kind};
   out.i = a->i;
   out.f = a->f;
   out.scalar_dtype = a->scalar_dtype;
@@ -252,11 +252,7 @@ strata_status host_call_op(strata_call_op_args* args) noexcept {
                 "call_op(%s): only available inside a plugin op's derivative rule", op_name.c_str());
   }
   try {
-    const OpDef* op = find_kernel_op(op_name);
-    if (op == nullptr) throw ValueError("unknown op (names are namespaced: strata::mul, acme::swiglu)");
-    if (op->kind != OpKind::primitive && op->kind != OpKind::composite) {
-      throw ValueError("op cannot be called through call_op (a view or join of the core)");
-    }
+    const OpDef* op = &callable_op(op_name);
     if (args->n_inputs < 0 || args->n_inputs > kMaxInputs || (args->n_inputs > 0 && args->inputs == nullptr)) {
       throw ValueError(std::to_string(args->n_inputs) + " inputs");
     }
@@ -392,9 +388,9 @@ strata_status host_register_op(const strata_op_schema* schema, strata_error* err
         return refuse(name + ": attribute schema " + std::to_string(k) + " is malformed (struct_size below " +
                       std::to_string(STRATA_ATTR_SCHEMA_MIN_SIZE) + " or no name)");
       }
-      po->attrs.push_back({intern(a->name), a->kind, a->required != 0});
+      po->attrs.push_back({intern_name(a->name), a->kind, a->required != 0});
     }
-    OpDef def{.name = intern(name),
+    OpDef def{.name = intern_name(name),
               .kind = OpKind::primitive,
               .n_inputs = schema->n_inputs,
               .n_outputs = schema->n_outputs,

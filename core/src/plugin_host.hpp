@@ -9,11 +9,16 @@
 #include <strata/runtime.hpp>
 
 #include <string>
+#include <string_view>
 #include <vector>
 
 namespace strata::detail {
 
 struct OpDef;
+
+/// `text` as a string that lives as long as the process (attribute and op
+/// names: recorded nodes keep pointers to them).
+const char* intern_name(std::string_view text);
 
 /// The one host table handed to every plugin and kernel.
 const strata_host_api& host_api();

@@ -307,6 +307,14 @@ std::string open_device(DeviceRecord& device, std::vector<std::string>& warnings
       device.has_streams = true;
     }
   }
+  if ((device.props.flags & STRATA_DEVICE_STAGE_PINNED) != 0) {
+    if (device.has_streams && plugin.has(&strata_plugin_api::event_query)) {
+      device.staging.enabled = true;
+    } else {
+      warnings.push_back(device.id + ": asks for pinned staging (STAGE_PINNED) without streams and event_query; its "
+                                     "copies stay synchronous");
+    }
+  }
   args.props = nullptr;
   if (strata_status st = api->get_kernels(&args); st != STRATA_OK) {
     return "get_kernels failed: " + message_of(st, err);

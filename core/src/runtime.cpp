@@ -399,12 +399,16 @@ DeviceMemoryInfo Runtime::device_memory_info(Device device) {
     out.plugin_peak_bytes_in_use = a.peak_bytes_in_use;
     out.plugin_allocations = a.allocations;
   }
+  detail::PinnedStaging::Stats staging = r.staging.stats();
+  out.staging_bytes = staging.held_bytes;
+  out.staged_copies = staging.staged_copies;
   return out;
 }
 
 void Runtime::trim_memory(Device device) {
   DeviceRecord& r = detail::device_record(device);
   r.allocator.empty_cache();
+  r.staging.trim();
   if (!r.plugin.has(&strata_plugin_api::memory_trim) || r.lost()) return;
   strata_error err = detail::fresh_error();
   strata_memory_args a = memory_args(r, err);

@@ -7,16 +7,20 @@
 //   wsp        a kernel asking for workspace within the memory limit, and
 //              (STRATA_BEHAVIOUR_WSP_OVER_LIMIT, a process of its own because
 //              plugin options are read once, at init) over it
+//   asynccopy  host-to-device copies that complete later: the core stages
+//              them through pinned blocks it must not reuse too early
 // These plugins are built with the tests, so a missing one fails the test.
 #include <strata/strata.hpp>
 #include <strata/plugin/strata_plugin.h>
 
+#include "asynccopy_probe.h"
 #include "serial_probe.h"
 
 #include <gtest/gtest.h>
 
 #include <dlfcn.h>
 
+#include <algorithm>
 #include <cstring>
 #include <string>
 #include <thread>
@@ -180,18 +184,19 @@ TEST_F(Behaviour, LostDeviceStaysLostAndOtherDevicesCarryOn) {
 
 // ---- serial: the per-stream lock for a device that is not free-threaded ----------------------
 
-/// The probe extension on the table of the "serial" plugin the runtime
-/// loaded (dlopen with RTLD_NOLOAD finds that very library), or nullptr.
-const serial_probe_extension* serial_probe(const std::string& path) {
+/// Extension `name` (at least `version`, of type T) on the table of the
+/// plugin the runtime loaded from `path` (dlopen with RTLD_NOLOAD finds that
+/// very library), or nullptr.
+template <class T>
+const T* probe_extension(const std::string& path, const char* name, uint32_t version) {
   void* handle = dlopen(path.c_str(), RTLD_NOW | RTLD_NOLOAD);
   if (handle == nullptr) return nullptr;
   auto entry = reinterpret_cast<strata_plugin_entry_fn>(dlsym(handle, STRATA_PLUGIN_ENTRY_SYMBOL));
   const strata_plugin_api* api = entry != nullptr ? entry(STRATA_ABI_MAJOR, STRATA_ABI_MINOR) : nullptr;
   if (api == nullptr || !STRATA_HAS_FIELD(api, strata_plugin_api, extensions)) return nullptr;
   for (const strata_extension* e = api->extensions; e != nullptr; e = e->next) {
-    if (std::strcmp(e->name, SERIAL_PROBE_EXTENSION) == 0 && e->version >= SERIAL_PROBE_VERSION &&
-        e->struct_size >= sizeof(serial_probe_extension)) {
-      return reinterpret_cast<const serial_probe_extension*>(e);
+    if (std::strcmp(e->name, name) == 0 && e->version >= version && e->struct_size >= sizeof(T)) {
+      return reinterpret_cast<const T*>(e);
     }
   }
   return nullptr;
@@ -210,7 +215,8 @@ TEST_F(Behaviour, SerialDeviceIsNeverEnteredByTwoThreadsAtOnce) {
   Device dev("serial:0");
   DeviceInfo info = runtime().device_info(dev);
   ASSERT_FALSE(info.free_threaded);
-  const serial_probe_extension* probe = serial_probe(plugin.path);
+  const auto* probe =
+      probe_extension<serial_probe_extension>(plugin.path, SERIAL_PROBE_EXTENSION, SERIAL_PROBE_VERSION);
   ASSERT_NE(probe, nullptr) << "no " << SERIAL_PROBE_EXTENSION << " on the table of the loaded " << plugin.path;
   const uint64_t violations_before = probe->violations();
   const uint64_t calls_before = probe->kernel_calls();
@@ -250,6 +256,60 @@ TEST_F(Behaviour, SerialDeviceIsNeverEnteredByTwoThreadsAtOnce) {
       << "kernels of serial:0 ran concurrently although it is not free-threaded";
   EXPECT_GE(probe->kernel_calls() - calls_before, static_cast<uint64_t>(kThreads * kPasses))
       << "the backward passes did not run on serial:0";
+}
+
+// ---- asynccopy: staged host-to-device copies -----------------------------------------------
+
+// Forty 256 KiB tensors go to asynccopy:0 faster than its worker copies them
+// (200 µs each, one at a time): the core stages each through a pinned block
+// and must not write a block again before the copy reading it completed.
+// The plugin checksums each source at issue and again when it copies.
+TEST_F(Behaviour, StagedCopiesLeaveTheirPinnedSourcesAloneUntilDone) {
+  PluginInfo plugin = loaded_plugin("asynccopy");
+  Device dev("asynccopy:0");
+  ASSERT_TRUE(runtime().device_info(dev).has_streams);
+  const auto* probe =
+      probe_extension<asynccopy_probe_extension>(plugin.path, ASYNCCOPY_PROBE_EXTENSION, ASYNCCOPY_PROBE_VERSION);
+  ASSERT_NE(probe, nullptr) << "no " << ASYNCCOPY_PROBE_EXTENSION << " on the table of the loaded " << plugin.path;
+  const uint64_t copies_before = probe->async_copies();
+  const uint64_t violations_before = probe->violations();
+  const uint64_t staged_before = runtime().device_memory_info(dev).staged_copies;
+
+  constexpr int kTensors = 40;
+  constexpr int64_t kElements = 64 * 1024;  // 256 KiB of f32: staged
+  auto values = [](int k) {
+    std::vector<float> v(static_cast<size_t>(kElements));
+    for (int64_t i = 0; i < kElements; ++i) v[static_cast<size_t>(i)] = static_cast<float>(k * 1000 + i % 997);
+    return v;
+  };
+  std::vector<Tensor> tensors;
+  for (int k = 0; k < kTensors; ++k) {
+    std::vector<float> v = values(k);
+    tensors.push_back(from_data(v, {kElements}, {.device = dev}));
+    std::fill(v.begin(), v.end(), -1.0f);  // the caller's memory is free to change at once
+  }
+  Tensor small = from_data(std::vector<float>{1, 2, 3}, {3}, {.device = dev});  // below the staging size
+  EXPECT_GE(probe->async_copies() - copies_before, static_cast<uint64_t>(kTensors));
+  EXPECT_EQ(runtime().device_memory_info(dev).staged_copies - staged_before, static_cast<uint64_t>(kTensors));
+  EXPECT_GT(runtime().device_memory_info(dev).staging_bytes, 0u);
+
+  // Kernels and reads come after the copies in stream order.
+  EXPECT_EQ(small.to_vector<float>(), (std::vector<float>{1, 2, 3}));
+  for (int k = 0; k < kTensors; ++k) EXPECT_EQ(tensors[static_cast<size_t>(k)].to_vector<float>(), values(k)) << k;
+  Tensor both = tensors[0] + tensors[1];
+  EXPECT_EQ(both.device(), dev);
+  std::vector<float> expected = values(1);
+  const std::vector<float> first = values(0);
+  for (size_t i = 0; i < expected.size(); ++i) expected[i] += first[i];
+  EXPECT_EQ(both.to_vector<float>(), expected);
+
+  EXPECT_EQ(probe->violations() - violations_before, 0u)
+      << "the core wrote a pinned staging block while a copy still read it";
+  // Everything completed: trimming returns every staging block to the plugin.
+  runtime().synchronize(dev);
+  runtime().trim_memory(dev);
+  EXPECT_EQ(runtime().device_memory_info(dev).staging_bytes, 0u);
+  EXPECT_EQ(probe->pinned_blocks(), 0u);
 }
 
 // ---- wsp: workspace within the memory limit ---------------------------------------------------

@@ -5,6 +5,7 @@
 //   opslib::cube_backward(g, x; a) = 3a·x²·g     VJP/JVP through cube_backward,
 //                                                strata::mul/add and scale
 //   opslib::scale(x; s)            = s·x
+//   opslib::scale_bad_rule(x; s)   = s·x         VJP passes call_op a short attribute
 //
 // What it proves: the plugin's registrations are recorded (and its two bad
 // ones refused, as warnings); its kernels run on its own device (own memory
@@ -14,9 +15,9 @@
 // devices, and forward mode agrees with reverse mode; a call that breaks the
 // schema or the shape rule is an error naming the op.
 //
-// The public API has no call of an op by name, so the ops are reached
-// through the core's registry (core/src/op.hpp): find_kernel_op and
-// dispatch_span, exactly what host->call_op does for a plugin.
+// The ops are reached by name through the public strata::call_op, the
+// twin of what host->call_op does for a plugin. (op.hpp only for checking
+// that refused registrations left no op in the core's registry.)
 #include "op.hpp"
 
 #include <gtest/gtest.h>
@@ -40,31 +41,19 @@ constexpr const char* kCubeBackward = "opslib::cube_backward";
 constexpr const char* kScale = "opslib::scale";
 constexpr double kA = 0.75;  // the attribute "a" of every call below
 
-const d::OpDef& op_named(const char* name) {
-  const d::OpDef* op = d::find_kernel_op(name);
-  if (op == nullptr) throw Error(std::string("op ") + name + " is not registered (did the opslib plugin load?)");
-  return *op;
+constexpr const char* kBadRule = "opslib::scale_bad_rule";
+
+Tensor call(const char* name, const std::vector<Tensor>& inputs, const std::vector<OpAttr>& attrs) {
+  std::vector<Tensor> out = call_op(name, inputs, attrs);
+  if (out.size() != 1) throw Error(std::string(name) + ": expected one output");
+  return out[0];
 }
 
-Tensor call(const char* name, std::vector<Tensor> inputs, const d::Attrs* attrs) {
-  d::OpResult r = d::dispatch_span(op_named(name), inputs, attrs);
-  return r[0];
-}
+Tensor cube(const Tensor& x, double a = kA) { return call(kCube, {x}, {{"a", a}}); }
 
-Tensor cube(const Tensor& x, double a = kA) {
-  d::Attrs attrs{d::Attr::real("a", a)};
-  return call(kCube, {x}, &attrs);
-}
+Tensor cube_backward(const Tensor& g, const Tensor& x, double a = kA) { return call(kCubeBackward, {g, x}, {{"a", a}}); }
 
-Tensor cube_backward(const Tensor& g, const Tensor& x, double a = kA) {
-  d::Attrs attrs{d::Attr::real("a", a)};
-  return call(kCubeBackward, {g, x}, &attrs);
-}
-
-Tensor scale(const Tensor& x, double s) {
-  d::Attrs attrs{d::Attr::real("s", s)};
-  return call(kScale, {x}, &attrs);
-}
+Tensor scale(const Tensor& x, double s) { return call(kScale, {x}, {{"s", s}}); }
 
 /// The error `f` throws (strata::Error), or a failure.
 std::string error_of(const std::function<void()>& f) {
@@ -123,7 +112,7 @@ TEST_F(PluginOps, PluginLoadsAndListsItsOps) {
   EXPECT_EQ(p.abi, "2.0");
   std::vector<std::string> ops = p.ops;
   std::sort(ops.begin(), ops.end());
-  EXPECT_EQ(ops, (std::vector<std::string>{kCube, kCubeBackward, kScale}));
+  EXPECT_EQ(ops, (std::vector<std::string>{kCube, kCubeBackward, kScale, kBadRule}));
   ASSERT_EQ(p.devices.size(), 1u);
   EXPECT_EQ(p.devices[0].id, "opslib:0");
   EXPECT_EQ(p.devices[0].type, DeviceType::accelerator);
@@ -131,15 +120,15 @@ TEST_F(PluginOps, PluginLoadsAndListsItsOps) {
   int found = 0;
   for (const OpInfo& op : runtime().ops()) {
     EXPECT_NE(op.name, "cpu::evil");
-    if (op.name == kCube || op.name == kCubeBackward || op.name == kScale) {
+    if (op.name == kCube || op.name == kCubeBackward || op.name == kScale || op.name == kBadRule) {
       ++found;
       EXPECT_EQ(op.plugin, "opslib") << op.name;
       EXPECT_TRUE(op.differentiable) << op.name;
-      EXPECT_TRUE(op.forward_mode) << op.name;
+      EXPECT_EQ(op.forward_mode, op.name != kBadRule) << op.name;  // scale_bad_rule has no JVP
       EXPECT_EQ(op.version, 1u) << op.name;
     }
   }
-  EXPECT_EQ(found, 3);
+  EXPECT_EQ(found, 4);
 }
 
 TEST_F(PluginOps, RefusedRegistrationsAreWarnings) {
@@ -335,7 +324,7 @@ INSTANTIATE_TEST_SUITE_P(Devices, PluginOpsGrad, ::testing::Values("cpu:0", "ops
 
 TEST_F(PluginOps, MissingAttributeNamesOpAndAttribute) {
   Tensor x = from_data(std::vector<double>{1.0, 2.0}, {2});
-  std::string e = error_of([&] { call(kCube, {x}, nullptr); });
+  std::string e = error_of([&] { call(kCube, {x}, {}); });
   EXPECT_TRUE(contains(e, kCube)) << e;
   EXPECT_TRUE(contains(e, "missing")) << e;
   EXPECT_TRUE(contains(e, "'a'")) << e;
@@ -343,8 +332,7 @@ TEST_F(PluginOps, MissingAttributeNamesOpAndAttribute) {
 
 TEST_F(PluginOps, AttributeOfTheWrongKindNamesBothKinds) {
   Tensor x = from_data(std::vector<double>{1.0, 2.0}, {2});
-  d::Attrs attrs{d::Attr::integer("a", 2)};
-  std::string e = error_of([&] { call(kCube, {x}, &attrs); });
+  std::string e = error_of([&] { call(kCube, {x}, {{"a", int64_t{2}}}); });
   EXPECT_TRUE(contains(e, kCube)) << e;
   EXPECT_TRUE(contains(e, "'a'")) << e;
   EXPECT_TRUE(contains(e, "FLOAT")) << e;
@@ -353,8 +341,7 @@ TEST_F(PluginOps, AttributeOfTheWrongKindNamesBothKinds) {
 
 TEST_F(PluginOps, UnknownAttributeIsAnError) {
   Tensor x = from_data(std::vector<double>{1.0, 2.0}, {2});
-  d::Attrs attrs{d::Attr::real("a", 1.0), d::Attr::real("b", 1.0)};
-  std::string e = error_of([&] { call(kCube, {x}, &attrs); });
+  std::string e = error_of([&] { call(kCube, {x}, {{"a", 1.0}, {"b", 1.0}}); });
   EXPECT_TRUE(contains(e, kCube)) << e;
   EXPECT_TRUE(contains(e, "'b'")) << e;
 }
@@ -380,6 +367,62 @@ TEST_F(PluginOps, CubeBackwardRefusesMismatchedOperands) {
   e = error_of([&] { cube_backward(g32, x64); });
   EXPECT_TRUE(contains(e, "f32")) << e;
   EXPECT_TRUE(contains(e, "f64")) << e;
+}
+
+// --- calling by name: the public call_op -----------------------------------------------
+
+TEST_F(PluginOps, CallOpReachesTheCoreOpsByName) {
+  Tensor a = from_data(std::vector<double>{1.0, 2.0, 3.0}, {3});
+  Tensor b = from_data(std::vector<double>{4.0, 5.0, 6.0}, {3});
+  std::vector<Tensor> out = call_op("strata::mul", {a, b});
+  ASSERT_EQ(out.size(), 1u);
+  EXPECT_EQ(out[0].to_vector<double>(), (std::vector<double>{4.0, 10.0, 18.0}));
+  // Recorded like the public function: its gradient is b.
+  Tensor x = a.detach().set_requires_grad();
+  sum(call_op("strata::mul", {x, b})[0]).backward();
+  EXPECT_EQ(x.grad().to_vector<double>(), b.to_vector<double>());
+  // An integer attribute of a core op.
+  Tensor m = from_data(std::vector<double>{1.0, 5.0, 2.0, 4.0}, {2, 2});
+  std::vector<Tensor> s = call_op("strata::sum", {m}, {{"dims", std::vector<int64_t>{1}}, {"keepdim", false}});
+  EXPECT_EQ(s.at(0).to_vector<double>(), (std::vector<double>{6.0, 6.0}));
+}
+
+TEST_F(PluginOps, CallOpErrorsNameTheOpAndTheAttribute) {
+  Tensor x = from_data(std::vector<double>{1.0, 2.0}, {2});
+  std::string e = error_of([&] { call_op("acme::nope", {x}); });
+  EXPECT_TRUE(contains(e, "call_op(acme::nope)")) << e;
+  EXPECT_TRUE(contains(e, "unknown op")) << e;
+  e = error_of([&] { call_op("mul", {x, x}); });
+  EXPECT_TRUE(contains(e, "unknown op")) << e;  // names are namespaced
+  e = error_of([&] { call_op("strata::reshape", {x}); });
+  EXPECT_TRUE(contains(e, "view or join")) << e;
+  e = error_of([&] { call_op("strata::mul", {x}); });
+  EXPECT_TRUE(contains(e, "expected 2 inputs, got 1")) << e;
+  // A core op's integer attribute given as a real: named, with both kinds.
+  e = error_of([&] { call_op("strata::sum", {x}, {{"dims", 1.5}, {"keepdim", false}}); });
+  EXPECT_TRUE(contains(e, "'dims'")) << e;
+  EXPECT_TRUE(contains(e, "INTS")) << e;
+  EXPECT_TRUE(contains(e, "FLOAT")) << e;
+  e = error_of([&] { call_op(kCube, {x}, {{"a", 1.0}, {"a", 2.0}}); });
+  EXPECT_TRUE(contains(e, "'a' given twice")) << e;
+}
+
+// opslib::scale_bad_rule computes s·x, but its VJP hands call_op an
+// attribute whose struct_size is below STRATA_ATTR_MIN_SIZE: the backward
+// pass fails naming the call and the size, and the device carries on.
+TEST_F(PluginOps, ShortAttributeFromARuleIsRefused) {
+  for (const char* device : {"opslib:0"}) {
+    Tensor x = from_data(std::vector<double>{1.0, 2.0}, {2}).to(Device(device)).set_requires_grad();
+    Tensor y = call(kBadRule, {x}, {{"s", 2.0}});
+    EXPECT_EQ(y.to_vector<double>(), (std::vector<double>{2.0, 4.0}));
+    std::string e = error_of([&] { sum(y).backward(); });
+    EXPECT_TRUE(contains(e, "call_op(opslib::scale)")) << e;
+    EXPECT_TRUE(contains(e, "struct_size 8 below the minimum")) << e;
+    // Nothing broke: the good ops still differentiate on the device.
+    Tensor z = x.detach().set_requires_grad();
+    sum(scale(z, 3.0)).backward();
+    EXPECT_EQ(z.grad().to_vector<double>(), (std::vector<double>{3.0, 3.0}));
+  }
 }
 
 }  // namespace

@@ -8,6 +8,10 @@
 
 #include <strata/tensor.hpp>
 
+#include <cstdint>
+#include <string>
+#include <string_view>
+#include <variant>
 #include <vector>
 
 namespace strata {
@@ -114,5 +118,35 @@ Tensor log_softmax_backward(const Tensor& grad, const Tensor& y, int64_t dim);
 
 // Data movement.
 Tensor cast(const Tensor& x, DType dtype);
+
+// --- Calling an op by name ------------------------------------------------------
+
+/// A named attribute of an op called by name. The value's C++ type picks the
+/// attribute kind of the plugin ABI (docs/ops.md, "Attributes"): int64_t is
+/// INT, bool BOOL, double FLOAT, std::vector<int64_t> INTS,
+/// std::vector<double> FLOATS, std::string STRING, DType DTYPE, and
+/// OpAttr::Scalar the exact SCALAR kind (an integer travels as int64, a real
+/// as double).
+struct OpAttr {
+  struct Scalar {
+    std::variant<int64_t, double> value;
+  };
+  using Value =
+      std::variant<int64_t, bool, double, std::vector<int64_t>, std::vector<double>, std::string, DType, Scalar>;
+  std::string name;
+  Value value;
+};
+
+/// Runs the op `name` — a plugin's op ("acme::swiglu", registered through the
+/// host services) or one of the core's ("strata::mul") — on `inputs`, the way
+/// a plugin's derivative rule does through the call_op host service: the call
+/// dispatches like every public op, so it is recorded for autograd and
+/// differentiable to any order when the op has derivative rules. Returns the
+/// op's outputs. Throws ValueError naming the op for an unknown name, for the
+/// core's view and join ops (reach those through their functions: reshape,
+/// cat, ...), and for attributes that are missing, unknown to a plugin op's
+/// schema, or of the wrong kind.
+std::vector<Tensor> call_op(std::string_view name, const std::vector<Tensor>& inputs,
+                            const std::vector<OpAttr>& attrs = {});
 
 }  // namespace strata

@@ -64,6 +64,11 @@ struct DeviceMemoryInfo {
   std::optional<uint64_t> plugin_bytes_reserved;
   std::optional<uint64_t> plugin_peak_bytes_in_use;
   std::optional<uint64_t> plugin_allocations;
+  /// Pinned host memory the core holds for staging host-to-device copies
+  /// (devices with STRATA_DEVICE_STAGE_PINNED; 0 elsewhere), and the copies
+  /// staged so far.
+  uint64_t staging_bytes = 0;
+  uint64_t staged_copies = 0;
 };
 
 /// What happened to one plugin file (or search path).
@@ -143,7 +148,7 @@ class Runtime {
   /// Free/total memory and the plugin's own counters, from the plugin.
   DeviceMemoryInfo device_memory_info(Device device);
   /// Asks the plugin to return cached memory to the driver (after the
-  /// core's own cache was emptied).
+  /// core's own cache and its idle pinned staging blocks were returned).
   void trim_memory(Device device);
   /// Starts a new peak measurement: the peak becomes the bytes live now.
   void reset_peak_memory(Device device);

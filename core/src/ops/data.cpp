@@ -27,7 +27,7 @@ void same_meta(OpCall& call) {
 }
 
 void cast_rule(OpCall& call) {
-  call.out().dtype = static_cast<DType>(call.attr_int("dtype"));
+  call.out().dtype = call.attr_dtype("dtype");
   call.out().set_shape(call.in(0).shape());
 }
 

@@ -27,14 +27,14 @@ void index_select_rule(OpCall& call) {
     throw ShapeError(call.describe() + ": index must be 1-D, found shape " + shape_string(call.in(1).shape()));
   }
   Shape shape(call.in(0).shape().begin(), call.in(0).shape().end());
-  shape[static_cast<size_t>(call.attr_int("dim"))] = call.in(1).size(0);
+  shape[static_cast<size_t>(call.attr_dim("dim", call.in(0).dim()))] = call.in(1).size(0);
   call.out().dtype = call.in(0).dtype();
   call.out().set_shape(shape);
 }
 
 /// gather / scatter_add: index has the rank of x and fits inside it off `dim`.
 void check_index_shape(const OpCall& call, const Tensor& x, const Tensor& index) {
-  int64_t dim = call.attr_int("dim");
+  int64_t dim = call.attr_dim("dim", x.dim());
   if (index.dim() != x.dim()) {
     throw ShapeError(call.describe() + ": index rank " + std::to_string(index.dim()) + " differs from input rank " +
                      std::to_string(x.dim()));

@@ -38,6 +38,17 @@ OpDef composite(std::string_view name, int n_inputs, std::vector<Tensor> (*decom
                .jvp = d.jvp};
 }
 
+/// softmax and its kin: the shape rule of `composite` plus a range check of
+/// their normalised "dim".
+void along_dim_rule(OpCall& call) {
+  detail::rules::same_shape_float(call);
+  call.attr_dim("dim", call.in(0).dim());
+}
+OpDef along_dim(OpDef def) {
+  def.prepare = along_dim_rule;
+  return def;
+}
+
 // Standard normal density and distribution, as tensors.
 Tensor normal_pdf(const Tensor& x) { return exp(x * x * -0.5) * (1.0 / std::sqrt(2.0 * std::numbers::pi)); }
 Tensor normal_cdf(const Tensor& x) { return (erf(x * (1.0 / std::numbers::sqrt2)) + 1.0) * 0.5; }
@@ -62,19 +73,19 @@ Tensor softmax_backward_dy_transposed(const Tensor& grad, const Tensor& y, const
   return g * (grad - sum(grad * y, {dim}, true)) - grad * sum(g * y, {dim}, true);
 }
 
-const OpDef& kSoftmax = detail::define_op(composite("softmax", 1, [](const OpCall& c) {
+const OpDef& kSoftmax = detail::define_op(along_dim(composite("softmax", 1, [](const OpCall& c) {
   Tensor x = c.in(0);
   Tensor e = exp(x - amax(x, {dim_of(c)}, true));
   return std::vector<Tensor>{e / sum(e, {dim_of(c)}, true)};
 }, {.vjp = STRATA_VJP(softmax_backward(g, c.out(), dim_of(c))),  // symmetric Jacobian
-    .jvp = STRATA_JVP(STRATA_TANGENT(softmax_backward(t, c.out(), dim_of(c))))}));
+    .jvp = STRATA_JVP(STRATA_TANGENT(softmax_backward(t, c.out(), dim_of(c))))})));
 
-const OpDef& kLogSoftmax = detail::define_op(composite("log_softmax", 1, [](const OpCall& c) {
+const OpDef& kLogSoftmax = detail::define_op(along_dim(composite("log_softmax", 1, [](const OpCall& c) {
   Tensor x = c.in(0);
   Tensor shifted = x - amax(x, {dim_of(c)}, true);
   return std::vector<Tensor>{shifted - log(sum(exp(shifted), {dim_of(c)}, true))};
 }, {.vjp = STRATA_VJP(log_softmax_backward(g, c.out(), dim_of(c))),
-    .jvp = STRATA_JVP(STRATA_TANGENT(log_softmax_jvp(t, c.out(), dim_of(c))))}));
+    .jvp = STRATA_JVP(STRATA_TANGENT(log_softmax_jvp(t, c.out(), dim_of(c))))})));
 
 const OpDef& kGelu = detail::define_op(composite("gelu", 1, [](const OpCall& c) {
   return std::vector<Tensor>{c.in(0) * normal_cdf(c.in(0))};
@@ -106,22 +117,23 @@ const OpDef& kGeluBackward = detail::define_op(composite("gelu_backward", 2, [](
 }, STRATA_PARTIALS(gelu_backward(g, b), g * a * gelu_second(b))));
 
 // Below, c.in(0) is the op's grad input and g the gradient of its output.
-const OpDef& kSoftmaxBackward = detail::define_op(composite("softmax_backward", 2, [](const OpCall& c) {
+const OpDef& kSoftmaxBackward = detail::define_op(along_dim(composite("softmax_backward", 2, [](const OpCall& c) {
   const Tensor& g = c.in(0);
   const Tensor& y = c.in(1);
   return std::vector<Tensor>{y * (g - sum(g * y, {dim_of(c)}, true))};
 }, {.vjp = STRATA_VJP_EACH(STRATA_INPUT_GRAD(softmax_backward(g, c.in(1), dim_of(c))),  // symmetric in grad
                            STRATA_INPUT_GRAD(softmax_backward_dy_transposed(c.in(0), c.in(1), g, dim_of(c)))),
     .jvp = STRATA_JVP(STRATA_TANGENT(softmax_backward(t, c.in(1), dim_of(c))),
-                      STRATA_TANGENT(softmax_backward_dy(c.in(0), c.in(1), t, dim_of(c))))}));
+                      STRATA_TANGENT(softmax_backward_dy(c.in(0), c.in(1), t, dim_of(c))))})));
 
-const OpDef& kLogSoftmaxBackward = detail::define_op(composite("log_softmax_backward", 2, [](const OpCall& c) {
+const OpDef& kLogSoftmaxBackward =
+    detail::define_op(along_dim(composite("log_softmax_backward", 2, [](const OpCall& c) {
   const Tensor& g = c.in(0);
   return std::vector<Tensor>{g - exp(c.in(1)) * sum(g, {dim_of(c)}, true)};
 }, {.vjp = STRATA_VJP_EACH(STRATA_INPUT_GRAD(log_softmax_jvp(g, c.in(1), dim_of(c))),  // the transpose in grad
                            STRATA_INPUT_GRAD(-g * exp(c.in(1)) * sum(c.in(0), {dim_of(c)}, true))),
     .jvp = STRATA_JVP(STRATA_TANGENT(log_softmax_backward(t, c.in(1), dim_of(c))),
-                      STRATA_TANGENT(-t * exp(c.in(1)) * sum(c.in(0), {dim_of(c)}, true)))}));
+                      STRATA_TANGENT(-t * exp(c.in(1)) * sum(c.in(0), {dim_of(c)}, true)))})));
 
 Tensor with_dim(const OpDef& op, std::initializer_list<Tensor> inputs, int64_t dim) {
   const Tensor& x = *inputs.begin();

@@ -24,7 +24,7 @@ using detail::derivatives::scalar;
 
 void keepdim_shape(OpCall& call) {
   Shape shape(call.in(0).shape().begin(), call.in(0).shape().end());
-  for (int64_t d : call.attr_ints("dims")) shape[static_cast<size_t>(d)] = 1;
+  for (int64_t d : call.attr_dims("dims", call.in(0).dim())) shape[static_cast<size_t>(d)] = 1;
   call.out().set_shape(shape);
 }
 

@@ -15,6 +15,9 @@
  *   opslib::scale(x; s)             y = s * x   (no core op a derivative can
  *       VJP  x̄ = scale(ȳ; s)         JVP  ẏ = scale(ẋ; s)     reach takes a
  *                                                          scalar attribute)
+ *   opslib::scale_bad_rule(x; s)    y = s * x   (own device, f64; its VJP hands
+ *       call_op an attribute cut below STRATA_ATTR_MIN_SIZE, which the host
+ *       must refuse: the backward pass fails with an error naming the call)
  *
  * Every derivative is a call of ops through host->call_op, recorded by the
  * host like any op, so the ops are differentiable to any order. It registers
@@ -47,6 +50,8 @@
 #define OPSLIB_OP_CUBE OPSLIB_NAME "::cube"
 #define OPSLIB_OP_CUBE_BACKWARD OPSLIB_NAME "::cube_backward"
 #define OPSLIB_OP_SCALE OPSLIB_NAME "::scale"
+/* s·x like scale, but its derivative hands call_op a short attribute. */
+#define OPSLIB_OP_SCALE_BAD_RULE OPSLIB_NAME "::scale_bad_rule"
 
 static tpc_state g_state = {0, NULL};
 
@@ -212,6 +217,7 @@ static opslib_kernel_info g_cube = {OPSLIB_OP_CUBE, OPSLIB_OP_VERSION, KERNEL_CU
 static opslib_kernel_info g_cube_bw = {OPSLIB_OP_CUBE_BACKWARD, OPSLIB_OP_VERSION, KERNEL_CUBE_BACKWARD, 2,
                                              MEMORY_OWN};
 static opslib_kernel_info g_scale = {OPSLIB_OP_SCALE, OPSLIB_OP_VERSION, KERNEL_SCALE, 1, MEMORY_OWN};
+static opslib_kernel_info g_bad_rule = {OPSLIB_OP_SCALE_BAD_RULE, OPSLIB_OP_VERSION, KERNEL_SCALE, 1, MEMORY_OWN};
 static opslib_kernel_info g_cpu_cube = {OPSLIB_OP_CUBE, OPSLIB_OP_VERSION, KERNEL_CUBE, 1, MEMORY_CPU};
 static opslib_kernel_info g_cpu_cube_bw = {OPSLIB_OP_CUBE_BACKWARD, OPSLIB_OP_VERSION, KERNEL_CUBE_BACKWARD, 2,
                                                  MEMORY_CPU};
@@ -298,7 +304,7 @@ static strata_status prepare_call(const strata_kernel_call* c, opslib_operands* 
   if (c == NULL || c->struct_size < STRATA_KERNEL_CALL_MIN_SIZE) return STRATA_ERROR_INVALID_ARGUMENT;
   info = (const opslib_kernel_info*)c->user_data;
   if (info != &g_fill && info != &g_copy && info != &g_cube && info != &g_cube_bw && info != &g_scale &&
-      info != &g_cpu_cube && info != &g_cpu_cube_bw && info != &g_cpu_scale) {
+      info != &g_bad_rule && info != &g_cpu_cube && info != &g_cpu_cube_bw && info != &g_cpu_scale) {
     return tpc_fail(c->error, STRATA_ERROR_INTERNAL, OPSLIB_NAME ": %s: user_data %p is none of this plugin's entries",
                     c->op != NULL ? c->op : "(null)", c->user_data);
   }
@@ -498,10 +504,12 @@ ENTRY(kCubeBwF32, OPSLIB_OP_CUBE_BACKWARD, OPSLIB_OP_VERSION, "f32,f32->f32", k_
 ENTRY(kCubeBwF64, OPSLIB_OP_CUBE_BACKWARD, OPSLIB_OP_VERSION, "f64,f64->f64", k_elementwise, &g_cube_bw);
 ENTRY(kScaleF32, OPSLIB_OP_SCALE, OPSLIB_OP_VERSION, "f32->f32", k_elementwise, &g_scale);
 ENTRY(kScaleF64, OPSLIB_OP_SCALE, OPSLIB_OP_VERSION, "f64->f64", k_elementwise, &g_scale);
+ENTRY(kBadRuleF64, OPSLIB_OP_SCALE_BAD_RULE, OPSLIB_OP_VERSION, "f64->f64", k_elementwise, &g_bad_rule);
 
 static const strata_kernel_entry* const kEntries[] = {&kFillF32, &kFillF64,  &kFillI64,   &kFillBool, &kCopyF32,
                                                       &kCopyF64, &kCopyI64,  &kCopyBool,  &kCubeF32,  &kCubeF64,
-                                                      &kCubeBwF32, &kCubeBwF64, &kScaleF32, &kScaleF64};
+                                                      &kCubeBwF32, &kCubeBwF64, &kScaleF32, &kScaleF64,
+                                                      &kBadRuleF64};
 
 /* The CPU plugin's devices (host->register_kernels). */
 ENTRY(kCpuCubeF32, OPSLIB_OP_CUBE, OPSLIB_OP_VERSION, "f32->f32", k_elementwise, &g_cpu_cube);
@@ -722,6 +730,22 @@ static strata_status scale_derivative(strata_derivative_args* d) {
   return call1(d, OPSLIB_OP_SCALE, seed(d, 0), NULL, s, &d->results[0]);
 }
 
+/* scale_bad_rule's VJP: scale(seed; s) through call_op, but with its
+ * attribute cut to 8 bytes (below STRATA_ATTR_MIN_SIZE). The host must
+ * refuse the call, naming it, and the backward pass fails cleanly. */
+static strata_status scale_bad_rule_vjp(strata_derivative_args* d) {
+  const strata_attr* s = NULL;
+  strata_attr cut;
+  strata_status st = derivative_args_ok(d, 1);
+  if (st == STRATA_OK) st = derivative_attr(d, "s", &s);
+  if (st != STRATA_OK) return st;
+  d->results[0] = NULL;
+  if (seed(d, 0) == NULL || !needed(d, 0)) return STRATA_OK;
+  cut = *s;
+  cut.struct_size = 8;
+  return call1(d, OPSLIB_OP_SCALE, seed(d, 0), NULL, &cut, &d->results[0]);
+}
+
 /* ---- registration ----------------------------------------------------------------------- */
 
 static const strata_attr_schema kAttrA = {sizeof(strata_attr_schema), "a", STRATA_ATTR_FLOAT, 1};
@@ -771,6 +795,20 @@ static const strata_op_schema kScaleSchema = {
     .user_data = NULL,
     .doc = "y = s * x"};
 
+static const strata_op_schema kScaleBadRuleSchema = {
+    .struct_size = sizeof(strata_op_schema),
+    .name = OPSLIB_OP_SCALE_BAD_RULE,
+    .version = OPSLIB_OP_VERSION,
+    .n_inputs = 1,
+    .n_outputs = 1,
+    .attrs = kAttrsS,
+    .n_attrs = 1,
+    .infer = infer_unary,
+    .vjp = scale_bad_rule_vjp,
+    .jvp = NULL,
+    .user_data = NULL,
+    .doc = "y = s * x, whose VJP passes call_op a short attribute (test of the host's refusal)"};
+
 /* An op in the CPU plugin's namespace: the host must refuse it. */
 static const strata_op_schema kEvilSchema = {
     .struct_size = sizeof(strata_op_schema),
@@ -806,7 +844,8 @@ static const strata_op_schema kShortAttrSchema = {
     .doc = "must never be defined"};
 
 static strata_status register_ops(const strata_host_api* host, strata_error* error) {
-  static const strata_op_schema* const kOps[] = {&kCubeSchema, &kCubeBackwardSchema, &kScaleSchema};
+  static const strata_op_schema* const kOps[] = {&kCubeSchema, &kCubeBackwardSchema, &kScaleSchema,
+                                                  &kScaleBadRuleSchema};
   strata_kernel_registration reg;
   strata_error refusal;
   strata_status st;

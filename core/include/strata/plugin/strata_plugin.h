@@ -99,6 +99,18 @@
  * returns cached memory to the driver, `memory_stats` reports the plugin's
  * own counters.
  *
+ * Copies. Without STRATA_COPY_ASYNC a copy's host memory is consumed (to the
+ * device) or filled (to the host) when `copy` returns. With it, the copy may
+ * return at once and complete later; the host then leaves the host memory
+ * alone until the copy's `done` event has completed. The host's own copies:
+ * it reads results on the host synchronously (a copy to the host is a
+ * synchronisation point). A device that sets STRATA_DEVICE_STAGE_PINNED
+ * (with HAS_STREAMS and event_query) gets host-to-device copies of 64 KiB and
+ * more staged: the host copies the bytes into a PINNED_HOST block it
+ * allocated on that device, issues an ASYNC copy from it with a `done`
+ * event, returns, and reuses the block only after `done` completed — the
+ * path for a DMA engine that reads pinned memory while the host goes on.
+ *
  * 5. Kernels
  * ----------
  * A plugin lists kernels per device as entries
@@ -269,6 +281,8 @@ typedef enum strata_device_type {
 #define STRATA_DEVICE_FREE_THREADED 0x8u  /* every entry point is safe to    */
                                           /* call concurrently (section 3)   */
 #define STRATA_DEVICE_HAS_UUID 0x10u      /* `uuid` identifies the hardware  */
+#define STRATA_DEVICE_STAGE_PINNED 0x20u  /* stage host-to-device copies:   */
+                                          /* see section 4                   */
 
 typedef struct strata_device_props {
   size_t struct_size;

@@ -233,7 +233,9 @@ typedef enum strata_device_type {
 #define STRATA_DEVICE_FREE_THREADED 0x8u  /* every entry point is safe to    */
                                           /* call concurrently (section 3)   */
 #define STRATA_DEVICE_HAS_UUID 0x10u      /* `uuid` identifies the hardware  */
-#define STRATA_DEVICE_FUTURE_FLAG 0x20u   /* ABI 2.7 (test header)           */
+#define STRATA_DEVICE_STAGE_PINNED 0x20u  /* stage host-to-device copies:   */
+                                          /* see section 4                   */
+#define STRATA_DEVICE_FUTURE_FLAG 0x40u   /* ABI 2.7 (test header)           */
 
 typedef struct strata_device_props {
   size_t struct_size;

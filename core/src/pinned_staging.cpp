@@ -1,0 +1,107 @@
+// pinned_staging.cpp — see pinned_staging.hpp.
+#include "pinned_staging.hpp"
+
+#include "device_record.hpp"
+
+#include <strata/error.hpp>
+
+#include <bit>
+#include <cstring>
+
+namespace strata::detail {
+
+void PinnedStaging::reclaim_locked() {
+  for (Block& b : blocks_) {
+    if (b.pending != nullptr && device_.event_done(b.pending)) {
+      device_.destroy_event(b.pending);
+      b.pending = nullptr;
+    }
+  }
+}
+
+PinnedStaging::Block* PinnedStaging::take_locked(size_t bytes) {
+  Block* best = nullptr;
+  for (Block& b : blocks_) {
+    if (b.pending == nullptr && b.bytes >= bytes && (best == nullptr || b.bytes < best->bytes)) best = &b;
+  }
+  return best;
+}
+
+bool PinnedStaging::copy_from_host(strata_buffer dst, size_t dst_offset, const void* src, size_t bytes) {
+  std::lock_guard lock(mutex_);
+  reclaim_locked();
+  Block* block = take_locked(bytes);
+  if (block == nullptr) {
+    const size_t size = std::bit_ceil(std::max(bytes, kMinBytes));
+    if (held_ + size > kMaxHeldBytes) {
+      // Too much in flight: wait for the device, then give back what is idle.
+      device_.synchronize();
+      reclaim_locked();
+      block = take_locked(bytes);
+      if (block == nullptr) {
+        for (auto it = blocks_.begin(); it != blocks_.end() && held_ + size > kMaxHeldBytes;) {
+          if (it->pending != nullptr) {
+            ++it;
+            continue;
+          }
+          device_.free(it->buffer, device_.stream, STRATA_MEMORY_PINNED_HOST);
+          held_ -= it->bytes;
+          it = blocks_.erase(it);
+        }
+        if (held_ + size > kMaxHeldBytes) return false;
+      }
+    }
+    if (block == nullptr) {
+      Block fresh;
+      try {
+        fresh.buffer = device_.alloc(size, device_.stream, STRATA_MEMORY_PINNED_HOST, &fresh.host);
+      } catch (const OutOfMemoryError&) {
+        return false;  // no pinned memory to be had: the caller copies synchronously
+      }
+      if (fresh.host == nullptr) {
+        device_.free(fresh.buffer, device_.stream, STRATA_MEMORY_PINNED_HOST);
+        throw Error(device_.id + ": alloc of pinned host memory returned no host_pointer");
+      }
+      fresh.bytes = size;
+      held_ += size;
+      blocks_.push_back(fresh);
+      block = &blocks_.back();
+    }
+  }
+  std::memcpy(block->host, src, bytes);
+  strata_event done = device_.create_event();
+  try {
+    device_.copy_async_from_host(dst, dst_offset, block->host, bytes, done);
+  } catch (...) {
+    device_.destroy_event(done);
+    throw;
+  }
+  block->pending = done;
+  ++staged_;
+  return true;
+}
+
+size_t PinnedStaging::trim() {
+  std::lock_guard lock(mutex_);
+  if (blocks_.empty() || device_.lost()) return 0;
+  reclaim_locked();
+  size_t freed = 0;
+  for (auto it = blocks_.begin(); it != blocks_.end();) {
+    if (it->pending != nullptr) {
+      ++it;
+      continue;
+    }
+    device_.free(it->buffer, device_.stream, STRATA_MEMORY_PINNED_HOST);
+    freed += it->bytes;
+    held_ -= it->bytes;
+    it = blocks_.erase(it);
+  }
+  return freed;
+}
+
+PinnedStaging::Stats PinnedStaging::stats() const {
+  std::lock_guard lock(mutex_);
+  return {held_, blocks_.size(), staged_};
+}
+
+}  // namespace strata::detail

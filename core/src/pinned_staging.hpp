@@ -1,0 +1,71 @@
+// pinned_staging.hpp — host-to-device copies staged through pinned memory,
+// for devices that ask for it (STRATA_DEVICE_STAGE_PINNED, strata_plugin.h
+// section 4).
+//
+// A staged copy: the bytes go into a pinned host block allocated on the
+// device (PINNED_HOST), an asynchronous copy from the block is issued with a
+// `done` event, and the call returns — the caller may reuse its memory at
+// once, the device reads the block later. A block is reused only after its
+// event has completed, so the copy's source stays intact until the device
+// has read it.
+#pragma once
+
+#include <strata/plugin/strata_plugin.h>
+
+#include <cstddef>
+#include <mutex>
+#include <vector>
+
+namespace strata::detail {
+
+struct DeviceRecord;
+
+class PinnedStaging {
+ public:
+  /// Copies below this size go synchronously (an event costs more than they do).
+  static constexpr size_t kMinBytes = size_t{64} << 10;
+  /// The most pinned memory held per device; beyond it a copy waits for the
+  /// device to finish the earlier ones.
+  static constexpr size_t kMaxHeldBytes = size_t{256} << 20;
+
+  explicit PinnedStaging(DeviceRecord& device) : device_(device) {}
+  PinnedStaging(const PinnedStaging&) = delete;
+  PinnedStaging& operator=(const PinnedStaging&) = delete;
+
+  /// Set by the loader for a device with STAGE_PINNED, streams and event_query.
+  bool enabled = false;
+
+  /// Stages `bytes` from `src` into `dst` at `dst_offset` (see above).
+  /// Returns false, having done nothing, when no pinned block could be had;
+  /// the caller then copies synchronously. Throws what the copy throws.
+  bool copy_from_host(strata_buffer dst, size_t dst_offset, const void* src, size_t bytes);
+  /// Returns the blocks no copy uses to the plugin; the bytes returned.
+  size_t trim();
+
+  struct Stats {
+    size_t held_bytes = 0;
+    size_t blocks = 0;
+    size_t staged_copies = 0;
+  };
+  Stats stats() const;
+
+ private:
+  struct Block {
+    strata_buffer buffer = nullptr;
+    void* host = nullptr;
+    size_t bytes = 0;
+    strata_event pending = nullptr;  // the copy reading it; nullptr when free
+  };
+  /// Frees the blocks whose copies completed. Requires mutex_.
+  void reclaim_locked();
+  /// A free block of at least `bytes`, or nullptr. Requires mutex_.
+  Block* take_locked(size_t bytes);
+
+  DeviceRecord& device_;
+  mutable std::mutex mutex_;
+  std::vector<Block> blocks_;
+  size_t held_ = 0;
+  size_t staged_ = 0;
+};
+
+}  // namespace strata::detail
