@@ -21,6 +21,8 @@
 namespace strata {
 
 namespace detail {
+std::atomic<int> g_autocast_threads{0};
+
 namespace {
 
 // --- amp_unscale: one pass over a gradient --------------------------------
@@ -79,6 +81,14 @@ struct AmpThread {
 AmpThread& amp_thread() {
   thread_local AmpThread t;
   return t;
+}
+
+/// Every change of a thread's `enabled` goes through here, keeping the
+/// count autocast_anywhere() reads.
+void set_enabled(AmpThread& t, bool on) {
+  if (t.enabled == on) return;
+  g_autocast_threads.fetch_add(on ? 1 : -1, std::memory_order_relaxed);
+  t.enabled = on;
 }
 
 void refresh_categories(AmpThread& t) {
@@ -159,7 +169,7 @@ Autocast::Autocast(AutocastOptions options) {
   detail::AmpThread& t = detail::amp_thread();
   previous_ = {t.enabled, t.dtype, t.device_slot};
   if (!options.enabled) {
-    t.enabled = false;
+    detail::set_enabled(t, false);
     return;
   }
   if (options.dtype != DType::f16 && options.dtype != DType::bf16) {
@@ -178,14 +188,14 @@ Autocast::Autocast(AutocastOptions options) {
     throw DTypeError("Autocast: device " + info.id + " has no matmul kernel to compute " +
                      std::string(dtype_name(options.dtype)));
   }
-  t.enabled = true;
+  detail::set_enabled(t, true);
   t.dtype = options.dtype;
   t.device_slot = device.slot();
 }
 
 Autocast::~Autocast() {
   detail::AmpThread& t = detail::amp_thread();
-  t.enabled = previous_.enabled;
+  detail::set_enabled(t, previous_.enabled);
   t.dtype = previous_.dtype;
   t.device_slot = previous_.device_slot;
 }
@@ -202,7 +212,7 @@ AutocastSnapshot autocast_snapshot() {
 }
 void restore_autocast(const AutocastSnapshot& s) {
   AmpThread& t = amp_thread();
-  t.enabled = s.enabled;
+  set_enabled(t, s.enabled);
   t.dtype = s.dtype;
   t.device_slot = s.device_slot;
 }

@@ -4,9 +4,15 @@
 
 #include "op.hpp"
 
+#include <atomic>
+
 namespace strata::detail {
 
-/// Whether an autocast scope is active on this thread (cheap).
+/// Threads with an autocast scope active, anywhere in the process.
+extern std::atomic<int> g_autocast_threads;
+/// False while no thread autocasts: the hot path skips the per-thread check.
+inline bool autocast_anywhere() { return g_autocast_threads.load(std::memory_order_relaxed) != 0; }
+/// Whether an autocast scope is active on this thread.
 bool autocast_active();
 /// Casts the inputs of `call` per the autocast policy (before prepare).
 void apply_autocast(OpCall& call);

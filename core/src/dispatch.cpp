@@ -1,12 +1,10 @@
 // dispatch.cpp — op registry, kernel lookup, decomposition and fallback.
 #include "abi_attrs.hpp"
-#include "amp_internal.hpp"
 #include "device_record.hpp"
+#include "dispatch_hooks.hpp"
 #include "host_data.hpp"
 #include "op.hpp"
 #include "runtime_internal.hpp"
-#include "autograd/graph.hpp"
-#include "autograd/trace.hpp"
 #include "plugin_host.hpp"
 
 #include <strata/error.hpp>
@@ -297,7 +295,7 @@ OpResult run_on_cpu(OpCall& call, DeviceRecord& dev, const std::string& reason) 
                       (cpu == nullptr ? "is not loaded" : "has no kernel either") + " to fall back to");
   }
   record_fallback(dev, call.op->name, signature, reason);
-  AutogradOff off;  // the op is recorded once, on its own device, by dispatch_call
+  InternalWork internal;  // the op is recorded once, on its own device, by dispatch_call
   OpCall on_cpu = call;
   on_cpu.device = cpu->device();
   on_cpu.preset = {};
@@ -395,43 +393,33 @@ void check_same_device(const OpCall& call) {
 }
 
 namespace {
-/// Anomaly mode, forward side: the first op whose output holds a NaN or Inf
-/// is named, with its operands, before anything downstream uses the value.
-void check_outputs_finite(const OpCall& call, OpResult& result) {
-  for (int k = 0; k < result.count; ++k) {
-    const Tensor& t = result[k];
-    if (!is_floating(t.dtype()) || t.numel() == 0) continue;
-    for (double v : t.to_vector<double>()) {
-      if (!std::isfinite(v)) {
-        throw Error("anomaly: op " + call.describe() + " produced " + (std::isnan(v) ? "NaN" : "Inf") + " in output " +
-                    std::to_string(k));
-      }
-    }
-  }
-}
-
 OpResult dispatch_untraced(OpCall& call) {
-  if (autocast_active()) apply_autocast(call);
+  const DispatchHooks& hooks = dispatch_hooks();
+  if (hooks.before_prepare != nullptr) hooks.before_prepare(call);
   if (call.op->prepare != nullptr) call.op->prepare(call);
   bool decomposed = false;
   OpResult result = execute(call, decomposed);
-  if (!decomposed) {  // a decomposition's primitives were checked and recorded themselves
-    if (autograd_state().anomaly) check_outputs_finite(call, result);
-    record_op(call, result);
-  }
+  // A decomposition's primitives were checked and recorded themselves.
+  if (!decomposed && hooks.after != nullptr) hooks.after(call, result, true);
   return result;
 }
+
+constinit DispatchHooks g_hooks{};
 }  // namespace
 
+const DispatchHooks& dispatch_hooks() { return g_hooks; }
+void set_dispatch_hooks(const DispatchHooks& hooks) { g_hooks = hooks; }
+
 OpResult dispatch_precomputed(OpCall& call, OpResult precomputed) {
-  if (autocast_active()) apply_autocast(call);
+  const DispatchHooks& hooks = dispatch_hooks();
+  if (hooks.before_prepare != nullptr) hooks.before_prepare(call);
   if (call.op->prepare != nullptr) call.op->prepare(call);
-  record_op(call, precomputed);
+  if (hooks.after != nullptr) hooks.after(call, precomputed, false);
   return precomputed;
 }
 
 OpResult dispatch_call(OpCall& call) {
-  if (active_trace() != nullptr) return traced_dispatch(call, dispatch_untraced);
+  if (g_hooks.around != nullptr) return g_hooks.around(call, dispatch_untraced);
   return dispatch_untraced(call);
 }
 

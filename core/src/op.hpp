@@ -30,6 +30,7 @@ enum class OpKind {
   view,       // no kernel: a new geometry over the same storage
   join,       // no kernel: the core builds the result from other ops (cat,
               // pad) and records it as one node with its own derivatives
+  transfer,   // no kernel: a copy between devices through the host (to_device)
 };
 
 /// A named attribute value owned by the caller of an op. `name` must outlive

@@ -1,7 +1,7 @@
 // runtime.cpp — the device manager: configuration, plugin loading, device
 // table, default-device selection and fallback accounting.
-#include "amp_internal.hpp"
 #include "device_record.hpp"
+#include "dispatch_hooks.hpp"
 #include "logging.hpp"
 #include "op.hpp"
 #include "plugin_host.hpp"
@@ -313,7 +313,9 @@ void Runtime::configure(const Config& config) {
     std::lock_guard lock(impl_->mutex);
     impl_->apply(config);
   }
-  detail::invalidate_autocast_policy();  // the "amp" lists may have changed
+  if (detail::dispatch_hooks().configured != nullptr) {
+    detail::dispatch_hooks().configured();  // the "amp" lists may have changed
+  }
 }
 
 Config Runtime::config() {
@@ -457,7 +459,8 @@ std::vector<OpInfo> Runtime::ops() {
     info.kind = op->kind == detail::OpKind::primitive   ? "primitive"
                 : op->kind == detail::OpKind::composite ? "composite"
                 : op->kind == detail::OpKind::view      ? "view"
-                                                        : "join";
+                : op->kind == detail::OpKind::join      ? "join"
+                                                        : "transfer";
     info.n_inputs = op->n_inputs;
     info.n_outputs = op->n_outputs;
     info.version = op->version;

@@ -4,8 +4,6 @@
 #include "op.hpp"
 #include "pool.hpp"
 #include "runtime_internal.hpp"
-#include "autograd/graph.hpp"
-#include "autograd/trace.hpp"
 #include "tensor_impl.hpp"
 
 #include <strata/error.hpp>
@@ -200,31 +198,6 @@ Shape Tensor::sizes() const {
 int64_t Tensor::size(int64_t d) const {
   const TensorImpl& impl = checked(*this);
   return impl.shape[static_cast<size_t>(detail::normalize_dim(d, impl.rank, "size"))];
-}
-
-namespace {
-/// Moving between devices is differentiable: the gradient moves back.
-const detail::OpDef& kToDevice = detail::define_op(
-    {.name = "to_device",
-     .kind = detail::OpKind::view,
-     .vjp = [](const detail::GradContext& c) { return std::vector<Tensor>{c.grad(0).to(c.in(0).device())}; },
-     .jvp =
-         [](const detail::GradContext& c) {
-           return std::vector<Tensor>{c.grad(0).defined() ? c.grad(0).to(c.out(0).device()) : Tensor()};
-         }});
-}  // namespace
-
-Tensor Tensor::to(Device target) const {
-  const TensorImpl& impl = checked(*this);
-  if (!target.valid() || target == impl.device) return *this;
-  detail::trace_unsupported("moving a tensor to another device (to)");
-  DeviceRecord& dst = detail::device_record(target);
-  std::vector<uint8_t> bytes = detail::read_bytes(*this);
-  Tensor moved = detail::upload_bytes(bytes.data(), impl.dtype, impl.sizes(), dst);
-  if (impl.autograd != nullptr) {
-    detail::record_node(kToDevice, std::span<const Tensor>(this, 1), std::span<Tensor>(&moved, 1), nullptr);
-  }
-  return moved;
 }
 
 Tensor Tensor::to(DType dtype) const {

@@ -73,4 +73,8 @@ Tensor make_view(const Tensor& base, std::span<const int64_t> shape, std::span<c
 /// "[2, 3]".
 std::string shape_string(std::span<const int64_t> shape);
 
+/// Bumps the storage version of an in-place write target (saved tensors
+/// check it before backward).
+inline void bump_version(const Tensor& t) { t.impl()->storage->version.fetch_add(1, std::memory_order_relaxed); }
+
 }  // namespace strata::detail

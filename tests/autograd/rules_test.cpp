@@ -170,7 +170,11 @@ const std::map<std::string, std::function<Cases(Rng&)>>& op_cases() {
 
 /// Views and joins (cat, pad) run without dispatch; their rules are checked
 /// end to end in higher_order_test.cpp.
-bool is_view(const d::OpDef& op) { return op.kind == d::OpKind::view || op.kind == d::OpKind::join; }
+/// Ops without a kernel: views and joins (checked by the view tests), and
+/// to_device (needs two devices: nn module_test moves a gradient back).
+bool is_view(const d::OpDef& op) {
+  return op.kind == d::OpKind::view || op.kind == d::OpKind::join || op.kind == d::OpKind::transfer;
+}
 
 // --- coverage ------------------------------------------------------------------
 

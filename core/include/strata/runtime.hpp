@@ -107,7 +107,7 @@ struct MemoryStats {
 /// One op of the registry, as `strata ops` lists it.
 struct OpInfo {
   std::string name;          // the kernel name: "strata::add", "acme::swiglu"
-  std::string kind;          // "primitive", "composite", "view", "join"
+  std::string kind;          // "primitive", "composite", "view", "join", "transfer"
   int n_inputs = 0;          // -1: any number
   int n_outputs = 0;
   uint32_t version = 1;      // contract version kernels declare

@@ -129,6 +129,9 @@ struct AutogradState {
   bool anomaly = false;
 };
 AutogradState& autograd_state();
+/// Threads with anomaly mode on, anywhere in the process (set_anomaly_mode
+/// keeps it): while zero, dispatch skips the per-thread check.
+extern std::atomic<int> g_anomaly_threads;
 
 /// Turns recording and forward mode off for a scope (internal work such as
 /// running a fallback on the CPU, whose op is recorded once by the caller).
@@ -163,8 +166,6 @@ void record_node(const OpDef& op, std::span<const Tensor> inputs, std::span<Tens
                  std::shared_ptr<const void> closure = nullptr);
 /// The same for view functions (no kernel): `view` of `base`.
 void record_view(const OpDef& op, const Tensor& base, Tensor& view, Attrs attrs);
-/// Bumps the storage version of an in-place write target.
-void bump_version(const Tensor& t);
 
 uint64_t new_level_id();
 

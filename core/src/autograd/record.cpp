@@ -42,6 +42,8 @@ void LevelSet::remove(uint64_t id) {
   }
 }
 
+std::atomic<int> g_anomaly_threads{0};
+
 AutogradState& autograd_state() {
   thread_local AutogradState state = [] {
     AutogradState s;
@@ -61,8 +63,6 @@ AutogradMeta& meta_of(const Tensor& t) {
   if (!slot) slot = make_pooled<AutogradMeta>();
   return *slot;
 }
-
-void bump_version(const Tensor& t) { t.impl()->storage->version.fetch_add(1, std::memory_order_relaxed); }
 
 size_t Node::saved_bytes() const {
   size_t n = 0;

@@ -149,7 +149,11 @@ NoGradGuard::~NoGradGuard() { autograd_state().grad_enabled = previous_; }
 EnableGradGuard::EnableGradGuard() : previous_(autograd_state().grad_enabled) { autograd_state().grad_enabled = true; }
 EnableGradGuard::~EnableGradGuard() { autograd_state().grad_enabled = previous_; }
 bool is_grad_enabled() { return autograd_state().grad_enabled; }
-void set_anomaly_mode(bool enabled) { autograd_state().anomaly = enabled; }
+void set_anomaly_mode(bool enabled) {
+  detail::AutogradState& st = autograd_state();
+  if (st.anomaly != enabled) detail::g_anomaly_threads.fetch_add(enabled ? 1 : -1, std::memory_order_relaxed);
+  st.anomaly = enabled;
+}
 bool anomaly_mode() { return autograd_state().anomaly; }
 
 // --- Tensor ------------------------------------------------------------------

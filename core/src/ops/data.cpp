@@ -2,9 +2,9 @@
 #include "derivatives.hpp"
 #include "rules.hpp"
 
-#include "../autograd/graph.hpp"
-#include "../autograd/trace.hpp"
 #include "../device_record.hpp"
+#include "../dispatch_hooks.hpp"
+#include "../host_data.hpp"
 #include "../runtime_internal.hpp"
 
 #include <strata/error.hpp>
@@ -73,6 +73,35 @@ void Tensor::copy_(const Tensor& src) {
   call.preset[0] = *this;
   detail::bump_version(*this);  // before recording, which saves the new version
   detail::dispatch_call(call);
+}
+
+// --- to_device: a move between devices through the host (no kernel) ---------
+
+namespace {
+/// Differentiable: the gradient moves back, the tangent moves along.
+const OpDef& kToDevice = detail::define_op(
+    {.name = "to_device",
+     .kind = detail::OpKind::transfer,
+     .vjp = [](const detail::GradContext& c) { return std::vector<Tensor>{c.grad(0).to(c.in(0).device())}; },
+     .jvp =
+         [](const detail::GradContext& c) {
+           return std::vector<Tensor>{c.grad(0).defined() ? c.grad(0).to(c.out(0).device()) : Tensor()};
+         }});
+}  // namespace
+
+Tensor Tensor::to(Device target) const {
+  if (!defined()) throw Error("to: undefined tensor");
+  if (!target.valid() || target == device()) return *this;
+  if (detail::dispatch_hooks().unsupported_in_trace != nullptr) {
+    detail::dispatch_hooks().unsupported_in_trace("moving a tensor to another device (to)");
+  }
+  detail::DeviceRecord& dst = detail::device_record(target);
+  std::vector<uint8_t> bytes = detail::read_bytes(*this);
+  Tensor moved = detail::upload_bytes(bytes.data(), dtype(), shape(), dst);
+  if (impl()->autograd != nullptr) {
+    detail::record_external(kToDevice, std::span<const Tensor>(this, 1), std::span<Tensor>(&moved, 1), nullptr);
+  }
+  return moved;
 }
 
 namespace detail {
@@ -180,8 +209,7 @@ Tensor cat(const std::vector<Tensor>& tensors, int64_t dim) {
   }
   Tensor out = empty(shape, {.dtype = dtype, .device = first.device()});
   {
-    detail::AutogradOff off;
-    detail::TraceNested internal;
+    detail::InternalWork internal;
     int64_t at = 0;
     for (const Tensor& t : inputs) {
       int64_t n = t.size(d);
@@ -190,8 +218,7 @@ Tensor cat(const std::vector<Tensor>& tensors, int64_t dim) {
     }
   }
   Attrs attrs{Attr::integer("dim", d), Attr::list("sizes", std::move(sizes))};
-  detail::record_node(kCat, inputs, std::span<Tensor>(&out, 1), &attrs);
-  detail::trace_op(kCat, inputs, out, attrs);
+  detail::record_external(kCat, inputs, std::span<Tensor>(&out, 1), &attrs);
   return out;
 }
 
@@ -211,14 +238,12 @@ Tensor pad(const Tensor& x, const std::vector<int64_t>& pads, double value) {
   }
   Tensor out;
   {
-    detail::AutogradOff off;
-    detail::TraceNested internal;
+    detail::InternalWork internal;
     out = full(shape, value, {.dtype = x.dtype(), .device = x.device()});
     if (x.numel() > 0) crop(out, pads).copy_(x);
   }
   Attrs attrs{Attr::list("pads", pads), Attr::real("value", value)};
-  detail::record_node(kPad, std::span<const Tensor>(&x, 1), std::span<Tensor>(&out, 1), &attrs);
-  detail::trace_op(kPad, std::span<const Tensor>(&x, 1), out, attrs);
+  detail::record_external(kPad, std::span<const Tensor>(&x, 1), std::span<Tensor>(&out, 1), &attrs);
   return out;
 }
 

@@ -4,10 +4,9 @@
 #include <strata/error.hpp>
 #include <strata/ops.hpp>
 
-#include "autograd/graph.hpp"
-#include "autograd/trace.hpp"
-#include "op.hpp"
-#include "tensor_impl.hpp"
+#include "../dispatch_hooks.hpp"
+#include "../op.hpp"
+#include "../tensor_impl.hpp"
 
 namespace strata {
 
@@ -115,8 +114,11 @@ const OpDef& kExpandView = detail::define_op({.name = "expand",
 /// the attributes only then, keeping untracked views allocation-free.
 template <typename MakeAttrs>
 Tensor tracked(const OpDef& op, const Tensor& base, Tensor view, MakeAttrs attrs) {
-  if (base.impl()->autograd != nullptr) detail::record_view(op, base, view, attrs());
-  if (detail::active_trace() != nullptr) detail::trace_op(op, std::span<const Tensor>(&base, 1), view, attrs());
+  std::span<const Tensor> inputs(&base, 1);
+  if (detail::wants_external(inputs)) {
+    Attrs a = attrs();
+    detail::record_external(op, inputs, std::span<Tensor>(&view, 1), &a);
+  }
   return view;
 }
 
