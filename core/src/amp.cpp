@@ -1,5 +1,5 @@
-// amp.cpp — autocast (op policies applied in dispatch), the amp_unscale op
-// and GradScaler.
+// amp.cpp — autocast (op policies applied in dispatch) and GradScaler. The
+// amp_unscale op GradScaler runs is in ops/amp.cpp.
 #include "amp_internal.hpp"
 #include "logging.hpp"
 #include "op.hpp"
@@ -24,37 +24,6 @@ namespace detail {
 std::atomic<int> g_autocast_threads{0};
 
 namespace {
-
-// --- amp_unscale: one pass over a gradient --------------------------------
-
-void unscale_rule(OpCall& call) {
-  const Tensor& g = call.in(0);
-  if (!is_floating(g.dtype())) {
-    throw DTypeError(call.describe() + ": gradients must be floating, found " + std::string(dtype_name(g.dtype())));
-  }
-  if (call.in(1).numel() != 1) throw ShapeError(call.describe() + ": inv_scale must have one element");
-  call.inputs[1] = cast(call.in(1), DType::f32).reshape({});
-  call.n_outputs = 2;
-  call.out(0).dtype = g.dtype();
-  call.out(0).set_shape(g.shape());
-  call.out(1).dtype = DType::f32;
-  call.out(1).rank = 0;
-}
-
-std::vector<Tensor> unscale_decompose(const OpCall& call) {
-  const Tensor& g = call.in(0);
-  Tensor y = g * cast(call.in(1), g.dtype());
-  // NaN and Inf both turn g * 0 into NaN, and a NaN sum is unequal to itself.
-  Tensor probe = sum(cast(g, DType::f32) * 0.0);
-  return {y, cast(ne(probe, probe), DType::f32)};
-}
-
-const OpDef& kAmpUnscale = define_op({.name = "amp_unscale",
-                                      .kind = OpKind::composite,
-                                      .n_inputs = 2,
-                                      .n_outputs = 2,
-                                      .prepare = unscale_rule,
-                                      .decompose = unscale_decompose});
 
 // --- policy ------------------------------------------------------------------
 
@@ -133,13 +102,17 @@ void apply_autocast(OpCall& call) {
 // --- policy API ------------------------------------------------------------------
 
 AutocastPolicy AutocastPolicy::defaults() {
+  // Read off the op table: each op's OpDef names its category.
   AutocastPolicy p;
-  p.lower_precision = {"matmul"};
-  p.fp32 = {"exp",     "log",         "log1p",      "expm1",    "pow",      "sqrt",
-            "rsqrt",   "reciprocal",  "softmax",    "log_softmax", "softmax_backward", "log_softmax_backward",
-            "sum",     "mean",        "prod",       "erf",      "gelu",     "gelu_backward",
-            "amp_unscale"};
-  p.promote = {"add", "sub", "mul", "div", "maximum", "minimum", "where", "cat"};
+  for (const detail::OpDef* op : detail::all_ops()) {
+    std::string name(op->name);
+    switch (op->autocast) {
+      case detail::AutocastCategory::lower_precision: p.lower_precision.insert(name); break;
+      case detail::AutocastCategory::fp32: p.fp32.insert(name); break;
+      case detail::AutocastCategory::promote: p.promote.insert(name); break;
+      case detail::AutocastCategory::none: break;
+    }
+  }
   return p;
 }
 
@@ -220,10 +193,6 @@ void restore_autocast(const AutocastSnapshot& s) {
 
 // --- GradScaler --------------------------------------------------------------------
 
-std::pair<Tensor, Tensor> amp_unscale(const Tensor& grad, const Tensor& inv_scale) {
-  std::vector<Tensor> r = detail::dispatch(detail::kAmpUnscale, {grad, inv_scale});
-  return {r[0], r[1]};
-}
 
 GradScaler::GradScaler(GradScalerOptions options) : options_(options), scale_(options.init_scale) {
   if (!(options.init_scale > 0) || !(options.growth_factor > 1) || !(options.backoff_factor > 0) ||

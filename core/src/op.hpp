@@ -154,9 +154,16 @@ struct GradContext {
 /// themselves differentiable to any order.
 using DerivativeRule = std::vector<Tensor> (*)(const GradContext& ctx);
 
+/// What autocast does with an op's floating inputs (docs/mixed-precision-and-checkpointing.md, "Autocast"): cast them
+/// to the autocast dtype, to f32, or leave them to the op's own promotion.
+/// The default policy is read off the op table; the configuration's "amp"
+/// lists override it.
+enum class AutocastCategory : uint8_t { none, lower_precision, fp32, promote };
+
 struct OpDef {
   std::string_view name;
   OpKind kind = OpKind::primitive;
+  AutocastCategory autocast = AutocastCategory::none;
   int n_inputs = 1;  // -1: any number (join ops such as cat)
   int n_outputs = 1;
   /// Validates, promotes and broadcasts call.inputs; fills call.outputs.

@@ -7,6 +7,7 @@
 #include <algorithm>
 #include <cmath>
 #include <limits>
+#include <set>
 #include <strata/strata.hpp>
 
 namespace {
@@ -242,6 +243,17 @@ TEST(Autocast, ParametersGetGradientsInTheirOwnDtype) {
   std::vector<float> g = w.grad().to_vector<float>();
   std::vector<float> xs = sum(x, {0}).to_vector<float>();
   for (size_t i = 0; i < g.size(); ++i) EXPECT_NEAR(g[i], xs[i / 4], 1e-2);
+}
+
+// The defaults are read off the op table (each OpDef names its category);
+// these are the lists docs/amp.md documents.
+TEST(Autocast, DefaultPolicyComesFromTheOpTable) {
+  AutocastPolicy p = AutocastPolicy::defaults();
+  EXPECT_EQ(p.lower_precision, (std::set<std::string>{"matmul"}));
+  EXPECT_EQ(p.fp32, (std::set<std::string>{"amp_unscale", "erf", "exp", "expm1", "gelu", "gelu_backward", "log",
+                                            "log1p", "log_softmax", "log_softmax_backward", "mean", "pow", "prod",
+                                            "reciprocal", "rsqrt", "softmax", "softmax_backward", "sqrt", "sum"}));
+  EXPECT_EQ(p.promote, (std::set<std::string>{"add", "cat", "div", "maximum", "minimum", "mul", "sub", "where"}));
 }
 
 TEST(Autocast, PolicyIsDataAndBadDtypesAreRefused) {

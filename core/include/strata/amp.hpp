@@ -30,7 +30,7 @@ struct AutocastPolicy {
   std::set<std::string> lower_precision;
   std::set<std::string> fp32;
   std::set<std::string> promote;
-  /// The built-in lists (see docs/amp.md).
+  /// The built-in lists (see docs/mixed-precision-and-checkpointing.md, "Autocast").
   static AutocastPolicy defaults();
 };
 

@@ -151,7 +151,10 @@ std::vector<Tensor> cat_jvp(const GradContext& c) {
 }
 
 const OpDef& kCat = detail::define_op(
-    {.name = "cat", .kind = detail::OpKind::join, .n_inputs = -1, .vjp = cat_vjp, .jvp = cat_jvp});
+    {.name = "cat",
+     .kind = detail::OpKind::join,
+     .autocast = detail::AutocastCategory::promote,
+     .n_inputs = -1, .vjp = cat_vjp, .jvp = cat_jvp});
 
 /// pad's derivatives: the gradient is the interior slice of the output
 /// gradient; the tangent is the padded input tangent (padded with zeros).

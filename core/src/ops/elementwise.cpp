@@ -26,11 +26,29 @@ using detail::derivatives::Grads;
 using detail::derivatives::scalar;
 namespace rules = detail::rules;
 
-OpDef unary(std::string_view name, void (*rule)(detail::OpCall&), Derivative d = {}) {
-  return OpDef{.name = name, .kind = OpKind::primitive, .n_inputs = 1, .prepare = rule, .vjp = d.vjp, .jvp = d.jvp};
+// Autocast categories (docs/mixed-precision-and-checkpointing.md, "Autocast"), the last argument of the builders.
+constexpr auto kFp32 = detail::AutocastCategory::fp32;        // computed in f32 under autocast
+constexpr auto kPromote = detail::AutocastCategory::promote;  // inputs promoted to the widest
+
+OpDef unary(std::string_view name, void (*rule)(detail::OpCall&), Derivative d = {},
+            detail::AutocastCategory autocast = detail::AutocastCategory::none) {
+  return OpDef{.name = name,
+               .kind = OpKind::primitive,
+               .autocast = autocast,
+               .n_inputs = 1,
+               .prepare = rule,
+               .vjp = d.vjp,
+               .jvp = d.jvp};
 }
-OpDef binary(std::string_view name, void (*rule)(detail::OpCall&), Derivative d = {}) {
-  return OpDef{.name = name, .kind = OpKind::primitive, .n_inputs = 2, .prepare = rule, .vjp = d.vjp, .jvp = d.jvp};
+OpDef binary(std::string_view name, void (*rule)(detail::OpCall&), Derivative d = {},
+             detail::AutocastCategory autocast = detail::AutocastCategory::none) {
+  return OpDef{.name = name,
+               .kind = OpKind::primitive,
+               .autocast = autocast,
+               .n_inputs = 2,
+               .prepare = rule,
+               .vjp = d.vjp,
+               .jvp = d.jvp};
 }
 
 /// maximum/minimum: g goes to the operand that `wins`; ties split it evenly.
@@ -55,35 +73,38 @@ const OpDef& kNeg = define_op(unary("neg", rules::unary_numeric, STRATA_DERIVATI
 const OpDef& kAbs = define_op(unary("abs", rules::unary_numeric, STRATA_DERIVATIVE(g * sign(x))));
 const OpDef& kSign = define_op(unary("sign", rules::unary_numeric, STRATA_DERIVATIVE(zeros_like(g))));
 const OpDef& kRelu = define_op(unary("relu", rules::unary_numeric, STRATA_DERIVATIVE(relu_backward(g, x))));
-const OpDef& kExp = define_op(unary("exp", rules::unary_float, STRATA_DERIVATIVE(g * y)));
-const OpDef& kLog = define_op(unary("log", rules::unary_float, STRATA_DERIVATIVE(g / x)));
-const OpDef& kLog1p = define_op(unary("log1p", rules::unary_float, STRATA_DERIVATIVE(g / (x + 1.0))));
-const OpDef& kExpm1 = define_op(unary("expm1", rules::unary_float, STRATA_DERIVATIVE(g * (y + 1.0))));
-const OpDef& kSqrt = define_op(unary("sqrt", rules::unary_float, STRATA_DERIVATIVE(g / (y * 2.0))));
-const OpDef& kRsqrt = define_op(unary("rsqrt", rules::unary_float, STRATA_DERIVATIVE(g * (y * y * y) * -0.5)));
+const OpDef& kExp = define_op(unary("exp", rules::unary_float, STRATA_DERIVATIVE(g * y), kFp32));
+const OpDef& kLog = define_op(unary("log", rules::unary_float, STRATA_DERIVATIVE(g / x), kFp32));
+const OpDef& kLog1p = define_op(unary("log1p", rules::unary_float, STRATA_DERIVATIVE(g / (x + 1.0)), kFp32));
+const OpDef& kExpm1 = define_op(unary("expm1", rules::unary_float, STRATA_DERIVATIVE(g * (y + 1.0)), kFp32));
+const OpDef& kSqrt = define_op(unary("sqrt", rules::unary_float, STRATA_DERIVATIVE(g / (y * 2.0)), kFp32));
+const OpDef& kRsqrt = define_op(unary("rsqrt", rules::unary_float, STRATA_DERIVATIVE(g * (y * y * y) * -0.5), kFp32));
 const OpDef& kSin = define_op(unary("sin", rules::unary_float, STRATA_DERIVATIVE(g * cos(x))));
 const OpDef& kCos = define_op(unary("cos", rules::unary_float, STRATA_DERIVATIVE(-g * sin(x))));
 const OpDef& kTanh = define_op(unary("tanh", rules::unary_float, STRATA_DERIVATIVE(tanh_backward(g, y))));
 const OpDef& kSigmoid = define_op(unary("sigmoid", rules::unary_float, STRATA_DERIVATIVE(sigmoid_backward(g, y))));
 const OpDef& kErf = define_op(
-    unary("erf", rules::unary_float, STRATA_DERIVATIVE(g * exp(-(x * x)) * (2.0 * std::numbers::inv_sqrtpi))));
+    unary("erf", rules::unary_float, STRATA_DERIVATIVE(g * exp(-(x * x)) * (2.0 * std::numbers::inv_sqrtpi)), kFp32));
 const OpDef& kFloor = define_op(unary("floor", rules::unary_float, STRATA_DERIVATIVE(zeros_like(g))));
 const OpDef& kCeil = define_op(unary("ceil", rules::unary_float, STRATA_DERIVATIVE(zeros_like(g))));
 const OpDef& kRound = define_op(unary("round", rules::unary_float, STRATA_DERIVATIVE(zeros_like(g))));
-const OpDef& kReciprocal = define_op(unary("reciprocal", rules::unary_float, STRATA_DERIVATIVE(-g * y * y)));
+const OpDef& kReciprocal = define_op(unary("reciprocal", rules::unary_float, STRATA_DERIVATIVE(-g * y * y), kFp32));
 const OpDef& kLogicalNot = define_op(unary("logical_not", rules::logical));
 
 // --- binary: STRATA_PARTIALS(g through d/da, g through d/db), output y ------------
-const OpDef& kAdd = define_op(binary("add", rules::binary_arith, STRATA_PARTIALS(g, g)));
-const OpDef& kSub = define_op(binary("sub", rules::binary_arith, STRATA_PARTIALS(g, -g)));
-const OpDef& kMul = define_op(binary("mul", rules::binary_arith, STRATA_PARTIALS(g * b, g * a)));
-const OpDef& kDiv = define_op(binary("div", rules::binary_float, STRATA_PARTIALS(g / b, -g * a / (b * b))));
+const OpDef& kAdd = define_op(binary("add", rules::binary_arith, STRATA_PARTIALS(g, g), kPromote));
+const OpDef& kSub = define_op(binary("sub", rules::binary_arith, STRATA_PARTIALS(g, -g), kPromote));
+const OpDef& kMul = define_op(binary("mul", rules::binary_arith, STRATA_PARTIALS(g * b, g * a), kPromote));
+const OpDef& kDiv = define_op(binary("div", rules::binary_float, STRATA_PARTIALS(g / b, -g * a / (b * b)), kPromote));
 const OpDef& kPow = define_op(binary("pow", rules::binary_float,
-                                     STRATA_PARTIALS(pow_base_partial(g, a, b), pow_exponent_partial(g, a, b, y))));
+                                     STRATA_PARTIALS(pow_base_partial(g, a, b), pow_exponent_partial(g, a, b, y)),
+                                     kFp32));
 const OpDef& kMaximum = define_op(
-    binary("maximum", rules::binary_arith, STRATA_PARTIALS(pick(g, gt(a, b), eq(a, b)), pick(g, lt(a, b), eq(a, b)))));
+    binary("maximum", rules::binary_arith, STRATA_PARTIALS(pick(g, gt(a, b), eq(a, b)), pick(g, lt(a, b), eq(a, b))),
+           kPromote));
 const OpDef& kMinimum = define_op(
-    binary("minimum", rules::binary_arith, STRATA_PARTIALS(pick(g, lt(a, b), eq(a, b)), pick(g, gt(a, b), eq(a, b)))));
+    binary("minimum", rules::binary_arith, STRATA_PARTIALS(pick(g, lt(a, b), eq(a, b)), pick(g, gt(a, b), eq(a, b))),
+           kPromote));
 const OpDef& kLogicalAnd = define_op(binary("logical_and", rules::logical));
 const OpDef& kLogicalOr = define_op(binary("logical_or", rules::logical));
 const OpDef& kEq = define_op(binary("eq", rules::compare));
@@ -108,6 +129,7 @@ void where_rule(detail::OpCall& call) {
 const OpDef& kWhere = define_op({
     .name = "where",
     .kind = OpKind::primitive,
+    .autocast = kPromote,
     .n_inputs = 3,
     .prepare = where_rule,
     // The condition (input 0) is not differentiable.

@@ -42,6 +42,7 @@ void matmul_rule(OpCall& call) {
 // Inputs as prepared: rank >= 2 with equal (broadcast) batch dims.
 const OpDef& kMatmul = detail::define_op({
     .name = "matmul",
+    .autocast = detail::AutocastCategory::lower_precision,
     .n_inputs = 2,
     .prepare = matmul_rule,
     .empty_fill = 0.0,

@@ -28,9 +28,10 @@ int64_t dim_of(const OpCall& call) { return call.attr_int("dim"); }
 int64_t dim_of(const GradContext& c) { return c.attr_int("dim"); }
 
 OpDef composite(std::string_view name, int n_inputs, std::vector<Tensor> (*decompose)(const OpCall&),
-                Derivative d = {}) {
+                Derivative d = {}, detail::AutocastCategory autocast = detail::AutocastCategory::none) {
   return OpDef{.name = name,
                .kind = OpKind::composite,
+               .autocast = autocast,
                .n_inputs = n_inputs,
                .prepare = detail::rules::same_shape_float,
                .decompose = decompose,
@@ -44,8 +45,10 @@ void along_dim_rule(OpCall& call) {
   detail::rules::same_shape_float(call);
   call.attr_dim("dim", call.in(0).dim());
 }
+/// softmax and kin also compute in f32 under autocast.
 OpDef along_dim(OpDef def) {
   def.prepare = along_dim_rule;
+  def.autocast = detail::AutocastCategory::fp32;
   return def;
 }
 
@@ -89,7 +92,7 @@ const OpDef& kLogSoftmax = detail::define_op(along_dim(composite("log_softmax", 
 
 const OpDef& kGelu = detail::define_op(composite("gelu", 1, [](const OpCall& c) {
   return std::vector<Tensor>{c.in(0) * normal_cdf(c.in(0))};
-}, STRATA_DERIVATIVE(gelu_backward(g, x))));
+}, STRATA_DERIVATIVE(gelu_backward(g, x)), detail::AutocastCategory::fp32));
 
 const OpDef& kSilu = detail::define_op(composite("silu", 1, [](const OpCall& c) {
   return std::vector<Tensor>{c.in(0) * sigmoid(c.in(0))};
@@ -114,7 +117,7 @@ const OpDef& kTanhBackward = detail::define_op(composite("tanh_backward", 2, [](
 const OpDef& kGeluBackward = detail::define_op(composite("gelu_backward", 2, [](const OpCall& c) {
   const Tensor& x = c.in(1);
   return std::vector<Tensor>{c.in(0) * (normal_cdf(x) + x * normal_pdf(x))};
-}, STRATA_PARTIALS(gelu_backward(g, b), g * a * gelu_second(b))));
+}, STRATA_PARTIALS(gelu_backward(g, b), g * a * gelu_second(b)), detail::AutocastCategory::fp32));
 
 // Below, c.in(0) is the op's grad input and g the gradient of its output.
 const OpDef& kSoftmaxBackward = detail::define_op(along_dim(composite("softmax_backward", 2, [](const OpCall& c) {

@@ -95,11 +95,13 @@ double mean_scale(const GradContext& c) {
 }
 
 const OpDef& kSum = define_op({.name = "sum",
+                               .autocast = detail::AutocastCategory::fp32,
                                .prepare = accumulate_rule,
                                .empty_fill = 0.0,
                                .vjp = STRATA_VJP(g.expand(c.in(0).sizes())),
                                .jvp = STRATA_JVP(STRATA_TANGENT(sum(t, reduced_dims(c), true)))});
 const OpDef& kProd = define_op({.name = "prod",
+                                .autocast = detail::AutocastCategory::fp32,
                                 .prepare = accumulate_rule,
                                 .empty_fill = 1.0,
                                 .vjp = STRATA_VJP(g * prod_partials(c)),
@@ -116,6 +118,7 @@ const OpDef& kArgmax = define_op({.name = "argmax", .prepare = arg_rule});  // n
 const OpDef& kArgmin = define_op({.name = "argmin", .prepare = arg_rule});
 const OpDef& kMean = define_op({.name = "mean",
                                 .kind = OpKind::composite,
+                                .autocast = detail::AutocastCategory::fp32,
                                 .prepare = mean_rule,
                                 .decompose = mean_decomposition,
                                 .empty_fill = std::numeric_limits<double>::quiet_NaN(),
