@@ -52,7 +52,7 @@ Graph recorded_graph(const std::vector<Tensor>& outputs) {
 }
 
 namespace detail {
-std::string program_to_json(const Graph& g);  // trace.cpp
+std::string program_to_json(const Graph& g);  // trace_format.cpp
 }  // namespace detail
 
 std::string Graph::to_json() const {

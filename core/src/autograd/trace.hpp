@@ -9,6 +9,7 @@
 
 #include "../op.hpp"
 
+#include <atomic>
 #include <functional>
 #include <set>
 #include <span>
@@ -19,8 +20,13 @@ namespace strata::detail {
 
 struct TraceState;
 
-/// The calling thread's active trace, or null (the only cost when not tracing).
+/// The calling thread's active trace, or null. Set only through
+/// ActiveTrace (trace_internal.hpp), which keeps g_active_traces.
 TraceState*& active_trace();
+/// Trace scopes open in the process, on any thread: while zero, the hot
+/// path skips the thread_local read of active_trace().
+extern std::atomic<int> g_active_traces;
+inline bool tracing_anywhere() { return g_active_traces.load(std::memory_order_relaxed) != 0; }
 
 /// Dispatch under an active trace: records the call when it is top level.
 OpResult traced_dispatch(OpCall& call, OpResult (*run)(OpCall&));
