@@ -4,6 +4,7 @@
 #include "device_record.hpp"
 
 #include <strata/error.hpp>
+#include <strata/runtime.hpp>
 
 namespace strata::detail {
 
@@ -12,18 +13,6 @@ constexpr size_t kSmallGranule = 512;
 constexpr size_t kLargeThreshold = size_t{1} << 20;
 constexpr size_t kLargeGranule = size_t{1} << 20;
 
-std::string format_bytes(uint64_t bytes) {
-  const char* units[] = {"B", "KiB", "MiB", "GiB", "TiB"};
-  double v = static_cast<double>(bytes);
-  int u = 0;
-  while (v >= 1024.0 && u < 4) {
-    v /= 1024.0;
-    ++u;
-  }
-  char buf[64];
-  std::snprintf(buf, sizeof(buf), u == 0 ? "%.0f %s" : "%.1f %s", v, units[u]);
-  return buf;
-}
 }  // namespace
 
 size_t CachingAllocator::round_size(size_t bytes) {

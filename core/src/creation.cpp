@@ -1,4 +1,4 @@
-// creation.cpp — zeros, ones, full, arange, from_data.
+// creation.cpp — zeros, ones, full, arange, from_data, from_bytes.
 //
 // Ranges and host data are produced on the host and uploaded; rand and randn
 // run the random primitives on the target device (ops/random.cpp holds them
@@ -104,6 +104,25 @@ Tensor arange(double start, double end, double step, const TensorOptions& option
   std::vector<double> values(static_cast<size_t>(n));
   for (int64_t i = 0; i < n; ++i) values[static_cast<size_t>(i)] = start + static_cast<double>(i) * step;
   return upload(values, {n}, options);
+}
+
+Tensor from_bytes(std::span<const uint8_t> bytes, const Shape& shape, const TensorOptions& options) {
+  const int64_t n = checked_numel(shape, "from_bytes");
+  const size_t expected = static_cast<size_t>(n) * dtype_size(options.dtype);
+  if (bytes.size() != expected) {
+    throw ShapeError("from_bytes: " + std::to_string(bytes.size()) + " bytes do not fill " +
+                     std::string(dtype_name(options.dtype)) + detail::shape_string(shape) + " (" +
+                     std::to_string(expected) + " bytes)");
+  }
+  if (options.dtype == DType::boolean) {
+    for (size_t i = 0; i < bytes.size(); ++i) {
+      if (bytes[i] > 1) {
+        throw ValueError("from_bytes: byte " + std::to_string(i) + " of a bool tensor is " +
+                         std::to_string(bytes[i]) + " (bool elements are 0 or 1)");
+      }
+    }
+  }
+  return finish(detail::upload_bytes(bytes.data(), options.dtype, shape, target(options)), options);
 }
 
 Tensor arange(int64_t end, const TensorOptions& options) { return arange(0.0, static_cast<double>(end), 1.0, options); }

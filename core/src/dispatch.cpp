@@ -156,12 +156,7 @@ std::string OpCall::describe() const {
   s += "(";
   for (int k = 0; k < n_inputs; ++k) {
     if (k > 0) s += ", ";
-    const Tensor& t = in(k);
-    if (!t.defined()) {
-      s += "undefined";
-      continue;
-    }
-    s += std::string(dtype_name(t.dtype())) + shape_string(t.shape());
+    s += type_string(in(k));
   }
   s += ")";
   if (device.valid()) s += " on " + device.str();

@@ -533,6 +533,19 @@ std::string Device::str() const { return valid() ? detail::device_record(*this).
 std::string Device::backend() const { return detail::device_record(*this).plugin.name; }
 int Device::index() const { return detail::device_record(*this).index; }
 
+std::string format_bytes(uint64_t bytes) {
+  const char* units[] = {"B", "KiB", "MiB", "GiB", "TiB"};
+  double v = static_cast<double>(bytes);
+  int u = 0;
+  while (v >= 1024.0 && u < 4) {
+    v /= 1024.0;
+    ++u;
+  }
+  char buf[64];
+  std::snprintf(buf, sizeof(buf), u == 0 ? "%.0f %s" : "%.1f %s", v, units[u]);
+  return buf;
+}
+
 }  // namespace strata
 
 namespace strata::detail {

@@ -69,14 +69,6 @@ Tensor make_view(const Tensor& base, std::span<const int64_t> shape, std::span<c
   return Tensor(std::move(impl));
 }
 
-std::string shape_string(std::span<const int64_t> shape) {
-  std::string s = "[";
-  for (size_t d = 0; d < shape.size(); ++d) {
-    if (d > 0) s += ", ";
-    s += std::to_string(shape[d]);
-  }
-  return s + "]";
-}
 
 namespace {
 
@@ -249,5 +241,24 @@ template bool Tensor::item<bool>() const;
 
 std::ostream& operator<<(std::ostream& os, Device d) { return os << d.str(); }
 std::ostream& operator<<(std::ostream& os, const Tensor& t) { return os << t.to_string(); }
+
+std::string shape_string(std::span<const int64_t> shape) {
+  std::string s = "[";
+  for (size_t d = 0; d < shape.size(); ++d) {
+    if (d > 0) s += ", ";
+    s += std::to_string(shape[d]);
+  }
+  return s + "]";
+}
+
+std::string type_string(const Tensor& t) {
+  if (!t.defined()) return "undefined";
+  return std::string(dtype_name(t.dtype())) + shape_string(t.shape());
+}
+
+std::vector<uint8_t> Tensor::to_bytes() const {
+  checked(*this);
+  return detail::read_bytes(*this);
+}
 
 }  // namespace strata

@@ -70,8 +70,7 @@ Tensor make_tensor(DeviceRecord& device, DType dtype, std::span<const int64_t> s
 Tensor make_view(const Tensor& base, std::span<const int64_t> shape, std::span<const int64_t> strides,
                  int64_t offset);
 
-/// "[2, 3]".
-std::string shape_string(std::span<const int64_t> shape);
+using strata::shape_string;  // "[2, 3]" (public: strata/tensor.hpp)
 
 /// Bumps the storage version of an in-place write target (saved tensors
 /// check it before backward).

@@ -1,6 +1,7 @@
 // creation_test.cpp — zeros/ones/full/arange/rand/randn/from_data, dtype
 // names and the promotion table, on the default device.
 #include <cmath>
+#include <cstring>
 #include <numeric>
 
 #include "reference.hpp"
@@ -186,6 +187,53 @@ TEST(DTypes, PromotionTable) {
           << s::dtype_name(s::promote_types(order[r], order[c]));
     }
   }
+}
+
+
+using namespace strata;  // for the tests below
+
+// --- raw bytes, and how messages write tensors -----------------------------------------------
+
+TEST(Creation, BytesRoundTripInEveryDtype) {
+  for (DType dt : {DType::f32, DType::f64, DType::f16, DType::bf16, DType::i32, DType::i64, DType::boolean}) {
+    Tensor t = cast(from_data(std::vector<double>{0, 1, -2, 3.5, 0, 1}, {2, 3}), dt);
+    std::vector<uint8_t> bytes = t.to_bytes();
+    ASSERT_EQ(bytes.size(), 6 * dtype_size(dt)) << dtype_name(dt);
+    Tensor back = from_bytes(bytes, {2, 3}, {.dtype = dt});
+    EXPECT_EQ(back.dtype(), dt);
+    EXPECT_EQ(back.sizes(), (Shape{2, 3}));
+    EXPECT_EQ(back.to_bytes(), bytes) << dtype_name(dt);
+    EXPECT_EQ(back.to_vector<double>(), t.to_vector<double>()) << dtype_name(dt);
+  }
+  // A strided view gives its elements in row-major order.
+  Tensor m = from_data(std::vector<float>{1, 2, 3, 4}, {2, 2});
+  std::vector<uint8_t> tb = m.transpose(0, 1).to_bytes();
+  std::vector<float> f(4);
+  std::memcpy(f.data(), tb.data(), tb.size());
+  EXPECT_EQ(f, (std::vector<float>{1, 3, 2, 4}));
+}
+
+TEST(Creation, FromBytesNamesWhatDoesNotFit) {
+  std::vector<uint8_t> five(5, 0);
+  try {
+    from_bytes(five, {2}, {.dtype = DType::f32});
+    ADD_FAILURE() << "5 bytes for f32[2] were accepted";
+  } catch (const ShapeError& e) {
+    EXPECT_NE(std::string(e.what()).find("5 bytes do not fill f32[2] (8 bytes)"), std::string::npos) << e.what();
+  }
+  std::vector<uint8_t> bad_bool{0, 1, 7};
+  EXPECT_THROW(from_bytes(bad_bool, {3}, {.dtype = DType::boolean}), ValueError);
+  EXPECT_THROW(from_bytes(five, {-5}, {.dtype = DType::boolean}), Error);
+}
+
+TEST(Creation, TypeShapeAndByteStrings) {
+  EXPECT_EQ(type_string(zeros({2, 3})), "f32[2, 3]");
+  EXPECT_EQ(type_string(scalar_tensor(1.0, {.dtype = DType::i64})), "i64[]");
+  EXPECT_EQ(type_string(Tensor()), "undefined");
+  EXPECT_EQ(shape_string(Shape{4, 0, 1}), "[4, 0, 1]");
+  EXPECT_EQ(format_bytes(512), "512 B");
+  EXPECT_EQ(format_bytes(1536), "1.5 KiB");
+  EXPECT_EQ(format_bytes(uint64_t{3} << 30), "3.0 GiB");
 }
 
 }  // namespace

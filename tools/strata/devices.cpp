@@ -12,18 +12,6 @@ namespace strata::cli {
 
 namespace {
 
-std::string bytes_text(uint64_t bytes) {
-  const char* units[] = {"B", "KiB", "MiB", "GiB", "TiB"};
-  double v = static_cast<double>(bytes);
-  int u = 0;
-  while (v >= 1024.0 && u < 4) {
-    v /= 1024.0;
-    ++u;
-  }
-  char buf[32];
-  std::snprintf(buf, sizeof(buf), "%.1f %s", v, units[u]);
-  return buf;
-}
 
 std::string dtype_list(const std::vector<DType>& dtypes) {
   std::string s;
@@ -75,11 +63,11 @@ nlohmann::json device_json(const DeviceInfo& d, bool stats) {
 /// "12.0 GiB free of 16.0 GiB; plugin: 1.0 MiB in use, ..." from what the plugin reports.
 std::string plugin_memory_text(const DeviceMemoryInfo& m) {
   std::string s;
-  if (m.free_bytes && m.total_bytes) s = bytes_text(*m.free_bytes) + " free of " + bytes_text(*m.total_bytes);
+  if (m.free_bytes && m.total_bytes) s = format_bytes(*m.free_bytes) + " free of " + format_bytes(*m.total_bytes);
   if (m.plugin_bytes_in_use) {
-    s += (s.empty() ? "" : "; ") + std::string("plugin: ") + bytes_text(*m.plugin_bytes_in_use) + " in use, " +
-         bytes_text(m.plugin_bytes_reserved.value_or(0)) + " reserved, peak " +
-         bytes_text(m.plugin_peak_bytes_in_use.value_or(0)) + ", " +
+    s += (s.empty() ? "" : "; ") + std::string("plugin: ") + format_bytes(*m.plugin_bytes_in_use) + " in use, " +
+         format_bytes(m.plugin_bytes_reserved.value_or(0)) + " reserved, peak " +
+         format_bytes(m.plugin_peak_bytes_in_use.value_or(0)) + ", " +
          std::to_string(m.plugin_allocations.value_or(0)) + " driver allocations";
   }
   return s.empty() ? "not reported by the plugin" : s;
@@ -148,8 +136,8 @@ int run_devices(const DevicesOptions& options) {
     for (const std::string& w : p.warnings) std::cout << "           warning: " << w << "\n";
     for (const DeviceInfo& d : p.devices) {
       std::cout << "    " << d.id << "  " << device_type_name(d.type) << "  " << d.name << "\n"
-                << "           memory " << bytes_text(d.memory_bytes)
-                << (d.memory_limit ? ", limit " + bytes_text(*d.memory_limit) : std::string()) << ", "
+                << "           memory " << format_bytes(d.memory_bytes)
+                << (d.memory_limit ? ", limit " + format_bytes(*d.memory_limit) : std::string()) << ", "
                 << d.compute_capability << ", " << d.kernel_count << " kernels"
                 << (d.free_threaded ? ", free-threaded" : "") << (d.has_streams ? ", streams" : "") << "\n"
                 << "           dtypes: " << dtype_list(d.dtypes) << " (compute: " << dtype_list(d.compute_dtypes)
@@ -164,8 +152,8 @@ int run_devices(const DevicesOptions& options) {
       if (d.lost) std::cout << "           LOST: " << d.lost_reason << "\n";
       if (options.stats) {
         MemoryStats m = rt.memory_stats(d.device);
-        std::cout << "           allocator: " << bytes_text(m.allocated_bytes) << " live, " << bytes_text(m.cached_bytes)
-                  << " cached, peak " << bytes_text(m.peak_allocated_bytes) << ", " << m.device_allocations
+        std::cout << "           allocator: " << format_bytes(m.allocated_bytes) << " live, " << format_bytes(m.cached_bytes)
+                  << " cached, peak " << format_bytes(m.peak_allocated_bytes) << ", " << m.device_allocations
                   << " device allocations\n";
         if (!d.lost) std::cout << "           device memory: " << plugin_memory_text(rt.device_memory_info(d.device)) << "\n";
         std::cout << "           primitives without a kernel (fall back): "

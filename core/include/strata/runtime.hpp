@@ -177,6 +177,9 @@ class Runtime {
 /// The process-wide runtime.
 Runtime& runtime();
 
+/// A byte count as Strata's messages and tools write it: "512 B", "1.5 MiB".
+std::string format_bytes(uint64_t bytes);
+
 /// Scoped memory measurement on one device: the bytes allocated and the
 /// peak reached since the scope began, relative to the bytes live at its
 /// start. Scopes nest: the enclosing scope's (and the runtime's) peak still

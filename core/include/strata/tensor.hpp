@@ -155,6 +155,12 @@ class Tensor {
   /// PyTorch-like text with values, dtype and device.
   std::string to_string() const;
 
+  /// The elements as raw bytes, row-major, in the dtype's own encoding
+  /// (f16/bf16 as their 16-bit patterns, bool one byte each, little-endian
+  /// hosts): for serialisation and interop. Reads the device (a
+  /// synchronisation point).
+  std::vector<uint8_t> to_bytes() const;
+
   /// Internal.
   TensorImpl* impl() const { return impl_.get(); }
   const std::shared_ptr<TensorImpl>& impl_ptr() const { return impl_; }
@@ -164,6 +170,12 @@ class Tensor {
 };
 
 std::ostream& operator<<(std::ostream& os, const Tensor& t);
+
+/// "[2, 3]" — how error messages write shapes.
+std::string shape_string(std::span<const int64_t> shape);
+/// "f32[2, 3]" — dtype and shape, as error messages write a tensor
+/// ("undefined" for an undefined tensor).
+std::string type_string(const Tensor& t);
 
 // --- creation (creation.cpp) ----------------------------------------------
 Tensor empty(const Shape& shape, const TensorOptions& options = {});
@@ -202,6 +214,9 @@ Tensor from_data(std::span<const int64_t> data, const Shape& shape,
                  const TensorOptions& options = {.dtype = DType::i64, .device = std::nullopt});
 Tensor from_data(std::span<const int32_t> data, const Shape& shape,
                  const TensorOptions& options = {.dtype = DType::i32, .device = std::nullopt});
+/// From raw bytes in the encoding of options.dtype (see Tensor::to_bytes);
+/// bytes.size() must be the shape's element count times the dtype's size.
+Tensor from_bytes(std::span<const uint8_t> bytes, const Shape& shape, const TensorOptions& options = {});
 /// Convenience: tensor({1, 2, 3}) is a 1-D f32 tensor.
 Tensor tensor(std::initializer_list<float> values, const TensorOptions& options = {});
 

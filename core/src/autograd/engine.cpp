@@ -56,7 +56,7 @@ Tensor accumulate(const Tensor& a, const Tensor& b) { return a.defined() ? add(a
 Tensor unpack(const SavedTensor& s, const std::shared_ptr<Node>& node, bool differentiable) {
   if (s.data.impl()->storage->version.load(std::memory_order_relaxed) != s.version) {
     throw Error("a tensor saved for the backward of op '" + std::string(node->op->name) + "' (" +
-                std::string(dtype_name(s.data.dtype())) + shape_string(s.data.shape()) +
+                type_string(s.data) +
                 ") was modified in place after it was saved (version " + std::to_string(s.version) + " -> " +
                 std::to_string(s.data.impl()->storage->version.load()) + "); clone it before modifying");
   }

@@ -22,7 +22,7 @@ namespace {
 void require_floating(const Tensor& t, const char* what) {
   if (!is_floating(t.dtype())) {
     throw DTypeError(std::string(what) + ": only floating-point tensors have gradients, found " +
-                     std::string(dtype_name(t.dtype())) + detail::shape_string(t.shape()));
+                     type_string(t));
   }
 }
 
@@ -101,7 +101,7 @@ std::vector<Tensor> GradientTape::gradient(const Tensor& target, const std::vect
   for (size_t k = 0; k < grads.size(); ++k) {
     if (!grads[k].defined()) {
       throw Error("GradientTape::gradient: source " + std::to_string(k) + " (" +
-                  std::string(dtype_name(sources[k].dtype())) + detail::shape_string(sources[k].shape()) +
+                  type_string(sources[k]) +
                   ") is not connected to the target (TapeOptions::unconnected is error)");
     }
   }
@@ -202,7 +202,7 @@ void Tensor::retain_grad() {
   detail::AutogradMeta* m = meta_if(*this);
   if (m != nullptr && m->grad_fn == nullptr && m->requires_grad) return;  // a leaf keeps its gradient anyway
   if (m == nullptr || m->grad_fn == nullptr || !m->grad_fn->levels.contains(0)) {
-    throw Error("retain_grad: the tensor (" + std::string(dtype_name(dtype())) + detail::shape_string(shape()) +
+    throw Error("retain_grad: the tensor (" + type_string(*this) +
                 ") has no gradient history for backward(): no leaf it depends on requires grad");
   }
   m->retains_grad = true;
@@ -216,7 +216,7 @@ void Tensor::zero_grad() {
 void Tensor::backward(const Tensor& gradient, BackwardOptions options) const {
   if (!defined()) throw Error("backward: undefined tensor");
   if (!requires_grad()) {
-    throw Error("backward: the tensor (" + std::string(dtype_name(dtype())) + detail::shape_string(shape()) +
+    throw Error("backward: the tensor (" + type_string(*this) +
                 ") does not require grad: no leaf it depends on was created with requires_grad");
   }
   detail::BackwardRequest req;

@@ -20,9 +20,6 @@
 #include <string>
 #include <vector>
 
-#include "../host_data.hpp"
-#include "../nn/util.hpp"
-#include "../runtime_internal.hpp"
 
 // The data buffer and the header length are little-endian on disk; tensors
 // are copied byte for byte, which is only right on a little-endian host.
@@ -32,8 +29,6 @@ namespace strata {
 
 namespace fs = std::filesystem;
 using Json = nlohmann::ordered_json;
-using nn::detail::describe;
-using nn::detail::shape_str;
 
 SerializationError::SerializationError(fs::path path, const std::string& message)
     : Error(path.string() + ": " + message), path_(std::move(path)) {}
@@ -279,7 +274,7 @@ Entry parse_entry(const fs::path& path, const std::string& name, const Json& v) 
                                        where + " end before they begin");
   }
   if (e.end - e.begin != numel * element) {
-    throw SerializationError(path, where + " (" + code + " " + shape_str(e.shape) + ") needs " +
+    throw SerializationError(path, where + " (" + code + " " + shape_string(e.shape) + ") needs " +
                                        std::to_string(numel * element) + " bytes but its data_offsets [" +
                                        std::to_string(e.begin) + ", " + std::to_string(e.end) + "] span " +
                                        std::to_string(e.end - e.begin));
@@ -353,7 +348,7 @@ void save_tensors(const fs::path& path, const std::vector<std::pair<std::string,
   uint64_t offset = 8 + length;
   boost::crc_32_type crc;
   for (const auto& [n, t] : tensors) {
-    std::vector<uint8_t> bytes = detail::read_bytes(t);
+    std::vector<uint8_t> bytes = t.to_bytes();
     crc.process_bytes(bytes.data(), bytes.size());
     file.write_at(bytes.data(), bytes.size(), offset);
     offset += bytes.size();
@@ -429,15 +424,15 @@ LoadedTensors load_tensors(const fs::path& path, std::optional<Device> device) {
     }
   }
 
-  detail::DeviceRecord& record =
-      device && device->valid() ? detail::device_record(*device) : detail::default_device_record();
   out.tensors.reserve(entries.size());
   for (const Entry& e : entries) {
     uint8_t* data = buffer.data() + e.begin;
     if (e.dtype == DType::boolean) {
       for (uint64_t i = e.begin; i < e.end; ++i) buffer[i] = buffer[i] != 0 ? 1 : 0;
     }
-    out.tensors.emplace_back(e.name, detail::upload_bytes(data, e.dtype, e.shape, record));
+    std::span<const uint8_t> bytes(data, static_cast<size_t>(e.end - e.begin));
+    const std::optional<Device> where = device && device->valid() ? device : std::nullopt;
+    out.tensors.emplace_back(e.name, from_bytes(bytes, e.shape, {.dtype = e.dtype, .device = where}));
   }
   return out;
 }

@@ -16,9 +16,7 @@ Tensor bernoulli_tensor(std::span<const int64_t> shape, double p, DType dtype, D
 
 namespace strata::nn::functional {
 
-using detail::describe;
 using detail::num;
-using detail::shape_str;
 
 namespace {
 
@@ -74,17 +72,17 @@ void check_classification(const char* op, const Tensor& scores, const Tensor& ta
   check_defined(scores, op, "input");
   check_defined(targets, op, "targets");
   if (!is_floating(scores.dtype())) {
-    throw DTypeError(std::string(op) + ": input must be floating, got " + describe(scores));
+    throw DTypeError(std::string(op) + ": input must be floating, got " + type_string(scores));
   }
   if (scores.dim() != 2) {
-    throw ShapeError(std::string(op) + ": input must be [N, C], got " + describe(scores));
+    throw ShapeError(std::string(op) + ": input must be [N, C], got " + type_string(scores));
   }
   if (targets.dtype() != DType::i64) {
-    throw DTypeError(std::string(op) + ": targets must be i64 class indices, got " + describe(targets));
+    throw DTypeError(std::string(op) + ": targets must be i64 class indices, got " + type_string(targets));
   }
   if (targets.dim() != 1 || targets.size(0) != scores.size(0)) {
     throw ShapeError(std::string(op) + ": targets must be [N] = [" + std::to_string(scores.size(0)) + "] for input " +
-                     describe(scores) + ", got " + describe(targets));
+                     type_string(scores) + ", got " + type_string(targets));
   }
   if (targets.numel() == 0) return;
   int64_t lo = amin(targets).item<int64_t>();
@@ -92,7 +90,7 @@ void check_classification(const char* op, const Tensor& scores, const Tensor& ta
   int64_t classes = scores.size(1);
   if (lo < 0 || hi >= classes) {
     throw ValueError(std::string(op) + ": target class " + std::to_string(lo < 0 ? lo : hi) + " is out of range [0, " +
-                     std::to_string(classes) + ") for input " + describe(scores));
+                     std::to_string(classes) + ") for input " + type_string(scores));
   }
 }
 
@@ -101,15 +99,15 @@ void check_classification(const char* op, const Tensor& scores, const Tensor& ta
 Tensor linear(const Tensor& x, const Tensor& weight, const Tensor& bias) {
   check_defined(x, "linear", "input");
   check_defined(weight, "linear", "weight");
-  if (weight.dim() != 2) throw ShapeError("linear: weight must be [out, in], got " + describe(weight));
+  if (weight.dim() != 2) throw ShapeError("linear: weight must be [out, in], got " + type_string(weight));
   if (x.dim() < 1 || x.size(-1) != weight.size(1)) {
-    throw ShapeError("linear: input " + describe(x) + " does not fit weight " + describe(weight) +
+    throw ShapeError("linear: input " + type_string(x) + " does not fit weight " + type_string(weight) +
                      " (last input dim must equal " + std::to_string(weight.size(1)) + ")");
   }
   Tensor y = matmul(x, weight.mT());
   if (bias.defined()) {
     if (bias.dim() != 1 || bias.size(0) != weight.size(0)) {
-      throw ShapeError("linear: bias must be [" + std::to_string(weight.size(0)) + "], got " + describe(bias));
+      throw ShapeError("linear: bias must be [" + std::to_string(weight.size(0)) + "], got " + type_string(bias));
     }
     y = y + bias;
   }
@@ -120,8 +118,8 @@ Tensor conv2d(const Tensor& x, const Tensor& weight, const Tensor& bias, const C
   check_defined(x, "conv2d", "input");
   check_defined(weight, "conv2d", "weight");
   if (x.dim() == 3) return conv2d(x.unsqueeze(0), weight, bias, options).squeeze(0);
-  if (x.dim() != 4) throw ShapeError("conv2d: input must be [N, C, H, W] or [C, H, W], got " + describe(x));
-  if (weight.dim() != 4) throw ShapeError("conv2d: weight must be [O, C, kh, kw], got " + describe(weight));
+  if (x.dim() != 4) throw ShapeError("conv2d: input must be [N, C, H, W] or [C, H, W], got " + type_string(x));
+  if (weight.dim() != 4) throw ShapeError("conv2d: weight must be [O, C, kh, kw], got " + type_string(weight));
   check_positive(options.stride, "conv2d", "stride");
   check_positive(options.dilation, "conv2d", "dilation");
   if (options.padding[0] < 0 || options.padding[1] < 0) {
@@ -130,18 +128,18 @@ Tensor conv2d(const Tensor& x, const Tensor& weight, const Tensor& bias, const C
   const int64_t n = x.size(0), c = x.size(1), o = weight.size(0);
   const std::array<int64_t, 2> kernel = {weight.size(2), weight.size(3)};
   if (weight.size(1) != c) {
-    throw ShapeError("conv2d: input " + describe(x) + " has " + std::to_string(c) + " channels but weight " +
-                     describe(weight) + " expects " + std::to_string(weight.size(1)));
+    throw ShapeError("conv2d: input " + type_string(x) + " has " + std::to_string(c) + " channels but weight " +
+                     type_string(weight) + " expects " + std::to_string(weight.size(1)));
   }
   if (bias.defined() && (bias.dim() != 1 || bias.size(0) != o)) {
-    throw ShapeError("conv2d: bias must be [" + std::to_string(o) + "], got " + describe(bias));
+    throw ShapeError("conv2d: bias must be [" + std::to_string(o) + "], got " + type_string(bias));
   }
   const auto [ph, pw] = options.padding;
   const int64_t ho = window_count(x.size(2) + 2 * ph, kernel[0], options.stride[0], options.dilation[0]);
   const int64_t wo = window_count(x.size(3) + 2 * pw, kernel[1], options.stride[1], options.dilation[1]);
   if (ho <= 0 || wo <= 0 || kernel[0] <= 0 || kernel[1] <= 0) {
     throw ShapeError("conv2d: kernel " + pair_str(kernel) + " with dilation " + pair_str(options.dilation) +
-                     " does not fit input " + describe(x) + " padded by " + pair_str(options.padding));
+                     " does not fit input " + type_string(x) + " padded by " + pair_str(options.padding));
   }
   Tensor xp = (ph > 0 || pw > 0) ? pad(x, {pw, pw, ph, ph}, 0.0) : x;
   // im2col: columns [N·Ho·Wo, C·kh·kw] in the (c, i, j) order of the
@@ -157,7 +155,7 @@ Tensor conv2d(const Tensor& x, const Tensor& weight, const Tensor& bias, const C
 Tensor max_pool2d(const Tensor& x, std::array<int64_t, 2> kernel, const MaxPool2dOptions& options) {
   check_defined(x, "max_pool2d", "input");
   if (x.dim() == 3) return max_pool2d(x.unsqueeze(0), kernel, options).squeeze(0);
-  if (x.dim() != 4) throw ShapeError("max_pool2d: input must be [N, C, H, W] or [C, H, W], got " + describe(x));
+  if (x.dim() != 4) throw ShapeError("max_pool2d: input must be [N, C, H, W] or [C, H, W], got " + type_string(x));
   check_positive(kernel, "max_pool2d", "kernel");
   std::array<int64_t, 2> stride = options.stride;
   if (stride[0] == 0 && stride[1] == 0) stride = kernel;
@@ -169,12 +167,12 @@ Tensor max_pool2d(const Tensor& x, std::array<int64_t, 2> kernel, const MaxPool2
                      pair_str(kernel));
   }
   if ((ph > 0 || pw > 0) && !is_floating(x.dtype())) {
-    throw DTypeError("max_pool2d: padding needs a floating input (padded with -inf), got " + describe(x));
+    throw DTypeError("max_pool2d: padding needs a floating input (padded with -inf), got " + type_string(x));
   }
   const int64_t ho = window_count(x.size(2) + 2 * ph, kernel[0], stride[0], options.dilation[0]);
   const int64_t wo = window_count(x.size(3) + 2 * pw, kernel[1], stride[1], options.dilation[1]);
   if (ho <= 0 || wo <= 0) {
-    throw ShapeError("max_pool2d: kernel " + pair_str(kernel) + " does not fit input " + describe(x) + " padded by " +
+    throw ShapeError("max_pool2d: kernel " + pair_str(kernel) + " does not fit input " + type_string(x) + " padded by " +
                      pair_str(options.padding));
   }
   Tensor xp = (ph > 0 || pw > 0) ? pad(x, {pw, pw, ph, ph}, -std::numeric_limits<double>::infinity()) : x;
@@ -189,13 +187,13 @@ Tensor layer_norm(const Tensor& x, const Shape& normalized_shape, const Tensor& 
   Shape trailing;
   if (x.dim() >= k) trailing.assign(x.shape().end() - k, x.shape().end());
   if (trailing != normalized_shape) {
-    throw ShapeError("layer_norm: input " + describe(x) + " does not end with normalized_shape " +
-                     shape_str(normalized_shape));
+    throw ShapeError("layer_norm: input " + type_string(x) + " does not end with normalized_shape " +
+                     shape_string(normalized_shape));
   }
   for (const Tensor* p : {&weight, &bias}) {
     if (p->defined() && p->sizes() != normalized_shape) {
-      throw ShapeError("layer_norm: weight and bias must have shape " + shape_str(normalized_shape) + ", got " +
-                       describe(*p));
+      throw ShapeError("layer_norm: weight and bias must have shape " + shape_string(normalized_shape) + ", got " +
+                       type_string(*p));
     }
   }
   Shape dims;
@@ -212,7 +210,7 @@ Tensor dropout(const Tensor& x, double p, bool training) {
   check_defined(x, "dropout", "input");
   if (!(p >= 0.0 && p <= 1.0)) throw ValueError("dropout: p must be in [0, 1], got " + num(p));
   if (!training || p == 0.0) return x;
-  if (!is_floating(x.dtype())) throw DTypeError("dropout: input must be floating, got " + describe(x));
+  if (!is_floating(x.dtype())) throw DTypeError("dropout: input must be floating, got " + type_string(x));
   if (p == 1.0) return x * 0.0;
   // The mask is drawn on x's device (the bernoulli primitive), in x's dtype.
   Tensor keep = strata::detail::bernoulli_tensor(x.shape(), 1.0 - p, x.dtype(), x.device());
@@ -223,7 +221,7 @@ Tensor mse_loss(const Tensor& input, const Tensor& target, Reduction reduction) 
   check_defined(input, "mse_loss", "input");
   check_defined(target, "mse_loss", "target");
   if (input.sizes() != target.sizes()) {
-    throw ShapeError("mse_loss: input " + describe(input) + " and target " + describe(target) +
+    throw ShapeError("mse_loss: input " + type_string(input) + " and target " + type_string(target) +
                      " must have the same shape");
   }
   return reduce(square(input - target), reduction);

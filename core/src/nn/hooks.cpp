@@ -167,7 +167,7 @@ bool GradientAccumulator::backward(const Tensor& loss, GradScaler& scaler) { ret
 
 bool GradientAccumulator::accumulate(const Tensor& loss, GradScaler* scaler) {
   if (!loss.defined() || loss.numel() != 1) {
-    throw ShapeError("GradientAccumulator::backward: expected a scalar loss, got " + detail::describe(loss));
+    throw ShapeError("GradientAccumulator::backward: expected a scalar loss, got " + type_string(loss));
   }
   if (pending_ == 0) optimizer_.zero_grad();  // gradients left from outside a group do not leak in
   Tensor part = loss / static_cast<double>(steps_);

@@ -10,14 +10,13 @@
 
 namespace strata::nn::init {
 
-using detail::describe;
 using detail::num;
 
 namespace {
 
 void check_target(const Tensor& t, const char* fn) {
   if (!t.defined()) throw ValueError(std::string(fn) + ": undefined tensor");
-  if (!is_floating(t.dtype())) throw DTypeError(std::string(fn) + ": tensor must be floating, got " + describe(t));
+  if (!is_floating(t.dtype())) throw DTypeError(std::string(fn) + ": tensor must be floating, got " + type_string(t));
 }
 
 /// The dtype random numbers are drawn in for `t` (half types draw in f32).
@@ -32,7 +31,7 @@ void assign(Tensor& t, const Tensor& value) {
 int64_t fan(const Tensor& t, FanMode mode, const char* fn) {
   auto [in, out] = fan_in_and_fan_out(t);
   int64_t f = mode == FanMode::fan_in ? in : out;
-  if (f == 0) throw ValueError(std::string(fn) + ": zero fan for an empty tensor " + describe(t));
+  if (f == 0) throw ValueError(std::string(fn) + ": zero fan for an empty tensor " + type_string(t));
   return f;
 }
 
@@ -58,7 +57,7 @@ double calculate_gain(Nonlinearity nonlinearity, double param) {
 
 std::pair<int64_t, int64_t> fan_in_and_fan_out(const Tensor& t) {
   if (!t.defined() || t.dim() < 2) {
-    throw ValueError("fan_in_and_fan_out: needs a tensor with at least 2 dims, got " + describe(t));
+    throw ValueError("fan_in_and_fan_out: needs a tensor with at least 2 dims, got " + type_string(t));
   }
   int64_t receptive = 1;
   for (int64_t d = 2; d < t.dim(); ++d) receptive *= t.size(d);

@@ -10,7 +10,6 @@
 
 namespace strata::nn {
 
-using detail::describe;
 using detail::num;
 
 namespace {
@@ -111,7 +110,7 @@ Embedding::Embedding(int64_t num_embeddings, int64_t embedding_dim) {
 Tensor Embedding::forward(const Tensor& indices) {
   if (!indices.defined()) throw ValueError("Embedding: undefined indices");
   if (!is_integral(indices.dtype())) {
-    throw DTypeError("Embedding: indices must be integers (i64), got " + describe(indices));
+    throw DTypeError("Embedding: indices must be integers (i64), got " + type_string(indices));
   }
   Tensor flat = indices.to(DType::i64).reshape({-1});
   if (flat.numel() > 0) {
@@ -137,7 +136,7 @@ Tensor Flatten::forward(const Tensor& x) {
   int64_t e = end_dim_ < 0 ? end_dim_ + rank : end_dim_;
   if (s < 0 || s >= rank || e < 0 || e >= rank || s > e) {
     throw IndexError("Flatten: dims " + std::to_string(start_dim_) + ".." + std::to_string(end_dim_) +
-                     " are not a valid range for input " + describe(x));
+                     " are not a valid range for input " + type_string(x));
   }
   Shape out(x.shape().begin(), x.shape().begin() + s);
   int64_t merged = 1;

@@ -22,8 +22,6 @@ std::string num(double v) {
 }
 }  // namespace detail
 
-using detail::describe;
-using detail::shape_str;
 
 Module::~Module() { detail::forget_backward_hooks(*this); }
 
@@ -51,7 +49,7 @@ Tensor& Module::register_parameter(const std::string& name, Tensor* param, bool 
   if (param->defined() && requires_grad && !param->requires_grad()) {
     if (!is_floating(param->dtype())) {
       throw DTypeError(this->name() + ": parameter '" + name + "' must be floating to require grad, got " +
-                       describe(*param));
+                       type_string(*param));
     }
     param->set_requires_grad(true);
   }
@@ -213,7 +211,7 @@ void Module::check_state_dict(const NamedTensors& state) const {
     if (!src.defined()) throw ValueError(name() + ".load_state_dict: entry '" + n + "' is an undefined tensor");
     if (src.sizes() != t.sizes()) {
       throw ShapeError(name() + ".load_state_dict: shape mismatch for '" + n + "': the model has " +
-                       shape_str(t.shape()) + ", the state has " + shape_str(src.shape()));
+                       shape_string(t.shape()) + ", the state has " + shape_string(src.shape()));
     }
     if (src.dtype() != t.dtype()) {
       throw DTypeError(name() + ".load_state_dict: dtype mismatch for '" + n + "': the model has " +

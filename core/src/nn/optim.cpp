@@ -14,7 +14,6 @@
 
 namespace strata::nn {
 
-using detail::describe;
 using detail::num;
 
 namespace {
@@ -26,7 +25,7 @@ Tensor i64_scalar(int64_t v) { return scalar_tensor(static_cast<double>(v), {.dt
 /// tensor.
 double scalar_value(const std::string& owner, const std::string& name, const Tensor& t) {
   if (!t.defined() || t.numel() != 1) {
-    throw ValueError(owner + ".load_state_dict: '" + name + "' must be a scalar, got " + describe(t));
+    throw ValueError(owner + ".load_state_dict: '" + name + "' must be a scalar, got " + type_string(t));
   }
   return t.item<double>();
 }
@@ -54,7 +53,7 @@ Optimizer::Optimizer(std::vector<Tensor> params, double lr) : params_(std::move(
     const Tensor& p = params_[i];
     if (!p.defined()) throw ValueError("optimizer: parameter " + std::to_string(i) + " is undefined");
     if (!is_floating(p.dtype())) {
-      throw DTypeError("optimizer: parameter " + std::to_string(i) + " must be floating, got " + describe(p));
+      throw DTypeError("optimizer: parameter " + std::to_string(i) + " must be floating, got " + type_string(p));
     }
     if (!seen.insert(p.impl()).second) {
       throw ValueError("optimizer: parameter " + std::to_string(i) + " appears more than once");
@@ -134,14 +133,14 @@ void Optimizer::check_state_dict(const NamedTensors& state) const {
     if (!t.defined()) throw ValueError(owner + ".load_state_dict: entry '" + n + "' is an undefined tensor");
     if (buffer == "step") {
       if (t.numel() != 1 || t.dtype() != DType::i64 || t.item<int64_t>() < 0) {
-        throw ValueError(owner + ".load_state_dict: '" + n + "' must be an i64 scalar >= 0, got " + describe(t));
+        throw ValueError(owner + ".load_state_dict: '" + n + "' must be an i64 scalar >= 0, got " + type_string(t));
       }
       continue;
     }
     const Tensor& p = params_[index];
     if (t.sizes() != p.sizes()) {
       throw ShapeError(owner + ".load_state_dict: shape mismatch for '" + n + "': parameter " + std::to_string(index) +
-                       " has " + detail::shape_str(p.shape()) + ", the state has " + detail::shape_str(t.shape()));
+                       " has " + shape_string(p.shape()) + ", the state has " + shape_string(t.shape()));
     }
     if (t.dtype() != p.dtype()) {
       throw DTypeError(owner + ".load_state_dict: dtype mismatch for '" + n + "': parameter " + std::to_string(index) +
