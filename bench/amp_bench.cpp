@@ -10,7 +10,7 @@
 //    inside strata::Autocast({.dtype = DType::bf16}) (matmuls on oneDNN's
 //    bf16 kernels in the CPU plugin); backward and the optimizer step run
 //    outside the scope, as in examples/example_digits.cpp.
-//    Target (issue): bf16 >= 1.3x faster than f32, i.e. f32/bf16 >= 1.3.
+//    Target: bf16 >= 1.3x faster than f32, i.e. f32/bf16 >= 1.3.
 //  - BM_Torch_MlpStep/f32 vs /bf16: the same model (torch::nn::Linear,
 //    PyTorch's default init), torch::optim::SGD, cross_entropy. libtorch
 //    1.13 has CPU autocast (at::autocast::set_cpu_enabled +

@@ -1,4 +1,4 @@
-// Autograd benchmarks (issue 3), with libtorch measured in the same run when
+// Autograd benchmarks, with libtorch measured in the same run when
 // it is installed (tools/install-bench-deps.sh):
 //  - tiny-op chain: 500 steps of y = y*c + d on 1-element f32 tensors,
 //    forward + backward; time per step (two ops). Target <= 1/3 of libtorch.

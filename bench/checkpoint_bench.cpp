@@ -1,4 +1,4 @@
-// Activation checkpointing benchmarks (issue 4): a 16-layer MLP (Linear 1024
+// Activation checkpointing benchmarks: a 16-layer MLP (Linear 1024
 // -> 1024 + ReLU, batch 128) on the CPU plugin, without checkpointing and
 // under each CheckpointPolicy.
 //

@@ -1,5 +1,5 @@
 // Eager dispatch overhead: one op on one-element tensors, no autograd.
-// Target (issue 2): <= 0.3 us per tiny f32 add on the CPU plugin.
+// Target: <= 0.3 us per tiny f32 add on the CPU plugin.
 #include <strata/strata.hpp>
 
 #include <benchmark/benchmark.h>

@@ -1,5 +1,5 @@
 // f32 GEMM 1024^3, single thread: the CPU plugin (oneDNN) against OpenBLAS's
-// cblas_sgemm in the same run. Target (issue 2): Strata >= 0.9x OpenBLAS.
+// cblas_sgemm in the same run. Target: Strata >= 0.9x OpenBLAS.
 #include <strata/strata.hpp>
 
 #include <benchmark/benchmark.h>

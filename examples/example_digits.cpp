@@ -147,11 +147,11 @@ int main(int argc, char** argv) {
     std::filesystem::path file =
         save.empty() ? std::filesystem::temp_directory_path() / ("strata_digits_" + std::to_string(::getpid()) + ".st")
                      : std::filesystem::path(save);
-    save_checkpoint(file, model, &opt, scaler.state_dict(), {{"example", "digits"}});
+    save_training_state(file, model, &opt, scaler.state_dict(), {{"example", "digits"}});
     DigitsMlp reloaded(hidden, use_checkpoint);
     reloaded.to(device);
     nn::Adam reloaded_opt(reloaded.parameters(), {.lr = lr});
-    load_checkpoint(file, reloaded, &reloaded_opt);
+    load_training_state(file, reloaded, &reloaded_opt);
     if (save.empty()) std::filesystem::remove(file);
     Tensor after;
     accuracy(reloaded, ds.test, &after);

@@ -183,7 +183,7 @@ std::unique_ptr<Manifest> read_manifest(const Candidate& candidate, const Config
   manifest->candidate = candidate;
   manifest->api = api;
   manifest->probe_score = probe.score;
-  manifest->library = library.release();  // never unloaded (DESIGN: plugin lifetime)
+  manifest->library = library.release();  // never unloaded (docs/architecture.md, "Device manager")
   return manifest;
 }
 

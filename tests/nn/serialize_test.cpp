@@ -300,14 +300,14 @@ TEST_F(Files, CheckpointResumesTrainingBitForBit) {
   for (int i = 0; i < 3; ++i) train_step(*model, opt, x, y);
   GradScaler scaler;
   fs::path p = dir_ / "ckpt.safetensors";
-  save_checkpoint(p, *model, &opt, scaler.state_dict(), {{"epoch", "3"}});
+  save_training_state(p, *model, &opt, scaler.state_dict(), {{"epoch", "3"}});
   std::vector<double> continued;
   for (int i = 0; i < 3; ++i) continued.push_back(train_step(*model, opt, x, y));
 
   manual_seed(99);  // different initial weights
   auto resumed = make_model();
   nn::Adam opt2(resumed->parameters(), {.lr = 0.5});
-  CheckpointExtras extras = load_checkpoint(p, *resumed, &opt2);
+  TrainingStateExtras extras = load_training_state(p, *resumed, &opt2);
   EXPECT_EQ(extras.metadata.at("epoch"), "3");
   ASSERT_EQ(extras.tensors.size(), 3u);
   GradScaler scaler2({.init_scale = 8.0});
@@ -327,13 +327,13 @@ TEST_F(Files, CheckpointMismatchIsNamedAndLoadsNothing) {
   auto model = make_model();
   nn::SGD opt(model->parameters(), {.lr = 0.1, .momentum = 0.9});
   fs::path p = dir_ / "ckpt.safetensors";
-  save_checkpoint(p, *model, &opt);
+  save_training_state(p, *model, &opt);
 
   nn::Sequential wider{std::make_shared<nn::Linear>(3, 8), std::make_shared<nn::Tanh>(),
                        std::make_shared<nn::LayerNorm>(Shape{8}), std::make_shared<nn::Linear>(8, 3)};
   std::vector<float> before = wider.parameters()[0].to_vector<float>();
   try {
-    load_checkpoint(p, wider);
+    load_training_state(p, wider);
     ADD_FAILURE() << "expected a SerializationError";
   } catch (const SerializationError& e) {
     std::string msg = e.what();
@@ -349,15 +349,30 @@ TEST_F(Files, CheckpointMismatchIsNamedAndLoadsNothing) {
   auto same = make_model();
   nn::Adam adam(same->parameters());
   std::vector<float> same_before = same->parameters()[0].to_vector<float>();
-  EXPECT_THROW(load_checkpoint(p, *same, &adam), SerializationError);
+  EXPECT_THROW(load_training_state(p, *same, &adam), SerializationError);
   EXPECT_EQ(same->parameters()[0].to_vector<float>(), same_before);
 
   // A checkpoint without optimizer state cannot fill an optimizer.
   fs::path model_only = dir_ / "model_only.safetensors";
-  save_checkpoint(model_only, *model);
-  expect_error<SerializationError>([&] { load_checkpoint(model_only, *same, &adam); }, {"no optimizer state"});
-  EXPECT_NO_THROW(load_checkpoint(model_only, *same));
+  save_training_state(model_only, *model);
+  expect_error<SerializationError>([&] { load_training_state(model_only, *same, &adam); }, {"no optimizer state"});
+  EXPECT_NO_THROW(load_training_state(model_only, *same));
   EXPECT_EQ(same->parameters()[0].to_vector<float>(), model->parameters()[0].to_vector<float>());
 }
+
+// The former names still work for one release (deprecated: "checkpoint" is
+// activation recomputation in Strata).
+#pragma GCC diagnostic push
+#pragma GCC diagnostic ignored "-Wdeprecated-declarations"
+TEST_F(Files, DeprecatedCheckpointNamesStillWork) {
+  auto model = make_model();
+  fs::path p = dir_ / "old_names.safetensors";
+  save_checkpoint(p, *model, nullptr, {}, {{"epoch", "1"}});
+  auto other = make_model();
+  CheckpointExtras extras = load_checkpoint(p, *other);
+  EXPECT_EQ(extras.metadata.at("epoch"), "1");
+  EXPECT_EQ(other->parameters()[0].to_vector<float>(), model->parameters()[0].to_vector<float>());
+}
+#pragma GCC diagnostic pop
 
 }  // namespace

@@ -13,7 +13,7 @@
 #include <filesystem>
 #include <fstream>
 #include <random>
-#include <strata/functional.hpp>
+#include <strata/transforms.hpp>
 #include <strata/strata.hpp>
 #include <string>
 #include <vector>

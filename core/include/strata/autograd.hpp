@@ -50,8 +50,8 @@ class GradientTape {
   /// error: only floating tensors have gradients).
   void watch(const Tensor& t);
 
-  /// d target / d sources. A non-scalar target needs `output_grads` (one per
-  /// target element shape), as in a vector-Jacobian product.
+  /// d target / d sources. A non-scalar target needs `output_grad`, a
+  /// tensor of the target's shape (the vector of a vector-Jacobian product).
   std::vector<Tensor> gradient(const Tensor& target, const std::vector<Tensor>& sources,
                                const Tensor& output_grad = Tensor());
   /// The full Jacobian of `target` with respect to `source`: shape

@@ -34,7 +34,7 @@ std::vector<Tensor> checkpoint(const CheckpointFn& fn, const std::vector<Tensor>
 Tensor checkpoint(const std::function<Tensor(const Tensor&)>& fn, const Tensor& input);
 
 /// Selective checkpointing: as checkpoint(fn, inputs), but the outputs of
-/// the ops named in `save_ops` (e.g. {"matmul", "conv2d"}) that `fn` calls
+/// the ops named in `save_ops` (e.g. {"matmul"}; conv2d lowers to matmul) that `fn` calls
 /// directly are kept from the first run, and the recomputation reuses them
 /// instead of running those ops again; everything else is recomputed. The
 /// gradients are the same as checkpoint()'s (bitwise on the CPU).

@@ -81,29 +81,44 @@ struct LoadedTensors {
 /// names, trailing bytes, unsupported format_version, checksum mismatch.
 LoadedTensors load_tensors(const std::filesystem::path& path, std::optional<Device> device = std::nullopt);
 
-/// Writes a training checkpoint: the module's state_dict() under "model.",
+/// Writes a model's training state (a "checkpoint" in PyTorch's sense; in
+/// Strata checkpoint() is activation recomputation): the module's state_dict() under "model.",
 /// the optimizer's (if any) under "optimizer.", and `extra` tensors (e.g.
 /// GradScaler::state_dict()) under "extra.", plus `metadata`. Atomic, as
 /// save_tensors().
-void save_checkpoint(const std::filesystem::path& path, const nn::Module& model,
-                     const nn::Optimizer* optimizer = nullptr,
-                     const std::vector<std::pair<std::string, Tensor>>& extra = {},
-                     const std::map<std::string, std::string>& metadata = {});
+void save_training_state(const std::filesystem::path& path, const nn::Module& model,
+                         const nn::Optimizer* optimizer = nullptr,
+                         const std::vector<std::pair<std::string, Tensor>>& extra = {},
+                         const std::map<std::string, std::string>& metadata = {});
 
-/// What load_checkpoint() returns besides filling the model and optimizer.
-struct CheckpointExtras {
+/// What load_training_state() returns besides filling the model and optimizer.
+struct TrainingStateExtras {
   /// The "extra." tensors, with the prefix removed.
   std::vector<std::pair<std::string, Tensor>> tensors;
   std::map<std::string, std::string> metadata;
 };
 
-/// Reads a checkpoint from save_checkpoint() and loads it into `model` and
+/// Reads a checkpoint from save_training_state() and loads it into `model` and
 /// (if given) `optimizer` — only after the whole file has been read and
 /// checked against both, so a failure changes neither. SerializationError
 /// naming the path and, for a mismatch, the parameter with both shapes or
 /// dtypes, or the missing/unexpected names; also when the file has no
 /// optimizer state but `optimizer` is given.
-CheckpointExtras load_checkpoint(const std::filesystem::path& path, nn::Module& model,
-                                 nn::Optimizer* optimizer = nullptr);
+TrainingStateExtras load_training_state(const std::filesystem::path& path, nn::Module& model,
+                                        nn::Optimizer* optimizer = nullptr);
+
+// Deprecated names (one release): "checkpoint" also names activation
+// recomputation (strata/checkpoint.hpp).
+using CheckpointExtras [[deprecated("renamed TrainingStateExtras")]] = TrainingStateExtras;
+[[deprecated("renamed save_training_state")]] inline void save_checkpoint(
+    const std::filesystem::path& path, const nn::Module& model, const nn::Optimizer* optimizer = nullptr,
+    const std::vector<std::pair<std::string, Tensor>>& extra = {},
+    const std::map<std::string, std::string>& metadata = {}) {
+  save_training_state(path, model, optimizer, extra, metadata);
+}
+[[deprecated("renamed load_training_state")]] inline TrainingStateExtras load_checkpoint(
+    const std::filesystem::path& path, nn::Module& model, nn::Optimizer* optimizer = nullptr) {
+  return load_training_state(path, model, optimizer);
+}
 
 }  // namespace strata

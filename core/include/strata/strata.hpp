@@ -8,7 +8,7 @@
 #include <strata/device.hpp>
 #include <strata/dtype.hpp>
 #include <strata/error.hpp>
-#include <strata/functional.hpp>
+#include <strata/transforms.hpp>
 #include <strata/graph.hpp>
 #include <strata/nn.hpp>
 #include <strata/ops.hpp>

@@ -1,6 +1,6 @@
 // checkpoint.cpp — activation checkpointing as a recorded node whose
 // derivative rules run the function again.
-#include "graph.hpp"
+#include "nodes.hpp"
 #include "trace.hpp"
 
 #include "../amp_internal.hpp"

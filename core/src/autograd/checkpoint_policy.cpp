@@ -1,6 +1,6 @@
 // checkpoint_policy.cpp — checkpointing policies and sequences of stages
 // split into checkpointed segments (checkpoint_sequential, CheckpointContext).
-#include "graph.hpp"
+#include "nodes.hpp"
 
 #include "../op.hpp"
 

@@ -1,7 +1,7 @@
 // engine.hpp — the reverse-mode pass shared by GradientTape and backward().
 #pragma once
 
-#include "graph.hpp"
+#include "nodes.hpp"
 
 #include <memory>
 #include <utility>

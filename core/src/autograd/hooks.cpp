@@ -3,7 +3,7 @@
 // and forward-mode tangents after it (dispatch_hooks.hpp says when each
 // runs). Registered once, at static initialisation; dispatch includes none
 // of this.
-#include "graph.hpp"
+#include "nodes.hpp"
 #include "trace.hpp"
 
 #include "../amp_internal.hpp"

@@ -1,5 +1,5 @@
 // inspect.cpp — the recorded graph as data, JSON and DOT.
-#include "graph.hpp"
+#include "nodes.hpp"
 
 #include "../tensor_impl.hpp"
 

@@ -1,7 +1,7 @@
 // record.cpp — recording ops into the graph and propagating forward-mode
 // tangents, called by dispatch after every op.
 #include "engine.hpp"
-#include "graph.hpp"
+#include "nodes.hpp"
 
 #include "../pool.hpp"
 #include "../tensor_impl.hpp"

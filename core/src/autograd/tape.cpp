@@ -1,6 +1,6 @@
 // tape.cpp — GradientTape, grad-mode scopes and Tensor's autograd methods.
 #include "engine.hpp"
-#include "graph.hpp"
+#include "nodes.hpp"
 #include "trace.hpp"
 
 #include "../tensor_impl.hpp"

@@ -1,4 +1,4 @@
-// graph.hpp — the recorded graph: autograd metadata on tensors, nodes,
+// nodes.hpp — the recorded graph: autograd metadata on tensors, nodes,
 // saved tensors, and the thread-local recording state.
 //
 // Ownership runs one way only, from outputs to inputs: a tensor owns its

@@ -1,11 +1,11 @@
-// functional.cpp — grad, jvp, vjp, jacobians, Hessian products, gradcheck.
-#include "graph.hpp"
+// transforms.cpp — grad, jvp, vjp, jacobians, Hessian products, gradcheck.
+#include "nodes.hpp"
 
 #include "../tensor_impl.hpp"
 
 #include <strata/autograd.hpp>
 #include <strata/error.hpp>
-#include <strata/functional.hpp>
+#include <strata/transforms.hpp>
 #include <strata/ops.hpp>
 
 #include <cmath>

@@ -1,4 +1,4 @@
-// checkpoint_file.cpp — save_checkpoint / load_checkpoint: a module, an
+// training_state.cpp — save_training_state / load_training_state: a module, an
 // optimizer and extra tensors in one safetensors file.
 #include <strata/error.hpp>
 #include <strata/serialize.hpp>
@@ -25,9 +25,9 @@ bool strip(const std::string& name, const std::string& prefix, std::string* rest
 }
 }  // namespace
 
-void save_checkpoint(const fs::path& path, const nn::Module& model, const nn::Optimizer* optimizer,
-                     const std::vector<std::pair<std::string, Tensor>>& extra,
-                     const std::map<std::string, std::string>& metadata) {
+void save_training_state(const fs::path& path, const nn::Module& model, const nn::Optimizer* optimizer,
+                         const std::vector<std::pair<std::string, Tensor>>& extra,
+                         const std::map<std::string, std::string>& metadata) {
   std::vector<std::pair<std::string, Tensor>> all;
   add_prefixed(all, kModelPrefix, model.state_dict());
   if (optimizer != nullptr) add_prefixed(all, kOptimizerPrefix, optimizer->state_dict());
@@ -35,11 +35,11 @@ void save_checkpoint(const fs::path& path, const nn::Module& model, const nn::Op
   save_tensors(path, all, metadata);
 }
 
-CheckpointExtras load_checkpoint(const fs::path& path, nn::Module& model, nn::Optimizer* optimizer) {
+TrainingStateExtras load_training_state(const fs::path& path, nn::Module& model, nn::Optimizer* optimizer) {
   LoadedTensors loaded = load_tensors(path);
   nn::NamedTensors model_state;
   nn::NamedTensors optimizer_state;
-  CheckpointExtras extras;
+  TrainingStateExtras extras;
   extras.metadata = std::move(loaded.metadata);
   for (auto& [n, t] : loaded.tensors) {
     std::string rest;
