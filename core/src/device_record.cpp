@@ -297,31 +297,54 @@ void DeviceRecord::synchronize() {
   check(plugin.api->stream_synchronize(&a), err, "synchronize");
 }
 
-strata_event DeviceRecord::create_event() {
+strata_event DeviceRecord::create_event(uint32_t flags) {
   ensure_alive();
   strata_error err = fresh_error();
   strata_stream_args a = stream_args(*this, err);
+  a.flags = flags;
   check(plugin.api->event_create(&a), err, "event_create");
   return a.event;
 }
 
-strata_event DeviceRecord::record_event(strata_stream on_stream) {
-  if (!has_streams) return nullptr;
-  strata_event event = create_event();
+namespace {
+/// event_record on `on_stream`; the event is destroyed when that fails.
+void record_on(DeviceRecord& d, strata_event event, strata_stream on_stream) {
   strata_error err = fresh_error();
-  strata_stream_args a = stream_args(*this, err);
+  strata_stream_args a = stream_args(d, err);
   a.event = event;
   a.stream = on_stream;
   strata_status st;
   {
-    IssueLock lock(*this);
-    st = plugin.api->event_record(&a);
+    DeviceRecord::IssueLock lock(d);
+    st = d.plugin.api->event_record(&a);
   }
   if (st != STRATA_OK) {
-    plugin.api->event_destroy(&a);
-    check(st, err, "event_record");
+    d.plugin.api->event_destroy(&a);
+    d.check(st, err, "event_record");
   }
-  return a.event;
+}
+}  // namespace
+
+strata_event DeviceRecord::record_event(strata_stream on_stream) {
+  if (!has_streams) return nullptr;
+  strata_event event = create_event();
+  record_on(*this, event, on_stream);
+  return event;
+}
+
+void DeviceRecord::record(strata_event event) {
+  ensure_alive();
+  record_on(*this, event, stream);
+}
+
+double DeviceRecord::elapsed_ms(strata_event start, strata_event end) {
+  ensure_alive();
+  strata_error err = fresh_error();
+  strata_stream_args a = stream_args(*this, err);
+  a.event = start;
+  a.end = end;
+  check(plugin.api->event_elapsed(&a), err, "event_elapsed");
+  return a.elapsed_ms;
 }
 
 bool DeviceRecord::event_done(strata_event event) {

@@ -102,8 +102,15 @@ struct DeviceRecord {
   void synchronize();
   /// Events on `on_stream`; nullptr when the device has no streams.
   strata_event record_event(strata_stream on_stream);
-  /// An event not yet recorded (a copy's `done`); the device must have streams.
-  strata_event create_event();
+  /// An event not yet recorded (a copy's `done`); the device must have
+  /// streams. `flags`: STRATA_EVENT_* (TIMING for event_elapsed).
+  strata_event create_event(uint32_t flags = 0);
+  /// Records `event` on the device's stream.
+  void record(strata_event event);
+  /// Whether the plugin measures time between events (event_elapsed).
+  bool can_time() const { return has_streams && plugin.has(&strata_plugin_api::event_elapsed); }
+  /// Device milliseconds between two recorded TIMING events; waits for both.
+  double elapsed_ms(strata_event start, strata_event end);
   /// Whether the event completed (true for nullptr); does not block.
   bool event_done(strata_event event);
   void destroy_event(strata_event event);

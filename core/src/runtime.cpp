@@ -12,6 +12,7 @@
 #include <strata/runtime.hpp>
 
 #include <algorithm>
+#include <chrono>
 #include <cstring>
 #include <array>
 #include <atomic>
@@ -544,6 +545,65 @@ std::string format_bytes(uint64_t bytes) {
   char buf[64];
   std::snprintf(buf, sizeof(buf), u == 0 ? "%.0f %s" : "%.1f %s", v, units[u]);
   return buf;
+}
+
+DeviceTimer::DeviceTimer(Device device) : device_(device) {
+  detail::DeviceRecord& r = detail::device_record(device);
+  measured_ = r.can_time();
+  if (!measured_) return;
+  start_event_ = r.create_event(STRATA_EVENT_TIMING);
+  try {
+    stop_event_ = r.create_event(STRATA_EVENT_TIMING);
+  } catch (...) {
+    r.destroy_event(static_cast<strata_event>(start_event_));
+    throw;
+  }
+}
+
+DeviceTimer::~DeviceTimer() {
+  if (!measured_) return;
+  detail::DeviceRecord& r = detail::device_record(device_);
+  r.destroy_event(static_cast<strata_event>(start_event_));
+  r.destroy_event(static_cast<strata_event>(stop_event_));
+}
+
+namespace {
+double host_ms() {
+  return std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now().time_since_epoch()).count();
+}
+}  // namespace
+
+void DeviceTimer::start() {
+  detail::DeviceRecord& r = detail::device_record(device_);
+  if (measured_) {
+    r.record(static_cast<strata_event>(start_event_));
+  } else {
+    r.synchronize();
+    start_host_ms_ = host_ms();
+  }
+  started_ = true;
+  stopped_ = false;
+}
+
+void DeviceTimer::stop() {
+  if (!started_) throw Error("DeviceTimer on " + device_.str() + ": stop() before start()");
+  detail::DeviceRecord& r = detail::device_record(device_);
+  if (measured_) {
+    r.record(static_cast<strata_event>(stop_event_));
+  } else {
+    r.synchronize();
+    stop_host_ms_ = host_ms();
+  }
+  stopped_ = true;
+}
+
+double DeviceTimer::elapsed_ms() {
+  if (!started_ || !stopped_) {
+    throw Error("DeviceTimer on " + device_.str() + ": elapsed_ms() needs start() and then stop()");
+  }
+  if (!measured_) return stop_host_ms_ - start_host_ms_;
+  return detail::device_record(device_).elapsed_ms(static_cast<strata_event>(start_event_),
+                                                   static_cast<strata_event>(stop_event_));
 }
 
 }  // namespace strata

@@ -41,10 +41,13 @@ typedef struct pinned_block {
   unsigned char* data;
 } pinned_block;
 
-/* An event: complete once the worker has finished copy number `ticket`. */
+/* An event: complete once the worker has finished copy number `ticket`.
+ * Its time (STRATA_EVENT_TIMING) is when that copy finished, or when it was
+ * recorded if nothing was pending then. */
 typedef struct ac_event {
   uint32_t magic;
   uint64_t ticket;
+  uint64_t recorded_ns; /* 0: the time is that of copy `ticket` */
 } ac_event;
 
 typedef struct copy_job {
@@ -63,6 +66,9 @@ static int g_worker_started = 0;
 static uint64_t g_delay_us = 300;
 static uint64_t g_violations = 0;
 static uint64_t g_pinned_blocks = 0;
+/* When each of the last TIMES copies finished (CLOCK_MONOTONIC ns), by ticket. */
+#define TIMES 1024
+static uint64_t g_done_ns[TIMES];
 
 /* Pinned blocks, for recognising an async copy's source (a short list: the
  * host keeps a few). Guarded by g_mutex. */
@@ -83,6 +89,12 @@ static void sleep_us(uint64_t us) {
   nanosleep(&ts, NULL);
 }
 
+static uint64_t now_ns(void) {
+  struct timespec ts;
+  clock_gettime(CLOCK_MONOTONIC, &ts);
+  return (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
+}
+
 static void* worker(void* unused) {
   (void)unused;
   pthread_mutex_lock(&g_mutex);
@@ -96,6 +108,7 @@ static void* worker(void* unused) {
     memcpy(job.dst, job.src, job.bytes);
     pthread_mutex_lock(&g_mutex);
     ++g_done;
+    g_done_ns[g_done % TIMES] = now_ns();
     pthread_cond_broadcast(&g_changed);
   }
   return NULL;
@@ -213,7 +226,10 @@ static strata_status ac_copy(strata_copy_args* args) {
     job->checksum = checksum(job->src, job->bytes);
   }
   ++g_issued;
-  if (event_of(args->done) != NULL) event_of(args->done)->ticket = g_issued;
+  if (event_of(args->done) != NULL) {
+    event_of(args->done)->ticket = g_issued;
+    event_of(args->done)->recorded_ns = 0;
+  }
   pthread_cond_broadcast(&g_changed);
   pthread_mutex_unlock(&g_mutex);
   return STRATA_OK;
@@ -233,6 +249,7 @@ static strata_status ac_event_create(strata_stream_args* args) {
   if (ev == NULL) return tpc_fail(args->error, STRATA_ERROR_OUT_OF_MEMORY, "%s:0: out of host memory", ASYNCCOPY_NAME);
   ev->magic = EVENT_MAGIC;
   ev->ticket = 0;
+  ev->recorded_ns = now_ns();
   args->event = (strata_event)ev;
   return STRATA_OK;
 }
@@ -256,6 +273,7 @@ static strata_status ac_event_record(strata_stream_args* args) {
   }
   pthread_mutex_lock(&g_mutex);
   ev->ticket = g_issued;
+  ev->recorded_ns = g_done == g_issued ? now_ns() : 0;
   pthread_mutex_unlock(&g_mutex);
   return STRATA_OK;
 }
@@ -283,6 +301,31 @@ static strata_status ac_event_synchronize(strata_stream_args* args) {
   pthread_mutex_lock(&g_mutex);
   while (g_done < ev->ticket) pthread_cond_wait(&g_changed, &g_mutex);
   pthread_mutex_unlock(&g_mutex);
+  return STRATA_OK;
+}
+
+/* Waits for both events; their times are host clock readings of when the
+ * worker finished their copies (the device's "timestamps"). */
+static strata_status ac_event_elapsed(strata_stream_args* args) {
+  ac_event *a, *b;
+  uint64_t ta, tb;
+  if (args == NULL || args->struct_size < STRATA_STREAM_ARGS_MIN_SIZE) return STRATA_ERROR_INVALID_ARGUMENT;
+  a = event_of(args->event);
+  b = event_of(args->end);
+  if (a == NULL || b == NULL) {
+    return tpc_fail(args->error, STRATA_ERROR_INVALID_ARGUMENT, "%s:0: event_elapsed: not an event", ASYNCCOPY_NAME);
+  }
+  pthread_mutex_lock(&g_mutex);
+  while (g_done < a->ticket || g_done < b->ticket) pthread_cond_wait(&g_changed, &g_mutex);
+  if (g_done - a->ticket >= TIMES || g_done - b->ticket >= TIMES) {
+    pthread_mutex_unlock(&g_mutex);
+    return tpc_fail(args->error, STRATA_ERROR_INVALID_ARGUMENT,
+                    "%s:0: event_elapsed: an event is older than the last %d copies", ASYNCCOPY_NAME, TIMES);
+  }
+  ta = a->recorded_ns != 0 ? a->recorded_ns : g_done_ns[a->ticket % TIMES];
+  tb = b->recorded_ns != 0 ? b->recorded_ns : g_done_ns[b->ticket % TIMES];
+  pthread_mutex_unlock(&g_mutex);
+  args->elapsed_ms = ((double)tb - (double)ta) / 1e6;
   return STRATA_OK;
 }
 
@@ -323,4 +366,4 @@ const strata_plugin_api bp_table = {
     .stream_destroy = bp_stream_destroy, .stream_synchronize = ac_stream_synchronize,
     .event_create = ac_event_create, .event_destroy = ac_event_destroy, .event_record = ac_event_record,
     .stream_wait_event = bp_stream_wait_event, .event_synchronize = ac_event_synchronize,
-    .event_query = ac_event_query, .event_elapsed = bp_event_elapsed, .extensions = &kProbe.base};
+    .event_query = ac_event_query, .event_elapsed = ac_event_elapsed, .extensions = &kProbe.base};

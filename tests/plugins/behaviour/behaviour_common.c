@@ -313,11 +313,6 @@ strata_status bp_event_query(strata_stream_args* args) {
   return st;
 }
 
-strata_status bp_event_elapsed(strata_stream_args* args) {
-  strata_status st = stream_args_ok(args, "event_elapsed");
-  if (st == STRATA_OK) args->elapsed_ms = 0.0;
-  return st;
-}
 
 /* ---- kernels ------------------------------------------------------------------------- */
 

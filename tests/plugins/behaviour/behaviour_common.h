@@ -96,11 +96,12 @@ strata_status bp_event_record(strata_stream_args* args);
 strata_status bp_stream_wait_event(strata_stream_args* args);
 strata_status bp_event_synchronize(strata_stream_args* args);
 strata_status bp_event_query(strata_stream_args* args);
-strata_status bp_event_elapsed(strata_stream_args* args);
 
 /* The ABI table of plugin NAME (a string literal) with EXTENSIONS (a
  * `const strata_extension*`, or NULL). Stream and event functions are
- * always there; the host uses them only for a device with HAS_STREAMS. */
+ * always there (but event_elapsed: work completes when issued, so there is
+ * no device time to report); the host uses them only for a device with
+ * HAS_STREAMS. */
 #define BP_TABLE(NAME, EXTENSIONS)                                                                        \
   {                                                                                                       \
     .struct_size = sizeof(strata_plugin_api), .abi_major = STRATA_ABI_MAJOR, .abi_minor = STRATA_ABI_MINOR, \
@@ -112,7 +113,7 @@ strata_status bp_event_elapsed(strata_stream_args* args);
     .stream_synchronize = bp_stream_synchronize, .event_create = bp_event_create,                         \
     .event_destroy = bp_event_destroy, .event_record = bp_event_record,                                   \
     .stream_wait_event = bp_stream_wait_event, .event_synchronize = bp_event_synchronize,                 \
-    .event_query = bp_event_query, .event_elapsed = bp_event_elapsed, .extensions = (EXTENSIONS)          \
+    .event_query = bp_event_query, .event_elapsed = NULL, .extensions = (EXTENSIONS)                       \
   }
 
 /* ---- for the plugins' own code ------------------------------------------------ */

@@ -676,10 +676,15 @@ typedef struct strata_stream_args {
   strata_event end;      /* event_elapsed: the later event                 */
   uint32_t flags;        /* event_create: STRATA_EVENT_*                   */
   int32_t complete;      /* out, event_query: 1 when the event completed   */
-  double elapsed_ms;     /* out, event_elapsed: end - event                */
+  double elapsed_ms;     /* out, event_elapsed: end - event (see below)    */
   strata_error* error;
 } strata_stream_args;
 #define STRATA_STREAM_ARGS_MIN_SIZE STRATA_SIZE_UP_TO(strata_stream_args, error)
+/* event_elapsed (optional) reports the device time in milliseconds between
+ * the completion of `event` and of `end`, both created with
+ * STRATA_EVENT_TIMING and recorded; it waits until both have completed (a
+ * synchronisation point). An event created without TIMING, or never
+ * recorded, is INVALID_ARGUMENT. */
 
 /** memory_info, memory_trim, memory_stats. */
 typedef struct strata_memory_args {
