@@ -307,7 +307,7 @@ strata_event DeviceRecord::create_event(uint32_t flags) {
 }
 
 namespace {
-/// event_record on `on_stream`; the event is destroyed when that fails.
+/// event_record on `on_stream`; throws (the event stays the caller's) when it fails.
 void record_on(DeviceRecord& d, strata_event event, strata_stream on_stream) {
   strata_error err = fresh_error();
   strata_stream_args a = stream_args(d, err);
@@ -318,17 +318,19 @@ void record_on(DeviceRecord& d, strata_event event, strata_stream on_stream) {
     DeviceRecord::IssueLock lock(d);
     st = d.plugin.api->event_record(&a);
   }
-  if (st != STRATA_OK) {
-    d.plugin.api->event_destroy(&a);
-    d.check(st, err, "event_record");
-  }
+  d.check(st, err, "event_record");
 }
 }  // namespace
 
 strata_event DeviceRecord::record_event(strata_stream on_stream) {
   if (!has_streams) return nullptr;
   strata_event event = create_event();
-  record_on(*this, event, on_stream);
+  try {
+    record_on(*this, event, on_stream);
+  } catch (...) {
+    destroy_event(event);
+    throw;
+  }
   return event;
 }
 

@@ -27,47 +27,53 @@ PinnedStaging::Block* PinnedStaging::take_locked(size_t bytes) {
   return best;
 }
 
+size_t PinnedStaging::free_idle_locked(size_t keep) {
+  size_t freed = 0;
+  for (auto it = blocks_.begin(); it != blocks_.end() && held_ > keep;) {
+    if (it->pending != nullptr) {
+      ++it;
+      continue;
+    }
+    device_.free(it->buffer, device_.stream, STRATA_MEMORY_PINNED_HOST);
+    freed += it->bytes;
+    held_ -= it->bytes;
+    it = blocks_.erase(it);
+  }
+  return freed;
+}
+
+PinnedStaging::Block* PinnedStaging::acquire_locked(size_t bytes) {
+  reclaim_locked();
+  if (Block* free_block = take_locked(bytes)) return free_block;
+  const size_t size = std::bit_ceil(std::max(bytes, kMinBytes));
+  if (held_ + size > kMaxHeldBytes) {
+    // Too much in flight: wait for the device, then reuse or give back what is idle.
+    device_.synchronize();
+    reclaim_locked();
+    if (Block* free_block = take_locked(bytes)) return free_block;
+    free_idle_locked(kMaxHeldBytes - std::min(size, kMaxHeldBytes));
+    if (held_ + size > kMaxHeldBytes) return nullptr;
+  }
+  Block fresh;
+  try {
+    fresh.buffer = device_.alloc(size, device_.stream, STRATA_MEMORY_PINNED_HOST, &fresh.host);
+  } catch (const OutOfMemoryError&) {
+    return nullptr;  // no pinned memory to be had: the caller copies synchronously
+  }
+  if (fresh.host == nullptr) {
+    device_.free(fresh.buffer, device_.stream, STRATA_MEMORY_PINNED_HOST);
+    throw Error(device_.id + ": alloc of pinned host memory returned no host_pointer");
+  }
+  fresh.bytes = size;
+  held_ += size;
+  blocks_.push_back(fresh);
+  return &blocks_.back();
+}
+
 bool PinnedStaging::copy_from_host(strata_buffer dst, size_t dst_offset, const void* src, size_t bytes) {
   std::lock_guard lock(mutex_);
-  reclaim_locked();
-  Block* block = take_locked(bytes);
-  if (block == nullptr) {
-    const size_t size = std::bit_ceil(std::max(bytes, kMinBytes));
-    if (held_ + size > kMaxHeldBytes) {
-      // Too much in flight: wait for the device, then give back what is idle.
-      device_.synchronize();
-      reclaim_locked();
-      block = take_locked(bytes);
-      if (block == nullptr) {
-        for (auto it = blocks_.begin(); it != blocks_.end() && held_ + size > kMaxHeldBytes;) {
-          if (it->pending != nullptr) {
-            ++it;
-            continue;
-          }
-          device_.free(it->buffer, device_.stream, STRATA_MEMORY_PINNED_HOST);
-          held_ -= it->bytes;
-          it = blocks_.erase(it);
-        }
-        if (held_ + size > kMaxHeldBytes) return false;
-      }
-    }
-    if (block == nullptr) {
-      Block fresh;
-      try {
-        fresh.buffer = device_.alloc(size, device_.stream, STRATA_MEMORY_PINNED_HOST, &fresh.host);
-      } catch (const OutOfMemoryError&) {
-        return false;  // no pinned memory to be had: the caller copies synchronously
-      }
-      if (fresh.host == nullptr) {
-        device_.free(fresh.buffer, device_.stream, STRATA_MEMORY_PINNED_HOST);
-        throw Error(device_.id + ": alloc of pinned host memory returned no host_pointer");
-      }
-      fresh.bytes = size;
-      held_ += size;
-      blocks_.push_back(fresh);
-      block = &blocks_.back();
-    }
-  }
+  Block* block = acquire_locked(bytes);
+  if (block == nullptr) return false;
   std::memcpy(block->host, src, bytes);
   strata_event done = device_.create_event();
   try {
@@ -85,18 +91,7 @@ size_t PinnedStaging::trim() {
   std::lock_guard lock(mutex_);
   if (blocks_.empty() || device_.lost()) return 0;
   reclaim_locked();
-  size_t freed = 0;
-  for (auto it = blocks_.begin(); it != blocks_.end();) {
-    if (it->pending != nullptr) {
-      ++it;
-      continue;
-    }
-    device_.free(it->buffer, device_.stream, STRATA_MEMORY_PINNED_HOST);
-    freed += it->bytes;
-    held_ -= it->bytes;
-    it = blocks_.erase(it);
-  }
-  return freed;
+  return free_idle_locked(0);
 }
 
 PinnedStaging::Stats PinnedStaging::stats() const {

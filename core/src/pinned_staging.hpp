@@ -60,6 +60,13 @@ class PinnedStaging {
   void reclaim_locked();
   /// A free block of at least `bytes`, or nullptr. Requires mutex_.
   Block* take_locked(size_t bytes);
+  /// A block for `bytes`: a free one, else a new one within kMaxHeldBytes
+  /// (waiting for the device first when over it); nullptr when none can be
+  /// had. Requires mutex_.
+  Block* acquire_locked(size_t bytes);
+  /// Returns idle blocks to the plugin until at most `keep` bytes are held;
+  /// the bytes returned. Requires mutex_.
+  size_t free_idle_locked(size_t keep);
 
   DeviceRecord& device_;
   mutable std::mutex mutex_;

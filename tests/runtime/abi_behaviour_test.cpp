@@ -312,6 +312,38 @@ TEST_F(Behaviour, StagedCopiesLeaveTheirPinnedSourcesAloneUntilDone) {
   EXPECT_EQ(probe->pinned_blocks(), 0u);
 }
 
+// A DeviceTimer around a staged copy on asynccopy:0 is measured by the
+// device (the plugin's event_elapsed): at least the worker's 200 µs delay,
+// and start()/stop() do not wait for the copy. On cpu:0 (no streams) the
+// host clock measures.
+TEST_F(Behaviour, DeviceTimerMeasuresQueuedWork) {
+  loaded_plugin("asynccopy");
+  Device dev("asynccopy:0");
+  runtime().synchronize(dev);
+  DeviceTimer timer(dev);
+  EXPECT_TRUE(timer.device_measured());
+  std::vector<float> v(64 * 1024, 1.0f);  // 256 KiB: staged, copied 200 µs later
+  timer.start();
+  Tensor t = from_data(v, {static_cast<int64_t>(v.size())}, {.device = dev});
+  timer.stop();
+  const double ms = timer.elapsed_ms();
+  EXPECT_GE(ms, 0.15) << "the copy's 200 µs delay lies between the marks";
+  EXPECT_LT(ms, 5000.0);
+  EXPECT_EQ(sum(t).item<float>(), 65536.0f);
+
+  DeviceTimer host(Device("cpu:0"));
+  EXPECT_FALSE(host.device_measured());
+  std::string e = message_of<Error>("elapsed before start", [&] { host.elapsed_ms(); });
+  EXPECT_TRUE(has(e, "cpu:0")) << e;
+  EXPECT_TRUE(has(e, "start() and then stop()")) << e;
+  e = message_of<Error>("stop before start", [&] { host.stop(); });
+  EXPECT_TRUE(has(e, "stop() before start()")) << e;
+  host.start();
+  Tensor y = ones({256, 256}) + 1.0;
+  host.stop();
+  EXPECT_GE(host.elapsed_ms(), 0.0);
+}
+
 // ---- wsp: workspace within the memory limit ---------------------------------------------------
 
 // The configuration: memory_limit 1 MiB, workspace_bytes 512 KiB.

@@ -17,8 +17,11 @@
 namespace strata::detail {
 namespace {
 
+/// Whether this thread has a trace open (one atomic load while nobody traces).
+bool tracing_here() { return tracing_anywhere() && active_trace() != nullptr; }
+
 OpResult around(OpCall& call, OpResult (*run)(OpCall&)) {
-  if (tracing_anywhere() && active_trace() != nullptr) return traced_dispatch(call, run);
+  if (tracing_here()) return traced_dispatch(call, run);
   return run(call);
 }
 
@@ -49,7 +52,7 @@ void after(const OpCall& call, OpResult& outputs, bool computed) {
 }
 
 bool wants_external(std::span<const Tensor> inputs) {
-  if (tracing_anywhere() && active_trace() != nullptr) return true;
+  if (tracing_here()) return true;
   for (const Tensor& t : inputs) {
     if (t.defined() && t.impl()->autograd != nullptr) return true;
   }
@@ -60,7 +63,7 @@ bool wants_external(std::span<const Tensor> inputs) {
 /// (unsupported_in_trace) and a capture does not replay them.
 void record_external(const OpDef& op, std::span<const Tensor> inputs, std::span<Tensor> outputs, const Attrs* attrs) {
   record_node(op, inputs, outputs, attrs);
-  if (op.kind != OpKind::transfer && tracing_anywhere() && active_trace() != nullptr && !outputs.empty()) {
+  if (op.kind != OpKind::transfer && !outputs.empty() && tracing_here()) {
     trace_op(op, inputs, outputs.front(), attrs != nullptr ? *attrs : Attrs{});
   }
 }

@@ -30,25 +30,24 @@ namespace rules = detail::rules;
 constexpr auto kFp32 = detail::AutocastCategory::fp32;        // computed in f32 under autocast
 constexpr auto kPromote = detail::AutocastCategory::promote;  // inputs promoted to the widest
 
-OpDef unary(std::string_view name, void (*rule)(detail::OpCall&), Derivative d = {},
-            detail::AutocastCategory autocast = detail::AutocastCategory::none) {
+/// A primitive elementwise op of `n_inputs` operands.
+OpDef elementwise(std::string_view name, int n_inputs, void (*rule)(detail::OpCall&), Derivative d,
+                  detail::AutocastCategory autocast) {
   return OpDef{.name = name,
                .kind = OpKind::primitive,
                .autocast = autocast,
-               .n_inputs = 1,
+               .n_inputs = n_inputs,
                .prepare = rule,
                .vjp = d.vjp,
                .jvp = d.jvp};
 }
+OpDef unary(std::string_view name, void (*rule)(detail::OpCall&), Derivative d = {},
+            detail::AutocastCategory autocast = detail::AutocastCategory::none) {
+  return elementwise(name, 1, rule, d, autocast);
+}
 OpDef binary(std::string_view name, void (*rule)(detail::OpCall&), Derivative d = {},
              detail::AutocastCategory autocast = detail::AutocastCategory::none) {
-  return OpDef{.name = name,
-               .kind = OpKind::primitive,
-               .autocast = autocast,
-               .n_inputs = 2,
-               .prepare = rule,
-               .vjp = d.vjp,
-               .jvp = d.jvp};
+  return elementwise(name, 2, rule, d, autocast);
 }
 
 /// maximum/minimum: g goes to the operand that `wins`; ties split it evenly.

@@ -129,6 +129,18 @@ const TensorImpl& impl_of(const Tensor& t, const char* op) {
   return *t.impl();
 }
 
+/// The shape and strides of `impl` without dimension `d` (select, squeeze).
+std::pair<Shape, Shape> without_dim(const TensorImpl& impl, size_t d) {
+  Shape shape;
+  Shape strides;
+  for (size_t k = 0; k < static_cast<size_t>(impl.rank); ++k) {
+    if (k == d) continue;
+    shape.push_back(impl.shape[k]);
+    strides.push_back(impl.strides[k]);
+  }
+  return {std::move(shape), std::move(strides)};
+}
+
 /// Resolves a single -1 and checks the element count.
 Shape infer_shape(const Shape& requested, int64_t numel, std::span<const int64_t> from, const char* op) {
   Shape shape = requested;
@@ -299,13 +311,7 @@ Tensor Tensor::select(int64_t dim, int64_t index) const {
                      " of size " + std::to_string(n) + " (tensor of shape " + shape_string(impl.sizes()) + ")");
   }
   if (index < 0) index += n;
-  Shape shape;
-  Shape strides;
-  for (size_t k = 0; k < static_cast<size_t>(impl.rank); ++k) {
-    if (k == d) continue;
-    shape.push_back(impl.shape[k]);
-    strides.push_back(impl.strides[k]);
-  }
+  auto [shape, strides] = without_dim(impl, d);
   return tracked(kSelectView, *this, make_view(*this, shape, strides, impl.offset + index * impl.strides[d]), [&] {
     return Attrs{Attr::integer("dim", static_cast<int64_t>(d)), Attr::integer("index", index)};
   });
@@ -359,13 +365,7 @@ Tensor Tensor::squeeze(int64_t dim) const {
   const TensorImpl& impl = impl_of(*this, "squeeze");
   auto d = static_cast<size_t>(normalize_dim(dim, impl.rank, "squeeze"));
   if (impl.shape[d] != 1) return *this;
-  Shape shape;
-  Shape strides;
-  for (size_t k = 0; k < static_cast<size_t>(impl.rank); ++k) {
-    if (k == d) continue;
-    shape.push_back(impl.shape[k]);
-    strides.push_back(impl.strides[k]);
-  }
+  auto [shape, strides] = without_dim(impl, d);
   return tracked(kReshapeView, *this, make_view(*this, shape, strides, impl.offset), no_attrs);
 }
 
