@@ -242,37 +242,51 @@ void run_copy(DeviceRecord& d, strata_copy_kind kind, const char* what, Fill&& f
 }
 }  // namespace
 
-void DeviceRecord::copy_to_host(void* dst, strata_buffer src, size_t src_offset, size_t bytes) {
-  run_copy(*this, STRATA_COPY_DEVICE_TO_HOST, "copy to host", [&](strata_copy_args& a) {
-    a.dst_host = dst;
-    a.src = src;
-    a.src_offset = src_offset;
+namespace {
+/// One copy between `host` and `offset` bytes into `buffer`, either way;
+/// asynchronous when `done` is given (`host` then lies in a pinned block).
+void copy_one(DeviceRecord& d, strata_copy_kind kind, strata_buffer buffer, size_t offset, const void* host,
+              size_t bytes, strata_event done) {
+  const bool to_host = kind == STRATA_COPY_DEVICE_TO_HOST;
+  const char* what = to_host ? (done ? "asynchronous copy to host" : "copy to host")
+                             : (done ? "asynchronous copy from host" : "copy from host");
+  run_copy(d, kind, what, [&](strata_copy_args& a) {
+    a.flags = done ? STRATA_COPY_ASYNC : 0u;
+    (to_host ? a.src : a.dst) = buffer;
+    (to_host ? a.src_offset : a.dst_offset) = offset;
+    if (to_host) {
+      a.dst_host = const_cast<void*>(host);
+    } else {
+      a.src_host = host;
+    }
     a.bytes = bytes;
+    a.done = done;
   });
+}
+}  // namespace
+
+void DeviceRecord::copy_to_host(void* dst, strata_buffer src, size_t src_offset, size_t bytes) {
+  if (staging.enabled && bytes >= PinnedStaging::kMinBytes && staging.copy_to_host(dst, src, src_offset, bytes)) {
+    return;
+  }
+  copy_one(*this, STRATA_COPY_DEVICE_TO_HOST, src, src_offset, dst, bytes, nullptr);
 }
 
 void DeviceRecord::copy_from_host(strata_buffer dst, size_t dst_offset, const void* src, size_t bytes) {
   if (staging.enabled && bytes >= PinnedStaging::kMinBytes && staging.copy_from_host(dst, dst_offset, src, bytes)) {
     return;
   }
-  run_copy(*this, STRATA_COPY_HOST_TO_DEVICE, "copy from host", [&](strata_copy_args& a) {
-    a.dst = dst;
-    a.dst_offset = dst_offset;
-    a.src_host = src;
-    a.bytes = bytes;
-  });
+  copy_one(*this, STRATA_COPY_HOST_TO_DEVICE, dst, dst_offset, src, bytes, nullptr);
 }
 
 void DeviceRecord::copy_async_from_host(strata_buffer dst, size_t dst_offset, const void* pinned_src, size_t bytes,
                                         strata_event done) {
-  run_copy(*this, STRATA_COPY_HOST_TO_DEVICE, "asynchronous copy from host", [&](strata_copy_args& a) {
-    a.flags = STRATA_COPY_ASYNC;
-    a.dst = dst;
-    a.dst_offset = dst_offset;
-    a.src_host = pinned_src;
-    a.bytes = bytes;
-    a.done = done;
-  });
+  copy_one(*this, STRATA_COPY_HOST_TO_DEVICE, dst, dst_offset, pinned_src, bytes, done);
+}
+
+void DeviceRecord::copy_async_to_host(void* pinned_dst, strata_buffer src, size_t src_offset, size_t bytes,
+                                      strata_event done) {
+  copy_one(*this, STRATA_COPY_DEVICE_TO_HOST, src, src_offset, pinned_dst, bytes, done);
 }
 
 // --- Streams and events ----------------------------------------------------------
@@ -359,8 +373,17 @@ bool DeviceRecord::event_done(strata_event event) {
     check(plugin.api->event_query(&a), err, "event_query");
     return a.complete != 0;
   }
-  check(plugin.api->event_synchronize(&a), err, "event_synchronize");
+  wait_event(event);
   return true;
+}
+
+void DeviceRecord::wait_event(strata_event event) {
+  if (event == nullptr) return;
+  ensure_alive();
+  strata_error err = fresh_error();
+  strata_stream_args a = stream_args(*this, err);
+  a.event = event;
+  check(plugin.api->event_synchronize(&a), err, "event_synchronize");
 }
 
 void DeviceRecord::destroy_event(strata_event event) {

@@ -98,6 +98,9 @@ struct DeviceRecord {
   /// An asynchronous copy from pinned memory of this device, recording `done`.
   void copy_async_from_host(strata_buffer dst, size_t dst_offset, const void* pinned_src, size_t bytes,
                             strata_event done);
+  /// An asynchronous copy into pinned memory of this device, recording `done`;
+  /// `pinned_dst` holds the bytes once `done` has completed.
+  void copy_async_to_host(void* pinned_dst, strata_buffer src, size_t src_offset, size_t bytes, strata_event done);
   /// Waits for queued work (no-op for plugins without streams).
   void synchronize();
   /// Events on `on_stream`; nullptr when the device has no streams.
@@ -113,6 +116,8 @@ struct DeviceRecord {
   double elapsed_ms(strata_event start, strata_event end);
   /// Whether the event completed (true for nullptr); does not block.
   bool event_done(strata_event event);
+  /// Blocks until the event completed (event_synchronize).
+  void wait_event(strata_event event);
   void destroy_event(strata_event event);
 
   /// Raises DeviceLostError once the device reported DEVICE_LOST.

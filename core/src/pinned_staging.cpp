@@ -87,6 +87,49 @@ bool PinnedStaging::copy_from_host(strata_buffer dst, size_t dst_offset, const v
   return true;
 }
 
+void PinnedStaging::issue_read_locked(Block& block, strata_buffer src, size_t src_offset, size_t bytes) {
+  strata_event done = device_.create_event();
+  try {
+    device_.copy_async_to_host(block.host, src, src_offset, bytes, done);
+  } catch (...) {
+    device_.destroy_event(done);
+    throw;
+  }
+  block.pending = done;
+}
+
+bool PinnedStaging::copy_to_host(void* dst, strata_buffer src, size_t src_offset, size_t bytes) {
+  std::lock_guard lock(mutex_);
+  const size_t chunk = std::min(bytes, kChunkBytes);
+  const size_t chunks = (bytes + chunk - 1) / chunk;
+  // Two blocks in flight: the device fills one while the host empties the other.
+  Block* ring[2] = {acquire_locked(chunk), nullptr};
+  if (ring[0] == nullptr) return false;
+  issue_read_locked(*ring[0], src, src_offset, chunk);
+  if (chunks > 1) {
+    ring[1] = acquire_locked(chunk);  // ring[0] is pending, so this is another block
+    if (ring[1] == nullptr) ring[1] = ring[0];  // no second block: one chunk at a time
+  }
+  auto* out = static_cast<unsigned char*>(dst);
+  for (size_t k = 0; k < chunks; ++k) {
+    Block& block = *ring[k % 2];
+    const size_t at = k * chunk;
+    const size_t n = std::min(chunk, bytes - at);
+    if (k + 1 < chunks && ring[(k + 1) % 2] != &block) {
+      issue_read_locked(*ring[(k + 1) % 2], src, src_offset + at + chunk, std::min(chunk, bytes - at - chunk));
+    }
+    device_.wait_event(block.pending);
+    std::memcpy(out + at, block.host, n);
+    device_.destroy_event(block.pending);
+    block.pending = nullptr;
+    if (k + 1 < chunks && ring[(k + 1) % 2] == &block) {
+      issue_read_locked(block, src, src_offset + at + chunk, std::min(chunk, bytes - at - chunk));
+    }
+  }
+  ++staged_;
+  return true;
+}
+
 size_t PinnedStaging::trim() {
   std::lock_guard lock(mutex_);
   if (blocks_.empty() || device_.lost()) return 0;

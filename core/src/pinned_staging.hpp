@@ -1,20 +1,25 @@
-// pinned_staging.hpp — host-to-device copies staged through pinned memory,
-// for devices that ask for it (STRATA_DEVICE_STAGE_PINNED, strata_plugin.h
-// section 4).
+// pinned_staging.hpp — copies between host and device staged through pinned
+// memory, for devices that ask for it (STRATA_DEVICE_STAGE_PINNED,
+// strata_plugin.h section 4).
 //
-// A staged copy: the bytes go into a pinned host block allocated on the
+// Host to device: the bytes go into a pinned host block allocated on the
 // device (PINNED_HOST), an asynchronous copy from the block is issued with a
 // `done` event, and the call returns — the caller may reuse its memory at
 // once, the device reads the block later. A block is reused only after its
 // event has completed, so the copy's source stays intact until the device
 // has read it.
+//
+// Device to host: asynchronous copies into pinned blocks, in chunks of at
+// most kChunkBytes with two in flight, so the device fills one chunk while
+// the host copies the previous one out; the host reads a block only after
+// the chunk's `done` event has completed.
 #pragma once
 
 #include <strata/plugin/strata_plugin.h>
 
 #include <cstddef>
+#include <list>
 #include <mutex>
-#include <vector>
 
 namespace strata::detail {
 
@@ -27,6 +32,8 @@ class PinnedStaging {
   /// The most pinned memory held per device; beyond it a copy waits for the
   /// device to finish the earlier ones.
   static constexpr size_t kMaxHeldBytes = size_t{256} << 20;
+  /// A copy to the host moves in chunks of at most this size.
+  static constexpr size_t kChunkBytes = size_t{8} << 20;
 
   explicit PinnedStaging(DeviceRecord& device) : device_(device) {}
   PinnedStaging(const PinnedStaging&) = delete;
@@ -39,13 +46,18 @@ class PinnedStaging {
   /// Returns false, having done nothing, when no pinned block could be had;
   /// the caller then copies synchronously. Throws what the copy throws.
   bool copy_from_host(strata_buffer dst, size_t dst_offset, const void* src, size_t bytes);
+  /// Copies `bytes` at `src_offset` of `src` into `dst` through pinned
+  /// blocks (see above); returns when `dst` holds them. Returns false, having
+  /// done nothing, when no pinned block could be had. Throws what the copy
+  /// throws; a chunk still in flight then keeps its block until it completes.
+  bool copy_to_host(void* dst, strata_buffer src, size_t src_offset, size_t bytes);
   /// Returns the blocks no copy uses to the plugin; the bytes returned.
   size_t trim();
 
   struct Stats {
     size_t held_bytes = 0;
     size_t blocks = 0;
-    size_t staged_copies = 0;
+    size_t staged_copies = 0;  // in either direction
   };
   Stats stats() const;
 
@@ -54,8 +66,11 @@ class PinnedStaging {
     strata_buffer buffer = nullptr;
     void* host = nullptr;
     size_t bytes = 0;
-    strata_event pending = nullptr;  // the copy reading it; nullptr when free
+    strata_event pending = nullptr;  // the copy using it; nullptr when free
   };
+  /// Issues the asynchronous copy of one chunk to the host into `block`,
+  /// which then is pending on the chunk's event. Requires mutex_.
+  void issue_read_locked(Block& block, strata_buffer src, size_t src_offset, size_t bytes);
   /// Frees the blocks whose copies completed. Requires mutex_.
   void reclaim_locked();
   /// A free block of at least `bytes`, or nullptr. Requires mutex_.
@@ -70,7 +85,7 @@ class PinnedStaging {
 
   DeviceRecord& device_;
   mutable std::mutex mutex_;
-  std::vector<Block> blocks_;
+  std::list<Block> blocks_;  // stable addresses: a copy holds two blocks at once
   size_t held_ = 0;
   size_t staged_ = 0;
 };

@@ -312,6 +312,55 @@ TEST_F(Behaviour, StagedCopiesLeaveTheirPinnedSourcesAloneUntilDone) {
   EXPECT_EQ(probe->pinned_blocks(), 0u);
 }
 
+// Reads from asynccopy:0 of 64 KiB and more go through pinned blocks too:
+// asynchronous copies to the host, in chunks of at most 8 MiB with two in
+// flight. The plugin fills a block with 0xa5 bytes when a copy into it is
+// issued and writes the data 200 µs later, so a core that read a block
+// before the chunk's event completed would return garbage.
+TEST_F(Behaviour, StagedReadsWaitForTheirChunks) {
+  PluginInfo plugin = loaded_plugin("asynccopy");
+  Device dev("asynccopy:0");
+  const auto* probe =
+      probe_extension<asynccopy_probe_extension>(plugin.path, ASYNCCOPY_PROBE_EXTENSION, ASYNCCOPY_PROBE_VERSION);
+  ASSERT_NE(probe, nullptr);
+  auto values = [](int64_t n) {
+    std::vector<float> v(static_cast<size_t>(n));
+    for (int64_t i = 0; i < n; ++i) v[static_cast<size_t>(i)] = static_cast<float>(i % 100003) - 5.0f;
+    return v;
+  };
+  auto staged = [&] { return runtime().device_memory_info(dev).staged_copies; };
+  const int64_t one_chunk = 64 * 1024;                   // 256 KiB
+  const int64_t three_chunks = (20 << 20) / 4 + 3;       // 20 MiB and 12 bytes: 8 + 8 + 4 MiB
+  const std::vector<float> small_values = values(one_chunk), big_values = values(three_chunks);
+  Tensor small = from_data(small_values, {one_chunk}, {.device = dev});
+  Tensor big = from_data(big_values, {three_chunks}, {.device = dev});
+  runtime().synchronize(dev);
+
+  uint64_t before = staged(), copies_before = probe->async_copies();
+  EXPECT_EQ(small.to_vector<float>(), small_values);
+  EXPECT_EQ(staged() - before, 1u);
+  EXPECT_EQ(probe->async_copies() - copies_before, 1u);
+
+  before = staged();
+  copies_before = probe->async_copies();
+  EXPECT_EQ(big.to_vector<float>(), big_values);
+  EXPECT_EQ(staged() - before, 1u) << "one staged read";
+  EXPECT_EQ(probe->async_copies() - copies_before, 3u) << "in three chunks";
+
+  // Across devices, and from an offset into the buffer.
+  EXPECT_EQ(big.to(Device("cpu:0")).to_vector<float>(), big_values);
+  Tensor tail = big.slice(0, three_chunks - one_chunk, three_chunks).contiguous();
+  EXPECT_EQ(tail.to_vector<float>(), std::vector<float>(big_values.end() - one_chunk, big_values.end()));
+
+  // Below 64 KiB a read is one synchronous copy.
+  before = staged();
+  Tensor tiny = from_data(std::vector<float>{4, 5, 6}, {3}, {.device = dev});
+  EXPECT_EQ(tiny.to_vector<float>(), (std::vector<float>{4, 5, 6}));
+  EXPECT_EQ(staged(), before);
+  runtime().trim_memory(dev);
+  EXPECT_EQ(runtime().device_memory_info(dev).staging_bytes, 0u);
+}
+
 // A DeviceTimer around a staged copy on asynccopy:0 is measured by the
 // device (the plugin's event_elapsed): at least the worker's 200 µs delay,
 // and start()/stop() do not wait for the copy. On cpu:0 (no streams) the

@@ -1,21 +1,24 @@
-/* asynccopy_plugin.c — a device whose host-to-device copies really are
+/* asynccopy_plugin.c — a device whose copies to and from the host really are
  * asynchronous (strata_plugin.h section 4: pinned host memory, STRATA_COPY_ASYNC,
  * events), so that a test can see whether the host keeps the rule that goes
- * with them: the source of an asynchronous copy stays untouched until the
- * copy's `done` event has completed.
+ * with them: the source of an asynchronous copy stays untouched, and the
+ * destination of one to the host unread, until the copy's `done` event has
+ * completed.
  *
  * Device "asynccopy:0", flags HAS_STREAMS | STAGE_PINNED (the host stages
- * large host-to-device copies through pinned blocks of this device).
+ * large copies in both directions through pinned blocks of this device).
  *  - alloc of STRATA_MEMORY_PINNED_HOST: a malloc'd block; `host_pointer` is
  *    its address.
- *  - copy with STRATA_COPY_ASYNC, host to device, from inside a pinned block:
- *    queued for a worker thread that performs it `delay_us` later (option
- *    {"delay_us": N}, default 300). At issue the plugin takes a checksum of
- *    the source; the worker takes it again before copying, and a source that
- *    changed in between counts as a violation (probe, asynccopy_probe.h).
- *    `done` completes when the worker has copied. An asynchronous copy from
- *    memory that is not one of its pinned blocks is refused: the host must
- *    stage through pinned memory on this device.
+ *  - copy with STRATA_COPY_ASYNC between the device and a pinned block, in
+ *    either direction: queued for a worker thread that performs it
+ *    `delay_us` later (option {"delay_us": N}, default 300). At issue the
+ *    plugin takes a checksum of the source; the worker takes it again before
+ *    copying, and a source that changed in between counts as a violation
+ *    (probe, asynccopy_probe.h). A copy to the host fills its destination
+ *    with 0xa5 bytes at issue, so a host that reads before `done` sees
+ *    garbage. `done` completes when the worker has copied. An asynchronous
+ *    copy with host memory that is not one of its pinned blocks is refused:
+ *    the host must stage through pinned memory on this device.
  *  - everything else that touches device memory (kernels, synchronous copies,
  *    stream and event synchronisation, event_record) first waits for the
  *    queue to drain, so the device stays in stream order.
@@ -199,32 +202,38 @@ static ac_event* event_of(strata_event e) {
 }
 
 static strata_status ac_copy(strata_copy_args* args) {
-  unsigned char* dst;
-  size_t dst_bytes = 0;
+  unsigned char* device;
+  size_t device_bytes = 0, device_offset;
+  const void* host;
+  copy_job job;
   if (args == NULL || args->struct_size < STRATA_COPY_ARGS_MIN_SIZE) return STRATA_ERROR_INVALID_ARGUMENT;
-  if (!(args->flags & STRATA_COPY_ASYNC) || args->kind != STRATA_COPY_HOST_TO_DEVICE) {
+  if (!(args->flags & STRATA_COPY_ASYNC) || args->kind == STRATA_COPY_DEVICE_TO_DEVICE) {
     drain();
     return bp_copy(args);
   }
-  dst = (unsigned char*)bp_buffer_data(args->dst, &dst_bytes);
-  if (dst == NULL || args->dst_offset > dst_bytes || args->bytes > dst_bytes - args->dst_offset) {
-    return tpc_fail(args->error, STRATA_ERROR_INVALID_ARGUMENT, "%s:0: async copy: destination out of range",
+  const int to_device = args->kind == STRATA_COPY_HOST_TO_DEVICE;
+  device = (unsigned char*)bp_buffer_data(to_device ? args->dst : args->src, &device_bytes);
+  device_offset = to_device ? args->dst_offset : args->src_offset;
+  host = to_device ? args->src_host : (const void*)args->dst_host;
+  if (device == NULL || device_offset > device_bytes || args->bytes > device_bytes - device_offset) {
+    return tpc_fail(args->error, STRATA_ERROR_INVALID_ARGUMENT, "%s:0: async copy: device range out of range",
                     ASYNCCOPY_NAME);
   }
+  job.dst = to_device ? device + device_offset : (unsigned char*)args->dst_host;
+  job.src = to_device ? (const unsigned char*)args->src_host : device + device_offset;
+  job.bytes = args->bytes;
   pthread_mutex_lock(&g_mutex);
-  if (pinned_holding(args->src_host, args->bytes) == NULL) {
+  if (pinned_holding(host, args->bytes) == NULL) {
     pthread_mutex_unlock(&g_mutex);
     return tpc_fail(args->error, STRATA_ERROR_INVALID_ARGUMENT,
-                    "%s:0: async copy from host memory that is not a pinned block of this device", ASYNCCOPY_NAME);
+                    "%s:0: async copy with host memory that is not a pinned block of this device", ASYNCCOPY_NAME);
   }
+  /* Until `done`, a copy's host destination holds garbage: a host that reads
+   * it early sees this pattern, not the tensor. */
+  if (!to_device) memset(args->dst_host, 0xA5, args->bytes);
   while (g_issued - g_done == QUEUE_SIZE) pthread_cond_wait(&g_changed, &g_mutex);
-  {
-    copy_job* job = &g_queue[g_issued % QUEUE_SIZE];
-    job->dst = dst + args->dst_offset;
-    job->src = (const unsigned char*)args->src_host;
-    job->bytes = args->bytes;
-    job->checksum = checksum(job->src, job->bytes);
-  }
+  job.checksum = checksum(job.src, job.bytes);
+  g_queue[g_issued % QUEUE_SIZE] = job;
   ++g_issued;
   if (event_of(args->done) != NULL) {
     event_of(args->done)->ticket = g_issued;

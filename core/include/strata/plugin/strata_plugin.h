@@ -105,11 +105,16 @@
  * alone until the copy's `done` event has completed. The host's own copies:
  * it reads results on the host synchronously (a copy to the host is a
  * synchronisation point). A device that sets STRATA_DEVICE_STAGE_PINNED
- * (with HAS_STREAMS and event_query) gets host-to-device copies of 64 KiB and
- * more staged: the host copies the bytes into a PINNED_HOST block it
- * allocated on that device, issues an ASYNC copy from it with a `done`
- * event, returns, and reuses the block only after `done` completed — the
- * path for a DMA engine that reads pinned memory while the host goes on.
+ * (with HAS_STREAMS, event_query and event_synchronize) gets copies of
+ * 64 KiB and more staged through PINNED_HOST blocks the host allocated on
+ * that device — the path for a DMA engine that reads and writes pinned
+ * memory while the host goes on. To the device: the host copies the bytes
+ * into a block, issues an ASYNC copy from it with a `done` event, returns,
+ * and reuses the block only after `done` completed. To the host: ASYNC
+ * copies into blocks, with `done` events, in chunks of at most 8 MiB of
+ * which two may be in flight; the host reads a block only after its chunk's
+ * `done` completed (event_synchronize), so the plugin may fill it at any
+ * time before.
  *
  * 5. Kernels
  * ----------
