@@ -108,7 +108,7 @@ TEST_F(Files, RoundTripOfEveryDTypeAndLayout) {
   }
   EXPECT_EQ(loaded.metadata.at("note"), "hello");
   EXPECT_EQ(loaded.metadata.at("format"), "strata-checkpoint");
-  EXPECT_EQ(loaded.metadata.at("format_version"), "1");
+  EXPECT_EQ(loaded.metadata.at("format_version"), "2");
   EXPECT_EQ(loaded.metadata.at("crc32").size(), 8u);
   EXPECT_TRUE(loaded.find("scalar").defined());
   EXPECT_FALSE(loaded.find("nope").defined());
@@ -194,6 +194,7 @@ TEST_F(Files, DamagedAndForeignFilesAreNamedErrors) {
   expect_load_error(p, "no 'data_offsets'");
   write_all(p, safetensors(R"({"__metadata__":{"format":"strata-checkpoint","format_version":"7","crc32":"0"}})", ""));
   expect_load_error(p, "unsupported strata-checkpoint format_version '7'");
+  expect_load_error(p, "reads versions 2 and 1");
   write_all(p, safetensors(R"({"__metadata__":{"format":"strata-checkpoint","format_version":"1"}})", ""));
   expect_load_error(p, "without its 'crc32' checksum");
   expect_load_error(dir_ / "missing.safetensors", "cannot open");
