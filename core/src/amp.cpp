@@ -274,30 +274,61 @@ std::vector<std::pair<std::string, Tensor>> GradScaler::state_dict() const {
           {"skipped_steps", full({}, static_cast<double>(skipped_), {.dtype = DType::i64})}};
 }
 
-void GradScaler::load_state_dict(const std::vector<std::pair<std::string, Tensor>>& state) {
-  double scale = scale_;
-  int64_t tracker = growth_tracker_;
-  int64_t skipped = skipped_;
-  bool seen_scale = false;
+namespace {
+
+/// The scaler's entries and their dtypes, as state_dict() writes them.
+constexpr std::pair<const char*, DType> kScalerEntries[] = {
+    {"scale", DType::f64}, {"growth_tracker", DType::i64}, {"skipped_steps", DType::i64}};
+
+}  // namespace
+
+void GradScaler::check_state_dict(const std::vector<std::pair<std::string, Tensor>>& state,
+                                  const std::string& key_prefix) const {
+  const std::string owner = "GradScaler::load_state_dict: ";
+  std::map<std::string, const Tensor*> given;
   for (const auto& [name, t] : state) {
-    if (t.numel() != 1) throw ShapeError("GradScaler::load_state_dict: '" + name + "' must have one element");
-    if (name == "scale") {
-      scale = t.item<double>();
-      seen_scale = true;
-    } else if (name == "growth_tracker") {
-      tracker = t.item<int64_t>();
-    } else if (name == "skipped_steps") {
-      skipped = t.item<int64_t>();
-    } else {
-      throw ValueError("GradScaler::load_state_dict: unexpected entry '" + name + "'");
+    auto known = std::find_if(std::begin(kScalerEntries), std::end(kScalerEntries),
+                              [&](const auto& e) { return name == e.first; });
+    if (known == std::end(kScalerEntries)) {
+      throw ValueError(owner + "unexpected entry '" + key_prefix + name +
+                       "' (expected scale, growth_tracker, skipped_steps)");
+    }
+    if (!given.emplace(name, &t).second) {
+      throw ValueError(owner + "duplicate entry '" + key_prefix + name + "'");
     }
   }
-  if (!seen_scale || !(scale > 0) || !std::isfinite(scale)) {
-    throw ValueError("GradScaler::load_state_dict: missing or invalid 'scale'");
+  for (const auto& [name, dtype] : kScalerEntries) {
+    const std::string key = key_prefix + name;
+    const std::string want = std::string(dtype_name(dtype)) + "[] (a 0-d " + std::string(dtype_name(dtype)) + " tensor)";
+    auto it = given.find(name);
+    if (it == given.end()) throw ValueError(owner + "missing entry '" + key + "' (expected " + want + ")");
+    const Tensor& t = *it->second;
+    if (!t.defined()) throw ValueError(owner + "entry '" + key + "': expected " + want + ", found an undefined tensor");
+    if (t.dtype() != dtype) throw DTypeError(owner + "entry '" + key + "': expected " + want + ", found " + type_string(t));
+    if (t.dim() != 0) throw ShapeError(owner + "entry '" + key + "': expected " + want + ", found " + type_string(t));
+    if (dtype == DType::f64) {
+      double v = t.item<double>();
+      if (!(v > 0) || !std::isfinite(v)) {
+        throw ValueError(owner + "entry '" + key + "': expected a finite scale > 0, found " + std::to_string(v));
+      }
+    } else if (t.item<int64_t>() < 0) {
+      throw ValueError(owner + "entry '" + key + "': expected a count >= 0, found " +
+                       std::to_string(t.item<int64_t>()));
+    }
   }
-  scale_ = scale;
-  growth_tracker_ = tracker;
-  skipped_ = skipped;
+}
+
+void GradScaler::load_state_dict(const std::vector<std::pair<std::string, Tensor>>& state) {
+  check_state_dict(state);
+  for (const auto& [name, t] : state) {
+    if (name == "scale") {
+      scale_ = t.item<double>();
+    } else if (name == "growth_tracker") {
+      growth_tracker_ = t.item<int64_t>();
+    } else {
+      skipped_ = t.item<int64_t>();
+    }
+  }
 }
 
 }  // namespace strata

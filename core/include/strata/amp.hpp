@@ -109,6 +109,14 @@ class GradScaler {
   /// For checkpoint files: "scale", "growth_tracker", "skipped_steps" as
   /// f64/i64 scalar tensors.
   std::vector<std::pair<std::string, Tensor>> state_dict() const;
+  /// Checks `state` without changing anything: exactly the three entries of
+  /// state_dict(), each a 0-d tensor of its dtype (scale f64, finite, > 0;
+  /// the counts i64, >= 0). ValueError / DTypeError / ShapeError naming the
+  /// entry (with `key_prefix` before it, e.g. "extra."), what was expected
+  /// and what was found.
+  void check_state_dict(const std::vector<std::pair<std::string, Tensor>>& state,
+                        const std::string& key_prefix = "") const;
+  /// check_state_dict(), then replaces the state (nothing changes on error).
   void load_state_dict(const std::vector<std::pair<std::string, Tensor>>& state);
 
  private:

@@ -8,10 +8,12 @@
 // buffer. dtypes: F32 F64 F16 BF16 I32 I64 BOOL.
 //
 // Strata adds to __metadata__: "format": "strata-checkpoint",
-// "format_version": "1" and "crc32": the CRC-32 of the data buffer (8 lower
-// case hex digits), checked on load ("corrupted" on mismatch). A file
-// without "format" (written by another safetensors tool) loads as plain
-// safetensors, without a checksum check.
+// "format_version": "2" and "crc32": 8 lower case hex digits, the CRC-32 of
+// the whole file (length, header and data) with those 8 digits read as
+// "00000000"; checked on load ("corrupted" on mismatch). Version 1 files
+// (crc32 of the data buffer only, the header unchecked) still load, with
+// that weaker check. A file without "format" (written by another safetensors
+// tool) loads as plain safetensors, without a checksum check.
 //
 // Files are written atomically: to a temporary file in the target's
 // directory, flushed to disk (fsync), then renamed over the target (and the
@@ -22,6 +24,7 @@
 #include <filesystem>
 #include <map>
 #include <optional>
+#include <strata/amp.hpp>
 #include <strata/device.hpp>
 #include <strata/error.hpp>
 #include <strata/nn/module.hpp>
@@ -52,7 +55,10 @@ inline constexpr const char* kFormatKey = "format";
 inline constexpr const char* kVersionKey = "format_version";
 inline constexpr const char* kChecksumKey = "crc32";
 inline constexpr const char* kFormatName = "strata-checkpoint";
-inline constexpr const char* kVersion = "1";
+/// The version save_tensors() writes: the checksum covers header and data.
+inline constexpr const char* kVersion = "2";
+/// The previous version, still read: the checksum covers the data only.
+inline constexpr const char* kVersion1 = "1";
 }  // namespace file_format
 
 /// Writes `tensors` (any device, any layout; names unique and non-empty, not
@@ -98,14 +104,20 @@ struct TrainingStateExtras {
   std::map<std::string, std::string> metadata;
 };
 
-/// Reads a checkpoint from save_training_state() and loads it into `model` and
-/// (if given) `optimizer` — only after the whole file has been read and
-/// checked against both, so a failure changes neither. SerializationError
-/// naming the path and, for a mismatch, the parameter with both shapes or
-/// dtypes, or the missing/unexpected names; also when the file has no
-/// optimizer state but `optimizer` is given.
+/// Reads a checkpoint from save_training_state() and loads it into `model`,
+/// (if given) `optimizer` and (if given) `scaler` — only after the whole
+/// file has been read and checked against all of them
+/// (Module/Optimizer/GradScaler::check_state_dict: every entry each needs,
+/// of the dtype and shape it needs, and no unknown entry), so a failure
+/// changes none. The scaler's state is read from the "extra." entries its
+/// state_dict() names ("extra.scale", "extra.growth_tracker",
+/// "extra.skipped_steps": save it by passing scaler.state_dict() as
+/// `extra`); they are then not among the returned tensors. SerializationError
+/// naming the path and, for a mismatch, the entry with what was expected and
+/// what was found, or the missing/unexpected names; also when the file has
+/// no optimizer state but `optimizer` is given.
 TrainingStateExtras load_training_state(const std::filesystem::path& path, nn::Module& model,
-                                        nn::Optimizer* optimizer = nullptr);
+                                        nn::Optimizer* optimizer = nullptr, GradScaler* scaler = nullptr);
 
 // Deprecated names (one release): "checkpoint" also names activation
 // recomputation (strata/checkpoint.hpp).

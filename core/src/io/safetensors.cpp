@@ -331,6 +331,54 @@ void read_exact(std::ifstream& in, const fs::path& path, void* dst, uint64_t siz
   }
 }
 
+/// The strata checkpoint's checksum (format_version 2: the whole file with
+/// the checksum's digits as "00000000"; version 1: the data buffer only).
+void check_checksum(const fs::path& path, const std::map<std::string, std::string>& metadata,
+                    const uint8_t (&prefix)[8], const std::string& header, const std::vector<uint8_t>& buffer) {
+  auto version = metadata.find(file_format::kVersionKey);
+  const bool v2 = version != metadata.end() && version->second == file_format::kVersion;
+  const bool v1 = version != metadata.end() && version->second == file_format::kVersion1;
+  if (!v1 && !v2) {
+    throw SerializationError(path, "unsupported strata-checkpoint format_version '" +
+                                       (version == metadata.end() ? std::string("<missing>") : version->second) +
+                                       "' (this build writes version " + file_format::kVersion +
+                                       " and reads versions " + file_format::kVersion + " and " +
+                                       file_format::kVersion1 + ")");
+  }
+  auto recorded = metadata.find(file_format::kChecksumKey);
+  if (recorded == metadata.end()) {
+    throw SerializationError(path, "corrupted: a strata checkpoint without its 'crc32' checksum");
+  }
+  boost::crc_32_type crc;
+  if (v1) {
+    crc.process_bytes(buffer.data(), buffer.size());
+    if (hex32(crc.checksum()) != recorded->second) {
+      throw SerializationError(path, "corrupted: the CRC-32 of the data buffer is " + hex32(crc.checksum()) +
+                                         ", the header's checksum (crc32, format_version 1) records " +
+                                         recorded->second);
+    }
+    return;
+  }
+  // The digits sit in the header exactly as save_tensors() writes them;
+  // they are read as the placeholder.
+  const std::string field = std::string("\"") + file_format::kChecksumKey + "\":\"";
+  const size_t at = header.find(field);
+  if (recorded->second.size() != 8 || at == std::string::npos || header.find(field, at + 1) != std::string::npos ||
+      header.compare(at + field.size(), 9, recorded->second + "\"") != 0) {
+    throw SerializationError(path, "corrupted: the header's checksum (crc32) is not written as " + field +
+                                       "<8 hex digits>\" once");
+  }
+  std::string zeroed = header;
+  zeroed.replace(at + field.size(), 8, hex32(0));
+  crc.process_bytes(prefix, sizeof(prefix));
+  crc.process_bytes(zeroed.data(), zeroed.size());
+  crc.process_bytes(buffer.data(), buffer.size());
+  if (hex32(crc.checksum()) != recorded->second) {
+    throw SerializationError(path, "corrupted: the CRC-32 of the file (header and data) is " + hex32(crc.checksum()) +
+                                       ", the header's checksum (crc32) records " + recorded->second);
+  }
+}
+
 }  // namespace
 
 void save_tensors(const fs::path& path, const std::vector<std::pair<std::string, Tensor>>& tensors,
@@ -339,6 +387,9 @@ void save_tensors(const fs::path& path, const std::vector<std::pair<std::string,
   // The checksum has a fixed width, so the header's length is known before
   // the data is read: write it with a placeholder, stream the tensors one at
   // a time, then rewrite the header with the real checksum.
+  // The checksum covers the whole file as written with the placeholder
+  // "00000000" in its place (format version 2), so it is computed in file
+  // order: length, header with the placeholder, data.
   std::string header = make_header(tensors, metadata, hex32(0));
   TempFile file(path);
   const uint64_t length = header.size();
@@ -347,6 +398,8 @@ void save_tensors(const fs::path& path, const std::vector<std::pair<std::string,
   file.write_at(prefix, 8, 0);
   uint64_t offset = 8 + length;
   boost::crc_32_type crc;
+  crc.process_bytes(prefix, sizeof(prefix));
+  crc.process_bytes(header.data(), header.size());
   for (const auto& [n, t] : tensors) {
     std::vector<uint8_t> bytes = t.to_bytes();
     crc.process_bytes(bytes.data(), bytes.size());
@@ -406,22 +459,7 @@ LoadedTensors load_tensors(const fs::path& path, std::optional<Device> device) {
   read_exact(in, path, buffer.data(), buffer_size, 8 + length, "the data buffer");
   auto format = out.metadata.find(file_format::kFormatKey);
   if (format != out.metadata.end() && format->second == file_format::kFormatName) {
-    auto version = out.metadata.find(file_format::kVersionKey);
-    if (version == out.metadata.end() || version->second != file_format::kVersion) {
-      throw SerializationError(path, "unsupported strata-checkpoint format_version '" +
-                                         (version == out.metadata.end() ? std::string("<missing>") : version->second) +
-                                         "' (this build reads version " + file_format::kVersion + ")");
-    }
-    auto recorded = out.metadata.find(file_format::kChecksumKey);
-    if (recorded == out.metadata.end()) {
-      throw SerializationError(path, "corrupted: a strata checkpoint without its 'crc32' checksum");
-    }
-    boost::crc_32_type crc;
-    crc.process_bytes(buffer.data(), buffer.size());
-    if (hex32(crc.checksum()) != recorded->second) {
-      throw SerializationError(path, "corrupted: the CRC-32 of the data buffer is " + hex32(crc.checksum()) +
-                                         ", the header records " + recorded->second);
-    }
+    check_checksum(path, out.metadata, prefix, text, buffer);
   }
 
   out.tensors.reserve(entries.size());

@@ -1,5 +1,7 @@
 // training_state.cpp — save_training_state / load_training_state: a module, an
 // optimizer and extra tensors in one safetensors file.
+#include <set>
+#include <strata/amp.hpp>
 #include <strata/error.hpp>
 #include <strata/serialize.hpp>
 #include <string>
@@ -35,11 +37,18 @@ void save_training_state(const fs::path& path, const nn::Module& model, const nn
   save_tensors(path, all, metadata);
 }
 
-TrainingStateExtras load_training_state(const fs::path& path, nn::Module& model, nn::Optimizer* optimizer) {
+TrainingStateExtras load_training_state(const fs::path& path, nn::Module& model, nn::Optimizer* optimizer,
+                                        GradScaler* scaler) {
   LoadedTensors loaded = load_tensors(path);
   nn::NamedTensors model_state;
   nn::NamedTensors optimizer_state;
+  std::vector<std::pair<std::string, Tensor>> scaler_state;
   TrainingStateExtras extras;
+  // The "extra." entries that are the scaler's: the names its state_dict() has.
+  std::set<std::string> scaler_names;
+  if (scaler != nullptr) {
+    for (const auto& [n, t] : scaler->state_dict()) scaler_names.insert(n);
+  }
   extras.metadata = std::move(loaded.metadata);
   for (auto& [n, t] : loaded.tensors) {
     std::string rest;
@@ -48,7 +57,11 @@ TrainingStateExtras load_training_state(const fs::path& path, nn::Module& model,
     } else if (strip(n, kOptimizerPrefix, &rest)) {
       optimizer_state.emplace_back(rest, t);
     } else if (strip(n, kExtraPrefix, &rest)) {
-      extras.tensors.emplace_back(rest, t);
+      if (scaler_names.contains(rest)) {
+        scaler_state.emplace_back(rest, t);
+      } else {
+        extras.tensors.emplace_back(rest, t);
+      }
     } else {
       throw SerializationError(
           path, "not a strata checkpoint: entry '" + n + "' has none of the prefixes 'model.', 'optimizer.', 'extra.'");
@@ -63,13 +76,21 @@ TrainingStateExtras load_training_state(const fs::path& path, nn::Module& model,
   if (optimizer != nullptr) {
     if (optimizer_state.empty()) throw SerializationError(path, "the checkpoint holds no optimizer state");
     try {
-      optimizer->check_state_dict(optimizer_state);
+      optimizer->check_state_dict(optimizer_state, kOptimizerPrefix);
     } catch (const Error& e) {
       throw SerializationError(path, std::string("the checkpoint does not fit the optimizer: ") + e.what());
     }
   }
+  if (scaler != nullptr) {
+    try {
+      scaler->check_state_dict(scaler_state, kExtraPrefix);
+    } catch (const Error& e) {
+      throw SerializationError(path, std::string("the checkpoint does not fit the GradScaler: ") + e.what());
+    }
+  }
   model.load_state_dict(model_state);
   if (optimizer != nullptr) optimizer->load_state_dict(optimizer_state);
+  if (scaler != nullptr) scaler->load_state_dict(scaler_state);
   return extras;
 }
 

@@ -21,13 +21,21 @@ namespace {
 Tensor f64_scalar(double v) { return scalar_tensor(v, {.dtype = DType::f64}); }
 Tensor i64_scalar(int64_t v) { return scalar_tensor(static_cast<double>(v), {.dtype = DType::i64}); }
 
-/// The number of a 0-d tensor entry; ValueError unless it is a one-element
-/// tensor.
-double scalar_value(const std::string& owner, const std::string& name, const Tensor& t) {
-  if (!t.defined() || t.numel() != 1) {
-    throw ValueError(owner + ".load_state_dict: '" + name + "' must be a scalar, got " + type_string(t));
+/// Checks that `t` (entry `key` of a state dict) is a 0-d tensor of dtype
+/// `expected`; DTypeError / ShapeError naming the entry, the expected and
+/// the found type otherwise.
+void check_scalar(const std::string& owner, const std::string& key, const Tensor& t, DType expected) {
+  const std::string want = std::string(dtype_name(expected)) + "[] (a 0-d " + std::string(dtype_name(expected)) +
+                           " tensor)";
+  if (!t.defined()) {
+    throw ValueError(owner + ".load_state_dict: entry '" + key + "': expected " + want + ", found an undefined tensor");
   }
-  return t.item<double>();
+  if (t.dtype() != expected) {
+    throw DTypeError(owner + ".load_state_dict: entry '" + key + "': expected " + want + ", found " + type_string(t));
+  }
+  if (t.dim() != 0) {
+    throw ShapeError(owner + ".load_state_dict: entry '" + key + "': expected " + want + ", found " + type_string(t));
+  }
 }
 
 /// Parses "param.<i>.<buffer>"; false when `name` has another form.
@@ -92,60 +100,87 @@ NamedTensors Optimizer::state_dict() const {
   return out;
 }
 
-void Optimizer::check_state_dict(const NamedTensors& state) const {
+void Optimizer::check_state_dict(const NamedTensors& state, const std::string& key_prefix) const {
   const std::string owner = name();
+  auto key = [&](const std::string& n) { return key_prefix + n; };
   std::map<std::string, const Tensor*> given;
   for (const auto& [n, t] : state) {
-    if (!given.emplace(n, &t).second) throw ValueError(owner + ".load_state_dict: duplicate entry '" + n + "'");
+    if (!given.emplace(n, &t).second) throw ValueError(owner + ".load_state_dict: duplicate entry '" + key(n) + "'");
   }
-  auto require = [&](const std::string& n) -> const Tensor& {
+  // Every scalar first: present, of its dtype and 0-d, then its value.
+  auto scalar = [&](const std::string& n, DType dtype) -> const Tensor& {
     auto it = given.find(n);
-    if (it == given.end()) throw ValueError(owner + ".load_state_dict: missing entry '" + n + "'");
+    if (it == given.end()) {
+      throw ValueError(owner + ".load_state_dict: missing entry '" + key(n) + "' (expected " +
+                       std::string(dtype_name(dtype)) + "[])");
+    }
+    check_scalar(owner, key(n), *it->second, dtype);
     return *it->second;
   };
-  double lr = scalar_value(owner, "lr", require("lr"));
-  if (!(lr >= 0.0)) throw ValueError(owner + ".load_state_dict: lr must be >= 0, got " + num(lr));
+  double lr = scalar("lr", DType::f64).item<double>();
+  if (!(lr >= 0.0)) throw ValueError(owner + ".load_state_dict: '" + key("lr") + "' must be >= 0, got " + num(lr));
   Hyperparameters values = hyperparameters();
-  for (auto& [n, v] : values) v = scalar_value(owner, n, require(n));
+  for (auto& [n, v] : values) v = scalar(n, DType::f64).item<double>();
   validate(values);
-  double steps = scalar_value(owner, "step", require("step"));
-  if (!(steps >= 0.0) || steps != std::floor(steps)) {
-    throw ValueError(owner + ".load_state_dict: 'step' must be a count >= 0, got " + num(steps));
+  int64_t steps = scalar("step", DType::i64).item<int64_t>();
+  if (steps < 0) {
+    throw ValueError(owner + ".load_state_dict: '" + key("step") + "' must be a count >= 0, got " +
+                     std::to_string(steps));
   }
   std::set<std::string> known{"lr", "step"};
   for (const auto& [n, v] : values) known.insert(n);
   const std::vector<std::string> buffers = buffer_names();
+  // Per parameter, the buffers the state holds: all of buffer_names() or
+  // none (a parameter that has not been updated yet).
+  std::vector<std::set<std::string>> held(params_.size());
   for (const auto& [n, t] : state) {
     if (known.contains(n)) continue;
     size_t index = 0;
     std::string buffer;
     if (!parse_param_entry(n, &index, &buffer)) {
-      throw ValueError(owner + ".load_state_dict: unexpected entry '" + n + "'");
+      throw ValueError(owner + ".load_state_dict: unexpected entry '" + key(n) + "'");
     }
     if (index >= params_.size()) {
-      throw ValueError(owner + ".load_state_dict: entry '" + n + "' names parameter " + std::to_string(index) +
+      throw ValueError(owner + ".load_state_dict: entry '" + key(n) + "' names parameter " + std::to_string(index) +
                        " but the optimizer has " + std::to_string(params_.size()));
     }
     if (std::find(buffers.begin(), buffers.end(), buffer) == buffers.end()) {
-      throw ValueError(owner + ".load_state_dict: unexpected entry '" + n + "' (" + owner + " keeps no '" + buffer +
-                       "' state)");
+      throw ValueError(owner + ".load_state_dict: unexpected entry '" + key(n) + "' (" + owner + " keeps no '" +
+                       buffer + "' state)");
     }
-    if (!t.defined()) throw ValueError(owner + ".load_state_dict: entry '" + n + "' is an undefined tensor");
+    held[index].insert(buffer);
     if (buffer == "step") {
-      if (t.numel() != 1 || t.dtype() != DType::i64 || t.item<int64_t>() < 0) {
-        throw ValueError(owner + ".load_state_dict: '" + n + "' must be an i64 scalar >= 0, got " + type_string(t));
+      check_scalar(owner, key(n), t, DType::i64);
+      if (t.item<int64_t>() < 0 || t.item<int64_t>() > steps) {
+        throw ValueError(owner + ".load_state_dict: '" + key(n) + "' must be a count in [0, " + key("step") +
+                         " = " + std::to_string(steps) + "], got " + std::to_string(t.item<int64_t>()));
       }
       continue;
     }
+    if (!t.defined()) {
+      throw ValueError(owner + ".load_state_dict: entry '" + key(n) + "' is an undefined tensor");
+    }
     const Tensor& p = params_[index];
+    const std::string want = std::string(dtype_name(p.dtype())) + shape_string(p.shape()) + " (like parameter " +
+                             std::to_string(index) + ")";
     if (t.sizes() != p.sizes()) {
-      throw ShapeError(owner + ".load_state_dict: shape mismatch for '" + n + "': parameter " + std::to_string(index) +
-                       " has " + shape_string(p.shape()) + ", the state has " + shape_string(t.shape()));
+      throw ShapeError(owner + ".load_state_dict: shape mismatch for '" + key(n) + "': expected " + want +
+                       ", found " + type_string(t));
     }
     if (t.dtype() != p.dtype()) {
-      throw DTypeError(owner + ".load_state_dict: dtype mismatch for '" + n + "': parameter " + std::to_string(index) +
-                       " is " + std::string(dtype_name(p.dtype())) + ", the state has " +
-                       std::string(dtype_name(t.dtype())));
+      throw DTypeError(owner + ".load_state_dict: dtype mismatch for '" + key(n) + "': expected " + want +
+                       ", found " + type_string(t));
+    }
+  }
+  for (size_t i = 0; i < held.size(); ++i) {
+    if (held[i].empty() || held[i].size() == buffers.size()) continue;
+    std::string kept;
+    for (const auto& b : held[i]) kept += (kept.empty() ? "'" : ", '") + key("param." + std::to_string(i) + "." + b) + "'";
+    for (const auto& b : buffers) {
+      if (held[i].contains(b)) continue;
+      throw ValueError(owner + ".load_state_dict: missing entry '" + key("param." + std::to_string(i) + "." + b) +
+                       "': parameter " + std::to_string(i) + " has " + kept + " but " + owner +
+                       " keeps all of its per-parameter state together");
     }
   }
 }
@@ -155,9 +190,6 @@ void Optimizer::load_state_dict(const NamedTensors& state) {
   std::map<std::string, Tensor> given(state.begin(), state.end());
   Hyperparameters values = hyperparameters();
   for (auto& [n, v] : values) v = given.at(n).item<double>();
-  lr_ = given.at("lr").item<double>();
-  steps_ = given.at("step").item<int64_t>();
-  set_hyperparameters(values);
   std::vector<std::map<std::string, Tensor>> fresh(params_.size());
   std::vector<int64_t> steps(params_.size(), 0);
   for (const auto& [n, t] : state) {
@@ -172,6 +204,11 @@ void Optimizer::load_state_dict(const NamedTensors& state) {
     // storage with the caller's tensor is safe.
     fresh[index][buffer] = t.detach().to(params_[index].device());
   }
+  // Everything that can fail (copies to the device included) is done:
+  // replace the state as a whole.
+  lr_ = given.at("lr").item<double>();
+  steps_ = given.at("step").item<int64_t>();
+  set_hyperparameters(values);
   state_ = std::move(fresh);
   param_steps_ = std::move(steps);
 }

@@ -51,14 +51,19 @@ class Optimizer {
 
   /// Hyperparameters, counters and per-parameter state (see above).
   NamedTensors state_dict() const;
-  /// Checks `state` without changing anything: hyperparameters present and
-  /// valid, every other name of the form "param.<i>.<buffer>" with i in range,
-  /// a buffer this optimizer keeps, shaped like parameter i and of its dtype.
-  /// Throws ValueError / ShapeError / DTypeError naming the entry.
-  void check_state_dict(const NamedTensors& state) const;
+  /// Checks `state` without changing anything: "lr" and the other
+  /// hyperparameters present, f64 0-d tensors, valid; "step" an i64 0-d
+  /// tensor >= 0; every other name of the form "param.<i>.<buffer>" with i
+  /// in range and a buffer this optimizer keeps ("param.<i>.step" an i64 0-d
+  /// tensor >= 0, the others shaped like parameter i and of its dtype); for
+  /// each parameter, either all of its buffers or none; nothing else.
+  /// Throws ValueError / ShapeError / DTypeError naming the entry (with
+  /// `key_prefix` before it, e.g. "optimizer." for a file's entries), what
+  /// was expected and what was found.
+  void check_state_dict(const NamedTensors& state, const std::string& key_prefix = "") const;
   /// check_state_dict(), then replaces the hyperparameters and state (state
   /// tensors are copied to each parameter's device). Parameters with no
-  /// state in `state` start fresh.
+  /// state in `state` (all of their buffers absent) start fresh.
   void load_state_dict(const NamedTensors& state);
 
  protected:
