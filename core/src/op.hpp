@@ -249,4 +249,19 @@ void cast_input(OpCall& call, int k, DType dtype);
 /// Expands input k to shape (no-op when equal).
 void expand_input(OpCall& call, int k, std::span<const int64_t> shape);
 
+/// While open on a thread, shape rules compute metadata only: cast_input and
+/// expand_input give storage-less tensors instead of running ops. Graph::load
+/// checks a file's shapes by running each op's prepare this way on
+/// meta_tensor()s; a rule must touch its inputs only through those two.
+class ShapeOnlyScope {
+ public:
+  ShapeOnlyScope();
+  ~ShapeOnlyScope();
+  ShapeOnlyScope(const ShapeOnlyScope&) = delete;
+  ShapeOnlyScope& operator=(const ShapeOnlyScope&) = delete;
+
+ private:
+  bool outer_;
+};
+
 }  // namespace strata::detail

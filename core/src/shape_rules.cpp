@@ -52,15 +52,28 @@ std::vector<int64_t> normalize_dims(const Shape& dims, int64_t rank, std::string
   return out;
 }
 
+namespace {
+bool& shape_only() {
+  thread_local bool on = false;
+  return on;
+}
+}  // namespace
+
+ShapeOnlyScope::ShapeOnlyScope() : outer_(shape_only()) { shape_only() = true; }
+ShapeOnlyScope::~ShapeOnlyScope() { shape_only() = outer_; }
+
 void cast_input(OpCall& call, int k, DType dtype) {
   Tensor& t = call.inputs[static_cast<size_t>(k)];
-  if (t.impl()->dtype != dtype) t = cast(t, dtype);
+  if (t.impl()->dtype == dtype) return;
+  t = shape_only() ? meta_tensor(dtype, t.impl()->sizes()) : cast(t, dtype);
 }
 
 void expand_input(OpCall& call, int k, std::span<const int64_t> shape) {
   Tensor& t = call.inputs[static_cast<size_t>(k)];
   auto have = t.impl()->sizes();
-  if (!std::equal(have.begin(), have.end(), shape.begin(), shape.end())) t = t.expand(Shape(shape.begin(), shape.end()));
+  if (std::equal(have.begin(), have.end(), shape.begin(), shape.end())) return;
+  Tensor expanded = t.expand(Shape(shape.begin(), shape.end()));  // checks the shapes; only a view
+  t = shape_only() ? meta_tensor(t.impl()->dtype, shape) : std::move(expanded);
 }
 
 }  // namespace strata::detail

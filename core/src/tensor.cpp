@@ -29,13 +29,12 @@ int64_t contiguous_strides(std::span<const int64_t> shape, int64_t* strides) {
   return n;
 }
 
-Tensor make_tensor(DeviceRecord& device, DType dtype, std::span<const int64_t> shape) {
+Tensor meta_tensor(DType dtype, std::span<const int64_t> shape) {
   if (shape.size() > STRATA_MAX_RANK) {
     throw ShapeError("tensor rank " + std::to_string(shape.size()) + " exceeds the maximum of " +
                      std::to_string(STRATA_MAX_RANK));
   }
   auto impl = make_pooled<TensorImpl>();
-  impl->device = device.device();
   impl->dtype = dtype;
   impl->rank = static_cast<int32_t>(shape.size());
   for (size_t d = 0; d < shape.size(); ++d) {
@@ -43,11 +42,18 @@ Tensor make_tensor(DeviceRecord& device, DType dtype, std::span<const int64_t> s
     impl->shape[d] = shape[d];
   }
   impl->numel = contiguous_strides(shape, impl->strides.data());
-  size_t block = 0;
-  size_t bytes = static_cast<size_t>(impl->numel) * dtype_size(dtype);
-  strata_buffer buffer = device.allocator.allocate(bytes, &block, device.stream);
-  impl->storage = make_pooled<Storage>(&device, buffer, block);
   return Tensor(std::move(impl));
+}
+
+Tensor make_tensor(DeviceRecord& device, DType dtype, std::span<const int64_t> shape) {
+  Tensor t = meta_tensor(dtype, shape);
+  TensorImpl& impl = *t.impl();
+  impl.device = device.device();
+  size_t block = 0;
+  size_t bytes = static_cast<size_t>(impl.numel) * dtype_size(dtype);
+  strata_buffer buffer = device.allocator.allocate(bytes, &block, device.stream);
+  impl.storage = make_pooled<Storage>(&device, buffer, block);
+  return t;
 }
 
 Tensor make_view(const Tensor& base, std::span<const int64_t> shape, std::span<const int64_t> strides,

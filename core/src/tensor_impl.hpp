@@ -64,6 +64,10 @@ namespace strata::detail {
 /// Row-major strides for a shape; returns the element count.
 int64_t contiguous_strides(std::span<const int64_t> shape, int64_t* strides);
 
+/// A contiguous tensor of `dtype` and `shape` without storage or device (for
+/// ShapeOnlyScope, op.hpp, and views over it; never for kernels). Throws
+/// ShapeError for a rank over STRATA_MAX_RANK or a negative size.
+Tensor meta_tensor(DType dtype, std::span<const int64_t> shape);
 /// A new tensor with fresh, uninitialised storage on `device`.
 Tensor make_tensor(DeviceRecord& device, DType dtype, std::span<const int64_t> shape);
 /// A view of `base`'s storage with other geometry.

@@ -1,6 +1,9 @@
 // trace_format.cpp — the strata-graph JSON file of a traced Graph: writing it
 // (Graph::save, and the text Graph::to_json shows) and reading it back with
 // checks that name the source and the JSON path (Graph::load, Graph::from_json).
+#include "trace_internal.hpp"
+
+#include "../config_internal.hpp"
 #include "../op.hpp"
 
 #include <strata/error.hpp>
@@ -84,10 +87,21 @@ Json program_json(const Graph& g) {
 /// Reads JSON with errors that name the source and the JSON path.
 class Reader {
  public:
+  using Json = detail::config::Json;  // the strict reader's document (duplicate keys refused)
+
   explicit Reader(std::string source) : source_(std::move(source)) {}
 
   [[noreturn]] void fail(const std::string& path, const std::string& what) const {
-    throw Error("graph " + source_ + ": " + path + ": " + what);
+    detail::graph_load_error(source_, path, what);
+  }
+  /// The document, parsed strictly: syntax errors name line and column,
+  /// duplicate keys their JSON path.
+  Json parse(const std::string& text) const {
+    try {
+      return detail::config::parse_document(text, source_);
+    } catch (const ConfigError& e) {
+      throw Error(std::string("graph ") + e.what());
+    }
   }
   const Json& at(const Json& j, const std::string& path, const char* key) const {
     if (!j.is_object() || !j.contains(key)) fail(path, std::string("missing key \"") + key + "\"");
@@ -95,6 +109,9 @@ class Reader {
   }
   int64_t integer(const Json& j, const std::string& path) const {
     if (!j.is_number_integer()) fail(path, "expected an integer, found " + j.dump());
+    if (j.is_number_unsigned() && j.get<uint64_t>() > static_cast<uint64_t>(INT64_MAX)) {
+      fail(path, "expected an integer within int64, found " + j.dump());
+    }
     return j.get<int64_t>();
   }
   std::vector<int64_t> integers(const Json& j, const std::string& path) const {
@@ -140,12 +157,13 @@ Graph Graph::load(const std::filesystem::path& path) {
 }
 
 Graph Graph::from_json(const std::string& text, const std::string& source) {
+  using Json = Reader::Json;
   Reader r(source);
-  Json j = Json::parse(text, nullptr, false);
-  if (j.is_discarded()) r.fail("", "not valid JSON");
-  if (!j.is_object() || j.value("format", "") != "strata-graph") r.fail("/format", "not a strata-graph file");
+  Json j = r.parse(text);
+  auto is = [&j](const char* key, const Json& want) { return j.is_object() && j.contains(key) && j[key] == want; };
+  if (!is("format", "strata-graph")) r.fail("/format", "not a strata-graph file");
   if (r.integer(r.at(j, "", "version"), "/version") != 1) r.fail("/version", "unsupported version (this build reads 1)");
-  if (!j.value("traced", false)) r.fail("/traced", "an inspection graph, not a traced program");
+  if (!is("traced", true)) r.fail("/traced", "expected true (an inspection graph is not a traced program)");
   Graph g;
   g.traced = true;
   int64_t defined = 0;  // values are numbered in definition order
@@ -155,15 +173,25 @@ Graph Graph::from_json(const std::string& text, const std::string& source) {
     std::string p = "/inputs/" + std::to_string(k);
     g.input_dtypes.push_back(r.dtype(r.at(inputs[k], p, "dtype"), p + "/dtype"));
     g.input_shapes.push_back(r.integers(r.at(inputs[k], p, "shape"), p + "/shape"));
+    detail::check_graph_shape(g.input_shapes.back(), source, p + "/shape");
     ++defined;
   }
   const Json& constants = r.at(j, "", "constants");
   const Json& nodes = r.at(j, "", "nodes");
   if (!constants.is_array()) r.fail("/constants", "expected an array");
   if (!nodes.is_array()) r.fail("/nodes", "expected an array");
+  // Values are numbered 0..count-1 (inputs, then constants and node outputs
+  // in the order trace() met them), each defined once.
+  size_t count = inputs.size() + constants.size();
+  for (const Json& jn : nodes) {
+    if (jn.is_object() && jn.contains("outputs") && jn["outputs"].is_array()) count += jn["outputs"].size();
+  }
   std::vector<bool> is_defined(static_cast<size_t>(defined), true);
   auto define = [&](int64_t id, const std::string& p) {
-    if (id < 0 || id > 1'000'000'000) r.fail(p, "value id " + std::to_string(id) + " out of range");
+    if (id < 0 || static_cast<size_t>(id) >= count) {
+      r.fail(p, "value id " + std::to_string(id) + " out of range (the file defines " + std::to_string(count) +
+                    " values, numbered from 0)");
+    }
     if (static_cast<size_t>(id) >= is_defined.size()) is_defined.resize(static_cast<size_t>(id) + 1, false);
     if (is_defined[static_cast<size_t>(id)]) r.fail(p, "value " + std::to_string(id) + " defined twice");
     is_defined[static_cast<size_t>(id)] = true;
@@ -175,15 +203,15 @@ Graph Graph::from_json(const std::string& text, const std::string& source) {
     c.dtype = r.dtype(r.at(constants[k], p, "dtype"), p + "/dtype");
     c.shape = r.integers(r.at(constants[k], p, "shape"), p + "/shape");
     const Json& data = r.at(constants[k], p, "data");
-    int64_t numel = 1;
-    for (int64_t d : c.shape) numel *= d;
+    int64_t numel = detail::check_graph_shape(c.shape, source, p + "/shape");
     if (!data.is_array() || static_cast<int64_t>(data.size()) != numel) {
       r.fail(p + "/data", "expected " + std::to_string(numel) + " numbers for shape " + detail::shape_string(c.shape));
     }
-    for (const Json& v : data) {
-      if (!v.is_number()) r.fail(p + "/data", "expected numbers");
+    for (size_t e = 0; e < data.size(); ++e) {
+      const Json& v = data[e];
+      if (!v.is_number()) r.fail(p + "/data/" + std::to_string(e), "expected a number");
       if (c.dtype == DType::i32 || c.dtype == DType::i64) {
-        c.ints.push_back(v.get<int64_t>());
+        c.ints.push_back(r.integer(v, p + "/data/" + std::to_string(e)));
       } else {
         c.data.push_back(v.get<double>());
       }
@@ -210,7 +238,9 @@ Graph Graph::from_json(const std::string& text, const std::string& source) {
     n.outputs = r.integers(r.at(jn, p, "outputs"), p + "/outputs");
     for (size_t i = 0; i < n.outputs.size(); ++i) define(n.outputs[i], p + "/outputs/" + std::to_string(i));
     const Json& shapes = r.at(jn, p, "output_shapes");
-    if (!shapes.is_array() || shapes.size() != n.outputs.size()) r.fail(p + "/output_shapes", "one shape per output");
+    if (!shapes.is_array() || shapes.size() != n.outputs.size()) {
+      r.fail(p + "/output_shapes", "expected one shape per output (" + std::to_string(n.outputs.size()) + ")");
+    }
     for (size_t i = 0; i < shapes.size(); ++i) {
       n.output_shapes.push_back(r.integers(shapes[i], p + "/output_shapes/" + std::to_string(i)));
     }
@@ -231,6 +261,10 @@ Graph Graph::from_json(const std::string& text, const std::string& source) {
                  : kn == "dtype" ? GraphAttr::Kind::dtype
                                  : GraphAttr::Kind::scalar_int;
         a.i = r.integer(value, pa + "/value");
+        if (a.kind == GraphAttr::Kind::flag && a.i != 0 && a.i != 1) r.fail(pa + "/value", "expected 0 or 1");
+        if (a.kind == GraphAttr::Kind::dtype && (a.i < 0 || a.i >= kDTypeCount)) {
+          r.fail(pa + "/value", "expected a dtype of the op set (0 to " + std::to_string(kDTypeCount - 1) + ")");
+        }
       } else if (kn == "float" || kn == "scalar_float") {
         a.kind = kn == "float" ? GraphAttr::Kind::real : GraphAttr::Kind::scalar_real;
         if (!value.is_number()) r.fail(pa + "/value", "expected a number");
@@ -265,6 +299,7 @@ Graph Graph::from_json(const std::string& text, const std::string& source) {
       r.fail("/outputs/" + std::to_string(i), "value " + std::to_string(v) + " is never defined");
     }
   }
+  detail::check_graph_program(g, source);
   return g;
 }
 

@@ -4,6 +4,7 @@
 //   trace_selective.cpp  selective checkpointing: keeping ops' outputs, answering the recomputation from them
 //   trace_run.cpp        Graph::run: replaying a traced graph
 //   trace_format.cpp     the strata-graph JSON file: Graph::save, Graph::load, Graph::from_json
+//   trace_check.cpp      what Graph::load accepts: every node checked against its op's schema and shape rule
 #pragma once
 
 #include "trace.hpp"
@@ -13,6 +14,7 @@
 #include <cstddef>
 #include <cstdint>
 #include <span>
+#include <string>
 #include <string_view>
 #include <unordered_map>
 #include <vector>
@@ -63,6 +65,32 @@ class ActiveTrace {
  private:
   TraceState* outer_;
 };
+
+/// The error of every problem Graph::load finds: "graph <source>: <path>: <what>",
+/// `path` the JSON pointer of the offending value.
+[[noreturn]] void graph_load_error(const std::string& source, const std::string& path, const std::string& what);
+
+/// A shape a graph file may hold: at most STRATA_MAX_RANK sizes, none
+/// negative, their product within int64. Returns the element count.
+int64_t check_graph_shape(std::span<const int64_t> shape, const std::string& source, const std::string& path);
+
+/// Checks a parsed traced graph so that what Graph::load accepts replays:
+/// each node's arity, attributes (kinds, presence, dims in range and not
+/// repeated) and recorded output shapes against its op's schema and shape
+/// rule, run shape-only on the recorded input shapes (trace_check.cpp).
+/// Negative dims are wrapped and reduction dims sorted, as the public API
+/// does before it records them.
+void check_graph_program(Graph& g, const std::string& source);
+
+/// A node's attributes as an op call takes them; they view the node's
+/// strings, so the node must outlive the call (trace_run.cpp).
+Attrs node_attrs(const GraphNode& n);
+
+/// Whether `op` is a view or join that replay_structural runs.
+bool structural_replayable(std::string_view op);
+
+/// Replays a view or join node through its public function (trace_run.cpp).
+Tensor replay_structural(const GraphNode& n, const std::vector<Tensor>& in);
 
 /// Whether `call` is one of `cache`'s ops, called outside a nested
 /// checkpoint and not in place (trace_selective.cpp).

@@ -1,12 +1,15 @@
 // trace_run.cpp — Graph::run: replaying a traced (or loaded) Graph on new
 // inputs, node by node, through the dispatcher and the public view and join
 // functions.
+#include "trace_internal.hpp"
+
 #include "../op.hpp"
 
 #include <strata/error.hpp>
 #include <strata/graph.hpp>
 #include <strata/ops.hpp>
 
+#include <exception>
 #include <optional>
 #include <string>
 #include <vector>
@@ -38,35 +41,99 @@ strata_attr_kind abi_kind(GraphAttr::Kind k) {
 
 namespace {
 
-int64_t attr_int(const GraphNode& n, const char* name) {
-  for (const GraphAttr& a : n.attrs)
-    if (a.name == name) return a.i;
-  throw Error("graph node #" + std::to_string(n.id) + " (" + n.op + "): missing attribute '" + name + "'");
-}
+std::string node_name(const GraphNode& n) { return "graph node #" + std::to_string(n.id) + " (" + n.op + ")"; }
+
 const GraphAttr& attr(const GraphNode& n, const char* name) {
   for (const GraphAttr& a : n.attrs)
     if (a.name == name) return a;
-  throw Error("graph node #" + std::to_string(n.id) + " (" + n.op + "): missing attribute '" + name + "'");
+  throw Error(node_name(n) + ": missing attribute '" + name + "'");
+}
+int64_t attr_int(const GraphNode& n, const char* name) { return attr(n, name).i; }
+
+const Tensor& only_input(const GraphNode& n, const std::vector<Tensor>& in) {
+  if (in.size() != 1) throw Error(node_name(n) + ": expected 1 input, got " + std::to_string(in.size()));
+  return in.front();
+}
+
+}  // namespace
+
+namespace detail {
+
+bool structural_replayable(std::string_view op) {
+  for (std::string_view s : {"reshape", "expand", "permute", "select", "slice", "detach", "cat", "pad"})
+    if (op == s) return true;
+  return false;
 }
 
 /// Views and joins by name, through their public functions.
 Tensor replay_structural(const GraphNode& n, const std::vector<Tensor>& in) {
-  const Shape& out = n.output_shapes.at(0);
-  if (n.op == "reshape") return in.at(0).reshape(out);
-  if (n.op == "expand") return in.at(0).expand(out);
-  if (n.op == "permute") return in.at(0).permute(attr(n, "dims").ints);
-  if (n.op == "select") return in.at(0).select(attr_int(n, "dim"), attr_int(n, "index"));
+  if (n.output_shapes.size() != 1) throw Error(node_name(n) + ": expected one output shape");
+  const Shape& out = n.output_shapes.front();
+  if (n.op == "reshape") return only_input(n, in).reshape(out);
+  if (n.op == "expand") return only_input(n, in).expand(out);
+  if (n.op == "permute") return only_input(n, in).permute(attr(n, "dims").ints);
+  if (n.op == "select") return only_input(n, in).select(attr_int(n, "dim"), attr_int(n, "index"));
   if (n.op == "slice") {
-    int64_t dim = attr_int(n, "dim");
+    const Tensor& x = only_input(n, in);
+    int64_t dim = normalize_dim(attr_int(n, "dim"), x.dim(), "slice");
     int64_t start = attr_int(n, "start");
     int64_t step = attr_int(n, "step");
-    int64_t len = out.at(static_cast<size_t>(dim));
-    return in.at(0).slice(dim, start, len == 0 ? start : start + (len - 1) * step + 1, step);
+    if (static_cast<int64_t>(out.size()) != x.dim()) {
+      throw ShapeError(node_name(n) + ": output shape " + shape_string(out) + " has another rank than input " +
+                       shape_string(x.shape()));
+    }
+    int64_t len = out[static_cast<size_t>(dim)];
+    int64_t end = start;
+    if (len > 0 && (__builtin_mul_overflow(len - 1, step, &end) || __builtin_add_overflow(end, start + 1, &end))) {
+      throw IndexError(node_name(n) + ": slice of " + std::to_string(len) + " elements from " + std::to_string(start) +
+                       " by " + std::to_string(step) + " overflows int64");
+    }
+    return x.slice(dim, start, end, step);
   }
-  if (n.op == "detach") return in.at(0).detach();
+  if (n.op == "detach") return only_input(n, in).detach();
   if (n.op == "cat") return cat(in, attr_int(n, "dim"));
-  if (n.op == "pad") return pad(in.at(0), attr(n, "pads").ints, attr(n, "value").f);
-  throw Error("graph node #" + std::to_string(n.id) + ": op '" + n.op + "' cannot be replayed");
+  if (n.op == "pad") return pad(only_input(n, in), attr(n, "pads").ints, attr(n, "value").f);
+  throw Error(node_name(n) + ": op '" + n.op + "' cannot be replayed");
+}
+
+Attrs node_attrs(const GraphNode& n) {
+  Attrs attrs;
+  for (const GraphAttr& a : n.attrs) {
+    Attr x{nullptr, STRATA_ATTR_INT};
+    x.name = a.name.c_str();  // the node outlives the call
+    x.kind = abi_kind(a.kind);
+    x.scalar_dtype = a.kind == GraphAttr::Kind::scalar_real ? STRATA_F64 : STRATA_I64;
+    x.i = a.i;
+    x.f = a.f;
+    x.ints = a.ints;
+    x.floats = a.reals;
+    x.text = a.text;
+    attrs.push_back(std::move(x));
+  }
+  return attrs;
+}
+
+}  // namespace detail
+
+namespace {
+
+/// Replays one node, its results stored in `set`.
+template <typename Set>
+void replay_node(const GraphNode& n, std::vector<Tensor>& in, Set set) {
+  const detail::OpDef* op = detail::find_op(n.op);
+  if (op == nullptr) throw Error("Graph::run: unknown op '" + n.op + "'");
+  if (op->kind == detail::OpKind::view || op->kind == detail::OpKind::join) {
+    if (n.outputs.size() != 1) throw Error(node_name(n) + ": a view or join defines one value");
+    set(n.outputs.front(), detail::replay_structural(n, in));
+    return;
+  }
+  detail::Attrs attrs = detail::node_attrs(n);
+  detail::OpResult r = detail::dispatch_span(*op, in, attrs.empty() ? nullptr : &attrs);
+  if (r.count != static_cast<int>(n.outputs.size())) {
+    throw Error("Graph::run: node #" + std::to_string(n.id) + " (" + n.op + ") made " + std::to_string(r.count) +
+                " outputs, the graph names " + std::to_string(n.outputs.size()));
+  }
+  for (int k = 0; k < r.count; ++k) set(n.outputs[static_cast<size_t>(k)], r[k]);
 }
 
 }  // namespace
@@ -79,6 +146,7 @@ std::vector<Tensor> Graph::run(const std::vector<Tensor>& inputs) const {
   }
   std::vector<Tensor> values;
   auto set = [&values](int64_t id, Tensor t) {
+    if (id < 0 || id > (int64_t{1} << 40)) throw Error("Graph::run: value id " + std::to_string(id) + " out of range");
     if (static_cast<size_t>(id) >= values.size()) values.resize(static_cast<size_t>(id) + 1);
     values[static_cast<size_t>(id)] = std::move(t);
   };
@@ -103,37 +171,25 @@ std::vector<Tensor> Graph::run(const std::vector<Tensor>& inputs) const {
                         : from_data(std::span<const double>(c.data), c.shape, {.dtype = DType::f64, .device = device});
     set(c.value, cast(t, c.dtype));
   }
+  auto value = [&values](int64_t id) -> const Tensor& {
+    if (id < 0 || static_cast<size_t>(id) >= values.size() || !values[static_cast<size_t>(id)].defined()) {
+      throw Error("Graph::run: value " + std::to_string(id) + " is used before it is defined");
+    }
+    return values[static_cast<size_t>(id)];
+  };
   for (const GraphNode& n : nodes) {
     std::vector<Tensor> in;
-    for (int64_t v : n.inputs) in.push_back(values.at(static_cast<size_t>(v)));
-    const detail::OpDef* op = detail::find_op(n.op);
-    if (op == nullptr) throw Error("Graph::run: unknown op '" + n.op + "'");
-    if (op->kind == detail::OpKind::view || op->kind == detail::OpKind::join) {
-      set(n.outputs.at(0), replay_structural(n, in));
-      continue;
+    for (int64_t v : n.inputs) in.push_back(value(v));
+    try {
+      replay_node(n, in, set);
+    } catch (const Error&) {
+      throw;
+    } catch (const std::exception& e) {  // a graph built by hand can reach what load() did not check
+      throw Error("Graph::run: " + node_name(n) + ": " + e.what());
     }
-    detail::Attrs attrs;
-    for (const GraphAttr& a : n.attrs) {
-      detail::Attr x{nullptr, STRATA_ATTR_INT};
-      x.name = a.name.c_str();  // the node outlives the call
-      x.kind = detail::abi_kind(a.kind);
-      x.scalar_dtype = a.kind == GraphAttr::Kind::scalar_real ? STRATA_F64 : STRATA_I64;
-      x.i = a.i;
-      x.f = a.f;
-      x.ints = a.ints;
-      x.floats = a.reals;
-      x.text = a.text;
-      attrs.push_back(std::move(x));
-    }
-    detail::OpResult r = detail::dispatch_span(*op, in, attrs.empty() ? nullptr : &attrs);
-    if (r.count != static_cast<int>(n.outputs.size())) {
-      throw Error("Graph::run: node #" + std::to_string(n.id) + " (" + n.op + ") made " + std::to_string(r.count) +
-                  " outputs, the graph names " + std::to_string(n.outputs.size()));
-    }
-    for (int k = 0; k < r.count; ++k) set(n.outputs[static_cast<size_t>(k)], r[k]);
   }
   std::vector<Tensor> out;
-  for (int64_t v : outputs) out.push_back(values.at(static_cast<size_t>(v)));
+  for (int64_t v : outputs) out.push_back(value(v));
   return out;
 }
 

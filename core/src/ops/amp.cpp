@@ -18,7 +18,8 @@ void unscale_rule(OpCall& call) {
     throw DTypeError(call.describe() + ": gradients must be floating, found " + std::string(dtype_name(g.dtype())));
   }
   if (call.in(1).numel() != 1) throw ShapeError(call.describe() + ": inv_scale must have one element");
-  call.inputs[1] = cast(call.in(1), DType::f32).reshape({});
+  cast_input(call, 1, DType::f32);  // through cast_input: Graph::load runs this rule shape-only
+  call.inputs[1] = call.in(1).reshape({});
   call.n_outputs = 2;
   call.out(0).dtype = g.dtype();
   call.out(0).set_shape(g.shape());

@@ -26,6 +26,9 @@ void index_select_rule(OpCall& call) {
   if (call.in(1).dim() != 1) {
     throw ShapeError(call.describe() + ": index must be 1-D, found shape " + shape_string(call.in(1).shape()));
   }
+  if (call.in(0).dim() == 0) {  // attr_dim accepts dim 0 of a scalar, which has no size to replace
+    throw ShapeError(call.describe() + ": input must have at least one dimension");
+  }
   Shape shape(call.in(0).shape().begin(), call.in(0).shape().end());
   shape[static_cast<size_t>(call.attr_dim("dim", call.in(0).dim()))] = call.in(1).size(0);
   call.out().dtype = call.in(0).dtype();

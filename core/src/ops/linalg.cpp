@@ -17,6 +17,10 @@ void matmul_rule(OpCall& call) {
   detail::rules::require_dtype(call, is_floating(t), "floating-point operands");
   auto a = call.in(0).shape();
   auto b = call.in(1).shape();
+  if (a.size() < 2 || b.size() < 2) {  // the public matmul promotes 1-D operands; a call by name must not
+    throw ShapeError(call.describe() + ": the op takes operands of rank >= 2, found shapes " +
+                     detail::shape_string(a) + " and " + detail::shape_string(b));
+  }
   int64_t m = a[a.size() - 2];
   int64_t k = a[a.size() - 1];
   int64_t k2 = b[b.size() - 2];
