@@ -211,6 +211,7 @@ strata_status open_device(Device& d, strata_error* error) {
   if (strata_status s = d.staging->allocate(sizeof(DeferredRecord), &record, error); s != STRATA_OK) return s;
   std::memset(record->host(), 0, sizeof(DeferredRecord));
   d.deferred = record;
+  if (d.timestamp_bits > 0) d.timestamps = std::make_unique<Timestamps>(d);  // pools come with the first TIMING event
   d.default_stream = std::make_unique<Stream>(d);
   std::lock_guard lock(d.streams_mutex);
   d.streams.push_back(d.default_stream.get());
@@ -237,6 +238,7 @@ void close_device(Device& d) {
   // Streams the core created and never destroyed: their pools die with the device.
   for (Stream* s : others) delete s;
   d.default_stream.reset();
+  d.timestamps.reset();  // the device is idle: no query is in use
   if (d.deferred != nullptr) d.staging->release(d.deferred);
   d.deferred = nullptr;
   d.pipelines.reset();

@@ -16,6 +16,7 @@
 #include "options.hpp"
 #include "pipelines.hpp"
 #include "stream.hpp"
+#include "timestamps.hpp"
 #include "vk_api.hpp"
 
 namespace strata::vulkan {
@@ -60,6 +61,10 @@ struct Device {
   bool direct = false;        // tensor memory is host-visible: copies are memcpy
   int32_t score = 0;
   strata_device_props props{};
+  // Timestamps (event_elapsed): the queue family's timestampValidBits (0:
+  // none, or the test hook "test_no_timestamps") and nanoseconds per tick.
+  uint32_t timestamp_bits = 0;
+  float timestamp_period = 0;
 
   VkDevice device = VK_NULL_HANDLE;
   VkQueue queue = VK_NULL_HANDLE;
@@ -70,6 +75,8 @@ struct Device {
   std::unique_ptr<BlockAllocator> staging;  // parameters, uploads/readbacks, pinned host memory, the record
   std::unique_ptr<Pipelines> pipelines;
   std::unique_ptr<Stream> default_stream;
+  std::unique_ptr<Timestamps> timestamps;  // TIMING events' queries; null without timestamp_bits
+
   Buffer* deferred = nullptr;  // DeferredRecord, host-visible and coherent
   std::mutex deferred_mutex;   // two synchronisation points report one failure once
 

@@ -12,6 +12,17 @@ using plugin::fail;
 
 namespace {
 
+/// `done` of a copy that was complete, as far as the host is concerned, when
+/// it returned: complete at `seq`. A TIMING event still gets its timestamp,
+/// written at the queue's current end (record_done).
+strata_status complete_done(Stream& s, strata_event done, uint64_t seq, strata_error* error) {
+  if (done == nullptr) return STRATA_OK;
+  auto* e = reinterpret_cast<Event*>(done);
+  if (e->timing) return record_done(s, done, error);
+  e->seq.store(seq, std::memory_order_release);
+  return STRATA_OK;
+}
+
 strata_status copy_to_device(Device& d, Stream& s, const strata_copy_args& a) {
   Buffer* b = checked(a.dst, a.dst_offset, a.bytes, d, "copy to device", a.error);
   if (b == nullptr) return STRATA_ERROR_INVALID_ARGUMENT;
@@ -23,8 +34,7 @@ strata_status copy_to_device(Device& d, Stream& s, const strata_copy_args& a) {
   if (d.direct && s.idle() && d.poll() >= d.last_submitted.load(std::memory_order_acquire)) {
     // Nothing anywhere on the device can still touch the range: complete at once.
     std::memcpy(b->host() + a.dst_offset, a.src_host, a.bytes);
-    if (a.done != nullptr) reinterpret_cast<Event*>(a.done)->seq.store(0, std::memory_order_release);
-    return STRATA_OK;
+    return complete_done(s, a.done, 0, a.error);
   }
   // Queued behind earlier work through a staging range: the host bytes are
   // consumed on return, the write is ordered like any work on the stream.
@@ -58,8 +68,8 @@ strata_status copy_to_host(Device& d, Stream& s, const strata_copy_args& a) {
         s.retire_with_batch(staging);
       }
     }
+    if (st == STRATA_OK) st = complete_done(s, a.done, s.last_seq(), a.error);
     if (st != STRATA_OK) return st;
-    if (a.done != nullptr) reinterpret_cast<Event*>(a.done)->seq.store(s.last_seq(), std::memory_order_release);
   }
   return d.report_deferred(a.error);
 }

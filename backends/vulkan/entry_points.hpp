@@ -21,9 +21,15 @@ namespace strata::vulkan {
 /// recorded yet, or recorded when nothing was pending — complete). Written by
 /// event_record (serialised per stream), read by event_query/_synchronize
 /// from any thread.
+///
+/// A TIMING event on a device with timestamps owns a timestamp query,
+/// written (and submitted) each time it is recorded, so its seq is never 0
+/// once recorded; other events are as cheap as without timing.
 struct Event {
   Device* device = nullptr;
   std::atomic<uint64_t> seq{0};
+  bool timing = false;  // created with STRATA_EVENT_TIMING on a device with timestamps
+  TimestampSlot stamp;  // timing: its query
 };
 
 /// An enum field of a host struct as its integer: a newer host may send a
@@ -45,7 +51,8 @@ Device* device_for(const Args* a) {
 Buffer* checked(strata_buffer handle, size_t offset, size_t bytes, const Device& d, const char* what,
                 strata_error* error);
 /// Records `done`, if any, at the stream's current end (submitting what is
-/// recorded). Requires the stream's mutex (entry_streams.cpp).
+/// recorded, and a TIMING event's timestamp). Requires the stream's mutex
+/// (entry_streams.cpp).
 strata_status record_done(Stream& s, strata_event done, strata_error* error);
 
 // entry_memory.cpp
@@ -68,5 +75,6 @@ strata_status event_record(strata_stream_args* a) noexcept;
 strata_status stream_wait_event(strata_stream_args* a) noexcept;
 strata_status event_synchronize(strata_stream_args* a) noexcept;
 strata_status event_query(strata_stream_args* a) noexcept;
+strata_status event_elapsed(strata_stream_args* a) noexcept;
 
 }  // namespace strata::vulkan

@@ -1,5 +1,5 @@
 // entry_streams.cpp — the stream and event entry points: stream_create/destroy/synchronize,
-// event_create/destroy/record/synchronize/query, stream_wait_event.
+// event_create/destroy/record/synchronize/query/elapsed, stream_wait_event.
 #include <algorithm>
 #include <atomic>
 #include <memory>
@@ -69,9 +69,15 @@ strata_status stream_synchronize(strata_stream_args* a) noexcept {
 
 strata_status record_done(Stream& s, strata_event done, strata_error* error) {
   if (done == nullptr) return STRATA_OK;
+  Event* e = reinterpret_cast<Event*>(done);
+  if (e->timing) {
+    // Written once everything before it on the queue has completed, and
+    // submitted below with the batch it ends.
+    if (strata_status st = s.write_timestamp(e->stamp.pool, e->stamp.query, error); st != STRATA_OK) return st;
+  }
   uint64_t seq = 0;
   if (strata_status st = s.flush(error, &seq); st != STRATA_OK) return st;
-  reinterpret_cast<Event*>(done)->seq.store(seq, std::memory_order_release);
+  e->seq.store(seq, std::memory_order_release);
   return STRATA_OK;
 }
 
@@ -80,17 +86,24 @@ strata_status event_create(strata_stream_args* a) noexcept {
   return plugin::guarded(a->error, "vulkan: event_create", [&]() -> strata_status {
     Device* d = device_for(a);
     if (d == nullptr) return STRATA_ERROR_INVALID_ARGUMENT;
-    // STRATA_EVENT_TIMING is accepted; event_elapsed is not offered.
-    auto* e = new Event;
+    auto e = std::make_unique<Event>();
     e->device = d;
-    a->event = reinterpret_cast<strata_event>(e);
+    // TIMING on a device without timestamps gives a plain event; event_elapsed
+    // then says why it cannot measure.
+    if ((a->flags & STRATA_EVENT_TIMING) != 0 && d->timestamps != nullptr) {
+      if (strata_status st = d->timestamps->acquire(&e->stamp, a->error); st != STRATA_OK) return st;
+      e->timing = true;
+    }
+    a->event = reinterpret_cast<strata_event>(e.release());
     return STRATA_OK;
   });
 }
 
 void event_destroy(strata_stream_args* a) noexcept {
   if (!plugin::large_enough(a, STRATA_STREAM_ARGS_MIN_SIZE)) return;
-  delete reinterpret_cast<Event*>(a->event);
+  auto* e = reinterpret_cast<Event*>(a->event);
+  if (e != nullptr && e->timing) e->device->timestamps->release(e->stamp);
+  delete e;
 }
 
 strata_status event_record(strata_stream_args* a) noexcept {
@@ -143,6 +156,60 @@ strata_status event_query(strata_stream_args* a) noexcept {
   const uint64_t seq = e->seq.load(std::memory_order_acquire);
   a->complete = d->completed.load() >= seq || d->poll() >= seq ? 1 : 0;
   return STRATA_OK;
+}
+
+strata_status event_elapsed(strata_stream_args* a) noexcept {
+  if (!plugin::large_enough(a, STRATA_STREAM_ARGS_MIN_SIZE)) return STRATA_ERROR_INVALID_ARGUMENT;
+  return plugin::guarded(a->error, "vulkan: event_elapsed", [&]() -> strata_status {
+    Device* d = device_for(a);
+    if (d == nullptr) return STRATA_ERROR_INVALID_ARGUMENT;
+    if (d->timestamps == nullptr) {
+      return fail(a->error, STRATA_ERROR_UNSUPPORTED,
+                  "%s (%s): event_elapsed: the device's compute queue writes no timestamps (timestampValidBits %u%s); "
+                  "time with the host clock instead",
+                  d->id().c_str(), d->properties.deviceName, d->timestamp_bits,
+                  d->state->options.no_timestamps ? ", forced by the test hook option \"test_no_timestamps\"" : "");
+    }
+    if (strata_status st = d->check_lost(a->error); st != STRATA_OK) return st;
+    const Event* const events[2] = {reinterpret_cast<const Event*>(a->event), reinterpret_cast<const Event*>(a->end)};
+    const char* const names[2] = {"start event (args->event)", "end event (args->end)"};
+    uint64_t seqs[2] = {0, 0};
+    for (int k = 0; k < 2; ++k) {
+      const Event* e = events[k];
+      if (e == nullptr) {
+        return fail(a->error, STRATA_ERROR_INVALID_ARGUMENT, "%s: event_elapsed: null %s", d->id().c_str(), names[k]);
+      }
+      if (e->device != d) {
+        return fail(a->error, STRATA_ERROR_INVALID_ARGUMENT, "%s: event_elapsed: the %s belongs to %s", d->id().c_str(),
+                    names[k], e->device != nullptr ? e->device->id().c_str() : "no device");
+      }
+      if (!e->timing) {
+        return fail(a->error, STRATA_ERROR_INVALID_ARGUMENT,
+                    "%s: event_elapsed: the %s was not created with STRATA_EVENT_TIMING", d->id().c_str(), names[k]);
+      }
+      seqs[k] = e->seq.load(std::memory_order_acquire);
+      if (seqs[k] == 0) {  // a recorded TIMING event always has a submission
+        return fail(a->error, STRATA_ERROR_INVALID_ARGUMENT, "%s: event_elapsed: the %s was never recorded",
+                    d->id().c_str(), names[k]);
+      }
+    }
+    // One queue and one timeline: waiting for the later submission waits for both.
+    if (strata_status st = d->wait(std::max(seqs[0], seqs[1]), a->error); st != STRATA_OK) return st;
+    if (strata_status st = d->report_deferred(a->error); st != STRATA_OK) return st;
+    uint64_t ticks[2] = {0, 0};
+    for (int k = 0; k < 2; ++k) {
+      if (strata_status st = d->timestamps->read(events[k]->stamp, &ticks[k], a->error); st != STRATA_OK) return st;
+    }
+    // Only the low timestampValidBits count; the queue runs submissions in
+    // order, so the later submission's timestamp is the later one, also
+    // across a wrap of the counter.
+    const uint64_t mask = d->timestamp_bits >= 64 ? ~uint64_t{0} : (uint64_t{1} << d->timestamp_bits) - 1;
+    const bool forward = seqs[1] >= seqs[0];
+    const uint64_t delta = (forward ? ticks[1] - ticks[0] : ticks[0] - ticks[1]) & mask;
+    const double ms = static_cast<double>(delta) * static_cast<double>(d->timestamp_period) / 1e6;
+    a->elapsed_ms = forward ? ms : -ms;
+    return STRATA_OK;
+  });
 }
 
 }  // namespace strata::vulkan

@@ -98,6 +98,10 @@ std::string describe_device(State& st, Device& d) {
   }
   if (family < 0) return name + ": has no compute queue";
   d.queue_family = static_cast<uint32_t>(family);
+  // Timestamps (event_elapsed) where the queue writes them; the period is in
+  // nanoseconds per tick.
+  d.timestamp_bits = st.options.no_timestamps ? 0 : families[d.queue_family].timestampValidBits;
+  d.timestamp_period = p.limits.timestampPeriod;
 
   api.vkGetPhysicalDeviceMemoryProperties(d.physical, &d.memory_properties);
   const auto& mp = d.memory_properties;

@@ -101,10 +101,13 @@ strata_status parse_options(const char* json, Options& o, strata_error* error) {
                     value.dump().c_str());
       }
       o.fail_pipeline = v;
+    } else if (key == "test_no_timestamps") {
+      s = boolean(key, value, &o.no_timestamps);
     } else {
       return fail(error, STRATA_ERROR_INVALID_ARGUMENT,
                   "vulkan: unknown option \"%s\" (known: loader, block_size_mb, batch_size, pipeline_cache, "
-                  "validation, software_devices, unified_copies, threads, test_fail_pipeline)",
+                  "validation, software_devices, unified_copies, threads, test_fail_pipeline, "
+                  "test_no_timestamps)",
                   key.c_str());
     }
     if (s != STRATA_OK) return s;

@@ -20,6 +20,9 @@ struct Options {
   // Test hook ("test_fail_pipeline"): "<shader variant>/<kernel>" whose
   // pipeline creation fails as if the driver had refused it. Empty: off.
   std::string fail_pipeline;
+  // Test hook ("test_no_timestamps"): every device is treated as if its
+  // queue family had no timestamps (timestampValidBits 0).
+  bool no_timestamps = false;
 };
 
 /// The loader probe and init open: $STRATA_VULKAN_LOADER, else the soname.

@@ -167,7 +167,7 @@ const strata_plugin_api kApi = {
     .stream_wait_event = stream_wait_event,
     .event_synchronize = event_synchronize,
     .event_query = event_query,
-    .event_elapsed = nullptr,
+    .event_elapsed = event_elapsed,
     .extensions = &kNativeHandles.base,
 };
 

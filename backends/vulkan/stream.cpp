@@ -185,6 +185,15 @@ strata_status Stream::upload(const void* src, size_t bytes, const Buffer& dst, V
   return copy(staging->vk_buffer(), staging->offset, dst.vk_buffer(), dst.offset + dst_offset, bytes, error);
 }
 
+strata_status Stream::write_timestamp(VkQueryPool pool, uint32_t query, strata_error* error) {
+  if (strata_status s = open(error); s != STRATA_OK) return s;
+  VkCommandBuffer cb = current_->commands;
+  device_.fn.vkCmdResetQueryPool(cb, pool, query, 1);
+  device_.fn.vkCmdWriteTimestamp(cb, VK_PIPELINE_STAGE_BOTTOM_OF_PIPE_BIT, pool, query);
+  ++current_->recorded;
+  return STRATA_OK;
+}
+
 void Stream::release_frees(Batch& batch) {
   for (Buffer* f : batch.frees) f->pool->release(f);
   batch.frees.clear();

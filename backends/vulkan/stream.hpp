@@ -59,6 +59,10 @@ class Stream {
                      strata_error* error);
   /// Records an upload of host bytes through a staging range (asynchronous).
   strata_status upload(const void* src, size_t bytes, const Buffer& dst, VkDeviceSize dst_offset, strata_error* error);
+  /// Records a reset and a write of timestamp `query` of `pool`, taken once
+  /// everything recorded or submitted before it has completed (bottom of
+  /// pipe). Counts as a command but never submits: the caller flushes.
+  strata_status write_timestamp(VkQueryPool pool, uint32_t query, strata_error* error);
   /// Submits the recorded batch, if any. Returns its timeline value in *seq.
   strata_status flush(strata_error* error, uint64_t* seq = nullptr);
   /// flush() and wait until everything submitted from this stream is done.

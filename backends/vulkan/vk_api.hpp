@@ -57,6 +57,11 @@ namespace strata::vulkan {
   X(vkCmdDispatch)                    \
   X(vkCmdPipelineBarrier)             \
   X(vkCmdCopyBuffer)                  \
+  X(vkCreateQueryPool)                \
+  X(vkDestroyQueryPool)               \
+  X(vkCmdResetQueryPool)              \
+  X(vkCmdWriteTimestamp)              \
+  X(vkGetQueryPoolResults)            \
   X(vkCreateSemaphore)                \
   X(vkDestroySemaphore)               \
   X(vkGetSemaphoreCounterValue)       \

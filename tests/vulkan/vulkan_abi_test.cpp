@@ -2,22 +2,26 @@
 // alone, as the core (or any other host) sees it: the manifest and probe,
 // options, device properties and identity, allocation limits, memory
 // info/stats/trim, copies with offsets (overlapping ones too), streams and
-// events (event_query included), stream-ordered frees while work is queued,
-// kernels on a non-default stream, typed attributes, deferred errors
-// (out-of-range indices, integer division by zero) reported at the next
-// synchronisation point, the strata.native_handles extension, a pipeline
-// that fails to build, launches larger than one dispatch's work groups, and
-// views beyond the shaders' 32-bit indexing.
+// events (event_query included), timestamps (event_elapsed between TIMING
+// events, its errors, a device without timestamps), stream-ordered frees
+// while work is queued, kernels on a non-default stream, typed attributes,
+// deferred errors (out-of-range indices, integer division by zero) reported
+// at the next synchronisation point, the strata.native_handles extension, a
+// pipeline that fails to build, launches larger than one dispatch's work
+// groups, and views beyond the shaders' 32-bit indexing.
 #include <dlfcn.h>
 #include <gtest/gtest.h>
 
 #include <atomic>
+#include <chrono>
 #include <cmath>
+#include <cstdio>
 #include <cstdlib>
 #include <cstring>
 #include <strata/plugin/strata_plugin.hpp>
 #include <string>
 #include <thread>
+#include <tuple>
 #include <vector>
 
 namespace {
@@ -190,9 +194,10 @@ class Plugin {
     strata_stream_args a = stream_args(err, s);
     return api()->stream_synchronize(&a);
   }
-  strata_event event_create() const {
+  strata_event event_create(uint32_t flags = 0) const {
     strata_error err = no_error();
     strata_stream_args a = stream_args(&err);
+    a.flags = flags;
     EXPECT_EQ(api()->event_create(&a), STRATA_OK) << err.message;
     return a.event;
   }
@@ -217,6 +222,14 @@ class Plugin {
     strata_stream_args a = stream_args(err, nullptr, e);
     const strata_status st = api()->event_query(&a);
     *complete = a.complete;
+    return st;
+  }
+  strata_status event_elapsed(strata_event start, strata_event end, double* ms, strata_error* err) const {
+    strata_stream_args a = stream_args(err, nullptr, start);
+    a.end = end;
+    a.elapsed_ms = -1.0;
+    const strata_status st = api()->event_elapsed(&a);
+    *ms = a.elapsed_ms;
     return st;
   }
   strata_status memory(strata_status (*fn)(strata_memory_args*), strata_memory_args* a, strata_error* err) const {
@@ -327,7 +340,8 @@ TEST(VulkanAbiManifest, TheTableIsAnAbi2Manifest) {
   EXPECT_GE(api()->struct_size, STRATA_PLUGIN_API_MIN_SIZE);
   for (const void* fn :
        {reinterpret_cast<const void*>(api()->memory_info), reinterpret_cast<const void*>(api()->memory_trim),
-        reinterpret_cast<const void*>(api()->memory_stats), reinterpret_cast<const void*>(api()->event_query)}) {
+        reinterpret_cast<const void*>(api()->memory_stats), reinterpret_cast<const void*>(api()->event_query),
+        reinterpret_cast<const void*>(api()->event_elapsed)}) {
     EXPECT_NE(fn, nullptr);
   }
 }
@@ -581,6 +595,147 @@ TEST_F(VulkanAbi, EventQueryNeverBlocksAndReportsCompletion) {
   for (strata_event ev : {fresh, e, done}) event_destroy(ev);
   free(x);
   free(y);
+}
+
+/// Timestamps: these need vulkan:0 (lavapipe writes timestamps) and fail,
+/// never skip, where it is missing.
+class VulkanAbiTiming : public VulkanAbi {
+ protected:
+  void SetUp() override {
+    ASSERT_EQ(status_, STRATA_OK) << "vulkan:0 is required for the timestamp tests: " << reason_;
+    state_ = shared_state_;
+  }
+};
+
+TEST_F(VulkanAbiTiming, EventElapsedMeasuresQueuedWorkBetweenTimingEvents) {
+  strata_error err = no_error();
+  const int64_t n = 1 << 20;  // 4 MiB per tensor
+  std::vector<float> ones(n, 1.0f);
+  strata_buffer x = alloc(n * 4), y = alloc(n * 4);
+  h2d(x, 0, ones.data(), n * 4);
+  ASSERT_EQ(synchronize(nullptr, &err), STRATA_OK) << err.message;
+  strata_event start = event_create(STRATA_EVENT_TIMING), end = event_create(STRATA_EVENT_TIMING);
+  // An empty interval: two timestamps in a row.
+  ASSERT_EQ(event_record(start, nullptr, &err), STRATA_OK) << err.message;
+  ASSERT_EQ(event_record(end, nullptr, &err), STRATA_OK) << err.message;
+  double empty = -1.0;
+  ASSERT_EQ(event_elapsed(start, end, &empty, &err), STRATA_OK) << err.message;
+  EXPECT_GE(empty, 0.0);
+  EXPECT_LT(empty, 50.0);
+  // 16 adds of 4 MiB between the marks; event_elapsed waits for them.
+  const auto t0 = std::chrono::steady_clock::now();
+  ASSERT_EQ(event_record(start, nullptr, &err), STRATA_OK) << err.message;
+  for (int i = 0; i < 16; ++i) add(y, x, x, n, nullptr);
+  ASSERT_EQ(event_record(end, nullptr, &err), STRATA_OK) << err.message;
+  double ms = -1.0;
+  ASSERT_EQ(event_elapsed(start, end, &ms, &err), STRATA_OK) << err.message;
+  const double wall = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
+  int32_t complete = 0;
+  ASSERT_EQ(event_query(end, &complete, &err), STRATA_OK) << err.message;
+  EXPECT_EQ(complete, 1) << "event_elapsed waits for both events";
+  EXPECT_GT(ms, 0.0);
+  EXPECT_GT(ms, empty) << "16 adds of 4 MiB take longer than nothing";
+  EXPECT_LE(ms, wall + 1.0) << "the device time lies within the host's";
+  std::printf("[ timing   ] vulkan:0 event_elapsed: empty %.4f ms, 16 adds of 4 MiB %.3f ms (host %.3f ms)\n", empty,
+              ms, wall);
+  // Swapped: the same interval, negative.
+  double back = 0.0;
+  ASSERT_EQ(event_elapsed(end, start, &back, &err), STRATA_OK) << err.message;
+  EXPECT_DOUBLE_EQ(back, -ms);
+  // A copy's `done` may be a TIMING event, on another stream too.
+  strata_stream s = stream_create();
+  strata_event done = event_create(STRATA_EVENT_TIMING);
+  ASSERT_EQ(copy(STRATA_COPY_DEVICE_TO_DEVICE, y, 0, nullptr, x, 0, nullptr, n * 4, s, &err, done), STRATA_OK)
+      << err.message;
+  double copy_ms = -1.0;
+  ASSERT_EQ(event_elapsed(end, done, &copy_ms, &err), STRATA_OK) << err.message;
+  EXPECT_GE(copy_ms, 0.0);
+  EXPECT_EQ(d2h<float>(y, 0, 4), std::vector<float>(4, 1.0f));
+  // Copies that complete when they return (an upload to an idle unified device is
+  // a memcpy; a copy to the host is synchronous) still stamp a TIMING `done`.
+  ASSERT_EQ(synchronize(s, &err), STRATA_OK) << err.message;
+  strata_event up = event_create(STRATA_EVENT_TIMING), down = event_create(STRATA_EVENT_TIMING);
+  ASSERT_EQ(copy(STRATA_COPY_HOST_TO_DEVICE, x, 0, nullptr, nullptr, 0, ones.data(), 1024, nullptr, &err, up),
+            STRATA_OK)
+      << err.message;
+  std::vector<float> read_back(256, 0.0f);
+  ASSERT_EQ(copy(STRATA_COPY_DEVICE_TO_HOST, nullptr, 0, read_back.data(), x, 0, nullptr, 1024, nullptr, &err, down),
+            STRATA_OK)
+      << err.message;
+  EXPECT_EQ(read_back, std::vector<float>(256, 1.0f));
+  double host_copies_ms = -1.0;
+  ASSERT_EQ(event_elapsed(up, down, &host_copies_ms, &err), STRATA_OK) << err.message;
+  EXPECT_GE(host_copies_ms, 0.0);
+  for (strata_event e : {start, end, done, up, down}) event_destroy(e);
+  stream_destroy(s);
+  free(x);
+  free(y);
+}
+
+TEST_F(VulkanAbiTiming, EventElapsedRefusesEventsWithoutTimestampsByName) {
+  strata_error err = no_error();
+  strata_event timing = event_create(STRATA_EVENT_TIMING), plain = event_create(0),
+               fresh = event_create(STRATA_EVENT_TIMING);
+  ASSERT_EQ(event_record(timing, nullptr, &err), STRATA_OK) << err.message;
+  ASSERT_EQ(event_record(plain, nullptr, &err), STRATA_OK) << err.message;
+  double ms = 0.0;
+  // Created without STRATA_EVENT_TIMING, as start or as end.
+  for (const auto& [a, b, which] : {std::tuple{plain, timing, "start event"}, std::tuple{timing, plain, "end event"}}) {
+    err = no_error();
+    EXPECT_EQ(event_elapsed(a, b, &ms, &err), STRATA_ERROR_INVALID_ARGUMENT);
+    for (const char* part : {"vulkan:0", "event_elapsed", which, "not created with STRATA_EVENT_TIMING"})
+      EXPECT_TRUE(contains(err.message, part)) << "\"" << part << "\" missing from: " << err.message;
+  }
+  // Never recorded.
+  err = no_error();
+  EXPECT_EQ(event_elapsed(timing, fresh, &ms, &err), STRATA_ERROR_INVALID_ARGUMENT);
+  for (const char* part : {"vulkan:0", "end event", "never recorded"})
+    EXPECT_TRUE(contains(err.message, part)) << "\"" << part << "\" missing from: " << err.message;
+  err = no_error();
+  EXPECT_EQ(event_elapsed(timing, nullptr, &ms, &err), STRATA_ERROR_INVALID_ARGUMENT);
+  EXPECT_TRUE(contains(err.message, "null end event")) << err.message;
+  // The plain event stays an ordinary event.
+  ASSERT_EQ(event_synchronize(plain, &err), STRATA_OK) << err.message;
+  for (strata_event e : {timing, plain, fresh}) event_destroy(e);
+}
+
+TEST_F(VulkanAbiTiming, ManyTimingEventsGetTheirOwnQueries) {
+  // More events than one query pool holds (256), created and destroyed.
+  strata_error err = no_error();
+  std::vector<strata_event> events;
+  for (int i = 0; i < 300; ++i) events.push_back(event_create(STRATA_EVENT_TIMING));
+  for (strata_event e : events) ASSERT_EQ(event_record(e, nullptr, &err), STRATA_OK) << err.message;
+  double ms = -1.0;
+  ASSERT_EQ(event_elapsed(events.front(), events.back(), &ms, &err), STRATA_OK) << err.message;
+  EXPECT_GE(ms, 0.0);
+  for (size_t i = 0; i + 1 < events.size(); i += 37) {
+    ASSERT_EQ(event_elapsed(events[i], events[i + 1], &ms, &err), STRATA_OK) << err.message;
+    EXPECT_GE(ms, 0.0);
+  }
+  for (strata_event e : events) event_destroy(e);
+}
+
+TEST(VulkanAbiNoTimestamps, EventElapsedIsUnsupportedWithTheReason) {
+  // The test hook "test_no_timestamps" makes vulkan:0 look like a device whose
+  // queue writes no timestamps (timestampValidBits 0).
+  ASSERT_NE(api(), nullptr) << "cannot load " STRATA_VULKAN_PLUGIN_PATH ": " << dlerror();
+  strata_plugin_state st = nullptr;
+  strata_error err = no_error();
+  ASSERT_EQ(init_plugin(R"({"pipeline_cache": false, "test_no_timestamps": true})", &st, &err), STRATA_OK)
+      << "vulkan:0 is required: " << err.message;
+  Plugin p(st);
+  // TIMING events are still created and recorded, as plain events.
+  strata_event a = p.event_create(STRATA_EVENT_TIMING), b = p.event_create(STRATA_EVENT_TIMING);
+  ASSERT_EQ(p.event_record(a, nullptr, &err), STRATA_OK) << err.message;
+  ASSERT_EQ(p.event_record(b, nullptr, &err), STRATA_OK) << err.message;
+  ASSERT_EQ(p.event_synchronize(b, &err), STRATA_OK) << err.message;
+  double ms = 0.0;
+  EXPECT_EQ(p.event_elapsed(a, b, &ms, &err), STRATA_ERROR_UNSUPPORTED);
+  for (const char* part : {"vulkan:0", "event_elapsed", "timestampValidBits 0", "test_no_timestamps"})
+    EXPECT_TRUE(contains(err.message, part)) << "\"" << part << "\" missing from: " << err.message;
+  p.event_destroy(a);
+  p.event_destroy(b);
+  api()->shutdown(st);
 }
 
 TEST_F(VulkanAbi, SynchronizeFromAnotherThreadWhileAStreamRecords) {

@@ -1,15 +1,18 @@
 // vulkan_test.cpp — the Vulkan plugin through the public API: the shipped
 // configuration selects vulkan:0, host<->device copies are exact for every
 // stored dtype and for strided views, the configured memory limit is a clean
-// OutOfMemoryError, and a tanh MLP's first- and second-order gradients on
-// vulkan:0 equal those on cpu:0. The whole suite runs with the fallback policy
+// OutOfMemoryError, a tanh MLP's first- and second-order gradients on
+// vulkan:0 equal those on cpu:0, and a DeviceTimer on vulkan:0 is measured by
+// the device's timestamps. The whole suite runs with the fallback policy
 // "error", so nothing here silently runs on the CPU.
 #include <gtest/gtest.h>
 #include <unistd.h>
 
 #include <bit>
+#include <chrono>
 #include <cmath>
 #include <cstdint>
+#include <cstdio>
 #include <filesystem>
 #include <fstream>
 #include <random>
@@ -298,6 +301,62 @@ TEST_F(Vulkan, AsynchronousWorkIsOrderedAndSynchronizeWaits) {
   Tensor after = src * 2.0;
   EXPECT_FLOAT_EQ(strata::sum(before).item<float>(), 2000.0f);
   EXPECT_FLOAT_EQ(strata::sum(after).item<float>(), 10000.0f);
+}
+
+/// vulkan:0, required: a test using it fails (never skips) without it.
+Device required_vulkan() {
+  try {
+    return Device("vulkan:0");
+  } catch (const strata::DeviceError& e) {
+    ADD_FAILURE() << "vulkan:0 is required (lavapipe in CI): " << e.what() << "; " << unavailable_reason();
+    throw;
+  }
+}
+
+double host_ms_since(std::chrono::steady_clock::time_point t0) {
+  return std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
+}
+
+// DeviceTimer on vulkan:0 reads the device's timestamps (the plugin's
+// event_elapsed): start() and stop() only queue them, and the time measured
+// lies within the host's time around it.
+TEST(VulkanDeviceTimer, MeasuresQueuedWorkWithTheDevicesTimestamps) {
+  const Device vk = required_vulkan();
+  strata::DeviceTimer timer(vk);
+  EXPECT_TRUE(timer.device_measured());
+  Tensor a = strata::full({1024, 1024}, 0.5, {.device = vk});  // 4 MiB
+  Tensor w = strata::full({256, 256}, 0.25, {.device = vk});
+  strata::runtime().synchronize(vk);
+
+  // An empty interval: small and not negative.
+  timer.start();
+  timer.stop();
+  const double empty = timer.elapsed_ms();
+  EXPECT_GE(empty, 0.0);
+  EXPECT_LT(empty, 50.0);
+
+  // 20 adds of 4 MiB and 4 matmuls of 256 x 256, queued between the marks.
+  const auto t0 = std::chrono::steady_clock::now();
+  timer.start();
+  Tensor y = a;
+  for (int i = 0; i < 20; ++i) y = y + a;
+  Tensor m = w;
+  for (int i = 0; i < 4; ++i) m = strata::matmul(m, w);
+  timer.stop();
+  const double ms = timer.elapsed_ms();
+  const double wall = host_ms_since(t0);
+  EXPECT_GT(ms, 0.0);
+  EXPECT_GT(ms, empty);
+  EXPECT_LE(ms, wall + 1.0) << "the device time lies within the host time around it";
+  std::printf(
+      "[ timing   ] vulkan:0 DeviceTimer: empty %.4f ms, 20 adds of 4 MiB + 4 matmuls 256^2 %.3f ms "
+      "(host %.3f ms)\n",
+      empty, ms, wall);
+  // The work itself ran: y = 21 * 0.5; each matmul multiplies by 256 * 0.25 = 64.
+  EXPECT_FLOAT_EQ(y.to(Device("cpu:0")).to_vector<float>()[12345], 10.5f);
+  EXPECT_FLOAT_EQ(m.to(Device("cpu:0")).to_vector<float>()[7], 0.25f * 64.0f * 64.0f * 64.0f * 64.0f);
+  // The timer is reusable, and elapsed_ms() may be read again.
+  EXPECT_DOUBLE_EQ(timer.elapsed_ms(), ms);
 }
 
 }  // namespace
