@@ -149,7 +149,8 @@ TEST_P(Errors, ResultShapesThatOverflowAreShapeErrors) {
   // Fits int64 but no device: 2^60 f32 elements, 4 EiB.
   Tensor c = s::zeros({int64_t{1} << 30, 0}, {.dtype = s::f32, .device = dev()});
   Tensor d = s::zeros({0, int64_t{1} << 30}, {.dtype = s::f32, .device = dev()});
-  EXPECT_TRUE(throws<s::OutOfMemoryError>([&] { s::matmul(c, d); }, {"matmul", "4611686018427387904 bytes", dev().str()}));
+  EXPECT_TRUE(
+      throws<s::OutOfMemoryError>([&] { s::matmul(c, d); }, {"matmul", "4611686018427387904 bytes", dev().str()}));
   // Inputs unchanged; the runtime still works.
   EXPECT_EQ(tall.sizes(), (Shape{int64_t{1} << 60, 1}));
   EXPECT_CLOSE(s::add(row, row), host_values({1, 16}, std::vector<double>(16, 2.0)), s::i32);
