@@ -29,13 +29,15 @@ DeviceRecord& target(const TensorOptions& options) {
                                                    : detail::default_device_record();
 }
 
-int64_t checked_numel(const Shape& shape, const char* op) {
-  int64_t n = 1;
-  for (int64_t s : shape) {
-    if (s < 0) throw ShapeError(std::string(op) + ": negative dimension in shape " + detail::shape_string(shape));
-    n *= s;
+/// Runs `make`; an OutOfMemoryError gets `name` in front (the op it
+/// dispatched names itself, the allocator the bytes and the device).
+template <typename F>
+Tensor naming(const char* name, F&& make) {
+  try {
+    return make();
+  } catch (const OutOfMemoryError& e) {
+    throw OutOfMemoryError(std::string(name) + ": " + e.what());
   }
-  return n;
 }
 
 /// Applies the options that are not about storage.
@@ -49,43 +51,52 @@ Tensor random(detail::RandomDraw kind, const char* name, const Shape& shape, con
     throw DTypeError(std::string(name) + ": expected a floating-point dtype, got " +
                      std::string(dtype_name(options.dtype)));
   }
-  checked_numel(shape, name);
-  return finish(detail::random_tensor(kind, shape, options.dtype, target(options).device()), options);
+  detail::checked_numel(name, shape, options.dtype);
+  Device device = target(options).device();
+  return finish(naming(name, [&] { return detail::random_tensor(kind, shape, options.dtype, device); }), options);
 }
 
-/// Host values -> tensor of options.dtype on options.device.
+/// Host values -> tensor of options.dtype and `shape` (checked by the caller)
+/// on options.device.
 template <typename T>
-Tensor upload(const std::vector<T>& values, const Shape& shape, const TensorOptions& options) {
+Tensor upload(const std::vector<T>& values, const Shape& shape, const TensorOptions& options, const char* name) {
   DType dtype = options.dtype;
-  std::vector<uint8_t> bytes(values.size() * dtype_size(dtype));
+  auto bytes = detail::host_vector<uint8_t>(values.size() * dtype_size(dtype), [&] {
+    return std::string(name) + ": " + std::string(dtype_name(dtype)) + detail::shape_string(shape);
+  });
   for (size_t i = 0; i < values.size(); ++i) detail::store_as<T>(bytes.data(), dtype, i, values[i]);
-  return finish(detail::upload_bytes(bytes.data(), dtype, shape, target(options)), options);
+  return finish(detail::upload_bytes(bytes.data(), dtype, shape, target(options), name), options);
 }
 
 template <typename T>
 Tensor from_span(std::span<const T> data, const Shape& shape, const TensorOptions& options) {
-  int64_t n = checked_numel(shape, "from_data");
+  int64_t n = detail::checked_numel("from_data", shape, options.dtype);
   if (static_cast<size_t>(n) != data.size()) {
     throw ShapeError("from_data: " + std::to_string(data.size()) + " values do not fill shape " +
                      detail::shape_string(shape) + " (" + std::to_string(n) + " elements)");
   }
-  return upload(std::vector<T>(data.begin(), data.end()), shape, options);
+  return upload(std::vector<T>(data.begin(), data.end()), shape, options, "from_data");
+}
+
+/// full, zeros and ones, each under its own name.
+Tensor filled(const char* name, const Shape& shape, double value, const TensorOptions& options) {
+  detail::checked_numel(name, shape, options.dtype);
+  DeviceRecord& device = target(options);
+  return finish(naming(name, [&] { return detail::fill_tensor(device, options.dtype, shape, value); }), options);
 }
 
 }  // namespace
 
 Tensor empty(const Shape& shape, const TensorOptions& options) {
-  checked_numel(shape, "empty");
-  return finish(detail::make_tensor(target(options), options.dtype, shape), options);
+  return finish(detail::make_tensor(target(options), options.dtype, shape, "empty"), options);
 }
 
 Tensor full(const Shape& shape, double value, const TensorOptions& options) {
-  checked_numel(shape, "full");
-  return finish(detail::fill_tensor(target(options), options.dtype, shape, value), options);
+  return filled("full", shape, value, options);
 }
 
-Tensor zeros(const Shape& shape, const TensorOptions& options) { return full(shape, 0.0, options); }
-Tensor ones(const Shape& shape, const TensorOptions& options) { return full(shape, 1.0, options); }
+Tensor zeros(const Shape& shape, const TensorOptions& options) { return filled("zeros", shape, 0.0, options); }
+Tensor ones(const Shape& shape, const TensorOptions& options) { return filled("ones", shape, 1.0, options); }
 Tensor zeros_like(const Tensor& t) { return full_like(t, 0.0); }
 Tensor ones_like(const Tensor& t) { return full_like(t, 1.0); }
 Tensor full_like(const Tensor& t, double value) {
@@ -101,13 +112,14 @@ Tensor arange(double start, double end, double step, const TensorOptions& option
   double count = std::ceil((end - start) / step);
   if (count > 1e10) throw Error("arange: " + std::to_string(count) + " elements is too many");
   auto n = static_cast<int64_t>(std::max(0.0, count));
-  std::vector<double> values(static_cast<size_t>(n));
+  auto values =
+      detail::host_vector<double>(static_cast<size_t>(n), [&] { return "arange: " + std::to_string(n) + " values"; });
   for (int64_t i = 0; i < n; ++i) values[static_cast<size_t>(i)] = start + static_cast<double>(i) * step;
-  return upload(values, {n}, options);
+  return upload(values, {n}, options, "arange");
 }
 
 Tensor from_bytes(std::span<const uint8_t> bytes, const Shape& shape, const TensorOptions& options) {
-  const int64_t n = checked_numel(shape, "from_bytes");
+  const int64_t n = detail::checked_numel("from_bytes", shape, options.dtype);
   const size_t expected = static_cast<size_t>(n) * dtype_size(options.dtype);
   if (bytes.size() != expected) {
     throw ShapeError("from_bytes: " + std::to_string(bytes.size()) + " bytes do not fill " +
@@ -122,7 +134,7 @@ Tensor from_bytes(std::span<const uint8_t> bytes, const Shape& shape, const Tens
       }
     }
   }
-  return finish(detail::upload_bytes(bytes.data(), options.dtype, shape, target(options)), options);
+  return finish(detail::upload_bytes(bytes.data(), options.dtype, shape, target(options), "from_bytes"), options);
 }
 
 Tensor arange(int64_t end, const TensorOptions& options) { return arange(0.0, static_cast<double>(end), 1.0, options); }

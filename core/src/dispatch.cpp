@@ -73,7 +73,10 @@ const OpDef* find_kernel_op(std::string_view qualified) {
 }
 
 void OutputMeta::set_shape(std::span<const int64_t> s) {
-  if (s.size() > STRATA_MAX_RANK) throw ShapeError("result rank exceeds " + std::to_string(STRATA_MAX_RANK));
+  if (s.size() > STRATA_MAX_RANK) {  // callers check first, to name the op (checked_numel)
+    throw ShapeError("result of rank " + std::to_string(s.size()) + " exceeds the maximum rank " +
+                     std::to_string(STRATA_MAX_RANK) + " (shape " + shape_string(s) + ")");
+  }
   rank = static_cast<int32_t>(s.size());
   std::copy(s.begin(), s.end(), shape.begin());
 }
@@ -175,7 +178,7 @@ Tensor compact_copy(DeviceRecord& dev, const Tensor& t) {
   const KernelSlot* copy = dev.find_kernel(copy_op->id, key);
   if (copy != nullptr && (copy->flags & STRATA_KERNEL_STRIDED_INPUTS) != 0) return t.contiguous();
   std::vector<uint8_t> bytes = read_bytes(t);
-  return upload_bytes(bytes.data(), dt, t.impl()->sizes(), dev);
+  return upload_bytes(bytes.data(), dt, t.impl()->sizes(), dev, "copy");
 }
 
 /// The host side of one kernel call: what the workspace service needs, and
@@ -237,7 +240,8 @@ strata_status run_kernel(DeviceRecord& dev, const KernelSlot& kernel, OpCall& ca
   outputs.count = 0;
   for (int k = 0; k < call.n_outputs; ++k) {
     const Tensor& preset = call.preset[static_cast<size_t>(k)];
-    outputs.push_back(preset.defined() ? preset : make_tensor(dev, call.out(k).dtype, call.out(k).sizes()));
+    outputs.push_back(preset.defined() ? preset
+                                       : make_tensor(dev, call.out(k).dtype, call.out(k).sizes(), call.op->name));
     size_t at = static_cast<size_t>(call.n_inputs + k);
     describe_tensor(outputs[k], desc[at]);
     desc_ptr[at] = &desc[at];
@@ -333,7 +337,8 @@ OpResult execute(OpCall& call, bool& decomposed) {
     OpResult out;
     for (int k = 0; k < call.n_outputs; ++k) {
       const Tensor& preset = call.preset[static_cast<size_t>(k)];
-      out.push_back(preset.defined() ? preset : make_tensor(dev, call.out(k).dtype, call.out(k).sizes()));
+      out.push_back(preset.defined() ? preset
+                                     : make_tensor(dev, call.out(k).dtype, call.out(k).sizes(), call.op->name));
       auto sizes = call.out(k).sizes();
       if (!outputs_empty) out[k] = full(Shape(sizes.begin(), sizes.end()), *op.empty_fill, {call.out(k).dtype, call.device});
     }
@@ -388,10 +393,23 @@ void check_same_device(const OpCall& call) {
 }
 
 namespace {
+/// Refuses results no tensor can have (an element count or byte size that
+/// overflows int64, from any shape rule, a plugin's included), naming the call.
+void check_output_shapes(const OpCall& call) {
+  for (int k = 0; k < call.n_outputs; ++k) {
+    const OutputMeta& out = call.outputs[static_cast<size_t>(k)];
+    int64_t numel = 0;
+    if (std::string problem = shape_problem(out.sizes(), out.dtype, numel); !problem.empty()) {
+      throw ShapeError(call.describe() + ": result " + std::to_string(k) + " is too large: " + problem);
+    }
+  }
+}
+
 OpResult dispatch_untraced(OpCall& call) {
   const DispatchHooks& hooks = dispatch_hooks();
   if (hooks.before_prepare != nullptr) hooks.before_prepare(call);
   if (call.op->prepare != nullptr) call.op->prepare(call);
+  check_output_shapes(call);
   bool decomposed = false;
   OpResult result = execute(call, decomposed);
   // A decomposition's primitives were checked and recorded themselves.
@@ -457,6 +475,7 @@ Tensor dispatch_creation(const OpDef& op, Device device, DType dtype, std::span<
   call.device = device;
   call.n_inputs = 0;
   call.out().dtype = dtype;
+  checked_numel(op.name, shape, dtype);
   call.out().set_shape(shape);
   call.attrs = &attrs;
   return std::move(dispatch_call(call)[0]);

@@ -7,6 +7,9 @@
 
 #include <cstdint>
 #include <cstring>
+#include <new>
+#include <stdexcept>
+#include <string>
 #include <vector>
 
 namespace strata::detail {
@@ -40,12 +43,31 @@ void store_as(void* data, DType dtype, size_t i, T value) {
   }
 }
 
+[[noreturn]] void host_out_of_memory(const std::string& what, size_t count, size_t element);
+
+/// A host vector of `count` values for a tensor's contents on their way to
+/// or from a device. An OutOfMemoryError "<what()>: cannot allocate N bytes
+/// of host memory" when it cannot be had, never std::bad_alloc or
+/// std::length_error; `what` (a callable returning the string) runs only then.
+template <typename T, typename What>
+std::vector<T> host_vector(size_t count, What&& what) {
+  try {
+    return std::vector<T>(count);
+  } catch (const std::bad_alloc&) {
+    host_out_of_memory(what(), count, sizeof(T));
+  } catch (const std::length_error&) {
+    host_out_of_memory(what(), count, sizeof(T));
+  }
+}
+
 /// The raw bytes of a tensor's elements, row-major (copies to the host).
 std::vector<uint8_t> read_bytes(const Tensor& t);
 /// Writes row-major bytes into the elements of an existing (possibly strided)
 /// tensor: a read-modify-write of the storage span it covers when strided.
 void write_bytes(const Tensor& dst, const std::vector<uint8_t>& bytes);
-/// A new tensor on `device` holding the raw bytes (row-major, `dtype`).
-Tensor upload_bytes(const void* bytes, DType dtype, std::span<const int64_t> shape, DeviceRecord& device);
+/// A new tensor on `device` holding the raw bytes (row-major, `dtype`); `op`
+/// names the caller in errors (make_tensor).
+Tensor upload_bytes(const void* bytes, DType dtype, std::span<const int64_t> shape, DeviceRecord& device,
+                    std::string_view op);
 
 }  // namespace strata::detail

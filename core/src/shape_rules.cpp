@@ -6,8 +6,43 @@
 #include <strata/ops.hpp>
 
 #include <algorithm>
+#include <string>
 
 namespace strata::detail {
+
+std::string shape_problem(std::span<const int64_t> shape, DType dtype, int64_t& numel) {
+  if (shape.size() > STRATA_MAX_RANK) {
+    return "rank " + std::to_string(shape.size()) + " exceeds the maximum rank " + std::to_string(STRATA_MAX_RANK) +
+           " (shape " + shape_string(shape) + ")";
+  }
+  for (int64_t d : shape) {
+    if (d < 0) return "negative dimension " + std::to_string(d) + " in shape " + shape_string(shape);
+  }
+  int64_t n = 1;  // zero-size dims as 1: the largest stride
+  bool empty = false;
+  for (int64_t d : shape) {
+    if (d == 0) {
+      empty = true;
+    } else if (__builtin_mul_overflow(n, d, &n)) {
+      return "the element count of shape " + shape_string(shape) + " overflows int64";
+    }
+  }
+  int64_t bytes = 0;
+  if (__builtin_mul_overflow(n, static_cast<int64_t>(dtype_size(dtype)), &bytes)) {
+    return "the size in bytes of " + std::string(dtype_name(dtype)) + shape_string(shape) + " overflows int64 (" +
+           std::to_string(n) + " elements of " + std::to_string(dtype_size(dtype)) + " bytes)";
+  }
+  numel = empty ? 0 : n;
+  return {};
+}
+
+int64_t checked_numel(std::string_view what, std::span<const int64_t> shape, DType dtype) {
+  int64_t numel = 0;
+  if (std::string problem = shape_problem(shape, dtype, numel); !problem.empty()) {
+    throw ShapeError(std::string(what) + ": " + problem);
+  }
+  return numel;
+}
 
 Shape broadcast_shapes(std::span<const int64_t> a, std::span<const int64_t> b, const OpCall& call) {
   size_t rank = std::max(a.size(), b.size());
@@ -21,6 +56,11 @@ Shape broadcast_shapes(std::span<const int64_t> a, std::span<const int64_t> b, c
                        std::to_string(db) + ")");
     }
     out[k] = da == 1 ? db : da;
+  }
+  int64_t numel = 0;
+  if (std::string problem = shape_problem(out, DType::boolean, numel); !problem.empty()) {
+    throw ShapeError(call.describe() + ": shapes " + shape_string(a) + " and " + shape_string(b) +
+                     " broadcast to a shape too large: " + problem);
   }
   return out;
 }
@@ -72,6 +112,10 @@ void expand_input(OpCall& call, int k, std::span<const int64_t> shape) {
   Tensor& t = call.inputs[static_cast<size_t>(k)];
   auto have = t.impl()->sizes();
   if (std::equal(have.begin(), have.end(), shape.begin(), shape.end())) return;
+  int64_t numel = 0;
+  if (std::string problem = shape_problem(shape, t.impl()->dtype, numel); !problem.empty()) {
+    throw ShapeError(call.describe() + ": input " + std::to_string(k) + " cannot be broadcast: " + problem);
+  }
   Tensor expanded = t.expand(Shape(shape.begin(), shape.end()));  // checks the shapes; only a view
   t = shape_only() ? meta_tensor(t.impl()->dtype, shape) : std::move(expanded);
 }

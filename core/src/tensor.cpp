@@ -10,9 +10,11 @@
 #include <strata/ops.hpp>
 #include <strata/runtime.hpp>
 
+#include <algorithm>
 #include <array>
 #include <cstring>
 #include <sstream>
+#include <string>
 
 namespace strata::detail {
 
@@ -29,52 +31,49 @@ int64_t contiguous_strides(std::span<const int64_t> shape, int64_t* strides) {
   return n;
 }
 
-Tensor meta_tensor(DType dtype, std::span<const int64_t> shape) {
-  if (shape.size() > STRATA_MAX_RANK) {
-    throw ShapeError("tensor rank " + std::to_string(shape.size()) + " exceeds the maximum of " +
-                     std::to_string(STRATA_MAX_RANK));
-  }
+Tensor meta_tensor(DType dtype, std::span<const int64_t> shape, std::string_view op) {
+  const int64_t numel = checked_numel(op, shape, dtype);
   auto impl = make_pooled<TensorImpl>();
   impl->dtype = dtype;
   impl->rank = static_cast<int32_t>(shape.size());
-  for (size_t d = 0; d < shape.size(); ++d) {
-    if (shape[d] < 0) throw ShapeError("negative dimension in shape " + shape_string(shape));
-    impl->shape[d] = shape[d];
-  }
-  impl->numel = contiguous_strides(shape, impl->strides.data());
+  std::copy(shape.begin(), shape.end(), impl->shape.begin());
+  impl->numel = numel;
+  contiguous_strides(shape, impl->strides.data());
   return Tensor(std::move(impl));
 }
 
-Tensor make_tensor(DeviceRecord& device, DType dtype, std::span<const int64_t> shape) {
-  Tensor t = meta_tensor(dtype, shape);
+Tensor make_tensor(DeviceRecord& device, DType dtype, std::span<const int64_t> shape, std::string_view op) {
+  Tensor t = meta_tensor(dtype, shape, op);
   TensorImpl& impl = *t.impl();
-  impl.device = device.device();
+  const size_t bytes = static_cast<size_t>(impl.numel) * dtype_size(dtype);  // fits: checked
   size_t block = 0;
-  size_t bytes = static_cast<size_t>(impl.numel) * dtype_size(dtype);
-  strata_buffer buffer = device.allocator.allocate(bytes, &block, device.stream);
+  strata_buffer buffer = nullptr;
+  try {
+    buffer = device.allocator.allocate(bytes, &block, device.stream);
+  } catch (const OutOfMemoryError& e) {
+    throw OutOfMemoryError(std::string(op) + ": " + std::string(dtype_name(dtype)) + shape_string(shape) + " (" +
+                           std::to_string(bytes) + " bytes) on " + device.id + ": " + e.what());
+  }
+  impl.device = device.device();
   impl.storage = make_pooled<Storage>(&device, buffer, block);
   return t;
 }
 
-Tensor make_view(const Tensor& base, std::span<const int64_t> shape, std::span<const int64_t> strides,
-                 int64_t offset) {
-  auto impl = make_pooled<TensorImpl>();
+Tensor make_view(const Tensor& base, std::span<const int64_t> shape, std::span<const int64_t> strides, int64_t offset,
+                 std::string_view op) {
   const TensorImpl& b = *base.impl();
+  const int64_t numel = checked_numel(op, shape, b.dtype);
+  auto impl = make_pooled<TensorImpl>();
   impl->storage = b.storage;
   impl->device = b.device;
   impl->dtype = b.dtype;
   impl->rank = static_cast<int32_t>(shape.size());
   impl->offset = offset;
-  int64_t n = 1;
-  for (size_t d = 0; d < shape.size(); ++d) {
-    impl->shape[d] = shape[d];
-    impl->strides[d] = strides[d];
-    n *= shape[d];
-  }
-  impl->numel = n;
+  std::copy(shape.begin(), shape.end(), impl->shape.begin());
+  std::copy_n(strides.begin(), shape.size(), impl->strides.begin());
+  impl->numel = numel;
   return Tensor(std::move(impl));
 }
-
 
 namespace {
 
@@ -111,20 +110,41 @@ void host_to_device(const TensorImpl& impl, const void* src, size_t bytes) {
                                bytes);
 }
 
+/// "reading f32[2, 3] from cpu:0", for the errors of host buffers.
+std::string transfer_what(const TensorImpl& impl, const char* doing, const char* direction) {
+  return std::string(doing) + " " + std::string(dtype_name(impl.dtype)) + shape_string(impl.sizes()) + " " + direction +
+         " " + impl.record().id;
+}
+
+/// A host buffer for the storage span `impl` covers.
+std::vector<uint8_t> span_buffer(const TensorImpl& impl, const char* doing, const char* direction) {
+  return host_vector<uint8_t>(static_cast<size_t>(span_extent(impl)) * dtype_size(impl.dtype),
+                              [&] { return transfer_what(impl, doing, direction); });
+}
+
 }  // namespace
+
+void host_out_of_memory(const std::string& what, size_t count, size_t element) {
+  uint64_t bytes = 0;
+  std::string amount = __builtin_mul_overflow(static_cast<uint64_t>(count), static_cast<uint64_t>(element), &bytes)
+                           ? std::to_string(count) + " values of " + std::to_string(element) + " bytes"
+                           : std::to_string(bytes) + " bytes (" + format_bytes(bytes) + ")";
+  throw OutOfMemoryError(what + ": cannot allocate " + amount + " of host memory");
+}
 
 std::vector<uint8_t> read_bytes(const Tensor& t) {
   // Copies the span of storage the tensor covers and gathers on the host, so
   // reading never needs a device kernel (a device may lack a strided copy).
   const TensorImpl& impl = *t.impl();
   size_t element = dtype_size(impl.dtype);
-  std::vector<uint8_t> bytes(static_cast<size_t>(impl.numel) * element);
+  std::vector<uint8_t> bytes = host_vector<uint8_t>(static_cast<size_t>(impl.numel) * element,
+                                                    [&] { return transfer_what(impl, "reading", "from"); });
   if (bytes.empty()) return bytes;
   if (impl.is_contiguous()) {
     device_to_host(impl, bytes.data(), bytes.size());
     return bytes;
   }
-  std::vector<uint8_t> span(static_cast<size_t>(span_extent(impl)) * element);
+  std::vector<uint8_t> span = span_buffer(impl, "reading", "from");
   device_to_host(impl, span.data(), span.size());
   for_each_element(impl, [&](int64_t i, int64_t off) {
     std::memcpy(bytes.data() + static_cast<size_t>(i) * element, span.data() + static_cast<size_t>(off) * element,
@@ -141,7 +161,7 @@ void write_bytes(const Tensor& dst, const std::vector<uint8_t>& bytes) {
     host_to_device(impl, bytes.data(), bytes.size());
     return;
   }
-  std::vector<uint8_t> span(static_cast<size_t>(span_extent(impl)) * element);
+  std::vector<uint8_t> span = span_buffer(impl, "writing", "to");
   device_to_host(impl, span.data(), span.size());
   for_each_element(impl, [&](int64_t i, int64_t off) {
     std::memcpy(span.data() + static_cast<size_t>(off) * element, bytes.data() + static_cast<size_t>(i) * element,
@@ -150,8 +170,9 @@ void write_bytes(const Tensor& dst, const std::vector<uint8_t>& bytes) {
   host_to_device(impl, span.data(), span.size());
 }
 
-Tensor upload_bytes(const void* bytes, DType dtype, std::span<const int64_t> shape, DeviceRecord& device) {
-  Tensor t = make_tensor(device, dtype, shape);
+Tensor upload_bytes(const void* bytes, DType dtype, std::span<const int64_t> shape, DeviceRecord& device,
+                    std::string_view op) {
+  Tensor t = make_tensor(device, dtype, shape, op);
   size_t n = static_cast<size_t>(t.numel()) * dtype_size(dtype);
   if (n == 0) return t;
   device.copy_from_host(t.impl()->storage->buffer, 0, bytes, n);
@@ -205,7 +226,7 @@ Tensor Tensor::to(DType dtype) const {
 
 Tensor Tensor::clone() const {
   const TensorImpl& impl = checked(*this);
-  Tensor out = detail::make_tensor(impl.record(), impl.dtype, impl.sizes());
+  Tensor out = detail::make_tensor(impl.record(), impl.dtype, impl.sizes(), "clone");
   out.copy_(*this);
   return out;
 }
@@ -219,7 +240,9 @@ template <typename T>
 std::vector<T> Tensor::to_vector() const {
   const TensorImpl& impl = checked(*this);
   std::vector<uint8_t> bytes = detail::read_bytes(*this);
-  std::vector<T> out(static_cast<size_t>(impl.numel));
+  auto out = detail::host_vector<T>(static_cast<size_t>(impl.numel), [&] {
+    return "to_vector: " + std::string(dtype_name(impl.dtype)) + detail::shape_string(impl.sizes());
+  });
   for (size_t i = 0; i < out.size(); ++i) out[i] = detail::load_as<T>(bytes.data(), impl.dtype, i);
   return out;
 }

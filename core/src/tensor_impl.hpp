@@ -8,6 +8,9 @@
 #include <atomic>
 #include <cstdint>
 #include <memory>
+#include <span>
+#include <string>
+#include <string_view>
 
 namespace strata::detail {
 
@@ -61,18 +64,32 @@ struct TensorImpl {
 
 namespace strata::detail {
 
-/// Row-major strides for a shape; returns the element count.
+/// Why no tensor of `dtype` can have `shape`, or "" when one can: a rank
+/// above STRATA_MAX_RANK (the ABI's descriptor holds no more dims), a
+/// negative dimension, an element count or a size in bytes that does not fit
+/// in int64. Zero-size dims count as 1 in that product, so that every
+/// row-major stride of the shape fits too. Sets `numel` when it fits.
+std::string shape_problem(std::span<const int64_t> shape, DType dtype, int64_t& numel);
+/// The element count of `shape`, or a ShapeError "<what>: <problem>". Every
+/// shape becomes a tensor through here (make_tensor, make_view), so a tensor's
+/// numel and byte size never overflow; ops check earlier to name themselves.
+int64_t checked_numel(std::string_view what, std::span<const int64_t> shape, DType dtype);
+
+/// Row-major strides for a shape; returns the element count. The shape must
+/// have passed checked_numel.
 int64_t contiguous_strides(std::span<const int64_t> shape, int64_t* strides);
 
 /// A contiguous tensor of `dtype` and `shape` without storage or device (for
-/// ShapeOnlyScope, op.hpp, and views over it; never for kernels). Throws
-/// ShapeError for a rank over STRATA_MAX_RANK or a negative size.
-Tensor meta_tensor(DType dtype, std::span<const int64_t> shape);
-/// A new tensor with fresh, uninitialised storage on `device`.
-Tensor make_tensor(DeviceRecord& device, DType dtype, std::span<const int64_t> shape);
-/// A view of `base`'s storage with other geometry.
-Tensor make_view(const Tensor& base, std::span<const int64_t> shape, std::span<const int64_t> strides,
-                 int64_t offset);
+/// ShapeOnlyScope, op.hpp, and views over it; never for kernels). A shape
+/// checked_numel refuses is a ShapeError naming `op`.
+Tensor meta_tensor(DType dtype, std::span<const int64_t> shape, std::string_view op = "tensor");
+/// A new tensor with fresh, uninitialised storage on `device`. `op` names
+/// the caller in errors: a ShapeError for a shape checked_numel refuses, an
+/// OutOfMemoryError naming the bytes and the device when it cannot be had.
+Tensor make_tensor(DeviceRecord& device, DType dtype, std::span<const int64_t> shape, std::string_view op);
+/// A view of `base`'s storage with other geometry (checked_numel under `op`).
+Tensor make_view(const Tensor& base, std::span<const int64_t> shape, std::span<const int64_t> strides, int64_t offset,
+                 std::string_view op = "view");
 
 using strata::shape_string;  // "[2, 3]" (public: strata/tensor.hpp)
 

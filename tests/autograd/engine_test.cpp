@@ -5,6 +5,7 @@
 #include <gtest/gtest.h>
 
 #include <cmath>
+#include <string>
 #include <thread>
 #include <utility>
 
@@ -606,6 +607,78 @@ TEST(Memory, TapeReportsTheBytesItsGraphHolds) {
   }
   tape.gradient(z, {x});  // non-persistent: the pass frees the saved tensors
   EXPECT_EQ(tape.saved_bytes(), 0u);
+}
+
+/// The message of the ShapeError `f` throws ("" and a test failure otherwise).
+template <class F>
+std::string shape_error(F&& f) {
+  try {
+    f();
+  } catch (const ShapeError& e) {
+    return e.what();
+  } catch (const std::exception& e) {
+    ADD_FAILURE() << "expected a ShapeError, got: " << e.what();
+    return "";
+  }
+  ADD_FAILURE() << "expected a ShapeError";
+  return "";
+}
+
+bool names(const std::string& msg, std::initializer_list<const char*> parts) {
+  for (const char* p : parts) {
+    if (msg.find(p) == std::string::npos) return false;
+  }
+  return true;
+}
+
+// A view of rank 9 on a tensor autograd tracks (requires_grad, or watched by
+// a tape) used to overrun the 8 dims of the tensor's geometry and crash in
+// record_reverse. It is a ShapeError naming the view and the shape, before
+// anything is recorded: the tape and the inputs are unchanged.
+TEST(Memory, RankAboveTheMaximumIsAShapeErrorWithGradAndTapes) {
+  const char* nine = "[1, 1, 1, 1, 1, 1, 1, 2, 3]";
+  const char* limit = "rank 9 exceeds the maximum rank 8";
+  Tensor x = full({6}, 2.0, {.dtype = f64, .requires_grad = true});
+  Tensor x8 = full({1, 1, 1, 1, 1, 1, 2, 3}, 2.0, {.dtype = f64, .requires_grad = true});
+  uint64_t implicit = implicit_graph_saved_bytes();
+  std::string m = shape_error([&] { x.reshape({1, 1, 1, 1, 1, 1, 1, 2, 3}); });
+  EXPECT_TRUE(names(m, {"reshape", limit, nine})) << m;
+  m = shape_error([&] { x.reshape({1, 1, 1, 1, 1, 1, 1, -1, 3}); });
+  EXPECT_TRUE(names(m, {"reshape", limit, "[1, 1, 1, 1, 1, 1, 1, -1, 3]"})) << m;
+  m = shape_error([&] { x8.unsqueeze(-1); });
+  EXPECT_TRUE(names(m, {"unsqueeze", limit, "[1, 1, 1, 1, 1, 1, 2, 3, 1]"})) << m;
+  m = shape_error([&] { x8.expand({1, 1, 1, 1, 1, 1, 1, 2, 3}); });
+  EXPECT_TRUE(names(m, {"expand", limit, nine})) << m;
+  m = shape_error([&] { stack({x8, x8}, 0); });
+  EXPECT_TRUE(names(m, {"stack", limit})) << m;
+  EXPECT_EQ(implicit_graph_saved_bytes(), implicit);
+  EXPECT_TRUE(x.is_leaf());
+  sum(x * x).backward();
+  EXPECT_EQ(x.grad().to_vector<double>(), std::vector<double>(6, 4.0));
+
+  GradientTape tape;
+  Tensor w = full({6}, 3.0, {.dtype = f64});
+  Tensor w8 = full({1, 1, 1, 1, 1, 1, 2, 3}, 3.0, {.dtype = f64});
+  tape.watch(w);
+  tape.watch(w8);
+  Tensor y = w * w;  // something recorded before the failures
+  uint64_t held = tape.saved_bytes();
+  m = shape_error([&] { y.reshape({1, 1, 1, 1, 1, 1, 1, 2, 3}); });
+  EXPECT_TRUE(names(m, {"reshape", limit, nine})) << m;
+  m = shape_error([&] { w.view({1, 1, 1, 1, 1, 1, 1, 2, 3}); });
+  EXPECT_TRUE(names(m, {"view", limit, nine})) << m;
+  m = shape_error([&] { w8.unsqueeze(3); });
+  EXPECT_TRUE(names(m, {"unsqueeze", limit})) << m;
+  m = shape_error([&] { w8.expand({1, 1, 1, 1, 1, 1, 1, 2, 3}); });
+  EXPECT_TRUE(names(m, {"expand", limit, nine})) << m;
+  m = shape_error([&] { w8.expand({int64_t{1} << 62, 1, 1, 1, 1, 1, 1, 2, 3}); });
+  EXPECT_TRUE(names(m, {"expand", limit})) << m;
+  m = shape_error([&] { w.reshape({(int64_t{1} << 62) + 1, 2, -1}); });  // wraps round to 6 elements
+  EXPECT_TRUE(names(m, {"reshape", "[4611686018427387905, 2, -1]", "overflows"})) << m;
+  EXPECT_EQ(tape.saved_bytes(), held);
+  // The tape still differentiates what it recorded.
+  Tensor g = tape.gradient(sum(y * w8.reshape({6})), {w})[0];
+  EXPECT_EQ(g.to_vector<double>(), std::vector<double>(6, 18.0));  // d/dw (w^2 * 3) = 6w
 }
 
 TEST(Memory, ImplicitGraphBytesDropWhenTheGraphDies) {

@@ -1,6 +1,7 @@
 // errors_test.cpp — every rejected call throws the documented exception type
 // with a message that names the op and the offending shapes, dtypes, dims,
 // indices or devices.
+#include <limits>
 #include <string>
 
 #include "device_fixture.hpp"
@@ -120,6 +121,39 @@ TEST_P(Errors, IndexingAndJoiningShapes) {
   EXPECT_TRUE(throws<s::ShapeError>([&] { s::cat({x, make({3}, {1, 2, 3}, s::f32)}); }, {"cat", "[3]"}));
   EXPECT_TRUE(throws<s::ShapeError>([&] { s::stack({x, y}); }, {"stack", "[2, 3]", "[3, 2]"}));
   EXPECT_TRUE(throws<s::ShapeError>([] { s::cat({}); }, {"cat"}));
+}
+
+// Results whose element count or size in bytes would overflow int64 are
+// ShapeErrors naming the op and the shapes (they used to wrap round into
+// tiny or empty blocks), and results that need more than the device has are
+// OutOfMemoryErrors naming the op, the bytes and the device.
+TEST_P(Errors, ResultShapesThatOverflowAreShapeErrors) {
+  // Broadcasting [2^60, 1] against [1, 16] (the first an expanded view of one element).
+  Tensor tall = make({1, 1}, {2}, s::i32).expand({int64_t{1} << 60, 1});
+  Tensor row = make({1, 16}, std::vector<double>(16, 1.0), s::i32);
+  EXPECT_TRUE(throws<s::ShapeError>([&] { s::add(tall, row); },
+                                    {"add", "[1152921504606846976, 1]", "[1, 16]", "overflows", dev().str()}));
+  EXPECT_TRUE(throws<s::ShapeError>([&] { s::where(s::gt(row, row), tall, row); }, {"where", "overflows"}));
+  // matmul of two empty operands whose output is [2^32, 2^32].
+  Tensor a = s::zeros({int64_t{1} << 32, 0}, {.dtype = s::f32, .device = dev()});
+  Tensor b = s::zeros({0, int64_t{1} << 32}, {.dtype = s::f32, .device = dev()});
+  EXPECT_TRUE(throws<s::ShapeError>([&] { s::matmul(a, b); },
+                                    {"matmul", "[4294967296, 0]", "[4294967296, 4294967296]", "overflows"}));
+  // cat and pad: the joined size along a dim overflows.
+  Tensor half = make({1}, {1}, s::f32).expand({int64_t{1} << 60});
+  EXPECT_TRUE(throws<s::ShapeError>([&] { s::cat({half, half, half, half, half, half, half, half}); },
+                                    {"cat", "[1152921504606846976]", "overflows"}));
+  EXPECT_TRUE(throws<s::ShapeError>([&] { s::cat({half, half}); }, {"cat", "[2305843009213693952]", "bytes"}));
+  EXPECT_TRUE(throws<s::ShapeError>([&] { s::pad(half, {0, std::numeric_limits<int64_t>::max()}); },
+                                    {"pad", "[1152921504606846976]", "overflows"}));
+  // Fits int64 but no device: 2^60 f32 elements, 4 EiB.
+  Tensor c = s::zeros({int64_t{1} << 30, 0}, {.dtype = s::f32, .device = dev()});
+  Tensor d = s::zeros({0, int64_t{1} << 30}, {.dtype = s::f32, .device = dev()});
+  EXPECT_TRUE(
+      throws<s::OutOfMemoryError>([&] { s::matmul(c, d); }, {"matmul", "4611686018427387904 bytes", dev().str()}));
+  // Inputs unchanged; the runtime still works.
+  EXPECT_EQ(tall.sizes(), (Shape{int64_t{1} << 60, 1}));
+  EXPECT_CLOSE(s::add(row, row), host_values({1, 16}, std::vector<double>(16, 2.0)), s::i32);
 }
 
 TEST_P(Errors, FailedOpsLeaveInputsUnchanged) {

@@ -2,6 +2,8 @@
 // names and the promotion table, on the default device.
 #include <cmath>
 #include <cstring>
+#include <fstream>
+#include <limits>
 #include <numeric>
 
 #include "reference.hpp"
@@ -149,6 +151,81 @@ TEST(Creation, FromData) {
 
   EXPECT_TRUE(throws<s::ShapeError>([&] { s::from_data(f, {4, 2}); }, {"from_data", "6", "[4, 2]", "8"}));
   EXPECT_TRUE(throws<s::ShapeError>([&] { s::from_data(i64, {}); }, {"from_data", "3"}));
+}
+
+// Shapes whose element count or size in bytes does not fit in int64 are
+// ShapeErrors naming the function and the shape. They used to wrap round:
+// zeros({2^62, 4}) had 0 elements, zeros({2^62 + 1, 4}) a 16-byte block that
+// kernels overran, zeros({INT64_MAX}) wrote past its block.
+TEST(Creation, ShapesThatOverflowAreShapeErrors) {
+  const int64_t big = int64_t{1} << 62;
+  const int64_t max = std::numeric_limits<int64_t>::max();
+  EXPECT_TRUE(throws<s::ShapeError>([&] { s::zeros({big, 4}); }, {"zeros", "[4611686018427387904, 4]", "overflows"}));
+  EXPECT_TRUE(throws<s::ShapeError>([&] { s::zeros({big + 1, 4}); }, {"zeros", "[4611686018427387905, 4]"}));
+  EXPECT_TRUE(throws<s::ShapeError>([&] { s::zeros({max}); }, {"zeros", "[9223372036854775807]", "bytes"}));
+  EXPECT_TRUE(throws<s::ShapeError>([&] { s::ones({4, big + 1}); }, {"ones", "[4, 4611686018427387905]"}));
+  EXPECT_TRUE(throws<s::ShapeError>([&] { s::full({big, 2, 2}, 1.0); }, {"full", "[4611686018427387904, 2, 2]"}));
+  EXPECT_TRUE(throws<s::ShapeError>([&] { s::empty({max, max}); }, {"empty", "overflows"}));
+  EXPECT_TRUE(throws<s::ShapeError>([&] { s::rand({big + 1, 4}); }, {"rand", "[4611686018427387905, 4]"}));
+  EXPECT_TRUE(throws<s::ShapeError>([&] { s::randn({big + 1, 4}); }, {"randn", "[4611686018427387905, 4]"}));
+  // 16 values "fill" a shape whose element count wraps round to 16.
+  EXPECT_TRUE(throws<s::ShapeError>([&] { s::from_data(std::vector<float>(16, 1.0f), {big + 1, 4, 4}); },
+                                    {"from_data", "[4611686018427387905, 4, 4]"}));
+  EXPECT_TRUE(throws<s::ShapeError>([&] { s::from_bytes(std::vector<uint8_t>(16, 0), {big + 1, 4}); },
+                                    {"from_bytes", "[4611686018427387905, 4]"}));
+  // Zero-size dims do not excuse the others: their strides must still fit.
+  EXPECT_TRUE(throws<s::ShapeError>([&] { s::zeros({0, big, 4}); }, {"zeros", "[0, 4611686018427387904, 4]"}));
+  EXPECT_TRUE(throws<s::ShapeError>([&] { s::zeros({-4, 2}); }, {"zeros", "negative", "[-4, 2]"}));
+  // The runtime still works.
+  EXPECT_EQ(values(s::add(s::ones({2, 2}), s::full({2}, 2.0))), std::vector<double>(4, 3.0));
+}
+
+TEST(Creation, RankAboveTheMaximumIsAShapeError) {
+  const Shape nine{1, 1, 1, 1, 1, 1, 1, 2, 3};
+  for (auto [name, make] : std::initializer_list<std::pair<const char*, Tensor (*)(const Shape&)>>{
+           {"zeros", [](const Shape& sh) { return s::zeros(sh); }},
+           {"ones", [](const Shape& sh) { return s::ones(sh); }},
+           {"full", [](const Shape& sh) { return s::full(sh, 2.0); }},
+           {"empty", [](const Shape& sh) { return s::empty(sh); }},
+           {"rand", [](const Shape& sh) { return s::rand(sh); }},
+           {"randn", [](const Shape& sh) { return s::randn(sh); }},
+           {"from_data", [](const Shape& sh) { return s::from_data(std::vector<float>(6, 1.0f), sh); }}}) {
+    EXPECT_TRUE(throws<s::ShapeError>([&, make = make] { make(nine); },
+                                      {name, "rank 9 exceeds the maximum rank 8", "[1, 1, 1, 1, 1, 1, 1, 2, 3]"}))
+        << name;
+  }
+  EXPECT_EQ(s::zeros({1, 1, 1, 1, 1, 1, 2, 3}).dim(), 8);
+}
+
+// An allocation that fits int64 but no device: OutOfMemoryError naming the
+// function, the bytes and the device (randn and rand used to throw
+// std::bad_alloc).
+TEST(Creation, AllocationsNoDeviceCanHoldAreOutOfMemoryErrors) {
+  const std::string device = s::runtime().default_device().str();
+  // 2^60 f32 elements, 4 EiB: more than any address space.
+  const Shape huge{int64_t{1} << 30, int64_t{1} << 30};
+  EXPECT_TRUE(throws<s::OutOfMemoryError>([&] { s::randn(huge); }, {"randn", "4611686018427387904 bytes", device}));
+  EXPECT_TRUE(throws<s::OutOfMemoryError>([&] { s::rand(huge); }, {"rand", "4611686018427387904 bytes", device}));
+  EXPECT_TRUE(throws<s::OutOfMemoryError>([&] { s::zeros(huge); }, {"zeros", "4611686018427387904 bytes", device}));
+  EXPECT_TRUE(throws<s::OutOfMemoryError>([&] { s::ones(huge); }, {"ones", "bytes", device}));
+  EXPECT_TRUE(throws<s::OutOfMemoryError>([&] { s::full(huge, 3.0); }, {"full", "bytes", device}));
+  EXPECT_TRUE(throws<s::OutOfMemoryError>([&] { s::empty(huge); }, {"empty", "bytes", device}));
+  // Reading a huge (expanded) view to the host needs 4 EiB of host memory.
+  Tensor wide = s::ones({1}).expand({int64_t{1} << 60});
+  EXPECT_TRUE(throws<s::OutOfMemoryError>([&] { wide.to_vector<float>(); }, {"f32[1152921504606846976]", "bytes"}));
+  EXPECT_TRUE(throws<s::OutOfMemoryError>([&] { wide.contiguous(); }, {"bytes", device}));
+  // The probe's case, 4 TB: beyond this machine unless the kernel overcommits
+  // without limit (vm.overcommit_memory = 1), where writing it would kill us.
+  std::ifstream overcommit("/proc/sys/vm/overcommit_memory");
+  int mode = 0;
+  if (!(overcommit >> mode) || mode != 1) {
+    EXPECT_TRUE(throws<s::OutOfMemoryError>([] { s::randn({1000000, 1000000}); },
+                                            {"randn", "4000000000000 bytes", device}));
+    EXPECT_TRUE(throws<s::OutOfMemoryError>([] { s::rand({1000000, 1000000}); }, {"rand", "bytes", device}));
+  }
+  // The runtime still works.
+  EXPECT_EQ(values(s::mul(s::full({3}, 2.0), s::full({3}, 4.0))), std::vector<double>(3, 8.0));
+  EXPECT_EQ(s::randn({4}).numel(), 4);
 }
 
 TEST(DTypes, NamesAndSizes) {

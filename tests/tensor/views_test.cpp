@@ -287,6 +287,53 @@ TEST(Views, Item) {
   EXPECT_TRUE(throws<s::ShapeError>([] { s::zeros({2, 2}).item<double>(); }, {"item", "[2, 2]", "4"}));
 }
 
+// The descriptor of a tensor holds at most STRATA_MAX_RANK (8) dims: views
+// that would make more are ShapeErrors naming the view and the shape.
+TEST(Views, RankAboveTheMaximumIsAShapeError) {
+  Tensor x = iota({6});
+  Tensor eight = iota({1, 1, 1, 1, 1, 1, 2, 3});
+  const char* nine = "[1, 1, 1, 1, 1, 1, 1, 2, 3]";
+  const char* limit = "rank 9 exceeds the maximum rank 8";
+  EXPECT_TRUE(throws<s::ShapeError>([&] { x.reshape({1, 1, 1, 1, 1, 1, 1, 2, 3}); }, {"reshape", limit, nine}));
+  EXPECT_TRUE(throws<s::ShapeError>([&] { x.view({1, 1, 1, 1, 1, 1, 1, 2, -1}); }, {"view", limit}));
+  Tensor strided = iota({3, 2}).mT();  // reshape copies it: the check comes first all the same
+  EXPECT_TRUE(throws<s::ShapeError>([&] { strided.reshape({1, 1, 1, 1, 1, 1, 1, 2, 3}); }, {"reshape", limit}));
+  EXPECT_TRUE(throws<s::ShapeError>([&] { eight.unsqueeze(0); }, {"unsqueeze", limit, nine}));
+  EXPECT_TRUE(throws<s::ShapeError>([&] { eight.expand({1, 1, 1, 1, 1, 1, 1, 2, 3}); }, {"expand", limit, nine}));
+  EXPECT_TRUE(throws<s::ShapeError>([&] { s::stack({eight, eight}); }, {"stack", limit}));
+  // Nothing changed, and rank 8 is fine.
+  EXPECT_EQ(x.sizes(), (Shape{6}));
+  EXPECT_EQ(values(x), iota_values(6));
+  EXPECT_EQ(eight.select(0, 0).unsqueeze(-1).dim(), 8);
+  EXPECT_EQ(values(s::sum(x.reshape({1, 1, 1, 1, 1, 1, 2, 3}))), (std::vector<double>{15.0}));
+}
+
+// Element counts that overflow int64 are ShapeErrors, not wrapped-round
+// geometry: reshape of 4 elements into [2^62 + 1, 4, -1] used to succeed
+// (the product wraps round to 4) and read far past the storage.
+TEST(Views, ShapesThatOverflowAreShapeErrors) {
+  const int64_t big = int64_t{1} << 62;
+  Tensor x = iota({4});
+  EXPECT_TRUE(throws<s::ShapeError>([&] { x.reshape({big + 1, 4, -1}); },
+                                    {"reshape", "[4611686018427387905, 4, -1]", "overflows"}));
+  EXPECT_TRUE(throws<s::ShapeError>([&] { x.reshape({big + 1, 4}); }, {"reshape", "[4611686018427387905, 4]"}));
+  EXPECT_TRUE(throws<s::ShapeError>([&] { x.view({-1, big, 4}); }, {"view", "[-1, 4611686018427387904, 4]"}));
+  EXPECT_TRUE(throws<s::ShapeError>([&] { s::zeros({0}).reshape({big, 8, 0}); }, {"reshape", "overflows"}));
+  Tensor one = iota({1, 1});
+  EXPECT_TRUE(throws<s::ShapeError>([&] { one.expand({big + 1, 4}); },
+                                    {"expand", "[4611686018427387905, 4]", "overflows"}));
+  EXPECT_TRUE(throws<s::ShapeError>([&] { one.expand({big, 4}); }, {"expand", "[4611686018427387904, 4]"}));
+  // Its size in bytes (f32) overflows: 2^62 elements fit, 2^64 bytes do not.
+  EXPECT_TRUE(throws<s::ShapeError>([&] { one.expand({big, 1}); }, {"expand", "[4611686018427387904, 1]", "bytes"}));
+  EXPECT_TRUE(throws<s::ShapeError>([&] { one.expand({-2, 1}); }, {"expand", "[-2, 1]"}));
+  // Nothing changed; a large expand that fits is still a view.
+  EXPECT_EQ(values(x), iota_values(4));
+  Tensor wide = one.expand({int64_t{1} << 40, 2});
+  EXPECT_EQ(wide.numel(), int64_t{1} << 41);
+  EXPECT_EQ(strides(wide), (Shape{0, 0}));
+  EXPECT_EQ(values(x.reshape({2, -1})), iota_values(4));
+}
+
 TEST(Views, UndefinedTensor) {
   Tensor u;
   EXPECT_FALSE(u.defined());

@@ -97,7 +97,7 @@ Tensor Tensor::to(Device target) const {
   }
   detail::DeviceRecord& dst = detail::device_record(target);
   std::vector<uint8_t> bytes = detail::read_bytes(*this);
-  Tensor moved = detail::upload_bytes(bytes.data(), dtype(), shape(), dst);
+  Tensor moved = detail::upload_bytes(bytes.data(), dtype(), shape(), dst, "to_device");
   if (impl()->autograd != nullptr) {
     detail::record_external(kToDevice, std::span<const Tensor>(this, 1), std::span<Tensor>(&moved, 1), nullptr);
   }
@@ -198,9 +198,13 @@ Tensor cat(const std::vector<Tensor>& tensors, int64_t dim) {
                        std::to_string(d));
     }
     dtype = promote_types(dtype, t.dtype());
-    total += t.size(d);
+    if (__builtin_add_overflow(total, t.size(d), &total)) {
+      throw ShapeError("cat: the joined size along dim " + std::to_string(d) + " of " + std::to_string(tensors.size()) +
+                       " tensors of shape " + detail::shape_string(first.shape()) + " (first) overflows int64");
+    }
   }
   shape[static_cast<size_t>(d)] = total;
+  detail::checked_numel("cat", shape, dtype);
   // Promote first (differentiably), so the node's inputs have the output's dtype.
   std::vector<Tensor> inputs;
   inputs.reserve(tensors.size());
@@ -237,8 +241,12 @@ Tensor pad(const Tensor& x, const std::vector<int64_t>& pads, double value) {
       throw ValueError("pad: padding " + std::to_string(p) + " is " + std::to_string(pads[p]) +
                        "; paddings must be >= 0 (use slice to crop)");
     }
-    shape[shape.size() - 1 - p / 2] += pads[p];
+    if (__builtin_add_overflow(shape[shape.size() - 1 - p / 2], pads[p], &shape[shape.size() - 1 - p / 2])) {
+      throw ShapeError("pad: padding shape " + detail::shape_string(x.shape()) + " by " + detail::shape_string(pads) +
+                       " overflows int64");
+    }
   }
+  detail::checked_numel("pad", shape, x.dtype());
   Tensor out;
   {
     detail::InternalWork internal;
@@ -260,8 +268,11 @@ Tensor stack(const std::vector<Tensor>& tensors, int64_t dim) {
       throw ShapeError("stack: expected tensors of equal shape, found " + detail::shape_string(tensors.front().shape()) +
                        " and " + detail::shape_string(t.shape()));
     }
-    parts.push_back(t.unsqueeze(d));
   }
+  Shape shape = tensors.front().sizes();
+  shape.insert(shape.begin() + d, static_cast<int64_t>(tensors.size()));
+  detail::checked_numel("stack", shape, tensors.front().dtype());
+  for (const Tensor& t : tensors) parts.push_back(t.unsqueeze(d));
   return cat(parts, d);
 }
 

@@ -142,9 +142,14 @@ std::pair<Shape, Shape> without_dim(const TensorImpl& impl, size_t d) {
 }
 
 /// Resolves a single -1 and checks the element count.
-Shape infer_shape(const Shape& requested, int64_t numel, std::span<const int64_t> from, const char* op) {
+Shape infer_shape(const Shape& requested, const TensorImpl& impl, const char* op) {
+  // A rank the descriptor cannot hold is refused as requested (checked_numel
+  // reports the rank before anything else).
+  if (requested.size() > STRATA_MAX_RANK) detail::checked_numel(op, requested, impl.dtype);
+  const int64_t numel = impl.numel;
   Shape shape = requested;
-  int64_t known = 1;
+  int64_t known = 1;  // product of the given dims, zero-size ones counted as 1
+  bool has_zero = false;
   std::optional<size_t> infer;
   for (size_t d = 0; d < shape.size(); ++d) {
     if (shape[d] == -1) {
@@ -153,20 +158,25 @@ Shape infer_shape(const Shape& requested, int64_t numel, std::span<const int64_t
     } else if (shape[d] < 0) {
       throw ShapeError(std::string(op) + ": invalid dimension " + std::to_string(shape[d]) + " in " +
                        shape_string(requested));
-    } else {
-      known *= shape[d];
+    } else if (shape[d] == 0) {
+      has_zero = true;
+    } else if (__builtin_mul_overflow(known, shape[d], &known)) {
+      throw ShapeError(std::string(op) + ": cannot reshape tensor of shape " + shape_string(impl.sizes()) + " into " +
+                       shape_string(requested) + ": the element count of " + shape_string(requested) +
+                       " overflows int64");
     }
   }
+  if (has_zero) known = 0;
   if (infer) {
     if (known == 0 || numel % known != 0) {
-      throw ShapeError(std::string(op) + ": cannot reshape tensor of shape " + shape_string(from) + " (" +
+      throw ShapeError(std::string(op) + ": cannot reshape tensor of shape " + shape_string(impl.sizes()) + " (" +
                        std::to_string(numel) + " elements) into " + shape_string(requested));
     }
     shape[*infer] = numel / known;
     known *= shape[*infer];
   }
   if (known != numel) {
-    throw ShapeError(std::string(op) + ": cannot reshape tensor of shape " + shape_string(from) + " (" +
+    throw ShapeError(std::string(op) + ": cannot reshape tensor of shape " + shape_string(impl.sizes()) + " (" +
                      std::to_string(numel) + " elements) into " + shape_string(requested) + " (" +
                      std::to_string(known) + " elements)");
   }
@@ -221,20 +231,20 @@ Tensor tracked_alias(const Tensor& x) {
 
 Tensor Tensor::view(const Shape& requested) const {
   const TensorImpl& impl = impl_of(*this, "view");
-  Shape shape = infer_shape(requested, impl.numel, impl.sizes(), "view");
+  Shape shape = infer_shape(requested, impl, "view");
   std::optional<Shape> strides = view_strides(impl, shape);
   if (!strides) {
     throw ShapeError("view: shape " + shape_string(shape) + " is incompatible with the strides of a tensor of shape " +
                      shape_string(impl.sizes()) + "; use reshape(), which copies");
   }
-  return tracked(kReshapeView, *this, make_view(*this, shape, *strides, impl.offset), no_attrs);
+  return tracked(kReshapeView, *this, make_view(*this, shape, *strides, impl.offset, "view"), no_attrs);
 }
 
 Tensor Tensor::reshape(const Shape& requested) const {
   const TensorImpl& impl = impl_of(*this, "reshape");
-  Shape shape = infer_shape(requested, impl.numel, impl.sizes(), "reshape");
+  Shape shape = infer_shape(requested, impl, "reshape");
   if (std::optional<Shape> strides = view_strides(impl, shape))
-    return tracked(kReshapeView, *this, make_view(*this, shape, *strides, impl.offset), no_attrs);
+    return tracked(kReshapeView, *this, make_view(*this, shape, *strides, impl.offset, "reshape"), no_attrs);
   return contiguous().view(shape);
 }
 
@@ -258,7 +268,7 @@ Tensor Tensor::permute(const Shape& dims) const {
     shape[d] = impl.shape[src];
     strides[d] = impl.strides[src];
   }
-  return tracked(kPermuteView, *this, make_view(*this, shape, strides, impl.offset),
+  return tracked(kPermuteView, *this, make_view(*this, shape, strides, impl.offset, "permute"),
                  [&] { return Attrs{Attr::list("dims", normalized)}; });
 }
 
@@ -296,7 +306,8 @@ Tensor Tensor::slice(int64_t dim, int64_t start, int64_t end, int64_t step) cons
   Shape strides(impl.strides.begin(), impl.strides.begin() + impl.rank);
   shape[d] = (end - start + step - 1) / step;
   strides[d] = impl.strides[d] * step;
-  return tracked(kSliceView, *this, make_view(*this, shape, strides, impl.offset + start * impl.strides[d]), [&] {
+  Tensor view = make_view(*this, shape, strides, impl.offset + start * impl.strides[d], "slice");
+  return tracked(kSliceView, *this, std::move(view), [&] {
     return Attrs{Attr::integer("dim", static_cast<int64_t>(d)), Attr::integer("start", start),
                  Attr::integer("step", step)};
   });
@@ -312,7 +323,8 @@ Tensor Tensor::select(int64_t dim, int64_t index) const {
   }
   if (index < 0) index += n;
   auto [shape, strides] = without_dim(impl, d);
-  return tracked(kSelectView, *this, make_view(*this, shape, strides, impl.offset + index * impl.strides[d]), [&] {
+  Tensor view = make_view(*this, shape, strides, impl.offset + index * impl.strides[d], "select");
+  return tracked(kSelectView, *this, std::move(view), [&] {
     return Attrs{Attr::integer("dim", static_cast<int64_t>(d)), Attr::integer("index", index)};
   });
 }
@@ -346,7 +358,7 @@ Tensor Tensor::expand(const Shape& requested) const {
                        std::to_string(want) + ")");
     }
   }
-  return tracked(kExpandView, *this, make_view(*this, shape, strides, impl.offset), no_attrs);
+  return tracked(kExpandView, *this, make_view(*this, shape, strides, impl.offset, "expand"), no_attrs);
 }
 
 Tensor Tensor::squeeze() const {
@@ -358,7 +370,7 @@ Tensor Tensor::squeeze() const {
     shape.push_back(impl.shape[d]);
     strides.push_back(impl.strides[d]);
   }
-  return tracked(kReshapeView, *this, make_view(*this, shape, strides, impl.offset), no_attrs);
+  return tracked(kReshapeView, *this, make_view(*this, shape, strides, impl.offset, "squeeze"), no_attrs);
 }
 
 Tensor Tensor::squeeze(int64_t dim) const {
@@ -366,7 +378,7 @@ Tensor Tensor::squeeze(int64_t dim) const {
   auto d = static_cast<size_t>(normalize_dim(dim, impl.rank, "squeeze"));
   if (impl.shape[d] != 1) return *this;
   auto [shape, strides] = without_dim(impl, d);
-  return tracked(kReshapeView, *this, make_view(*this, shape, strides, impl.offset), no_attrs);
+  return tracked(kReshapeView, *this, make_view(*this, shape, strides, impl.offset, "squeeze"), no_attrs);
 }
 
 Tensor Tensor::unsqueeze(int64_t dim) const {
@@ -377,7 +389,7 @@ Tensor Tensor::unsqueeze(int64_t dim) const {
   int64_t stride = d < static_cast<size_t>(impl.rank) ? impl.shape[d] * impl.strides[d] : 1;
   shape.insert(shape.begin() + static_cast<std::ptrdiff_t>(d), 1);
   strides.insert(strides.begin() + static_cast<std::ptrdiff_t>(d), stride);
-  return tracked(kReshapeView, *this, make_view(*this, shape, strides, impl.offset), no_attrs);
+  return tracked(kReshapeView, *this, make_view(*this, shape, strides, impl.offset, "unsqueeze"), no_attrs);
 }
 
 }  // namespace strata
