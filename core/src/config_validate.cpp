@@ -16,6 +16,8 @@ namespace strata::detail::config {
 namespace {
 
 constexpr int kMaxThreads = 1024;
+constexpr int kMinProbeTimeoutMs = 100;
+constexpr int kMaxProbeTimeoutMs = 600000;
 constexpr std::string_view kSizeExpected =
     "a positive size (integer bytes or a string like \"512MiB\")";
 
@@ -197,8 +199,17 @@ class Validator {
         cfg.disabled_plugins = names(value, p, "plugin", "hip", /*unique=*/false, /*non_empty=*/false);
       } else if (key == "allow_insecure_permissions") {
         cfg.allow_insecure_permissions = boolean(value, p);
+      } else if (key == "isolate") {
+        cfg.isolate_plugins = boolean(value, p);
+      } else if (key == "probe_timeout_ms") {
+        auto n = whole_number(value);
+        std::string expected = "expected an integer from " + std::to_string(kMinProbeTimeoutMs) + " to " +
+                               std::to_string(kMaxProbeTimeoutMs) + " (milliseconds)";
+        if (!value.is_number()) fail(p, expected + ", found " + describe(value));
+        if (!n || *n < kMinProbeTimeoutMs || *n > kMaxProbeTimeoutMs) fail(p, expected + ", found " + show(value));
+        cfg.probe_timeout_ms = static_cast<int>(*n);
       } else {
-        unknown_key(key, p, {"paths", "disabled", "allow_insecure_permissions"});
+        unknown_key(key, p, {"paths", "disabled", "allow_insecure_permissions", "isolate", "probe_timeout_ms"});
       }
     }
   }

@@ -8,6 +8,7 @@
 #include "logging.hpp"
 #include "op.hpp"
 #include "plugin_host.hpp"
+#include "plugin_probe.hpp"
 
 #include <boost/dll/shared_library.hpp>
 #include <nlohmann/json.hpp>
@@ -104,6 +105,19 @@ std::unique_ptr<Manifest> read_manifest(const Candidate& candidate, const Config
   }
   if (!config.allow_insecure_permissions) {
     if (std::string why = insecure_reason(candidate.path); !why.empty()) return refuse(why);
+  }
+  if (std::string why = plugin_file_problem(candidate.path); !why.empty()) return refuse(why);
+  if (!config.isolate_plugins) {
+    info.probed = "in this process (plugins.isolate is false)";
+  } else {
+    ChildProbe child = probe_in_child(candidate.path, options_for(candidate.name, config), config.probe_timeout_ms);
+    if (child.how.empty()) {
+      info.probed = "in this process: the probe helper " + probe_helper_path() + " is missing";
+      info.warnings.push_back("not isolated: " + info.probed);
+    } else {
+      info.probed = child.how;
+      if (!child.ok) return refuse(child.reason);
+    }
   }
 
   auto library = std::make_unique<boost::dll::shared_library>();

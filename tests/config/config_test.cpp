@@ -389,13 +389,21 @@ TEST(ConfigErrors, RootMustBeAnObject) {
   EXPECT_EQ(error_of(R"("cpu")"), R"(my.json: /: expected an object, found string "cpu")");
 }
 
+TEST(ConfigErrors, PluginIsolationSettings) {
+  EXPECT_EQ(error_of(R"({"plugins": {"probe_timeout_ms": 5}})"),
+            "my.json: /plugins/probe_timeout_ms: expected an integer from 100 to 600000 (milliseconds), found 5");
+  EXPECT_EQ(error_of(R"({"plugins": {"probe_timeout_ms": "1s"}})"),
+            R"(my.json: /plugins/probe_timeout_ms: expected an integer from 100 to 600000 (milliseconds), found string "1s")");
+  EXPECT_NE(error_of(R"({"plugins": {"isolate": "no"}})").find("my.json: /plugins/isolate: expected"), std::string::npos);
+}
+
 TEST(ConfigErrors, UnknownKeyAtEveryDepth) {
   EXPECT_EQ(error_of(R"({"preferred": ["cpu"]})"),
             R"(my.json: /preferred: unknown key "preferred" (expected one of: $schema, version, )"
             R"(plugins, prefer, devices, fallback, amp, checkpoint, logging); did you mean "prefer"?)");
   EXPECT_EQ(error_of(R"({"plugins": {"pathz": []}})"),
             R"(my.json: /plugins/pathz: unknown key "pathz" (expected one of: paths, disabled, )"
-            R"(allow_insecure_permissions); did you mean "paths"?)");
+            R"(allow_insecure_permissions, isolate, probe_timeout_ms); did you mean "paths"?)");
   EXPECT_EQ(error_of(R"({"devices": {"cuda:1": {"thread": 1}}})"),
             R"(my.json: /devices/cuda:1/thread: unknown key "thread" (expected one of: )"
             R"(memory_limit, allocator_cache, threads, options); did you mean "threads"?)");

@@ -1,16 +1,27 @@
+#define _POSIX_C_SOURCE 200809L /* nanosleep */
 /* broken_plugins.c — ABI 2.0 plugins that must be refused, one per compile
  * definition:
  *   BROKEN_NO_ENTRY    exports no entry symbol
  *   BROKEN_INIT        init reports that no driver is present
  *   BROKEN_NO_DEVICES  initialises but reports zero devices
+ * and plugins that would take a host down if the host loaded them into its
+ * own process (the runtime probes them in a child process first):
+ *   BROKEN_CRASH_ENTRY   the entry point dereferences NULL (SIGSEGV)
+ *   BROKEN_ABORT_INIT    init calls abort() (SIGABRT)
+ *   BROKEN_FPE_INIT      init raises SIGFPE
+ *   BROKEN_EXIT_PROBE    probe calls exit(0)
+ *   BROKEN_HANG_INIT     init sleeps for ten minutes
+ *   BROKEN_CRASH_KERNELS get_kernels dereferences NULL (SIGSEGV)
  * BROKEN_NAME is the name in the table (each variant has its own, so that
  * the host never takes two of them for builds of one backend).
  * (A plugin of another ABI major is the real ABI 1.0 build in abi1/.)
  */
 #include <strata/plugin/strata_plugin.h>
 
+#include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
+#include <time.h>
 
 #include "common/test_plugin_common.h"
 
@@ -23,19 +34,41 @@
 static int g_state_tag;
 #endif
 
+#if defined(BROKEN_CRASH_ENTRY) || defined(BROKEN_CRASH_KERNELS)
+/* Where a crash must happen: read through a pointer the compiler cannot prove NULL. */
+static volatile int* volatile g_nowhere = NULL;
+#endif
+
 static strata_status broken_probe(strata_probe_args* args) {
   if (args == NULL || args->struct_size < STRATA_PROBE_ARGS_MIN_SIZE) return STRATA_ERROR_INVALID_ARGUMENT;
+#ifdef BROKEN_EXIT_PROBE
+  exit(0);
+#endif
   args->score = 1;
   return STRATA_OK;
 }
 
 static strata_status broken_init(strata_init_args* args) {
   if (args == NULL || args->struct_size < STRATA_INIT_ARGS_MIN_SIZE) return STRATA_ERROR_INVALID_ARGUMENT;
+#if defined(BROKEN_ABORT_INIT)
+  abort();
+#elif defined(BROKEN_FPE_INIT)
+  raise(SIGFPE);
+#elif defined(BROKEN_HANG_INIT)
+  {
+    struct timespec ts = {600, 0};
+    nanosleep(&ts, NULL);
+  }
+#endif
 #ifdef BROKEN_INIT
   return tpc_fail(args->error, STRATA_ERROR_NO_DEVICE, "no driver found (test plugin)");
 #else
   args->state = (strata_plugin_state)&g_state_tag;
+#ifdef BROKEN_NO_DEVICES
   args->device_count = 0;
+#else
+  args->device_count = 1;
+#endif
   return STRATA_OK;
 #endif
 }
@@ -55,10 +88,28 @@ static void broken_shutdown(strata_plugin_state state) {
 }
 #endif
 
+#ifndef BROKEN_CRASH_KERNELS
 static strata_status broken_device(strata_device_args* args) {
   (void)args;
   return STRATA_ERROR_INTERNAL;
 }
+#else
+static strata_status broken_props(strata_device_args* args) {
+  strata_device_props* p;
+  if (args == NULL || args->props == NULL) return STRATA_ERROR_INVALID_ARGUMENT;
+  p = args->props;
+  p->struct_size = STRATA_DEVICE_PROPS_MIN_SIZE;
+  snprintf(p->name, sizeof(p->name), "%s", "crashes in get_kernels");
+  p->type = STRATA_DEVICE_ACCELERATOR;
+  p->memory_bytes = 1 << 20;
+  p->dtype_mask = STRATA_DTYPE_BIT(STRATA_F32);
+  return STRATA_OK;
+}
+static strata_status broken_kernels(strata_device_args* args) {
+  (void)args;
+  return (strata_status)*g_nowhere;
+}
+#endif
 static strata_status broken_alloc(strata_alloc_args* args) {
   (void)args;
   return STRATA_ERROR_OUT_OF_MEMORY;
@@ -82,14 +133,27 @@ static const strata_plugin_api kTable = {
 #ifdef BROKEN_NO_DEVICES
     .shutdown = broken_shutdown,
 #endif
+#ifdef BROKEN_CRASH_KERNELS
+    .device_props = broken_props,
+    .get_kernels = broken_kernels,
+#else
     .device_props = broken_device,
     .get_kernels = broken_device,
+#endif
     .alloc = broken_alloc,
     .free = broken_free,
     .copy = broken_copy,
 };
 
+#ifdef BROKEN_CRASH_ENTRY
+STRATA_PLUGIN_EXPORT const strata_plugin_api* strata_plugin_entry(uint32_t host_abi_major, uint32_t host_abi_minor) {
+  (void)host_abi_major;
+  (void)host_abi_minor;
+  return *g_nowhere != 0 ? &kTable : NULL;
+}
+#else
 TPC_PLUGIN_ENTRY(&kTable)
+#endif
 #else
 /* Exports something, but not the entry point. */
 STRATA_PLUGIN_EXPORT int strata_plugin_entry_misspelled(void) { return 0; }

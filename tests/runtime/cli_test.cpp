@@ -3,6 +3,7 @@
 #include <nlohmann/json.hpp>
 
 #include <sys/wait.h>
+#include <unistd.h>
 
 #include <array>
 #include <cstdio>
@@ -154,6 +155,33 @@ TEST(CliEnvironment, StrataLogLevelOverridesTheConfig) {
   EXPECT_EQ(quiet.out.find("[strata.plugin]"), std::string::npos) << quiet.out;
   Result verbose = run("devices", true, "STRATA_LOG_LEVEL=info");
   EXPECT_NE(verbose.out.find("[strata.plugin] info: loaded cpu"), std::string::npos) << verbose.out;
+}
+
+// Child probes are cached per file: a second program finds the answer in
+// the cache; a rewritten plugin file (new ctime and mtime) is probed again.
+TEST(CliEnvironment, ChildProbesAreCachedPerFile) {
+  namespace fs = std::filesystem;
+  const fs::path dir = fs::temp_directory_path() / ("strata-probe-cache-" + std::to_string(::getpid()));
+  fs::remove_all(dir);
+  fs::create_directories(dir / "plugins");
+  fs::copy_file(fs::path(STRATA_TEST_PLUGIN_DIR) / "libstrata_plugin_mini.so", dir / "plugins" / "libstrata_plugin_mini.so");
+  const std::string env = "STRATA_CACHE_DIR=" + (dir / "cache").string() + " STRATA_PLUGIN_PATH=" + (dir / "plugins").string();
+  auto probed = [&] {
+    Result r = run("devices --json", false, env);
+    EXPECT_EQ(r.exit_code, 0) << r.out;
+    const nlohmann::json j = nlohmann::json::parse(r.out);
+    for (const auto& p : j["plugins"]) {
+      if (p["name"] == "mini") return p.value("probed", std::string("<none>"));
+    }
+    return "<mini not listed> in " + r.out;
+  };
+  EXPECT_EQ(probed().rfind("child process, ", 0), 0u);
+  EXPECT_TRUE(fs::exists(dir / "cache" / "plugin-probes.json"));
+  EXPECT_EQ(probed(), "cached child probe");
+  fs::copy_file(fs::path(STRATA_TEST_PLUGIN_DIR) / "libstrata_plugin_mini.so", dir / "plugins" / "libstrata_plugin_mini.so",
+                fs::copy_options::overwrite_existing);
+  EXPECT_EQ(probed().rfind("child process, ", 0), 0u) << "a rewritten file must be probed again";
+  fs::remove_all(dir);
 }
 
 }  // namespace

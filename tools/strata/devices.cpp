@@ -104,6 +104,7 @@ int run_devices(const DevicesOptions& options) {
         pj["extensions"] = p.extensions;
       }
       pj["initialized"] = p.initialized;
+      if (!p.probed.empty()) pj["probed"] = p.probed;
       if (!p.warnings.empty()) pj["warnings"] = p.warnings;
       pj["devices"] = nlohmann::json::array();
       for (const DeviceInfo& d : p.devices) pj["devices"].push_back(device_json(d, options.stats));
@@ -131,6 +132,7 @@ int run_devices(const DevicesOptions& options) {
     }
     std::cout << "  loaded   " << p.name << " " << p.version << " (" << p.vendor << "), ABI " << p.abi << ", score "
               << p.score << "  " << p.path << "\n";
+    if (!p.probed.empty()) std::cout << "           probed: " << p.probed << "\n";
     for (const std::string& e : p.extensions) std::cout << "           extension " << e << "\n";
     for (const std::string& op : p.ops) std::cout << "           defines op " << op << "\n";
     for (const std::string& w : p.warnings) std::cout << "           warning: " << w << "\n";

@@ -56,6 +56,14 @@ struct Config {
   std::vector<std::string> disabled_plugins;
   /// Load plugins from files or directories writable by other users.
   bool allow_insecure_permissions = false;
+  /// Probe each plugin in a short-lived child process before loading it
+  /// into this one ("plugins.isolate"; docs/configuration.md): a plugin that
+  /// crashes, exits or hangs while probed is refused and cannot take the
+  /// process down. Turn off only for trusted deployments.
+  bool isolate_plugins = true;
+  /// How long a child probe may take before it is killed and the plugin
+  /// refused ("plugins.probe_timeout_ms").
+  int probe_timeout_ms = 10000;
 
   /// Backend names in order of preference for the default device.
   std::vector<std::string> prefer{"cuda", "hip", "vulkan", "cpu"};

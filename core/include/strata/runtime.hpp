@@ -93,6 +93,10 @@ struct PluginInfo {
   /// Extensions on its table that the core knows, "strata.native_handles v1".
   std::vector<std::string> extensions;
   std::vector<DeviceInfo> devices;
+  /// How the plugin was checked before it entered this process:
+  /// "child process, 41 ms", "cached child probe", or "in this process
+  /// (plugins.isolate is false)" (docs/configuration.md, "Plugin isolation").
+  std::string probed;
 };
 
 /// Allocator statistics of one device.

@@ -1,0 +1,387 @@
+// plugin_probe.cpp — see plugin_probe.hpp.
+#include "plugin_probe.hpp"
+
+#include "logging.hpp"
+#include "plugin_loader.hpp"
+
+#include <strata/config.hpp>
+#include <strata/runtime.hpp>
+
+#include <nlohmann/json.hpp>
+#include <fcntl.h>
+#include <poll.h>
+#include <signal.h>
+#include <spawn.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <array>
+#include <cerrno>
+#include <chrono>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <filesystem>
+#include <fstream>
+#include <mutex>
+#include <optional>
+#include <sstream>
+#include <thread>
+
+extern char** environ;
+
+namespace strata::detail {
+
+namespace fs = std::filesystem;
+
+namespace {
+
+constexpr int64_t kMinPluginBytes = 64;             // an ELF header
+constexpr int64_t kMaxPluginBytes = int64_t{4} << 30;
+constexpr size_t kStderrTail = 600;                  // characters of the child's stderr quoted
+constexpr size_t kMaxCacheEntries = 512;
+
+std::string errno_text(int err) { return std::strerror(err); }
+
+std::string file_kind(mode_t mode) {
+  if (S_ISDIR(mode)) return "a directory";
+  if (S_ISFIFO(mode)) return "a FIFO";
+  if (S_ISSOCK(mode)) return "a socket";
+  if (S_ISCHR(mode)) return "a character device";
+  if (S_ISBLK(mode)) return "a block device";
+  return "not a regular file";
+}
+
+// ---- the cache of child probes ------------------------------------------------------------
+
+std::mutex g_cache_mutex;
+
+/// `<dir>/plugin-probes.json`: STRATA_CACHE_DIR, else $XDG_CACHE_HOME/strata,
+/// else $HOME/.cache/strata; "" when none is set (no cache on disk).
+std::string cache_file() {
+  auto env = [](const char* name) -> std::string {
+    const char* v = std::getenv(name);
+    return v != nullptr ? v : "";
+  };
+  std::string dir = env("STRATA_CACHE_DIR");
+  if (dir.empty() && !env("XDG_CACHE_HOME").empty()) dir = env("XDG_CACHE_HOME") + "/strata";
+  if (dir.empty() && !env("HOME").empty()) dir = env("HOME") + "/.cache/strata";
+  return dir.empty() ? std::string() : dir + "/plugin-probes.json";
+}
+
+/// What identifies one probe: the file as the kernel sees it (a replaced or
+/// rewritten file changes its ctime, which no user can set back), the options
+/// and this Strata's version. "" when the file cannot be stat'ed.
+std::string cache_key(const std::string& path, const std::string& options) {
+  struct stat st {};
+  if (::stat(path.c_str(), &st) != 0) return {};
+  std::error_code ec;
+  std::string canonical = fs::weakly_canonical(path, ec).string();
+  if (ec) canonical = path;
+  std::ostringstream key;
+  key << canonical << '|' << st.st_size << '|' << st.st_ino << '|' << st.st_mtim.tv_sec << '.' << st.st_mtim.tv_nsec
+      << '|' << st.st_ctim.tv_sec << '.' << st.st_ctim.tv_nsec << '|' << options << '|' << version();
+  return key.str();
+}
+
+nlohmann::json read_cache(const std::string& file) {
+  std::ifstream in(file);
+  if (!in) return nlohmann::json::object();
+  nlohmann::json doc = nlohmann::json::parse(in, nullptr, false);
+  if (!doc.is_object() || !doc.contains("entries") || !doc["entries"].is_object()) return nlohmann::json::object();
+  return doc["entries"];
+}
+
+std::optional<ChildProbe> cached_probe(const std::string& key) {
+  const std::string file = cache_file();
+  if (key.empty() || file.empty()) return std::nullopt;
+  std::lock_guard lock(g_cache_mutex);
+  nlohmann::json entries = read_cache(file);
+  auto it = entries.find(key);
+  if (it == entries.end() || !it->is_object() || !it->contains("ok") || !(*it)["ok"].is_boolean()) return std::nullopt;
+  ChildProbe p;
+  p.ok = (*it)["ok"].get<bool>();
+  if (it->contains("reason") && (*it)["reason"].is_string()) p.reason = (*it)["reason"].get<std::string>();
+  p.how = "cached child probe";
+  return p;
+}
+
+/// Adds one result; written to a temporary file and renamed, so readers in
+/// other processes never see half a file (a concurrent writer may win).
+void remember_probe(const std::string& key, const ChildProbe& p) {
+  const std::string file = cache_file();
+  if (key.empty() || file.empty()) return;
+  std::lock_guard lock(g_cache_mutex);
+  std::error_code ec;
+  fs::create_directories(fs::path(file).parent_path(), ec);
+  nlohmann::json entries = read_cache(file);
+  if (entries.size() >= kMaxCacheEntries) entries = nlohmann::json::object();
+  entries[key] = {{"ok", p.ok}, {"reason", p.reason}};
+  const std::string tmp = file + ".tmp." + std::to_string(::getpid());
+  {
+    std::ofstream out(tmp, std::ios::trunc);
+    if (!out) return;
+    out << nlohmann::json{{"version", 1}, {"entries", entries}}.dump();
+    if (!out) return;
+  }
+  fs::rename(tmp, file, ec);
+  if (ec) fs::remove(tmp, ec);
+}
+
+// ---- running the child ---------------------------------------------------------------------
+
+struct ChildRun {
+  bool started = false;
+  std::string start_error;
+  bool timed_out = false;
+  int status = 0;
+  std::string out, err;
+  double ms = 0;
+};
+
+ChildRun run_child(const std::string& helper, const std::vector<std::string>& args, int timeout_ms) {
+  ChildRun run;
+  int out[2], err[2];
+  if (::pipe2(out, O_CLOEXEC) != 0) {
+    run.start_error = "pipe: " + errno_text(errno);
+    return run;
+  }
+  if (::pipe2(err, O_CLOEXEC) != 0) {
+    run.start_error = "pipe: " + errno_text(errno);
+    ::close(out[0]);
+    ::close(out[1]);
+    return run;
+  }
+  posix_spawn_file_actions_t actions;
+  posix_spawn_file_actions_init(&actions);
+  posix_spawn_file_actions_addopen(&actions, 0, "/dev/null", O_RDONLY, 0);
+  posix_spawn_file_actions_adddup2(&actions, out[1], 1);
+  posix_spawn_file_actions_adddup2(&actions, err[1], 2);
+  std::vector<char*> argv;
+  argv.push_back(const_cast<char*>(helper.c_str()));
+  for (const std::string& a : args) argv.push_back(const_cast<char*>(a.c_str()));
+  argv.push_back(nullptr);
+  const auto start = std::chrono::steady_clock::now();
+  pid_t pid = -1;
+  const int rc = ::posix_spawn(&pid, helper.c_str(), &actions, nullptr, argv.data(), environ);
+  posix_spawn_file_actions_destroy(&actions);
+  ::close(out[1]);
+  ::close(err[1]);
+  if (rc != 0) {
+    run.start_error = "cannot start " + helper + ": " + errno_text(rc);
+    ::close(out[0]);
+    ::close(err[0]);
+    return run;
+  }
+  run.started = true;
+  const auto deadline = start + std::chrono::milliseconds(timeout_ms);
+  std::array<pollfd, 2> fds{{{out[0], POLLIN, 0}, {err[0], POLLIN, 0}}};
+  std::array<std::string*, 2> sinks{&run.out, &run.err};
+  int open_fds = 2;
+  bool exited = false;
+  while (true) {
+    const auto now = std::chrono::steady_clock::now();
+    if (now >= deadline) {
+      run.timed_out = true;
+      break;
+    }
+    if (open_fds == 0) {
+      // Both pipes closed: wait for the exit (a child may close them and go on).
+      pid_t w = ::waitpid(pid, &run.status, WNOHANG);
+      if (w == pid) {
+        exited = true;
+        break;
+      }
+      std::this_thread::sleep_for(std::chrono::milliseconds(2));
+      continue;
+    }
+    const int wait_ms =
+        static_cast<int>(std::chrono::duration_cast<std::chrono::milliseconds>(deadline - now).count()) + 1;
+    const int n = ::poll(fds.data(), fds.size(), wait_ms);
+    if (n < 0 && errno != EINTR) break;
+    for (size_t k = 0; k < fds.size(); ++k) {
+      if (fds[k].fd < 0 || fds[k].revents == 0) continue;
+      char buf[4096];
+      const ssize_t got = ::read(fds[k].fd, buf, sizeof(buf));
+      if (got > 0) {
+        sinks[k]->append(buf, static_cast<size_t>(got));
+        if (sinks[k]->size() > (size_t{1} << 20)) sinks[k]->erase(0, sinks[k]->size() - (size_t{1} << 19));
+      } else if (got == 0 || (errno != EINTR && errno != EAGAIN)) {
+        ::close(fds[k].fd);
+        fds[k].fd = -1;
+        --open_fds;
+      }
+    }
+  }
+  if (!exited) {
+    if (run.timed_out) ::kill(pid, SIGKILL);
+    while (::waitpid(pid, &run.status, 0) < 0 && errno == EINTR) {
+    }
+  }
+  for (pollfd& f : fds) {
+    if (f.fd >= 0) ::close(f.fd);
+  }
+  run.ms = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - start).count();
+  return run;
+}
+
+/// The last stage the child announced, and its result line (or null).
+struct ChildReport {
+  std::string stage = "starting";
+  nlohmann::json result;
+};
+
+ChildReport parse_report(const std::string& out) {
+  ChildReport r;
+  std::istringstream lines(out);
+  std::string line;
+  while (std::getline(lines, line)) {
+    if (line.starts_with("stage ")) r.stage = line.substr(6);
+    if (line.starts_with("result ")) r.result = nlohmann::json::parse(line.substr(7), nullptr, false);
+  }
+  return r;
+}
+
+std::string stderr_tail(std::string err) {
+  while (!err.empty() && (err.back() == '\n' || err.back() == ' ')) err.pop_back();
+  if (err.empty()) return {};
+  if (err.size() > kStderrTail) err = "..." + err.substr(err.size() - kStderrTail);
+  return "; its last output: " + err;
+}
+
+}  // namespace
+
+std::string plugin_file_problem(const std::string& path) {
+  struct stat st {};
+  if (::stat(path.c_str(), &st) != 0) return "cannot be read: " + errno_text(errno);
+  if (!S_ISREG(st.st_mode)) return "not a plugin: \"" + path + "\" is " + file_kind(st.st_mode);
+  if (st.st_size < kMinPluginBytes) {
+    return "not a loadable shared library: " + std::to_string(st.st_size) + " bytes is too small for an ELF file";
+  }
+  if (st.st_size > kMaxPluginBytes) {
+    return "not a plugin: " + std::to_string(st.st_size) + " bytes is larger than the 4 GiB a plugin may have";
+  }
+  const int fd = ::open(path.c_str(), O_RDONLY | O_NONBLOCK | O_CLOEXEC | O_NOCTTY);
+  if (fd < 0) return "cannot be opened: " + errno_text(errno);
+  struct stat opened {};
+  std::array<unsigned char, 4> magic{};
+  const bool regular = ::fstat(fd, &opened) == 0 && S_ISREG(opened.st_mode);
+  const ssize_t got = regular ? ::read(fd, magic.data(), magic.size()) : -1;
+  ::close(fd);
+  if (!regular) return "not a plugin: \"" + path + "\" changed into " + file_kind(opened.st_mode) + " while checked";
+  if (got != 4 || magic[0] != 0x7f || magic[1] != 'E' || magic[2] != 'L' || magic[3] != 'F') {
+    return "not a loadable shared library: not an ELF file (no ELF magic number at its start)";
+  }
+  return {};
+}
+
+std::string probe_helper_path() {
+  if (const char* env = std::getenv("STRATA_PLUGIN_PROBE_HELPER"); env != nullptr && *env != '\0') return env;
+  return (fs::path(library_directory()) / ".." / "libexec" / "strata" / "strata-plugin-probe")
+      .lexically_normal()
+      .string();
+}
+
+ChildProbe probe_in_child(const std::string& path, const std::string& options_json, int timeout_ms) {
+  const std::string key = cache_key(path, options_json);
+  if (std::optional<ChildProbe> hit = cached_probe(key)) return *hit;
+  const std::string helper = probe_helper_path();
+  if (::access(helper.c_str(), X_OK) != 0) return {};  // how == "": no helper
+  ChildRun run = run_child(helper, {"--plugin", path, "--options", options_json}, timeout_ms);
+  if (!run.started) {
+    logger("plugin")->warn("cannot probe {} in a child process: {}", path, run.start_error);
+    return {};
+  }
+  char ms[32];
+  std::snprintf(ms, sizeof(ms), "%.0f ms", run.ms);
+  ChildProbe p;
+  p.how = std::string("child process, ") + ms;
+  ChildReport report = parse_report(run.out);
+  const std::string during = " while " + report.stage;
+  if (run.timed_out) {
+    p.reason = "hung in a child probe: no answer within " + std::to_string(timeout_ms) + " ms (plugins.probe_timeout_ms)" +
+               during + "; the child was killed" + stderr_tail(run.err);
+  } else if (WIFSIGNALED(run.status)) {
+    const int sig = WTERMSIG(run.status);
+    p.reason = "crashed in a child probe: signal " + std::to_string(sig) + " (" + ::strsignal(sig) + ")" + during +
+               stderr_tail(run.err);
+  } else if (report.result.is_object() && report.result.contains("ok") && report.result["ok"].is_boolean()) {
+    p.ok = report.result["ok"].get<bool>();
+    if (!p.ok) p.reason = report.result.value("reason", std::string("refused by the child probe"));
+  } else {
+    p.reason = "ended a child probe with exit status " +
+               std::to_string(WIFEXITED(run.status) ? WEXITSTATUS(run.status) : -1) + during +
+               " before reporting (the plugin ended the process)" + stderr_tail(run.err);
+  }
+  remember_probe(key, p);
+  return p;
+}
+
+int plugin_probe_main(int argc, char** argv) {
+  std::string path, options = "{}";
+  for (int k = 1; k + 1 < argc; k += 2) {
+    const std::string flag = argv[k];
+    if (flag == "--plugin") path = argv[k + 1];
+    if (flag == "--options") options = argv[k + 1];
+  }
+  if (path.empty()) {
+    std::fprintf(stderr, "usage: strata-plugin-probe --plugin PATH [--options JSON]\n"
+                         "Probes one Strata plugin for the runtime, which starts it; not meant to be run by hand.\n");
+    return 2;
+  }
+  auto stage = [](const std::string& what) {
+    std::printf("stage %s\n", what.c_str());
+    std::fflush(stdout);
+  };
+  auto result = [](bool ok, const std::string& reason) {
+    std::printf("result %s\n", nlohmann::json{{"ok", ok}, {"reason", reason}}.dump().c_str());
+    std::fflush(stdout);
+  };
+  try {
+    // A runtime with no plugins, so that host services the plugin calls
+    // (register_kernels looks at the devices) never load plugins here.
+    ::unsetenv("STRATA_PLUGIN_PATH");
+    Config empty = Config::builtin_default();
+    empty.plugin_paths.clear();
+    runtime().configure(empty);
+
+    Config cfg = empty;
+    cfg.allow_insecure_permissions = true;  // the parent checked
+    cfg.isolate_plugins = false;
+    Candidate candidate{path, plugin_name_from_path(path), {}};
+    if (!candidate.name.empty()) {
+      DeviceConfig dc;
+      dc.options_json = options;
+      cfg.devices[candidate.name] = dc;
+    }
+    PluginInfo info;
+    stage("loading the library and running its probe");
+    std::unique_ptr<Manifest> manifest = read_manifest(candidate, cfg, info);
+    if (!manifest) {
+      result(false, info.reason);
+      std::_Exit(0);
+    }
+    stage("running its init");
+    std::unique_ptr<LoadedPlugin> plugin = init_plugin(*manifest, cfg, info);
+    if (!plugin) {
+      result(false, info.reason);
+      std::_Exit(0);
+    }
+    std::vector<std::string> warnings;
+    for (int32_t i = 0; i < plugin->device_count; ++i) {
+      stage("opening device " + std::to_string(i) + " (device_props, get_kernels)");
+      auto* record = new DeviceRecord(*plugin, i, i);  // never freed: the process ends below
+      record->id = plugin->name + ":" + std::to_string(i);
+      open_device(*record, warnings);  // a refused device is the parent's to report
+    }
+    stage("running its shutdown");
+    shutdown_plugin(*plugin);
+    result(true, "");
+  } catch (const std::exception& e) {
+    result(false, std::string("the child probe failed: ") + e.what());
+  }
+  std::_Exit(0);
+}
+
+}  // namespace strata::detail

@@ -1,0 +1,49 @@
+// plugin_probe.hpp — checking a plugin file before it enters the process:
+// that it is a regular, readable ELF file of sane size, and what it does when
+// loaded, probed and initialised in a short-lived child process
+// (`strata-plugin-probe`), so that a plugin that crashes, exits or hangs is
+// refused with the reason and never takes the host down.
+//
+// Child probes are cached per file (docs/configuration.md, "Plugin
+// isolation"): a file whose path, size, inode, mtime and ctime are unchanged,
+// probed with the same options by the same Strata version, is not probed
+// again.
+#pragma once
+
+#include <string>
+
+namespace strata::detail {
+
+/// Why `path` cannot be a plugin (not a regular file, unreadable, too small
+/// or too large, not ELF), or "" when it may be one. Opens nothing that could
+/// block: a FIFO or a device file is refused by its type first.
+std::string plugin_file_problem(const std::string& path);
+
+/// What a child probe found.
+struct ChildProbe {
+  /// The plugin loaded, probed, initialised, opened its devices and shut
+  /// down in the child. When false, `reason` says why it is refused.
+  bool ok = false;
+  std::string reason;
+  /// How the answer was obtained, for `strata devices`:
+  /// "child process, 41 ms" or "cached child probe".
+  std::string how;
+};
+
+/// Probes `path` in a child process with the plugin's `options_json`,
+/// killing it after `timeout_ms`. Returns `how == ""` when no child could be
+/// started (the probe helper is missing): the caller then probes in this
+/// process and says so.
+ChildProbe probe_in_child(const std::string& path, const std::string& options_json, int timeout_ms);
+
+/// The probe helper's side: loads `path`, checks it against the ABI, runs
+/// probe, init, device_props and get_kernels of every device and shutdown,
+/// writing one line per stage and a final JSON result line to stdout.
+/// Returns the process exit code.
+int plugin_probe_main(int argc, char** argv);
+
+/// Where the probe helper is expected: next to libstrata.so's folder, in
+/// ../libexec/strata/strata-plugin-probe.
+std::string probe_helper_path();
+
+}  // namespace strata::detail
