@@ -148,8 +148,11 @@ void Runtime::Impl::apply(const Config& new_config) {
 }
 
 void Runtime::Impl::load_plugins(const Config& cfg) {
-  std::vector<std::string> paths = cfg.plugin_paths;
-  for (const std::string& p : env_plugin_paths()) paths.push_back(p);
+  std::vector<detail::Candidate> candidates = detail::discover_plugins(cfg.plugin_paths);
+  for (detail::Candidate& c : detail::discover_plugins(env_plugin_paths())) {
+    if (!c.error.empty()) c.error = "STRATA_PLUGIN_PATH entry: " + c.error;
+    candidates.push_back(std::move(c));
+  }
   // 1. Manifests: every new file's table is checked and probed; nothing that
   //    may touch a driver has run yet.
   struct Found {
@@ -157,8 +160,10 @@ void Runtime::Impl::load_plugins(const Config& cfg) {
     PluginInfo info;
   };
   std::vector<Found> found;
-  for (const detail::Candidate& candidate : detail::discover_plugins(paths)) {
-    std::string key = std::filesystem::weakly_canonical(candidate.path).string();
+  for (const detail::Candidate& candidate : candidates) {
+    std::error_code ec;
+    std::string key = std::filesystem::weakly_canonical(candidate.path, ec).string();
+    if (ec) key = candidate.path;  // a path the system cannot resolve: its refusal says why
     if (!seen_paths.insert(key).second) continue;
     PluginInfo info;
     auto manifest = detail::read_manifest(candidate, cfg, info);
