@@ -133,11 +133,12 @@ void Runtime::Impl::apply(const Config& new_config) {
     }
   }
   config = new_config;
+  load_plugins(config);
+  // After loading: "fallback.ops" may name ops the plugins just defined.
   const auto& ops = detail::all_ops();
   for (size_t k = 0; k < ops.size() && k < fallback_by_op.size(); ++k) {
     fallback_by_op[k] = static_cast<uint8_t>(config.fallback_for(std::string(ops[k]->name)));
   }
-  load_plugins(config);
   for (auto& record : records) {
     DeviceConfig dc = config.device(record->plugin.name, record->index);
     record->allocator.set_limit(dc.memory_limit);
