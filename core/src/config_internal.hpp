@@ -116,4 +116,11 @@ std::string resolve(const std::string& path, const std::string& base);
 /// or a trailing slash.
 std::string absolute_dir(const std::string& dir);
 
+/// Why a log file sink at `path` could not be opened for appending, or ""
+/// when it can. Nothing is created: an existing file is opened for
+/// appending (without blocking, so a FIFO cannot hang it) and closed again;
+/// for a new file, the nearest existing folder above it must be a folder we
+/// may write in (spdlog creates the missing folders).
+std::string log_file_problem(const std::string& path);
+
 }  // namespace strata::detail::config

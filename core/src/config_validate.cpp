@@ -215,6 +215,7 @@ class Validator {
           fail(p, "expected an array of paths, found " + describe(value));
         }
         cfg.plugin_paths.clear();
+        cfg.plugin_paths_given = true;
         for (std::size_t i = 0; i < value.size(); ++i) {
           cfg.plugin_paths.push_back(path(value[i], child(p, i)));
         }

@@ -1,5 +1,6 @@
 // runtime.cpp — the device manager: configuration, plugin loading, device
 // table, default-device selection and fallback accounting.
+#include "config_internal.hpp"
 #include "device_record.hpp"
 #include "dispatch_hooks.hpp"
 #include "logging.hpp"
@@ -511,6 +512,40 @@ std::string_view device_type_name(DeviceType t) {
     case DeviceType::accelerator: return "accelerator";
   }
   return "?";
+}
+
+std::vector<ConfigIssue> check_config(const Config& config) {
+  std::vector<ConfigIssue> issues;
+  auto add = [&](ConfigIssue::Severity severity, std::string message) {
+    issues.push_back({severity, std::move(message)});
+  };
+  // Plugin search paths, as the loader will see them (the same discovery).
+  auto check_paths = [&](const std::vector<std::string>& paths, auto where) {
+    for (size_t i = 0; i < paths.size(); ++i) {
+      for (const detail::Candidate& c : detail::discover_plugins({paths[i]})) {
+        if (c.missing) {
+          add(ConfigIssue::Severity::warning, where(i) + "plugin search path \"" + c.path + "\" does not exist");
+        } else if (!c.error.empty()) {
+          add(ConfigIssue::Severity::error, where(i) + c.error);
+        } else if (std::string why = detail::plugin_file_problem(c.path); !why.empty()) {
+          add(ConfigIssue::Severity::warning, where(i) + "\"" + c.path + "\" will be refused: " + why);
+        }
+      }
+    }
+  };
+  check_paths(config.plugin_paths, [&](size_t i) {
+    return config.source + ": " +
+           (config.plugin_paths_given ? "/plugins/paths/" + std::to_string(i) : std::string("/plugins/paths (default)")) +
+           ": ";
+  });
+  check_paths(env_plugin_paths(), [](size_t) { return std::string("STRATA_PLUGIN_PATH: "); });
+  for (size_t i = 0; i < config.log_sinks.size(); ++i) {
+    if (config.log_sinks[i].type != "file") continue;
+    if (std::string why = detail::config::log_file_problem(config.log_sinks[i].path); !why.empty()) {
+      add(ConfigIssue::Severity::error, config.source + ": /logging/sinks/" + std::to_string(i) + "/path: " + why);
+    }
+  }
+  return issues;
 }
 
 std::string version() { return STRATA_VERSION_STRING; }
