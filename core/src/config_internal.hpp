@@ -26,14 +26,30 @@ using Json = nlohmann::ordered_json;
 /// The largest byte size a configuration may give.
 constexpr uint64_t kMaxMemoryLimit = uint64_t{1} << 50;  // 1 PiB
 
+/// The largest configuration text read (files and strings alike); a longer
+/// one is refused before it is parsed (docs/configuration.md, "Limits").
+constexpr std::size_t kMaxConfigBytes = std::size_t{1} << 20;  // 1 MiB
+
 // ---------------------------------------------------------------------------
 // JSON reading (config_json.cpp)
 // ---------------------------------------------------------------------------
 
 /// Parses `text` keeping the key order of the file. Throws ConfigError for
-/// syntax errors (naming line and column), duplicate keys and too deep
-/// nesting; `source` names the text in those errors.
+/// text over kMaxConfigBytes, a NUL byte (naming its offset), syntax errors
+/// (naming line and column), duplicate keys and too deep nesting; `source`
+/// names the text in those errors. Linear in the size of the text.
 Json parse_document(const std::string& text, const std::string& source);
+
+// ---------------------------------------------------------------------------
+// Op names (the registry lives in a higher layer)
+// ---------------------------------------------------------------------------
+
+/// The op names "fallback.ops" and the "amp" lists may use. The op registry
+/// is above this layer, so it installs the source (core/src/dispatch.cpp, at
+/// static initialisation); while none is installed, op names are not checked.
+using OpNamesSource = std::vector<std::string> (*)();
+void set_op_names_source(OpNamesSource source);
+OpNamesSource op_names_source();
 
 // ---------------------------------------------------------------------------
 // Validation (config_validate.cpp)
@@ -70,6 +86,7 @@ std::string quoted_list(std::initializer_list<std::string_view> items);
 /// edit away for words of 4 or more letters, or a truncation or extension of
 /// at least 4 letters ("preferred" -> "prefer"). "gpu" suggests nothing.
 std::string closest(std::string_view word, std::initializer_list<std::string_view> candidates);
+std::string closest(std::string_view word, const std::vector<std::string>& candidates);
 
 // ---------------------------------------------------------------------------
 // Sizes (config_size.cpp)
@@ -98,5 +115,12 @@ std::string resolve(const std::string& path, const std::string& base);
 /// `dir` made absolute ("" is the working directory), without "." components
 /// or a trailing slash.
 std::string absolute_dir(const std::string& dir);
+
+/// Why a log file sink at `path` could not be opened for appending, or ""
+/// when it can. Nothing is created: an existing file is opened for
+/// appending (without blocking, so a FIFO cannot hang it) and closed again;
+/// for a new file, the nearest existing folder above it must be a folder we
+/// may write in (spdlog creates the missing folders).
+std::string log_file_problem(const std::string& path);
 
 }  // namespace strata::detail::config

@@ -3,12 +3,16 @@
 // The document is parsed with a SAX handler of our own so that duplicate keys
 // are caught and the key order of the file is kept (errors are reported in
 // document order; plugin options are handed over as written). Syntax errors
-// name the line and column. Parsing never logs.
+// name the line and column. Parsing never logs, and it is linear in the size
+// of the text: keys are checked for duplicates through a hash set, and
+// objects are filled in order without nlohmann's (linear) key lookup.
 #include "config_internal.hpp"
 
 #include <strata/error.hpp>
 
 #include <algorithm>
+#include <cstring>
+#include <unordered_set>
 #include <utility>
 
 namespace strata::detail::config {
@@ -106,7 +110,7 @@ class DocumentBuilder {
 
   bool key(string_t& k) {
     Frame& top = stack_.back();
-    if (top.node->contains(k)) {
+    if (!top.keys.insert(k).second) {
       throw ConfigError(source_ + ": " + child(top.pointer, k) + ": duplicate key " + quote(k) +
                         " (each key may appear only once in an object)");
     }
@@ -132,6 +136,7 @@ class DocumentBuilder {
   struct Frame {
     Json* node;
     std::string pointer;
+    std::unordered_set<std::string> keys;  // of an object, for duplicates
   };
 
   // Places a value into the container on top of the stack (or as the root)
@@ -148,9 +153,11 @@ class DocumentBuilder {
       return {&top.node->back(), std::move(ptr)};
     }
     std::string ptr = child(top.pointer, key_);
-    Json& slot = (*top.node)[key_];
-    slot = std::move(v);
-    return {&slot, std::move(ptr)};
+    // key() has made sure the key is new: append without operator[]'s
+    // linear search of the ordered map.
+    auto& members = static_cast<Json::object_t::Container&>(top.node->get_ref<Json::object_t&>());
+    members.emplace_back(std::move(key_), std::move(v));
+    return {&members.back().second, std::move(ptr)};
   }
 
   bool put(Json&& v) {
@@ -164,7 +171,7 @@ class DocumentBuilder {
       throw ConfigError(source_ + ": " + (ptr.empty() ? "/" : ptr) + ": expected at most " +
                         std::to_string(kMaxDepth) + " levels of nesting, found more");
     }
-    stack_.push_back({node, std::move(ptr)});
+    stack_.push_back({node, std::move(ptr), {}});
     return true;
   }
 
@@ -183,6 +190,19 @@ class DocumentBuilder {
 }  // namespace
 
 Json parse_document(const std::string& text, const std::string& source) {
+  if (text.size() > kMaxConfigBytes) {
+    throw ConfigError(source + ": configuration too large: " + std::to_string(text.size()) +
+                      " bytes (at most " + std::to_string(kMaxConfigBytes) + " bytes, 1 MiB)");
+  }
+  // nlohmann's lexer takes a NUL byte for the end of the input and would
+  // silently ignore the rest of the text.
+  if (const void* nul = std::memchr(text.data(), '\0', text.size())) {
+    auto offset = static_cast<std::size_t>(static_cast<const char*>(nul) - text.data());
+    auto [line, column] = line_column(text, offset + 1);
+    throw ConfigError(source + ": byte offset " + std::to_string(offset) + " (line " + std::to_string(line) +
+                      ", column " + std::to_string(column) +
+                      "): expected UTF-8 text, found a NUL byte (a configuration holds no NUL bytes)");
+  }
   Json root;
   DocumentBuilder builder(root, text, source);
   Json::sax_parse(text, &builder, Json::input_format_t::json, /*strict=*/true,

@@ -6,9 +6,12 @@
 #include <strata/error.hpp>
 
 #include <dlfcn.h>
+#include <fcntl.h>
 #include <pwd.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
+#include <cerrno>
 #include <cstdlib>
 #include <filesystem>
 #include <system_error>
@@ -94,6 +97,36 @@ std::string absolute_dir(const std::string& dir) {
   std::string s = resolve(p.string(), "/");
   while (s.size() > 1 && s.back() == '/') s.pop_back();
   return s;
+}
+
+std::string log_file_problem(const std::string& path) {
+  auto os_error = [](int err) { return std::error_code(err, std::generic_category()).message(); };
+  struct stat st {};
+  if (::stat(path.c_str(), &st) == 0) {
+    if (S_ISDIR(st.st_mode)) return "cannot open log file " + quote(path) + " for appending: it is a directory";
+    int fd = ::open(path.c_str(), O_WRONLY | O_APPEND | O_NONBLOCK | O_NOCTTY | O_CLOEXEC);
+    if (fd < 0) return "cannot open log file " + quote(path) + " for appending: " + os_error(errno);
+    ::close(fd);
+    return {};
+  }
+  if (errno != ENOENT) return "cannot open log file " + quote(path) + " for appending: " + os_error(errno);
+  // A new file: the nearest folder above it that exists must take it.
+  fs::path dir = fs::path(path).parent_path();
+  for (;;) {
+    if (dir.empty()) dir = ".";
+    if (::stat(dir.c_str(), &st) == 0) break;
+    if (errno != ENOENT || dir == "." || dir == dir.root_path()) {
+      return "cannot create log file " + quote(path) + ": " + quote(dir.string()) + ": " + os_error(errno);
+    }
+    dir = dir.parent_path();
+  }
+  if (!S_ISDIR(st.st_mode)) {
+    return "cannot create log file " + quote(path) + ": " + quote(dir.string()) + " is not a directory";
+  }
+  if (::access(dir.c_str(), W_OK | X_OK) != 0) {
+    return "cannot create log file " + quote(path) + " in " + quote(dir.string()) + ": " + os_error(errno);
+  }
+  return {};
 }
 
 }  // namespace detail::config

@@ -109,16 +109,22 @@ std::string quoted_list(std::initializer_list<std::string_view> items) {
   return join(q, ", ");
 }
 
-std::string closest(std::string_view word, std::initializer_list<std::string_view> candidates) {
+namespace {
+
+template <class Range>
+std::string closest_in(std::string_view word, const Range& candidates) {
   std::string lw;
   for (char c : word) lw += lower(c);
   std::string best;
   std::size_t best_score = 4;
-  for (auto c : candidates) {
+  for (std::string_view c : candidates) {
     std::string lc;
     for (char ch : c) lc += lower(ch);
     std::size_t score = 4;
-    std::size_t d = edit_distance(lw, lc);
+    // The distance is at least the difference in length: skip the table
+    // (quadratic in the lengths) when it cannot be 2 or less.
+    std::size_t gap = lw.size() > lc.size() ? lw.size() - lc.size() : lc.size() - lw.size();
+    std::size_t d = gap <= 2 ? edit_distance(lw, lc) : gap;
     bool same_first = !lw.empty() && !lc.empty() && lw[0] == lc[0];
     if (d <= 2 && d < lw.size() && (same_first || (d == 1 && lw.size() >= 4))) {
       score = d;
@@ -133,6 +139,16 @@ std::string closest(std::string_view word, std::initializer_list<std::string_vie
     }
   }
   return best;
+}
+
+}  // namespace
+
+std::string closest(std::string_view word, std::initializer_list<std::string_view> candidates) {
+  return closest_in(word, candidates);
+}
+
+std::string closest(std::string_view word, const std::vector<std::string>& candidates) {
+  return closest_in(word, candidates);
 }
 
 }  // namespace strata::detail::config

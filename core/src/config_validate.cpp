@@ -9,7 +9,10 @@
 #include <strata/error.hpp>
 
 #include <algorithm>
+#include <atomic>
 #include <cmath>
+#include <unordered_map>
+#include <unordered_set>
 #include <utility>
 
 namespace strata::detail::config {
@@ -143,14 +146,36 @@ class Validator {
     }
   }
 
-  /// An array of lower-case names ("cuda", "hip").
+  /// An op of the registry ("fallback.ops" keys, "amp" lists). Names with a
+  /// namespace other than the core's ("acme::swiglu") are ops that plugins
+  /// define when they load: they cannot be checked before that.
+  void known_op(const std::string& name, const std::string& ptr) const {
+    OpNamesSource source = op_names_source();
+    if (source == nullptr) return;
+    if (name.find("::") != std::string::npos && !name.starts_with("strata::")) return;
+    if (!op_names_) {
+      op_names_ = source();
+      op_set_.insert(op_names_->begin(), op_names_->end());
+    }
+    if (op_set_.contains(name)) return;
+    std::string problem = "expected the name of an op (docs/ops.md), found " + quote(name);
+    std::string bare = name.starts_with("strata::") ? name.substr(8) : name;
+    std::string suggestion = op_set_.contains(bare) ? bare : closest(name, *op_names_);
+    if (!suggestion.empty()) problem += "; did you mean " + quote(suggestion) + "?";
+    fail(ptr, problem);
+  }
+
+  /// An array of lower-case names ("cuda", "hip"); with `ops`, each one the
+  /// name of an op.
   std::vector<std::string> names(const Json& v, const std::string& ptr, std::string_view what,
-                                 std::string_view example, bool unique, bool non_empty) const {
+                                 std::string_view example, bool unique, bool non_empty, bool ops = false) const {
     if (!v.is_array()) fail(ptr, "expected an array of " + std::string(what) + " names, found " + describe(v));
     if (non_empty && v.empty()) {
       fail(ptr, "expected at least one " + std::string(what) + " name, found []");
     }
     std::vector<std::string> out;
+    out.reserve(v.size());
+    std::unordered_map<std::string_view, std::size_t> first_at;  // views into `v`: linear, not quadratic
     for (std::size_t i = 0; i < v.size(); ++i) {
       const Json& item = v[i];
       std::string item_ptr = child(ptr, i);
@@ -160,12 +185,12 @@ class Validator {
         fail(item_ptr, "expected a " + std::string(what) + " name (lower case letters, digits, "
                        "'_' or '-', like " + quote(example) + "), found " + show(item));
       }
+      if (ops) known_op(s, item_ptr);
       if (unique) {
-        auto it = std::find(out.begin(), out.end(), s);
-        if (it != out.end()) {
+        auto [it, fresh] = first_at.try_emplace(s, i);
+        if (!fresh) {
           fail(item_ptr, "expected each " + std::string(what) + " once, found " + show(item) +
-                             " again (first at " +
-                             child(ptr, static_cast<std::size_t>(it - out.begin())) + ")");
+                             " again (first at " + child(ptr, it->second) + ")");
         }
       }
       out.push_back(s);
@@ -192,6 +217,7 @@ class Validator {
           fail(p, "expected an array of paths, found " + describe(value));
         }
         cfg.plugin_paths.clear();
+        cfg.plugin_paths_given = true;
         for (std::size_t i = 0; i < value.size(); ++i) {
           cfg.plugin_paths.push_back(path(value[i], child(p, i)));
         }
@@ -302,6 +328,7 @@ class Validator {
         for (const auto& [op, op_policy] : value.items()) {
           std::string op_ptr = child(p, op);
           if (op.empty()) fail(op_ptr, "expected an op name as key, found \"\"");
+          known_op(op, op_ptr);
           cfg.fallback_ops[op] = policy(op_policy, op_ptr);
         }
       } else {
@@ -315,11 +342,11 @@ class Validator {
     for (const auto& [key, value] : v.items()) {
       std::string p = child(ptr, key);
       if (key == "lower_precision") {
-        cfg.amp_lower_precision = names(value, p, "op", "matmul", /*unique=*/true, /*non_empty=*/false);
+        cfg.amp_lower_precision = names(value, p, "op", "matmul", /*unique=*/true, /*non_empty=*/false, /*ops=*/true);
       } else if (key == "fp32") {
-        cfg.amp_fp32 = names(value, p, "op", "softmax", /*unique=*/true, /*non_empty=*/false);
+        cfg.amp_fp32 = names(value, p, "op", "softmax", /*unique=*/true, /*non_empty=*/false, /*ops=*/true);
       } else if (key == "promote") {
-        cfg.amp_promote = names(value, p, "op", "add", /*unique=*/true, /*non_empty=*/false);
+        cfg.amp_promote = names(value, p, "op", "add", /*unique=*/true, /*non_empty=*/false, /*ops=*/true);
       } else {
         unknown_key(key, p, {"lower_precision", "fp32", "promote"});
       }
@@ -419,9 +446,16 @@ class Validator {
 
   std::string source_;
   std::string dir_;
+  mutable std::optional<std::vector<std::string>> op_names_;  // read from the source on first use
+  mutable std::unordered_set<std::string> op_set_;
 };
 
+std::atomic<OpNamesSource> g_op_names_source{nullptr};
+
 }  // namespace
+
+void set_op_names_source(OpNamesSource source) { g_op_names_source = source; }
+OpNamesSource op_names_source() { return g_op_names_source; }
 
 Config validate_document(const Json& doc, const std::string& source, const std::string& config_dir) {
   return Validator(source, config_dir).run(doc);

@@ -1,5 +1,6 @@
 // dispatch.cpp — op registry, kernel lookup, decomposition and fallback.
 #include "abi_attrs.hpp"
+#include "config_internal.hpp"
 #include "device_record.hpp"
 #include "dispatch_hooks.hpp"
 #include "host_data.hpp"
@@ -29,6 +30,20 @@ std::vector<const OpDef*>& registry() {
 }
 
 constexpr std::string_view kCoreNamespace = "strata::";
+
+/// The core's op names, for the configuration's "fallback.ops" and "amp"
+/// lists (checked by the loader in the layer below, which cannot see the
+/// registry). Plugin-defined ops are registered later and namespaced; the
+/// loader leaves those alone.
+std::vector<std::string> core_op_names() {
+  std::vector<std::string> names;
+  for (const OpDef* op : registry()) {
+    if (op->plugin_op == nullptr) names.emplace_back(op->name);
+  }
+  return names;
+}
+
+[[maybe_unused]] const bool g_op_names_installed = (config::set_op_names_source(&core_op_names), true);
 
 }  // namespace
 

@@ -15,6 +15,7 @@
 #include <sys/stat.h>
 
 #include <algorithm>
+#include <cerrno>
 #include <cstddef>
 #include <filesystem>
 #include <system_error>
@@ -67,23 +68,55 @@ std::string plugin_name_from_path(const std::string& path) {
   return file.substr(kPrefix.size(), file.size() - kPrefix.size() - kSuffix.size());
 }
 
+namespace {
+
+/// "\"<path>\"", the path cut to a readable length (a component of 300
+/// characters stays recognisable).
+std::string quoted_path(const std::string& path) {
+  constexpr std::size_t kShown = 160;
+  if (path.size() <= kShown) return "\"" + path + "\"";
+  return "\"" + path.substr(0, kShown) + "...\" (" + std::to_string(path.size()) + " characters)";
+}
+
+/// The plugin files of one directory, in name order.
+void scan_directory(const std::string& dir, std::vector<Candidate>& found) {
+  std::error_code ec;
+  fs::directory_iterator it(dir, ec);
+  if (ec) {
+    found.push_back({dir, "", "cannot read plugin directory " + quoted_path(dir) + ": " + ec.message()});
+    return;
+  }
+  std::vector<std::string> files;
+  // increment(ec), not ++: the operator throws filesystem_error.
+  for (; it != fs::directory_iterator(); it.increment(ec)) {
+    std::string file = it->path().string();
+    if (!plugin_name_from_path(file).empty()) files.push_back(std::move(file));
+  }
+  std::sort(files.begin(), files.end());
+  for (const std::string& f : files) found.push_back({f, plugin_name_from_path(f), {}});
+  if (ec) {
+    found.push_back({dir, "", "plugin directory " + quoted_path(dir) + " read only in part: " + ec.message()});
+  }
+}
+
+}  // namespace
+
 std::vector<Candidate> discover_plugins(const std::vector<std::string>& paths) {
   std::vector<Candidate> found;
   for (const std::string& p : paths) {
     std::error_code ec;
-    if (fs::is_directory(p, ec)) {
-      std::vector<std::string> files;
-      for (const auto& entry : fs::directory_iterator(p, ec)) {
-        std::string name = plugin_name_from_path(entry.path().string());
-        if (!name.empty()) files.push_back(entry.path().string());
-      }
-      std::sort(files.begin(), files.end());
-      for (const std::string& f : files) found.push_back({f, plugin_name_from_path(f), {}});
-    } else if (fs::exists(p, ec)) {
+    fs::file_status st = fs::status(p, ec);  // follows symbolic links; never opens the file
+    if (st.type() == fs::file_type::not_found) {
+      Candidate c{p, "", "plugin search path does not exist"};
+      c.missing = true;
+      found.push_back(std::move(c));
+    } else if (ec) {
+      found.push_back({p, "", "cannot read plugin search path " + quoted_path(p) + ": " + ec.message()});
+    } else if (fs::is_directory(st)) {
+      scan_directory(p, found);
+    } else {
       std::string name = plugin_name_from_path(p);
       found.push_back({p, name.empty() ? fs::path(p).filename().string() : name, {}});
-    } else {
-      found.push_back({p, "", "plugin search path does not exist"});
     }
   }
   return found;
@@ -103,10 +136,11 @@ std::unique_ptr<Manifest> read_manifest(const Candidate& candidate, const Config
       config.disabled_plugins.end()) {
     return refuse("disabled by the configuration (plugins.disabled)");
   }
+  // Before anything opens it: dlopen of a FIFO blocks until a writer comes.
+  if (std::string why = plugin_file_problem(candidate.path); !why.empty()) return refuse(why);
   if (!config.allow_insecure_permissions) {
     if (std::string why = insecure_reason(candidate.path); !why.empty()) return refuse(why);
   }
-  if (std::string why = plugin_file_problem(candidate.path); !why.empty()) return refuse(why);
   if (!config.isolate_plugins) {
     info.probed = "in this process (plugins.isolate is false)";
   } else {

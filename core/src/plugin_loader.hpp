@@ -17,6 +17,7 @@ struct Candidate {
   std::string path;
   std::string name;   // from the file name
   std::string error;  // set when the search path itself is bad
+  bool missing = false;  // the error is that the path does not exist
 };
 
 /// What the loader learned about a plugin before running any code of it
@@ -30,7 +31,9 @@ struct Manifest {
 
 /// Plugin files under the search paths (directories are scanned for
 /// libstrata_plugin_<name>.so; files are taken as they are). A path that
-/// does not exist yields a Candidate with `error` set.
+/// does not exist, or cannot be read (a symbolic link loop, a name too long,
+/// no permission), yields a Candidate with `error` set to the reason, the
+/// path and the system's message. Never throws for a bad path.
 std::vector<Candidate> discover_plugins(const std::vector<std::string>& paths);
 
 /// Opens the library, checks its table against the ABI and runs `probe`.

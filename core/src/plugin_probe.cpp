@@ -50,7 +50,11 @@ std::string file_kind(mode_t mode) {
   if (S_ISSOCK(mode)) return "a socket";
   if (S_ISCHR(mode)) return "a character device";
   if (S_ISBLK(mode)) return "a block device";
-  return "not a regular file";
+  return "not a file";
+}
+
+std::string not_regular(mode_t mode) {
+  return "not a regular file (" + file_kind(mode) + "); a plugin is a shared library file";
 }
 
 // ---- the cache of child probes ------------------------------------------------------------
@@ -254,22 +258,23 @@ std::string stderr_tail(std::string err) {
 
 std::string plugin_file_problem(const std::string& path) {
   struct stat st {};
-  if (::stat(path.c_str(), &st) != 0) return "cannot be read: " + errno_text(errno);
-  if (!S_ISREG(st.st_mode)) return "not a plugin: \"" + path + "\" is " + file_kind(st.st_mode);
+  if (::stat(path.c_str(), &st) != 0) return "cannot read \"" + path + "\": " + errno_text(errno);
+  if (!S_ISREG(st.st_mode)) return not_regular(st.st_mode);  // by its type: a FIFO is never opened
+  if (st.st_size == 0) return "empty file; a plugin is a shared library file";
   if (st.st_size < kMinPluginBytes) {
     return "not a loadable shared library: " + std::to_string(st.st_size) + " bytes is too small for an ELF file";
   }
   if (st.st_size > kMaxPluginBytes) {
-    return "not a plugin: " + std::to_string(st.st_size) + " bytes is larger than the 4 GiB a plugin may have";
+    return "file of " + std::to_string(st.st_size) + " bytes is larger than any plugin (at most 4 GiB)";
   }
   const int fd = ::open(path.c_str(), O_RDONLY | O_NONBLOCK | O_CLOEXEC | O_NOCTTY);
-  if (fd < 0) return "cannot be opened: " + errno_text(errno);
+  if (fd < 0) return "cannot open \"" + path + "\": " + errno_text(errno);
   struct stat opened {};
   std::array<unsigned char, 4> magic{};
   const bool regular = ::fstat(fd, &opened) == 0 && S_ISREG(opened.st_mode);
   const ssize_t got = regular ? ::read(fd, magic.data(), magic.size()) : -1;
   ::close(fd);
-  if (!regular) return "not a plugin: \"" + path + "\" changed into " + file_kind(opened.st_mode) + " while checked";
+  if (!regular) return not_regular(opened.st_mode);  // swapped since the stat above
   if (got != 4 || magic[0] != 0x7f || magic[1] != 'E' || magic[2] != 'L' || magic[3] != 'F') {
     return "not a loadable shared library: not an ELF file (no ELF magic number at its start)";
   }

@@ -14,9 +14,11 @@
 
 namespace strata::detail {
 
-/// Why `path` cannot be a plugin (not a regular file, unreadable, too small
-/// or too large, not ELF), or "" when it may be one. Opens nothing that could
-/// block: a FIFO or a device file is refused by its type first.
+/// Why `path` cannot be a plugin (not a regular file, unreadable, empty, too
+/// small or too large, not ELF), or "" when it may be one. Opens nothing that
+/// could block: a FIFO or a device file is refused by its type first (dlopen
+/// of a FIFO blocks until a writer comes), and the file it opens to read the
+/// ELF magic is opened non-blocking and checked again by descriptor.
 std::string plugin_file_problem(const std::string& path);
 
 /// What a child probe found.

@@ -1,11 +1,13 @@
 // runtime.cpp — the device manager: configuration, plugin loading, device
 // table, default-device selection and fallback accounting.
+#include "config_internal.hpp"
 #include "device_record.hpp"
 #include "dispatch_hooks.hpp"
 #include "logging.hpp"
 #include "op.hpp"
 #include "plugin_host.hpp"
 #include "plugin_loader.hpp"
+#include "plugin_probe.hpp"
 #include "runtime_internal.hpp"
 
 #include <strata/error.hpp>
@@ -133,11 +135,12 @@ void Runtime::Impl::apply(const Config& new_config) {
     }
   }
   config = new_config;
+  load_plugins(config);
+  // After loading: "fallback.ops" may name ops the plugins just defined.
   const auto& ops = detail::all_ops();
   for (size_t k = 0; k < ops.size() && k < fallback_by_op.size(); ++k) {
     fallback_by_op[k] = static_cast<uint8_t>(config.fallback_for(std::string(ops[k]->name)));
   }
-  load_plugins(config);
   for (auto& record : records) {
     DeviceConfig dc = config.device(record->plugin.name, record->index);
     record->allocator.set_limit(dc.memory_limit);
@@ -148,8 +151,11 @@ void Runtime::Impl::apply(const Config& new_config) {
 }
 
 void Runtime::Impl::load_plugins(const Config& cfg) {
-  std::vector<std::string> paths = cfg.plugin_paths;
-  for (const std::string& p : env_plugin_paths()) paths.push_back(p);
+  std::vector<detail::Candidate> candidates = detail::discover_plugins(cfg.plugin_paths);
+  for (detail::Candidate& c : detail::discover_plugins(env_plugin_paths())) {
+    if (!c.error.empty()) c.error = "STRATA_PLUGIN_PATH entry: " + c.error;
+    candidates.push_back(std::move(c));
+  }
   // 1. Manifests: every new file's table is checked and probed; nothing that
   //    may touch a driver has run yet.
   struct Found {
@@ -157,8 +163,10 @@ void Runtime::Impl::load_plugins(const Config& cfg) {
     PluginInfo info;
   };
   std::vector<Found> found;
-  for (const detail::Candidate& candidate : detail::discover_plugins(paths)) {
-    std::string key = std::filesystem::weakly_canonical(candidate.path).string();
+  for (const detail::Candidate& candidate : candidates) {
+    std::error_code ec;
+    std::string key = std::filesystem::weakly_canonical(candidate.path, ec).string();
+    if (ec) key = candidate.path;  // a path the system cannot resolve: its refusal says why
     if (!seen_paths.insert(key).second) continue;
     PluginInfo info;
     auto manifest = detail::read_manifest(candidate, cfg, info);
@@ -505,6 +513,40 @@ std::string_view device_type_name(DeviceType t) {
     case DeviceType::accelerator: return "accelerator";
   }
   return "?";
+}
+
+std::vector<ConfigIssue> check_config(const Config& config) {
+  std::vector<ConfigIssue> issues;
+  auto add = [&](ConfigIssue::Severity severity, std::string message) {
+    issues.push_back({severity, std::move(message)});
+  };
+  // Plugin search paths, as the loader will see them (the same discovery).
+  auto check_paths = [&](const std::vector<std::string>& paths, auto where) {
+    for (size_t i = 0; i < paths.size(); ++i) {
+      for (const detail::Candidate& c : detail::discover_plugins({paths[i]})) {
+        if (c.missing) {
+          add(ConfigIssue::Severity::warning, where(i) + "plugin search path \"" + c.path + "\" does not exist");
+        } else if (!c.error.empty()) {
+          add(ConfigIssue::Severity::error, where(i) + c.error);
+        } else if (std::string why = detail::plugin_file_problem(c.path); !why.empty()) {
+          add(ConfigIssue::Severity::warning, where(i) + "\"" + c.path + "\" will be refused: " + why);
+        }
+      }
+    }
+  };
+  check_paths(config.plugin_paths, [&](size_t i) {
+    return config.source + ": " +
+           (config.plugin_paths_given ? "/plugins/paths/" + std::to_string(i) : std::string("/plugins/paths (default)")) +
+           ": ";
+  });
+  check_paths(env_plugin_paths(), [](size_t) { return std::string("STRATA_PLUGIN_PATH: "); });
+  for (size_t i = 0; i < config.log_sinks.size(); ++i) {
+    if (config.log_sinks[i].type != "file") continue;
+    if (std::string why = detail::config::log_file_problem(config.log_sinks[i].path); !why.empty()) {
+      add(ConfigIssue::Severity::error, config.source + ": /logging/sinks/" + std::to_string(i) + "/path: " + why);
+    }
+  }
+  return issues;
 }
 
 std::string version() { return STRATA_VERSION_STRING; }

@@ -3,17 +3,22 @@
 // configurations and the agreement between the loader and the JSON Schema.
 #include <strata/config.hpp>
 #include <strata/error.hpp>
+#include <strata/runtime.hpp>
 
 #include <gtest/gtest.h>
 #include <nlohmann/json.hpp>
 
 #include <pwd.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include <cctype>
+#include <chrono>
+#include <cstdio>
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
+#include <future>
 #include <optional>
 #include <ostream>
 #include <set>
@@ -238,8 +243,8 @@ TEST(ConfigParse, FallbackForUsesPerOpOverrides) {
   Config c = parse(R"({"fallback": {"policy": "cpu", "ops": {"matmul": "error"}}})");
   EXPECT_EQ(c.fallback_for("matmul"), FallbackPolicy::error);
   EXPECT_EQ(c.fallback_for("add"), FallbackPolicy::cpu);
-  Config e = parse(R"({"fallback": {"policy": "error", "ops": {"conv2d": "cpu"}}})");
-  EXPECT_EQ(e.fallback_for("conv2d"), FallbackPolicy::cpu);
+  Config e = parse(R"({"fallback": {"policy": "error", "ops": {"softmax": "cpu"}}})");
+  EXPECT_EQ(e.fallback_for("softmax"), FallbackPolicy::cpu);
   EXPECT_EQ(e.fallback_for("matmul"), FallbackPolicy::error);
 }
 
@@ -420,8 +425,11 @@ TEST(ConfigErrors, PointersEscapeSlashAndTilde) {
   EXPECT_EQ(error_of(R"({"a/b~c": 1})"),
             R"(my.json: /a~1b~0c: unknown key "a/b~c" (expected one of: $schema, version, )"
             R"(plugins, prefer, devices, fallback, amp, checkpoint, logging))");
+  // An op key is checked before its policy (document order).
   EXPECT_EQ(error_of(R"({"fallback": {"ops": {"x/y": "gpu"}}})"),
-            R"(my.json: /fallback/ops/x~1y: expected one of "cpu", "error", found "gpu")");
+            R"(my.json: /fallback/ops/x~1y: expected the name of an op (docs/ops.md), found "x/y")");
+  EXPECT_EQ(error_of(R"({"fallback": {"ops": {"acme::x/y": "gpu"}}})"),
+            R"(my.json: /fallback/ops/acme::x~1y: expected one of "cpu", "error", found "gpu")");
 }
 
 TEST(ConfigErrors, WrongType) {
@@ -676,6 +684,203 @@ TEST(ShippedConfigs, CpuOnlyParses) {
   EXPECT_EQ(c.plugin_paths, std::vector<std::string>{plugin_dir()});
   EXPECT_EQ(c.fallback, FallbackPolicy::error);
   EXPECT_EQ(c.fallback_for("matmul"), FallbackPolicy::error);
+}
+
+// ---------------------------------------------------------------------------
+// Limits, op names and what `strata config check` adds (fuzzing regressions)
+// ---------------------------------------------------------------------------
+
+/// A folder of its own under the temporary directory, removed afterwards.
+class TempDir {
+ public:
+  explicit TempDir(const std::string& name)
+      : path_(fs::temp_directory_path() / ("strata-config-test-" + name + "-" + std::to_string(::getpid()))) {
+    fs::remove_all(path_);
+    fs::create_directories(path_);
+  }
+  ~TempDir() {
+    std::error_code ec;
+    fs::remove_all(path_, ec);
+  }
+  TempDir(const TempDir&) = delete;
+  TempDir& operator=(const TempDir&) = delete;
+  std::string operator/(const std::string& name) const { return (path_ / name).string(); }
+  std::string str() const { return path_.string(); }
+
+ private:
+  fs::path path_;
+};
+
+/// Runs `fn` on another thread; if it has not returned within `seconds`,
+/// the test fails and the process ends, so that a regression (a read that
+/// never ends) fails the test instead of hanging it.
+template <class Fn>
+auto within(int seconds, Fn fn) {
+  auto result = std::async(std::launch::async, std::move(fn));
+  if (result.wait_for(std::chrono::seconds(seconds)) != std::future_status::ready) {
+    std::fprintf(stderr, "FAILED: still running after %d s (a read without a bound?)\n", seconds);
+    std::fflush(stderr);
+    std::_Exit(1);
+  }
+  return result.get();
+}
+
+TEST(ConfigLimits, FileOverOneMebibyteIsRefusedNamingItsSize) {
+  TempDir dir("size");
+  const std::string big = dir / "big.json";
+  std::string text = R"({"prefer": ["cpu"]})";
+  text.resize(2 * 1024 * 1024, ' ');  // valid JSON: only whitespace after the object
+  std::ofstream(big) << text;
+  EXPECT_EQ(file_error_of(big),
+            big + ": configuration file too large: 2097152 bytes (at most 1048576 bytes, 1 MiB)");
+  // The same text handed over as a string is refused too.
+  EXPECT_EQ(error_of(text), "my.json: configuration too large: 2097152 bytes (at most 1048576 bytes, 1 MiB)");
+  // Exactly at the limit is fine.
+  const std::string edge = dir / "edge.json";
+  text.resize(1024 * 1024);
+  std::ofstream(edge) << text;
+  EXPECT_EQ(Config::from_file(edge).prefer, std::vector<std::string>{"cpu"});
+}
+
+TEST(ConfigLimits, EndlessDeviceAndFifoStopQuickly) {
+  std::string zero = within(20, [] { return file_error_of("/dev/zero"); });
+  EXPECT_EQ(zero, "/dev/zero: configuration file too large: read more than the limit of 1048576 bytes (1 MiB) "
+                  "without reaching its end");
+  // A FIFO without a writer: opening it must not wait for one.
+  TempDir dir("fifo");
+  const std::string fifo = dir / "config.json";
+  ASSERT_EQ(::mkfifo(fifo.c_str(), 0600), 0);
+  std::string msg = within(20, [&] { return file_error_of(fifo); });
+  EXPECT_EQ(msg.rfind(fifo + ": line 1, column 1: syntax error: ", 0), 0u) << msg;  // empty: nothing to parse
+}
+
+TEST(ConfigLimits, NulByteIsAnErrorNamingItsOffset) {
+  const std::string head = "{\"prefer\": [\"cpu\"]}";
+  // nlohmann's lexer takes NUL for the end of the input: the rest was ignored.
+  std::string text = head + std::string(1, '\0') + "{\"nonsense\": 1}";
+  EXPECT_EQ(error_of(text), "my.json: byte offset 19 (line 1, column 20): expected UTF-8 text, found a NUL byte "
+                            "(a configuration holds no NUL bytes)");
+  std::string in_string = "{\n  \"prefer\": [\"c" + std::string(1, '\0') + "pu\"]\n}";
+  EXPECT_EQ(error_of(in_string).rfind("my.json: byte offset 17 (line 2, column 16): expected UTF-8 text", 0), 0u)
+      << error_of(in_string);
+  TempDir dir("nul");
+  const std::string file = dir / "nul.json";
+  std::ofstream(file, std::ios::binary) << text;
+  EXPECT_EQ(file_error_of(file).rfind(file + ": byte offset 19 (line 1, column 20): ", 0), 0u) << file_error_of(file);
+}
+
+TEST(ConfigLimits, LongListsAndObjectsAreCheckedInLinearTime) {
+  // 100,000 backend names (about 0.9 MB): uniqueness was checked pairwise.
+  constexpr int kNames = 100000;
+  std::string names;
+  for (int i = 0; i < kNames; ++i) names += (i == 0 ? "\"b" : ",\"b") + std::to_string(i) + "\"";
+  auto start = std::chrono::steady_clock::now();
+  Config c = parse("{\"prefer\": [" + names + "]}");
+  ASSERT_EQ(c.prefer.size(), static_cast<size_t>(kNames));
+  EXPECT_EQ(c.prefer.back(), "b99999");
+  // A repeat at the very end is still found, naming the first occurrence.
+  EXPECT_EQ(error_of("{\"prefer\": [" + names + ",\"b5\"]}"),
+            R"(my.json: /prefer/100000: expected each backend once, found "b5" again (first at /prefer/5))");
+  // An object of 50,000 keys: duplicate keys were looked up linearly.
+  std::string keys;
+  for (int i = 0; i < 50000; ++i) keys += (i == 0 ? "\"k" : ",\"k") + std::to_string(i) + "\":" + std::to_string(i);
+  Config o = parse(R"({"devices": {"cpu": {"options": {)" + keys + "}}}}");
+  EXPECT_EQ(o.devices.at("cpu").options_json.rfind(R"({"k0":0,"k1":1,)", 0), 0u);  // key order kept
+  EXPECT_EQ(error_of(R"({"devices": {"cpu": {"options": {)" + keys + R"(,"k7":1}}}})"),
+            R"(my.json: /devices/cpu/options/k7: duplicate key "k7" (each key may appear only once in an object))");
+  double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  EXPECT_LT(seconds, 5.0) << "quadratic again? (about 0.1 s when linear; 13 s before)";
+}
+
+TEST(ConfigErrors, UnknownOpNamesSuggestTheNearest) {
+  EXPECT_EQ(error_of(R"({"fallback": {"ops": {"matmul": "cpu", "matmull": "error"}}})"),
+            R"(my.json: /fallback/ops/matmull: expected the name of an op (docs/ops.md), found "matmull"; )"
+            R"(did you mean "matmul"?)");
+  EXPECT_EQ(error_of(R"({"fallback": {"ops": {"strata::softmax": "error"}}})"),
+            R"(my.json: /fallback/ops/strata::softmax: expected the name of an op (docs/ops.md), found )"
+            R"("strata::softmax"; did you mean "softmax"?)");
+  EXPECT_EQ(error_of(R"({"amp": {"fp32": ["softmax", "sofmax"]}})"),
+            R"(my.json: /amp/fp32/1: expected the name of an op (docs/ops.md), found "sofmax"; )"
+            R"(did you mean "softmax"?)");
+  EXPECT_EQ(error_of(R"({"amp": {"lower_precision": ["matmal"]}})"),
+            R"(my.json: /amp/lower_precision/0: expected the name of an op (docs/ops.md), found "matmal"; )"
+            R"(did you mean "matmul"?)");
+  EXPECT_EQ(error_of(R"({"amp": {"promote": ["add", "zzz"]}})"),
+            R"(my.json: /amp/promote/1: expected the name of an op (docs/ops.md), found "zzz")");
+  // Ops a plugin defines exist only once it is loaded: not checked here.
+  EXPECT_EQ(parse(R"({"fallback": {"ops": {"acme::swiglu": "error"}}})").fallback_for("acme::swiglu"),
+            FallbackPolicy::error);
+}
+
+/// The messages of check_config's findings of one severity.
+std::vector<std::string> issues_of(const Config& c, strata::ConfigIssue::Severity severity) {
+  std::vector<std::string> out;
+  for (const strata::ConfigIssue& issue : strata::check_config(c)) {
+    if (issue.severity == severity) out.push_back(issue.message);
+  }
+  return out;
+}
+constexpr auto kError = strata::ConfigIssue::Severity::error;
+constexpr auto kWarning = strata::ConfigIssue::Severity::warning;
+
+TEST(ConfigCheck, UnopenableLogFileIsAnErrorWithItsPointer) {
+  ScopedEnv plugin_path("STRATA_PLUGIN_PATH", nullptr);
+  TempDir dir("log");
+  std::ofstream(dir / "file") << "x";
+  fs::create_directories(dir / "a-directory");
+  const std::string sinks = R"({"plugins": {"paths": []}, "logging": {"sinks": [{"type": "stderr"}, )";
+  // Below a regular file: it can never be created.
+  Config under_file = parse(sinks + R"({"type": "file", "path": "file/strata.log"}]}})", dir.str());
+  EXPECT_EQ(issues_of(under_file, kError),
+            std::vector<std::string>{"my.json: /logging/sinks/1/path: cannot open log file \"" +
+                                     (dir / "file/strata.log") + "\" for appending: Not a directory"});
+  Config a_directory = parse(sinks + R"({"type": "file", "path": "a-directory"}]}})", dir.str());
+  EXPECT_EQ(issues_of(a_directory, kError),
+            std::vector<std::string>{"my.json: /logging/sinks/1/path: cannot open log file \"" +
+                                     (dir / "a-directory") + "\" for appending: it is a directory"});
+  // A new file in missing folders is fine (they are created), and nothing is created by the check.
+  Config fine = parse(sinks + R"({"type": "file", "path": "new/logs/strata.log"}]}})", dir.str());
+  EXPECT_TRUE(strata::check_config(fine).empty());
+  EXPECT_FALSE(fs::exists(dir / "new"));
+}
+
+TEST(ConfigCheck, UnreadablePluginPathsAreErrorsWithTheirPointer) {
+  ScopedEnv plugin_path("STRATA_PLUGIN_PATH", nullptr);
+  TempDir dir("paths");
+  fs::create_symlink(dir / "loop", dir / "loop");  // a symbolic link to itself
+  const std::string long_name = std::string(300, 'x');
+  Config c = parse(R"({"plugins": {"paths": ["loop", "missing", ")" + long_name + R"("]}})", dir.str());
+  std::vector<std::string> errors = issues_of(c, kError);
+  ASSERT_EQ(errors.size(), 2u) << ::testing::PrintToString(errors);
+  EXPECT_EQ(errors[0], "my.json: /plugins/paths/0: cannot read plugin search path \"" + (dir / "loop") +
+                           "\": Too many levels of symbolic links");
+  EXPECT_EQ(errors[1].rfind("my.json: /plugins/paths/2: cannot read plugin search path \"", 0), 0u) << errors[1];
+  EXPECT_NE(errors[1].find(" characters): File name too long"), std::string::npos) << errors[1];
+  EXPECT_EQ(issues_of(c, kWarning), std::vector<std::string>{"my.json: /plugins/paths/1: plugin search path \"" +
+                                                             (dir / "missing") + "\" does not exist"});
+  // The default search path is named as such.
+  Config d = parse("{}");
+  for (const std::string& w : issues_of(d, kWarning)) EXPECT_NE(w.find("/plugins/paths (default)"), std::string::npos) << w;
+}
+
+TEST(ConfigCheck, StrataPluginPathEntriesAndNonFilesAreWarnings) {
+  TempDir dir("env");
+  fs::create_directories(dir / "plugins");
+  ASSERT_EQ(::mkfifo((dir / "plugins/libstrata_plugin_fifo.so").c_str(), 0644), 0);
+  fs::create_directories(dir / "plugins/libstrata_plugin_dir.so");
+  std::string env = dir / "nope" + "::" + (dir / "plugins");
+  ScopedEnv plugin_path("STRATA_PLUGIN_PATH", env.c_str());
+  Config c = parse(R"({"plugins": {"paths": []}})", dir.str());
+  std::vector<std::string> warnings = within(20, [&] { return issues_of(c, kWarning); });
+  EXPECT_EQ(warnings,
+            (std::vector<std::string>{
+                "STRATA_PLUGIN_PATH: plugin search path \"" + (dir / "nope") + "\" does not exist",
+                "STRATA_PLUGIN_PATH: \"" + (dir / "plugins/libstrata_plugin_dir.so") +
+                    "\" will be refused: not a regular file (a directory); a plugin is a shared library file",
+                "STRATA_PLUGIN_PATH: \"" + (dir / "plugins/libstrata_plugin_fifo.so") +
+                    "\" will be refused: not a regular file (a FIFO); a plugin is a shared library file",
+            }));
+  EXPECT_TRUE(issues_of(c, kError).empty());
 }
 
 // ---------------------------------------------------------------------------

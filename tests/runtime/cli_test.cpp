@@ -96,6 +96,62 @@ TEST(Cli, ConfigCheckRejectsBadConfigWithPathAndExit2) {
   EXPECT_NE(r.out.find("/devices/cpu/memory_limit"), std::string::npos) << r.out;
 }
 
+/// A temporary folder holding a symbolic link loop, "loop -> loop".
+std::string make_loop_dir(const std::string& name) {
+  auto dir = std::filesystem::temp_directory_path() / (name + "-" + std::to_string(::getpid()));
+  std::filesystem::remove_all(dir);
+  std::filesystem::create_directories(dir);
+  std::filesystem::create_symlink(dir / "loop", dir / "loop");
+  return dir.string();
+}
+
+TEST(Cli, ConfigCheckReportsPathsTheMachineCannotUse) {
+  std::string dir = make_loop_dir("strata-cli-check");
+  std::ofstream(dir + "/file") << "x";
+  std::string path = dir + "/config.json";
+  std::ofstream(path) << R"({"plugins": {"paths": ["loop", "missing"]},)"
+                      << R"( "logging": {"sinks": [{"type": "file", "path": "file/strata.log"}]}})";
+  Result r = run("config check " + path, true, "STRATA_PLUGIN_PATH=" + dir + "/not-there");
+  EXPECT_EQ(r.exit_code, 2) << r.out;
+  EXPECT_NE(r.out.find("error: " + path + ": /plugins/paths/0: cannot read plugin search path \"" + dir +
+                       "/loop\": Too many levels of symbolic links"),
+            std::string::npos)
+      << r.out;
+  EXPECT_NE(r.out.find("warning: " + path + ": /plugins/paths/1: plugin search path \"" + dir +
+                       "/missing\" does not exist"),
+            std::string::npos)
+      << r.out;
+  EXPECT_NE(r.out.find("warning: STRATA_PLUGIN_PATH: plugin search path \"" + dir + "/not-there\" does not exist"),
+            std::string::npos)
+      << r.out;
+  EXPECT_NE(r.out.find("error: " + path + ": /logging/sinks/0/path: cannot open log file"), std::string::npos) << r.out;
+  std::filesystem::remove_all(dir);
+}
+
+TEST(Cli, ConfigCheckStopsReadingEndlessInput) {
+  Result r = run("config check /dev/zero", true, "timeout 20");  // a regression is killed, not hung
+  EXPECT_EQ(r.exit_code, 2) << r.out;
+  EXPECT_NE(r.out.find("/dev/zero: configuration file too large"), std::string::npos) << r.out;
+}
+
+TEST(Cli, DevicesShowsAnUnreadableSearchPathAsRefused) {
+  std::string dir = make_loop_dir("strata-cli-devices");
+  Result r = run(std::string("devices --json --config ") + STRATA_TEST_CONFIG, false,
+                 "STRATA_PLUGIN_PATH=" + dir + "/loop");
+  ASSERT_EQ(r.exit_code, 0) << r.out;
+  nlohmann::json j = nlohmann::json::parse(r.out);
+  EXPECT_EQ(j["selected"], "cpu:0");
+  bool refused = false;
+  for (const auto& p : j["plugins"]) {
+    if (p["path"] == dir + "/loop") {
+      refused = p["status"] == "refused" &&
+                p["reason"].get<std::string>().find("Too many levels of symbolic links") != std::string::npos;
+    }
+  }
+  EXPECT_TRUE(refused) << r.out;
+  std::filesystem::remove_all(dir);
+}
+
 TEST(Cli, MalformedJsonGivesLineAndColumn) {
   std::string path = write_temp("strata-cli-syntax.json", "{\n  \"prefer\": [\"cpu\",]\n}\n");
   Result r = run("config check " + path);

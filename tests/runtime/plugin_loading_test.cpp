@@ -4,12 +4,16 @@
 
 #include <gtest/gtest.h>
 
+#include <fcntl.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <chrono>
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
+#include <functional>
+#include <future>
 
 namespace {
 
@@ -169,6 +173,136 @@ TEST_F(PluginLoading, SecondCopyOfAnActivePluginIsRefused) {
   EXPECT_TRUE(found);
   EXPECT_EQ(Device("mini:0").str(), "mini:0");  // the first copy still serves
   fs::remove_all(dir);
+}
+
+// ---------------------------------------------------------------------------
+// Search paths the file system cannot use (fuzzing regressions): each one is
+// refused with the system's reason, and everything else still loads.
+// ---------------------------------------------------------------------------
+
+/// A folder of its own under the temporary directory, removed afterwards.
+struct TempDir {
+  fs::path path;
+  explicit TempDir(const std::string& name)
+      : path(fs::temp_directory_path() / ("strata-" + name + "-" + std::to_string(::getpid()))) {
+    fs::remove_all(path);
+    fs::create_directories(path);
+    ::chmod(path.c_str(), 0755);
+  }
+  ~TempDir() {
+    std::error_code ec;
+    fs::remove_all(path, ec);
+  }
+};
+
+/// Applies the test configuration plus `extra` search paths on another
+/// thread. A load that blocks (opening a FIFO waits for a writer) fails the
+/// test: `release` is then run to unblock it.
+void configure_with(const std::vector<std::string>& extra, const std::function<void()>& release = {}) {
+  Config c = runtime().config();
+  for (const std::string& p : extra) c.plugin_paths.push_back(p);
+  auto done = std::async(std::launch::async, [c] { runtime().configure(c); });
+  if (done.wait_for(std::chrono::seconds(20)) != std::future_status::ready) {
+    ADD_FAILURE() << "configure() still running after 20 s: a plugin file was opened and blocks";
+    if (release) release();
+  }
+  done.get();  // rethrows what configure threw
+}
+
+PluginInfo outcome_at(const std::string& path) {
+  for (const PluginInfo& p : runtime().plugins()) {
+    if (p.path == path) return p;
+  }
+  ADD_FAILURE() << "no outcome recorded for " << path;
+  return {};
+}
+
+TEST_F(PluginLoading, SymbolicLinkLoopIsRefusedAndTheRestLoads) {
+  TempDir dir("loop");
+  fs::create_symlink(dir.path / "loop", dir.path / "loop");
+  std::string loop = (dir.path / "loop").string();
+  std::string inside = (dir.path / "loop" / "plugins").string();
+  EXPECT_NO_THROW(configure_with({loop, inside}));
+  for (const std::string& p : {loop, inside}) {
+    PluginInfo info = outcome_at(p);
+    EXPECT_FALSE(info.loaded);
+    EXPECT_NE(info.reason.find("cannot read plugin search path \"" + p + "\": Too many levels of symbolic links"),
+              std::string::npos)
+        << info.reason;
+  }
+  // Every later call works (it used to throw filesystem_error each time).
+  EXPECT_NO_THROW(runtime().plugins());
+  EXPECT_EQ(runtime().default_device().str(), "cpu:0");
+  EXPECT_TRUE(outcome_for("libstrata_plugin_mini.so").loaded);
+}
+
+TEST_F(PluginLoading, OverlongPathComponentIsRefused) {
+  std::string path = (fs::temp_directory_path() / std::string(300, 'p') / "plugins").string();
+  EXPECT_NO_THROW(configure_with({path}));
+  PluginInfo info = outcome_at(path);
+  EXPECT_FALSE(info.loaded);
+  EXPECT_NE(info.reason.find("cannot read plugin search path"), std::string::npos) << info.reason;
+  EXPECT_NE(info.reason.find("File name too long"), std::string::npos) << info.reason;
+  EXPECT_EQ(runtime().default_device().str(), "cpu:0");
+}
+
+TEST_F(PluginLoading, MissingStrataPluginPathEntryIsReported) {
+  std::string missing = (fs::temp_directory_path() / ("strata-no-such-dir-" + std::to_string(::getpid()))).string();
+  ::setenv("STRATA_PLUGIN_PATH", (missing + "::" + std::string(STRATA_TEST_PLUGIN_DIR)).c_str(), 1);
+  EXPECT_NO_THROW(configure_with({}));
+  std::vector<ConfigIssue> issues = check_config(runtime().config());
+  ::unsetenv("STRATA_PLUGIN_PATH");
+  PluginInfo info = outcome_at(missing);
+  EXPECT_FALSE(info.loaded);
+  EXPECT_EQ(info.reason, "STRATA_PLUGIN_PATH entry: plugin search path does not exist");
+  bool warned = false;
+  for (const ConfigIssue& issue : issues) {
+    if (issue.message == "STRATA_PLUGIN_PATH: plugin search path \"" + missing + "\" does not exist") {
+      warned = true;
+      EXPECT_EQ(issue.severity, ConfigIssue::Severity::warning);
+    }
+  }
+  EXPECT_TRUE(warned) << "check_config did not report the missing STRATA_PLUGIN_PATH entry";
+}
+
+TEST_F(PluginLoading, FifoAndDirectoryNamedLikePluginsAreRefusedUnopened) {
+  TempDir dir("fifo");
+  fs::path fifo = dir.path / "libstrata_plugin_fifo.so";
+  ASSERT_EQ(::mkfifo(fifo.c_str(), 0644), 0);
+  fs::create_directories(dir.path / "libstrata_plugin_dir.so");
+  std::ofstream(dir.path / "libstrata_plugin_empty.so").close();
+  ::chmod((dir.path / "libstrata_plugin_empty.so").c_str(), 0644);
+  auto release = [&] {  // a writer lets a blocked open() of the FIFO return
+    int fd = ::open(fifo.c_str(), O_WRONLY | O_NONBLOCK);
+    if (fd >= 0) ::close(fd);
+  };
+  configure_with({dir.path.string()}, release);
+  PluginInfo f = outcome_at(fifo.string());
+  EXPECT_FALSE(f.loaded);
+  EXPECT_EQ(f.reason, "not a regular file (a FIFO); a plugin is a shared library file");
+  PluginInfo d = outcome_at((dir.path / "libstrata_plugin_dir.so").string());
+  EXPECT_EQ(d.reason, "not a regular file (a directory); a plugin is a shared library file");
+  PluginInfo e = outcome_at((dir.path / "libstrata_plugin_empty.so").string());
+  EXPECT_EQ(e.reason, "empty file; a plugin is a shared library file");
+  EXPECT_EQ(runtime().default_device().str(), "cpu:0");
+}
+
+TEST_F(PluginLoading, UnopenableLogFileNamesItsPointer) {
+  TempDir dir("log");
+  std::ofstream(dir.path / "file") << "x";
+  Config c = runtime().config();
+  const size_t sinks_before = c.log_sinks.size();
+  c.log_sinks = {{"stderr", ""}, {"file", (dir.path / "file" / "strata.log").string()}};
+  try {
+    runtime().configure(c);
+    ADD_FAILURE() << "expected ConfigError";
+  } catch (const ConfigError& e) {
+    EXPECT_EQ(std::string(e.what()), c.source + ": /logging/sinks/1/path: cannot open log file \"" +
+                                         (dir.path / "file" / "strata.log").string() +
+                                         "\" for appending: Not a directory");
+  }
+  EXPECT_EQ(runtime().config().log_sinks.size(), sinks_before);  // the previous configuration stays
+  EXPECT_EQ(runtime().default_device().str(), "cpu:0");
 }
 
 TEST_F(PluginLoading, InvalidConfigKeepsThePreviousOne) {

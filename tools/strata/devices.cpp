@@ -182,7 +182,19 @@ int run_devices(const DevicesOptions& options) {
 int run_config_check(const std::string& path) {
   try {
     Config c = Config::from_file(path);
-    std::cout << path << ": OK\n"
+    // What needs this machine: search paths, log files (nothing is loaded).
+    std::vector<ConfigIssue> issues = check_config(c);
+    int errors = 0;
+    for (const ConfigIssue& issue : issues) {
+      bool error = issue.severity == ConfigIssue::Severity::error;
+      errors += error ? 1 : 0;
+      std::cerr << (error ? "error: " : "warning: ") << issue.message << "\n";
+    }
+    if (errors > 0) {
+      std::cerr << path << ": " << errors << " error(s)\n";
+      return kBadInput;
+    }
+    std::cout << path << ": OK" << (issues.empty() ? "" : " (with warnings)") << "\n"
               << "  plugin paths: " << c.plugin_paths.size() << ", prefer:";
     for (const std::string& p : c.prefer) std::cout << " " << p;
     std::cout << ", fallback: " << (c.fallback == FallbackPolicy::cpu ? "cpu" : "error") << ", log level "

@@ -63,6 +63,9 @@ int main(int argc, char** argv) {
   } catch (const strata::Error& e) {
     std::cerr << "strata: " << e.what() << "\n";
     return kFailure;
+  } catch (const std::exception& e) {  // a bug in Strata: still a message, not an abort
+    std::cerr << "strata: internal error: " << e.what() << "\n";
+    return kFailure;
   }
   return kOk;
 }

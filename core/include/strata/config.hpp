@@ -4,7 +4,8 @@
 // keys, wrong types and bad values throw ConfigError with a message of the
 // form
 //   <file>: <JSON pointer>: expected <what>, found <what>
-// and JSON syntax errors name the line and column.
+// and JSON syntax errors name the line and column. A configuration is at
+// most 1 MiB of UTF-8 text without NUL bytes.
 #pragma once
 
 #include <cstdint>
@@ -52,6 +53,9 @@ struct Config {
   /// A file without "plugins.paths" gets the built-in default's
   /// {library_directory() + "/strata/plugins"}; "paths": [] gives none.
   std::vector<std::string> plugin_paths;
+  /// Whether plugin_paths came from the document's "plugins.paths" (entry i
+  /// is then /plugins/paths/i there) rather than the default.
+  bool plugin_paths_given = false;
   /// Plugin names never loaded.
   std::vector<std::string> disabled_plugins;
   /// Load plugins from files or directories writable by other users.

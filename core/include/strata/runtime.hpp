@@ -181,6 +181,25 @@ class Runtime {
 /// The process-wide runtime.
 Runtime& runtime();
 
+/// A problem check_config found with a configuration on this machine.
+struct ConfigIssue {
+  enum class Severity { warning, error };
+  Severity severity = Severity::error;
+  /// "<file>: <JSON pointer>: <problem>", or "STRATA_PLUGIN_PATH: <problem>"
+  /// for that variable's entries.
+  std::string message;
+};
+
+/// Checks a parsed configuration against this machine without loading or
+/// opening any plugin (`strata config check`): the op names of "fallback.ops"
+/// and the "amp" lists were checked by the parser already; this adds what
+/// needs the file system. Errors: a plugin search path that cannot be read
+/// (a symbolic link loop, a name too long, no permission), a log file that
+/// cannot be opened for appending. Warnings: a search path that does not
+/// exist (in the configuration or STRATA_PLUGIN_PATH), a plugin file the
+/// loader would refuse unopened (a FIFO, a directory, an empty file).
+std::vector<ConfigIssue> check_config(const Config& config);
+
 /// A byte count as Strata's messages and tools write it: "512 B", "1.5 MiB".
 std::string format_bytes(uint64_t bytes);
 
