@@ -9,6 +9,7 @@
 #include <strata/error.hpp>
 
 #include <algorithm>
+#include <cctype>
 #include <atomic>
 #include <cmath>
 #include <unordered_map>
@@ -167,6 +168,25 @@ class Validator {
 
   /// An array of lower-case names ("cuda", "hip"); with `ops`, each one the
   /// name of an op.
+  void pins(const Json& v, const std::string& ptr, Config& cfg) const {
+    expect_object(v, ptr);
+    for (const auto& [name, digest] : v.items()) {
+      std::string p = child(ptr, name);
+      if (!is_lower_name(name)) {
+        fail(p, "expected a plugin name as key (lower case letters, digits, '_' or '-', like \"cpu\"), found " +
+                    quote(name));
+      }
+      const std::string expected = "expected the plugin file's SHA-256 as 64 hexadecimal digits (sha256sum prints it)";
+      if (!digest.is_string()) fail(p, expected + ", found " + describe(digest));
+      std::string hex = digest.get<std::string>();
+      if (hex.size() != 64 || !std::all_of(hex.begin(), hex.end(), [](char c) { return std::isxdigit(static_cast<unsigned char>(c)); })) {
+        fail(p, expected + ", found " + show(digest));
+      }
+      std::transform(hex.begin(), hex.end(), hex.begin(), [](char c) { return static_cast<char>(std::tolower(static_cast<unsigned char>(c))); });
+      cfg.plugin_pins[name] = hex;
+    }
+  }
+
   std::vector<std::string> names(const Json& v, const std::string& ptr, std::string_view what,
                                  std::string_view example, bool unique, bool non_empty, bool ops = false) const {
     if (!v.is_array()) fail(ptr, "expected an array of " + std::string(what) + " names, found " + describe(v));
@@ -225,6 +245,8 @@ class Validator {
         cfg.disabled_plugins = names(value, p, "plugin", "hip", /*unique=*/false, /*non_empty=*/false);
       } else if (key == "allow_insecure_permissions") {
         cfg.allow_insecure_permissions = boolean(value, p);
+      } else if (key == "pins") {
+        pins(value, p, cfg);
       } else if (key == "isolate") {
         cfg.isolate_plugins = boolean(value, p);
       } else if (key == "probe_timeout_ms") {
@@ -235,7 +257,7 @@ class Validator {
         if (!n || *n < kMinProbeTimeoutMs || *n > kMaxProbeTimeoutMs) fail(p, expected + ", found " + show(value));
         cfg.probe_timeout_ms = static_cast<int>(*n);
       } else {
-        unknown_key(key, p, {"paths", "disabled", "allow_insecure_permissions", "isolate", "probe_timeout_ms"});
+        unknown_key(key, p, {"paths", "disabled", "allow_insecure_permissions", "isolate", "probe_timeout_ms", "pins"});
       }
     }
   }

@@ -5,10 +5,13 @@
 // moves on to the next file.
 #include "plugin_loader.hpp"
 
+#include "file_digest.hpp"
 #include "logging.hpp"
 #include "op.hpp"
 #include "plugin_host.hpp"
 #include "plugin_probe.hpp"
+
+#include <strata/error.hpp>
 
 #include <boost/dll/shared_library.hpp>
 #include <nlohmann/json.hpp>
@@ -138,6 +141,17 @@ std::unique_ptr<Manifest> read_manifest(const Candidate& candidate, const Config
   }
   // Before anything opens it: dlopen of a FIFO blocks until a writer comes.
   if (std::string why = plugin_file_problem(candidate.path); !why.empty()) return refuse(why);
+  if (auto pin = config.plugin_pins.find(candidate.name); pin != config.plugin_pins.end()) {
+    try {
+      info.sha256 = file_sha256(candidate.path);
+    } catch (const Error& e) {
+      return refuse(e.what());
+    }
+    if (info.sha256 != pin->second) {
+      return refuse("SHA-256 mismatch: the file's is " + info.sha256 + ", plugins.pins." + pin->first + " expects " +
+                    pin->second);
+    }
+  }
   if (!config.allow_insecure_permissions) {
     if (std::string why = insecure_reason(candidate.path); !why.empty()) return refuse(why);
   }

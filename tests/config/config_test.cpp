@@ -394,6 +394,27 @@ TEST(ConfigErrors, RootMustBeAnObject) {
   EXPECT_EQ(error_of(R"("cpu")"), R"(my.json: /: expected an object, found string "cpu")");
 }
 
+TEST(ConfigParse, PinsAreLowerCasedByName) {
+  const std::string upper(64, 'A');
+  Config c = Config::from_string(R"({"plugins": {"pins": {"cpu": ")" + upper + R"("}}})", "my.json", kBase);
+  ASSERT_EQ(c.plugin_pins.size(), 1u);
+  EXPECT_EQ(c.plugin_pins.at("cpu"), std::string(64, 'a'));
+}
+
+TEST(ConfigErrors, PinsNeedANameAndSixtyFourHexDigits) {
+  const std::string expected =
+      "expected the plugin file's SHA-256 as 64 hexadecimal digits (sha256sum prints it), found ";
+  EXPECT_EQ(error_of(R"({"plugins": {"pins": {"cpu": "abc"}}})"), "my.json: /plugins/pins/cpu: " + expected + "\"abc\"");
+  // A long value is quoted shortened.
+  EXPECT_EQ(error_of(R"({"plugins": {"pins": {"cpu": ")" + std::string(63, '0') + R"(g"}}})").rfind(
+                "my.json: /plugins/pins/cpu: " + expected + "\"000", 0),
+            0u);
+  EXPECT_EQ(error_of(R"({"plugins": {"pins": {"cpu": 7}}})"), "my.json: /plugins/pins/cpu: " + expected + "number 7");
+  EXPECT_NE(error_of(R"({"plugins": {"pins": {"CPU": "x"}}})").find("my.json: /plugins/pins/CPU: expected a plugin name"),
+            std::string::npos);
+  EXPECT_EQ(error_of(R"({"plugins": {"pins": []}})"), "my.json: /plugins/pins: expected an object, found array []");
+}
+
 TEST(ConfigErrors, PluginIsolationSettings) {
   EXPECT_EQ(error_of(R"({"plugins": {"probe_timeout_ms": 5}})"),
             "my.json: /plugins/probe_timeout_ms: expected an integer from 100 to 600000 (milliseconds), found 5");
@@ -408,7 +429,7 @@ TEST(ConfigErrors, UnknownKeyAtEveryDepth) {
             R"(plugins, prefer, devices, fallback, amp, checkpoint, logging); did you mean "prefer"?)");
   EXPECT_EQ(error_of(R"({"plugins": {"pathz": []}})"),
             R"(my.json: /plugins/pathz: unknown key "pathz" (expected one of: paths, disabled, )"
-            R"(allow_insecure_permissions, isolate, probe_timeout_ms); did you mean "paths"?)");
+            R"(allow_insecure_permissions, isolate, probe_timeout_ms, pins); did you mean "paths"?)");
   EXPECT_EQ(error_of(R"({"devices": {"cuda:1": {"thread": 1}}})"),
             R"(my.json: /devices/cuda:1/thread: unknown key "thread" (expected one of: )"
             R"(memory_limit, allocator_cache, threads, options); did you mean "threads"?)");

@@ -9,6 +9,7 @@
 #include <unistd.h>
 
 #include <chrono>
+#include <cstdio>
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
@@ -149,6 +150,38 @@ TEST_F(PluginIsolation, WithoutIsolationTheHostRunsInitAndShutdown) {
   EXPECT_EQ(p.probed, "in this process (plugins.isolate is false)");
   EXPECT_TRUE(has(p.reason, "no devices")) << p.reason;
   EXPECT_TRUE(fs::exists(marker)) << "the refused plugin's shutdown did not run";
+}
+
+/// sha256sum's answer for a file.
+std::string sha256sum(const fs::path& file) {
+  std::string cmd = "sha256sum '" + file.string() + "'";
+  FILE* pipe = ::popen(cmd.c_str(), "r");
+  char hex[65] = {};
+  const bool ok = pipe != nullptr && std::fread(hex, 1, 64, pipe) == 64;
+  if (pipe != nullptr) ::pclose(pipe);
+  return ok ? std::string(hex, 64) : std::string();
+}
+
+// plugins.pins: a pinned file is hashed before anything else reads it; a
+// mismatch is refused naming both hashes, a match goes on as usual.
+TEST_F(PluginIsolation, PinnedPluginsAreCheckedBeforeTheyRun) {
+  add_crash_plugin("abortinit");
+  add_crash_plugin("fpeinit");
+  const std::string abort_hash = sha256sum(dir_ / "plugins" / "libstrata_plugin_abortinit.so");
+  ASSERT_EQ(abort_hash.size(), 64u);
+  Config c = runtime().config();
+  c.plugin_pins["abortinit"] = std::string(64, '0');
+  c.plugin_pins["fpeinit"] = sha256sum(dir_ / "plugins" / "libstrata_plugin_fpeinit.so");
+  runtime().configure(c);
+  auto outcomes = load();
+  const PluginInfo& wrong = outcomes["libstrata_plugin_abortinit.so"];
+  EXPECT_EQ(wrong.reason, "SHA-256 mismatch: the file's is " + abort_hash + ", plugins.pins.abortinit expects " +
+                              std::string(64, '0'));
+  EXPECT_TRUE(wrong.probed.empty()) << "a file refused by its pin must not be probed: " << wrong.probed;
+  const PluginInfo& right = outcomes["libstrata_plugin_fpeinit.so"];
+  EXPECT_EQ(right.sha256, c.plugin_pins["fpeinit"]);
+  EXPECT_TRUE(has(right.reason, "crashed in a child probe")) << "the pin matched, so the probe ran: " << right.reason;
+  expect_cpu_works();
 }
 
 }  // namespace

@@ -105,6 +105,7 @@ int run_devices(const DevicesOptions& options) {
       }
       pj["initialized"] = p.initialized;
       if (!p.probed.empty()) pj["probed"] = p.probed;
+      if (!p.sha256.empty()) pj["sha256"] = p.sha256;
       if (!p.warnings.empty()) pj["warnings"] = p.warnings;
       pj["devices"] = nlohmann::json::array();
       for (const DeviceInfo& d : p.devices) pj["devices"].push_back(device_json(d, options.stats));

@@ -65,6 +65,11 @@ struct Config {
   /// crashes, exits or hangs while probed is refused and cannot take the
   /// process down. Turn off only for trusted deployments.
   bool isolate_plugins = true;
+  /// SHA-256 pins ("plugins.pins"): plugin name (as in its file name,
+  /// libstrata_plugin_<name>.so) -> 64 lower-case hex digits. A file of a
+  /// pinned plugin whose bytes hash otherwise is refused before any of its
+  /// code runs; unpinned plugins load as usual.
+  std::map<std::string, std::string> plugin_pins;
   /// How long a child probe may take before it is killed and the plugin
   /// refused ("plugins.probe_timeout_ms").
   int probe_timeout_ms = 10000;

@@ -97,6 +97,9 @@ struct PluginInfo {
   /// "child process, 41 ms", "cached child probe", or "in this process
   /// (plugins.isolate is false)" (docs/configuration.md, "Plugin isolation").
   std::string probed;
+  /// The file's SHA-256 when the configuration pins the plugin
+  /// ("plugins.pins"), else empty.
+  std::string sha256;
 };
 
 /// Allocator statistics of one device.
