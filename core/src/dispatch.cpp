@@ -87,11 +87,15 @@ const OpDef* find_kernel_op(std::string_view qualified) {
   return find_op(qualified);
 }
 
+namespace {
+[[noreturn, gnu::cold]] void throw_rank_too_high(std::span<const int64_t> s) {
+  throw ShapeError("result of rank " + std::to_string(s.size()) + " exceeds the maximum rank " +
+                   std::to_string(STRATA_MAX_RANK) + " (shape " + shape_string(s) + ")");
+}
+}  // namespace
+
 void OutputMeta::set_shape(std::span<const int64_t> s) {
-  if (s.size() > STRATA_MAX_RANK) {  // callers check first, to name the op (checked_numel)
-    throw ShapeError("result of rank " + std::to_string(s.size()) + " exceeds the maximum rank " +
-                     std::to_string(STRATA_MAX_RANK) + " (shape " + shape_string(s) + ")");
-  }
+  if (s.size() > STRATA_MAX_RANK) [[unlikely]] throw_rank_too_high(s);  // callers check first, to name the op
   rank = static_cast<int32_t>(s.size());
   std::copy(s.begin(), s.end(), shape.begin());
 }
@@ -196,6 +200,26 @@ Tensor compact_copy(DeviceRecord& dev, const Tensor& t) {
   return upload_bytes(bytes.data(), dt, t.impl()->sizes(), dev, "copy");
 }
 
+[[noreturn, gnu::cold, gnu::noinline]] void throw_result_too_large(const OpCall& call, int k) {
+  const OutputMeta& out = call.outputs[static_cast<size_t>(k)];
+  int64_t numel = 0;
+  throw ShapeError(call.describe() + ": result " + std::to_string(k) + " is too large: " +
+                   shape_problem(out.sizes(), out.dtype, numel));
+}
+
+/// Output k of `call`, new on `dev`. make_tensor refuses a shape no tensor
+/// can have (an element count or byte size that overflows int64, from any
+/// shape rule, a plugin's included); the error then names the whole call.
+/// The check costs the happy path nothing beyond make_tensor's own.
+[[gnu::always_inline]] inline Tensor new_output(DeviceRecord& dev, const OpCall& call, int k) {
+  try {
+    const OutputMeta& out = call.outputs[static_cast<size_t>(k)];
+    return make_tensor(dev, out.dtype, out.sizes(), call.op->name);
+  } catch (const ShapeError&) {
+    throw_result_too_large(call, k);
+  }
+}
+
 /// The host side of one kernel call: what the workspace service needs, and
 /// the blocks it handed out (released when the kernel returns).
 struct KernelHostContext {
@@ -255,8 +279,7 @@ strata_status run_kernel(DeviceRecord& dev, const KernelSlot& kernel, OpCall& ca
   outputs.count = 0;
   for (int k = 0; k < call.n_outputs; ++k) {
     const Tensor& preset = call.preset[static_cast<size_t>(k)];
-    outputs.push_back(preset.defined() ? preset
-                                       : make_tensor(dev, call.out(k).dtype, call.out(k).sizes(), call.op->name));
+    outputs.push_back(preset.defined() ? preset : new_output(dev, call, k));
     size_t at = static_cast<size_t>(call.n_inputs + k);
     describe_tensor(outputs[k], desc[at]);
     desc_ptr[at] = &desc[at];
@@ -352,8 +375,7 @@ OpResult execute(OpCall& call, bool& decomposed) {
     OpResult out;
     for (int k = 0; k < call.n_outputs; ++k) {
       const Tensor& preset = call.preset[static_cast<size_t>(k)];
-      out.push_back(preset.defined() ? preset
-                                     : make_tensor(dev, call.out(k).dtype, call.out(k).sizes(), call.op->name));
+      out.push_back(preset.defined() ? preset : new_output(dev, call, k));
       auto sizes = call.out(k).sizes();
       if (!outputs_empty) out[k] = full(Shape(sizes.begin(), sizes.end()), *op.empty_fill, {call.out(k).dtype, call.device});
     }
@@ -408,23 +430,10 @@ void check_same_device(const OpCall& call) {
 }
 
 namespace {
-/// Refuses results no tensor can have (an element count or byte size that
-/// overflows int64, from any shape rule, a plugin's included), naming the call.
-void check_output_shapes(const OpCall& call) {
-  for (int k = 0; k < call.n_outputs; ++k) {
-    const OutputMeta& out = call.outputs[static_cast<size_t>(k)];
-    int64_t numel = 0;
-    if (std::string problem = shape_problem(out.sizes(), out.dtype, numel); !problem.empty()) {
-      throw ShapeError(call.describe() + ": result " + std::to_string(k) + " is too large: " + problem);
-    }
-  }
-}
-
 OpResult dispatch_untraced(OpCall& call) {
   const DispatchHooks& hooks = dispatch_hooks();
   if (hooks.before_prepare != nullptr) hooks.before_prepare(call);
   if (call.op->prepare != nullptr) call.op->prepare(call);
-  check_output_shapes(call);
   bool decomposed = false;
   OpResult result = execute(call, decomposed);
   // A decomposition's primitives were checked and recorded themselves.

@@ -11,6 +11,11 @@
 namespace strata::detail {
 
 std::string shape_problem(std::span<const int64_t> shape, DType dtype, int64_t& numel) {
+  if (const int64_t n = fitting_numel(shape, dtype); n >= 0) {
+    numel = n;
+    return {};
+  }
+  // It does not fit: say why.
   if (shape.size() > STRATA_MAX_RANK) {
     return "rank " + std::to_string(shape.size()) + " exceeds the maximum rank " + std::to_string(STRATA_MAX_RANK) +
            " (shape " + shape_string(shape) + ")";
@@ -18,30 +23,19 @@ std::string shape_problem(std::span<const int64_t> shape, DType dtype, int64_t& 
   for (int64_t d : shape) {
     if (d < 0) return "negative dimension " + std::to_string(d) + " in shape " + shape_string(shape);
   }
-  int64_t n = 1;  // zero-size dims as 1: the largest stride
-  bool empty = false;
+  int64_t n = 1;
   for (int64_t d : shape) {
-    if (d == 0) {
-      empty = true;
-    } else if (__builtin_mul_overflow(n, d, &n)) {
+    if (d != 0 && __builtin_mul_overflow(n, d, &n)) {
       return "the element count of shape " + shape_string(shape) + " overflows int64";
     }
   }
-  int64_t bytes = 0;
-  if (__builtin_mul_overflow(n, static_cast<int64_t>(dtype_size(dtype)), &bytes)) {
-    return "the size in bytes of " + std::string(dtype_name(dtype)) + shape_string(shape) + " overflows int64 (" +
-           std::to_string(n) + " elements of " + std::to_string(dtype_size(dtype)) + " bytes)";
-  }
-  numel = empty ? 0 : n;
-  return {};
+  return "the size in bytes of " + std::string(dtype_name(dtype)) + shape_string(shape) + " overflows int64 (" +
+         std::to_string(n) + " elements of " + std::to_string(dtype_size(dtype)) + " bytes)";
 }
 
-int64_t checked_numel(std::string_view what, std::span<const int64_t> shape, DType dtype) {
+void throw_shape_problem(std::string_view what, std::span<const int64_t> shape, DType dtype) {
   int64_t numel = 0;
-  if (std::string problem = shape_problem(shape, dtype, numel); !problem.empty()) {
-    throw ShapeError(std::string(what) + ": " + problem);
-  }
-  return numel;
+  throw ShapeError(std::string(what) + ": " + shape_problem(shape, dtype, numel));
 }
 
 Shape broadcast_shapes(std::span<const int64_t> a, std::span<const int64_t> b, const OpCall& call) {
@@ -57,10 +51,10 @@ Shape broadcast_shapes(std::span<const int64_t> a, std::span<const int64_t> b, c
     }
     out[k] = da == 1 ? db : da;
   }
-  int64_t numel = 0;
-  if (std::string problem = shape_problem(out, DType::boolean, numel); !problem.empty()) {
+  if (fitting_numel(out, DType::boolean) < 0) [[unlikely]] {
+    int64_t numel = 0;
     throw ShapeError(call.describe() + ": shapes " + shape_string(a) + " and " + shape_string(b) +
-                     " broadcast to a shape too large: " + problem);
+                     " broadcast to a shape too large: " + shape_problem(out, DType::boolean, numel));
   }
   return out;
 }
@@ -112,9 +106,10 @@ void expand_input(OpCall& call, int k, std::span<const int64_t> shape) {
   Tensor& t = call.inputs[static_cast<size_t>(k)];
   auto have = t.impl()->sizes();
   if (std::equal(have.begin(), have.end(), shape.begin(), shape.end())) return;
-  int64_t numel = 0;
-  if (std::string problem = shape_problem(shape, t.impl()->dtype, numel); !problem.empty()) {
-    throw ShapeError(call.describe() + ": input " + std::to_string(k) + " cannot be broadcast: " + problem);
+  if (fitting_numel(shape, t.impl()->dtype) < 0) [[unlikely]] {
+    int64_t numel = 0;
+    throw ShapeError(call.describe() + ": input " + std::to_string(k) + " cannot be broadcast: " +
+                     shape_problem(shape, t.impl()->dtype, numel));
   }
   Tensor expanded = t.expand(Shape(shape.begin(), shape.end()));  // checks the shapes; only a view
   t = shape_only() ? meta_tensor(t.impl()->dtype, shape) : std::move(expanded);

@@ -31,21 +31,31 @@ int64_t contiguous_strides(std::span<const int64_t> shape, int64_t* strides) {
   return n;
 }
 
-Tensor meta_tensor(DType dtype, std::span<const int64_t> shape, std::string_view op) {
-  const int64_t numel = checked_numel(op, shape, dtype);
+namespace {
+/// A contiguous TensorImpl of `dtype` and `shape` (checked: `numel` elements), no storage.
+inline std::shared_ptr<TensorImpl> contiguous_impl(DType dtype, std::span<const int64_t> shape, int64_t numel) {
   auto impl = make_pooled<TensorImpl>();
   impl->dtype = dtype;
   impl->rank = static_cast<int32_t>(shape.size());
-  std::copy(shape.begin(), shape.end(), impl->shape.begin());
   impl->numel = numel;
-  contiguous_strides(shape, impl->strides.data());
-  return Tensor(std::move(impl));
+  int64_t stride = 1;
+  for (size_t d = shape.size(); d-- > 0;) {  // a loop, not memcpy: ranks are tiny
+    impl->shape[d] = shape[d];
+    impl->strides[d] = stride;
+    stride *= shape[d];
+  }
+  return impl;
+}
+}  // namespace
+
+Tensor meta_tensor(DType dtype, std::span<const int64_t> shape, std::string_view op) {
+  return Tensor(contiguous_impl(dtype, shape, checked_numel(op, shape, dtype)));
 }
 
 Tensor make_tensor(DeviceRecord& device, DType dtype, std::span<const int64_t> shape, std::string_view op) {
-  Tensor t = meta_tensor(dtype, shape, op);
-  TensorImpl& impl = *t.impl();
-  const size_t bytes = static_cast<size_t>(impl.numel) * dtype_size(dtype);  // fits: checked
+  const int64_t numel = checked_numel(op, shape, dtype);
+  const size_t bytes = static_cast<size_t>(numel) * dtype_size(dtype);  // fits: checked
+  auto impl = contiguous_impl(dtype, shape, numel);  // first: nothing to give back if it throws
   size_t block = 0;
   strata_buffer buffer = nullptr;
   try {
@@ -54,9 +64,9 @@ Tensor make_tensor(DeviceRecord& device, DType dtype, std::span<const int64_t> s
     throw OutOfMemoryError(std::string(op) + ": " + std::string(dtype_name(dtype)) + shape_string(shape) + " (" +
                            std::to_string(bytes) + " bytes) on " + device.id + ": " + e.what());
   }
-  impl.device = device.device();
-  impl.storage = make_pooled<Storage>(&device, buffer, block);
-  return t;
+  impl->device = device.device();
+  impl->storage = make_pooled<Storage>(&device, buffer, block);
+  return Tensor(std::move(impl));
 }
 
 Tensor make_view(const Tensor& base, std::span<const int64_t> shape, std::span<const int64_t> strides, int64_t offset,

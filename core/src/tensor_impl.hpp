@@ -70,10 +70,34 @@ namespace strata::detail {
 /// in int64. Zero-size dims count as 1 in that product, so that every
 /// row-major stride of the shape fits too. Sets `numel` when it fits.
 std::string shape_problem(std::span<const int64_t> shape, DType dtype, int64_t& numel);
+/// The element count of `shape` when a tensor of `dtype` can have it (as
+/// shape_problem decides), else -1: the hot path's check, with no string.
+inline int64_t fitting_numel(std::span<const int64_t> shape, DType dtype) noexcept {
+  if (shape.size() > STRATA_MAX_RANK) return -1;
+  int64_t n = 1;  // zero-size dims as 1: the largest stride
+  bool empty = false;
+  for (int64_t d : shape) {
+    if (d < 0) return -1;
+    if (d == 0) {
+      empty = true;
+    } else if (__builtin_mul_overflow(n, d, &n)) {
+      return -1;
+    }
+  }
+  int64_t bytes = 0;
+  if (__builtin_mul_overflow(n, static_cast<int64_t>(dtype_size(dtype)), &bytes)) return -1;
+  return empty ? 0 : n;
+}
+/// Throws the ShapeError of checked_numel (out of line: the cold path).
+[[noreturn]] void throw_shape_problem(std::string_view what, std::span<const int64_t> shape, DType dtype);
 /// The element count of `shape`, or a ShapeError "<what>: <problem>". Every
 /// shape becomes a tensor through here (make_tensor, make_view), so a tensor's
 /// numel and byte size never overflow; ops check earlier to name themselves.
-int64_t checked_numel(std::string_view what, std::span<const int64_t> shape, DType dtype);
+inline int64_t checked_numel(std::string_view what, std::span<const int64_t> shape, DType dtype) {
+  const int64_t n = fitting_numel(shape, dtype);
+  if (n < 0) [[unlikely]] throw_shape_problem(what, shape, dtype);
+  return n;
+}
 
 /// Row-major strides for a shape; returns the element count. The shape must
 /// have passed checked_numel.
