@@ -43,6 +43,7 @@ Tensor meta_tensor(DType dtype, std::span<const int64_t> shape, std::string_view
 }
 
 Tensor make_tensor(DeviceRecord& device, DType dtype, std::span<const int64_t> shape, std::string_view op) {
+  check_stores(device, dtype, op);
   Tensor t = meta_tensor(dtype, shape, op);
   TensorImpl& impl = *t.impl();
   const size_t bytes = static_cast<size_t>(impl.numel) * dtype_size(dtype);  // fits: checked
