@@ -269,9 +269,12 @@ void GradScaler::update() {
 }
 
 std::vector<std::pair<std::string, Tensor>> GradScaler::state_dict() const {
-  return {{"scale", full({}, scale_, {.dtype = DType::f64})},
-          {"growth_tracker", full({}, static_cast<double>(growth_tracker_), {.dtype = DType::i64})},
-          {"skipped_steps", full({}, static_cast<double>(skipped_), {.dtype = DType::i64})}};
+  // On the host, cpu:0, as the optimizers' scalars: the default device may
+  // not store f64.
+  const Device host("cpu:0");
+  return {{"scale", full({}, scale_, {.dtype = DType::f64, .device = host})},
+          {"growth_tracker", full({}, static_cast<double>(growth_tracker_), {.dtype = DType::i64, .device = host})},
+          {"skipped_steps", full({}, static_cast<double>(skipped_), {.dtype = DType::i64, .device = host})}};
 }
 
 namespace {

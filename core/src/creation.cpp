@@ -52,7 +52,9 @@ Tensor random(detail::RandomDraw kind, const char* name, const Shape& shape, con
                      std::string(dtype_name(options.dtype)));
   }
   detail::checked_numel(name, shape, options.dtype);
-  Device device = target(options).device();
+  DeviceRecord& record = target(options);
+  detail::check_stores(record, options.dtype, name);
+  Device device = record.device();
   return finish(naming(name, [&] { return detail::random_tensor(kind, shape, options.dtype, device); }), options);
 }
 
@@ -82,6 +84,7 @@ Tensor from_span(std::span<const T> data, const Shape& shape, const TensorOption
 Tensor filled(const char* name, const Shape& shape, double value, const TensorOptions& options) {
   detail::checked_numel(name, shape, options.dtype);
   DeviceRecord& device = target(options);
+  detail::check_stores(device, options.dtype, name);
   return finish(naming(name, [&] { return detail::fill_tensor(device, options.dtype, shape, value); }), options);
 }
 

@@ -159,6 +159,17 @@ void DeviceRecord::throw_lost() const {
   throw DeviceLostError(id + " was lost earlier and cannot be used: " + lost_reason());
 }
 
+void throw_cannot_store(const DeviceRecord& device, DType dtype, std::string_view what) {
+  std::string stored;
+  for (int k = 0; k < kDTypeCount; ++k) {
+    if (!device.stores(static_cast<DType>(k))) continue;
+    if (!stored.empty()) stored += ", ";
+    stored += dtype_name(static_cast<DType>(k));
+  }
+  throw DTypeError(std::string(what) + ": " + device.id + " cannot store " + std::string(dtype_name(dtype)) + " (" +
+                   (stored.empty() ? std::string("it stores no dtype") : "it stores " + stored) + ")");
+}
+
 DeviceRecord::IssueLock::IssueLock(DeviceRecord& d) {
   if (d.free_threaded || t_issue_holder == &d) return;
   d.issue_mutex_.lock();

@@ -11,6 +11,7 @@
 #include "pinned_staging.hpp"
 
 #include <strata/device.hpp>
+#include <strata/dtype.hpp>
 #include <strata/plugin/strata_plugin.h>
 
 #include <atomic>
@@ -76,6 +77,10 @@ struct DeviceRecord {
   bool has_streams = false;        // STRATA_DEVICE_HAS_STREAMS and the functions exist
 
   Device device() const { return Device::from_slot(slot); }
+  /// Whether the device stores `dtype` (its props' dtype_mask).
+  bool stores(DType dtype) const {
+    return (props.dtype_mask & STRATA_DTYPE_BIT(static_cast<unsigned>(dtype))) != 0;
+  }
   const KernelSlot* find_kernel(int op_id, uint64_t signature) const {
     if (op_id < 0 || static_cast<size_t>(op_id) >= kernels.size()) return nullptr;
     for (const KernelSlot& k : kernels[static_cast<size_t>(op_id)]) {
@@ -170,6 +175,18 @@ inline strata_error fresh_error() {
 /// The plugin's message, or "status N" when it wrote none.
 inline std::string message_of(strata_status status, const strata_error& error) {
   return error.message[0] != '\0' ? std::string(error.message) : "status " + std::to_string(status);
+}
+
+/// The DTypeError for a tensor of `dtype` on `device`, which does not store
+/// it: "<what>: vulkan:0 cannot store f64 (it stores f32, f16, i32, i64, bool)".
+[[noreturn]] void throw_cannot_store(const DeviceRecord& device, DType dtype, std::string_view what);
+/// The one rule for dtypes per device: no tensor of a dtype a device does not
+/// store (its dtype_mask) is ever made on it. make_tensor runs this for every
+/// block of storage; creation functions and dispatch (every op's results,
+/// right after its shape and dtype rule) run it first, so that the error
+/// names them and no kernel, decomposition or fallback starts. A bit test.
+inline void check_stores(const DeviceRecord& device, DType dtype, std::string_view what) {
+  if (!device.stores(dtype)) [[unlikely]] throw_cannot_store(device, dtype, what);
 }
 
 /// Packs dtypes of inputs and outputs into one integer (6 bits each, 63

@@ -350,12 +350,21 @@ OpResult run_on_cpu(OpCall& call, DeviceRecord& dev, const std::string& reason) 
   return results;
 }
 
+/// The DTypeError for result `k` of `call`, of a dtype `dev` does not store.
+[[noreturn, gnu::cold, gnu::noinline]] void refuse_result(const DeviceRecord& dev, const OpCall& call, int k) {
+  throw_cannot_store(dev, call.outputs[static_cast<size_t>(k)].dtype, call.describe());
+}
+
 OpResult execute(OpCall& call, bool& decomposed) {
   DeviceRecord& dev = device_record(call.device);
   const OpDef& op = *call.op;
 
   bool outputs_empty = true;
   for (int k = 0; k < call.n_outputs; ++k) {
+    // Results only of dtypes the device stores (check_stores): refused here,
+    // before any kernel, decomposition or CPU fallback, so that the error
+    // names the call and a fallback never brings back what the device cannot hold.
+    if (!dev.stores(call.out(k).dtype)) [[unlikely]] refuse_result(dev, call, k);
     int64_t n = 1;
     for (int64_t s : call.out(k).sizes()) n *= s;
     outputs_empty = outputs_empty && n == 0;

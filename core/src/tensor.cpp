@@ -53,6 +53,7 @@ Tensor meta_tensor(DType dtype, std::span<const int64_t> shape, std::string_view
 }
 
 Tensor make_tensor(DeviceRecord& device, DType dtype, std::span<const int64_t> shape, std::string_view op) {
+  check_stores(device, dtype, op);
   const int64_t numel = checked_numel(op, shape, dtype);
   const size_t bytes = static_cast<size_t>(numel) * dtype_size(dtype);  // fits: checked
   auto impl = contiguous_impl(dtype, shape, numel);  // first: nothing to give back if it throws

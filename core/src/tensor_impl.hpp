@@ -108,8 +108,10 @@ int64_t contiguous_strides(std::span<const int64_t> shape, int64_t* strides);
 /// checked_numel refuses is a ShapeError naming `op`.
 Tensor meta_tensor(DType dtype, std::span<const int64_t> shape, std::string_view op = "tensor");
 /// A new tensor with fresh, uninitialised storage on `device`. `op` names
-/// the caller in errors: a ShapeError for a shape checked_numel refuses, an
-/// OutOfMemoryError naming the bytes and the device when it cannot be had.
+/// the caller in errors: a DTypeError for a dtype the device does not store
+/// (check_stores, device_record.hpp), a ShapeError for a shape checked_numel
+/// refuses, an OutOfMemoryError naming the bytes and the device when it
+/// cannot be had.
 Tensor make_tensor(DeviceRecord& device, DType dtype, std::span<const int64_t> shape, std::string_view op);
 /// A view of `base`'s storage with other geometry (checked_numel under `op`).
 Tensor make_view(const Tensor& base, std::span<const int64_t> shape, std::span<const int64_t> strides, int64_t offset,

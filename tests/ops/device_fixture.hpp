@@ -39,12 +39,29 @@ class DeviceTest : public ::testing::TestWithParam<const char*> {
     info_ = strata::runtime().device_info(device_);
   }
 
+  /// A case that wanted a dtype the device does not store (stores() said
+  /// no) is reported SKIPPED with the reason and what did run, never as a
+  /// plain pass; a failure among the dtypes that ran still fails it.
+  void TearDown() override {
+    if (skipped_.empty() || HasFailure() || IsSkipped()) return;
+    auto names = [](const std::vector<DType>& list) {
+      std::string out;
+      for (DType t : list) out += (out.empty() ? "" : ", ") + std::string(strata::dtype_name(t));
+      return out;
+    };
+    GTEST_SKIP() << GetParam() << " does not store " << names(skipped_)
+                 << (ran_.empty() ? "" : " (the case ran for " + names(ran_) + ")");
+  }
+
   strata::Device dev() const { return device_; }
 
-  /// Whether the device stores `dtype` (a backend without f64 skips those
-  /// cases instead of failing them).
+  /// Whether the device stores `dtype`: a backend without f64 skips those
+  /// dtypes (the case then reads SKIPPED, see TearDown) instead of failing.
   bool stores(DType dtype) const {
-    return std::find(info_.dtypes.begin(), info_.dtypes.end(), dtype) != info_.dtypes.end();
+    bool yes = std::find(info_.dtypes.begin(), info_.dtypes.end(), dtype) != info_.dtypes.end();
+    std::vector<DType>& list = yes ? ran_ : skipped_;
+    if (std::find(list.begin(), list.end(), dtype) == list.end()) list.push_back(dtype);
+    return yes;
   }
 
   /// `wanted` minus the dtypes this device cannot store.
@@ -72,6 +89,8 @@ class DeviceTest : public ::testing::TestWithParam<const char*> {
 
   strata::Device device_;
   strata::DeviceInfo info_;
+  mutable std::vector<DType> skipped_;  // wanted, not stored (stores())
+  mutable std::vector<DType> ran_;      // wanted and stored
   std::mt19937 rng_{20240601u};
 };
 
@@ -110,6 +129,21 @@ inline std::vector<const char*> test_devices() {
 #define STRATA_INSTANTIATE_ON_DEVICES(Suite)                                                    \
   INSTANTIATE_TEST_SUITE_P(Devices, Suite, ::testing::ValuesIn(::strata_test::test_devices()), \
                            ::strata_test::device_param_name)
+
+/// Skips the case, naming the device and the dtypes, unless the device
+/// stores every dtype listed (for cases that need them throughout).
+#define STRATA_NEEDS_DTYPES(...)                                             \
+  do {                                                                       \
+    std::string missing_dtypes_;                                             \
+    for (DType wanted_dtype_ : {__VA_ARGS__}) {                              \
+      if (stores(wanted_dtype_)) continue;                                   \
+      missing_dtypes_ += missing_dtypes_.empty() ? "" : ", ";                \
+      missing_dtypes_ += ::strata::dtype_name(wanted_dtype_);                \
+    }                                                                        \
+    if (!missing_dtypes_.empty()) {                                          \
+      GTEST_SKIP() << GetParam() << " does not store " << missing_dtypes_;   \
+    }                                                                        \
+  } while (0)
 
 /// SCOPED_TRACE text for a case.
 #define STRATA_TRACE(...) SCOPED_TRACE(::testing::Message() << __VA_ARGS__)

@@ -374,7 +374,7 @@ TEST_P(Random, DropoutGradientFlowsThroughTheMask) {
   EXPECT_EQ(g[0].to_vector<float>(), y.to_vector<float>());
   // Argument checks are kept; p = 0, eval mode and p = 1 draw nothing.
   EXPECT_TRUE(throws<s::ValueError>([&] { s::nn::functional::dropout(x, 1.5); }, {"dropout"}));
-  EXPECT_TRUE(throws<s::DTypeError>([&] { s::nn::functional::dropout(s::ones({2}, on(s::i32)), 0.5); },
+  EXPECT_TRUE(throws<s::DTypeError>([&] { s::nn::functional::dropout(s::ones({2}, on(s::i64)), 0.5); },
                                     {"dropout"}));
   const std::string before = s::get_rng_state().data;
   EXPECT_EQ(s::nn::functional::dropout(x, 0.0).impl(), x.impl());

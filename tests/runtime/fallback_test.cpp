@@ -4,19 +4,13 @@
 
 #include <gtest/gtest.h>
 
+#include "mini_fixture.hpp"
+
 namespace {
 
 using namespace strata;
 
-class Fallback : public ::testing::Test {
- protected:
-  void SetUp() override {
-    runtime().load_config(STRATA_TEST_CONFIG);
-    runtime().reset_fallback_stats();
-    mini = Device("mini:0");
-  }
-  Device mini;
-};
+class Fallback : public strata_test::OnMini {};
 
 TEST_F(Fallback, NativeKernelsDoNotFallBack) {
   Tensor a = full({3}, 2.0, {.device = mini});

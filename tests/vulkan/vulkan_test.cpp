@@ -8,6 +8,7 @@
 #include <gtest/gtest.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <bit>
 #include <chrono>
 #include <cmath>
@@ -315,6 +316,36 @@ Device required_vulkan() {
 
 double host_ms_since(std::chrono::steady_clock::time_point t0) {
   return std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
+}
+
+// lavapipe stores no f64: creating one on vulkan:0, moving one there or
+// casting to f64 there is a DTypeError naming the op, the device, the dtype
+// and what the device stores, and vulkan:0 carries on. (Required device.)
+TEST(VulkanDtypes, UnstoredDtypeIsADTypeErrorNamingOpDeviceAndDtype) {
+  const Device vk = required_vulkan();
+  const strata::DeviceInfo info = strata::runtime().device_info(vk);
+  ASSERT_EQ(std::find(info.dtypes.begin(), info.dtypes.end(), DType::f64), info.dtypes.end())
+      << "this lavapipe stores f64: the case needs a dtype vulkan:0 does not store";
+  std::string stored;
+  for (DType t : info.dtypes) stored += (stored.empty() ? "" : ", ") + std::string(strata::dtype_name(t));
+  auto message = [](auto&& body) -> std::string {
+    try {
+      body();
+    } catch (const strata::DTypeError& e) {
+      return e.what();
+    }
+    return "(no DTypeError)";
+  };
+  EXPECT_EQ(message([&] { (void)strata::zeros({2, 3}, {.dtype = DType::f64, .device = vk}); }),
+            "zeros: vulkan:0 cannot store f64 (it stores " + stored + ")");
+  const Tensor host = strata::full({3}, 0.25, {.dtype = DType::f64, .device = Device("cpu:0")});
+  EXPECT_EQ(message([&] { (void)host.to(vk); }), "to_device: vulkan:0 cannot store f64 (it stores " + stored + ")");
+  const Tensor x = strata::full({3}, 1.5, {.device = vk});
+  const std::string cast = message([&] { (void)strata::cast(x, DType::f64); });
+  EXPECT_NE(cast.find("cast(f32[3]) on vulkan:0: vulkan:0 cannot store f64"), std::string::npos) << cast;
+  // The inputs and the device are unharmed.
+  EXPECT_EQ(host.to_vector<double>(), (std::vector<double>{0.25, 0.25, 0.25}));
+  EXPECT_EQ((x + x).to_vector<float>(), (std::vector<float>{3, 3, 3}));
 }
 
 // DeviceTimer on vulkan:0 reads the device's timestamps (the plugin's

@@ -115,7 +115,9 @@ struct TrainingStateExtras {
 /// `extra`); they are then not among the returned tensors. SerializationError
 /// naming the path and, for a mismatch, the entry with what was expected and
 /// what was found, or the missing/unexpected names; also when the file has
-/// no optimizer state but `optimizer` is given.
+/// no optimizer state but `optimizer` is given. The file is read onto cpu:0:
+/// the model and optimizer copy their tensors to their parameters' devices,
+/// and the returned "extra." tensors are on cpu:0 (move them with to()).
 TrainingStateExtras load_training_state(const std::filesystem::path& path, nn::Module& model,
                                         nn::Optimizer* optimizer = nullptr, GradScaler* scaler = nullptr);
 

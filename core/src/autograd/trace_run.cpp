@@ -166,10 +166,13 @@ std::vector<Tensor> Graph::run(const std::vector<Tensor>& inputs) const {
     set(static_cast<int64_t>(k), t);
   }
   for (const GraphConstant& c : constants) {
+    // Converted on the host straight to the constant's dtype (its values are
+    // exact in it), so no f64 or i64 tensor is made on a device that may not
+    // store one.
     bool integral = c.dtype == DType::i32 || c.dtype == DType::i64;
-    Tensor t = integral ? from_data(std::span<const int64_t>(c.ints), c.shape, {.dtype = DType::i64, .device = device})
-                        : from_data(std::span<const double>(c.data), c.shape, {.dtype = DType::f64, .device = device});
-    set(c.value, cast(t, c.dtype));
+    const TensorOptions options{.dtype = c.dtype, .device = device};
+    set(c.value, integral ? from_data(std::span<const int64_t>(c.ints), c.shape, options)
+                          : from_data(std::span<const double>(c.data), c.shape, options));
   }
   auto value = [&values](int64_t id) -> const Tensor& {
     if (id < 0 || static_cast<size_t>(id) >= values.size() || !values[static_cast<size_t>(id)].defined()) {

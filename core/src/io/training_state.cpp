@@ -39,7 +39,10 @@ void save_training_state(const fs::path& path, const nn::Module& model, const nn
 
 TrainingStateExtras load_training_state(const fs::path& path, nn::Module& model, nn::Optimizer* optimizer,
                                         GradScaler* scaler) {
-  LoadedTensors loaded = load_tensors(path);
+  // Read onto the host, cpu:0: the model and the optimizer copy each tensor
+  // to their parameters' devices, and the scalars (an f64 lr, a scale) stay
+  // on the host, where any dtype can be stored.
+  LoadedTensors loaded = load_tensors(path, Device("cpu:0"));
   nn::NamedTensors model_state;
   nn::NamedTensors optimizer_state;
   std::vector<std::pair<std::string, Tensor>> scaler_state;

@@ -18,8 +18,12 @@ using detail::num;
 
 namespace {
 
-Tensor f64_scalar(double v) { return scalar_tensor(v, {.dtype = DType::f64}); }
-Tensor i64_scalar(int64_t v) { return scalar_tensor(static_cast<double>(v), {.dtype = DType::i64}); }
+// The state dict's scalars (lr, hyperparameters, step counts) live on the
+// host, cpu:0, as PyTorch's do: the default device may not store f64.
+Tensor f64_scalar(double v) { return scalar_tensor(v, {.dtype = DType::f64, .device = Device("cpu:0")}); }
+Tensor i64_scalar(int64_t v) {
+  return scalar_tensor(static_cast<double>(v), {.dtype = DType::i64, .device = Device("cpu:0")});
+}
 
 /// Checks that `t` (entry `key` of a state dict) is a 0-d tensor of dtype
 /// `expected`; DTypeError / ShapeError naming the entry, the expected and

@@ -96,6 +96,7 @@ Tensor Tensor::to(Device target) const {
     detail::dispatch_hooks().unsupported_in_trace("moving a tensor to another device (to)");
   }
   detail::DeviceRecord& dst = detail::device_record(target);
+  detail::check_stores(dst, dtype(), "to_device");  // before reading a byte
   std::vector<uint8_t> bytes = detail::read_bytes(*this);
   Tensor moved = detail::upload_bytes(bytes.data(), dtype(), shape(), dst, "to_device");
   if (impl()->autograd != nullptr) {
