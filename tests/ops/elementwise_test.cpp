@@ -222,7 +222,7 @@ TEST_P(Binary, MixedDtypesPromote) {
                         {s::boolean, s::i32, s::i32}, {s::f32, s::f64, s::f64}, {s::boolean, s::f32, s::f32},
                         {s::f16, s::bf16, s::f32},    {s::f16, s::f32, s::f32}, {s::i64, s::bf16, s::bf16}};
   for (const Case& c : cases) {
-    if (!stores(c.a) || !stores(c.b)) continue;
+    if (!runs(c.a) || !runs(c.b)) continue;
     STRATA_TRACE(s::dtype_name(c.a) << " + " << s::dtype_name(c.b));
     Operand a = int_operand({3, 1}, c.a, Layout::contiguous, 0, 1);
     Operand b = int_operand({4}, c.b, Layout::contiguous, -3, 3);
@@ -247,7 +247,7 @@ TEST_P(Binary, ScalarOperatorsKeepTheTensorCategory) {
   EXPECT_CLOSE(3.0 + i32.dev, map(i32.host, [](double v) { return v + 3.0; }), s::i32);
   Operand b = int_operand({4}, s::boolean, Layout::contiguous);
   EXPECT_CLOSE(b.dev + 1.0, map(b.host, [](double v) { return v + 1.0; }), s::i64);
-  if (stores(s::f64)) {
+  if (runs(s::f64)) {
     Operand d = operand({3}, s::f64);
     EXPECT_CLOSE(d.dev * 0.1, map(d.host, [](double v) { return v * 0.1; }), s::f64);
   }
