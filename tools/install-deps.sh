@@ -15,6 +15,7 @@ packages=(
   libbenchmark-dev        # bench/
   libopenblas-dev         # peer for the GEMM benchmark
   zlib1g-dev              # the examples read data/digits.csv.gz
+  libvalijson-dev         # tests: JSON Schema validation of every test configuration
   libssl-dev              # libcrypto: SHA-256 of pinned plugins (plugins.pins)
   libvulkan-dev glslc     # the Vulkan plugin: loader and the GLSL->SPIR-V compiler
   mesa-vulkan-drivers     # lavapipe, so the Vulkan tests run on a CPU-only machine

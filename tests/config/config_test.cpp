@@ -318,57 +318,79 @@ TEST(ConfigParse, LibraryDirectoryHoldsLibstrata) {
 // Errors: exact messages
 // ---------------------------------------------------------------------------
 
+// A syntax error is "<file>: line L, column C: syntax error: <reason>". File,
+// line, column (counted by Strata, in characters, at the start of the
+// offending token) and the frame are Strata's and are compared exactly; the
+// reason's wording is the JSON library's, so only what Strata does to it is
+// checked: the library's prefixes ("[json.exception...] parse error at ...")
+// and its "last read" part removed, the context moved to a closing
+// "(while parsing ...)", and Strata's own hints appended.
+::testing::AssertionResult IsSyntaxError(const std::string& msg, const std::string& where,
+                                         const std::string& token = "", const std::string& hint = "") {
+  const std::string frame = where + ": syntax error: ";
+  if (msg.rfind(frame, 0) != 0) return ::testing::AssertionFailure() << "does not start with \"" << frame << "\": " << msg;
+  std::string reason = msg.substr(frame.size());
+  for (const char* library : {"[json.exception", "parse error", "last read", "syntax error", " - "}) {
+    if (reason.find(library) != std::string::npos) {
+      return ::testing::AssertionFailure() << "the reason keeps the JSON library's \"" << library << "\": " << msg;
+    }
+  }
+  if (!hint.empty()) {
+    if (reason.size() < hint.size() || reason.compare(reason.size() - hint.size(), hint.size(), hint) != 0) {
+      return ::testing::AssertionFailure() << "does not end with Strata's hint \"" << hint << "\": " << msg;
+    }
+    reason.erase(reason.size() - hint.size());
+  }
+  const size_t context = reason.rfind(" (while parsing ");
+  if (context == std::string::npos || context == 0 || reason.back() != ')') {
+    return ::testing::AssertionFailure() << "no reason followed by \"(while parsing ...)\": " << msg;
+  }
+  if (!token.empty() && reason.find(token) == std::string::npos) {
+    return ::testing::AssertionFailure() << "the reason does not name the offending " << token << ": " << msg;
+  }
+  return ::testing::AssertionSuccess();
+}
+
 TEST(ConfigSyntax, LineAndColumnOnAMultiLineFile) {
   const std::string path = kDataDir + "/syntax_error.json";
-  EXPECT_EQ(file_error_of(path),
-            path + ": line 4, column 28: syntax error: unexpected '}'; expected string literal "
-                   "(while parsing object key)");
+  EXPECT_TRUE(IsSyntaxError(file_error_of(path), path + ": line 4, column 28", "'}'"));
 }
 
 TEST(ConfigSyntax, MissingComma) {
   // The column is where the unexpected token starts, not where it ends.
-  EXPECT_EQ(error_of("{\n  \"prefer\": [\"cpu\"]\n  \"version\": 1\n}\n"),
-            "my.json: line 3, column 3: syntax error: unexpected string literal; expected '}' "
-            "(while parsing object)");
+  EXPECT_TRUE(IsSyntaxError(error_of("{\n  \"prefer\": [\"cpu\"]\n  \"version\": 1\n}\n"), "my.json: line 3, column 3"));
 }
 
 TEST(ConfigSyntax, BadLiteral) {
-  EXPECT_EQ(error_of("{\n\t\"plugins\": {\"allow_insecure_permissions\": yes}\n}"),
-            "my.json: line 2, column 44: syntax error: invalid literal (while parsing value)");
+  EXPECT_TRUE(IsSyntaxError(error_of("{\n\t\"plugins\": {\"allow_insecure_permissions\": yes}\n}"),
+                            "my.json: line 2, column 44"));
 }
 
 TEST(ConfigSyntax, ColumnsCountCharactersNotBytes) {
   // "é" is two bytes; the column of the stray comma counts it as one.
-  EXPECT_EQ(error_of("{\"logging\": {\"level\": \"é\",}}"),
-            "my.json: line 1, column 27: syntax error: unexpected '}'; expected string literal "
-            "(while parsing object key)");
+  EXPECT_TRUE(IsSyntaxError(error_of("{\"logging\": {\"level\": \"é\",}}"), "my.json: line 1, column 27", "'}'"));
 }
 
 TEST(ConfigSyntax, NewlineInsideAString) {
-  EXPECT_EQ(error_of("{\n  \"prefer\": [\"cpu\n\"]}"),
-            "my.json: line 2, column 18: syntax error: invalid string: control character "
-            "U+000A (LF) must be escaped to \\u000A or \\n (while parsing value)");
+  EXPECT_TRUE(IsSyntaxError(error_of("{\n  \"prefer\": [\"cpu\n\"]}"), "my.json: line 2, column 18"));
 }
 
 TEST(ConfigSyntax, EndOfInput) {
-  EXPECT_EQ(error_of("{\n  \"prefer\": [\"cpu\"],\n"),
-            "my.json: line 3, column 1: syntax error: unexpected end of input; expected string "
-            "literal (while parsing object key)");
-  EXPECT_EQ(error_of(""),
-            "my.json: line 1, column 1: syntax error: unexpected end of input; expected '[', "
-            "'{', or a literal (while parsing value)");
+  EXPECT_TRUE(IsSyntaxError(error_of("{\n  \"prefer\": [\"cpu\"],\n"), "my.json: line 3, column 1"));
+  EXPECT_TRUE(IsSyntaxError(error_of(""), "my.json: line 1, column 1"));
 }
 
 TEST(ConfigSyntax, TrailingGarbage) {
-  EXPECT_EQ(error_of("{}\n{}"),
-            "my.json: line 2, column 1: syntax error: unexpected '{'; expected end of input "
-            "(while parsing value)");
+  EXPECT_TRUE(IsSyntaxError(error_of("{}\n{}"), "my.json: line 2, column 1", "'{'"));
 }
 
 TEST(ConfigSyntax, CommentsAreNotJson) {
-  EXPECT_EQ(error_of("{\n  // comment\n}"),
-            "my.json: line 2, column 3: syntax error: invalid literal; expected string literal "
-            "(while parsing object key); comments are not allowed in JSON");
+  const std::string hint = "; comments are not allowed in JSON";
+  EXPECT_TRUE(IsSyntaxError(error_of("{\n  // comment\n}"), "my.json: line 2, column 3", "", hint));
+  // The hint is Strata's: only where the bad literal starts with a slash.
+  std::string bad = error_of("{\"a\": yes}");
+  EXPECT_TRUE(IsSyntaxError(bad, "my.json: line 1, column 7"));
+  EXPECT_EQ(bad.find(hint), std::string::npos) << bad;
 }
 
 TEST(ConfigSyntax, DuplicateKey) {

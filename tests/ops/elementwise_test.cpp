@@ -222,7 +222,7 @@ TEST_P(Binary, MixedDtypesPromote) {
                         {s::boolean, s::i32, s::i32}, {s::f32, s::f64, s::f64}, {s::boolean, s::f32, s::f32},
                         {s::f16, s::bf16, s::f32},    {s::f16, s::f32, s::f32}, {s::i64, s::bf16, s::bf16}};
   for (const Case& c : cases) {
-    if (!stores(c.a) || !stores(c.b)) continue;
+    if (!runs(c.a) || !runs(c.b)) continue;
     STRATA_TRACE(s::dtype_name(c.a) << " + " << s::dtype_name(c.b));
     Operand a = int_operand({3, 1}, c.a, Layout::contiguous, 0, 1);
     Operand b = int_operand({4}, c.b, Layout::contiguous, -3, 3);
@@ -243,13 +243,13 @@ TEST_P(Binary, ScalarOperatorsKeepTheTensorCategory) {
   EXPECT_CLOSE(i.dev * 2.0, map(i.host, [](double v) { return v * 2.0; }), s::i64);
   EXPECT_CLOSE(i.dev - 1.0, map(i.host, [](double v) { return v - 1.0; }), s::i64);
   EXPECT_CLOSE(i.dev * 2.5, map(i.host, [](double v) { return v * 2.5; }), s::f32);
-  if (stores(s::i32)) {
+  if (runs(s::i32)) {
     Operand i32 = int_operand({5}, s::i32, Layout::contiguous, -9, 9);
     EXPECT_CLOSE(3.0 + i32.dev, map(i32.host, [](double v) { return v + 3.0; }), s::i32);
   }
   Operand b = int_operand({4}, s::boolean, Layout::contiguous);
   EXPECT_CLOSE(b.dev + 1.0, map(b.host, [](double v) { return v + 1.0; }), s::i64);
-  if (stores(s::f64)) {
+  if (runs(s::f64)) {
     Operand d = operand({3}, s::f64);
     EXPECT_CLOSE(d.dev * 0.1, map(d.host, [](double v) { return v * 0.1; }), s::f64);
   }
@@ -284,7 +284,7 @@ TEST_P(Binary, EqNeOnBoolAndMixedDtypes) {
                s::boolean);
   EXPECT_CLOSE(s::ne(a.dev, b.dev), zip(a.host, b.host, [](double x, double y) { return x != y ? 1.0 : 0.0; }),
                s::boolean);
-  if (stores(s::i32)) {
+  if (runs(s::i32)) {
     Operand i = int_operand({3, 4}, s::i32, Layout::contiguous, -2, 2);
     Operand f = int_operand({4}, s::f32, Layout::contiguous, -2, 2);
     EXPECT_CLOSE(s::lt(i.dev, f.dev), zip(i.host, f.host, [](double x, double y) { return x < y ? 1.0 : 0.0; }),
@@ -325,7 +325,7 @@ TEST_P(Binary, WhereBroadcastsAndPromotes) {
     }
   }
   // A numeric condition is cast to bool; a and b are promoted.
-  if (stores(s::i32)) {
+  if (runs(s::i32)) {
     Operand cond = int_operand({2, 3}, s::f32, Layout::contiguous, -1, 1);
     Operand a = int_operand({2, 3}, s::i32, Layout::contiguous, -9, 9);
     Operand b = operand({3}, s::f32);

@@ -14,6 +14,8 @@
 #include <string>
 #include <vector>
 
+#include "../common/required_devices.hpp"
+
 namespace {
 
 namespace fs = std::filesystem;
@@ -34,15 +36,7 @@ class VulkanPipelineFailure : public ::testing::Test {
     fs::remove(config);
   }
   void SetUp() override {
-    try {
-      vk_ = Device("vulkan:0");
-    } catch (const strata::DeviceError&) {
-      std::string reason = "libstrata_plugin_vulkan.so not found";
-      for (const strata::PluginInfo& p : strata::runtime().plugins()) {
-        if (p.name == "vulkan") reason = p.loaded ? "loaded without devices" : p.reason;
-      }
-      GTEST_SKIP() << "vulkan:0 not available: " << reason;
-    }
+    STRATA_ACQUIRE_DEVICE("vulkan:0", vk_);  // a failure where STRATA_REQUIRED_DEVICES lists it
   }
   Device vk_;
   Device cpu_{"cpu:0"};

@@ -22,6 +22,8 @@
 #include <string>
 #include <vector>
 
+#include "../common/required_devices.hpp"
+
 namespace {
 
 namespace fs = std::filesystem;
@@ -59,11 +61,7 @@ const auto* const kEnvironment = ::testing::AddGlobalTestEnvironment(new VulkanE
 class Vulkan : public ::testing::Test {
  protected:
   void SetUp() override {
-    try {
-      vk_ = Device("vulkan:0");
-    } catch (const strata::DeviceError&) {
-      GTEST_SKIP() << "vulkan:0 not available: " << unavailable_reason();
-    }
+    STRATA_ACQUIRE_DEVICE("vulkan:0", vk_);  // a failure where STRATA_REQUIRED_DEVICES lists it
   }
   Device vk_;
   Device cpu_{"cpu:0"};
