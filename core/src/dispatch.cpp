@@ -445,6 +445,12 @@ OpResult dispatch_untraced(OpCall& call) {
   if (call.op->prepare != nullptr) call.op->prepare(call);
   bool decomposed = false;
   OpResult result = execute(call, decomposed);
+  // A preset output (copy_'s destination) was written in place: its version
+  // moves now that the op ran, and before recording, which saves the new
+  // version. An op that failed wrote nothing, so its version stays.
+  for (int k = 0; k < call.n_outputs; ++k) {
+    if (call.preset[static_cast<size_t>(k)].defined()) bump_version(call.preset[static_cast<size_t>(k)]);
+  }
   // A decomposition's primitives were checked and recorded themselves.
   if (!decomposed && hooks.after != nullptr) hooks.after(call, result, true);
   return result;

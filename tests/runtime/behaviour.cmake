@@ -1,7 +1,8 @@
 # ABI 2.0 behaviour tests (included from tests/runtime/CMakeLists.txt): how
 # the core handles the behaviour plugins of tests/plugins/behaviour — a
 # deferred failure, a lost device, a device that is not free-threaded, a
-# kernel asking for workspace.
+# kernel asking for workspace, kernels, allocations and copies that fail on
+# demand (abi_fault_test.cpp).
 #
 # Plugin options are read once, at a plugin's init, so the two workspace
 # sizes need two processes: abi_behaviour_test (512 KiB, within wsp's 1 MiB
@@ -23,6 +24,9 @@ if(TARGET strata_behaviour_plugins)
       STRATA_TEST_BEHAVIOUR_PLUGIN_DIR="${STRATA_TEST_BEHAVIOUR_PLUGIN_DIR}")
     add_dependencies(${variant} strata_behaviour_plugins)
   endforeach()
+  # The faulty plugin's tests (exception safety under injected faults) need
+  # no options of their own: one process is enough.
+  target_sources(abi_behaviour_test PRIVATE ${CMAKE_CURRENT_LIST_DIR}/abi_fault_test.cpp)
   target_compile_definitions(abi_behaviour_test PRIVATE
     STRATA_BEHAVIOUR_CONFIG="${CMAKE_CURRENT_BINARY_DIR}/behaviour.json")
   target_compile_definitions(abi_behaviour_wsp_over_limit_test PRIVATE

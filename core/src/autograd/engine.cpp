@@ -113,10 +113,22 @@ void retain_outputs(const BackwardRequest& req, const Node& node, std::span<cons
 
 }  // namespace
 
-void accumulate_grad(AutogradMeta& meta, const Tensor& g) {
+void accumulate_grads(std::span<const std::pair<AutogradMeta*, Tensor>> grads) {
   static std::mutex mutex;
   std::lock_guard lock(mutex);
-  meta.grad = meta.grad.defined() ? add(meta.grad, g) : g;
+  // All or nothing: every sum is computed (any of which may fail: a kernel,
+  // an allocation) before the first grad() changes.
+  std::vector<std::pair<AutogradMeta*, Tensor>> totals;
+  totals.reserve(grads.size());
+  for (const auto& [meta, g] : grads) {
+    auto it = std::ranges::find_if(totals, [meta](const auto& t) { return t.first == meta; });
+    if (it == totals.end()) {
+      totals.emplace_back(meta, meta->grad.defined() ? add(meta->grad, g) : g);
+    } else {
+      it->second = add(it->second, g);
+    }
+  }
+  for (auto& [meta, total] : totals) meta->grad = std::move(total);
 }
 
 bool level_alive(uint64_t id) {
@@ -388,13 +400,25 @@ std::vector<Tensor> run_backward(const BackwardRequest& req) {
     }
   }
 
-  for (auto& [meta, g] : leaf_grads) {
-    Tensor total = g;
-    for (auto& hook : meta->hooks) {
-      Tensor replaced = hook(total);
-      if (replaced.defined()) total = replaced;
+  // backward(): the leaves' totals after their hooks, and the retained
+  // intermediates' gradients, go into grad() together once the whole pass
+  // ran — a pass that fails anywhere (a rule, a hook, a kernel, an
+  // allocation, the accumulation itself) leaves every grad() as it was.
+  if (req.accumulate_leaves) {
+    std::vector<std::pair<AutogradMeta*, Tensor>> into_grad;
+    into_grad.reserve(leaf_grads.size() + (req.retained != nullptr ? req.retained->size() : 0));
+    for (auto& [meta, g] : leaf_grads) {
+      Tensor total = g;
+      for (auto& hook : meta->hooks) {
+        Tensor replaced = hook(total);
+        if (replaced.defined()) total = replaced;
+      }
+      into_grad.emplace_back(meta, std::move(total));
     }
-    accumulate_grad(*meta, total);
+    if (req.retained != nullptr) {
+      for (auto& [meta, g] : *req.retained) into_grad.emplace_back(meta.get(), g);
+    }
+    accumulate_grads(into_grad);
   }
   for (size_t k = 0; k < results.size(); ++k) {
     if (!results[k].defined() && req.unconnected_zeros) results[k] = zeros_like(req.sources[k]);

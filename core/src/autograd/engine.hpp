@@ -4,6 +4,7 @@
 #include "nodes.hpp"
 
 #include <memory>
+#include <span>
 #include <utility>
 #include <vector>
 
@@ -14,7 +15,8 @@ struct BackwardRequest {
   std::vector<Tensor> roots;        // targets
   std::vector<Tensor> root_grads;   // their output gradients (defined, same shapes)
   std::vector<Tensor> sources;      // gradients wanted for these (may be empty)
-  bool accumulate_leaves = false;   // backward(): add into .grad of requires_grad leaves
+  bool accumulate_leaves = false;   // backward(): add into .grad of requires_grad leaves and of
+                                    // the retained intermediates, all at once when the pass ends
   bool create_graph = false;        // record the pass itself (higher order)
   bool release = false;             // free saved tensors of nodes no other live level needs
   bool unconnected_zeros = true;    // unconnected source: zeros (else DeviceError... see tape)
@@ -32,10 +34,11 @@ struct BackwardRequest {
 /// unconnected and !unconnected_zeros).
 std::vector<Tensor> run_backward(const BackwardRequest& request);
 
-/// meta.grad += g, serialised across threads: passes over a shared graph
+/// meta->grad += g for each pair, all or nothing (if a sum fails no grad()
+/// changes), serialised across threads: passes over a shared graph
 /// (backward(retain_graph) from several threads) may accumulate into the
 /// same leaf at once.
-void accumulate_grad(AutogradMeta& meta, const Tensor& g);
+void accumulate_grads(std::span<const std::pair<AutogradMeta*, Tensor>> grads);
 
 /// Whether level `id` belongs to a tape that is still alive (level 0 always).
 bool level_alive(uint64_t id);

@@ -9,8 +9,6 @@
 #include <strata/error.hpp>
 #include <strata/ops.hpp>
 
-#include <optional>
-
 namespace strata {
 
 using detail::autograd_state;
@@ -229,12 +227,9 @@ void Tensor::backward(const Tensor& gradient, BackwardOptions options) const {
   std::vector<std::pair<std::shared_ptr<detail::AutogradMeta>, Tensor>> retained;
   req.retention = options.retention;
   req.retained = &retained;
+  // Retained intermediates accumulate like leaves, with them, when the pass
+  // ends (recorded only under create_graph, as the pass itself was).
   detail::run_backward(req);
-  // Retained intermediates accumulate like leaves (recorded only under
-  // create_graph, as the pass itself was).
-  std::optional<NoGradGuard> no_grad;
-  if (!options.create_graph) no_grad.emplace();
-  for (auto& [m, g] : retained) detail::accumulate_grad(*m, g);
 }
 
 namespace {

@@ -71,8 +71,7 @@ void Tensor::copy_(const Tensor& src) {
   call.inputs[0] = value;
   call.inputs[1] = Tensor();
   call.preset[0] = *this;
-  detail::bump_version(*this);  // before recording, which saves the new version
-  detail::dispatch_call(call);
+  detail::dispatch_call(call);  // bumps this tensor's version once the copy ran
 }
 
 // --- to_device: a move between devices through the host (no kernel) ---------

@@ -204,6 +204,10 @@ strata_status bp_get_kernels(strata_device_args* args) {
 strata_status bp_alloc(strata_alloc_args* args) {
   uint64_t in_use, peak;
   strata_status st = BP_CALL_OK(args, STRATA_ALLOC_ARGS_MIN_SIZE, "alloc");
+  if (st == STRATA_OK && bp_plugin.before_alloc != NULL) {
+    st = bp_plugin.before_alloc(args);
+    if (st != STRATA_OK) return st;
+  }
   if (st == STRATA_OK) st = tpc_alloc(args, BP_MAGIC, bp_name());
   if (st == STRATA_ERROR_OUT_OF_MEMORY) {
     return tpc_fail(args->error, STRATA_ERROR_OUT_OF_MEMORY, "%s:0: cannot allocate %zu bytes", bp_name(), args->bytes);
@@ -225,6 +229,7 @@ void bp_free(strata_alloc_args* args) {
 
 strata_status bp_copy(strata_copy_args* args) {
   strata_status st = BP_CALL_OK(args, STRATA_COPY_ARGS_MIN_SIZE, "copy");
+  if (st == STRATA_OK && bp_plugin.before_copy != NULL) st = bp_plugin.before_copy(args);
   if (st != STRATA_OK) return st;
   /* Synchronous (STRATA_COPY_ASYNC may complete at once). A synchronous
    * copy to the host is a synchronisation point: a deferred failure is

@@ -1,10 +1,11 @@
 /* behaviour_common.h — what the ABI 2.0 behaviour test plugins share.
  *
- * The behaviour plugins (asyncfail, lostdev, serial, wsp) each act out one
- * rule of strata_plugin.h that a healthy backend never shows: a failure
- * reported at the next synchronisation (section 2), a lost device (section
- * 2), a device that is not free-threaded (section 3), a kernel asking for
- * workspace (sections 4 and 5). Everything else about them is the same small
+ * The behaviour plugins (asyncfail, lostdev, serial, wsp, asynccopy,
+ * faulty) each act out one rule of strata_plugin.h that a healthy backend
+ * never shows: a failure reported at the next synchronisation (section 2),
+ * a lost device (section 2), a device that is not free-threaded (section
+ * 3), a kernel asking for workspace (sections 4 and 5), copies that
+ * complete later, kernels, allocations and copies that fail on demand. Everything else about them is the same small
  * accelerator, written once here (behaviour_common.c, on top of the test
  * plugins' common code, ../common/test_plugin_common.h) and compiled into
  * each:
@@ -66,6 +67,10 @@ typedef struct bp_plugin_desc {
   /* At each synchronisation point (stream_synchronize, event_synchronize,
    * a synchronous device-to-host copy): a deferred failure, if any. */
   strata_status (*sync_point)(strata_error* error);
+  /* After alloc's and copy's own checks, before they do anything: a non-OK
+   * status (with its message in args->error) fails that call. */
+  strata_status (*before_alloc)(strata_alloc_args* args);
+  strata_status (*before_copy)(strata_copy_args* args);
 } bp_plugin_desc;
 
 /* `.kernels` and `.n_kernels` of a bp_plugin_desc from an array. */
