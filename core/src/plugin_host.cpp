@@ -183,7 +183,7 @@ void plugin_prepare(OpCall& call) {
   args.user_data = po.user_data;
   args.error = &err;
   if (strata_status st = po.infer(&args); st != STRATA_OK) {
-    throw ValueError(call.describe() + ": " + (err.message[0] != '\0' ? err.message : "the shape rule failed"));
+    throw ValueError(call.describe() + ": " + (err.message[0] != '\0' ? message_text(err) : "the shape rule failed"));
   }
   for (int k = 0; k < call.n_outputs; ++k) {
     const strata_tensor_meta& m = out_meta[static_cast<size_t>(k)];
