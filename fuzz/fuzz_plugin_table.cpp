@@ -88,7 +88,7 @@ strata_status device_props_stub(strata_device_args* a) {
   strata_device_props* p = a->props;
   const size_t capacity = std::min(p->struct_size, sizeof(strata_device_props));
   std::vector<uint8_t> bytes = g_in->ConsumeBytes<uint8_t>(capacity);
-  std::memcpy(p, bytes.data(), bytes.size());
+  if (!bytes.empty()) std::memcpy(p, bytes.data(), bytes.size());
   if (g_in->ConsumeBool()) {
     p->struct_size = g_in->ConsumeBool() ? sizeof(strata_device_props) : STRATA_DEVICE_PROPS_MIN_SIZE;
   }
