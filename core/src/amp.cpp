@@ -290,8 +290,9 @@ void GradScaler::check_state_dict(const std::vector<std::pair<std::string, Tenso
   const std::string owner = "GradScaler::load_state_dict: ";
   std::map<std::string, const Tensor*> given;
   for (const auto& [name, t] : state) {
+    // An init-capture: clang 14 (the fuzz preset) cannot capture a structured binding.
     auto known = std::find_if(std::begin(kScalerEntries), std::end(kScalerEntries),
-                              [&](const auto& e) { return name == e.first; });
+                              [&name = name](const auto& e) { return name == e.first; });
     if (known == std::end(kScalerEntries)) {
       throw ValueError(owner + "unexpected entry '" + key_prefix + name +
                        "' (expected scale, growth_tracker, skipped_steps)");

@@ -15,6 +15,7 @@
 #include <strata/plugin/strata_plugin.h>
 
 #include <atomic>
+#include <cstring>
 #include <cstdint>
 #include <memory>
 #include <mutex>
@@ -172,9 +173,19 @@ inline strata_error fresh_error() {
   return err;
 }
 
+/// The message a plugin wrote into `error`, read within the buffer: the ABI
+/// does not promise a terminating NUL, and a plugin that fills all
+/// STRATA_ERROR_MESSAGE_CAPACITY bytes must not make the host read past them
+/// (found by fuzz_plugin_table). Every read of a plugin's message goes
+/// through here.
+inline std::string message_text(const strata_error& error) {
+  return std::string(error.message, ::strnlen(error.message, sizeof(error.message)));
+}
+
 /// The plugin's message, or "status N" when it wrote none.
 inline std::string message_of(strata_status status, const strata_error& error) {
-  return error.message[0] != '\0' ? std::string(error.message) : "status " + std::to_string(status);
+  std::string text = message_text(error);
+  return !text.empty() ? text : "status " + std::to_string(status);
 }
 
 /// The DTypeError for a tensor of `dtype` on `device`, which does not store

@@ -405,11 +405,12 @@ OpResult execute(OpCall& call, bool& decomposed) {
     err.message[0] = '\0';
     strata_status status = run_kernel(dev, *kernel, call, results, err);
     if (status == STRATA_OK) return results;
-    if (status == STRATA_ERROR_INVALID_ARGUMENT) throw ValueError(call.describe() + ": " + err.message);
-    if (status == STRATA_ERROR_OUT_OF_MEMORY) throw OutOfMemoryError(call.describe() + ": " + err.message);
+    const std::string message = message_text(err);
+    if (status == STRATA_ERROR_INVALID_ARGUMENT) throw ValueError(call.describe() + ": " + message);
+    if (status == STRATA_ERROR_OUT_OF_MEMORY) throw OutOfMemoryError(call.describe() + ": " + message);
     if (status == STRATA_ERROR_DEVICE_LOST || status == STRATA_ERROR_DEFERRED) dev.check(status, err, call.describe());
-    if (status != STRATA_ERROR_UNSUPPORTED) throw DeviceError(call.describe() + ": kernel failed: " + err.message);
-    reason = std::string("the kernel declined the call (") + err.message + ")";
+    if (status != STRATA_ERROR_UNSUPPORTED) throw DeviceError(call.describe() + ": kernel failed: " + message);
+    reason = "the kernel declined the call (" + message + ")";
   } else {
     reason = "no kernel for signature " + call_signature(call);
   }

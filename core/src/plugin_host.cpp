@@ -183,7 +183,7 @@ void plugin_prepare(OpCall& call) {
   args.user_data = po.user_data;
   args.error = &err;
   if (strata_status st = po.infer(&args); st != STRATA_OK) {
-    throw ValueError(call.describe() + ": " + (err.message[0] != '\0' ? err.message : "the shape rule failed"));
+    throw ValueError(call.describe() + ": " + (err.message[0] != '\0' ? message_text(err) : "the shape rule failed"));
   }
   for (int k = 0; k < call.n_outputs; ++k) {
     const strata_tensor_meta& m = out_meta[static_cast<size_t>(k)];
@@ -377,8 +377,11 @@ strata_status host_register_op(const strata_op_schema* schema, strata_error* err
                     std::to_string(kMaxOutputs) + " supported)");
     }
     if (schema->infer == nullptr) return refuse(name + ": no shape rule (infer)");
-    auto po = std::make_unique<PluginOp>(name, plugin, std::vector<AttrSpec>{}, schema->infer, schema->vjp,
-                                         schema->jvp, schema->user_data, schema->doc != nullptr ? schema->doc : "");
+    // Braces, not make_unique's parentheses: clang 14 (the fuzz preset) lacks
+    // C++20's parenthesised aggregate initialisation.
+    auto po = std::unique_ptr<PluginOp>(new PluginOp{name, plugin, std::vector<AttrSpec>{}, schema->infer, schema->vjp,
+                                                     schema->jvp, schema->user_data,
+                                                     schema->doc != nullptr ? schema->doc : ""});
     if (schema->n_attrs < 0 || (schema->n_attrs > 0 && schema->attrs == nullptr)) {
       return refuse(name + ": bad attribute schema array");
     }

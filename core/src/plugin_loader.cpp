@@ -125,6 +125,63 @@ std::vector<Candidate> discover_plugins(const std::vector<std::string>& paths) {
   return found;
 }
 
+std::string validate_table(const strata_plugin_api* api, PluginInfo& info) {
+  if (api == nullptr) return "the entry point returned no table (the plugin declined this Strata version)";
+  // struct_size, abi_major and abi_minor sit at the same place in every
+  // version's table, so a plugin of another major is named correctly.
+  if (api->struct_size < STRATA_SIZE_UP_TO(strata_plugin_api, abi_minor)) {
+    return "plugin table too small (struct_size " + std::to_string(api->struct_size) + ")";
+  }
+  info.abi = std::to_string(api->abi_major) + "." + std::to_string(api->abi_minor);
+  if (api->abi_major != STRATA_ABI_MAJOR) {
+    return "ABI major mismatch: plugin built for ABI " + info.abi + ", this Strata speaks ABI " +
+           std::to_string(STRATA_ABI_MAJOR) + "." + std::to_string(STRATA_ABI_MINOR);
+  }
+  if (api->struct_size < STRATA_PLUGIN_API_MIN_SIZE) {
+    return "plugin table too small for ABI " + info.abi + " (struct_size " + std::to_string(api->struct_size) +
+           ", need at least " + std::to_string(STRATA_PLUGIN_API_MIN_SIZE) + ")";
+  }
+  if (api->min_host_minor > STRATA_ABI_MINOR) {
+    return "the plugin needs a Strata core of ABI " + std::to_string(STRATA_ABI_MAJOR) + "." +
+           std::to_string(api->min_host_minor) + " or later; this one speaks " + std::to_string(STRATA_ABI_MAJOR) +
+           "." + std::to_string(STRATA_ABI_MINOR);
+  }
+  struct Required {
+    const void* fn;
+    const char* name;
+  };
+  for (Required r : {Required{reinterpret_cast<const void*>(api->probe), "probe"},
+                     {reinterpret_cast<const void*>(api->init), "init"},
+                     {reinterpret_cast<const void*>(api->device_props), "device_props"},
+                     {reinterpret_cast<const void*>(api->get_kernels), "get_kernels"},
+                     {reinterpret_cast<const void*>(api->alloc), "alloc"},
+                     {reinterpret_cast<const void*>(api->free), "free"},
+                     {reinterpret_cast<const void*>(api->copy), "copy"}}) {
+    if (r.fn == nullptr) return std::string("plugin table lacks the required function \"") + r.name + "\"";
+  }
+  if (api->name == nullptr || *api->name == '\0') return "plugin table has no name";
+  info.name = api->name;
+  info.vendor = api->vendor != nullptr ? api->vendor : "";
+  info.version = api->version != nullptr ? api->version : "";
+  return {};
+}
+
+std::string run_probe(const strata_plugin_api* api, const std::string& options_json, PluginInfo& info) {
+  strata_error err = fresh_error();
+  strata_probe_args probe{};
+  probe.struct_size = sizeof(probe);
+  probe.options_json = options_json.c_str();
+  probe.error = &err;
+  strata_status st = api->probe(&probe);
+  if (st != STRATA_OK) return "probe failed: " + message_of(st, err);
+  if (probe.score <= 0) {
+    return "probe: score " + std::to_string(probe.score) + ": the plugin cannot run here" +
+           (err.message[0] != '\0' ? " (" + message_text(err) + ")" : "");
+  }
+  info.score = probe.score;
+  return {};
+}
+
 std::unique_ptr<Manifest> read_manifest(const Candidate& candidate, const Config& config, PluginInfo& info) {
   info.path = candidate.path;
   info.name = candidate.name;
@@ -186,65 +243,17 @@ std::unique_ptr<Manifest> read_manifest(const Candidate& candidate, const Config
   }
   auto entry = library->get<const strata_plugin_api*(uint32_t, uint32_t)>(STRATA_PLUGIN_ENTRY_SYMBOL);
   const strata_plugin_api* api = entry(STRATA_ABI_MAJOR, STRATA_ABI_MINOR);
-  if (api == nullptr) return refuse("the entry point returned no table (the plugin declined this Strata version)");
-  // struct_size, abi_major and abi_minor sit at the same place in every
-  // version's table, so a plugin of another major is named correctly.
-  if (api->struct_size < STRATA_SIZE_UP_TO(strata_plugin_api, abi_minor)) {
-    return refuse("plugin table too small (struct_size " + std::to_string(api->struct_size) + ")");
-  }
-  info.abi = std::to_string(api->abi_major) + "." + std::to_string(api->abi_minor);
-  if (api->abi_major != STRATA_ABI_MAJOR) {
-    return refuse("ABI major mismatch: plugin built for ABI " + info.abi + ", this Strata speaks ABI " +
-                  std::to_string(STRATA_ABI_MAJOR) + "." + std::to_string(STRATA_ABI_MINOR));
-  }
-  if (api->struct_size < STRATA_PLUGIN_API_MIN_SIZE) {
-    return refuse("plugin table too small for ABI " + info.abi + " (struct_size " + std::to_string(api->struct_size) +
-                  ", need at least " + std::to_string(STRATA_PLUGIN_API_MIN_SIZE) + ")");
-  }
-  if (api->min_host_minor > STRATA_ABI_MINOR) {
-    return refuse("the plugin needs a Strata core of ABI " + std::to_string(STRATA_ABI_MAJOR) + "." +
-                  std::to_string(api->min_host_minor) + " or later; this one speaks " +
-                  std::to_string(STRATA_ABI_MAJOR) + "." + std::to_string(STRATA_ABI_MINOR));
-  }
-  struct Required {
-    const void* fn;
-    const char* name;
-  };
-  for (Required r : {Required{reinterpret_cast<const void*>(api->probe), "probe"},
-                     {reinterpret_cast<const void*>(api->init), "init"},
-                     {reinterpret_cast<const void*>(api->device_props), "device_props"},
-                     {reinterpret_cast<const void*>(api->get_kernels), "get_kernels"},
-                     {reinterpret_cast<const void*>(api->alloc), "alloc"},
-                     {reinterpret_cast<const void*>(api->free), "free"},
-                     {reinterpret_cast<const void*>(api->copy), "copy"}}) {
-    if (r.fn == nullptr) return refuse(std::string("plugin table lacks the required function \"") + r.name + "\"");
-  }
-  if (api->name == nullptr || *api->name == '\0') return refuse("plugin table has no name");
-  info.name = api->name;
-  info.vendor = api->vendor != nullptr ? api->vendor : "";
-  info.version = api->version != nullptr ? api->version : "";
+  if (std::string why = validate_table(api, info); !why.empty()) return refuse(why);
   if (!candidate.name.empty() && candidate.name != info.name) {
     logger("plugin")->warn("{}: file name says plugin \"{}\" but its table says \"{}\"", candidate.path,
                            candidate.name, info.name);
   }
-
-  strata_error err = fresh_error();
-  strata_probe_args probe{};
-  probe.struct_size = sizeof(probe);
-  std::string options = options_for(info.name, config);
-  probe.options_json = options.c_str();
-  probe.error = &err;
-  strata_status st = api->probe(&probe);
-  if (st != STRATA_OK) return refuse("probe failed: " + message_of(st, err));
-  if (probe.score <= 0) {
-    return refuse("probe: score " + std::to_string(probe.score) + ": the plugin cannot run here" +
-                  (err.message[0] != '\0' ? std::string(" (") + err.message + ")" : ""));
-  }
-  info.score = probe.score;
+  if (std::string why = run_probe(api, options_for(info.name, config), info); !why.empty()) return refuse(why);
+  const int score = info.score;
   auto manifest = std::make_unique<Manifest>();
   manifest->candidate = candidate;
   manifest->api = api;
-  manifest->probe_score = probe.score;
+  manifest->probe_score = score;
   manifest->library = library.release();  // never unloaded (docs/architecture.md, "Device manager")
   return manifest;
 }
@@ -364,7 +373,9 @@ std::string open_device(DeviceRecord& device, std::vector<std::string>& warnings
       sa.state = plugin.state;
       sa.device = device.index;
       sa.error = &err;
-      if (api->stream_create(&sa) != STRATA_OK) return std::string("stream_create failed: ") + err.message;
+      if (strata_status st = api->stream_create(&sa); st != STRATA_OK) {
+        return "stream_create failed: " + message_of(st, err);
+      }
       device.stream = sa.stream;
       device.has_streams = true;
     }

@@ -41,6 +41,18 @@ std::vector<Candidate> discover_plugins(const std::vector<std::string>& paths);
 /// plugin. Fills info.name/vendor/version/abi/score.
 std::unique_ptr<Manifest> read_manifest(const Candidate& candidate, const Config& config, PluginInfo& info);
 
+/// The checks of a plugin's table against the ABI that need no call into
+/// it: size, ABI major and minor, required functions, name. Returns an
+/// empty string and fills info.abi/name/vendor/version, or the reason for
+/// refusal (never throws). read_manifest() runs it on the table the entry
+/// point returned; the fuzzer fuzz_plugin_table runs it on tables it builds.
+std::string validate_table(const strata_plugin_api* api, PluginInfo& info);
+
+/// Calls the table's `probe` (the table passed validate_table()) with
+/// `options_json`. Returns an empty string and sets info.score, or the
+/// reason for refusal.
+std::string run_probe(const strata_plugin_api* api, const std::string& options_json, PluginInfo& info);
+
 /// Runs `init`. Returns nullptr (and info.reason) when init fails or the
 /// initialised plugin is refused; such a plugin has been shut down already.
 std::unique_ptr<LoadedPlugin> init_plugin(const Manifest& manifest, const Config& config, PluginInfo& info);

@@ -1,0 +1,111 @@
+// The loader's checks of a plugin table, run on in-memory tables (core/src
+// internals, as fuzz_plugin_table drives them): regressions of what the
+// fuzzer found, each with the input it took written out.
+#include "device_record.hpp"
+#include "plugin_loader.hpp"
+
+#include <strata/runtime.hpp>
+
+#include <gtest/gtest.h>
+
+#include <cstring>
+#include <string>
+#include <vector>
+
+namespace {
+
+using strata::detail::DeviceRecord;
+using strata::detail::LoadedPlugin;
+
+/// Fills the whole message buffer and leaves no terminating NUL: the ABI
+/// does not promise one.
+void fill_message(strata_error* err) { std::memset(err->message, 'x', sizeof(err->message)); }
+const std::string kFullMessage(STRATA_ERROR_MESSAGE_CAPACITY, 'x');
+
+strata_status probe_fails(strata_probe_args* a) {
+  fill_message(a->error);
+  return STRATA_ERROR_INTERNAL;
+}
+strata_status probe_scores_zero(strata_probe_args* a) {
+  a->score = 0;
+  fill_message(a->error);
+  return STRATA_OK;
+}
+strata_status probe_ok(strata_probe_args* a) {
+  a->score = 50;
+  return STRATA_OK;
+}
+strata_status init_ok(strata_init_args*) { return STRATA_OK; }
+strata_status device_props_fails(strata_device_args* a) {
+  fill_message(a->error);
+  return STRATA_ERROR_NO_DEVICE;
+}
+strata_status no_kernels(strata_device_args* a) {
+  a->n_entries = 0;
+  return STRATA_OK;
+}
+strata_status alloc_fails(strata_alloc_args*) { return STRATA_ERROR_OUT_OF_MEMORY; }
+void free_nothing(strata_alloc_args*) {}
+strata_status copy_fails(strata_copy_args*) { return STRATA_ERROR_INTERNAL; }
+
+strata_plugin_api table(strata_status (*probe)(strata_probe_args*)) {
+  strata_plugin_api api{};
+  api.struct_size = sizeof(api);
+  api.abi_major = STRATA_ABI_MAJOR;
+  api.abi_minor = STRATA_ABI_MINOR;
+  api.name = "unterminated";
+  api.probe = probe;
+  api.init = init_ok;
+  api.device_props = device_props_fails;
+  api.get_kernels = no_kernels;
+  api.alloc = alloc_fails;
+  api.free = free_nothing;
+  api.copy = copy_fails;
+  return api;
+}
+
+// fuzz/corpus/fuzz_plugin_table/crash-unterminated-probe-message.bin: a probe
+// that fills all 512 bytes of its message made the loader read past them
+// (ASan: stack-buffer-overflow in run_probe).
+TEST(PluginTable, ProbeMessageWithoutTerminatorIsReadWithinItsBuffer) {
+  strata_plugin_api api = table(probe_fails);
+  strata::PluginInfo info;
+  ASSERT_EQ(strata::detail::validate_table(&api, info), "");
+  EXPECT_EQ(strata::detail::run_probe(&api, "{}", info), "probe failed: " + kFullMessage);
+
+  api = table(probe_scores_zero);
+  EXPECT_EQ(strata::detail::run_probe(&api, "{}", info),
+            "probe: score 0: the plugin cannot run here (" + kFullMessage + ")");
+}
+
+TEST(PluginTable, DevicePropsMessageWithoutTerminatorIsReadWithinItsBuffer) {
+  strata_plugin_api api = table(probe_ok);
+  LoadedPlugin plugin;
+  plugin.name = "unterminated";
+  plugin.api = &api;
+  plugin.device_count = 1;
+  DeviceRecord device(plugin, 0, 60);
+  device.id = "unterminated:0";
+  std::vector<std::string> warnings;
+  EXPECT_EQ(strata::detail::open_device(device, warnings), "device_props failed: " + kFullMessage);
+}
+
+TEST(PluginTable, ValidateTableNamesWhatIsWrong) {
+  strata::PluginInfo info;
+  EXPECT_EQ(strata::detail::validate_table(nullptr, info),
+            "the entry point returned no table (the plugin declined this Strata version)");
+  strata_plugin_api api = table(probe_ok);
+  api.copy = nullptr;
+  EXPECT_EQ(strata::detail::validate_table(&api, info), "plugin table lacks the required function \"copy\"");
+  api = table(probe_ok);
+  api.name = "";
+  EXPECT_EQ(strata::detail::validate_table(&api, info), "plugin table has no name");
+  api = table(probe_ok);
+  api.vendor = "ACME";
+  ASSERT_EQ(strata::detail::validate_table(&api, info), "");
+  EXPECT_EQ(info.name, "unterminated");
+  EXPECT_EQ(info.vendor, "ACME");
+  EXPECT_EQ(info.abi, std::to_string(STRATA_ABI_MAJOR) + "." + std::to_string(STRATA_ABI_MINOR));
+}
+
+}  // namespace
