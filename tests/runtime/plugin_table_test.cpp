@@ -44,6 +44,29 @@ strata_status no_kernels(strata_device_args* a) {
   a->n_entries = 0;
   return STRATA_OK;
 }
+strata_status props_ok(strata_device_args* a) {
+  a->props->struct_size = STRATA_DEVICE_PROPS_MIN_SIZE;
+  std::strcpy(a->props->name, "table test device");
+  a->props->type = STRATA_DEVICE_ACCELERATOR;
+  a->props->dtype_mask = STRATA_DTYPE_BIT(STRATA_F32);
+  return STRATA_OK;
+}
+/// The probe's bug report: a count with no array.
+strata_status kernels_count_without_array(strata_device_args* a) {
+  a->n_entries = 5;
+  a->entries = nullptr;
+  return STRATA_OK;
+}
+/// An array whose middle pointer is NULL: that entry is refused, the others kept.
+const strata_kernel_entry* const* entries_with_a_hole() {
+  static const strata_kernel_entry* const array[] = {nullptr};
+  return array;
+}
+strata_status kernels_with_a_hole(strata_device_args* a) {
+  a->n_entries = 1;
+  a->entries = entries_with_a_hole();
+  return STRATA_OK;
+}
 strata_status alloc_fails(strata_alloc_args*) { return STRATA_ERROR_OUT_OF_MEMORY; }
 void free_nothing(strata_alloc_args*) {}
 strata_status copy_fails(strata_copy_args*) { return STRATA_ERROR_INTERNAL; }
@@ -106,6 +129,29 @@ TEST(PluginTable, ValidateTableNamesWhatIsWrong) {
   EXPECT_EQ(info.name, "unterminated");
   EXPECT_EQ(info.vendor, "ACME");
   EXPECT_EQ(info.abi, std::to_string(STRATA_ABI_MAJOR) + "." + std::to_string(STRATA_ABI_MINOR));
+}
+
+// A get_kernels that reports entries but no array (the probe's bug 6): the
+// device is refused with the reason, nothing is read through the NULL.
+TEST(PluginTable, KernelCountWithoutAnArrayRefusesTheDevice) {
+  strata_plugin_api api = table(probe_ok);
+  api.device_props = props_ok;
+  api.get_kernels = kernels_count_without_array;
+  LoadedPlugin plugin;
+  plugin.name = "unterminated";
+  plugin.api = &api;
+  plugin.device_count = 1;
+  DeviceRecord device(plugin, 0, 61);
+  device.id = "unterminated:0";
+  std::vector<std::string> warnings;
+  EXPECT_EQ(strata::detail::open_device(device, warnings), "get_kernels returned 5 entries and no array");
+
+  api.get_kernels = kernels_with_a_hole;
+  DeviceRecord again(plugin, 0, 62);
+  again.id = "unterminated:0";
+  EXPECT_EQ(strata::detail::open_device(again, warnings), "");
+  ASSERT_EQ(warnings.size(), 1u);
+  EXPECT_EQ(warnings[0], "unterminated:0: kernel entry 0: null pointer");
 }
 
 }  // namespace
