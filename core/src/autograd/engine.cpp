@@ -121,7 +121,7 @@ void accumulate_grads(std::span<const std::pair<AutogradMeta*, Tensor>> grads) {
   std::vector<std::pair<AutogradMeta*, Tensor>> totals;
   totals.reserve(grads.size());
   for (const auto& [meta, g] : grads) {
-    auto it = std::ranges::find_if(totals, [meta](const auto& t) { return t.first == meta; });
+    auto it = std::ranges::find_if(totals, [m = meta](const auto& t) { return t.first == m; });
     if (it == totals.end()) {
       totals.emplace_back(meta, meta->grad.defined() ? add(meta->grad, g) : g);
     } else {
