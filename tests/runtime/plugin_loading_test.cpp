@@ -22,7 +22,18 @@ class PluginLoading : public ::testing::Test {
     // The nodevices plugin writes this file from its shutdown (ZeroDevicesIsRefused).
     fs::remove(shutdown_marker());
     ::setenv("STRATA_TEST_SHUTDOWN_MARKER", shutdown_marker().c_str(), 1);
+    // A probe cache of this process alone: with the shared one, another run
+    // (or an earlier case, each case being its own process under CTest) has
+    // already probed nodevices, and its child probe would not run again.
+    const fs::path cache = fs::temp_directory_path() / ("strata_probe_cache_" + std::to_string(::getpid()));
+    fs::remove_all(cache);
+    ::setenv("STRATA_CACHE_DIR", cache.c_str(), 1);
     runtime().load_config(STRATA_TEST_CONFIG);
+  }
+
+  static void TearDownTestSuite() {
+    if (const char* cache = std::getenv("STRATA_CACHE_DIR")) fs::remove_all(cache);
+    ::unsetenv("STRATA_CACHE_DIR");
   }
 
   static std::string shutdown_marker() {
