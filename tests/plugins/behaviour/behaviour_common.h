@@ -66,6 +66,12 @@ typedef struct bp_plugin_desc {
   /* At each synchronisation point (stream_synchronize, event_synchronize,
    * a synchronous device-to-host copy): a deferred failure, if any. */
   strata_status (*sync_point)(strata_error* error);
+  /* Non-zero: the common code tracks the live buffers and shutdown releases
+   * the ones still held. The host frees nothing on a lost device (it calls
+   * only shutdown, strata_plugin.h section 2), so a plugin whose device can
+   * be lost sets it; the others leave it 0, so that a buffer the host forgot
+   * to free still shows as a leak. */
+  int release_at_shutdown;
 } bp_plugin_desc;
 
 /* `.kernels` and `.n_kernels` of a bp_plugin_desc from an array. */
