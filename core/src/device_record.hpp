@@ -34,7 +34,7 @@ struct LoadedPlugin {
   int score = 0;
   const strata_plugin_api* api = nullptr;
   strata_plugin_state state = nullptr;
-  void* library = nullptr;  // boost::dll::shared_library*, intentionally leaked
+  void* library = nullptr;  // boost::dll::shared_library*, kept open for good (plugin_loader.cpp, keep_loaded)
   bool active = false;      // serves devices (false: refused after init)
   int32_t device_count = 0;
   std::vector<std::string> extensions_seen;  // "strata.native_handles v1"

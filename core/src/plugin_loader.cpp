@@ -21,7 +21,10 @@
 #include <cerrno>
 #include <cstddef>
 #include <filesystem>
+#include <memory>
+#include <mutex>
 #include <system_error>
+#include <vector>
 
 namespace strata::detail {
 
@@ -124,6 +127,24 @@ std::vector<Candidate> discover_plugins(const std::vector<std::string>& paths) {
   }
   return found;
 }
+
+namespace {
+
+/// Keeps a plugin's library open for the life of the process (plugins are
+/// never unloaded: docs/architecture.md, "Device manager") in a registry
+/// that is itself never destroyed, so nothing closes them at exit. Every
+/// handle stays reachable from here: released into a Manifest alone, the
+/// handle of a plugin refused or superseded after this point was lost (a
+/// leak LeakSanitizer reported).
+void* keep_loaded(std::unique_ptr<boost::dll::shared_library> library) {
+  static std::mutex mutex;
+  static auto* kept = new std::vector<std::unique_ptr<boost::dll::shared_library>>();
+  std::lock_guard lock(mutex);
+  kept->push_back(std::move(library));
+  return kept->back().get();
+}
+
+}  // namespace
 
 std::string validate_table(const strata_plugin_api* api, PluginInfo& info) {
   if (api == nullptr) return "the entry point returned no table (the plugin declined this Strata version)";
@@ -254,7 +275,7 @@ std::unique_ptr<Manifest> read_manifest(const Candidate& candidate, const Config
   manifest->candidate = candidate;
   manifest->api = api;
   manifest->probe_score = score;
-  manifest->library = library.release();  // never unloaded (docs/architecture.md, "Device manager")
+  manifest->library = keep_loaded(std::move(library));
   return manifest;
 }
 

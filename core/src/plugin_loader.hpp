@@ -25,7 +25,7 @@ struct Candidate {
 struct Manifest {
   Candidate candidate;
   const strata_plugin_api* api = nullptr;
-  void* library = nullptr;  // boost::dll::shared_library*, never unloaded
+  void* library = nullptr;  // boost::dll::shared_library*, kept open for good (keep_loaded)
   int probe_score = 0;
 };
 

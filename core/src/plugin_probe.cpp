@@ -16,6 +16,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <array>
 #include <cerrno>
 #include <chrono>
@@ -144,6 +145,46 @@ struct ChildRun {
   double ms = 0;
 };
 
+/// The child's environment: ours, with every sanitizer told to leave SIGSEGV, SIGBUS, SIGFPE and
+/// SIGABRT alone. A sanitized build (asan/ubsan/tsan presets) would otherwise catch a plugin's crash,
+/// print its report and exit with its own exit code, and the parent could not tell a crash from an
+/// exit; with these the child dies by the signal, as an uninstrumented one does. Later flags win in
+/// a sanitizer's option string, so they are appended to whatever the user set.
+std::vector<std::string> child_environment() {
+  static constexpr std::array<const char*, 3> kSanitizers{"ASAN_OPTIONS", "UBSAN_OPTIONS", "TSAN_OPTIONS"};
+  static constexpr const char* kKeepSignals = "handle_segv=0:handle_sigbus=0:handle_sigfpe=0:handle_abort=0";
+  std::vector<std::string> env;
+  std::array<bool, kSanitizers.size()> seen{};
+  for (char** e = environ; e != nullptr && *e != nullptr; ++e) {
+    std::string entry = *e;
+    for (size_t k = 0; k < kSanitizers.size(); ++k) {
+      const std::string prefix = std::string(kSanitizers[k]) + "=";
+      if (!entry.starts_with(prefix)) continue;
+      seen[k] = true;
+      entry += entry.size() > prefix.size() ? std::string(":") + kKeepSignals : kKeepSignals;
+    }
+    env.push_back(std::move(entry));
+  }
+  for (size_t k = 0; k < kSanitizers.size(); ++k) {
+    if (!seen[k]) env.push_back(std::string(kSanitizers[k]) + "=" + kKeepSignals);
+  }
+  return env;
+}
+
+/// A sanitizer's report in the child's stderr ("==123==ERROR: AddressSanitizer: ...", "...: runtime
+/// error: ...", "WARNING: ThreadSanitizer: ..."): its first line, or "" when there is none.
+std::string sanitizer_report(const std::string& err) {
+  static constexpr std::array<const char*, 4> kMarks{"ERROR: AddressSanitizer", "ERROR: LeakSanitizer",
+                                                     "WARNING: ThreadSanitizer", ": runtime error: "};
+  size_t at = std::string::npos;
+  for (const char* mark : kMarks) at = std::min(at, err.find(mark));
+  if (at == std::string::npos) return {};
+  const size_t begin = err.rfind('\n', at);
+  const size_t from = begin == std::string::npos ? 0 : begin + 1;
+  const size_t end = err.find('\n', at);
+  return err.substr(from, end == std::string::npos ? std::string::npos : end - from);
+}
+
 ChildRun run_child(const std::string& helper, const std::vector<std::string>& args, int timeout_ms) {
   ChildRun run;
   int out[2], err[2];
@@ -166,9 +207,13 @@ ChildRun run_child(const std::string& helper, const std::vector<std::string>& ar
   argv.push_back(const_cast<char*>(helper.c_str()));
   for (const std::string& a : args) argv.push_back(const_cast<char*>(a.c_str()));
   argv.push_back(nullptr);
+  std::vector<std::string> env_strings = child_environment();
+  std::vector<char*> envp;
+  for (std::string& e : env_strings) envp.push_back(e.data());
+  envp.push_back(nullptr);
   const auto start = std::chrono::steady_clock::now();
   pid_t pid = -1;
-  const int rc = ::posix_spawn(&pid, helper.c_str(), &actions, nullptr, argv.data(), environ);
+  const int rc = ::posix_spawn(&pid, helper.c_str(), &actions, nullptr, argv.data(), envp.data());
   posix_spawn_file_actions_destroy(&actions);
   ::close(out[1]);
   ::close(err[1]);
@@ -314,6 +359,12 @@ ChildProbe probe_in_child(const std::string& path, const std::string& options_js
   } else if (report.result.is_object() && report.result.contains("ok") && report.result["ok"].is_boolean()) {
     p.ok = report.result["ok"].get<bool>();
     if (!p.ok) p.reason = report.result.value("reason", std::string("refused by the child probe"));
+  } else if (const std::string sanitizer = sanitizer_report(run.err); !sanitizer.empty()) {
+    // A sanitizer that does not take the options of child_environment() (or a report of its own,
+    // such as a heap overflow): the plugin crashed all the same, and its report says where.
+    p.reason = "crashed in a child probe: a sanitizer stopped it (exit status " +
+               std::to_string(WIFEXITED(run.status) ? WEXITSTATUS(run.status) : -1) + ")" + during + ": " + sanitizer +
+               stderr_tail(run.err);
   } else {
     p.reason = "ended a child probe with exit status " +
                std::to_string(WIFEXITED(run.status) ? WEXITSTATUS(run.status) : -1) + during +

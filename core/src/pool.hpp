@@ -9,8 +9,9 @@
 // interchangeable. At most kMaxFree blocks are kept per class and thread, so
 // a burst of graph building does not pin memory for good.
 //
-// Under AddressSanitizer the pool is bypassed, so that a use after free of
-// a pooled object is still reported.
+// Under AddressSanitizer and ThreadSanitizer the pool is bypassed, so that
+// a use after free of a pooled object is still reported and every block's
+// life (malloc to free) is what the sanitizer tracks.
 #pragma once
 
 #include <cstddef>
@@ -20,7 +21,7 @@
 
 namespace strata::detail {
 
-#if defined(__SANITIZE_ADDRESS__)
+#if defined(__SANITIZE_ADDRESS__) || defined(__SANITIZE_THREAD__)
 inline constexpr bool kPoolEnabled = false;
 #else
 inline constexpr bool kPoolEnabled = true;

@@ -37,6 +37,14 @@ static int g_state_tag;
 #if defined(BROKEN_CRASH_ENTRY) || defined(BROKEN_CRASH_KERNELS)
 /* Where a crash must happen: read through a pointer the compiler cannot prove NULL. */
 static volatile int* volatile g_nowhere = NULL;
+/* The read is meant to die of SIGSEGV: UndefinedBehaviorSanitizer (the asan
+ * preset) would stop it first with "load of null pointer" and an exit, and
+ * the test of the signal would test the sanitizer instead. */
+#if defined(__GNUC__) || defined(__clang__)
+#define BROKEN_CRASHES __attribute__((no_sanitize_undefined))
+#else
+#define BROKEN_CRASHES
+#endif
 #endif
 
 static strata_status broken_probe(strata_probe_args* args) {
@@ -105,7 +113,7 @@ static strata_status broken_props(strata_device_args* args) {
   p->dtype_mask = STRATA_DTYPE_BIT(STRATA_F32);
   return STRATA_OK;
 }
-static strata_status broken_kernels(strata_device_args* args) {
+BROKEN_CRASHES static strata_status broken_kernels(strata_device_args* args) {
   (void)args;
   return (strata_status)*g_nowhere;
 }
@@ -146,7 +154,8 @@ static const strata_plugin_api kTable = {
 };
 
 #ifdef BROKEN_CRASH_ENTRY
-STRATA_PLUGIN_EXPORT const strata_plugin_api* strata_plugin_entry(uint32_t host_abi_major, uint32_t host_abi_minor) {
+BROKEN_CRASHES STRATA_PLUGIN_EXPORT const strata_plugin_api* strata_plugin_entry(uint32_t host_abi_major,
+                                                                                uint32_t host_abi_minor) {
   (void)host_abi_major;
   (void)host_abi_minor;
   return *g_nowhere != 0 ? &kTable : NULL;

@@ -32,6 +32,9 @@ if(TARGET strata_behaviour_plugins)
   target_compile_definitions(abi_behaviour_wsp_over_limit_test PRIVATE
     STRATA_BEHAVIOUR_CONFIG="${CMAKE_CURRENT_BINARY_DIR}/behaviour-wsp-over-limit.json"
     STRATA_BEHAVIOUR_WSP_OVER_LIMIT)
+  # Threads: the serial device under eight threads, and the plugins'
+  # worker threads (asynccopy's staged copies, asyncfail's deferred failure).
+  strata_threads_cases(abi_behaviour_test "Behaviour.SerialDevice*:Behaviour.Staged*:AsyncFail.*")
 else()
   message(STATUS "tests/runtime/behaviour.cmake skipped: tests/plugins/behaviour is not part of the build")
 endif()

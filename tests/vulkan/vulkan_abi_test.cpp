@@ -295,7 +295,9 @@ strata_tensor tensor(strata_buffer b, strata_dtype dtype, std::initializer_list<
   for (int32_t d = t.rank - 1; d >= 0; --d) {
     t.shape[d] = shape.begin()[d];
     t.strides[d] = stride;
-    stride *= t.shape[d];
+    // Not after the outermost dim: huge broadcast shapes (whose strides the
+    // caller zeroes) would overflow int64 there for nothing.
+    if (d > 0) stride *= t.shape[d];
   }
   return t;
 }

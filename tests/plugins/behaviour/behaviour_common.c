@@ -35,6 +35,52 @@ static uint64_t g_in_use = 0;
 static uint64_t g_peak = 0;
 static uint64_t g_allocations = 0;
 
+/* The live buffers, when bp_plugin.release_at_shutdown asks for them:
+ * a growing array under a spin lock (alloc and free may come from several
+ * threads). */
+static strata_buffer* g_live = NULL;
+static size_t g_n_live = 0;
+static size_t g_live_capacity = 0;
+static int g_live_lock = 0;
+
+static void live_lock(void) {
+  while (__atomic_test_and_set(&g_live_lock, __ATOMIC_ACQUIRE)) {
+  }
+}
+
+static void live_unlock(void) { __atomic_clear(&g_live_lock, __ATOMIC_RELEASE); }
+
+/* Returns 0 when out of memory. */
+static int live_add(strata_buffer b) {
+  int ok = 1;
+  live_lock();
+  if (g_n_live == g_live_capacity) {
+    size_t capacity = g_live_capacity == 0 ? 16 : 2 * g_live_capacity;
+    strata_buffer* grown = (strata_buffer*)realloc(g_live, capacity * sizeof(*grown));
+    if (grown == NULL) {
+      ok = 0;
+    } else {
+      g_live = grown;
+      g_live_capacity = capacity;
+    }
+  }
+  if (ok) g_live[g_n_live++] = b;
+  live_unlock();
+  return ok;
+}
+
+static void live_remove(strata_buffer b) {
+  size_t i;
+  live_lock();
+  for (i = 0; i < g_n_live; ++i) {
+    if (g_live[i] == b) {
+      g_live[i] = g_live[--g_n_live];
+      break;
+    }
+  }
+  live_unlock();
+}
+
 /* ---- kernels the common code knows -------------------------------------------- */
 
 typedef struct bp_kernel_info {
@@ -170,7 +216,17 @@ strata_status bp_init(strata_init_args* args) {
 }
 
 void bp_shutdown(strata_plugin_state s) {
-  if (state_ok(s)) g_state.magic = 0;
+  size_t i;
+  if (!state_ok(s)) return;
+  g_state.magic = 0;
+  /* Shutdown releases the device's resources: with release_at_shutdown the
+   * buffers the host still holds (on a lost device, all of them). */
+  live_lock();
+  for (i = 0; i < g_n_live; ++i) tpc_buffer_delete(g_live[i], BP_MAGIC);
+  free(g_live);
+  g_live = NULL;
+  g_n_live = g_live_capacity = 0;
+  live_unlock();
 }
 
 static strata_status device_args_ok(strata_device_args* args, const char* what) {
@@ -213,6 +269,11 @@ strata_status bp_alloc(strata_alloc_args* args) {
     return tpc_fail(args->error, STRATA_ERROR_OUT_OF_MEMORY, "%s:0: cannot allocate %zu bytes", bp_name(), args->bytes);
   }
   if (st != STRATA_OK) return st;
+  if (bp_plugin.release_at_shutdown && !live_add(args->buffer)) {
+    tpc_buffer_delete(args->buffer, BP_MAGIC);
+    args->buffer = NULL;
+    return tpc_fail(args->error, STRATA_ERROR_OUT_OF_MEMORY, "%s:0: cannot allocate %zu bytes", bp_name(), args->bytes);
+  }
   in_use = __atomic_add_fetch(&g_in_use, (uint64_t)args->bytes, __ATOMIC_RELAXED);
   peak = __atomic_load_n(&g_peak, __ATOMIC_RELAXED);
   while (in_use > peak && !__atomic_compare_exchange_n(&g_peak, &peak, in_use, 1, __ATOMIC_RELAXED, __ATOMIC_RELAXED)) {
@@ -223,7 +284,11 @@ strata_status bp_alloc(strata_alloc_args* args) {
 
 /* Also after a device is lost: the host memory behind it is released. */
 void bp_free(strata_alloc_args* args) {
-  size_t bytes = tpc_free(args, BP_MAGIC);
+  size_t bytes;
+  if (bp_plugin.release_at_shutdown && args != NULL && args->struct_size >= STRATA_ALLOC_ARGS_MIN_SIZE) {
+    live_remove(args->buffer);
+  }
+  bytes = tpc_free(args, BP_MAGIC);
   if (bytes > 0) __atomic_sub_fetch(&g_in_use, (uint64_t)bytes, __ATOMIC_RELAXED);
 }
 

@@ -71,6 +71,12 @@ typedef struct bp_plugin_desc {
    * status (with its message in args->error) fails that call. */
   strata_status (*before_alloc)(strata_alloc_args* args);
   strata_status (*before_copy)(strata_copy_args* args);
+  /* Non-zero: the common code tracks the live buffers and shutdown releases
+   * the ones still held. The host frees nothing on a lost device (it calls
+   * only shutdown, strata_plugin.h section 2), so a plugin whose device can
+   * be lost sets it; the others leave it 0, so that a buffer the host forgot
+   * to free still shows as a leak. */
+  int release_at_shutdown;
 } bp_plugin_desc;
 
 /* `.kernels` and `.n_kernels` of a bp_plugin_desc from an array. */

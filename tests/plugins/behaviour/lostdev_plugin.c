@@ -8,6 +8,8 @@
  *   "lostdev:0: device lost (simulated after N kernels)".
  * device_props and get_kernels still answer (they describe the device, they
  * do not use it), and `free` still releases the host memory behind a buffer.
+ * The host frees nothing of a lost device and calls only `shutdown`, which
+ * releases the buffers still held (release_at_shutdown).
  */
 #include "behaviour_common.h"
 
@@ -47,6 +49,7 @@ static strata_status ld_kernel(const strata_kernel_call* c) {
 
 static const bp_kind kKernels[] = {BP_FILL, BP_COPY, BP_ADD, BP_MUL};
 
-const bp_plugin_desc bp_plugin = {BP_KERNELS(kKernels), .kernel = ld_kernel, .init = ld_init, .alive = ld_alive};
+const bp_plugin_desc bp_plugin = {BP_KERNELS(kKernels), .kernel = ld_kernel, .init = ld_init, .alive = ld_alive,
+                                   .release_at_shutdown = 1};
 
 const strata_plugin_api bp_table = BP_TABLE(LD_NAME, NULL);
