@@ -44,6 +44,22 @@ TEST_P(Casts, CastToSameDtypeReturnsTheTensor) {
   EXPECT_EQ(y.impl(), x.impl());
 }
 
+// fuzz/corpus/fuzz_checkpoint/crash-huge-scalar-hyperparameter.bin: a C++
+// scalar beyond int64 (an Adam beta of 1.1e219 from a file) was cast to
+// int64 to test whether it is whole: undefined behaviour. Such a scalar is
+// a floating one: an integer tensor times it becomes f32.
+TEST_P(Casts, ScalarsBeyondInt64AreFloating) {
+  Tensor i = make({2}, {1, 2}, s::i64);
+  Tensor y = i * 1.1e219;
+  EXPECT_EQ(y.dtype(), s::f32);
+  EXPECT_TRUE(std::isinf(y.to_vector<double>()[0]));
+  EXPECT_EQ((i * 4.0).dtype(), s::i64);  // whole and within int64: stays integral
+  EXPECT_EQ((i * -0x1p63).dtype(), s::i64);
+  EXPECT_EQ((i * 0x1p63).dtype(), s::f32);
+  Tensor f = make({2}, {1, 2}, s::f32);
+  EXPECT_TRUE(std::isinf((f * -1e300).to_vector<double>()[1]));
+}
+
 TEST_P(Casts, FloatToIntegerTruncatesTowardZero) {
   const std::vector<double> values{2.5, -2.5, 2.75, -0.75, 100.5, -100.5, 0.25, -0.0};
   const std::vector<double> truncated{2, -2, 2, 0, 100, -100, 0, 0};

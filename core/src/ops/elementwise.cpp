@@ -11,6 +11,7 @@
 #include <strata/error.hpp>
 #include <strata/ops.hpp>
 
+#include <cmath>
 #include <numbers>
 
 namespace strata {
@@ -143,7 +144,8 @@ const OpDef& kWhere = define_op({
 /// (f32 tensor * 2.5 stays f32; i64 tensor * 2.5 becomes f32).
 Tensor scalar_like(const Tensor& t, double value) {
   DType dtype = t.dtype();
-  bool integral_value = value == static_cast<double>(static_cast<int64_t>(value));
+  // Whole and within int64 (casting a double outside it is undefined).
+  const bool integral_value = value >= -0x1p63 && value < 0x1p63 && std::trunc(value) == value;
   if (!is_floating(dtype)) dtype = integral_value ? (dtype == DType::boolean ? DType::i64 : dtype) : DType::f32;
   return scalar_tensor(value, {.dtype = dtype, .device = t.device()});
 }
