@@ -87,6 +87,18 @@ strata_plugin_api table(strata_status (*probe)(strata_probe_args*)) {
   return api;
 }
 
+/// open_device on device 0 of a one-device plugin with table `api` (the
+/// device's slot is `slot`); `warnings` collects refused kernel entries.
+std::string open_first_device(strata_plugin_api& api, int32_t slot, std::vector<std::string>& warnings) {
+  LoadedPlugin plugin;
+  plugin.name = "unterminated";
+  plugin.api = &api;
+  plugin.device_count = 1;
+  DeviceRecord device(plugin, 0, slot);
+  device.id = "unterminated:0";
+  return strata::detail::open_device(device, warnings);
+}
+
 // fuzz/corpus/fuzz_plugin_table/crash-unterminated-probe-message.bin: a probe
 // that fills all 512 bytes of its message made the loader read past them
 // (ASan: stack-buffer-overflow in run_probe).
@@ -103,14 +115,8 @@ TEST(PluginTable, ProbeMessageWithoutTerminatorIsReadWithinItsBuffer) {
 
 TEST(PluginTable, DevicePropsMessageWithoutTerminatorIsReadWithinItsBuffer) {
   strata_plugin_api api = table(probe_ok);
-  LoadedPlugin plugin;
-  plugin.name = "unterminated";
-  plugin.api = &api;
-  plugin.device_count = 1;
-  DeviceRecord device(plugin, 0, 60);
-  device.id = "unterminated:0";
   std::vector<std::string> warnings;
-  EXPECT_EQ(strata::detail::open_device(device, warnings), "device_props failed: " + kFullMessage);
+  EXPECT_EQ(open_first_device(api, 60, warnings), "device_props failed: " + kFullMessage);
 }
 
 TEST(PluginTable, ValidateTableNamesWhatIsWrong) {
@@ -137,19 +143,11 @@ TEST(PluginTable, KernelCountWithoutAnArrayRefusesTheDevice) {
   strata_plugin_api api = table(probe_ok);
   api.device_props = props_ok;
   api.get_kernels = kernels_count_without_array;
-  LoadedPlugin plugin;
-  plugin.name = "unterminated";
-  plugin.api = &api;
-  plugin.device_count = 1;
-  DeviceRecord device(plugin, 0, 61);
-  device.id = "unterminated:0";
   std::vector<std::string> warnings;
-  EXPECT_EQ(strata::detail::open_device(device, warnings), "get_kernels returned 5 entries and no array");
+  EXPECT_EQ(open_first_device(api, 61, warnings), "get_kernels returned 5 entries and no array");
 
   api.get_kernels = kernels_with_a_hole;
-  DeviceRecord again(plugin, 0, 62);
-  again.id = "unterminated:0";
-  EXPECT_EQ(strata::detail::open_device(again, warnings), "");
+  EXPECT_EQ(open_first_device(api, 62, warnings), "");
   ASSERT_EQ(warnings.size(), 1u);
   EXPECT_EQ(warnings[0], "unterminated:0: kernel entry 0: null pointer");
 }
