@@ -365,8 +365,10 @@ OpResult execute(OpCall& call, bool& decomposed) {
     // before any kernel, decomposition or CPU fallback, so that the error
     // names the call and a fallback never brings back what the device cannot hold.
     if (!dev.stores(call.out(k).dtype)) [[unlikely]] refuse_result(dev, call, k);
-    int64_t n = 1;
-    for (int64_t s : call.out(k).sizes()) n *= s;
+    // The element count, checked: a shape rule (a plugin's too) may give a
+    // result no tensor can have; the error names the call.
+    const int64_t n = fitting_numel(call.out(k).sizes(), call.out(k).dtype);
+    if (n < 0) [[unlikely]] throw_result_too_large(call, k);
     outputs_empty = outputs_empty && n == 0;
   }
   bool inputs_empty = false;
