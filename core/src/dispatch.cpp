@@ -207,17 +207,11 @@ Tensor compact_copy(DeviceRecord& dev, const Tensor& t) {
                    shape_problem(out.sizes(), out.dtype, numel));
 }
 
-/// Output k of `call`, new on `dev`. make_tensor refuses a shape no tensor
-/// can have (an element count or byte size that overflows int64, from any
-/// shape rule, a plugin's included); the error then names the whole call.
-/// The check costs the happy path nothing beyond make_tensor's own.
-[[gnu::always_inline]] inline Tensor new_output(DeviceRecord& dev, const OpCall& call, int k) {
-  try {
-    const OutputMeta& out = call.outputs[static_cast<size_t>(k)];
-    return make_tensor(dev, out.dtype, out.sizes(), call.op->name);
-  } catch (const ShapeError&) {
-    throw_result_too_large(call, k);
-  }
+/// Output k of `call`, new on `dev`. execute() checked its element count
+/// and dtype first, so that a refusal names the whole call.
+Tensor new_output(DeviceRecord& dev, const OpCall& call, int k) {
+  const OutputMeta& out = call.outputs[static_cast<size_t>(k)];
+  return make_tensor(dev, out.dtype, out.sizes(), call.op->name);
 }
 
 /// The host side of one kernel call: what the workspace service needs, and

@@ -22,14 +22,6 @@ Storage::~Storage() {
   if (device != nullptr && buffer != nullptr && !shutting_down()) device->allocator.release(buffer, bytes, device->stream);
 }
 
-int64_t contiguous_strides(std::span<const int64_t> shape, int64_t* strides) {
-  int64_t n = 1;
-  for (size_t d = shape.size(); d-- > 0;) {
-    strides[d] = n;
-    n *= shape[d];
-  }
-  return n;
-}
 
 namespace {
 /// A contiguous TensorImpl of `dtype` and `shape` (checked: `numel` elements), no storage.
@@ -38,12 +30,8 @@ inline std::shared_ptr<TensorImpl> contiguous_impl(DType dtype, std::span<const 
   impl->dtype = dtype;
   impl->rank = static_cast<int32_t>(shape.size());
   impl->numel = numel;
-  int64_t stride = 1;
-  for (size_t d = shape.size(); d-- > 0;) {  // a loop, not memcpy: ranks are tiny
-    impl->shape[d] = shape[d];
-    impl->strides[d] = stride;
-    stride *= shape[d];
-  }
+  for (size_t d = 0; d < shape.size(); ++d) impl->shape[d] = shape[d];  // a loop, not memcpy: ranks are tiny
+  contiguous_strides(shape, impl->strides.data());
   return impl;
 }
 }  // namespace

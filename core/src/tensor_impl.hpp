@@ -101,7 +101,14 @@ inline int64_t checked_numel(std::string_view what, std::span<const int64_t> sha
 
 /// Row-major strides for a shape; returns the element count. The shape must
 /// have passed checked_numel.
-int64_t contiguous_strides(std::span<const int64_t> shape, int64_t* strides);
+inline int64_t contiguous_strides(std::span<const int64_t> shape, int64_t* strides) {
+  int64_t n = 1;
+  for (size_t d = shape.size(); d-- > 0;) {
+    strides[d] = n;
+    n *= shape[d];
+  }
+  return n;
+}
 
 /// A contiguous tensor of `dtype` and `shape` without storage or device (for
 /// ShapeOnlyScope, op.hpp, and views over it; never for kernels). A shape

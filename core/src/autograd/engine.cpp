@@ -119,13 +119,14 @@ void accumulate_grads(std::span<const std::pair<AutogradMeta*, Tensor>> grads) {
   // All or nothing: every sum is computed (any of which may fail: a kernel,
   // an allocation) before the first grad() changes.
   std::vector<std::pair<AutogradMeta*, Tensor>> totals;
+  std::unordered_map<AutogradMeta*, size_t> at;  // a tensor met twice adds up (linear, not quadratic)
   totals.reserve(grads.size());
   for (const auto& [meta, g] : grads) {
-    auto it = std::ranges::find_if(totals, [m = meta](const auto& t) { return t.first == m; });
-    if (it == totals.end()) {
+    auto [it, fresh] = at.try_emplace(meta, totals.size());
+    if (fresh) {
       totals.emplace_back(meta, meta->grad.defined() ? add(meta->grad, g) : g);
     } else {
-      it->second = add(it->second, g);
+      totals[it->second].second = add(totals[it->second].second, g);
     }
   }
   for (auto& [meta, total] : totals) meta->grad = std::move(total);
