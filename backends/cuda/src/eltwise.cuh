@@ -1,0 +1,164 @@
+// eltwise.cuh — the elementwise map kernels (0 to 3 inputs, any strides) that
+// every elementwise op is an instance of, and the functor adaptors that
+// lift a compute-type operation to storage types.
+//
+// Operands are coalesced on the host first (kernel_math.hpp): dims that are
+// contiguous in every operand merge, so a compact call runs a flat loop and
+// only genuinely strided views pay for the index arithmetic. Grid-stride
+// loops with 64-bit indices; the output may be strided too (copy).
+#pragma once
+
+#include <initializer_list>
+
+#include "kernel_common.cuh"
+
+namespace strata::gpu {
+
+/// Records a data-dependent kernel failure for the next synchronisation
+/// point (state.hpp, DeviceFailure). The first failure since the last report
+/// keeps its details; later ones only count.
+__device__ inline void report_failure(DeviceFailure* f, int kind, int op, long long value, long long bound) {
+  if (atomicAdd(&f->count, 1u) == 0u) {
+    f->kind = kind;
+    f->op = op;
+    f->value = value;
+    f->bound = bound;
+    __threadfence_system();
+  }
+}
+
+#define STRATA_GRID_STRIDE(i, n)                                                       \
+  for (int64_t i = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x; i < (n); \
+       i += static_cast<int64_t>(gridDim.x) * blockDim.x)
+
+template <class F, class Y>
+__global__ void map0_kernel(F f, Y* y, Shape s, Operand oy, int64_t n, bool compact) {
+  STRATA_GRID_STRIDE(i, n) {
+    const int64_t yi = compact ? oy.offset + i : offset_of(s, oy, i);
+    y[yi] = f(i);
+  }
+}
+
+template <class F, class Y, class A>
+__global__ void map1_kernel(F f, Y* y, const A* a, Shape s, Operand oy, Operand oa, int64_t n, bool compact) {
+  STRATA_GRID_STRIDE(i, n) {
+    if (compact) {
+      y[oy.offset + i] = f(a[oa.offset + i]);
+    } else {
+      y[offset_of(s, oy, i)] = f(a[offset_of(s, oa, i)]);
+    }
+  }
+}
+
+template <class F, class Y, class A, class B>
+__global__ void map2_kernel(F f, Y* y, const A* a, const B* b, Shape s, Operand oy, Operand oa, Operand ob, int64_t n,
+                            bool compact) {
+  STRATA_GRID_STRIDE(i, n) {
+    if (compact) {
+      y[oy.offset + i] = f(a[oa.offset + i], b[ob.offset + i]);
+    } else {
+      y[offset_of(s, oy, i)] = f(a[offset_of(s, oa, i)], b[offset_of(s, ob, i)]);
+    }
+  }
+}
+
+template <class F, class Y, class A, class B, class C>
+__global__ void map3_kernel(F f, Y* y, const A* a, const B* b, const C* c, Shape s, Operand oy, Operand oa,
+                            Operand ob, Operand oc, int64_t n, bool compact) {
+  STRATA_GRID_STRIDE(i, n) {
+    if (compact) {
+      y[oy.offset + i] = f(a[oa.offset + i], b[ob.offset + i], c[oc.offset + i]);
+    } else {
+      y[offset_of(s, oy, i)] = f(a[offset_of(s, oa, i)], b[offset_of(s, ob, i)], c[offset_of(s, oc, i)]);
+    }
+  }
+}
+
+/// The coalesced iteration space of an output and its inputs.
+template <int N>
+struct Space {
+  Shape shape;
+  Operand ops[N];  // output first
+  int64_t n;
+  bool compact;
+};
+
+template <int N>
+Space<N> space_of(const strata_tensor& y, std::initializer_list<const strata_tensor*> inputs) {
+  Space<N> sp{};
+  sp.shape = shape_of(y);
+  sp.ops[0] = operand_of(y);
+  int k = 1;
+  for (const strata_tensor* t : inputs) {
+    if (k < N) sp.ops[k++] = operand_of(*t);
+  }
+  sp.n = element_count(y);
+  coalesce(sp.shape, sp.ops, N);
+  sp.compact = true;
+  for (int j = 0; j < N; ++j) sp.compact = sp.compact && is_compact(sp.shape, sp.ops[j]);
+  return sp;
+}
+
+template <class Y, class F>
+strata_status map0(Launch& l, F f, const char* kernel) {
+  const strata_tensor& y = l.out();
+  Space<1> sp = space_of<1>(y, {});
+  map0_kernel<<<grid_for(sp.n, l.device), kThreads, 0, l.stream>>>(f, base<Y>(y), sp.shape, sp.ops[0], sp.n,
+                                                                   sp.compact);
+  return launch_result(l, kernel);
+}
+
+template <class Y, class A, class F>
+strata_status map1(Launch& l, F f, const char* kernel) {
+  const strata_tensor& y = l.out();
+  Space<2> sp = space_of<2>(y, {&l.in(0)});
+  map1_kernel<<<grid_for(sp.n, l.device), kThreads, 0, l.stream>>>(f, base<Y>(y), base<const A>(l.in(0)), sp.shape,
+                                                                   sp.ops[0], sp.ops[1], sp.n, sp.compact);
+  return launch_result(l, kernel);
+}
+
+template <class Y, class A, class B, class F>
+strata_status map2(Launch& l, F f, const char* kernel) {
+  const strata_tensor& y = l.out();
+  Space<3> sp = space_of<3>(y, {&l.in(0), &l.in(1)});
+  map2_kernel<<<grid_for(sp.n, l.device), kThreads, 0, l.stream>>>(f, base<Y>(y), base<const A>(l.in(0)),
+                                                                   base<const B>(l.in(1)), sp.shape, sp.ops[0],
+                                                                   sp.ops[1], sp.ops[2], sp.n, sp.compact);
+  return launch_result(l, kernel);
+}
+
+template <class Y, class A, class B, class C, class F>
+strata_status map3(Launch& l, F f, const char* kernel) {
+  const strata_tensor& y = l.out();
+  Space<4> sp = space_of<4>(y, {&l.in(0), &l.in(1), &l.in(2)});
+  map3_kernel<<<grid_for(sp.n, l.device), kThreads, 0, l.stream>>>(
+      f, base<Y>(y), base<const A>(l.in(0)), base<const B>(l.in(1)), base<const C>(l.in(2)), sp.shape, sp.ops[0],
+      sp.ops[1], sp.ops[2], sp.ops[3], sp.n, sp.compact);
+  return launch_result(l, kernel);
+}
+
+// ---- Adaptors: compute-type functors on storage types -------------------------------
+
+/// T -> T through the compute type: Op{}(compute) -> compute.
+template <class T, class Op>
+struct Unary {
+  __device__ T operator()(T x) const { return Scalar<T>::store(Op{}(Scalar<T>::load(x))); }
+};
+
+/// T, T -> T through the compute type.
+template <class T, class Op>
+struct Binary {
+  __device__ T operator()(T a, T b) const {
+    return Scalar<T>::store(Op{}(Scalar<T>::load(a), Scalar<T>::load(b)));
+  }
+};
+
+/// T, T -> bool.
+template <class T, class Op>
+struct Compare {
+  __device__ bool8 operator()(T a, T b) const {
+    return Scalar<bool8>::store(Op{}(Scalar<T>::load(a), Scalar<T>::load(b)));
+  }
+};
+
+}  // namespace strata::gpu

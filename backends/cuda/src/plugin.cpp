@@ -1,0 +1,348 @@
+// plugin.cpp — the GPU plugin's entry symbol and table (ABI 2.0): probe,
+// init (options, devices), shutdown, device properties, the kernel table and
+// the strata.native_handles extension. Memory and copies are in memory.cpp,
+// streams and events in streams.cpp, kernels in the *.cu files.
+//
+// One source, two plugins: built by nvcc this is libstrata_plugin_cuda.so,
+// built by hipcc with STRATA_GPU_HIP it is libstrata_plugin_hip.so.
+#include <dlfcn.h>
+
+#include <algorithm>
+#include <cstdio>
+#include <cstring>
+#include <nlohmann/json.hpp>
+#include <string>
+#include <type_traits>
+
+#include "entry_points.hpp"
+#include "kernels.hpp"
+#include "state.hpp"
+
+namespace strata::gpu {
+
+using plugin::fail;
+
+const char* op_tag_name(int tag) {
+  switch (tag) {
+    case kTagIndexSelect: return STRATA_OP_INDEX_SELECT;
+    case kTagGather: return STRATA_OP_GATHER;
+    case kTagScatterAdd: return STRATA_OP_SCATTER_ADD;
+    case kTagDiv: return STRATA_OP_DIV;
+    default: return "a kernel";
+  }
+}
+
+std::string describe(cudaError_t e) {
+  return std::string(cudaGetErrorName(e)) + " (" + cudaGetErrorString(e) + ")";
+}
+
+Device* device_of(strata_plugin_state state, int32_t device, strata_error* error) {
+  State* st = as_state(state);
+  if (st == nullptr) {
+    fail(error, STRATA_ERROR_INVALID_ARGUMENT, "%s: no plugin state", kPluginName);
+    return nullptr;
+  }
+  if (device < 0 || static_cast<size_t>(device) >= st->devices.size()) {
+    fail(error, STRATA_ERROR_INVALID_ARGUMENT, "%s: no device %d (the plugin has %zu)", kPluginName, device,
+         st->devices.size());
+    return nullptr;
+  }
+  return st->devices[static_cast<size_t>(device)].get();
+}
+
+cudaError_t make_current(const Device& d) {
+  thread_local int current = -1;
+  if (current == d.ordinal) return cudaSuccess;
+  cudaError_t e = cudaSetDevice(d.ordinal);
+  if (e == cudaSuccess) current = d.ordinal;
+  return e;
+}
+
+strata_status runtime_failure(cudaError_t e, const Device* d, const char* what, strata_error* error) {
+  const std::string where = d != nullptr ? d->id : std::string(kPluginName);
+  switch (e) {
+    case cudaErrorMemoryAllocation:
+      return fail(error, STRATA_ERROR_OUT_OF_MEMORY, "%s on %s: %s", what, where.c_str(), describe(e).c_str());
+    // Sticky errors: the context is corrupt and every later call fails.
+    case cudaErrorIllegalAddress:
+    case cudaErrorLaunchFailure:
+    case cudaErrorHardwareStackError:
+    case cudaErrorIllegalInstruction:
+    case cudaErrorMisalignedAddress:
+    case cudaErrorInvalidAddressSpace:
+    case cudaErrorInvalidPc:
+    case cudaErrorAssert:
+      return fail(error, STRATA_ERROR_DEVICE_LOST, "%s on %s: %s; the device context is lost", what, where.c_str(),
+                  describe(e).c_str());
+    default:
+      return fail(error, STRATA_ERROR_DEVICE, "%s on %s: %s", what, where.c_str(), describe(e).c_str());
+  }
+}
+
+strata_status take_deferred(Device& d, strata_error* error) {
+  std::lock_guard lock(d.failure_mutex);
+  volatile DeviceFailure* f = d.failure;
+  const unsigned int count = f->count;
+  if (count == 0) return STRATA_OK;
+  const int kind = f->kind;
+  const char* op = op_tag_name(f->op);
+  const long long value = f->value;
+  const long long bound = f->bound;
+  f->count = 0;
+  char more[64] = "";
+  if (count > 1) std::snprintf(more, sizeof(more), " (and %u more failures)", count - 1);
+  if (kind == kIntegerDivisionByZero) {
+    return fail(error, STRATA_ERROR_DEFERRED, "%s on %s: integer division by zero%s (reported at synchronisation)",
+                op, d.id.c_str(), more);
+  }
+  return fail(error, STRATA_ERROR_DEFERRED, "%s on %s: index %lld out of range [0, %lld)%s (reported at synchronisation)",
+              op, d.id.c_str(), value, bound, more);
+}
+
+namespace {
+
+// ---- Options -------------------------------------------------------------------
+
+/// The plugin's options: {"threads": n} is accepted (every device setting
+/// reaches every plugin) and unused; anything else is an error.
+strata_status check_options(const char* json, strata_error* error) {
+  const nlohmann::json options = nlohmann::json::parse(json != nullptr ? json : "{}");
+  if (!options.is_object()) {
+    return fail(error, STRATA_ERROR_INVALID_ARGUMENT, "%s: options must be a JSON object, got %s", kPluginName,
+                options.type_name());
+  }
+  for (const auto& [key, value] : options.items()) {
+    if (key == "threads") continue;
+    return fail(error, STRATA_ERROR_INVALID_ARGUMENT, "%s: unknown option \"%s\" (known: threads)", kPluginName,
+                key.c_str());
+  }
+  return STRATA_OK;
+}
+
+// ---- Devices -------------------------------------------------------------------
+
+void destroy_device(Device& d) {
+  if (make_current(d) != cudaSuccess) return;  // a lost context: nothing can be released
+  (void)cudaDeviceSynchronize();
+  destroy_blas(d);
+  if (d.default_stream.native != nullptr) (void)cudaStreamDestroy(d.default_stream.native);
+  if (d.failure != nullptr) (void)cudaFreeHost(d.failure);
+}
+
+void destroy_state(State* st) {
+  if (st == nullptr) return;
+  for (auto& d : st->devices) destroy_device(*d);
+  delete st;
+}
+
+/// Fills `d` for runtime device `ordinal`.
+strata_status open_device(Device& d, int ordinal, strata_error* error) {
+  d.ordinal = ordinal;
+  d.id = std::string(kPluginName) + ":" + std::to_string(d.index);
+  if (cudaError_t e = make_current(d); e != cudaSuccess) return runtime_failure(e, &d, "cudaSetDevice", error);
+  cudaDeviceProp p{};
+  if (cudaError_t e = cudaGetDeviceProperties(&p, ordinal); e != cudaSuccess) {
+    return runtime_failure(e, &d, "cudaGetDeviceProperties", error);
+  }
+  strata_device_props& props = d.props;
+  props.struct_size = sizeof(props);
+  std::snprintf(props.name, sizeof(props.name), "%.127s", p.name);
+  props.type = p.integrated ? STRATA_DEVICE_IGPU : STRATA_DEVICE_GPU;
+  props.flags = STRATA_DEVICE_HAS_STREAMS | STRATA_DEVICE_STAGE_PINNED;
+  props.memory_bytes = p.totalGlobalMem;
+  props.dtype_mask = STRATA_DTYPE_BIT(STRATA_F32) | STRATA_DTYPE_BIT(STRATA_F64) | STRATA_DTYPE_BIT(STRATA_F16) |
+                     STRATA_DTYPE_BIT(STRATA_BF16) | STRATA_DTYPE_BIT(STRATA_I32) | STRATA_DTYPE_BIT(STRATA_I64) |
+                     STRATA_DTYPE_BIT(STRATA_BOOL);
+  props.compute_dtype_mask = STRATA_DTYPE_BIT(STRATA_F32) | STRATA_DTYPE_BIT(STRATA_F64) |
+                             STRATA_DTYPE_BIT(STRATA_F16) | STRATA_DTYPE_BIT(STRATA_BF16) |
+                             STRATA_DTYPE_BIT(STRATA_I32) | STRATA_DTYPE_BIT(STRATA_I64);
+#if STRATA_GPU_HAS_GCN_ARCH_NAME
+  std::snprintf(props.compute_capability, sizeof(props.compute_capability), "%.31s", p.gcnArchName);
+#else
+  std::snprintf(props.compute_capability, sizeof(props.compute_capability), "%d.%d", p.major, p.minor);
+#endif
+#if STRATA_GPU_HAS_PROP_UUID
+  static_assert(sizeof(p.uuid) == sizeof(props.uuid));
+  std::memcpy(props.uuid, &p.uuid, sizeof(props.uuid));
+  props.flags |= STRATA_DEVICE_HAS_UUID;
+#endif
+  std::snprintf(props.pci_bus_id, sizeof(props.pci_bus_id), "%04x:%02x:%02x.0", static_cast<unsigned>(p.pciDomainID),
+                static_cast<unsigned>(p.pciBusID), static_cast<unsigned>(p.pciDeviceID));
+  d.multiprocessors = std::max(1, p.multiProcessorCount);
+
+#if STRATA_GPU_HAS_MEMPOOLS
+  int pools = 0;
+  d.mempools = cudaDeviceGetAttribute(&pools, cudaDevAttrMemoryPoolsSupported, ordinal) == cudaSuccess && pools != 0;
+#endif
+  if (cudaError_t e = cudaStreamCreateWithFlags(&d.default_stream.native, cudaStreamNonBlocking); e != cudaSuccess) {
+    return runtime_failure(e, &d, "cudaStreamCreateWithFlags", error);
+  }
+  d.default_stream.device = &d;
+  void* mapped = nullptr;
+  if (cudaError_t e = cudaHostAlloc(&mapped, sizeof(DeviceFailure), cudaHostAllocMapped | cudaHostAllocPortable);
+      e != cudaSuccess) {
+    return runtime_failure(e, &d, "cudaHostAlloc (the failure record)", error);
+  }
+  d.failure = static_cast<DeviceFailure*>(mapped);
+  std::memset(d.failure, 0, sizeof(DeviceFailure));
+  void* device_view = nullptr;
+  if (cudaError_t e = cudaHostGetDevicePointer(&device_view, mapped, 0); e != cudaSuccess) {
+    return runtime_failure(e, &d, "cudaHostGetDevicePointer (the failure record)", error);
+  }
+  d.failure_device = static_cast<DeviceFailure*>(device_view);
+  return STRATA_OK;
+}
+
+/// Why the runtime sees no device, with the driver library's own complaint
+/// when it cannot even be loaded (the common case on a machine without a GPU).
+std::string no_device_reason(cudaError_t e) {
+  std::string why = describe(e);
+#if !defined(STRATA_GPU_HIP)
+  if (dlopen("libcuda.so.1", RTLD_LAZY | RTLD_LOCAL | RTLD_NOLOAD) == nullptr &&
+      dlopen("libcuda.so.1", RTLD_LAZY | RTLD_LOCAL) == nullptr) {
+    const char* dl = dlerror();
+    why += "; the CUDA driver library libcuda.so.1 cannot be loaded: ";
+    why += dl != nullptr ? dl : "unknown dlopen error";
+  }
+#endif
+  return why;
+}
+
+// ---- Probe, init, shutdown, device properties, kernels ---------------------------
+
+strata_status probe(strata_probe_args* args) noexcept {
+  if (!plugin::large_enough(args, STRATA_PROBE_ARGS_MIN_SIZE)) return STRATA_ERROR_INVALID_ARGUMENT;
+  // Touches no driver. Whether a device exists is init's question; a
+  // discrete GPU outranks every other build of the backend.
+  args->score = 200;
+  return STRATA_OK;
+}
+
+strata_status init(strata_init_args* args) noexcept {
+  if (!plugin::large_enough(args, STRATA_INIT_ARGS_MIN_SIZE)) return STRATA_ERROR_INVALID_ARGUMENT;
+  strata_error* error = args->error;
+  State* st = nullptr;
+  try {
+    if (strata_status s = check_options(args->options_json, error); s != STRATA_OK) return s;
+    int count = 0;
+    if (cudaError_t e = cudaGetDeviceCount(&count); e != cudaSuccess) {
+      return fail(error, STRATA_ERROR_NO_DEVICE, "%s: cudaGetDeviceCount: %s", kPluginName,
+                  no_device_reason(e).c_str());
+    }
+    if (count == 0) {
+      return fail(error, STRATA_ERROR_NO_DEVICE, "%s: the driver reports 0 devices", kPluginName);
+    }
+    st = new State;
+    st->host = args->host;
+    for (int ordinal = 0; ordinal < count; ++ordinal) {
+      auto d = std::make_unique<Device>();
+      d->index = static_cast<int>(st->devices.size());
+      if (strata_status s = open_device(*d, ordinal, error); s != STRATA_OK) {
+        destroy_device(*d);
+        destroy_state(st);
+        return s;
+      }
+      st->devices.push_back(std::move(d));
+    }
+    args->device_count = static_cast<int32_t>(st->devices.size());
+    args->state = reinterpret_cast<strata_plugin_state>(st);
+    return STRATA_OK;
+  } catch (const nlohmann::json::exception& e) {
+    destroy_state(st);
+    return fail(error, STRATA_ERROR_INVALID_ARGUMENT, "%s: bad options: %s", kPluginName, e.what());
+  } catch (const std::exception& e) {
+    destroy_state(st);
+    return fail(error, STRATA_ERROR_INTERNAL, "%s: init failed: %s", kPluginName, e.what());
+  }
+}
+
+void shutdown(strata_plugin_state state) noexcept { destroy_state(as_state(state)); }
+
+strata_status device_props(strata_device_args* a) noexcept {
+  if (!plugin::large_enough(a, STRATA_DEVICE_ARGS_MIN_SIZE)) return STRATA_ERROR_INVALID_ARGUMENT;
+  Device* d = device_for(a);
+  if (d == nullptr) return STRATA_ERROR_INVALID_ARGUMENT;
+  return plugin::publish_props(a, d->props);
+}
+
+strata_status get_kernels(strata_device_args* a) noexcept {
+  if (!plugin::large_enough(a, STRATA_DEVICE_ARGS_MIN_SIZE)) return STRATA_ERROR_INVALID_ARGUMENT;
+  return plugin::guarded(a->error, "get_kernels", [&]() -> strata_status {
+    if (device_for(a) == nullptr) return STRATA_ERROR_INVALID_ARGUMENT;
+    return kernel_table().publish(a);
+  });
+}
+
+// ---- strata.native_handles v1 ----------------------------------------------------
+
+strata_status buffer_pointer(strata_native_args* a) noexcept {
+  if (!plugin::large_enough(a, STRATA_NATIVE_ARGS_MIN_SIZE)) return STRATA_ERROR_INVALID_ARGUMENT;
+  if (device_for(a) == nullptr) return STRATA_ERROR_INVALID_ARGUMENT;
+  a->handle = static_cast<void*>(a->buffer);  // buffers are device pointers
+  a->api = STRATA_GPU_API;
+  return STRATA_OK;
+}
+
+strata_status stream_handle(strata_native_args* a) noexcept {
+  if (!plugin::large_enough(a, STRATA_NATIVE_ARGS_MIN_SIZE)) return STRATA_ERROR_INVALID_ARGUMENT;
+  Device* d = device_for(a);
+  if (d == nullptr) return STRATA_ERROR_INVALID_ARGUMENT;
+  a->handle = static_cast<void*>(native_stream(*d, a->stream));
+  a->api = STRATA_GPU_API;
+  return STRATA_OK;
+}
+
+const strata_ext_native_handles kNativeHandles = {
+    .base = {.struct_size = sizeof(strata_ext_native_handles),
+             .name = STRATA_EXT_NATIVE_HANDLES,
+             .version = STRATA_EXT_NATIVE_HANDLES_VERSION,
+             .next = nullptr},
+    .buffer_pointer = buffer_pointer,
+    .stream_handle = stream_handle,
+};
+
+const strata_plugin_api kApi = {
+    .struct_size = sizeof(strata_plugin_api),
+    .abi_major = STRATA_ABI_MAJOR,
+    .abi_minor = STRATA_ABI_MINOR,
+    .min_host_minor = 0,
+    .name = kPluginName,
+    .vendor = "Strata project",
+    .version = "0.1.0",
+    .probe = probe,
+    .init = init,
+    .shutdown = shutdown,
+    .device_props = device_props,
+    .get_kernels = get_kernels,
+    .alloc = alloc,
+    .free = free_buffer,
+    .copy = copy,
+    .memory_info = memory_info,
+    .memory_trim = memory_trim,
+    .memory_stats = memory_stats,
+    .stream_create = stream_create,
+    .stream_destroy = stream_destroy,
+    .stream_synchronize = stream_synchronize,
+    .event_create = event_create,
+    .event_destroy = event_destroy,
+    .event_record = event_record,
+    .stream_wait_event = stream_wait_event,
+    .event_synchronize = event_synchronize,
+    .event_query = event_query,
+    .event_elapsed = event_elapsed,
+    .extensions = &kNativeHandles.base,
+};
+
+}  // namespace
+}  // namespace strata::gpu
+
+/// The plugin's one exported symbol. A host with another ABI major still gets
+/// the table: the core compares abi_major itself and reports the mismatch.
+extern "C" STRATA_PLUGIN_EXPORT const strata_plugin_api* strata_plugin_entry(uint32_t host_abi_major,
+                                                                             uint32_t host_abi_minor) {
+  static_cast<void>(host_abi_major);
+  static_cast<void>(host_abi_minor);
+  return &strata::gpu::kApi;
+}
+
+static_assert(std::is_same_v<decltype(&strata_plugin_entry), strata_plugin_entry_fn>);

@@ -1,0 +1,139 @@
+// unary.cu — elementwise unary ops (docs/ops.md "Elementwise unary"), the
+// fused gelu and silu composites, and logical_not. Float ops run for f32,
+// f64, f16 and bf16 (the 16-bit ones compute in f32); neg, abs, sign and
+// relu also for i32 and i64.
+#include <cmath>
+
+#include "eltwise.cuh"
+#include "kernels.hpp"
+
+namespace strata::gpu {
+namespace {
+
+// Compute-type operations. C is float, double, int32_t or int64_t.
+struct Neg { template <class C> __device__ C operator()(C x) const { return -x; } };
+struct Abs { template <class C> __device__ C operator()(C x) const { return x < C(0) ? -x : x; } };
+struct Sign {
+  template <class C>
+  __device__ C operator()(C x) const {
+    if (x != x) return x;  // NaN stays NaN
+    return x > C(0) ? C(1) : (x < C(0) ? C(-1) : C(0));
+  }
+};
+struct Relu {
+  template <class C>
+  __device__ C operator()(C x) const {
+    return x != x ? x : (x > C(0) ? x : C(0));
+  }
+};
+struct Exp { template <class C> __device__ C operator()(C x) const { return ::exp(x); } };
+struct Log { template <class C> __device__ C operator()(C x) const { return ::log(x); } };
+struct Log1p { template <class C> __device__ C operator()(C x) const { return ::log1p(x); } };
+struct Expm1 { template <class C> __device__ C operator()(C x) const { return ::expm1(x); } };
+struct Sqrt { template <class C> __device__ C operator()(C x) const { return ::sqrt(x); } };
+struct Rsqrt { template <class C> __device__ C operator()(C x) const { return C(1) / ::sqrt(x); } };
+struct Sin { template <class C> __device__ C operator()(C x) const { return ::sin(x); } };
+struct Cos { template <class C> __device__ C operator()(C x) const { return ::cos(x); } };
+struct Tanh { template <class C> __device__ C operator()(C x) const { return ::tanh(x); } };
+struct Sigmoid { template <class C> __device__ C operator()(C x) const { return C(1) / (C(1) + ::exp(-x)); } };
+struct Erf { template <class C> __device__ C operator()(C x) const { return ::erf(x); } };
+struct Floor { template <class C> __device__ C operator()(C x) const { return ::floor(x); } };
+struct Ceil { template <class C> __device__ C operator()(C x) const { return ::ceil(x); } };
+struct Round { template <class C> __device__ C operator()(C x) const { return ::rint(x); } };  // half to even
+struct Reciprocal { template <class C> __device__ C operator()(C x) const { return C(1) / x; } };
+/// Exact gelu: 0.5 x (1 + erf(x / sqrt 2)).
+struct Gelu {
+  template <class C>
+  __device__ C operator()(C x) const {
+    return C(0.5) * x * (C(1) + ::erf(x * C(0.70710678118654752440)));
+  }
+};
+struct Silu { template <class C> __device__ C operator()(C x) const { return x / (C(1) + ::exp(-x)); } };
+
+template <const char* const& Op, class T, class F>
+struct UnaryKernel {
+  static constexpr const char* op = Op;
+  using inputs = Types<T>;
+  using outputs = Types<T>;
+  static strata_status run(Launch& l) { return map1<T, T>(l, Unary<T, F>{}, Op); }
+};
+
+struct LogicalNot {
+  static constexpr const char* op = STRATA_OP_LOGICAL_NOT;
+  using inputs = Types<bool8>;
+  using outputs = Types<bool8>;
+  struct F {
+    __device__ bool8 operator()(bool8 x) const { return bool8{static_cast<uint8_t>(x.v == 0 ? 1 : 0)}; }
+  };
+  static strata_status run(Launch& l) { return map1<bool8, bool8>(l, F{}, op); }
+};
+
+// Op names as objects with linkage, usable as template arguments.
+constexpr const char* kNeg = STRATA_OP_NEG;
+constexpr const char* kAbs = STRATA_OP_ABS;
+constexpr const char* kSign = STRATA_OP_SIGN;
+constexpr const char* kRelu = STRATA_OP_RELU;
+constexpr const char* kExp = STRATA_OP_EXP;
+constexpr const char* kLog = STRATA_OP_LOG;
+constexpr const char* kLog1p = STRATA_OP_LOG1P;
+constexpr const char* kExpm1 = STRATA_OP_EXPM1;
+constexpr const char* kSqrt = STRATA_OP_SQRT;
+constexpr const char* kRsqrt = STRATA_OP_RSQRT;
+constexpr const char* kSin = STRATA_OP_SIN;
+constexpr const char* kCos = STRATA_OP_COS;
+constexpr const char* kTanh = STRATA_OP_TANH;
+constexpr const char* kSigmoid = STRATA_OP_SIGMOID;
+constexpr const char* kErf = STRATA_OP_ERF;
+constexpr const char* kFloor = STRATA_OP_FLOOR;
+constexpr const char* kCeil = STRATA_OP_CEIL;
+constexpr const char* kRound = STRATA_OP_ROUND;
+constexpr const char* kReciprocal = STRATA_OP_RECIPROCAL;
+constexpr const char* kGelu = STRATA_OP_GELU;
+constexpr const char* kSilu = STRATA_OP_SILU;
+
+template <class T>
+void add_float_unary(plugin::KernelTable& t) {
+  add<UnaryKernel<kNeg, T, Neg>>(t);
+  add<UnaryKernel<kAbs, T, Abs>>(t);
+  add<UnaryKernel<kSign, T, Sign>>(t);
+  add<UnaryKernel<kRelu, T, Relu>>(t);
+  add<UnaryKernel<kExp, T, Exp>>(t);
+  add<UnaryKernel<kLog, T, Log>>(t);
+  add<UnaryKernel<kLog1p, T, Log1p>>(t);
+  add<UnaryKernel<kExpm1, T, Expm1>>(t);
+  add<UnaryKernel<kSqrt, T, Sqrt>>(t);
+  add<UnaryKernel<kRsqrt, T, Rsqrt>>(t);
+  add<UnaryKernel<kSin, T, Sin>>(t);
+  add<UnaryKernel<kCos, T, Cos>>(t);
+  add<UnaryKernel<kTanh, T, Tanh>>(t);
+  add<UnaryKernel<kSigmoid, T, Sigmoid>>(t);
+  add<UnaryKernel<kErf, T, Erf>>(t);
+  add<UnaryKernel<kFloor, T, Floor>>(t);
+  add<UnaryKernel<kCeil, T, Ceil>>(t);
+  add<UnaryKernel<kRound, T, Round>>(t);
+  add<UnaryKernel<kReciprocal, T, Reciprocal>>(t);
+  add<UnaryKernel<kGelu, T, Gelu>>(t);
+  add<UnaryKernel<kSilu, T, Silu>>(t);
+}
+
+template <class T>
+void add_integer_unary(plugin::KernelTable& t) {
+  add<UnaryKernel<kNeg, T, Neg>>(t);
+  add<UnaryKernel<kAbs, T, Abs>>(t);
+  add<UnaryKernel<kSign, T, Sign>>(t);
+  add<UnaryKernel<kRelu, T, Relu>>(t);
+}
+
+}  // namespace
+
+void register_unary_kernels(plugin::KernelTable& t) {
+  add_float_unary<float>(t);
+  add_float_unary<double>(t);
+  add_float_unary<half_t>(t);
+  add_float_unary<bfloat16_t>(t);
+  add_integer_unary<int32_t>(t);
+  add_integer_unary<int64_t>(t);
+  add<LogicalNot>(t);
+}
+
+}  // namespace strata::gpu
