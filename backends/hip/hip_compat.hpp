@@ -52,6 +52,16 @@
 //   - __launch_bounds__(threads, n): on HIP the second argument is the
 //     minimum number of *waves per execution unit*, not blocks per SM. Use
 //     the one-argument form in shared sources.
+//   - Host code (.cpp) is compiled by g++, device code (.cu) by clang. The
+//     two see different definitions of __half (HIP's gcc fallback, a struct
+//     of unsigned short, versus clang's struct of _Float16), which the x86-64
+//     ABI passes in different registers: never pass __half by value between
+//     a .cpp and a .cu file; use uint16_t bits in shared interfaces.
+//   - Every hip* function is [[nodiscard]] (hipError_t is declared so under
+//     C++17 and later); CUDA's are not. Check or (void)-cast every result, or
+//     the HIP build warns (an error under STRATA_WERROR).
+//   - hipcc (clang 15) segfaults on <nlohmann/json.hpp> in HIP mode with
+//     -std=c++20: include it only from .cpp files, never from a .cu.
 //   - cudaDeviceProp is hipDeviceProp_t: name, totalGlobalMem,
 //     multiProcessorCount, major, minor, pciBusID, pciDomainID,
 //     pciDeviceID, sharedMemPerBlock, maxThreadsPerBlock exist in both;
@@ -67,6 +77,7 @@
 #include <hip/hip_runtime.h>
 
 #include <bit>
+#include <new>
 
 #if !defined(__HIP_PLATFORM_AMD__)
 #error "the HIP plugin targets AMD GPUs; on NVIDIA build the CUDA plugin instead"
@@ -195,7 +206,32 @@ using cudaMemPoolAttr = hipMemPoolAttr;
 #define cudaEventQuery hipEventQuery
 #define cudaEventElapsedTime hipEventElapsedTime
 #define cudaEventDestroy hipEventDestroy
-#define cudaLaunchHostFunc hipLaunchHostFunc
+
+// cudaLaunchHostFunc. HIP 5.2's header declares hipLaunchHostFunc, but
+// Debian's libamdhip64 5.2.3 does not export it (the link fails), so it is
+// built on hipStreamAddCallback, exported by every HIP 5: the callback
+// receives (fn, data) in a heap record, frees it and calls fn(data) in stream
+// order, blocking later work in the stream until it returns, as in CUDA. As
+// with cudaLaunchHostFunc, fn is not called when the stream has failed.
+namespace strata_hip_compat {
+struct HostFnCall {
+  hipHostFn_t fn;
+  void* data;
+};
+inline void run_host_fn(hipStream_t /*stream*/, hipError_t status, void* record) {
+  const HostFnCall call = *static_cast<HostFnCall*>(record);
+  delete static_cast<HostFnCall*>(record);
+  if (status == hipSuccess) call.fn(call.data);
+}
+}  // namespace strata_hip_compat
+
+inline hipError_t cudaLaunchHostFunc(hipStream_t stream, hipHostFn_t fn, void* data) {
+  auto* record = new (std::nothrow) strata_hip_compat::HostFnCall{fn, data};
+  if (record == nullptr) return hipErrorOutOfMemory;
+  const hipError_t e = hipStreamAddCallback(stream, strata_hip_compat::run_host_fn, record, 0);
+  if (e != hipSuccess) delete record;
+  return e;
+}
 
 // CUDA's runtime API offers cudaFuncSetAttribute(kernel, ...) for any kernel
 // pointer through a template; HIP 5.2 declares only the const void* form.
@@ -208,8 +244,9 @@ inline hipError_t cudaFuncSetAttribute(Kernel* kernel, hipFuncAttribute attr, in
 // HIP before 7.0 has no *_sync warp shuffles unless HIP_ENABLE_WARP_SYNC_BUILTINS
 // is defined. Ours drop the mask and call the unmasked shuffle on the whole
 // wavefront: see "Differences" at the top. The width defaults to warpSize as
-// in CUDA.
-#if HIP_VERSION < 70000000 && !defined(HIP_ENABLE_WARP_SYNC_BUILTINS)
+// in CUDA. Only hipcc (clang in HIP mode, __HIPCC__) sees device code; the
+// plugin's .cpp files are host code compiled by the project's g++.
+#if defined(__HIPCC__) && HIP_VERSION < 70000000 && !defined(HIP_ENABLE_WARP_SYNC_BUILTINS)
 template <class T>
 __device__ inline T __shfl_sync(unsigned long long /*mask*/, T var, int src_lane, int width = warpSize) {
   return __shfl(var, src_lane, width);
@@ -229,9 +266,10 @@ __device__ inline T __shfl_xor_sync(unsigned long long /*mask*/, T var, int lane
 #endif
 
 // CUDA declares __half_as_ushort and __ushort_as_half __host__ __device__;
-// HIP 5.2 declares them __device__ only. These are their host overloads
-// (clang resolves overloads by __host__/__device__ target), a plain bit copy
-// as in CUDA.
+// HIP 5.2 declares them __device__ only under hipcc, and not at all for g++
+// (host code). These are their host versions, a plain bit copy as in CUDA:
+// under hipcc an overload on the __host__ target (clang resolves overloads by
+// target), under g++ (where __host__ expands to nothing) plain functions.
 __host__ inline unsigned short __half_as_ushort(__half x) { return std::bit_cast<unsigned short>(x); }
 __host__ inline __half __ushort_as_half(unsigned short x) { return std::bit_cast<__half>(x); }
 
