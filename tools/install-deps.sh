@@ -19,6 +19,7 @@ packages=(
   libssl-dev              # libcrypto: SHA-256 of pinned plugins (plugins.pins)
   libvulkan-dev glslc     # the Vulkan plugin: loader and the GLSL->SPIR-V compiler
   mesa-vulkan-drivers     # lavapipe, so the Vulkan tests run on a CPU-only machine
+  hipcc libamdhip64-dev   # the HIP plugin, built from the CUDA kernel sources; no AMD GPU needed to build
   clang libclang-rt-14-dev libomp-dev  # the fuzz preset: clang, libFuzzer + sanitizers, OpenMP for the CPU plugin
 )
 
