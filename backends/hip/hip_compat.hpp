@@ -122,6 +122,9 @@ using cudaMemPoolAttr = hipMemPoolAttr;
 
 #define cudaSuccess hipSuccess
 #define cudaErrorNotReady hipErrorNotReady
+#define cudaErrorIllegalAddress hipErrorIllegalAddress
+#define cudaErrorLaunchFailure hipErrorLaunchFailure
+#define cudaErrorAssert hipErrorAssert
 #define cudaErrorMemoryAllocation hipErrorOutOfMemory  // hipErrorMemoryAllocation is its deprecated alias
 #define cudaErrorNoDevice hipErrorNoDevice
 #define cudaErrorInsufficientDriver hipErrorInsufficientDriver

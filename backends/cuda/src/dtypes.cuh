@@ -14,6 +14,7 @@
 #include <cstdint>
 #include <type_traits>
 
+#include "gpu_runtime.hpp"  // first: under hipcc it defines __forceinline__ & co.
 #include "kernel_math.hpp"
 #include "numeric.hpp"
 

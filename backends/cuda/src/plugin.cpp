@@ -6,6 +6,7 @@
 // One source, two plugins: built by nvcc this is libstrata_plugin_cuda.so,
 // built by hipcc with STRATA_GPU_HIP it is libstrata_plugin_hip.so.
 #include <dlfcn.h>
+#include <unistd.h>
 
 #include <algorithm>
 #include <cstdio>
@@ -66,12 +67,14 @@ strata_status runtime_failure(cudaError_t e, const Device* d, const char* what, 
     // Sticky errors: the context is corrupt and every later call fails.
     case cudaErrorIllegalAddress:
     case cudaErrorLaunchFailure:
+    case cudaErrorAssert:
+#if !defined(STRATA_GPU_HIP)  // CUDA's finer-grained sticky errors
     case cudaErrorHardwareStackError:
     case cudaErrorIllegalInstruction:
     case cudaErrorMisalignedAddress:
     case cudaErrorInvalidAddressSpace:
     case cudaErrorInvalidPc:
-    case cudaErrorAssert:
+#endif
       return fail(error, STRATA_ERROR_DEVICE_LOST, "%s on %s: %s; the device context is lost", what, where.c_str(),
                   describe(e).c_str());
     default:
@@ -197,7 +200,9 @@ strata_status open_device(Device& d, int ordinal, strata_error* error) {
 /// when it cannot even be loaded (the common case on a machine without a GPU).
 std::string no_device_reason(cudaError_t e) {
   std::string why = describe(e);
-#if !defined(STRATA_GPU_HIP)
+#if defined(STRATA_GPU_HIP)
+  if (access("/dev/kfd", F_OK) != 0) why += "; /dev/kfd does not exist (the amdgpu kernel driver is not loaded)";
+#else
   if (dlopen("libcuda.so.1", RTLD_LAZY | RTLD_LOCAL | RTLD_NOLOAD) == nullptr &&
       dlopen("libcuda.so.1", RTLD_LAZY | RTLD_LOCAL) == nullptr) {
     const char* dl = dlerror();
@@ -226,7 +231,7 @@ strata_status init(strata_init_args* args) noexcept {
     if (strata_status s = check_options(args->options_json, error); s != STRATA_OK) return s;
     int count = 0;
     if (cudaError_t e = cudaGetDeviceCount(&count); e != cudaSuccess) {
-      return fail(error, STRATA_ERROR_NO_DEVICE, "%s: cudaGetDeviceCount: %s", kPluginName,
+      return fail(error, STRATA_ERROR_NO_DEVICE, "%s: %sGetDeviceCount: %s", kPluginName, STRATA_GPU_API,
                   no_device_reason(e).c_str());
     }
     if (count == 0) {

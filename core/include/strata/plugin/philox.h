@@ -31,6 +31,13 @@
 #else
 #define STRATA_PHILOX_FN static inline
 #endif
+/* Bit copies between float and uint32_t: hipcc's device code has no memcpy,
+ * clang's builtin works on both sides. */
+#if defined(__HIPCC__)
+#define STRATA_PHILOX_MEMCPY __builtin_memcpy
+#else
+#define STRATA_PHILOX_MEMCPY memcpy
+#endif
 
 #ifdef __cplusplus
 extern "C" {
@@ -85,13 +92,13 @@ STRATA_PHILOX_FN uint32_t strata_philox_threshold(double p) {
 
 STRATA_PHILOX_FN float strata_philox_bits_to_float(uint32_t bits) {
   float f;
-  memcpy(&f, &bits, sizeof f);
+  STRATA_PHILOX_MEMCPY(&f, &bits, sizeof f);
   return f;
 }
 
 STRATA_PHILOX_FN uint32_t strata_philox_float_to_bits(float f) {
   uint32_t bits;
-  memcpy(&bits, &f, sizeof bits);
+  STRATA_PHILOX_MEMCPY(&bits, &f, sizeof bits);
   return bits;
 }
 
