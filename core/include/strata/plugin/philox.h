@@ -7,6 +7,8 @@
  * ports it line by line (backends/vulkan/shaders/random.comp does). The
  * arithmetic is IEEE binary32 with + - * only, in the order written, and no
  * fused multiply-add: compile it with -ffp-contract=off (GLSL: `precise`).
+ * Device code must be compiled without FMA contraction too: nvcc
+ * -fmad=false, hipcc -ffp-contract=off (both contract by default).
  * Division, sqrt, log, sin and cos are not correctly rounded on every
  * device, so they are built here from + - * and bit operations.
  *
@@ -22,6 +24,14 @@
 #include <stdint.h>
 #include <string.h>
 
+/* Every function is `static inline`; compiled by nvcc or hipcc it is also
+ * __host__ __device__, so CUDA and HIP kernels call the reference itself. */
+#if defined(__CUDACC__) || defined(__HIPCC__)
+#define STRATA_PHILOX_FN static inline __host__ __device__
+#else
+#define STRATA_PHILOX_FN static inline
+#endif
+
 #ifdef __cplusplus
 extern "C" {
 #endif
@@ -31,7 +41,7 @@ typedef struct strata_philox_block {
 } strata_philox_block;
 
 /** Philox4x32-10 (Salmon et al., SC'11; the constants of Random123). */
-static inline strata_philox_block strata_philox4x32_10(uint64_t block, uint64_t offset, uint64_t seed) {
+STRATA_PHILOX_FN strata_philox_block strata_philox4x32_10(uint64_t block, uint64_t offset, uint64_t seed) {
   uint32_t c0 = (uint32_t)block, c1 = (uint32_t)(block >> 32), c2 = (uint32_t)offset, c3 = (uint32_t)(offset >> 32);
   uint32_t k0 = (uint32_t)seed, k1 = (uint32_t)(seed >> 32);
   int round;
@@ -56,16 +66,16 @@ static inline strata_philox_block strata_philox4x32_10(uint64_t block, uint64_t 
 }
 
 /** The 32-bit word for element `index`. */
-static inline uint32_t strata_philox_word(uint64_t index, uint64_t offset, uint64_t seed) {
+STRATA_PHILOX_FN uint32_t strata_philox_word(uint64_t index, uint64_t offset, uint64_t seed) {
   return strata_philox4x32_10(index >> 2, offset, seed).v[index & 3u];
 }
 
 /** Uniform in [0, 1): the top 24 bits, exact in binary32 (and binary64). */
-static inline float strata_philox_uniform(uint32_t word) { return (float)(word >> 8) * 5.9604644775390625e-8f; }
+STRATA_PHILOX_FN float strata_philox_uniform(uint32_t word) { return (float)(word >> 8) * 5.9604644775390625e-8f; }
 
 /** Bernoulli threshold for probability p (computed once, in double):
  *  an element is 1 when (word >> 8) < threshold. */
-static inline uint32_t strata_philox_threshold(double p) {
+STRATA_PHILOX_FN uint32_t strata_philox_threshold(double p) {
   double t;
   if (!(p > 0.0)) return 0u;
   if (p >= 1.0) return 16777216u;
@@ -73,20 +83,20 @@ static inline uint32_t strata_philox_threshold(double p) {
   return (uint32_t)t + ((double)(uint32_t)t < t ? 1u : 0u); /* ceil */
 }
 
-static inline float strata_philox_bits_to_float(uint32_t bits) {
+STRATA_PHILOX_FN float strata_philox_bits_to_float(uint32_t bits) {
   float f;
   memcpy(&f, &bits, sizeof f);
   return f;
 }
 
-static inline uint32_t strata_philox_float_to_bits(float f) {
+STRATA_PHILOX_FN uint32_t strata_philox_float_to_bits(float f) {
   uint32_t bits;
   memcpy(&bits, &f, sizeof bits);
   return bits;
 }
 
 /** 1/d for d in [1.5, 3] by Newton's iteration from a bit-level guess. */
-static inline float strata_philox_reciprocal(float d) {
+STRATA_PHILOX_FN float strata_philox_reciprocal(float d) {
   float r = strata_philox_bits_to_float(0x7EF311C3u - strata_philox_float_to_bits(d));
   r = r * (2.0f - d * r);
   r = r * (2.0f - d * r);
@@ -95,7 +105,7 @@ static inline float strata_philox_reciprocal(float d) {
 }
 
 /** Natural log of u in (0, 1]. */
-static inline float strata_philox_log(float u) {
+STRATA_PHILOX_FN float strata_philox_log(float u) {
   uint32_t bits = strata_philox_float_to_bits(u);
   int32_t e = (int32_t)((bits >> 23) & 0xFFu) - 127;
   float m = strata_philox_bits_to_float((bits & 0x7FFFFFu) | 0x3F800000u); /* [1, 2) */
@@ -116,7 +126,7 @@ static inline float strata_philox_log(float u) {
 }
 
 /** sqrt(x) for x >= 0 through a refined reciprocal square root. */
-static inline float strata_philox_sqrt(float x) {
+STRATA_PHILOX_FN float strata_philox_sqrt(float x) {
   float y;
   if (!(x > 0.0f)) return 0.0f;
   y = strata_philox_bits_to_float(0x5F3759DFu - (strata_philox_float_to_bits(x) >> 1));
@@ -127,7 +137,7 @@ static inline float strata_philox_sqrt(float x) {
 }
 
 /** cos and sin of 2*pi*u for u in [0, 1). */
-static inline void strata_philox_cos_sin(float u, float* cos_out, float* sin_out) {
+STRATA_PHILOX_FN void strata_philox_cos_sin(float u, float* cos_out, float* sin_out) {
   float t = u * 4.0f; /* exact */
   int32_t quadrant = (int32_t)t;
   float a = (t - (float)quadrant) * 1.57079637f; /* [0, pi/2) */
@@ -157,7 +167,7 @@ static inline void strata_philox_cos_sin(float u, float* cos_out, float* sin_out
 
 /** Box-Muller on two words: the even lane's value r*cos (z_even) and the odd
  *  lane's r*sin (z_odd). */
-static inline void strata_philox_box_muller(uint32_t w0, uint32_t w1, float* z_even, float* z_odd) {
+STRATA_PHILOX_FN void strata_philox_box_muller(uint32_t w0, uint32_t w1, float* z_even, float* z_odd) {
   float u1 = (float)((w0 >> 8) + 1u) * 5.9604644775390625e-8f; /* (0, 1] */
   float u2 = strata_philox_uniform(w1);
   float r = strata_philox_sqrt(-2.0f * strata_philox_log(u1));
@@ -169,7 +179,7 @@ static inline void strata_philox_box_muller(uint32_t w0, uint32_t w1, float* z_e
 
 /** Standard normal for element `index` (Box-Muller on the word pair of its
  *  half of the block: lanes 0,1 share words 0,1; lanes 2,3 words 2,3). */
-static inline float strata_philox_normal(uint64_t index, uint64_t offset, uint64_t seed) {
+STRATA_PHILOX_FN float strata_philox_normal(uint64_t index, uint64_t offset, uint64_t seed) {
   strata_philox_block b = strata_philox4x32_10(index >> 2, offset, seed);
   uint32_t lane = (uint32_t)(index & 3u);
   uint32_t pair = lane & 2u;
