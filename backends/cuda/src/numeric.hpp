@@ -31,11 +31,16 @@
 #include <cuda_fp16.h>
 #elif defined(__HIPCC__)
 #include <hip/hip_fp16.h>
+#include <hip/hip_runtime.h>  // __float_as_uint / __uint_as_float (nvcc declares them implicitly)
 #endif
 
+// STRATA_HD: a function for host and device code, inlined. (hipcc does not
+// define __forceinline__ before <hip/hip_runtime.h>; this file may come first.)
 #ifndef STRATA_HD
-#if defined(__CUDACC__) || defined(__HIPCC__)
+#if defined(__CUDACC__)
 #define STRATA_HD __host__ __device__ __forceinline__
+#elif defined(__HIPCC__)
+#define STRATA_HD __host__ __device__ inline __attribute__((always_inline))
 #else
 #define STRATA_HD inline
 #endif
