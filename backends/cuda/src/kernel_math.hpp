@@ -42,9 +42,13 @@
 #include <cstddef>
 #include <cstdint>
 
+// STRATA_HD: a function for host and device code, inlined. (hipcc does not
+// define __forceinline__ before <hip/hip_runtime.h>; this file may come first.)
 #ifndef STRATA_HD
-#if defined(__CUDACC__) || defined(__HIPCC__)
+#if defined(__CUDACC__)
 #define STRATA_HD __host__ __device__ __forceinline__
+#elif defined(__HIPCC__)
+#define STRATA_HD __host__ __device__ inline __attribute__((always_inline))
 #else
 #define STRATA_HD inline
 #endif

@@ -31,11 +31,16 @@
 #include <cuda_fp16.h>
 #elif defined(__HIPCC__)
 #include <hip/hip_fp16.h>
+#include <hip/hip_runtime.h>  // __float_as_uint / __uint_as_float (nvcc declares them implicitly)
 #endif
 
+// STRATA_HD: a function for host and device code, inlined. (hipcc does not
+// define __forceinline__ before <hip/hip_runtime.h>; this file may come first.)
 #ifndef STRATA_HD
-#if defined(__CUDACC__) || defined(__HIPCC__)
+#if defined(__CUDACC__)
 #define STRATA_HD __host__ __device__ __forceinline__
+#elif defined(__HIPCC__)
+#define STRATA_HD __host__ __device__ inline __attribute__((always_inline))
 #else
 #define STRATA_HD inline
 #endif
@@ -95,18 +100,14 @@ using acc_t = typename acc_type<T>::type;
 
 namespace detail {
 
-#if STRATA_GPU_DEVICE_PASS
-__device__ __forceinline__ uint32_t float_bits(float f) { return __float_as_uint(f); }
-__device__ __forceinline__ float bits_float(uint32_t u) { return __uint_as_float(u); }
-
-/// half.hpp's float_to_bf16, for device code.
-__device__ __forceinline__ uint16_t float_to_bf16_device(float value) {
-  const uint32_t u = float_bits(value);
+/// half.hpp's float_to_bf16 on the float's bits: round to nearest even,
+/// quiet NaN. The device path of from_float<bfloat16_t>; host-device so that
+/// tests/gpu_math checks it on the CPU against half.hpp.
+STRATA_HD uint16_t bf16_bits_from_float_bits(uint32_t u) {
   if ((u & 0x7fffffffu) > 0x7f800000u) return static_cast<uint16_t>((u >> 16) | 0x40u);  // quiet NaN
   const uint32_t rounding = 0x7fffu + ((u >> 16) & 1u);
   return static_cast<uint16_t>((u + rounding) >> 16);
 }
-#endif
 
 }  // namespace detail
 
@@ -123,7 +124,7 @@ STRATA_HD float to_acc(half_t h) {
 
 STRATA_HD float to_acc(bfloat16_t h) {
 #if STRATA_GPU_DEVICE_PASS
-  return detail::bits_float(static_cast<uint32_t>(h.bits) << 16);
+  return __uint_as_float(static_cast<uint32_t>(h.bits) << 16);
 #else
   return ::strata::bf16_to_float(h.bits);
 #endif
@@ -162,7 +163,7 @@ STRATA_HD half_t from_float<half_t>(float x) {
 template <>
 STRATA_HD bfloat16_t from_float<bfloat16_t>(float x) {
 #if STRATA_GPU_DEVICE_PASS
-  return bfloat16_t{detail::float_to_bf16_device(x)};
+  return bfloat16_t{detail::bf16_bits_from_float_bits(__float_as_uint(x))};
 #else
   return bfloat16_t{::strata::float_to_bf16(x)};
 #endif
