@@ -307,18 +307,22 @@ std::unique_ptr<LoadedPlugin> init_plugin(const Manifest& m, const Config& confi
     PluginInitScope scope(plugin->name, info);
     st = api->init(&args);
   }
-  auto refuse = [&](std::string reason) -> std::unique_ptr<LoadedPlugin> {
+  auto refuse = [&](std::string reason, spdlog::level::level_enum level = spdlog::level::warn)
+      -> std::unique_ptr<LoadedPlugin> {
     info.loaded = false;
     info.reason = std::move(reason);
     for (const std::string& op : info.ops) info.warnings.push_back("op " + op + " retired: the plugin was refused");
     info.ops.clear();
-    logger("plugin")->warn("refused {}: {}", m.candidate.path, info.reason);
+    logger("plugin")->log(level, "refused {}: {}", m.candidate.path, info.reason);
     return nullptr;
   };
   if (st != STRATA_OK) {
     retire_plugin_registrations(plugin->name);  // what a failed init registered must not stay active
-    std::string what = st == STRATA_ERROR_NO_DEVICE ? "no usable device" : "init failed";
-    return refuse(what + ": " + message_of(st, err));
+    // No driver or no device is a normal outcome (a CUDA plugin on a
+    // machine without an NVIDIA GPU): recorded, shown by `strata devices`,
+    // logged at info. A failing init is a problem: logged as a warning.
+    if (st == STRATA_ERROR_NO_DEVICE) return refuse("no usable device: " + message_of(st, err), spdlog::level::info);
+    return refuse("init failed: " + message_of(st, err));
   }
   info.initialized = true;
   plugin->state = args.state;
