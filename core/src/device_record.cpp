@@ -65,6 +65,7 @@ std::string DeviceRecord::add_kernel(const strata_kernel_entry* e, int index_in_
   }
   void* user_data = STRATA_HAS_FIELD(e, strata_kernel_entry, user_data) ? e->user_data : nullptr;
   slots.push_back({key, e->fn, e->flags, user_data});
+  kernel_list.push_back({e->op, e->signature, (e->flags & STRATA_KERNEL_STRIDED_INPUTS) != 0});
   ++kernel_count;
   return {};
 }

@@ -13,6 +13,7 @@
 #include <strata/device.hpp>
 #include <strata/dtype.hpp>
 #include <strata/plugin/strata_plugin.h>
+#include <strata/runtime.hpp>
 
 #include <atomic>
 #include <cstring>
@@ -70,6 +71,9 @@ struct DeviceRecord {
   strata_device_props props{};
   /// kernels[op id] -> kernels of that op, by signature (kMaxOps entries).
   std::vector<std::vector<KernelSlot>> kernels;
+  /// (op, signature, flags) of every kernel accepted, in table order: what
+  /// DeviceInfo::kernels reports (kept apart from the slots the dispatch scans).
+  std::vector<KernelInfo> kernel_list;
   int kernel_count = 0;
   CachingAllocator allocator;
   PinnedStaging staging;  // enabled for STRATA_DEVICE_STAGE_PINNED

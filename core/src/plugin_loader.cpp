@@ -32,6 +32,10 @@ namespace fs = std::filesystem;
 
 namespace {
 
+/// How a refusal for STRATA_ERROR_NO_DEVICE begins (also in a child probe's reason).
+const std::string kNoDevicePrefix = "no usable device: ";
+
+
 constexpr std::string_view kPrefix = "libstrata_plugin_";
 constexpr std::string_view kSuffix = ".so";
 
@@ -209,7 +213,11 @@ std::unique_ptr<Manifest> read_manifest(const Candidate& candidate, const Config
   auto refuse = [&](std::string reason) -> std::unique_ptr<Manifest> {
     info.loaded = false;
     info.reason = std::move(reason);
-    logger("plugin")->warn("refused {}: {}", candidate.path, info.reason);
+    // A child probe's "no usable device: ..." is the plugin's init finding no
+    // hardware, logged at info as in load_plugin; every other refusal warns.
+    const bool no_device = info.reason.rfind(kNoDevicePrefix, 0) == 0;
+    logger("plugin")->log(no_device ? spdlog::level::info : spdlog::level::warn, "refused {}: {}", candidate.path,
+                          info.reason);
     return nullptr;
   };
   if (!candidate.error.empty()) return refuse(candidate.error);
@@ -321,7 +329,7 @@ std::unique_ptr<LoadedPlugin> init_plugin(const Manifest& m, const Config& confi
     // No driver or no device is a normal outcome (a CUDA plugin on a
     // machine without an NVIDIA GPU): recorded, shown by `strata devices`,
     // logged at info. A failing init is a problem: logged as a warning.
-    if (st == STRATA_ERROR_NO_DEVICE) return refuse("no usable device: " + message_of(st, err), spdlog::level::info);
+    if (st == STRATA_ERROR_NO_DEVICE) return refuse(kNoDevicePrefix + message_of(st, err), spdlog::level::info);
     return refuse("init failed: " + message_of(st, err));
   }
   info.initialized = true;

@@ -297,6 +297,7 @@ DeviceInfo Runtime::Impl::info_of(const DeviceRecord& r) {
   if (d.lost) d.lost_reason = r.lost_reason();
   d.memory_limit = config.device(r.plugin.name, r.index).memory_limit;
   d.kernel_count = r.kernel_count;
+  d.kernels = r.kernel_list;
   for (const detail::OpDef* op : detail::all_ops()) {
     if (op->kind == detail::OpKind::primitive && op->plugin_op == nullptr &&
         r.kernels[static_cast<size_t>(op->id)].empty()) {

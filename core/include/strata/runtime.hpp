@@ -21,6 +21,13 @@ namespace strata {
 enum class DeviceType { cpu, gpu, igpu, accelerator };
 std::string_view device_type_name(DeviceType t);
 
+/// One kernel a device's plugin registered (and the core accepted).
+struct KernelInfo {
+  std::string op;         // "strata::add", "acme::swiglu"
+  std::string signature;  // "f32,f32->f32"
+  bool strided_inputs = false;  // STRATA_KERNEL_STRIDED_INPUTS
+};
+
 struct DeviceInfo {
   Device device;
   std::string id;    // "cpu:0"
@@ -34,6 +41,9 @@ struct DeviceInfo {
   bool unified_memory = false;
   std::optional<uint64_t> memory_limit;  // from the configuration
   int kernel_count = 0;
+  /// Every kernel, in the order the plugin listed them (what `strata plugin
+  /// check` tests).
+  std::vector<KernelInfo> kernels;
   /// Primitives of the op set this device has no kernel for (these fall
   /// back per policy).
   std::vector<std::string> missing_primitives;
