@@ -1,0 +1,53 @@
+#!/usr/bin/env bash
+# The installed SDK end to end (CTest "sdk_install"): install the build tree
+# to a temporary prefix, move the prefix elsewhere (relocation), then use it
+# as an outside project would:
+#   1. the installed `strata devices` finds its configs and plugins;
+#   2. tests/sdk/consumer, configured with find_package(Strata) against the
+#      moved prefix only, builds a program and a plugin (strata_add_plugin),
+#      and the program runs an op on that plugin's device;
+#   3. pkg-config's strata.pc compiles and links the same program by hand.
+# Usage: check_sdk.sh <build dir> <source dir> <work dir>
+set -euo pipefail
+build=$1
+source=$2
+work=$3
+rm -rf "$work"
+mkdir -p "$work"
+cmake --install "$build" --prefix "$work/stage" > "$work/install.log"
+mv "$work/stage" "$work/sdk"
+sdk=$work/sdk
+
+echo "== installed layout"
+for f in bin/strata lib/libstrata.so include/strata/strata.hpp include/strata/plugin/strata_plugin.h \
+         include/strata/plugin/strata_plugin.hpp lib/strata/plugins/libstrata_plugin_cpu.so \
+         libexec/strata/strata-plugin-probe share/strata/configs/default.json \
+         share/strata/configs/strata-config.schema.json share/doc/strata/writing-a-backend.md \
+         lib/cmake/Strata/StrataConfig.cmake lib/cmake/Strata/StrataAddPlugin.cmake \
+         lib/pkgconfig/strata.pc lib/pkgconfig/strata-plugin-sdk.pc; do
+  test -e "$sdk/$f" || { echo "missing $f in the install"; exit 1; }
+done
+
+echo "== the moved install's CLI"
+devices=$("$sdk/bin/strata" devices)
+echo "$devices" | grep -q "Configuration: $sdk/share/strata/configs/default.json" || { echo "$devices"; exit 1; }
+echo "$devices" | grep -q "loaded   cpu" || { echo "$devices"; exit 1; }
+
+echo "== an outside project: find_package(Strata)"
+cmake -S "$source/tests/sdk/consumer" -B "$work/consumer" -G Ninja -DCMAKE_BUILD_TYPE=Release \
+  -DCMAKE_PREFIX_PATH="$sdk" \
+  -DMINI_SOURCES="$source/tests/plugins/mini_plugin.c;$source/tests/plugins/common/test_plugin_common.c" \
+  -DMINI_INCLUDE_DIR="$source/tests/plugins" > "$work/consumer-configure.log"
+cmake --build "$work/consumer" > "$work/consumer-build.log"
+out=$(STRATA_PLUGIN_PATH="$work/consumer/libstrata_plugin_sdkmini.so" "$work/consumer/sdk_consumer")
+echo "$out"
+echo "$out" | grep -q "config $sdk/share/strata/configs/default.json"
+echo "$out" | grep -q "cpu sum 6"
+echo "$out" | grep -q "sdkmini add 12"
+
+echo "== pkg-config"
+flags=$(PKG_CONFIG_PATH="$sdk/lib/pkgconfig" pkg-config --cflags --libs strata)
+c++ "$source/tests/sdk/consumer/main.cpp" $flags -o "$work/pkgconfig_consumer"
+PKG_CONFIG_PATH="$sdk/lib/pkgconfig" pkg-config --cflags strata-plugin-sdk | grep -q -- "-I$sdk/lib/pkgconfig/../../include"
+STRATA_PLUGIN_PATH="$work/consumer/libstrata_plugin_sdkmini.so" "$work/pkgconfig_consumer" | grep -q "sdkmini add 12"
+echo "sdk: all checks passed"
