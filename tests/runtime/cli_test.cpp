@@ -245,3 +245,43 @@ TEST(CliEnvironment, ChildProbesAreCachedPerFile) {
 }
 
 }  // namespace
+
+// ---- strata new-backend ---------------------------------------------------------------
+
+TEST(CliNewBackend, WritesAProjectIntoANewFolder) {
+  namespace fs = std::filesystem;
+  const fs::path dir = fs::temp_directory_path() / ("strata-nb-" + std::to_string(::getpid()));
+  fs::remove_all(dir);
+  Result r = run("new-backend acme_npu --dir " + dir.string());
+  EXPECT_EQ(r.exit_code, 0) << r.out;
+  for (const char* f : {"CMakeLists.txt", "src/plugin.cpp", "README.md"}) EXPECT_TRUE(fs::exists(dir / f)) << f;
+  std::ifstream cmake(dir / "CMakeLists.txt");
+  std::string text((std::istreambuf_iterator<char>(cmake)), std::istreambuf_iterator<char>());
+  EXPECT_NE(text.find("strata_add_plugin(acme_npu src/plugin.cpp)"), std::string::npos) << text;
+  EXPECT_EQ(text.find("@NAME@"), std::string::npos);
+  fs::remove_all(dir);
+}
+
+TEST(CliNewBackend, RefusesAFolderThatIsNotEmptyAndWritesNothing) {
+  namespace fs = std::filesystem;
+  const fs::path dir = fs::temp_directory_path() / ("strata-nb-full-" + std::to_string(::getpid()));
+  fs::remove_all(dir);
+  fs::create_directories(dir);
+  std::ofstream(dir / "CMakeLists.txt") << "mine";
+  Result r = run("new-backend acme --dir " + dir.string());
+  EXPECT_EQ(r.exit_code, 2) << r.out;
+  EXPECT_NE(r.out.find("exists and is not empty; nothing was written"), std::string::npos) << r.out;
+  std::ifstream kept(dir / "CMakeLists.txt");
+  std::string text((std::istreambuf_iterator<char>(kept)), std::istreambuf_iterator<char>());
+  EXPECT_EQ(text, "mine");
+  EXPECT_FALSE(fs::exists(dir / "src"));
+  fs::remove_all(dir);
+}
+
+TEST(CliNewBackend, RefusesNamesThatCannotNameAPlugin) {
+  for (const char* name : {"Acme", "9lives", "acme-npu", "cuda"}) {
+    Result r = run(std::string("new-backend ") + name + " --dir /nonexistent/strata-never-written");
+    EXPECT_EQ(r.exit_code, 2) << name << ": " << r.out;
+    EXPECT_NE(r.out.find(std::string("invalid name \"") + name + "\""), std::string::npos) << r.out;
+  }
+}

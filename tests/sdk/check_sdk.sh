@@ -6,7 +6,9 @@
 #   2. tests/sdk/consumer, configured with find_package(Strata) against the
 #      moved prefix only, builds a program and a plugin (strata_add_plugin),
 #      and the program runs an op on that plugin's device;
-#   3. pkg-config's strata.pc compiles and links the same program by hand.
+#   3. pkg-config's strata.pc compiles and links the same program by hand;
+#   4. `strata new-backend` writes a project that builds against the moved
+#      install, and its plugin loads.
 # Usage: check_sdk.sh <build dir> <source dir> <work dir>
 set -euo pipefail
 build=$1
@@ -50,4 +52,11 @@ flags=$(PKG_CONFIG_PATH="$sdk/lib/pkgconfig" pkg-config --cflags --libs strata)
 c++ "$source/tests/sdk/consumer/main.cpp" $flags -o "$work/pkgconfig_consumer"
 PKG_CONFIG_PATH="$sdk/lib/pkgconfig" pkg-config --cflags strata-plugin-sdk | grep -q -- "-I$sdk/lib/pkgconfig/../../include"
 STRATA_PLUGIN_PATH="$work/consumer/libstrata_plugin_sdkmini.so" "$work/pkgconfig_consumer" | grep -q "sdkmini add 12"
+echo "== strata new-backend: a scaffold built against the moved install"
+"$sdk/bin/strata" new-backend scaffold --dir "$work/scaffold" > "$work/scaffold.log"
+cmake -S "$work/scaffold" -B "$work/scaffold/build" -G Ninja -DCMAKE_PREFIX_PATH="$sdk" > "$work/scaffold-configure.log"
+cmake --build "$work/scaffold/build" > "$work/scaffold-build.log"
+devices=$(STRATA_PLUGIN_PATH="$work/scaffold/build/libstrata_plugin_scaffold.so" "$sdk/bin/strata" devices)
+echo "$devices" | grep -q "loaded   scaffold 0.1.0" || { echo "$devices"; exit 1; }
+echo "$devices" | grep -q "scaffold:0  accelerator" || { echo "$devices"; exit 1; }
 echo "sdk: all checks passed"

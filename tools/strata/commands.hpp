@@ -23,5 +23,7 @@ int run_devices(const DevicesOptions& options);
 int run_ops(const OpsOptions& options);
 int run_config_check(const std::string& path);
 int run_demo(const std::string& device);
+/// `strata new-backend NAME [--dir DIR]` (new_backend.cpp).
+int run_new_backend(const std::string& name, const std::string& dir);
 
 }  // namespace strata::cli

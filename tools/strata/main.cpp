@@ -40,6 +40,12 @@ int main(int argc, char** argv) {
   demo->add_option("--device", demo_device, "Device id (default: the one the configuration selects)");
   demo->add_option("--config", config_path, "JSON configuration file")->check(CLI::ExistingFile);
 
+  std::string backend_name, backend_dir;
+  CLI::App* new_backend =
+      app.add_subcommand("new-backend", "Write a plugin project for a new backend, buildable against this SDK");
+  new_backend->add_option("name", backend_name, "The backend's name: lower case letters, digits, '_'")->required();
+  new_backend->add_option("--dir", backend_dir, "The folder to create (default: NAME); must not exist or be empty");
+
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {
@@ -49,6 +55,7 @@ int main(int argc, char** argv) {
 
   try {
     if (check->parsed()) return run_config_check(check_path);
+    if (new_backend->parsed()) return run_new_backend(backend_name, backend_dir);
     if (!config_path.empty()) strata::runtime().load_config(config_path);
     if (app.got_subcommand("version")) {
       std::cout << "strata " << strata::version() << " (plugin ABI " << strata::abi_version() << ")\n";
