@@ -18,6 +18,8 @@
 
 namespace strata {
 
+class Tensor;
+
 enum class DeviceType { cpu, gpu, igpu, accelerator };
 std::string_view device_type_name(DeviceType t);
 
@@ -212,6 +214,24 @@ struct ConfigIssue {
 /// exist (in the configuration or STRATA_PLUGIN_PATH), a plugin file the
 /// loader would refuse unopened (a FIFO, a directory, an empty file).
 std::vector<ConfigIssue> check_config(const Config& config);
+
+/// A tensor's memory as its plugin sees it, for interop with native code
+/// (collective libraries, other frameworks), through the plugin's
+/// strata.native_handles extension.
+struct NativeView {
+  std::string api;        // "host", "cuda", "hip", "vulkan", ... (the plugin's)
+  void* data = nullptr;   // native address of the tensor's first element (its offset applied)
+  void* stream = nullptr; // the device's default native stream (NULL for "host")
+};
+
+/// The native view of `t`. Throws DeviceError naming the device when its
+/// plugin offers no strata.native_handles extension. Work the device still
+/// has queued may be writing the memory: call runtime().synchronize(device)
+/// first (or order native work on `stream`). Writing through the pointer
+/// bypasses autograd's version counter, so write only tensors no saved
+/// tensor depends on (gradients in a collective, buffers you own); the
+/// strides are t's own.
+NativeView native_view(const Tensor& t);
 
 /// A byte count as Strata's messages and tools write it: "512 B", "1.5 MiB".
 std::string format_bytes(uint64_t bytes);
