@@ -719,7 +719,8 @@ std::vector<Case> build_cases(const Context& ctx) {
         if (c.inputs.empty() || c.inputs[0].base.empty() || numel_of(c.inputs[0].base) > 1000) continue;
         if (!is_floating(c.inputs[static_cast<size_t>(spec.diff_input)].dtype)) break;
         const int diff = spec.diff_input;
-        gradient_cases.push_back({prefix + " derivatives to order 3, " + describe(c.inputs), k.op, cell_dtype(t),
+        gradient_cases.push_back({prefix + " derivatives to order 3, " + describe(c.inputs), k.op + " (derivatives)",
+                                  cell_dtype(t),
                                   observed(ctx, k.op, true, [&ctx, c, diff, t] { return run_gradients(ctx, c, diff, t); })});
         break;
       }

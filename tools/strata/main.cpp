@@ -65,6 +65,7 @@ int main(int argc, char** argv) {
   add_check_options(plugin_worker);
   plugin_worker->add_option("--event-fd", worker_options.event_fd, "File descriptor for the JSON event lines")->required();
   plugin_worker->add_option("--resume", worker_options.resume, "First case to run");
+  plugin_worker->add_option("--skip-cell", worker_options.skip_cells, "op|dtype cells not to run again");
 
   try {
     app.parse(argc, argv);

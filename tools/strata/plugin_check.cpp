@@ -84,8 +84,8 @@ std::string signal_text(int sig) {
 
 /// Runs one worker from case `resume`, adding what it reports to `records`
 /// (and its hello to `hello`).
-WorkerRun run_worker(const PluginCheckOptions& options, int resume, nlohmann::json& hello,
-                     std::vector<CaseRecord>& records) {
+WorkerRun run_worker(const PluginCheckOptions& options, int resume, const std::vector<std::string>& skip_cells,
+                     nlohmann::json& hello, std::vector<CaseRecord>& records) {
   WorkerRun run;
   int events[2], errs[2];
   if (::pipe2(events, O_CLOEXEC) != 0 || ::pipe2(errs, O_CLOEXEC) != 0) {
@@ -96,6 +96,7 @@ WorkerRun run_worker(const PluginCheckOptions& options, int resume, nlohmann::js
   if (!options.device.empty()) args.insert(args.end(), {"--device", options.device});
   if (!options.op_regex.empty()) args.insert(args.end(), {"--op", options.op_regex});
   if (options.quick) args.push_back("--quick");
+  for (const std::string& cell : skip_cells) args.insert(args.end(), {"--skip-cell", cell});
   std::vector<char*> argv;
   for (std::string& a : args) argv.push_back(a.data());
   argv.push_back(nullptr);
@@ -388,13 +389,14 @@ int run_plugin_check(const PluginCheckOptions& options) {
   std::vector<CaseRecord> records;
   std::string aborted;
   int resume = 0;
+  std::vector<std::string> skip_cells;
   for (int worker = 0;; ++worker) {
     if (worker == kMaxWorkers) {
       aborted = std::to_string(kMaxWorkers) + " workers crashed or hung; the cases from " + std::to_string(resume) +
                 " on were not run";
       break;
     }
-    WorkerRun run = run_worker(options, resume, hello, records);
+    WorkerRun run = run_worker(options, resume, skip_cells, hello, records);
     if (run.refused) {
       std::cerr << "strata plugin check: " << options.path << ": refused: " << run.refusal << "\n";
       if (options.json) {
@@ -415,6 +417,8 @@ int run_plugin_check(const PluginCheckOptions& options) {
       break;
     }
     resume = run.interrupted->index + 1;
+    // One crash or hang per kernel is enough: its other cases are skipped.
+    if (!run.interrupted->op.empty()) skip_cells.push_back(cell_key(run.interrupted->op, run.interrupted->dtype));
   }
   Report report = make_report(hello, std::move(records), aborted);
   if (options.json) {

@@ -11,6 +11,7 @@
 #pragma once
 
 #include <string>
+#include <vector>
 
 namespace strata::cli {
 
@@ -34,7 +35,13 @@ struct PluginWorkerOptions {
   PluginCheckOptions check;
   int event_fd = -1;   // where the JSON event lines go
   int resume = 0;      // the first case to run
+  /// "op|dtype" cells whose kernel crashed or hung in an earlier worker:
+  /// their remaining cases are reported as skipped, not run again.
+  std::vector<std::string> skip_cells;
 };
+
+/// The cell key of a case: its op without " (derivatives)", "|", its dtype.
+std::string cell_key(const std::string& op, const std::string& dtype);
 
 /// The parent: validates, runs workers, prints the report. Exit codes: 0
 /// nothing failed, crashed or hung; 1 something did; 2 bad input (a path
