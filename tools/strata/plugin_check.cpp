@@ -36,6 +36,26 @@ constexpr size_t kStderrTail = 400;
 
 // ---- validating the path ----------------------------------------------------------------
 
+/// Whether a 64-bit little-endian ELF file has a PT_INTERP program header:
+/// a position-independent executable (also of type ET_DYN), not a library.
+bool has_interpreter(std::ifstream& in) {
+  auto read_le = [&in](std::streamoff at, int bytes) -> uint64_t {
+    std::array<unsigned char, 8> b{};
+    in.clear();
+    in.seekg(at);
+    if (!in.read(reinterpret_cast<char*>(b.data()), bytes)) return 0;
+    uint64_t v = 0;
+    for (int i = bytes - 1; i >= 0; --i) v = (v << 8u) | b[static_cast<size_t>(i)];
+    return v;
+  };
+  const uint64_t phoff = read_le(32, 8), phentsize = read_le(54, 2), phnum = read_le(56, 2);
+  constexpr uint64_t kPtInterp = 3;
+  for (uint64_t i = 0; i < phnum && phentsize >= 4 && i < 4096; ++i) {
+    if (read_le(static_cast<std::streamoff>(phoff + i * phentsize), 4) == kPtInterp) return true;
+  }
+  return false;
+}
+
 /// "" when `path` is a regular file holding an ELF shared object, else why not.
 std::string validate_plugin_path(const std::string& path) {
   struct stat st {};
@@ -55,6 +75,9 @@ std::string validate_plugin_path(const std::string& path) {
   // e_type at offset 16, in the file's byte order (EI_DATA: 1 little, 2 big).
   const unsigned type = header[5] == 2 ? (header[16] << 8u) | header[17] : (header[17] << 8u) | header[16];
   if (type != 3) return path + ": an ELF file but not a shared object (e_type " + std::to_string(type) + ")";
+  if (header[4] == 2 && header[5] == 1 && has_interpreter(in)) {
+    return path + ": an ELF executable (it names a program interpreter), not a shared object";
+  }
   return {};
 }
 
