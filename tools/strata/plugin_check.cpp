@@ -33,6 +33,8 @@ namespace {
 /// costs one); after that the remaining cases are reported as not run.
 constexpr int kMaxWorkers = 64;
 constexpr size_t kStderrTail = 400;
+/// The least a worker is given to load the plugins before its first event.
+constexpr int64_t kStartupMs = 30000;
 
 // ---- validating the path ----------------------------------------------------------------
 
@@ -142,11 +144,16 @@ WorkerRun run_worker(const PluginCheckOptions& options, int resume, const std::v
   std::string pending, err_tail;
   std::optional<CaseRecord> started;
   bool timed_out = false;
+  bool greeted = false;  // the worker said hello (or refused)
   auto last_event = std::chrono::steady_clock::now();
   std::array<pollfd, 2> fds{{{events[0], POLLIN, 0}, {errs[0], POLLIN, 0}}};
   while (fds[0].fd >= 0) {
     const auto silent = std::chrono::duration_cast<std::chrono::milliseconds>(std::chrono::steady_clock::now() - last_event);
-    const int64_t left = options.timeout_ms - silent.count();
+    // Until the worker has loaded the plugins and said hello, allow at least
+    // kStartupMs: the runtime's own child probe (plugins.probe_timeout_ms)
+    // bounds a plugin that hangs while loading.
+    const int64_t limit = greeted ? options.timeout_ms : std::max<int64_t>(options.timeout_ms, kStartupMs);
+    const int64_t left = limit - silent.count();
     if (left <= 0) {
       timed_out = true;
       break;
@@ -176,6 +183,7 @@ WorkerRun run_worker(const PluginCheckOptions& options, int resume, const std::v
         pending.erase(0, nl + 1);
         if (e.is_discarded() || !e.contains("event")) continue;
         const std::string kind = e["event"];
+        greeted = true;
         if (kind == "hello") {
           if (hello.is_null()) hello = e;
         } else if (kind == "refused") {
@@ -209,7 +217,8 @@ WorkerRun run_worker(const PluginCheckOptions& options, int resume, const std::v
   while (!tail.empty() && (tail.back() == '\n' || tail.back() == ' ')) tail.pop_back();
   const std::string stderr_note = tail.empty() ? "" : "; its stderr ended with: " + tail;
   if (timed_out) {
-    run.death = "hang (no answer within " + std::to_string(options.timeout_ms) + " ms)";
+    run.death = "hang (no answer within " +
+                std::to_string(greeted ? options.timeout_ms : std::max<int64_t>(options.timeout_ms, kStartupMs)) + " ms)";
     run.done = false;
   } else if (WIFSIGNALED(status)) {
     run.death = "crash (" + signal_text(WTERMSIG(status)) + ")";
