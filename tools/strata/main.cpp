@@ -1,5 +1,7 @@
-// main.cpp — the `strata` command line: version, devices, ops, config check, demo.
+// main.cpp — the `strata` command line: version, devices, ops, config check,
+// demo, plugin check.
 #include "commands.hpp"
+#include "plugin_check.hpp"
 
 #include <strata/strata.hpp>
 
@@ -45,6 +47,30 @@ int main(int argc, char** argv) {
       app.add_subcommand("new-backend", "Write a plugin project for a new backend, buildable against this SDK");
   new_backend->add_option("name", backend_name, "The backend's name: lower case letters, digits, '_'")->required();
   new_backend->add_option("--dir", backend_dir, "The folder to create (default: NAME); must not exist or be empty");
+  CLI::App* plugin = app.add_subcommand("plugin", "Plugin tools");
+  plugin->require_subcommand(1);
+  PluginWorkerOptions worker_options;
+  PluginCheckOptions& check_options = worker_options.check;
+  auto add_check_options = [&check_options](CLI::App* cmd) {
+    cmd->add_option("path", check_options.path, "The plugin file, libstrata_plugin_<name>.so")->required();
+    cmd->add_option("--device", check_options.device, "Device under test (default: the plugin's first device)");
+    cmd->add_option("--timeout-ms", check_options.timeout_ms,
+                    "Milliseconds a case may run silently before it counts as a hang (default 10000)");
+    cmd->add_option("--op", check_options.op_regex, "Only op cases whose op name matches this regular expression");
+    cmd->add_flag("--quick", check_options.quick, "Leave out the large shapes (about 1e5 elements)");
+  };
+  CLI::App* plugin_check = plugin->add_subcommand(
+      "check", "Conformance suite: run every claimed kernel against the CPU reference, in a child process");
+  add_check_options(plugin_check);
+  plugin_check->add_flag("--json", check_options.json, "Print one JSON object (plugin, device, cases, matrix, totals)");
+  plugin_check->add_flag("--markdown", check_options.markdown, "Print the op x dtype matrix as Markdown");
+  // The worker process of `plugin check` (not for people): hidden.
+  CLI::App* plugin_worker = plugin->add_subcommand("check-worker", "Worker process of plugin check");
+  plugin_worker->group("");
+  add_check_options(plugin_worker);
+  plugin_worker->add_option("--event-fd", worker_options.event_fd, "File descriptor for the JSON event lines")->required();
+  plugin_worker->add_option("--resume", worker_options.resume, "First case to run");
+  plugin_worker->add_option("--skip-cell", worker_options.skip_cells, "op|dtype cells not to run again");
 
   try {
     app.parse(argc, argv);
@@ -56,6 +82,9 @@ int main(int argc, char** argv) {
   try {
     if (check->parsed()) return run_config_check(check_path);
     if (new_backend->parsed()) return run_new_backend(backend_name, backend_dir);
+    // The parent never touches the runtime: the plugin is loaded only by its workers.
+    if (plugin_check->parsed()) return run_plugin_check(check_options);
+    if (plugin_worker->parsed()) return run_plugin_check_worker(worker_options);
     if (!config_path.empty()) strata::runtime().load_config(config_path);
     if (app.got_subcommand("version")) {
       std::cout << "strata " << strata::version() << " (plugin ABI " << strata::abi_version() << ")\n";

@@ -1,0 +1,775 @@
+// conformance_cases.cpp — the op cases of `strata plugin check`: one family
+// of input generators per kind of op (docs/ops.md), run for every kernel the
+// device claims, one case per primitive it lacks (expected to fall back), and
+// derivatives to third order for the differentiable float ops it claims.
+#include "conformance_support.hpp"
+
+#include <strata/nn/functional.hpp>
+#include <strata/plugin/philox.h>
+
+#include <cmath>
+#include <cstring>
+#include <map>
+#include <set>
+
+namespace strata::cli::conformance {
+
+namespace {
+
+using Fn = std::function<Tensor(const std::vector<Tensor>&)>;
+
+enum class Family {
+  unary, binary, compare, where, reduce, arg_reduce, matmul, index_select, gather, scatter_add, softmax,
+  pointwise_backward, softmax_backward, amp_unscale, copy, cast, fill, random_uniform, random_normal, bernoulli,
+};
+
+/// What the checker knows of an op of the contract.
+struct OpSpec {
+  Family family;
+  Fn fn;                       // the op through the public API (not for cast, fill, random)
+  ValueRange range{};          // of the first input (unary, binary's first)
+  ValueRange range2{};         // of the second input
+  bool differentiable = false; // checked to third order
+  int diff_input = 0;          // the input the derivatives are taken with respect to
+};
+
+const std::vector<DType> kFloats{DType::f32, DType::f64, DType::f16, DType::bf16};
+
+Fn unary(Tensor (*f)(const Tensor&)) {
+  return [f](const std::vector<Tensor>& in) { return f(in[0]); };
+}
+Fn binary(Tensor (*f)(const Tensor&, const Tensor&)) {
+  return [f](const std::vector<Tensor>& in) { return f(in[0], in[1]); };
+}
+
+const std::map<std::string, OpSpec>& op_table() {
+  static const std::map<std::string, OpSpec> table = [] {
+    std::map<std::string, OpSpec> t;
+    const ValueRange positive{0.1, 3.0}, nonzero{0.5, 2.0}, quarters{-3.0, 3.0, false, 0.25}, small{-3.0, 3.0};
+    const ValueRange ints{-3.0, 3.0, true};
+    auto u = [&](const char* name, Tensor (*f)(const Tensor&), ValueRange r, bool smooth) {
+      t[std::string("strata::") + name] = {Family::unary, unary(f), r, {}, smooth, 0};
+    };
+    u("neg", neg, {}, true); u("abs", abs, {}, true); u("sign", sign, {}, false); u("relu", relu, {}, true);
+    u("exp", exp, small, true); u("log", log, positive, true); u("log1p", log1p, {-0.5, 3.0}, true);
+    u("expm1", expm1, small, true); u("sqrt", sqrt, positive, true); u("rsqrt", rsqrt, positive, true);
+    u("sin", sin, small, true); u("cos", cos, small, true); u("tanh", tanh, {}, true);
+    u("sigmoid", sigmoid, {}, true); u("erf", erf, {}, true); u("floor", floor, quarters, false);
+    u("ceil", ceil, quarters, false); u("round", round, quarters, false);
+    u("reciprocal", reciprocal, nonzero, true); u("logical_not", logical_not, {}, false);
+    u("gelu", gelu, {}, true); u("silu", silu, {}, true);
+    auto b = [&](const char* name, Tensor (*f)(const Tensor&, const Tensor&), Family fam, ValueRange r1,
+                 ValueRange r2, bool smooth) { t[std::string("strata::") + name] = {fam, binary(f), r1, r2, smooth, 0}; };
+    b("add", add, Family::binary, {}, {}, true); b("sub", sub, Family::binary, {}, {}, true);
+    b("mul", mul, Family::binary, {}, {}, true); b("div", div, Family::binary, {}, nonzero, true);
+    Tensor (*pow_tt)(const Tensor&, const Tensor&) = pow;
+    b("pow", pow_tt, Family::binary, nonzero, {-2.0, 2.0}, true);
+    b("maximum", maximum, Family::binary, {}, {}, false); b("minimum", minimum, Family::binary, {}, {}, false);
+    b("logical_and", logical_and, Family::binary, {}, {}, false);
+    b("logical_or", logical_or, Family::binary, {}, {}, false);
+    for (auto [name, f] : std::initializer_list<std::pair<const char*, Tensor (*)(const Tensor&, const Tensor&)>>{
+             {"eq", eq}, {"ne", ne}, {"lt", lt}, {"le", le}, {"gt", gt}, {"ge", ge}}) {
+      b(name, f, Family::compare, ints, ints, false);
+    }
+    t["strata::where"] = {Family::where, [](const std::vector<Tensor>& in) { return where(in[0], in[1], in[2]); },
+                          {}, {}, true, 1};
+    // Reductions take their dims from the case (see reduce_cases); fn unused.
+    t["strata::sum"] = {Family::reduce, nullptr, {}, {}, true, 0};
+    t["strata::mean"] = {Family::reduce, nullptr, {}, {}, true, 0};
+    t["strata::prod"] = {Family::reduce, nullptr, {0.5, 1.5}, {}, true, 0};
+    t["strata::max"] = {Family::reduce, nullptr, {}, {}, false, 0};
+    t["strata::min"] = {Family::reduce, nullptr, {}, {}, false, 0};
+    t["strata::argmax"] = {Family::arg_reduce, nullptr, ints, {}, false, 0};
+    t["strata::argmin"] = {Family::arg_reduce, nullptr, ints, {}, false, 0};
+    t["strata::matmul"] = {Family::matmul, binary(matmul), {}, {}, true, 0};
+    t["strata::index_select"] = {Family::index_select, nullptr, {}, {}, true, 0};
+    t["strata::gather"] = {Family::gather, nullptr, {}, {}, true, 0};
+    t["strata::scatter_add"] = {Family::scatter_add, nullptr, {}, {}, true, 0};
+    t["strata::softmax"] = {Family::softmax, nullptr, {}, {}, true, 0};
+    t["strata::log_softmax"] = {Family::softmax, nullptr, {}, {}, true, 0};
+    auto pb = [&](const char* name, Tensor (*f)(const Tensor&, const Tensor&), ValueRange r2) {
+      t[std::string("strata::") + name] = {Family::pointwise_backward, binary(f), {}, r2, true, 1};
+    };
+    pb("relu_backward", relu_backward, {}); pb("sigmoid_backward", sigmoid_backward, {0.05, 0.95});
+    pb("tanh_backward", tanh_backward, {-0.95, 0.95}); pb("gelu_backward", gelu_backward, {});
+    t["strata::softmax_backward"] = {Family::softmax_backward, nullptr, {}, {0.01, 1.0}, true, 1};
+    t["strata::log_softmax_backward"] = {Family::softmax_backward, nullptr, {}, {-4.0, -0.05}, true, 1};
+    t["strata::amp_unscale"] = {Family::amp_unscale, nullptr, {}, {}, false, 0};
+    t["strata::copy"] = {Family::copy, nullptr, {}, {}, false, 0};
+    t["strata::cast"] = {Family::cast, nullptr, {}, {}, false, 0};
+    t["strata::fill"] = {Family::fill, nullptr, {}, {}, false, 0};
+    t["strata::random_uniform"] = {Family::random_uniform, nullptr, {}, {}, false, 0};
+    t["strata::random_normal"] = {Family::random_normal, nullptr, {}, {}, false, 0};
+    t["strata::bernoulli"] = {Family::bernoulli, nullptr, {}, {}, false, 0};
+    return t;
+  }();
+  return table;
+}
+
+struct Signature {
+  std::vector<DType> in, out;
+};
+
+/// "f32,i64->f32" -> dtypes; nullopt when a name is unknown.
+std::optional<Signature> parse_signature(const std::string& text) {
+  const size_t arrow = text.find("->");
+  if (arrow == std::string::npos) return std::nullopt;
+  auto list = [](const std::string& part, std::vector<DType>& out) {
+    size_t start = 0;
+    while (start < part.size()) {
+      size_t comma = part.find(',', start);
+      if (comma == std::string::npos) comma = part.size();
+      out.push_back(dtype_from_name(part.substr(start, comma - start)));
+      start = comma + 1;
+    }
+  };
+  Signature s;
+  try {
+    list(text.substr(0, arrow), s.in);
+    list(text.substr(arrow + 2), s.out);
+  } catch (const Error&) {
+    return std::nullopt;
+  }
+  return s;
+}
+
+/// The dtype that places a kernel in the matrix: the data input's (where's
+/// values, an index op's source), else the output's (fill, random ops).
+DType primary_dtype(Family family, const Signature& sig) {
+  if (family == Family::where && sig.in.size() >= 2) return sig.in[1];
+  if (!sig.in.empty()) return sig.in[0];
+  return sig.out.empty() ? DType::f32 : sig.out[0];
+}
+
+/// One op case before it is wrapped: inputs, the function, the tolerance
+/// scaling of accumulating ops.
+struct OpCase {
+  std::string label;
+  std::vector<Operand> inputs;
+  Fn fn;
+  double terms = 1.0;  // accumulated terms per output element
+};
+
+/// Shapes of elementwise cases: a view shape with its layout.
+struct ShapeCase {
+  Shape shape;
+  Layout layout;
+  bool large;
+};
+
+const std::vector<ShapeCase> kElementwiseShapes{
+    {{}, Layout::contiguous, false},      {{3, 4}, Layout::contiguous, false},
+    {{7, 13, 3}, Layout::contiguous, false}, {{6, 5}, Layout::transposed, false},
+    {{4, 9}, Layout::stepped, false},     {{100003}, Layout::contiguous, true},
+};
+
+double magnitude(const std::vector<Operand>& ops) {
+  double m = 0.0;
+  for (const Operand& op : ops) {
+    for (double v : op.values) m = std::max(m, std::fabs(v));
+  }
+  return m;
+}
+
+/// The op cases of one op in one signature.
+std::vector<OpCase> op_cases(const std::string& op, const OpSpec& spec, const Signature& sig, bool quick,
+                             std::mt19937_64& rng) {
+  std::vector<OpCase> cases;
+  const DType t = primary_dtype(spec.family, sig);
+  auto in_range = [&](ValueRange r, DType dtype) {
+    if (is_integral(dtype) && !r.integral) return ValueRange{-20.0, 20.0, true};
+    return r;
+  };
+  auto add_case = [&](std::string label, std::vector<Operand> inputs, Fn fn, double terms = 1.0) {
+    cases.push_back({std::move(label), std::move(inputs), std::move(fn), terms});
+  };
+  switch (spec.family) {
+    case Family::unary:
+      for (const ShapeCase& s : kElementwiseShapes) {
+        if (quick && s.large) continue;
+        add_case("", {random_operand(rng, s.shape, t, s.layout, in_range(spec.range, t))}, spec.fn);
+      }
+      break;
+    case Family::binary:
+    case Family::compare: {
+      ValueRange r2 = spec.range2;
+      if (op == "strata::div" && is_integral(t)) r2 = {1.0, 5.0, true};  // no division by zero
+      struct Pair {
+        Shape a, b;
+        Layout la, lb;
+        bool large;
+      };
+      const std::vector<Pair> pairs{{{}, {}, Layout::contiguous, Layout::contiguous, false},
+                                    {{3, 4}, {3, 4}, Layout::contiguous, Layout::contiguous, false},
+                                    {{3, 1}, {1, 4}, Layout::contiguous, Layout::contiguous, false},
+                                    {{}, {5, 3}, Layout::contiguous, Layout::contiguous, false},
+                                    {{7, 13, 3}, {7, 13, 3}, Layout::contiguous, Layout::contiguous, false},
+                                    {{6, 5}, {6, 5}, Layout::transposed, Layout::stepped, false},
+                                    {{100003}, {100003}, Layout::contiguous, Layout::contiguous, true}};
+      for (const Pair& p : pairs) {
+        if (quick && p.large) continue;
+        add_case("", {random_operand(rng, p.a, t, p.la, in_range(spec.range, t)),
+                      random_operand(rng, p.b, t, p.lb, in_range(r2, t))},
+                 spec.fn);
+      }
+      break;
+    }
+    case Family::where: {
+      struct Triple {
+        Shape c, a, b;
+        Layout l;
+        bool large;
+      };
+      for (const Triple& s : std::vector<Triple>{{{3, 1}, {1, 4}, {3, 4}, Layout::contiguous, false},
+                                                 {{}, {}, {}, Layout::contiguous, false},
+                                                 {{7, 13, 3}, {7, 13, 3}, {7, 13, 3}, Layout::contiguous, false},
+                                                 {{6, 5}, {6, 5}, {6, 5}, Layout::transposed, false},
+                                                 {{100003}, {100003}, {100003}, Layout::contiguous, true}}) {
+        if (quick && s.large) continue;
+        add_case("", {random_operand(rng, s.c, DType::boolean, s.l), random_operand(rng, s.a, t, s.l, in_range({}, t)),
+                      random_operand(rng, s.b, t, s.l, in_range({}, t))},
+                 spec.fn);
+      }
+      break;
+    }
+    case Family::reduce:
+    case Family::arg_reduce: {
+      const bool arg = spec.family == Family::arg_reduce;
+      auto reducer = [op](Shape dims, bool keepdim) -> Fn {
+        return [op, dims, keepdim](const std::vector<Tensor>& in) {
+          if (op == "strata::sum") return sum(in[0], dims, keepdim);
+          if (op == "strata::mean") return mean(in[0], dims, keepdim);
+          if (op == "strata::prod") return prod(in[0], dims, keepdim);
+          if (op == "strata::max") return amax(in[0], dims, keepdim);
+          if (op == "strata::min") return amin(in[0], dims, keepdim);
+          if (op == "strata::argmax") return argmax(in[0], dims.at(0), keepdim);
+          return argmin(in[0], dims.at(0), keepdim);
+        };
+      };
+      ValueRange r = in_range(spec.range, t);
+      if (t == DType::boolean) r = {};
+      std::vector<std::pair<Shape, bool>> dim_sets;
+      if (arg) {
+        dim_sets = {{{0}, false}, {{1}, true}, {{2}, false}};
+      } else {
+        dim_sets = {{{0}, false}, {{1}, true}, {{2}, false}, {{0, 2}, false}, {{0, 1, 2}, false}};
+      }
+      const Shape base{4, 5, 6};
+      for (const auto& [dims, keepdim] : dim_sets) {
+        int64_t terms = 1;
+        for (int64_t d : dims) terms *= base[static_cast<size_t>(d)];
+        add_case("dims " + shape_string(dims) + (keepdim ? " keepdim" : ""), {random_operand(rng, base, t,
+                 Layout::contiguous, r)}, reducer(dims, keepdim), static_cast<double>(terms));
+      }
+      add_case("dims [1] of a transposed view", {random_operand(rng, {6, 5}, t, Layout::transposed, r)},
+               reducer({1}, false), 5.0);
+      if (!quick) {
+        const bool product = op == "strata::prod";
+        if (!product || t == DType::f32 || t == DType::f64) {
+          const int64_t n = product ? 1001 : 100003;
+          ValueRange large = product ? ValueRange{0.99, 1.01} : arg ? ValueRange{-2.0, 2.0} : r;
+          if (is_integral(t)) large = r;
+          add_case("all of a large tensor", {random_operand(rng, {n}, t, Layout::contiguous, large)},
+                   reducer({0}, false), static_cast<double>(n));
+        }
+      }
+      break;
+    }
+    case Family::matmul: {
+      struct Mm {
+        Shape a, b;
+        Layout la, lb;
+        bool large;
+      };
+      for (const Mm& m : std::vector<Mm>{{{3, 4}, {4, 5}, Layout::contiguous, Layout::contiguous, false},
+                                         {{2, 3, 4}, {2, 4, 5}, Layout::contiguous, Layout::contiguous, false},
+                                         {{2, 3, 4}, {4, 5}, Layout::contiguous, Layout::contiguous, false},
+                                         {{3, 4}, {4, 5}, Layout::transposed, Layout::transposed, false},
+                                         {{17, 33}, {33, 9}, Layout::contiguous, Layout::contiguous, false},
+                                         {{300, 300}, {300, 300}, Layout::contiguous, Layout::contiguous, true}}) {
+        if (quick && m.large) continue;
+        ValueRange r = in_range({-1.0, 1.0}, t);
+        if (is_integral(t)) r = {-3.0, 3.0, true};
+        add_case("", {random_operand(rng, m.a, t, m.la, r), random_operand(rng, m.b, t, m.lb, r)}, spec.fn,
+                 static_cast<double>(m.a.back()));
+      }
+      break;
+    }
+    case Family::index_select: {
+      auto fn_for = [](int64_t dim) -> Fn {
+        return [dim](const std::vector<Tensor>& in) { return index_select(in[0], dim, in[1]); };
+      };
+      auto index = [&](std::vector<double> v) {
+        const Shape shape{static_cast<int64_t>(v.size())};
+        Operand o = operand_of(shape, std::move(v), DType::i64);
+        o.keep_dtype = true;
+        return o;
+      };
+      ValueRange r = in_range({}, t);
+      add_case("dim 0", {random_operand(rng, {5, 4}, t, Layout::contiguous, r), index({4, 0, 2, 2})}, fn_for(0));
+      add_case("dim 1", {random_operand(rng, {5, 4}, t, Layout::contiguous, r), index({3, 0})}, fn_for(1));
+      add_case("dim 1 of a transposed view", {random_operand(rng, {6, 5}, t, Layout::transposed, r), index({4, 1, 0})},
+               fn_for(1));
+      if (!quick) {
+        std::vector<double> idx(64);
+        std::uniform_int_distribution<int> pick(0, 999);
+        for (double& v : idx) v = pick(rng);
+        add_case("dim 0 of [1000, 100]", {random_operand(rng, {1000, 100}, t, Layout::contiguous, r), index(idx)},
+                 fn_for(0));
+      }
+      break;
+    }
+    case Family::gather:
+    case Family::scatter_add: {
+      const bool scatter = spec.family == Family::scatter_add;
+      ValueRange r = in_range({}, t);
+      auto index = [&](const Shape& shape, int64_t bound) {
+        Operand o = random_operand(rng, shape, DType::i64, Layout::contiguous, {0.0, double(bound - 1), true});
+        o.keep_dtype = true;
+        return o;
+      };
+      for (int64_t dim : {int64_t{0}, int64_t{1}}) {
+        const Shape x{4, 5};
+        const Shape ishape = dim == 0 ? Shape{3, 5} : Shape{4, 2};
+        if (scatter) {
+          add_case("dim " + std::to_string(dim), {random_operand(rng, x, t, Layout::contiguous, r), index(ishape, x[size_t(dim)]),
+                   random_operand(rng, ishape, t, Layout::contiguous, r)},
+                   [dim](const std::vector<Tensor>& in) { return scatter_add(in[0], dim, in[1], in[2]); }, 4.0);
+        } else {
+          add_case("dim " + std::to_string(dim), {random_operand(rng, x, t, Layout::contiguous, r), index(ishape, x[size_t(dim)])},
+                   [dim](const std::vector<Tensor>& in) { return gather(in[0], dim, in[1]); });
+        }
+      }
+      break;
+    }
+    case Family::softmax: {
+      const bool log_form = op == "strata::log_softmax";
+      auto fn_for = [log_form](int64_t dim) -> Fn {
+        return [log_form, dim](const std::vector<Tensor>& in) {
+          return log_form ? log_softmax(in[0], dim) : softmax(in[0], dim);
+        };
+      };
+      for (int64_t dim : {0, 1, 2}) {
+        add_case("dim " + std::to_string(dim), {random_operand(rng, {4, 5, 6}, t, Layout::contiguous, {-3.0, 3.0})},
+                 fn_for(dim), 6.0);
+      }
+      add_case("dim 0 of a transposed view", {random_operand(rng, {6, 5}, t, Layout::transposed, {-3.0, 3.0})}, fn_for(0),
+               6.0);
+      if (!quick) {
+        add_case("dim 1 of [100, 1000]", {random_operand(rng, {100, 1000}, t, Layout::contiguous, {-3.0, 3.0})},
+                 fn_for(1), 1000.0);
+      }
+      break;
+    }
+    case Family::pointwise_backward:
+      for (const ShapeCase& s : kElementwiseShapes) {
+        if (quick && s.large) continue;
+        add_case("", {random_operand(rng, s.shape, t, s.layout), random_operand(rng, s.shape, t, s.layout, spec.range2)},
+                 spec.fn);
+      }
+      break;
+    case Family::softmax_backward: {
+      const bool log_form = op == "strata::log_softmax_backward";
+      for (int64_t dim : {0, 1, 2}) {
+        add_case("dim " + std::to_string(dim),
+                 {random_operand(rng, {4, 5, 6}, t), random_operand(rng, {4, 5, 6}, t, Layout::contiguous, spec.range2)},
+                 [log_form, dim](const std::vector<Tensor>& in) {
+                   return log_form ? log_softmax_backward(in[0], in[1], dim) : softmax_backward(in[0], in[1], dim);
+                 },
+                 6.0);
+      }
+      break;
+    }
+    case Family::amp_unscale: {
+      const double inf = std::numeric_limits<double>::infinity();
+      for (double poison : {0.0, inf, std::nan("")}) {
+        Operand g = random_operand(rng, {7, 5}, t);
+        if (poison != 0.0 || std::isnan(poison)) g.values[11] = poison;
+        Operand scale = operand_of({}, {0.125}, DType::f32);
+        scale.keep_dtype = true;
+        const std::string label = std::isnan(poison) ? "a NaN in grad" : poison != 0.0 ? "an Inf in grad" : "finite grad";
+        // Both outputs, flattened into one tensor: y, then found_inf.
+        add_case(label, {g, scale}, [](const std::vector<Tensor>& in) {
+          auto [y, found] = amp_unscale(in[0], in[1]);
+          return cat({y.reshape({-1}).to(DType::f64), found.reshape({1}).to(DType::f64)});
+        });
+      }
+      break;
+    }
+    case Family::copy: {
+      auto into_strided = [](const std::vector<Tensor>& in) {
+        Tensor dst = zeros({6, 9}, {.dtype = in[0].dtype(), .device = in[0].device()});
+        dst.slice(1, 1, 9, 2).copy_(in[0]);
+        return dst;
+      };
+      auto into_transposed = [](const std::vector<Tensor>& in) {
+        Tensor dst = zeros({6, 9}, {.dtype = in[0].dtype(), .device = in[0].device()});
+        dst.mT().copy_(in[0]);
+        return dst;
+      };
+      auto compact = [](const std::vector<Tensor>& in) { return in[0].contiguous(); };
+      auto clone = [](const std::vector<Tensor>& in) { return in[0].clone(); };
+      ValueRange r = in_range({-100.0, 100.0}, t);
+      add_case("into a step-2 slice of [6, 9]", {random_operand(rng, {6, 4}, t, Layout::contiguous, r)}, into_strided);
+      add_case("into a transposed view of [6, 9]", {random_operand(rng, {9, 6}, t, Layout::contiguous, r)}, into_transposed);
+      add_case("contiguous() of a transposed view", {random_operand(rng, {5, 7}, t, Layout::transposed, r)}, compact);
+      add_case("contiguous() of a step-2 slice", {random_operand(rng, {3, 11}, t, Layout::stepped, r)}, compact);
+      add_case("clone of a scalar", {random_operand(rng, {}, t, Layout::contiguous, r)}, clone);
+      if (!quick) add_case("clone, large", {random_operand(rng, {100003}, t, Layout::contiguous, r)}, clone);
+      break;
+    }
+    default: break;  // cast, fill and random ops have cases of their own
+  }
+  return cases;
+}
+
+// ---- cast, fill and random ops: compared with values computed on the host ----------------
+
+/// A value of dtype `from` converted to `to` by the contract of cast.
+double cast_value(double v, DType to) {
+  if (to == DType::boolean) return v != 0.0 ? 1.0 : 0.0;
+  if (is_integral(to)) return std::trunc(v);
+  return v;
+}
+
+Outcome run_cast(const Context& ctx, DType from, DType to, const Shape& shape, Layout layout, std::mt19937_64& rng) {
+  ValueRange r = is_integral(from) ? ValueRange{-50.0, 50.0, true} : ValueRange{-50.0, 50.0};
+  Operand x = random_operand(rng, shape, from, layout, r);
+  Tensor y = cast(on_device(x, ctx.dut), to);
+  std::vector<double> src = materialise(x, ctx.reference, from).to_vector<double>();
+  std::vector<double> want;
+  for (double v : src) want.push_back(cast_value(v, to));
+  Tolerance tol = tolerance_for(to);
+  tol.atol = is_floating(to) ? tol.rtol * 50.0 : 0.0;  // the largest value is 50
+  return compare_values(y.to_vector<double>(), want, tol, describe(x) + " to " + std::string(dtype_name(to)));
+}
+
+Outcome run_fill(const Context& ctx, DType t, const Shape& shape, double value) {
+  Tensor y = full(shape, value, {.dtype = t, .device = ctx.dut});
+  const double want = cast_value(value, t);
+  return compare_values(y.to_vector<double>(), std::vector<double>(static_cast<size_t>(numel_of(shape)), want),
+                        tolerance_for(t), "full(" + shape_string(shape) + ", " + std::to_string(value) + ")");
+}
+
+/// rand / randn / dropout's bernoulli mask on the device, bit for bit equal to
+/// the Philox reference of philox.h for the same seed.
+Outcome run_random(const Context& ctx, Family family, DType t, const Shape& shape) {
+  const uint64_t seed = 0x5eedc0deULL;
+  const int64_t n = numel_of(shape);
+  manual_seed(seed);
+  std::vector<float> host(static_cast<size_t>(n));
+  Tensor y;
+  if (family == Family::random_uniform) {
+    y = rand(shape, {.dtype = t, .device = ctx.dut});
+    for (int64_t i = 0; i < n; ++i) host[size_t(i)] = strata_philox_uniform(strata_philox_word(uint64_t(i), 0, seed));
+  } else if (family == Family::random_normal) {
+    y = randn(shape, {.dtype = t, .device = ctx.dut});
+    for (int64_t i = 0; i < n; ++i) host[size_t(i)] = strata_philox_normal(uint64_t(i), 0, seed);
+  } else {
+    // dropout(ones, 0.5) = bernoulli(0.5) mask * 2: exact in every float dtype.
+    y = nn::functional::dropout(ones(shape, {.dtype = t, .device = ctx.dut}), 0.5);
+    const uint32_t threshold = strata_philox_threshold(0.5);
+    for (int64_t i = 0; i < n; ++i) {
+      host[size_t(i)] = (strata_philox_word(uint64_t(i), 0, seed) >> 8) < threshold ? 2.0f : 0.0f;
+    }
+  }
+  // The f32 values rounded to t on the host (from_data converts on the host).
+  std::vector<uint8_t> want =
+      from_data(std::span<const float>(host), shape, {.dtype = t, .device = ctx.reference}).to_bytes();
+  std::vector<uint8_t> got = y.to_bytes();
+  const size_t es = dtype_size(t);
+  for (size_t i = 0; i < got.size() && i < want.size(); i += es) {
+    if (std::memcmp(&got[i], &want[i], es) != 0) {
+      Outcome o{Status::fail, "", 0.0};
+      std::vector<double> g = y.to_vector<double>();
+      o.message = "element " + std::to_string(i / es) + " of " + std::string(dtype_name(t)) + shape_string(shape) +
+                  " is " + std::to_string(g[i / es]) + ", philox.h gives " + std::to_string(host[i / es]) +
+                  " (seed " + std::to_string(seed) + ", offset 0; bit for bit required)";
+      o.max_error = std::fabs(g[i / es] - host[i / es]);
+      return o;
+    }
+  }
+  if (got.size() != want.size()) return {Status::fail, "wrong byte count", 0.0};
+  return {Status::pass, "", 0.0};
+}
+
+// ---- running an op case -------------------------------------------------------------------
+
+Outcome run_op_case(const Context& ctx, const OpCase& c, DType out_dtype) {
+  std::vector<Tensor> dut_in, ref_in;
+  for (const Operand& op : c.inputs) {
+    dut_in.push_back(on_device(op, ctx.dut));
+    ref_in.push_back(on_reference(op, ctx.reference));
+  }
+  Tensor got = c.fn(dut_in);
+  if (got.dtype() != out_dtype) {
+    return {Status::skip,
+            "the core calls this op with output " + std::string(dtype_name(got.dtype())) + ", not " +
+                std::string(dtype_name(out_dtype)) + ": the kernel's signature is never used",
+            0.0};
+  }
+  Tensor want = c.fn(ref_in);
+  Tolerance tol = accumulated(tolerance_for(out_dtype), c.terms, magnitude(c.inputs));
+  if (!is_floating(out_dtype)) tol = {};
+  return compare(got, want, tol, describe(c.inputs) + (c.label.empty() ? "" : ", " + c.label));
+}
+
+/// Derivatives of orders 1 to 3 of sum(op(x, ...) * w) with respect to the
+/// op's `diff_input`, on the device and on the reference in f64.
+Outcome run_gradients(const Context& ctx, const OpCase& c, int diff_input, DType t) {
+  std::string report;
+  double worst = 0.0;
+  Tensor got_out = c.fn([&] {
+    std::vector<Tensor> in;
+    for (const Operand& op : c.inputs) in.push_back(on_device(op, ctx.dut));
+    return in;
+  }());
+  std::mt19937_64 rng = rng_for(c.label + "weights");
+  Operand w = random_operand(rng, got_out.sizes(), t, Layout::contiguous, {0.5, 1.5});
+  for (int order = 1; order <= 3; ++order) {
+    auto derivative = [&](Device device, bool reference) {
+      std::vector<Tensor> in;
+      for (const Operand& op : c.inputs) in.push_back(reference ? on_reference(op, device) : on_device(op, device));
+      Tensor weights = reference ? on_reference(w, device) : on_device(w, device);
+      Fn fn = c.fn;
+      const size_t k = static_cast<size_t>(diff_input);
+      strata::Fn f = [fn, in, weights, k](const Tensor& x) {
+        std::vector<Tensor> args = in;
+        args[k] = x;
+        return sum(fn(args) * weights);
+      };
+      return nth_grad(f, order)(in[k]);
+    };
+    Tensor got = derivative(ctx.dut, false);
+    Tensor want = derivative(ctx.reference, true);
+    Tolerance tol = t == DType::f64 ? Tolerance{1e-9, 1e-8} : Tolerance{1e-4, 1e-4};
+    tol = accumulated(tol, c.terms * 4.0, magnitude(c.inputs));
+    Outcome o = compare(got, want, tol, describe(c.inputs) + ", derivative of order " + std::to_string(order));
+    if (o.status != Status::pass) return o;
+    worst = std::max(worst, o.max_error);
+  }
+  return {Status::pass, "orders 1, 2, 3", worst};
+}
+
+/// Which dtypes the contract defines an op for (for the fallback cases of
+/// the primitives a device lacks).
+std::vector<DType> contract_dtypes(const std::string& op, Family family) {
+  std::vector<DType> numbers = kFloats;
+  numbers.push_back(DType::i32);
+  numbers.push_back(DType::i64);
+  static const std::set<std::string> integral_unary{"strata::neg", "strata::abs", "strata::sign", "strata::relu"};
+  switch (family) {
+    case Family::unary:
+      if (op == "strata::logical_not") return {DType::boolean};
+      return integral_unary.count(op) != 0 ? numbers : kFloats;
+    case Family::binary:
+      if (op == "strata::logical_and" || op == "strata::logical_or") return {DType::boolean};
+      return op == "strata::pow" ? kFloats : numbers;
+    case Family::compare:
+      if (op == "strata::eq" || op == "strata::ne") numbers.push_back(DType::boolean);
+      return numbers;
+    case Family::where:
+    case Family::copy:
+    case Family::fill: numbers.push_back(DType::boolean); return numbers;
+    case Family::reduce:
+    case Family::arg_reduce:
+    case Family::index_select:
+    case Family::gather:
+    case Family::scatter_add: return numbers;
+    case Family::matmul:
+    case Family::random_uniform:
+    case Family::random_normal:
+    case Family::bernoulli: return kFloats;
+    default: return {};
+  }
+}
+
+/// The signature the core uses for `op` on inputs of dtype `t` (for the
+/// fallback cases).
+Signature default_signature(const std::string& op, Family family, DType t) {
+  Signature s;
+  switch (family) {
+    case Family::compare: return {{t, t}, {DType::boolean}};
+    case Family::binary: return {{t, t}, {t}};
+    case Family::where: return {{DType::boolean, t, t}, {t}};
+    case Family::arg_reduce: return {{t}, {DType::i64}};
+    case Family::reduce:
+      return {{t}, {op == "strata::sum" && !is_floating(t) ? DType::i64 : t}};
+    case Family::index_select:
+    case Family::gather: return {{t, DType::i64}, {t}};
+    case Family::scatter_add: return {{t, DType::i64, t}, {t}};
+    case Family::fill:
+    case Family::random_uniform:
+    case Family::random_normal:
+    case Family::bernoulli: return {{}, {t}};
+    default: return {{t}, {t}};
+  }
+}
+
+/// Wraps a case body: counts the op's fallbacks around it and turns
+/// exceptions into failures. A claimed kernel whose call fell back declined
+/// it (STRATA_ERROR_UNSUPPORTED); an op without a kernel falls back.
+std::function<Outcome()> observed(const Context& ctx, const std::string& op, bool claimed, std::function<Outcome()> body) {
+  return [&ctx, op, claimed, body = std::move(body)] {
+    const uint64_t before = fallbacks_of(ctx.dut, op);
+    Outcome o;
+    try {
+      o = body();
+    } catch (const std::exception& e) {
+      o = {Status::fail, std::string("error: ") + e.what(), 0.0};
+    }
+    const bool fell_back = fallbacks_of(ctx.dut, op) > before;
+    if (fell_back && o.status == Status::pass) {
+      o.status = claimed ? Status::unsupported : Status::fallback;
+      o.message = claimed ? "the kernel declined (STRATA_ERROR_UNSUPPORTED); the CPU computed it"
+                          : "no kernel on " + ctx.dut.str() + "; the core fell back to cpu:0";
+    } else if (!fell_back && !claimed && o.status == Status::pass && !ctx.reference_is_dut) {
+      o.message = "no kernel claimed, yet nothing fell back";
+    }
+    return o;
+  };
+}
+
+std::string cell_dtype(DType t) { return std::string(dtype_name(t)); }
+
+}  // namespace
+
+std::vector<Case> build_cases(const Context& ctx) {
+  std::vector<Case> cases;
+  add_general_cases(ctx, cases);
+  const auto& table = op_table();
+  auto selected = [&](const std::string& op) { return !ctx.op_filter || std::regex_search(op, *ctx.op_filter); };
+  auto stores = [&](DType t) { return std::find(ctx.info.dtypes.begin(), ctx.info.dtypes.end(), t) != ctx.info.dtypes.end(); };
+
+  std::vector<Case> gradient_cases;
+  std::set<std::pair<std::string, std::string>> seen;
+  for (const KernelInfo& k : ctx.info.kernels) {
+    if (!selected(k.op) || !seen.insert({k.op, k.signature}).second) continue;
+    const auto spec_it = table.find(k.op);
+    const std::optional<Signature> sig = parse_signature(k.signature);
+    if (spec_it == table.end() || !sig) {
+      cases.push_back({k.op + " " + k.signature, k.op, sig ? cell_dtype(sig->out.empty() ? DType::f32 : sig->out[0]) : "?",
+                       [op = k.op] {
+                         return Outcome{Status::skip, "no conformance generator for " + op + " (not in docs/ops.md)", 0.0};
+                       }});
+      continue;
+    }
+    const OpSpec& spec = spec_it->second;
+    const DType t = primary_dtype(spec.family, *sig);
+    const std::string prefix = k.op + " " + k.signature;
+    if (spec.family == Family::cast) {
+      if (sig->in.empty() || sig->out.empty()) continue;
+      const DType to = sig->out[0];
+      const std::string row = k.op + " to " + cell_dtype(to);
+      for (const ShapeCase& s : kElementwiseShapes) {
+        if (ctx.quick && s.large) continue;
+        const std::string name = prefix + " " + std::string(dtype_name(t)) + shape_string(s.shape) +
+                                 (s.layout == Layout::contiguous ? "" : " view");
+        cases.push_back({name, row, cell_dtype(t), observed(ctx, k.op, true, [&ctx, t, to, s, name] {
+                           std::mt19937_64 rng = rng_for(name);
+                           return run_cast(ctx, t, to, s.shape, s.layout, rng);
+                         })});
+      }
+      continue;
+    }
+    if (spec.family == Family::fill) {
+      const std::vector<double> values = t == DType::boolean ? std::vector<double>{0.0, 1.0}
+                                         : is_integral(t)   ? std::vector<double>{0.0, -7.0, 123456.0}
+                                                            : std::vector<double>{0.0, 1.0, -2.5, 0.1};
+      for (const Shape& shape : {Shape{}, Shape{3, 4}, Shape{100003}}) {
+        if (ctx.quick && shape.size() == 1) continue;
+        for (double v : values) {
+          cases.push_back({prefix + " " + shape_string(shape) + " = " + std::to_string(v), k.op, cell_dtype(t),
+                           observed(ctx, k.op, true, [&ctx, t, shape, v] { return run_fill(ctx, t, shape, v); })});
+        }
+      }
+      continue;
+    }
+    if (spec.family == Family::random_uniform || spec.family == Family::random_normal ||
+        spec.family == Family::bernoulli) {
+      if (!is_floating(t)) {
+        cases.push_back({prefix, k.op, cell_dtype(t), [] {
+                           return Outcome{Status::skip, "reached only through dropout, which takes floating tensors", 0.0};
+                         }});
+        continue;
+      }
+      for (const Shape& shape : {Shape{1}, Shape{7}, Shape{3, 5}, Shape{1001}, Shape{100003}}) {
+        if (ctx.quick && shape[0] == 100003) continue;
+        const Family fam = spec.family;
+        cases.push_back({prefix + " " + shape_string(shape), k.op, cell_dtype(t),
+                         observed(ctx, k.op, true, [&ctx, fam, t, shape] { return run_random(ctx, fam, t, shape); })});
+      }
+      continue;
+    }
+    std::mt19937_64 rng = rng_for(prefix);
+    std::vector<OpCase> op_cases_list = op_cases(k.op, spec, *sig, ctx.quick, rng);
+    const DType out = sig->out.empty() ? t : sig->out[0];
+    for (size_t i = 0; i < op_cases_list.size(); ++i) {
+      const OpCase& c = op_cases_list[i];
+      const std::string name = prefix + " #" + std::to_string(i + 1) + " " + describe(c.inputs) +
+                               (c.label.empty() ? "" : ", " + c.label);
+      const DType out_dtype = spec.family == Family::amp_unscale ? DType::f64 : out;
+      cases.push_back({name, k.op, cell_dtype(t),
+                       observed(ctx, k.op, true, [&ctx, c, out_dtype] { return run_op_case(ctx, c, out_dtype); })});
+    }
+    // Derivatives: f32 and f64, on the first case that is neither a scalar
+    // nor large (the contract's float ops with derivative rules).
+    if (spec.differentiable && (t == DType::f32 || t == DType::f64) && !op_cases_list.empty()) {
+      for (const OpCase& c : op_cases_list) {
+        if (c.inputs.empty() || c.inputs[0].base.empty() || numel_of(c.inputs[0].base) > 1000) continue;
+        if (!is_floating(c.inputs[static_cast<size_t>(spec.diff_input)].dtype)) break;
+        const int diff = spec.diff_input;
+        gradient_cases.push_back({prefix + " derivatives to order 3, " + describe(c.inputs), k.op + " (derivatives)",
+                                  cell_dtype(t),
+                                  observed(ctx, k.op, true, [&ctx, c, diff, t] { return run_gradients(ctx, c, diff, t); })});
+        break;
+      }
+    }
+  }
+
+  // Primitives the device has no kernel for: one small case per stored
+  // dtype of the contract, expected to fall back to the CPU.
+  for (const std::string& missing : ctx.info.missing_primitives) {
+    const std::string op = missing.find("::") == std::string::npos ? "strata::" + missing : missing;
+    const auto spec_it = table.find(op);
+    if (!selected(op) || spec_it == table.end()) continue;
+    const OpSpec& spec = spec_it->second;
+    if (spec.family == Family::cast) continue;  // every pair would be a case; the matrix shows the claimed ones
+    for (DType t : contract_dtypes(op, spec.family)) {
+      if (!stores(t)) continue;
+      const Signature sig = default_signature(op, spec.family, t);
+      if (std::any_of(sig.in.begin(), sig.in.end(), [&](DType d) { return !stores(d); }) ||
+          std::any_of(sig.out.begin(), sig.out.end(), [&](DType d) { return !stores(d); })) {
+        continue;
+      }
+      const std::string name = op + " " + cell_dtype(t) + " (no kernel)";
+      std::function<Outcome()> body;
+      if (spec.family == Family::fill) {
+        body = [&ctx, t] { return run_fill(ctx, t, {3, 4}, 1.0); };
+      } else if (spec.family == Family::random_uniform || spec.family == Family::random_normal ||
+                 spec.family == Family::bernoulli) {
+        const Family fam = spec.family;
+        body = [&ctx, fam, t] { return run_random(ctx, fam, t, {7}); };
+      } else {
+        std::mt19937_64 rng = rng_for(name);
+        std::vector<OpCase> list = op_cases(op, spec, sig, true, rng);
+        if (list.empty()) continue;
+        // The first case that has a rank (a scalar may be special-cased by a core path).
+        OpCase c = list.front();
+        for (const OpCase& candidate : list) {
+          if (!candidate.inputs.empty() && !candidate.inputs[0].base.empty()) {
+            c = candidate;
+            break;
+          }
+        }
+        const DType out = sig.out.empty() ? t : sig.out[0];
+        body = [&ctx, c, out] { return run_op_case(ctx, c, out); };
+      }
+      cases.push_back({name, op, cell_dtype(t), observed(ctx, op, false, body)});
+    }
+  }
+  for (Case& g : gradient_cases) cases.push_back(std::move(g));
+  return cases;
+}
+
+}  // namespace strata::cli::conformance

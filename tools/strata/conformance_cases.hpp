@@ -1,0 +1,63 @@
+// conformance_cases.hpp — the cases of `strata plugin check`: what is run on
+// the device under test, what it is compared with, and how closely.
+//
+// A case is a named check with an outcome (pass, fail, skip, fallback,
+// unsupported). Op cases build their inputs from host values, run the op on
+// the device under test in the dtype of the kernel's signature, run the same
+// op on the reference device (cpu:0) with floating inputs widened to f64, and
+// compare element by element with the tolerance of the output dtype
+// (docs/writing-a-backend.md, "Checking a backend"). The list of cases
+// depends only on the device's properties, its kernel table and the options,
+// so every worker process of one check builds the same list and can resume
+// after a case that crashed.
+#pragma once
+
+#include <strata/strata.hpp>
+
+#include <functional>
+#include <optional>
+#include <regex>
+#include <string>
+#include <vector>
+
+namespace strata::cli::conformance {
+
+/// The outcome of one case. Order matters: a matrix cell shows the worst
+/// state of its cases (crash and hang are added by the parent process).
+enum class Status { skip, pass, fallback, unsupported, fail };
+
+std::string_view status_name(Status s);
+
+struct Outcome {
+  Status status = Status::pass;
+  std::string message;
+  /// Largest |device - reference| of the compared elements (NaN: none compared).
+  double max_error = 0.0;
+};
+
+/// One named case. `op` and `dtype` place it in the op x dtype matrix
+/// ("" for the general checks: manifest, device, memory, asynchrony).
+struct Case {
+  std::string name;
+  std::string op;
+  std::string dtype;
+  std::function<Outcome()> run;
+};
+
+/// What a worker needs to build the case list.
+struct Context {
+  Device dut;             // the device under test
+  Device reference;       // cpu:0
+  bool reference_is_dut = false;
+  DeviceInfo info;        // the device under test's properties and kernels
+  PluginInfo plugin;      // its plugin
+  bool quick = false;     // fewer shapes, no large ones
+  std::optional<std::regex> op_filter;  // --op: only op cases whose op matches
+};
+
+/// Every case of a check, in a fixed order: the general checks first, then
+/// the op cases of every claimed kernel, then one case per primitive the
+/// device has no kernel for (expected to fall back), then the gradients.
+std::vector<Case> build_cases(const Context& ctx);
+
+}  // namespace strata::cli::conformance

@@ -1,0 +1,466 @@
+// plugin_check.cpp — the parent process of `strata plugin check`: validates
+// the plugin path, runs the cases in worker processes (never loading the
+// plugin itself), survives workers that crash or hang, and prints the report
+// (a table, --json or --markdown).
+#include "commands.hpp"
+#include "plugin_check.hpp"
+
+#include <nlohmann/json.hpp>
+#include <fcntl.h>
+#include <poll.h>
+#include <signal.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <array>
+#include <cerrno>
+#include <chrono>
+#include <cstring>
+#include <fstream>
+#include <iomanip>
+#include <iostream>
+#include <map>
+#include <optional>
+#include <sstream>
+
+namespace strata::cli {
+
+namespace {
+
+/// At most this many workers are started for one check (each crash or hang
+/// costs one); after that the remaining cases are reported as not run.
+constexpr int kMaxWorkers = 64;
+constexpr size_t kStderrTail = 400;
+/// The least a worker is given to load the plugins before its first event.
+constexpr int64_t kStartupMs = 30000;
+
+// ---- validating the path ----------------------------------------------------------------
+
+/// Whether a 64-bit little-endian ELF file has a PT_INTERP program header:
+/// a position-independent executable (also of type ET_DYN), not a library.
+bool has_interpreter(std::ifstream& in) {
+  auto read_le = [&in](std::streamoff at, int bytes) -> uint64_t {
+    std::array<unsigned char, 8> b{};
+    in.clear();
+    in.seekg(at);
+    if (!in.read(reinterpret_cast<char*>(b.data()), bytes)) return 0;
+    uint64_t v = 0;
+    for (int i = bytes - 1; i >= 0; --i) v = (v << 8u) | b[static_cast<size_t>(i)];
+    return v;
+  };
+  const uint64_t phoff = read_le(32, 8), phentsize = read_le(54, 2), phnum = read_le(56, 2);
+  constexpr uint64_t kPtInterp = 3;
+  for (uint64_t i = 0; i < phnum && phentsize >= 4 && i < 4096; ++i) {
+    if (read_le(static_cast<std::streamoff>(phoff + i * phentsize), 4) == kPtInterp) return true;
+  }
+  return false;
+}
+
+/// "" when `path` is a regular file holding an ELF shared object, else why not.
+std::string validate_plugin_path(const std::string& path) {
+  struct stat st {};
+  if (::stat(path.c_str(), &st) != 0) return path + ": " + std::strerror(errno);
+  if (!S_ISREG(st.st_mode)) {
+    return path + ": not a regular file (" + std::string(S_ISDIR(st.st_mode) ? "a directory" : "a special file") +
+           "); a plugin is a shared library file libstrata_plugin_<name>.so";
+  }
+  std::ifstream in(path, std::ios::binary);
+  std::array<unsigned char, 18> header{};
+  if (!in.read(reinterpret_cast<char*>(header.data()), header.size())) {
+    return path + ": not an ELF shared object (only " + std::to_string(in.gcount()) + " bytes)";
+  }
+  if (header[0] != 0x7f || header[1] != 'E' || header[2] != 'L' || header[3] != 'F') {
+    return path + ": not an ELF shared object (no ELF magic)";
+  }
+  // e_type at offset 16, in the file's byte order (EI_DATA: 1 little, 2 big).
+  const unsigned type = header[5] == 2 ? (header[16] << 8u) | header[17] : (header[17] << 8u) | header[16];
+  if (type != 3) return path + ": an ELF file but not a shared object (e_type " + std::to_string(type) + ")";
+  if (header[4] == 2 && header[5] == 1 && has_interpreter(in)) {
+    return path + ": an ELF executable (it names a program interpreter), not a shared object";
+  }
+  return {};
+}
+
+// ---- one worker ---------------------------------------------------------------------------
+
+/// A recorded case: the worker's report, or the parent's crash/hang record.
+struct CaseRecord {
+  int index = 0;
+  std::string name, op, dtype;
+  std::string status;  // pass fail skip fallback unsupported crash hang
+  std::string message;
+  nlohmann::json max_error = 0.0;
+};
+
+struct WorkerRun {
+  bool refused = false;
+  std::string refusal;
+  bool done = false;            // the worker finished every case
+  std::optional<CaseRecord> interrupted;  // started, never finished: crash or hang
+  std::string death;            // how the worker ended, when not done
+};
+
+std::string signal_text(int sig) {
+  const char* name = sigabbrev_np(sig);
+  return "signal " + std::to_string(sig) + (name != nullptr ? std::string(", SIG") + name : std::string());
+}
+
+/// Runs one worker from case `resume`, adding what it reports to `records`
+/// (and its hello to `hello`).
+WorkerRun run_worker(const PluginCheckOptions& options, int resume, const std::vector<std::string>& skip_cells,
+                     nlohmann::json& hello, std::vector<CaseRecord>& records) {
+  WorkerRun run;
+  int events[2], errs[2];
+  if (::pipe2(events, O_CLOEXEC) != 0 || ::pipe2(errs, O_CLOEXEC) != 0) {
+    throw std::runtime_error(std::string("pipe: ") + std::strerror(errno));
+  }
+  std::vector<std::string> args{"strata", "plugin", "check-worker", options.path, "--event-fd", "3",
+                                "--resume", std::to_string(resume), "--timeout-ms", std::to_string(options.timeout_ms)};
+  if (!options.device.empty()) args.insert(args.end(), {"--device", options.device});
+  if (!options.op_regex.empty()) args.insert(args.end(), {"--op", options.op_regex});
+  if (options.quick) args.push_back("--quick");
+  for (const std::string& cell : skip_cells) args.insert(args.end(), {"--skip-cell", cell});
+  std::vector<char*> argv;
+  for (std::string& a : args) argv.push_back(a.data());
+  argv.push_back(nullptr);
+
+  const pid_t pid = ::fork();
+  if (pid < 0) throw std::runtime_error(std::string("fork: ") + std::strerror(errno));
+  if (pid == 0) {
+    // The child: its own process group (killed as one), events on fd 3,
+    // stdout discarded (a plugin may print), stderr to the parent.
+    ::setpgid(0, 0);
+    const int null_fd = ::open("/dev/null", O_WRONLY);
+    if (::dup2(events[1], 3) < 0 || ::dup2(errs[1], 2) < 0 || null_fd < 0 || ::dup2(null_fd, 1) < 0) ::_exit(127);
+    ::execv("/proc/self/exe", argv.data());
+    ::_exit(127);
+  }
+  ::setpgid(pid, pid);  // also here: no race with the child's own call
+  ::close(events[1]);
+  ::close(errs[1]);
+
+  std::string pending, err_tail;
+  std::optional<CaseRecord> started;
+  bool timed_out = false;
+  bool greeted = false;  // the worker said hello (or refused)
+  auto last_event = std::chrono::steady_clock::now();
+  std::array<pollfd, 2> fds{{{events[0], POLLIN, 0}, {errs[0], POLLIN, 0}}};
+  while (fds[0].fd >= 0) {
+    const auto silent = std::chrono::duration_cast<std::chrono::milliseconds>(std::chrono::steady_clock::now() - last_event);
+    // Until the worker has loaded the plugins and said hello, allow at least
+    // kStartupMs: the runtime's own child probe (plugins.probe_timeout_ms)
+    // bounds a plugin that hangs while loading.
+    const int64_t limit = greeted ? options.timeout_ms : std::max<int64_t>(options.timeout_ms, kStartupMs);
+    const int64_t left = limit - silent.count();
+    if (left <= 0) {
+      timed_out = true;
+      break;
+    }
+    const int n = ::poll(fds.data(), fds.size(), static_cast<int>(std::min<int64_t>(left, 1000)));
+    if (n < 0 && errno != EINTR) break;
+    for (pollfd& f : fds) {
+      if (f.fd < 0 || (f.revents & (POLLIN | POLLHUP | POLLERR)) == 0) continue;
+      char buf[8192];
+      const ssize_t got = ::read(f.fd, buf, sizeof buf);
+      if (got <= 0) {
+        if (got < 0 && errno == EINTR) continue;
+        ::close(f.fd);
+        f.fd = -1;
+        continue;
+      }
+      if (&f == &fds[1]) {
+        err_tail.append(buf, static_cast<size_t>(got));
+        if (err_tail.size() > 4 * kStderrTail) err_tail.erase(0, err_tail.size() - kStderrTail);
+        continue;
+      }
+      pending.append(buf, static_cast<size_t>(got));
+      last_event = std::chrono::steady_clock::now();
+      size_t nl;
+      while ((nl = pending.find('\n')) != std::string::npos) {
+        nlohmann::json e = nlohmann::json::parse(pending.substr(0, nl), nullptr, false);
+        pending.erase(0, nl + 1);
+        if (e.is_discarded() || !e.contains("event")) continue;
+        const std::string kind = e["event"];
+        greeted = true;
+        if (kind == "hello") {
+          if (hello.is_null()) hello = e;
+        } else if (kind == "refused") {
+          run.refused = true;
+          run.refusal = e.value("reason", std::string("refused"));
+          if (hello.is_null() && e.contains("plugin")) hello = e;
+        } else if (kind == "start") {
+          started = CaseRecord{e.value("case", 0), e.value("name", ""), e.value("op", ""), e.value("dtype", ""), "", "", 0.0};
+        } else if (kind == "result" && started && started->index == e.value("case", -1)) {
+          started->status = e.value("status", "fail");
+          started->message = e.value("message", "");
+          started->max_error = e.value("max_error", nlohmann::json(0.0));
+          records.push_back(*started);
+          started.reset();
+        } else if (kind == "done") {
+          run.done = true;
+        }
+      }
+    }
+  }
+  if (timed_out) ::kill(-pid, SIGKILL);
+  for (pollfd& f : fds) {
+    if (f.fd >= 0) ::close(f.fd);
+  }
+  int status = 0;
+  while (::waitpid(pid, &status, 0) < 0 && errno == EINTR) {
+  }
+  ::kill(-pid, SIGKILL);  // anything the plugin left behind in the group
+
+  std::string tail = err_tail.size() > kStderrTail ? err_tail.substr(err_tail.size() - kStderrTail) : err_tail;
+  while (!tail.empty() && (tail.back() == '\n' || tail.back() == ' ')) tail.pop_back();
+  const std::string stderr_note = tail.empty() ? "" : "; its stderr ended with: " + tail;
+  if (timed_out) {
+    run.death = "hang (no answer within " +
+                std::to_string(greeted ? options.timeout_ms : std::max<int64_t>(options.timeout_ms, kStartupMs)) + " ms)";
+    run.done = false;
+  } else if (WIFSIGNALED(status)) {
+    run.death = "crash (" + signal_text(WTERMSIG(status)) + ")";
+    run.done = false;
+  } else if (!run.done && !run.refused) {
+    run.death = "exit (status " + std::to_string(WIFEXITED(status) ? WEXITSTATUS(status) : -1) + ")";
+  }
+  if (!run.done && started) {
+    started->status = timed_out ? "hang" : WIFSIGNALED(status) ? "crash" : "crash";
+    started->message = run.death + " in " + (started->op.empty() ? started->name : started->op + " " + started->dtype) +
+                       ", case \"" + started->name + "\"" + stderr_note;
+    run.interrupted = started;
+    records.push_back(*started);
+  } else if (!run.done && !run.refused) {
+    run.death += stderr_note;
+  }
+  return run;
+}
+
+// ---- the report ------------------------------------------------------------------------------
+
+const std::vector<std::string> kDTypeColumns{"f32", "f64", "f16", "bf16", "i32", "i64", "bool"};
+
+int severity(const std::string& s) {
+  static const std::map<std::string, int> order{{"skip", 0}, {"pass", 1}, {"fallback", 2}, {"unsupported", 3},
+                                                {"fail", 4}, {"hang", 5}, {"crash", 6}};
+  auto it = order.find(s);
+  return it == order.end() ? 4 : it->second;
+}
+
+bool is_failure(const std::string& s) { return s == "fail" || s == "crash" || s == "hang"; }
+
+std::string cell_text(const std::string& s) {
+  if (s == "fail") return "FAIL";
+  if (s == "crash") return "CRASH";
+  if (s == "hang") return "HANG";
+  if (s.empty()) return "-";
+  return s;
+}
+
+struct Report {
+  nlohmann::json plugin, device;
+  std::string reference;
+  std::vector<CaseRecord> records;
+  std::vector<std::string> rows;                               // ops, in first-seen order
+  std::map<std::string, std::map<std::string, std::string>> matrix;  // op -> dtype -> worst status
+  int passed = 0, failed = 0, skipped = 0;
+  std::map<std::string, int> by_status;
+  std::string aborted;  // why the check stopped early, if it did
+};
+
+Report make_report(const nlohmann::json& hello, std::vector<CaseRecord> records, std::string aborted) {
+  Report r;
+  r.plugin = hello.value("plugin", nlohmann::json::object());
+  r.device = hello.value("device", nlohmann::json::object());
+  r.reference = hello.value("reference", "");
+  std::sort(records.begin(), records.end(), [](const CaseRecord& a, const CaseRecord& b) { return a.index < b.index; });
+  r.records = std::move(records);
+  r.aborted = std::move(aborted);
+  for (const CaseRecord& c : r.records) {
+    ++r.by_status[c.status];
+    if (c.status == "pass") {
+      ++r.passed;
+    } else if (is_failure(c.status) || (c.status != "skip" && c.status != "fallback" && c.status != "unsupported")) {
+      ++r.failed;
+    } else {
+      ++r.skipped;
+    }
+    if (c.op.empty()) continue;
+    if (!r.matrix.contains(c.op)) r.rows.push_back(c.op);
+    std::string& cell = r.matrix[c.op][c.dtype];
+    if (cell.empty() || severity(c.status) > severity(cell)) cell = c.status;
+  }
+  // A claimed kernel that declined every one of its cases claims an op it
+  // does not implement: one failure for the cell.
+  for (auto& [op, cells] : r.matrix) {
+    for (auto& [dtype, status] : cells) {
+      if (status != "unsupported") continue;
+      bool all = true;
+      for (const CaseRecord& c : r.records) {
+        if (c.op == op && c.dtype == dtype && c.status != "unsupported") all = false;
+      }
+      if (all) {
+        status = "fail";
+        ++r.failed;
+        CaseRecord claim;
+        claim.index = static_cast<int>(r.records.size());
+        claim.name = op + " " + dtype + ": claimed but declined every case";
+        claim.op = op;
+        claim.dtype = dtype;
+        claim.status = "fail";
+        claim.message = "the kernel table lists " + op + " for " + dtype +
+                        " but the kernel returned STRATA_ERROR_UNSUPPORTED for every case";
+        r.records.push_back(claim);
+      }
+    }
+  }
+  if (!r.aborted.empty()) ++r.failed;
+  return r;
+}
+
+std::string totals_line(const Report& r) {
+  return std::to_string(r.passed) + " passed, " + std::to_string(r.failed) + " failed, " + std::to_string(r.skipped) +
+         " skipped";
+}
+
+void print_table(const Report& r, std::ostream& os) {
+  os << "Plugin " << r.plugin.value("name", "?") << " " << r.plugin.value("version", "") << " ("
+     << r.plugin.value("vendor", "") << "), ABI " << r.plugin.value("abi", "") << ": " << r.plugin.value("path", "")
+     << "\n";
+  os << "Device " << r.device.value("id", "?") << " \"" << r.device.value("name", "") << "\", reference "
+     << r.reference << "\n\n";
+  os << "General checks:\n";
+  for (const CaseRecord& c : r.records) {
+    if (!c.op.empty()) continue;
+    os << "  " << std::left << std::setw(10) << cell_text(c.status) << c.name
+       << (c.message.empty() || is_failure(c.status) ? "" : "  (" + c.message + ")") << "\n";
+  }
+  size_t width = 4;
+  for (const std::string& op : r.rows) width = std::max(width, op.size());
+  os << "\n" << std::left << std::setw(static_cast<int>(width + 2)) << "op";
+  for (const std::string& d : kDTypeColumns) os << std::setw(12) << d;
+  os << "\n";
+  for (const std::string& op : r.rows) {
+    os << std::setw(static_cast<int>(width + 2)) << op;
+    const auto& cells = r.matrix.at(op);
+    for (const std::string& d : kDTypeColumns) {
+      auto it = cells.find(d);
+      os << std::setw(12) << cell_text(it == cells.end() ? "" : it->second);
+    }
+    os << "\n";
+  }
+  bool header = false;
+  for (const CaseRecord& c : r.records) {
+    if (!is_failure(c.status) && c.status != "unsupported" && !(c.status == "skip" && !c.op.empty())) continue;
+    if (!header) os << "\nDetails:\n";
+    header = true;
+    os << "  " << cell_text(c.status) << "  " << c.name << "\n      " << c.message << "\n";
+  }
+  if (!r.aborted.empty()) os << "\nThe check stopped early: " << r.aborted << "\n";
+  os << "\n" << totals_line(r) << "\n";
+}
+
+nlohmann::json report_json(const Report& r) {
+  nlohmann::json cases = nlohmann::json::array();
+  for (const CaseRecord& c : r.records) {
+    cases.push_back({{"index", c.index}, {"name", c.name}, {"op", c.op}, {"dtype", c.dtype}, {"status", c.status},
+                     {"message", c.message}, {"max_error", c.max_error}});
+  }
+  nlohmann::json matrix = nlohmann::json::object();
+  for (const std::string& op : r.rows) matrix[op] = r.matrix.at(op);
+  return {{"plugin", r.plugin},
+          {"device", r.device},
+          {"reference", r.reference},
+          {"cases", cases},
+          {"matrix", matrix},
+          {"totals", {{"passed", r.passed}, {"failed", r.failed}, {"skipped", r.skipped}, {"by_status", r.by_status}}},
+          {"aborted", r.aborted.empty() ? nlohmann::json(nullptr) : nlohmann::json(r.aborted)}};
+}
+
+void print_markdown(const Report& r, std::ostream& os) {
+  os << "### " << r.plugin.value("name", "?") << " " << r.plugin.value("version", "") << " — "
+     << r.device.value("id", "?") << " (" << r.device.value("name", "") << ")\n\n";
+  os << "General checks: ";
+  int general = 0, general_ok = 0;
+  for (const CaseRecord& c : r.records) {
+    if (!c.op.empty()) continue;
+    ++general;
+    general_ok += c.status == "pass" ? 1 : 0;
+  }
+  os << general_ok << " of " << general << " passed.\n\n| op |";
+  for (const std::string& d : kDTypeColumns) os << " " << d << " |";
+  os << "\n|---|";
+  for (size_t i = 0; i < kDTypeColumns.size(); ++i) os << "---|";
+  os << "\n";
+  for (const std::string& op : r.rows) {
+    os << "| `" << op << "` |";
+    const auto& cells = r.matrix.at(op);
+    for (const std::string& d : kDTypeColumns) {
+      auto it = cells.find(d);
+      os << " " << cell_text(it == cells.end() ? "" : it->second) << " |";
+    }
+    os << "\n";
+  }
+  os << "\n" << totals_line(r) << "\n";
+}
+
+}  // namespace
+
+int run_plugin_check(const PluginCheckOptions& options) {
+  if (std::string why = validate_plugin_path(options.path); !why.empty()) {
+    std::cerr << "strata plugin check: " << why << "\n";
+    return kBadInput;
+  }
+  if (options.timeout_ms < 100) {
+    std::cerr << "strata plugin check: --timeout-ms " << options.timeout_ms << " is below the minimum of 100\n";
+    return kBadInput;
+  }
+  nlohmann::json hello;
+  std::vector<CaseRecord> records;
+  std::string aborted;
+  int resume = 0;
+  std::vector<std::string> skip_cells;
+  for (int worker = 0;; ++worker) {
+    if (worker == kMaxWorkers) {
+      aborted = std::to_string(kMaxWorkers) + " workers crashed or hung; the cases from " + std::to_string(resume) +
+                " on were not run";
+      break;
+    }
+    WorkerRun run = run_worker(options, resume, skip_cells, hello, records);
+    if (run.refused) {
+      std::cerr << "strata plugin check: " << options.path << ": refused: " << run.refusal << "\n";
+      if (options.json) {
+        std::cout << nlohmann::json{{"plugin", options.path}, {"refused", run.refusal}}.dump(2) << "\n";
+      }
+      return kPluginRefused;
+    }
+    if (run.done) break;
+    if (!run.interrupted) {
+      // The worker died outside any case: while loading the plugin, or
+      // between cases. A new worker would die the same way.
+      aborted = "the worker ended outside a case: " + run.death;
+      if (hello.is_null()) {
+        std::cerr << "strata plugin check: " << options.path << ": the worker loading the plugin ended: " << run.death
+                  << "\n";
+        return kFailure;
+      }
+      break;
+    }
+    resume = run.interrupted->index + 1;
+    // One crash or hang per kernel is enough: its other cases are skipped.
+    if (!run.interrupted->op.empty()) skip_cells.push_back(cell_key(run.interrupted->op, run.interrupted->dtype));
+  }
+  Report report = make_report(hello, std::move(records), aborted);
+  if (options.json) {
+    std::cout << report_json(report).dump(2) << "\n";
+  } else if (options.markdown) {
+    print_markdown(report, std::cout);
+  } else {
+    print_table(report, std::cout);
+  }
+  return report.failed == 0 ? kOk : kFailure;
+}
+
+}  // namespace strata::cli

@@ -1,0 +1,178 @@
+// plugin_check_worker.cpp — the worker process of `strata plugin check`:
+// loads exactly the plugin under test and the in-tree CPU plugin (the
+// reference), builds the case list and runs it from a given case on,
+// writing one JSON line per event to the parent's pipe:
+//
+//   {"event":"hello","cases":N,"plugin":{...},"device":{...}}   (or "refused")
+//   {"event":"start","case":17,"name":"...","op":"strata::add","dtype":"f32"}
+//   {"event":"result","case":17,"status":"pass","message":"...","max_error":0}
+//   {"event":"done"}
+#include "conformance_cases.hpp"
+#include "plugin_check.hpp"
+
+#include <strata/strata.hpp>
+
+#include <nlohmann/json.hpp>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cerrno>
+#include <cmath>
+#include <filesystem>
+
+namespace strata::cli {
+
+namespace {
+
+namespace fs = std::filesystem;
+
+/// Writes one event line to the pipe (all of it, retrying short writes).
+void emit(int fd, const nlohmann::json& event) {
+  const std::string line = event.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace) + "\n";
+  size_t done = 0;
+  while (done < line.size()) {
+    const ssize_t n = ::write(fd, line.data() + done, line.size() - done);
+    if (n < 0 && errno == EINTR) continue;
+    if (n <= 0) std::_Exit(4);  // the parent is gone: nobody to report to
+    done += static_cast<size_t>(n);
+  }
+}
+
+std::string canonical(const std::string& path) {
+  std::error_code ec;
+  fs::path p = fs::weakly_canonical(path, ec);
+  return ec ? path : p.string();
+}
+
+/// The configuration of the worker: the plugin under test and the CPU
+/// plugin (unless the plugin under test is a CPU plugin: then it is its own
+/// reference), a missing kernel falls back to the CPU (counted, so that the
+/// cases can tell), only errors logged.
+Config worker_config(const std::string& plugin_path, bool& self_reference) {
+  const std::string cpu = canonical(library_directory() + "/strata/plugins/libstrata_plugin_cpu.so");
+  self_reference = fs::path(plugin_path).filename() == "libstrata_plugin_cpu.so";
+  nlohmann::json paths = nlohmann::json::array({plugin_path});
+  if (!self_reference) paths.push_back(cpu);
+  nlohmann::json doc{{"version", 1},
+                     {"plugins", {{"paths", paths}}},
+                     {"prefer", {"cpu"}},
+                     {"fallback", {{"policy", "cpu"}}},
+                     {"logging", {{"level", "error"}, {"sinks", {{{"type", "stderr"}}}}}}};
+  return Config::from_string(doc.dump(), "<strata plugin check>", fs::current_path().string());
+}
+
+nlohmann::json plugin_json(const PluginInfo& p) {
+  return {{"name", p.name}, {"vendor", p.vendor}, {"version", p.version}, {"abi", p.abi}, {"path", p.path},
+          {"warnings", p.warnings}};
+}
+
+nlohmann::json device_json(const DeviceInfo& d) {
+  nlohmann::json dtypes = nlohmann::json::array();
+  for (DType t : d.dtypes) dtypes.push_back(dtype_name(t));
+  nlohmann::json kernels = nlohmann::json::array();
+  for (const KernelInfo& k : d.kernels) kernels.push_back(k.op + " " + k.signature);
+  return {{"id", d.id},          {"name", d.name},   {"type", device_type_name(d.type)},
+          {"memory_bytes", d.memory_bytes}, {"dtypes", dtypes}, {"kernels", kernels},
+          {"missing_primitives", d.missing_primitives}};
+}
+
+}  // namespace
+
+std::string cell_key(const std::string& op, const std::string& dtype) {
+  const std::string suffix = " (derivatives)";
+  std::string base = op;
+  if (base.size() > suffix.size() && base.ends_with(suffix)) base.resize(base.size() - suffix.size());
+  return base + "|" + dtype;
+}
+
+int run_plugin_check_worker(const PluginWorkerOptions& options) {
+  const int fd = options.event_fd;
+  const std::string path = canonical(options.check.path);
+  conformance::Context ctx;
+  Runtime& rt = runtime();
+  try {
+    rt.configure(worker_config(path, ctx.reference_is_dut));
+  } catch (const Error& e) {
+    emit(fd, {{"event", "refused"}, {"reason", std::string("cannot configure the worker: ") + e.what()}});
+    return 0;
+  }
+
+  std::vector<PluginInfo> plugins = rt.plugins();
+  const PluginInfo* tested = nullptr;
+  const PluginInfo* cpu = nullptr;
+  for (const PluginInfo& p : plugins) {
+    if (canonical(p.path) == path) tested = &p;
+    if (p.loaded && p.name == "cpu") cpu = &p;
+  }
+  if (tested == nullptr) {
+    emit(fd, {{"event", "refused"}, {"reason", "the runtime did not consider " + path}});
+    return 0;
+  }
+  if (!tested->loaded) {
+    emit(fd, {{"event", "refused"}, {"reason", tested->reason}, {"plugin", plugin_json(*tested)}});
+    return 0;
+  }
+  if (cpu == nullptr) {
+    emit(fd, {{"event", "refused"},
+              {"reason", "the reference CPU plugin (" + library_directory() + "/strata/plugins) did not load"}});
+    return 0;
+  }
+  if (tested->devices.empty()) {
+    emit(fd, {{"event", "refused"}, {"reason", "the plugin loaded but has no device"}, {"plugin", plugin_json(*tested)}});
+    return 0;
+  }
+  const DeviceInfo* dut = &tested->devices.front();
+  if (!options.check.device.empty()) {
+    dut = nullptr;
+    for (const DeviceInfo& d : tested->devices) {
+      if (d.id == options.check.device) dut = &d;
+    }
+    if (dut == nullptr) {
+      std::string ids;
+      for (const DeviceInfo& d : tested->devices) ids += (ids.empty() ? "" : ", ") + d.id;
+      emit(fd, {{"event", "refused"},
+                {"reason", "--device " + options.check.device + " is not a device of " + tested->name + " (it has " +
+                               ids + ")"}});
+      return 0;
+    }
+  }
+  ctx.plugin = *tested;
+  ctx.info = *dut;
+  ctx.dut = dut->device;
+  ctx.reference = Device("cpu:0");
+  ctx.quick = options.check.quick;
+  if (!options.check.op_regex.empty()) ctx.op_filter.emplace(options.check.op_regex, std::regex::ECMAScript);
+
+  std::vector<conformance::Case> cases = conformance::build_cases(ctx);
+  emit(fd, {{"event", "hello"},
+            {"cases", cases.size()},
+            {"plugin", plugin_json(*tested)},
+            {"device", device_json(*dut)},
+            {"reference", ctx.reference_is_dut ? "cpu:0 (the plugin under test; floats in f64)" : "cpu:0"}});
+  for (size_t i = static_cast<size_t>(std::max(options.resume, 0)); i < cases.size(); ++i) {
+    const conformance::Case& c = cases[i];
+    emit(fd, {{"event", "start"}, {"case", i}, {"name", c.name}, {"op", c.op}, {"dtype", c.dtype}});
+    conformance::Outcome o;
+    const bool poisoned = !c.op.empty() && std::find(options.skip_cells.begin(), options.skip_cells.end(),
+                                                     cell_key(c.op, c.dtype)) != options.skip_cells.end();
+    if (poisoned) {
+      o = {conformance::Status::skip, "not run: the kernel crashed or hung in an earlier case of " + c.op + " " + c.dtype,
+           0.0};
+    } else {
+      try {
+        o = c.run();
+      } catch (const std::exception& e) {
+        o = {conformance::Status::fail, std::string("error: ") + e.what(), 0.0};
+      }
+    }
+    emit(fd, {{"event", "result"},
+              {"case", i},
+              {"status", conformance::status_name(o.status)},
+              {"message", o.message},
+              {"max_error", std::isfinite(o.max_error) ? nlohmann::json(o.max_error) : nlohmann::json("inf")}});
+  }
+  emit(fd, {{"event", "done"}});
+  return 0;
+}
+
+}  // namespace strata::cli
