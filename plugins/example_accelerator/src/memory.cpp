@@ -149,7 +149,7 @@ void free(strata_alloc_args* a) noexcept {
     });
     return STRATA_OK;
   });
-  if (st != STRATA_OK) {  // free returns nothing: say it in the log
+  if (st != STRATA_OK && a->error != nullptr) {  // free returns nothing: say it in the log
     strata::plugin::log(as_state(a->state)->host, STRATA_LOG_WARN, kPluginName, a->error->message);
   }
 }

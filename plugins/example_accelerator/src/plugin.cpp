@@ -152,9 +152,8 @@ void shutdown(strata_plugin_state s) noexcept {
   PluginState* state = as_state(s);
   if (state == nullptr) return;
   try {
-    // Streams first (each drains its queue and joins its worker), then the
-    // devices with their default streams and arenas.
-    state->streams.clear();
+    // ~PluginState drains and joins the created streams, then the default
+    // streams; the devices then unmap their arenas.
     delete state;
   } catch (...) {
     // Joining threads cannot fail here in practice; never let it cross the ABI.

@@ -191,6 +191,11 @@ strata_status Device::take_failures(strata_error* error) {
 
 // ---- PluginState --------------------------------------------------------------------
 
+PluginState::~PluginState() {
+  streams.clear();
+  for (auto& d : devices) d->default_stream.reset();
+}
+
 Device* PluginState::device(int32_t index, strata_error* error, const char* what) {
   if (index < 0 || static_cast<size_t>(index) >= devices.size()) {
     fail(error, STRATA_ERROR_INVALID_ARGUMENT, "%s: device %d does not exist (this plugin serves %zu)", what, index,

@@ -230,6 +230,13 @@ class Device {
 };
 
 struct PluginState {
+  PluginState() = default;
+  PluginState(const PluginState&) = delete;
+  PluginState& operator=(const PluginState&) = delete;
+  /// Finishes and joins every worker (created streams, then the default
+  /// ones) while the event mutex their markers take still exists.
+  ~PluginState();
+
   const strata_host_api* host = nullptr;
   std::vector<std::unique_ptr<Device>> devices;
   HandleTable<Buffer> buffers{HandleKind::buffer};
