@@ -1,0 +1,463 @@
+// plugin.cpp — the custom_ops plugin's table: manifest, lifecycle, its one
+// device and that device's memory, and the registration of its ops.
+//
+// Why a device of its own. The plugin exists for its ops (swiglu.cpp), whose
+// kernels it adds to the CPU plugin's devices with host->register_kernels.
+// But the Strata loader refuses a plugin whose init reports no device
+// ("the plugin reports no devices", core/src/plugin_loader.cpp) and retires
+// the ops it registered, so the plugin serves one small device, custom_ops:0:
+// host memory (Blocks from operator new), the two ops' kernels, and
+// strata::fill and strata::copy so that tensors can be created on it and
+// moved to and from it; every other op run there falls back to the CPU
+// plugin under the default policy, counted like any fallback. It reports
+// type CPU with probe score 10, so the runtime never picks it as the default
+// device while cpu:0 (score 50) is there: cpu:0 stays where programs run,
+// custom_ops:0 is used only when asked for by name.
+#include "common.hpp"
+#include "swiglu.hpp"
+
+#include <unistd.h>
+
+#include <array>
+#include <cstdio>
+#include <cstring>
+#include <new>
+#include <string>
+#include <vector>
+
+namespace custom_ops {
+namespace {
+
+using strata::plugin::dtype_size;
+using strata::plugin::fail;
+using strata::plugin::guarded;
+
+/// The plugin's state: what init received. Plugins are never unloaded, so
+/// it lives in static storage.
+struct State {
+  const strata_host_api* host = nullptr;
+  bool initialized = false;
+};
+State g_state;
+
+strata_plugin_state state_handle() { return reinterpret_cast<strata_plugin_state>(&g_state); }
+
+void log(strata_log_level level, const std::string& message) {
+  strata::plugin::log(g_state.host, level, kPluginName, message.c_str());
+}
+
+// ---- options ----------------------------------------------------------------------------
+
+/// The top-level keys of a JSON object (enough to refuse unknown options;
+/// the host hands well-formed JSON). Empty for "{}".
+std::vector<std::string> top_level_keys(const char* json) {
+  std::vector<std::string> keys;
+  int depth = 0;
+  bool expect_key = false;
+  for (const char* p = json; *p != '\0'; ++p) {
+    const char ch = *p;
+    if (ch == '"') {
+      std::string text;
+      for (++p; *p != '\0' && *p != '"'; ++p) {
+        if (*p == '\\' && p[1] != '\0') ++p;
+        text += *p;
+      }
+      if (*p == '\0') break;
+      if (depth == 1 && expect_key) keys.push_back(text);
+      expect_key = false;
+    } else if (ch == '{' || ch == '[') {
+      ++depth;
+      expect_key = ch == '{' && depth == 1;
+    } else if (ch == '}' || ch == ']') {
+      --depth;
+    } else if (ch == ',' && depth == 1) {
+      expect_key = true;
+    }
+  }
+  return keys;
+}
+
+// ---- lifecycle --------------------------------------------------------------------------
+
+strata_status probe(strata_probe_args* args) noexcept {
+  if (!strata::plugin::large_enough(args, STRATA_PROBE_ARGS_MIN_SIZE)) return STRATA_ERROR_INVALID_ARGUMENT;
+  // Plain C++ on the host: runs anywhere. 10 ("software device"): below the
+  // CPU plugin's 50, so custom_ops:0 never becomes the default device.
+  args->score = 10;
+  return STRATA_OK;
+}
+
+strata::plugin::KernelTable& own_kernels();
+strata::plugin::KernelTable& cpu_kernels();
+
+strata_status init(strata_init_args* args) noexcept {
+  if (!strata::plugin::large_enough(args, STRATA_INIT_ARGS_MIN_SIZE)) return STRATA_ERROR_INVALID_ARGUMENT;
+  return guarded(args->error, "custom_ops: init", [&]() -> strata_status {
+    const strata_host_api* host = args->host;
+    if (host == nullptr || host->struct_size < STRATA_HOST_API_MIN_SIZE || host->register_op == nullptr ||
+        host->call_op == nullptr || host->register_kernels == nullptr || host->find_extension == nullptr) {
+      return fail(args->error, STRATA_ERROR_INVALID_ARGUMENT,
+                  "custom_ops: init: the host services (%zu bytes) lack register_op, call_op, register_kernels or "
+                  "find_extension (ABI 2.0 hosts have all four in %zu bytes)",
+                  host != nullptr ? host->struct_size : size_t{0}, static_cast<size_t>(STRATA_HOST_API_MIN_SIZE));
+    }
+    for (const std::string& key : top_level_keys(args->options_json != nullptr ? args->options_json : "{}")) {
+      if (key != "threads") {  // "threads" comes from per-device settings; these kernels are single-threaded
+        return fail(args->error, STRATA_ERROR_INVALID_ARGUMENT,
+                    "custom_ops: init: unknown option \"%s\" (the plugin takes no options)", key.c_str());
+      }
+    }
+    g_state.host = host;
+    if (strata_status st = register_swiglu_ops(host, args->error); st != STRATA_OK) return st;
+    // Kernels for the CPU plugin's devices. The CPU plugin may load after
+    // this one: the host applies them to its devices whenever they open, and
+    // the kernels look up its native handles only when they run.
+    strata_kernel_registration reg{};
+    reg.struct_size = sizeof(reg);
+    reg.plugin_name = "cpu";
+    reg.entries = cpu_kernels().data();
+    reg.n_entries = static_cast<int32_t>(cpu_kernels().size());
+    if (strata_status st = host->register_kernels(&reg, args->error); st != STRATA_OK) return st;
+    (void)own_kernels();  // built now, not on a kernel-table query from another thread
+    g_state.initialized = true;
+    args->state = state_handle();
+    args->device_count = 1;
+    log(STRATA_LOG_DEBUG, std::string("defined ") + kSwiglu + " and " + kSwigluBackward +
+                              " with kernels for custom_ops:0 and the cpu plugin's devices");
+    return STRATA_OK;
+  });
+}
+
+void shutdown(strata_plugin_state state) noexcept {
+  if (state == state_handle()) g_state.initialized = false;
+}
+
+// ---- the device -------------------------------------------------------------------------
+
+strata_status bad_call(strata_error* error, const char* what, strata_plugin_state state, int32_t device) {
+  return fail(error, STRATA_ERROR_INVALID_ARGUMENT, "custom_ops: %s: %s", what,
+              state != state_handle() || !g_state.initialized ? "not this plugin's state (init did not run?)"
+                                                              : ("no device " + std::to_string(device) +
+                                                                 " (custom_ops serves custom_ops:0 only)")
+                                                                    .c_str());
+}
+
+bool device_ok(strata_plugin_state state, int32_t device) {
+  return state == state_handle() && g_state.initialized && device == 0;
+}
+
+strata_status device_props(strata_device_args* args) noexcept {
+  if (!strata::plugin::large_enough(args, STRATA_DEVICE_ARGS_MIN_SIZE)) return STRATA_ERROR_INVALID_ARGUMENT;
+  if (!device_ok(args->state, args->device)) return bad_call(args->error, "device_props", args->state, args->device);
+  strata_device_props p{};
+  p.struct_size = sizeof(p);
+  std::snprintf(p.name, sizeof(p.name), "custom_ops host device (SwiGLU kernels in host memory)");
+  p.type = STRATA_DEVICE_CPU;  // it is the CPU: never a default-device candidate ahead of cpu:0
+  p.flags = STRATA_DEVICE_FREE_THREADED;  // kernels and copies share nothing; operator new is thread-safe
+  const long pages = ::sysconf(_SC_PHYS_PAGES);
+  const long page_size = ::sysconf(_SC_PAGESIZE);
+  p.memory_bytes = pages > 0 && page_size > 0 ? static_cast<uint64_t>(pages) * static_cast<uint64_t>(page_size)
+                                              : (uint64_t{1} << 30);
+  p.dtype_mask = STRATA_DTYPE_BIT(STRATA_F32) | STRATA_DTYPE_BIT(STRATA_F64) | STRATA_DTYPE_BIT(STRATA_I64) |
+                 STRATA_DTYPE_BIT(STRATA_BOOL);
+  p.compute_dtype_mask = STRATA_DTYPE_BIT(STRATA_F32) | STRATA_DTYPE_BIT(STRATA_F64);
+  std::snprintf(p.compute_capability, sizeof(p.compute_capability), "host");
+  return strata::plugin::publish_props(args, p);
+}
+
+strata_status get_kernels(strata_device_args* args) noexcept {
+  if (!strata::plugin::large_enough(args, STRATA_DEVICE_ARGS_MIN_SIZE)) return STRATA_ERROR_INVALID_ARGUMENT;
+  if (!device_ok(args->state, args->device)) return bad_call(args->error, "get_kernels", args->state, args->device);
+  return own_kernels().publish(args);
+}
+
+// ---- memory -----------------------------------------------------------------------------
+
+constexpr std::align_val_t kAlignment{64};
+
+strata_status alloc(strata_alloc_args* args) noexcept {
+  if (!strata::plugin::large_enough(args, STRATA_ALLOC_ARGS_MIN_SIZE)) return STRATA_ERROR_INVALID_ARGUMENT;
+  if (!device_ok(args->state, args->device)) return bad_call(args->error, "alloc", args->state, args->device);
+  auto* block = new (std::nothrow) Block{};
+  unsigned char* data =
+      block != nullptr ? static_cast<unsigned char*>(::operator new(args->bytes > 0 ? args->bytes : 1, kAlignment,
+                                                                    std::nothrow))
+                       : nullptr;
+  if (data == nullptr) {
+    delete block;
+    return fail(args->error, STRATA_ERROR_OUT_OF_MEMORY, "custom_ops: alloc: cannot allocate %zu bytes on custom_ops:0",
+                args->bytes);
+  }
+  block->bytes = args->bytes;
+  block->data = data;
+  args->buffer = reinterpret_cast<strata_buffer>(block);
+  // Both memory kinds are host memory here; a PINNED_HOST block is its data.
+  args->host_pointer = args->kind == STRATA_MEMORY_PINNED_HOST ? data : nullptr;
+  return STRATA_OK;
+}
+
+void free_buffer(strata_alloc_args* args) noexcept {
+  if (!strata::plugin::large_enough(args, STRATA_ALLOC_ARGS_MIN_SIZE)) return;
+  Block* block = block_of(args->buffer);
+  if (block == nullptr) {
+    log(STRATA_LOG_ERROR, "free: a buffer that is not custom_ops:0's; ignored");
+    return;
+  }
+  ::operator delete(block->data, kAlignment);
+  block->magic = 0;
+  delete block;
+}
+
+/// The block behind `buffer`, checked to hold [offset, offset + bytes).
+Block* checked_range(strata_copy_args* args, strata_buffer buffer, size_t offset, const char* which) {
+  Block* block = block_of(buffer);
+  if (block == nullptr) {
+    fail(args->error, STRATA_ERROR_INVALID_ARGUMENT, "custom_ops: copy: the %s is not a custom_ops:0 buffer", which);
+    return nullptr;
+  }
+  if (offset > block->bytes || args->bytes > block->bytes - offset) {
+    fail(args->error, STRATA_ERROR_INVALID_ARGUMENT,
+         "custom_ops: copy: %zu bytes at offset %zu of the %s run past its %zu bytes", args->bytes, offset, which,
+         block->bytes);
+    return nullptr;
+  }
+  return block;
+}
+
+/// Synchronous: an ASYNC request completes before it returns, which the
+/// ABI allows.
+strata_status copy(strata_copy_args* args) noexcept {
+  if (!strata::plugin::large_enough(args, STRATA_COPY_ARGS_MIN_SIZE)) return STRATA_ERROR_INVALID_ARGUMENT;
+  if (!device_ok(args->state, args->device)) return bad_call(args->error, "copy", args->state, args->device);
+  if (args->bytes == 0) return STRATA_OK;
+  switch (args->kind) {
+    case STRATA_COPY_HOST_TO_DEVICE: {
+      Block* dst = checked_range(args, args->dst, args->dst_offset, "destination");
+      if (dst == nullptr) return STRATA_ERROR_INVALID_ARGUMENT;
+      if (args->src_host == nullptr) return fail(args->error, STRATA_ERROR_INVALID_ARGUMENT, "custom_ops: copy: no host source");
+      std::memcpy(dst->data + args->dst_offset, args->src_host, args->bytes);
+      return STRATA_OK;
+    }
+    case STRATA_COPY_DEVICE_TO_HOST: {
+      Block* src = checked_range(args, args->src, args->src_offset, "source");
+      if (src == nullptr) return STRATA_ERROR_INVALID_ARGUMENT;
+      if (args->dst_host == nullptr) return fail(args->error, STRATA_ERROR_INVALID_ARGUMENT, "custom_ops: copy: no host destination");
+      std::memcpy(args->dst_host, src->data + args->src_offset, args->bytes);
+      return STRATA_OK;
+    }
+    case STRATA_COPY_DEVICE_TO_DEVICE: {
+      Block* dst = checked_range(args, args->dst, args->dst_offset, "destination");
+      Block* src = dst != nullptr ? checked_range(args, args->src, args->src_offset, "source") : nullptr;
+      if (src == nullptr) return STRATA_ERROR_INVALID_ARGUMENT;
+      std::memmove(dst->data + args->dst_offset, src->data + args->src_offset, args->bytes);  // may overlap
+      return STRATA_OK;
+    }
+    default:
+      return fail(args->error, STRATA_ERROR_UNSUPPORTED, "custom_ops: copy: unknown copy kind %d",
+                  static_cast<int>(args->kind));
+  }
+}
+
+// ---- strata::fill and strata::copy on custom_ops:0 ----------------------------------------
+
+/// The operands of a fill or copy kernel, checked.
+strata_status data_kernel_operands(const strata_kernel_call* c, int32_t n_inputs, std::array<unsigned char*, 2>& base) {
+  if (!device_ok(c->state, c->device)) return bad_call(c->error, c->op, c->state, c->device);
+  if (c->n_inputs != n_inputs || c->n_outputs != 1 || (n_inputs > 0 && c->inputs == nullptr) || c->outputs == nullptr) {
+    return fail(c->error, STRATA_ERROR_INVALID_ARGUMENT, "custom_ops: %s: %d inputs and %d outputs, expected %d and 1",
+                c->op, static_cast<int>(c->n_inputs), static_cast<int>(c->n_outputs), static_cast<int>(n_inputs));
+  }
+  for (int32_t k = 0; k <= n_inputs; ++k) {
+    const strata_tensor* t = k < n_inputs ? c->inputs[k] : c->outputs[0];
+    if (t == nullptr || t->struct_size < STRATA_TENSOR_MIN_SIZE || t->rank < 0 || t->rank > STRATA_MAX_RANK ||
+        t->offset < 0 || dtype_size(t->dtype) == 0) {
+      return fail(c->error, STRATA_ERROR_INVALID_ARGUMENT, "custom_ops: %s on custom_ops:0: malformed descriptor", c->op);
+    }
+    const char* role = k < n_inputs ? "input" : "output";
+    if (strata_status st = operand_address(c, *t, Memory::own, role, &base[static_cast<size_t>(k)]); st != STRATA_OK) {
+      return st;
+    }
+  }
+  return STRATA_OK;
+}
+
+template <class T>
+void fill_with(unsigned char* base, const strata_tensor& y, T value) {
+  const int64_t n = strata::plugin::numel(y);
+  for (int64_t i = 0; i < n; ++i) reinterpret_cast<T*>(base)[strided_index(y, i)] = value;
+}
+
+/// strata::fill: every element of y = the SCALAR attribute "value".
+strata_status fill_kernel(const strata_kernel_call* c) noexcept {
+  if (c == nullptr || c->struct_size < STRATA_KERNEL_CALL_MIN_SIZE) return STRATA_ERROR_INVALID_ARGUMENT;
+  return guarded(c->error, "custom_ops: strata::fill on custom_ops:0", [&]() -> strata_status {
+    std::array<unsigned char*, 2> base{};
+    if (strata_status st = data_kernel_operands(c, 0, base); st != STRATA_OK) return st;
+    const strata_attr* v = strata::plugin::attr_of_kind(*c, "value", STRATA_ATTR_SCALAR);
+    if (v == nullptr) {
+      return fail(c->error, STRATA_ERROR_INVALID_ARGUMENT, "custom_ops: strata::fill on custom_ops:0: no attribute 'value'");
+    }
+    const bool real = v->scalar_dtype == STRATA_F64;
+    const double f = real ? v->f : static_cast<double>(v->i);
+    const int64_t i = real ? static_cast<int64_t>(v->f) : v->i;
+    const strata_tensor& y = *c->outputs[0];
+    switch (y.dtype) {
+      case STRATA_F32: fill_with(base[0], y, static_cast<float>(f)); break;
+      case STRATA_F64: fill_with(base[0], y, f); break;
+      case STRATA_I64: fill_with(base[0], y, i); break;
+      case STRATA_BOOL: fill_with(base[0], y, static_cast<unsigned char>(real ? f != 0.0 : i != 0)); break;
+      default:
+        return fail(c->error, STRATA_ERROR_UNSUPPORTED, "custom_ops: strata::fill on custom_ops:0: dtype %s",
+                    strata::plugin::dtype_name(y.dtype));
+    }
+    return STRATA_OK;
+  });
+}
+
+/// strata::copy: y[i] = x[i], both any strided view of one dtype and shape.
+strata_status copy_kernel(const strata_kernel_call* c) noexcept {
+  if (c == nullptr || c->struct_size < STRATA_KERNEL_CALL_MIN_SIZE) return STRATA_ERROR_INVALID_ARGUMENT;
+  return guarded(c->error, "custom_ops: strata::copy on custom_ops:0", [&]() -> strata_status {
+    std::array<unsigned char*, 2> base{};
+    if (strata_status st = data_kernel_operands(c, 1, base); st != STRATA_OK) return st;
+    const strata_tensor& x = *c->inputs[0];
+    const strata_tensor& y = *c->outputs[0];
+    if (x.dtype != y.dtype || strata::plugin::numel(x) != strata::plugin::numel(y)) {
+      return fail(c->error, STRATA_ERROR_INVALID_ARGUMENT, "custom_ops: strata::copy on custom_ops:0: %s into %s",
+                  strata::plugin::describe(x).c_str(), strata::plugin::describe(y).c_str());
+    }
+    const size_t es = dtype_size(y.dtype);
+    const int64_t n = strata::plugin::numel(y);
+    for (int64_t i = 0; i < n; ++i) {
+      std::memmove(base[1] + static_cast<size_t>(strided_index(y, i)) * es,
+                   base[0] + static_cast<size_t>(strided_index(x, i)) * es, es);
+    }
+    return STRATA_OK;
+  });
+}
+
+strata::plugin::KernelTable& own_kernels() {
+  static strata::plugin::KernelTable* table = [] {
+    auto* t = new strata::plugin::KernelTable();  // never freed: the host holds its entries until exit
+    for (const char* dt : {"f32", "f64", "i64", "bool"}) {
+      t->add(STRATA_OP_FILL, std::string("->") + dt, fill_kernel);
+      t->add(STRATA_OP_COPY, std::string(dt) + "->" + dt, copy_kernel, STRATA_KERNEL_STRIDED_INPUTS);
+    }
+    add_swiglu_kernels(*t, Memory::own);
+    return t;
+  }();
+  return *table;
+}
+
+strata::plugin::KernelTable& cpu_kernels() {
+  static strata::plugin::KernelTable* table = [] {
+    auto* t = new strata::plugin::KernelTable();
+    add_swiglu_kernels(*t, Memory::cpu);
+    return t;
+  }();
+  return *table;
+}
+
+const strata_plugin_api kApi = {
+    .struct_size = sizeof(strata_plugin_api),
+    .abi_major = STRATA_ABI_MAJOR,
+    .abi_minor = STRATA_ABI_MINOR,
+    .min_host_minor = 0,
+    .name = kPluginName,
+    .vendor = "Strata project (example third-party plugin)",
+    .version = "1.0.0",
+    .probe = probe,
+    .init = init,
+    .shutdown = shutdown,
+    .device_props = device_props,
+    .get_kernels = get_kernels,
+    .alloc = alloc,
+    .free = free_buffer,
+    .copy = copy,
+    .memory_info = nullptr,
+    .memory_trim = nullptr,
+    .memory_stats = nullptr,
+    .stream_create = nullptr,
+    .stream_destroy = nullptr,
+    .stream_synchronize = nullptr,
+    .event_create = nullptr,
+    .event_destroy = nullptr,
+    .event_record = nullptr,
+    .stream_wait_event = nullptr,
+    .event_synchronize = nullptr,
+    .event_query = nullptr,
+    .event_elapsed = nullptr,
+    .extensions = nullptr,
+};
+
+}  // namespace
+
+bool is_own_state(strata_plugin_state state) { return state == state_handle() && g_state.initialized; }
+
+strata_status operand_address(const strata_kernel_call* call, const strata_tensor& t, Memory memory,
+                              const char* role, unsigned char** out) {
+  const char* op = call->op != nullptr ? call->op : "(no op)";
+  int64_t last = t.offset;  // highest element index the view reaches
+  for (int32_t d = 0; d < t.rank; ++d) {
+    if (t.shape[d] < 0 || t.strides[d] < 0) {
+      return fail(call->error, STRATA_ERROR_INVALID_ARGUMENT, "custom_ops: %s: %s has a negative extent or stride",
+                  op, role);
+    }
+    if (t.shape[d] > 0) last += (t.shape[d] - 1) * t.strides[d];
+  }
+  if (memory == Memory::own) {
+    Block* block = block_of(t.buffer);
+    if (block == nullptr) {
+      return fail(call->error, STRATA_ERROR_INVALID_ARGUMENT, "custom_ops: %s on custom_ops:0: %s is not a custom_ops:0 buffer",
+                  op, role);
+    }
+    if (static_cast<uint64_t>(last + 1) * dtype_size(t.dtype) > block->bytes) {
+      return fail(call->error, STRATA_ERROR_INVALID_ARGUMENT,
+                  "custom_ops: %s on custom_ops:0: %s (%s, offset %lld) reaches past its buffer of %zu bytes", op,
+                  role, strata::plugin::describe(t).c_str(), static_cast<long long>(t.offset), block->bytes);
+    }
+    *out = block->data;
+    return STRATA_OK;
+  }
+  // A CPU plugin's buffer: its address from that plugin's native handles.
+  // Looked up per call: in init the CPU plugin may not have loaded yet.
+  const strata_host_api* host = call->host;
+  if (host == nullptr || host->struct_size < STRATA_HOST_API_MIN_SIZE || host->find_extension == nullptr) {
+    return fail(call->error, STRATA_ERROR_UNSUPPORTED, "custom_ops: %s on cpu:%d: the kernel call carries no find_extension",
+                op, static_cast<int>(call->device));
+  }
+  const strata_extension* e = host->find_extension("cpu", STRATA_EXT_NATIVE_HANDLES, STRATA_EXT_NATIVE_HANDLES_VERSION);
+  if (e == nullptr || e->struct_size < sizeof(strata_ext_native_handles) ||
+      reinterpret_cast<const strata_ext_native_handles*>(e)->buffer_pointer == nullptr) {
+    return fail(call->error, STRATA_ERROR_UNSUPPORTED,
+                "custom_ops: %s on cpu:%d: the cpu plugin offers no usable " STRATA_EXT_NATIVE_HANDLES
+                " v1 extension (%s), so its buffers cannot be read",
+                op, static_cast<int>(call->device), e == nullptr ? "find_extension returned NULL" : "struct too small");
+  }
+  const auto* handles = reinterpret_cast<const strata_ext_native_handles*>(e);
+  strata_native_args na{};
+  na.struct_size = sizeof(na);
+  na.state = call->state;
+  na.device = call->device;
+  na.buffer = t.buffer;
+  na.error = call->error;
+  if (strata_status st = handles->buffer_pointer(&na); st != STRATA_OK) return st;  // the cpu plugin wrote why
+  if (na.handle == nullptr || (na.api != nullptr && std::strcmp(na.api, "host") != 0)) {
+    return fail(call->error, STRATA_ERROR_UNSUPPORTED,
+                "custom_ops: %s on cpu:%d: the cpu plugin gave %s as a \"%s\" handle %p, not a host address", op,
+                static_cast<int>(call->device), role, na.api != nullptr ? na.api : "(no api)", na.handle);
+  }
+  *out = static_cast<unsigned char*>(na.handle);
+  return STRATA_OK;
+}
+
+}  // namespace custom_ops
+
+/// The plugin's one exported symbol: its static table, to every host (the
+/// host compares ABI majors itself and names both when it refuses).
+extern "C" STRATA_PLUGIN_EXPORT const strata_plugin_api* strata_plugin_entry(uint32_t host_abi_major,
+                                                                            uint32_t host_abi_minor) {
+  (void)host_abi_major;
+  (void)host_abi_minor;
+  return &custom_ops::kApi;
+}
