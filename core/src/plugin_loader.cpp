@@ -338,14 +338,16 @@ std::unique_ptr<LoadedPlugin> init_plugin(const Manifest& m, const Config& confi
   info.score = args.score;
   plugin->extensions_seen = known_extensions(*plugin);
   info.extensions = plugin->extensions_seen;
-  if (args.score <= 0 || args.device_count <= 0) {
+  // A plugin without devices is kept when it defined ops: an op library
+  // whose kernels run on other plugins' devices (ABI section 8).
+  if (args.score <= 0 || (args.device_count <= 0 && info.ops.empty())) {
     retire_plugin_registrations(plugin->name);
     shutdown_plugin(*plugin);  // it ran init: it gets its shutdown
     return refuse(args.score <= 0 ? "init lowered the score to " + std::to_string(args.score) +
                                         ": the plugin cannot run on this machine"
-                                  : "the plugin reports no devices");
+                                  : "the plugin reports no devices and defines no ops");
   }
-  plugin->device_count = args.device_count;
+  plugin->device_count = std::max<int32_t>(args.device_count, 0);
   plugin->active = true;
   info.loaded = true;
   logger("plugin")->info("loaded {} {} (ABI {}, score {}) from {}", info.name, info.version, info.abi, info.score,

@@ -24,3 +24,21 @@ foreach(dep strata_plugin_cpu strata_configs)
 endforeach()
 gtest_discover_tests(plugin_ops_test TEST_PREFIX "plugin_ops." DISCOVERY_MODE PRE_TEST DISCOVERY_TIMEOUT 60
   PROPERTIES LABELS plugins)
+
+# plugin_oplib_test: the same ops from "opslibonly", a plugin that serves no
+# device (an op library): it is loaded, lists its ops, and they run and
+# differentiate on cpu:0 through the kernels it registered there.
+file(WRITE ${CMAKE_CURRENT_BINARY_DIR}/plugin-oplib-config.json
+  "{\"plugins\": {\"paths\": [\"${STRATA_PLUGIN_OUTPUT_DIR}\", \"${STRATA_TEST_OPLIB_PLUGIN_DIR}\"], \"disabled\": [\"vulkan\", \"cuda\", \"hip\"]},
+    \"prefer\": [\"cpu\"], \"fallback\": {\"policy\": \"error\"}, \"logging\": {\"level\": \"error\"}}\n")
+add_executable(plugin_oplib_test plugin_oplib_test.cpp)
+target_link_libraries(plugin_oplib_test PRIVATE strata::strata GTest::gtest_main strata_warnings)
+target_compile_definitions(plugin_oplib_test PRIVATE
+  STRATA_PLUGIN_OPLIB_CONFIG="${CMAKE_CURRENT_BINARY_DIR}/plugin-oplib-config.json")
+add_dependencies(plugin_oplib_test strata_opslib_plugin)
+foreach(dep strata_plugin_cpu strata_configs)
+  if(TARGET ${dep})
+    add_dependencies(plugin_oplib_test ${dep})
+  endif()
+endforeach()
+gtest_discover_tests(plugin_oplib_test TEST_PREFIX "plugin_ops." DISCOVERY_MODE PRE_TEST PROPERTIES LABELS plugins)

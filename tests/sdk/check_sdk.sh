@@ -8,7 +8,10 @@
 #      and the program runs an op on that plugin's device;
 #   3. pkg-config's strata.pc compiles and links the same program by hand;
 #   4. `strata new-backend` writes a project that builds against the moved
-#      install, and its plugin loads.
+#      install, whose plugin loads and passes `strata plugin check`;
+#   5. plugins/example_accelerator builds against it and passes
+#      `strata plugin check`; plugins/custom_ops builds against it and its
+#      demo checks the new op's derivatives to third order.
 # Usage: check_sdk.sh <build dir> <source dir> <work dir>
 set -euo pipefail
 build=$1
@@ -59,4 +62,24 @@ cmake --build "$work/scaffold/build" > "$work/scaffold-build.log"
 devices=$(STRATA_PLUGIN_PATH="$work/scaffold/build/libstrata_plugin_scaffold.so" "$sdk/bin/strata" devices)
 echo "$devices" | grep -q "loaded   scaffold 0.1.0" || { echo "$devices"; exit 1; }
 echo "$devices" | grep -q "scaffold:0  accelerator" || { echo "$devices"; exit 1; }
+# The scaffold passes the conformance suite for what it claims, as generated.
+"$sdk/bin/strata" plugin check "$work/scaffold/build/libstrata_plugin_scaffold.so" > "$work/scaffold-check.log" ||
+  { tail -30 "$work/scaffold-check.log"; exit 1; }
+tail -1 "$work/scaffold-check.log"
+
+echo "== plugins/example_accelerator against the moved install, and its conformance run"
+cmake -S "$source/plugins/example_accelerator" -B "$work/example" -G Ninja -DCMAKE_BUILD_TYPE=Release \
+  -DCMAKE_PREFIX_PATH="$sdk" > "$work/example-configure.log"
+cmake --build "$work/example" > "$work/example-build.log"
+"$sdk/bin/strata" plugin check "$work/example/libstrata_plugin_example.so" > "$work/example-check.log" ||
+  { tail -40 "$work/example-check.log"; exit 1; }
+tail -1 "$work/example-check.log"
+
+echo "== plugins/custom_ops against the moved install: its demo (derivatives to third order)"
+cmake -S "$source/plugins/custom_ops" -B "$work/custom_ops" -G Ninja -DCMAKE_BUILD_TYPE=Release \
+  -DCMAKE_PREFIX_PATH="$sdk" > "$work/custom_ops-configure.log"
+cmake --build "$work/custom_ops" > "$work/custom_ops-build.log"
+"$work/custom_ops/custom_ops_demo" --plugin "$work/custom_ops/libstrata_plugin_custom_ops.so" > "$work/custom_ops-demo.log" ||
+  { tail -30 "$work/custom_ops-demo.log"; exit 1; }
+tail -1 "$work/custom_ops-demo.log"
 echo "sdk: all checks passed"

@@ -42,7 +42,9 @@
 
 #include "../common/test_plugin_common.h"
 
+#ifndef OPSLIB_NAME
 #define OPSLIB_NAME "opslib"
+#endif
 #define OPSLIB_MAGIC 0x4f50534cu /* "OPSL" */
 /* The contract version of the plugin's own ops. */
 #define OPSLIB_OP_VERSION 1u
@@ -129,7 +131,11 @@ static strata_status opslib_init(strata_init_args* args) {
     return st;
   }
   args->state = (strata_plugin_state)&g_state;
+#ifdef OPSLIB_NO_DEVICE
+  args->device_count = 0; /* an op library: kernels on the CPU plugin's devices only */
+#else
   args->device_count = 1;
+#endif
   return STRATA_OK;
 }
 
