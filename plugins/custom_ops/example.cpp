@@ -237,18 +237,17 @@ int run(int argc, char** argv) {
   });
   r.compare("hvp of sum F^2 (forward over reverse)",
             [&](const Binary& F) { return hvp(squared(F), a, v, HvpMode::forward_over_reverse); });
-  // Third order, forward over forward over reverse. The reference is the
-  // composite's jvp of a reverse-over-reverse hvp: with Strata 0.1.0 the
-  // composite's forward-over-forward-over-reverse result is wrong (core
-  // ops whose rules reuse their output — exp, sigmoid, tanh — lose a term;
-  // finite differences agree with the plugin and with reverse over reverse).
+  // Third order: forward over forward over reverse, against the composite
+  // in the same mode, and against the composite's jvp of a
+  // reverse-over-reverse hvp.
   auto third_order = [&](HvpMode mode) {
     return [&, mode](const Binary& F) {
       return jvp(Fn([&](const Tensor& x) { return hvp(squared(F), x, v, mode); }), a, v).second;
     };
   };
-  r.compare("jvp of hvp of sum F^2 (third order)", third_order(HvpMode::forward_over_reverse),
-            third_order(HvpMode::reverse_over_reverse));
+  r.compare("jvp of hvp of sum F^2 (third order)", third_order(HvpMode::forward_over_reverse));
+  r.compare("jvp of hvp of sum F^2 (third order, against reverse over reverse)",
+            third_order(HvpMode::forward_over_reverse), third_order(HvpMode::reverse_over_reverse));
   r.compare("jvp of hvp (reverse over reverse)", third_order(HvpMode::reverse_over_reverse));
 
   // Every call above ran the plugin's kernels on cpu:0: no fallback.

@@ -201,7 +201,12 @@ void record_reverse(const OpDef& op, std::span<const Tensor> inputs, std::span<T
 void record_forward(const OpDef& op, std::span<const Tensor> inputs, std::span<Tensor> outputs, const Attrs* attrs,
                     AutogradState& st, const void* closure) {
   if (st.forward.empty() || op.jvp == nullptr) return;
+  // Oldest (outermost) level first: an inner level's rule then sees the
+  // outputs' outer tangents (below), as nested forward mode needs — the
+  // jvp of a forward-over-reverse hvp differentiates the inner tangent
+  // y' = x' * y of exp through y. Level ids grow with creation.
   LevelSet active = st.forward;
+  std::sort(active.ids.begin(), active.ids.begin() + active.count);
   for (uint8_t l = 0; l < active.count; ++l) {
     uint64_t level = active.ids[l];
     std::vector<Tensor> tangents(inputs.size());
@@ -223,11 +228,18 @@ void record_forward(const OpDef& op, std::span<const Tensor> inputs, std::span<T
     outs.reserve(outputs.size());
     for (const Tensor& out : outputs) {
       Tensor alias = plain_alias(out);
-      if (const AutogradMeta* m = meta_if(out); m != nullptr && m->grad_fn != nullptr) {
-        AutogradMeta& am = meta_of(alias);
-        am.grad_fn = m->grad_fn;
-        am.output_nr = m->output_nr;
-        am.levels = m->levels;
+      if (const AutogradMeta* m = meta_if(out); m != nullptr) {
+        if (m->grad_fn != nullptr) {
+          AutogradMeta& am = meta_of(alias);
+          am.grad_fn = m->grad_fn;
+          am.output_nr = m->output_nr;
+          am.levels = m->levels;
+        }
+        // The tangents of the outer levels computed so far in this loop;
+        // they reference aliases, never `out` itself, so no cycle forms.
+        for (const auto& [other, tangent] : m->tangents) {
+          if (other != level) meta_of(alias).tangents.emplace_back(other, tangent);
+        }
       }
       outs.push_back(std::move(alias));
     }
@@ -296,6 +308,24 @@ Node::~Node() {
   g.draining = false;
 }
 
+namespace {
+
+/// A tangent as a node may keep it: a plain alias (no grad_fn, so the node
+/// never owns history leading back to itself) that still carries the
+/// tangent's own tangents of other levels, aliased the same way. Nested
+/// forward mode needs them: the jvp of a forward-over-reverse hvp
+/// differentiates the tangent an output's VJP rule reads.
+Tensor tangent_alias(const Tensor& t) {
+  Tensor alias = plain_alias(t);
+  if (const AutogradMeta* m = meta_if(t); m != nullptr && !m->tangents.empty()) {
+    AutogradMeta& am = meta_of(alias);
+    for (const auto& [level, inner] : m->tangents) am.tangents.emplace_back(level, tangent_alias(inner));
+  }
+  return alias;
+}
+
+}  // namespace
+
 void record_node(const OpDef& op, std::span<const Tensor> inputs, std::span<Tensor> outputs, const Attrs* attrs,
                  std::shared_ptr<const void> closure) {
   bool any = false;
@@ -312,7 +342,7 @@ void record_node(const OpDef& op, std::span<const Tensor> inputs, std::span<Tens
     Node& node = *m->grad_fn;
     if (static_cast<size_t>(m->output_nr) >= node.outputs.size()) continue;
     auto& saved = node.outputs[static_cast<size_t>(m->output_nr)].tangents;
-    for (const auto& [level, t] : m->tangents) saved.emplace_back(level, plain_alias(t));
+    for (const auto& [level, t] : m->tangents) saved.emplace_back(level, tangent_alias(t));
   }
 }
 
