@@ -128,11 +128,9 @@ Outcome device_clone(const Context& ctx) {
 
 /// copy_ of a slice onto an overlapping slice of the same storage, compared
 /// with the result of copying from a snapshot of the source (what NumPy's
-/// assignment and memmove give). Neither tensor.hpp nor docs/ops.md promises
-/// that today: the core hands the aliased source and destination to the copy
-/// kernel as they are, so a kernel that copies front to back (mini's) gives
-/// another result. Until the contract says which, a difference is reported
-/// as a skip naming it, not as a failure of the plugin.
+/// assignment and memmove give). Tensor::copy_ promises that: the core
+/// snapshots an overlapping source before the copy kernel runs, so a kernel
+/// never sees overlapping ranges, and any difference is a failure.
 Outcome overlapping_copy(const Context& ctx) {
   const int64_t n = 100;
   std::vector<double> host(static_cast<size_t>(n));
@@ -148,12 +146,7 @@ Outcome overlapping_copy(const Context& ctx) {
     Outcome o = compare_values(x.to_vector<double>(), want, {},
                                "x[" + std::to_string(m.dst) + ":" + std::to_string(m.dst + m.len) + "].copy_(x[" +
                                    std::to_string(m.src) + ":" + std::to_string(m.src + m.len) + "]) of f32[100]");
-    if (o.status != Status::pass) {
-      o.status = Status::skip;
-      o.message = "not required by the contract (docs/ops.md is silent on overlapping copies), but differs from a "
-                  "copy through a snapshot: " + o.message;
-      return o;
-    }
+    if (o.status != Status::pass) return o;
   }
   return pass("forward and backward overlapping slices of one storage");
 }

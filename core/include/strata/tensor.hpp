@@ -114,8 +114,10 @@ class Tensor {
   Tensor flatten() const;
 
   /// Copies `src` (broadcast, cast, same device) into this tensor's elements.
-  /// An in-place write: tensors saved for a backward pass that alias this
-  /// storage can no longer be used (the pass then raises an error).
+  /// A source overlapping this tensor in the same storage is read whole
+  /// before anything is written (x[1:].copy_(x[:-1]) shifts x), on every
+  /// backend. An in-place write: tensors saved for a backward pass that alias
+  /// this storage can no longer be used (the pass then raises an error).
   void copy_(const Tensor& src);
 
   // --- autograd (PyTorch style; the same engine as GradientTape) ---------

@@ -68,6 +68,20 @@ void Tensor::copy_(const Tensor& src) {
   auto from = value.shape();
   auto to = shape();
   if (!std::equal(from.begin(), from.end(), to.begin(), to.end())) value = value.expand(sizes());
+  // A source that overlaps the destination in one buffer (x[1:].copy_(x[:-1]))
+  // is read whole before anything is written, as if copied first, whatever
+  // order a backend's copy kernel walks in: it is snapshotted.
+  if (impl()->numel > 0 && value.impl()->storage == impl()->storage && !(value.impl()->offset == impl()->offset &&
+                                                     std::ranges::equal(value.strides(), strides()))) {
+    auto extent = [](const TensorImpl& t) {
+      int64_t last = t.offset;
+      for (int32_t d = 0; d < t.rank; ++d) last += (t.shape[d] - 1) * t.strides[d];
+      return std::pair<int64_t, int64_t>{t.offset, last};
+    };
+    const auto [src_first, src_last] = extent(*value.impl());
+    const auto [dst_first, dst_last] = extent(*impl());
+    if (src_first <= dst_last && dst_first <= src_last) value = value.clone();
+  }
   call.inputs[0] = value;
   call.inputs[1] = Tensor();
   call.preset[0] = *this;
