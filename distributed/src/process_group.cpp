@@ -153,7 +153,7 @@ struct ProcessGroup::Impl {
   std::chrono::milliseconds timeout{60000};
   bool check = true;
   std::string store_where;                 // for messages
-  std::vector<std::string> peer_addresses;  // rank -> its Gloo device address
+  std::vector<std::string> peer_addresses;  // rank -> the listening address of its pair with this rank
   std::unique_ptr<detail::TcpStoreServer> server;
   std::unique_ptr<detail::RendezvousStore> store;
   std::shared_ptr<gloo::rendezvous::Context> context;
@@ -209,6 +209,7 @@ struct ProcessGroup::Impl {
 
   /// Names the rank whose Gloo address appears in a Gloo message.
   std::string peer_in(const std::string& message) const {
+    if (size == 2) return "rank " + std::to_string(1 - rank);  // the only peer
     for (int r = 0; r < size; ++r) {
       if (r == rank || peer_addresses.size() != static_cast<size_t>(size) || peer_addresses[r].empty()) continue;
       if (message.find(peer_addresses[r]) != std::string::npos)
@@ -612,6 +613,24 @@ std::unique_ptr<ProcessGroup> make_group(const Options& options) {
   try {
     detail::PrefixedStore mesh("strata/default/mesh/", *impl->store);
     impl->context->connectFullMesh(mesh, device);
+    // Every pair's listening address, so that a Gloo message naming a peer's
+    // address can be turned into its rank: rank q publishes, line by line,
+    // the address of its pair with each rank.
+    std::string mine;
+    for (int r = 0; r < world; ++r) mine += (r == rank ? std::string() : impl->context->getPair(r)->address().str()) + "\n";
+    store.set("pairs/" + std::to_string(rank), std::vector<char>(mine.begin(), mine.end()));
+    for (int q = 0; q < world; ++q) {
+      if (q == rank) continue;
+      auto bytes = store.get("pairs/" + std::to_string(q));
+      std::string lines(bytes.begin(), bytes.end());
+      size_t pos = 0;
+      for (int r = 0; r < world && pos <= lines.size(); ++r) {
+        size_t nl = lines.find('\n', pos);
+        if (nl == std::string::npos) break;
+        if (r == rank) impl->peer_addresses[q] = lines.substr(pos, nl - pos);
+        pos = nl + 1;
+      }
+    }
     if (world > 1) {
       gloo::BarrierOptions opts(impl->context);
       opts.setTimeout(timeout);
