@@ -4,6 +4,7 @@
 #   bin/strata                          the command line
 #   include/strata/...                  public C++ headers; include/strata/plugin/ the plugin SDK
 #   lib/libstrata.so*                   the core
+#   lib/libstrata_distributed.so*       process groups on Gloo, when built (STRATA_WITH_DISTRIBUTED)
 #   lib/strata/plugins/                 the in-tree backend plugins that were built
 #   libexec/strata/strata-plugin-probe  the child-process plugin probe
 #   share/strata/configs/               default.json and the other shipped configs, the JSON schema
@@ -30,6 +31,14 @@ install(TARGETS strata strata_plugin_sdk EXPORT StrataTargets
   RUNTIME DESTINATION bin
   INCLUDES DESTINATION include)
 install(DIRECTORY ${PROJECT_SOURCE_DIR}/core/include/strata DESTINATION include)
+if(TARGET strata_distributed)
+  # In the same export set: find_package(Strata) then gives strata::distributed.
+  install(TARGETS strata_distributed EXPORT StrataTargets
+    LIBRARY DESTINATION lib
+    INCLUDES DESTINATION include)
+  install(FILES ${PROJECT_SOURCE_DIR}/distributed/include/strata/distributed.hpp
+                ${PROJECT_SOURCE_DIR}/distributed/include/strata/ddp.hpp DESTINATION include/strata)
+endif()
 install(TARGETS strata_plugin_probe RUNTIME DESTINATION libexec/strata)
 install(TARGETS strata_cli RUNTIME DESTINATION bin)
 foreach(backend cpu vulkan cuda hip)

@@ -3,10 +3,20 @@
 // checkpointing and mixed precision; saves a checkpoint, reloads it into a
 // fresh model and checks the predictions are identical; prints the test
 // accuracy as its last line: test_accuracy=0.9xx.
+//
+// With --distributed (built when strata::distributed is), run under
+// `strata launch -n N`: each rank trains on its own slice of every global
+// batch (--batch is the global batch, split evenly over the ranks) through
+// nn::DistributedDataParallel, rank 0 evaluates, prints and writes the
+// checkpoint, and every rank reloads it.
 #include "digits_data.hpp"
 
 #include <CLI/CLI.hpp>
 #include <strata/strata.hpp>
+#ifdef STRATA_HAVE_DISTRIBUTED
+#include <strata/ddp.hpp>
+#include <strata/distributed.hpp>
+#endif
 
 #include <chrono>
 #include <cstdio>
@@ -86,20 +96,48 @@ int main(int argc, char** argv) {
   app.add_option("--save", save, "checkpoint file (default: a temporary file, removed at exit)");
   app.add_option("--seed", seed, "seed for initialisation, shuffling and the split");
   app.add_flag("--quiet", quiet, "no progress bars");
+  bool distributed = false;
+  app.add_flag("--distributed", distributed,
+               "data-parallel over the ranks of `strata launch -n N` (--batch is the global batch)");
   CLI11_PARSE(app, argc, argv);
 
   try {
+    int rank = 0;
+    int world = 1;
+    if (distributed) {
+#ifdef STRATA_HAVE_DISTRIBUTED
+      strata::distributed::init_process_group();
+      rank = strata::distributed::rank();
+      world = strata::distributed::world_size();
+      if (batch < world) throw ValueError("--batch " + std::to_string(batch) + " is smaller than the world size");
+      quiet = quiet || rank != 0;
+#else
+      throw Error("--distributed: this build has no strata::distributed (Gloo was not found)");
+#endif
+    }
+    const bool lead = rank == 0;
     if (!config.empty()) runtime().load_config(config);
     Device device = device_flag.empty() ? runtime().default_device() : Device(device_flag);
     digits::Dataset ds = digits::load(digits::data_file(data), device, 0.2, seed);
-    std::fprintf(stderr, "device %s (%s); %lld training and %lld test images; checkpointing %s, amp %s\n",
+    if (lead) std::fprintf(stderr, "device %s (%s); %lld training and %lld test images; checkpointing %s, amp %s\n",
                  device.str().c_str(), runtime().device_info(device).name.c_str(),
                  static_cast<long long>(ds.train.x.size(0)), static_cast<long long>(ds.test.x.size(0)),
                  use_checkpoint ? "on" : "off", amp.c_str());
+    if (lead && distributed) {
+      std::fprintf(stderr, "distributed: %d ranks, global batch %lld (about %lld per rank)\n", world,
+                   static_cast<long long>(batch), static_cast<long long>(batch / world));
+    }
 
     manual_seed(seed);
     DigitsMlp model(hidden, use_checkpoint);
     model.to(device);
+#ifdef STRATA_HAVE_DISTRIBUTED
+    std::optional<nn::DistributedDataParallel> ddp;
+    if (distributed) ddp.emplace(model);  // rank 0's initial parameters everywhere
+    auto forward = [&](const Tensor& x) { return ddp ? (*ddp)(x) : model(x); };
+#else
+    auto forward = [&](const Tensor& x) { return model(x); };
+#endif
     nn::Adam opt(model.parameters(), {.lr = lr});
     nn::CosineAnnealingLR schedule(opt, epochs);
     GradScaler scaler({.enabled = amp == "f16"});  // bf16 has f32's range: no scaling needed
@@ -118,7 +156,9 @@ int main(int argc, char** argv) {
       int64_t batches = 0;
       for (int64_t b = 0; b < n; b += batch) {
         int64_t e = std::min(n, b + batch);
-        Tensor idx = perm.slice(0, b, e);
+        // This rank's slice of the global batch (all of it in one process).
+        int64_t len = e - b;
+        Tensor idx = perm.slice(0, b + len * rank / world, b + len * (rank + 1) / world);
         Tensor xb = index_select(ds.train.x, 0, idx);
         Tensor yb = index_select(ds.train.y, 0, idx);
         opt.zero_grad();
@@ -126,7 +166,7 @@ int main(int argc, char** argv) {
         {
           std::optional<Autocast> scope;
           if (autocast) scope.emplace(*autocast);
-          loss = nn::functional::cross_entropy(cast(model(xb), DType::f32), yb);
+          loss = nn::functional::cross_entropy(cast(forward(xb), DType::f32), yb);
         }
         scaler.scale(loss).backward();
         scaler.step(model.parameters(), [&] { opt.step(); });
@@ -138,28 +178,60 @@ int main(int argc, char** argv) {
       schedule.step();
     }
     double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
-    std::fprintf(stderr, "trained %d epochs in %.2f s (%.1f ms per epoch)\n", epochs, seconds,
-                 1000.0 * seconds / epochs);
+    if (lead) {
+      std::fprintf(stderr, "trained %d epochs in %.2f s (%.1f ms per epoch)\n", epochs, seconds,
+                   1000.0 * seconds / epochs);
+    }
 
-    // Save, reload into a fresh model, and compare predictions.
+    // Save, reload into a fresh model, and compare: rank 0 (the only one
+    // that evaluates) its predictions; the other ranks their parameters,
+    // which also shows that the replicas stayed identical.
     Tensor before;
-    double acc = accuracy(model, ds.test, &before);
+    double acc = lead ? accuracy(model, ds.test, &before) : 0.0;
+    // One file for all ranks: rank 0's process id names the temporary one.
+    int64_t file_id = ::getpid();
+#ifdef STRATA_HAVE_DISTRIBUTED
+    if (distributed) {
+      Tensor id = full({1}, static_cast<double>(file_id), {.dtype = DType::i64, .device = Device("cpu:0")});
+      strata::distributed::group().broadcast(id, 0).wait();
+      file_id = id.item<int64_t>();
+    }
+#endif
     std::filesystem::path file =
-        save.empty() ? std::filesystem::temp_directory_path() / ("strata_digits_" + std::to_string(::getpid()) + ".st")
+        save.empty() ? std::filesystem::temp_directory_path() / ("strata_digits_" + std::to_string(file_id) + ".st")
                      : std::filesystem::path(save);
-    save_training_state(file, model, &opt, scaler.state_dict(), {{"example", "digits"}});
+    // Rank 0 writes the model state in the single-process format (the
+    // wrapped model's own names); every rank reads it.
+    if (lead) save_training_state(file, model, &opt, scaler.state_dict(), {{"example", "digits"}});
+#ifdef STRATA_HAVE_DISTRIBUTED
+    if (distributed) strata::distributed::group().barrier().wait();
+#endif
     DigitsMlp reloaded(hidden, use_checkpoint);
     reloaded.to(device);
     nn::Adam reloaded_opt(reloaded.parameters(), {.lr = lr});
     load_training_state(file, reloaded, &reloaded_opt);
-    if (save.empty()) std::filesystem::remove(file);
-    Tensor after;
-    accuracy(reloaded, ds.test, &after);
-    bool identical = before.to_vector<int64_t>() == after.to_vector<int64_t>();
-    std::fprintf(stderr, "checkpoint %s: reloaded model predictions %s\n", save.empty() ? "(temporary)" : save.c_str(),
-                 identical ? "identical" : "DIFFER");
+#ifdef STRATA_HAVE_DISTRIBUTED
+    if (distributed) strata::distributed::group().barrier().wait();  // every rank has read it
+#endif
+    if (save.empty() && lead) std::filesystem::remove(file);
+    bool identical = true;
+    if (lead) {
+      Tensor after;
+      accuracy(reloaded, ds.test, &after);
+      identical = before.to_vector<int64_t>() == after.to_vector<int64_t>();
+      std::fprintf(stderr, "checkpoint %s: reloaded model predictions %s\n",
+                   save.empty() ? "(temporary)" : save.c_str(), identical ? "identical" : "DIFFER");
+    } else {
+      auto mine = model.parameters();
+      auto loaded = reloaded.parameters();
+      for (size_t i = 0; i < mine.size(); ++i) identical = identical && mine[i].to_bytes() == loaded[i].to_bytes();
+      if (!identical) std::fprintf(stderr, "rank %d: parameters differ from rank 0's checkpoint\n", rank);
+    }
     if (!identical) return 1;
-    std::printf("test_accuracy=%.3f\n", acc);
+    if (lead) std::printf("test_accuracy=%.3f\n", acc);
+#ifdef STRATA_HAVE_DISTRIBUTED
+    if (distributed) strata::distributed::destroy_process_group();
+#endif
     return 0;
   } catch (const std::exception& e) {
     std::fprintf(stderr, "example_digits: %s\n", e.what());

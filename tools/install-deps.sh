@@ -17,6 +17,7 @@ packages=(
   zlib1g-dev              # the examples read data/digits.csv.gz
   libvalijson-dev         # tests: JSON Schema validation of every test configuration
   libssl-dev              # libcrypto: SHA-256 of pinned plugins (plugins.pins)
+  libgloo-dev             # distributed/: Gloo collectives for process groups (STRATA_WITH_DISTRIBUTED)
   libvulkan-dev glslc     # the Vulkan plugin: loader and the GLSL->SPIR-V compiler
   mesa-vulkan-drivers     # lavapipe, so the Vulkan tests run on a CPU-only machine
   hipcc libamdhip64-dev   # the HIP plugin, built from the CUDA kernel sources; no AMD GPU needed to build

@@ -2,6 +2,7 @@
 #pragma once
 
 #include <string>
+#include <vector>
 
 namespace strata::cli {
 
@@ -25,5 +26,15 @@ int run_config_check(const std::string& path);
 int run_demo(const std::string& device);
 /// `strata new-backend NAME [--dir DIR]` (new_backend.cpp).
 int run_new_backend(const std::string& name, const std::string& dir);
+
+/// `strata launch -n N [--master-port P] PROGRAM ARGS...` (launch.cpp).
+struct LaunchOptions {
+  int nprocs = 0;
+  int master_port = -1;              // -1: a free port
+  std::vector<std::string> command;  // PROGRAM ARGS...
+};
+/// Exit status: the first failing rank's (128 + signal for a signal), 127
+/// when the program cannot be started, 2 for bad arguments, else 0.
+int run_launch(const LaunchOptions& options);
 
 }  // namespace strata::cli

@@ -1,4 +1,4 @@
-// main.cpp — the `strata` command line: version, devices, ops, config check,
+// main.cpp — the `strata` command line: version, devices, ops, config check, launch,
 // demo, plugin check.
 #include "commands.hpp"
 #include "plugin_check.hpp"
@@ -72,6 +72,18 @@ int main(int argc, char** argv) {
   plugin_worker->add_option("--resume", worker_options.resume, "First case to run");
   plugin_worker->add_option("--skip-cell", worker_options.skip_cells, "op|dtype cells not to run again");
 
+  LaunchOptions launch_options;
+  CLI::App* launch = app.add_subcommand(
+      "launch", "Run N local ranks of a distributed program, output prefixed \"[rank k] \" (docs/distributed.md)");
+  launch->add_option("-n,--nprocs", launch_options.nprocs, "Number of ranks (processes)")->required();
+  launch->add_option("--master-port", launch_options.master_port,
+                     "STRATA_MASTER_PORT for the ranks (default: a free port)");
+  // PROGRAM and everything after it go to the program, options included.
+  launch->prefix_command();
+  launch->footer("PROGRAM ARGS...: the program each rank runs (searched in PATH), with its arguments.\n"
+                 "Each rank gets STRATA_RANK, STRATA_WORLD_SIZE, STRATA_MASTER_ADDR=127.0.0.1, STRATA_MASTER_PORT.\n"
+                 "Exit status: the first failing rank's (128+signal when killed), 127 when PROGRAM cannot run.");
+
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {
@@ -82,6 +94,11 @@ int main(int argc, char** argv) {
   try {
     if (check->parsed()) return run_config_check(check_path);
     if (new_backend->parsed()) return run_new_backend(backend_name, backend_dir);
+    // Never touches the runtime: the ranks load their own.
+    if (launch->parsed()) {
+      launch_options.command = launch->remaining();
+      return run_launch(launch_options);
+    }
     // The parent never touches the runtime: the plugin is loaded only by its workers.
     if (plugin_check->parsed()) return run_plugin_check(check_options);
     if (plugin_worker->parsed()) return run_plugin_check_worker(worker_options);

@@ -52,6 +52,16 @@ struct BackwardOptions {
   GradRetention retention = GradRetention::selective;
 };
 
+/// Which pass a gradient-ready hook fires in (Tensor::register_grad_ready_hook).
+struct GradReadyInfo {
+  /// The derivative level of the pass: 0 for backward(), a tape's id() for
+  /// its gradient().
+  uint64_t level = 0;
+  /// Whether the pass adds the gradient into grad() when it ends (backward());
+  /// false for a tape's gradient(), which returns it.
+  bool accumulates = false;
+};
+
 struct TensorImpl;  // internal
 
 class Tensor {
@@ -135,6 +145,12 @@ class Tensor {
   /// when the tensor has no gradient history; a no-op on a leaf.
   void retain_grad();
   void zero_grad();
+  /// Replaces the gradient held in grad() (an undefined tensor clears it).
+  /// `grad` must have this tensor's shape, dtype and device (ShapeError,
+  /// DTypeError, DeviceError otherwise); Error on a tensor without autograd
+  /// metadata or that is not a leaf requiring grad. For code that computes
+  /// a leaf's gradient outside backward() (data-parallel reduction).
+  void set_grad(const Tensor& grad);
   /// Gradient of this tensor with respect to every leaf that requires grad,
   /// accumulated into their grad(). A non-scalar tensor needs `gradient`.
   void backward(const Tensor& gradient = Tensor(), BackwardOptions options = {}) const;
@@ -151,6 +167,17 @@ class Tensor {
   /// be changed in place, keeping each shape; `grad_outputs` are the
   /// gradients of the op's outputs. Fires in every pass that runs the node
   /// (backward() and tapes). Error on a leaf (use register_hook).
+  /// A hook that observes this tensor's gradient in a pass as soon as it is
+  /// complete — once every node of the pass that sends it a gradient has
+  /// run, while the rest of the pass still runs — rather than at the end.
+  /// Fires in backward() for a leaf that requires grad, and in a tape's
+  /// gradient() for a tensor among the sources, with the pass's total (before
+  /// the tensor hooks of register_hook, which in backward() run when the
+  /// whole pass ended). It observes; it cannot change the gradient. A pass
+  /// in which no gradient reaches the tensor does not fire it. Used to start
+  /// communication early (data-parallel gradient buckets).
+  using GradReadyHook = std::function<void(const Tensor& grad, const GradReadyInfo& pass)>;
+  void register_grad_ready_hook(GradReadyHook hook);
   using NodeHook = std::function<void(std::vector<Tensor>& grad_inputs, const std::vector<Tensor>& grad_outputs)>;
   void register_node_hook(NodeHook hook);
 

@@ -232,6 +232,18 @@ std::vector<Tensor> run_backward(const BackwardRequest& req) {
   auto in_level = [&](const std::shared_ptr<Node>& n) { return n != nullptr && n->levels.contains(req.level); };
 
   PassScratch pass;
+  // Gradient-ready hooks: a sink (source, or leaf that accumulates) with
+  // such hooks counts the edges into it from the nodes of the pass; when the
+  // last of those nodes has run its total is final and the hooks fire, while
+  // the rest of the pass still runs.
+  auto is_sink = [&](const AutogradMeta* m) {
+    return (!source_index.empty() && source_index.count(m) != 0) ||
+           (req.accumulate_leaves && m->requires_grad && m->grad_fn == nullptr);
+  };
+  std::unordered_map<AutogradMeta*, int> ready_pending;  // only sinks with ready hooks
+  auto ready_watched = [&](const Edge& e) {
+    return e.leaf != nullptr && !e.leaf->ready_hooks.empty() && is_sink(e.leaf.get());
+  };
   // Whether a gradient along `e` is used: it reaches a source, a leaf that
   // accumulates, or a node that leads to one.
   auto edge_needed = [&](const Edge& e) {
@@ -263,6 +275,7 @@ std::vector<Tensor> run_backward(const BackwardRequest& req) {
       const Node& node = *pass[slot].node;
       if (f.next_edge < node.next.size()) {
         const Edge& e = node.next[f.next_edge++];
+        if (ready_watched(e)) ++ready_pending[e.leaf.get()];
         if (in_level(e.node)) {
           bool created = false;
           uint32_t k = pass.get(e.node, created);
@@ -306,6 +319,22 @@ std::vector<Tensor> run_backward(const BackwardRequest& req) {
     }
     deliver(e, req.root_grads[k]);
   }
+
+  std::unordered_set<const AutogradMeta*> ready_fired;
+  auto fire_ready = [&](AutogradMeta* m) {
+    const Tensor* total = nullptr;
+    if (auto it = source_index.find(m); it != source_index.end()) {
+      total = &results[it->second];
+    } else if (auto lt = leaf_grads.find(m); lt != leaf_grads.end()) {
+      total = &lt->second;
+    }
+    if (total == nullptr || !total->defined() || !ready_fired.insert(m).second) return;
+    const GradReadyInfo info{.level = req.level, .accumulates = req.accumulate_leaves};
+    for (size_t h = 0; h < m->ready_hooks.size(); ++h) {
+      Tensor::GradReadyHook hook = m->ready_hooks[h];  // a copy: a hook may register more
+      hook(*total, info);
+    }
+  };
 
   // 3. Kahn's order over the nodes found, latest first.
   std::priority_queue<std::pair<uint64_t, uint32_t>> ready;  // (sequence, slot)
@@ -394,11 +423,27 @@ std::vector<Tensor> run_backward(const BackwardRequest& req) {
       }
       if (!other_live) node->release_saved();
     }
+    if (!ready_pending.empty()) {
+      for (const Edge& e : node->next) {
+        if (!ready_watched(e)) continue;
+        auto it = ready_pending.find(e.leaf.get());
+        if (it != ready_pending.end() && --it->second == 0) fire_ready(e.leaf.get());
+      }
+    }
     for (const Edge& e : node->next) {
       if (!in_level(e.node)) continue;
       uint32_t k = pass.find(e.node.get());
       if (k != PassScratch::kNone && --pass[k].deps == 0) enqueue(k);
     }
+  }
+
+  // Sinks reached without a node of the pass (a target that is itself a
+  // source or leaf), or whose hooks were registered during the pass.
+  for (auto& [meta, g] : leaf_grads) {
+    if (!meta->ready_hooks.empty()) fire_ready(meta);
+  }
+  for (const auto& [meta, k] : source_index) {
+    if (!meta->ready_hooks.empty()) fire_ready(const_cast<AutogradMeta*>(meta));
   }
 
   // backward(): the leaves' totals after their hooks, and the retained

@@ -53,6 +53,8 @@ struct AutogradMeta {
   std::vector<std::pair<uint64_t, Tensor>> tangents;
   /// Tensor hooks: called with the gradient of this tensor; may replace it.
   std::vector<std::function<Tensor(const Tensor&)>> hooks;
+  /// Gradient-ready hooks (Tensor::register_grad_ready_hook).
+  std::vector<Tensor::GradReadyHook> ready_hooks;
   /// Tensor::retain_grad(): backward() keeps this non-leaf's gradient.
   bool retains_grad = false;
 

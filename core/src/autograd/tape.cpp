@@ -211,6 +211,35 @@ void Tensor::zero_grad() {
   if (detail::AutogradMeta* m = meta_if(*this)) m->grad = Tensor();
 }
 
+void Tensor::set_grad(const Tensor& grad) {
+  if (!defined()) throw Error("set_grad: undefined tensor");
+  detail::AutogradMeta* m = meta_if(*this);
+  if (m == nullptr || m->grad_fn != nullptr || !m->requires_grad) {
+    throw Error("set_grad: the tensor (" + type_string(*this) + ") is not a leaf that requires grad");
+  }
+  if (grad.defined()) {
+    if (grad.sizes() != sizes()) {
+      throw ShapeError("set_grad: the gradient's shape " + shape_string(grad.shape()) + " differs from the tensor's " +
+                       shape_string(shape()));
+    }
+    if (grad.dtype() != dtype()) {
+      throw DTypeError("set_grad: the gradient's dtype " + std::string(dtype_name(grad.dtype())) +
+                       " differs from the tensor's " + std::string(dtype_name(dtype())));
+    }
+    if (grad.device() != device()) {
+      throw DeviceError("set_grad: the gradient is on " + grad.device().str() + ", the tensor on " +
+                        device().str());
+    }
+  }
+  m->grad = grad;
+}
+
+void Tensor::register_grad_ready_hook(GradReadyHook hook) {
+  if (!defined()) throw Error("register_grad_ready_hook: undefined tensor");
+  if (!hook) throw Error("register_grad_ready_hook: empty hook");
+  meta_of(*this).ready_hooks.push_back(std::move(hook));
+}
+
 void Tensor::backward(const Tensor& gradient, BackwardOptions options) const {
   if (!defined()) throw Error("backward: undefined tensor");
   if (!requires_grad()) {

@@ -1,0 +1,159 @@
+// ddp.hpp — data-parallel training: DistributedDataParallel keeps one
+// replica of a model per process and averages the parameters' gradients
+// over the process group during backward, so every rank takes the same
+// optimizer step on the gradient of the global batch.
+//
+// Gradients are reduced in buckets of about `bucket_bytes`, filled in the
+// reverse of the parameters' registration order (the order backward
+// produces them). A parameter's gradient-ready hook
+// (Tensor::register_grad_ready_hook) fires as soon as its gradient in the
+// pass is complete; the hook that completes a bucket starts that bucket's
+// all-reduce, which then runs while backward computes the earlier layers'
+// gradients. When the pass ends, the parameters' tensor hooks wait for the
+// buckets and hand the averaged gradients to the engine, which writes them
+// into grad(). So backward() returns with the averaged gradients in place
+// and there is nothing to call before the optimizer step.
+//
+// Unlike PyTorch's DDP this also works with
+//   - a tape's gradient with explicit sources: ddp.gradient(tape, loss,
+//     sources) reduces the gradients of exactly the parameters among the
+//     sources (overlapped the same way) and returns them;
+//   - activation checkpointing: the recomputation's private tape is not
+//     reduced, only the outer pass's totals are;
+//   - higher-order training: gradients computed by inner tapes (a gradient
+//     penalty's d loss / d input or d loss / d parameters) stay local; only
+//     the outermost pass — backward(), or the tape given to
+//     ddp.gradient() — is reduced.
+#pragma once
+
+#include <strata/autograd.hpp>
+#include <strata/distributed.hpp>
+#include <strata/nn/module.hpp>
+#include <strata/tensor.hpp>
+
+#include <cstddef>
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <vector>
+
+namespace strata::nn {
+
+struct DDPOptions {
+  /// Target size of one gradient bucket (one all-reduce). A parameter
+  /// larger than this gets a bucket of its own.
+  size_t bucket_bytes = 25u << 20;
+  /// Parameters that get no gradient in a backward pass count as zero
+  /// gradients (and still take part in the reduction, so ranks that did
+  /// use them are averaged correctly). When false, such a pass is an Error
+  /// naming the parameters.
+  bool find_unused_parameters = false;
+  /// Broadcast the module's buffers from rank 0 before every forward.
+  bool broadcast_buffers = true;
+};
+
+/// Counters of one DistributedDataParallel, for tests and tuning.
+struct DDPStats {
+  /// Reduced backward passes (backward() and gradient() calls).
+  uint64_t reduced_passes = 0;
+  /// Bucket all-reduces started by a gradient-ready hook while the pass was
+  /// still running (overlapped with the rest of backward).
+  uint64_t buckets_overlapped = 0;
+  /// Bucket all-reduces started only when the pass ended (a bucket with an
+  /// unused parameter, or one completed by the last gradients).
+  uint64_t buckets_at_end = 0;
+};
+
+namespace detail {
+struct DDPState;  // internal
+}
+
+/// Wraps `module` for data-parallel training on a process group (by
+/// default strata::distributed::group()).
+///
+///     distributed::init_process_group();
+///     DigitsMlp model;
+///     nn::DistributedDataParallel ddp(model);
+///     nn::Adam opt(model.parameters(), {.lr = 1e-3});
+///     for (...) {                      // each rank its own shard of the batch
+///       opt.zero_grad();
+///       nn::functional::cross_entropy(ddp(x), y).backward();   // averaged grads
+///       opt.step();
+///     }
+///
+/// The wrapper is not a Module: the wrapped module keeps its own parameter
+/// names, so its state_dict() (and checkpoint files) read exactly as for a
+/// single process. Every rank must construct the wrapper with the same
+/// model and run the same sequence of reduced passes; all of a pass's
+/// collectives are issued in bucket order, so the ranks' graphs may differ
+/// in which parameters they use only when find_unused_parameters is set.
+/// Not thread safe: one thread runs the forward and backward passes.
+class DistributedDataParallel {
+ public:
+  /// Broadcasts the parameters and buffers from rank 0 (in place, so an
+  /// optimizer built on them stays valid) and checks that every rank's
+  /// model has the same parameters: DistributedError naming the ranks and
+  /// the counts when they have different numbers of parameters, or the
+  /// first parameter whose shape or dtype differs from rank 0's. Move the
+  /// module to its device first (Module::to replaces the parameters).
+  explicit DistributedDataParallel(Module& module, DDPOptions options = {},
+                                   distributed::ProcessGroup* group = nullptr);
+  ~DistributedDataParallel();
+  DistributedDataParallel(const DistributedDataParallel&) = delete;
+  DistributedDataParallel& operator=(const DistributedDataParallel&) = delete;
+
+  /// Runs the module (broadcasting its buffers from rank 0 first, when
+  /// broadcast_buffers). Error if a previous reduced pass is still open
+  /// (a backward that failed half-way on this rank).
+  Tensor operator()(const Tensor& input);
+
+  /// The wrapped module (its parameters, state_dict(), train()/eval()).
+  Module& module() { return module_; }
+  const Module& module() const { return module_; }
+
+  /// tape.gradient(target, sources, output_grad), with the gradients of the
+  /// sources that are parameters of the module averaged over the group
+  /// (reduced in buckets while the tape's pass runs); other sources' (an
+  /// input's, say) are returned as computed locally. Every rank must pass
+  /// the same parameters as sources. A parameter source the target does not
+  /// reach contributes what the tape returns for it (zeros, or the tape's
+  /// Unconnected::error). The averaged gradients are constants (not
+  /// recorded for higher order): use this for the outermost tape only.
+  /// Inside a no_sync() scope it is tape.gradient() unchanged.
+  std::vector<Tensor> gradient(GradientTape& tape, const Tensor& target, const std::vector<Tensor>& sources,
+                               const Tensor& output_grad = Tensor());
+
+  /// RAII scope of gradient accumulation: backward passes inside it do not
+  /// communicate and leave the local gradients in grad(); the first reduced
+  /// backward after it averages the accumulated gradients (what grad()
+  /// holds plus that pass's). Scopes nest.
+  class NoSync {
+   public:
+    ~NoSync();
+    NoSync(const NoSync&) = delete;
+    NoSync& operator=(const NoSync&) = delete;
+
+   private:
+    friend class DistributedDataParallel;
+    explicit NoSync(std::shared_ptr<detail::DDPState> state);
+    std::shared_ptr<detail::DDPState> state_;
+  };
+  [[nodiscard]] NoSync no_sync();
+  /// Whether a no_sync() scope is open.
+  bool sync_enabled() const;
+
+  /// The buckets: each a list of parameter names, in the order they are
+  /// reduced (bucket 0 holds the last-registered parameters).
+  std::vector<std::vector<std::string>> bucket_layout() const;
+  DDPStats stats() const;
+  const DDPOptions& options() const { return options_; }
+  distributed::ProcessGroup& process_group() const { return *group_; }
+
+ private:
+  Module& module_;
+  DDPOptions options_;
+  distributed::ProcessGroup* group_;
+  std::shared_ptr<detail::DDPState> state_;
+};
+
+}  // namespace strata::nn

@@ -1,0 +1,147 @@
+// distributed.hpp — data-parallel process groups and collectives on Gloo.
+//
+// libstrata_distributed.so (CMake: strata::distributed) connects N processes
+// — one per rank, on one host or many — into a process group and runs
+// collectives (all-reduce, broadcast, all-gather, reduce-scatter, barrier)
+// on CPU tensors through Gloo's TCP transport. It uses only the core's
+// public API: tensors are reached with strata::native_view() (api "host").
+//
+//   strata::distributed::init_process_group();          // STRATA_RANK, ... from the environment
+//   auto& pg = strata::distributed::group();
+//   pg.all_reduce(grad, strata::distributed::ReduceOp::mean).wait();
+//   strata::distributed::destroy_process_group();
+//
+// `strata launch -n N PROGRAM ARGS...` starts N local ranks with the
+// environment set. docs/distributed.md describes rendezvous, the cost of the
+// cross-rank shape check, errors and timeouts, and the multi-host form.
+#pragma once
+
+#include <strata/error.hpp>
+#include <strata/tensor.hpp>
+
+#include <chrono>
+#include <memory>
+#include <string>
+
+namespace strata::distributed {
+
+/// How all_reduce and reduce_scatter combine the ranks' values. `mean` is
+/// the sum divided by the world size (floating dtypes only).
+enum class ReduceOp { sum, mean, max, min };
+
+/// "sum", "mean", "max", "min".
+std::string_view reduce_op_name(ReduceOp op);
+
+/// Every failure of this library: bad options or environment, rendezvous
+/// (port in use, a peer that never arrives), a tensor a collective cannot
+/// take, tensors that differ across ranks, a peer that died or timed out.
+/// Messages name the collective, this rank, the world size and what was
+/// waited for.
+class DistributedError : public strata::Error {
+ public:
+  using Error::Error;
+};
+
+/// How to join a process group. Every field has an environment fallback,
+/// so that programs run under `strata launch` (or a cluster's launcher that
+/// sets the variables) need no arguments.
+struct Options {
+  int rank = -1;            // -1: STRATA_RANK
+  int world_size = -1;      // -1: STRATA_WORLD_SIZE
+  std::string master_addr;  // "": STRATA_MASTER_ADDR, default "127.0.0.1"
+  int master_port = -1;     // -1: STRATA_MASTER_PORT, default 29500
+  /// Non-empty: rendezvous through files in this directory (ranks on one
+  /// host, or a shared file system), no TCP store. The directory must exist
+  /// and be empty of an earlier run's files.
+  std::string file_store;
+  /// How long rendezvous and every collective may wait for a peer.
+  /// STRATA_DIST_TIMEOUT_MS overrides it when set.
+  std::chrono::milliseconds timeout{std::chrono::seconds(60)};
+  /// Before every collective, exchange a 128-byte header (collective, dtype,
+  /// shape, op or root) with all ranks and fail on every rank, naming the
+  /// ranks and shapes, when they differ. Costs one small all-gather per
+  /// collective (tens of microseconds on loopback). STRATA_DIST_CHECK=0
+  /// turns it off; without it, mismatched tensors give Gloo errors, hangs
+  /// until the timeout, or wrong results.
+  bool check_consistency = true;
+};
+
+/// The result of an asynchronous collective. Collectives of one group run in
+/// the order they were issued, on the group's worker thread. The tensors a
+/// collective was given must not be read or written until its Work is
+/// waited for. Copies share the same result.
+class Work {
+ public:
+  /// An already-completed Work (nothing to wait for).
+  Work();
+  /// Blocks until the collective finished; rethrows its DistributedError
+  /// (each call rethrows it again).
+  void wait();
+  /// True once the collective finished (successfully or not); never blocks.
+  bool completed() const;
+
+  struct State;
+  explicit Work(std::shared_ptr<State> state);
+
+ private:
+  std::shared_ptr<State> state_;
+};
+
+/// A set of processes that run collectives together. Tensors: CPU (any
+/// device whose native view is host memory), contiguous (a non-contiguous
+/// tensor is an error naming its shape: pass .contiguous() and copy back),
+/// of dtype f32, f64, bf16, f16, i32 or i64 (bool is refused; bf16 and f16
+/// are reduced in f32 and rounded back per step; `mean` needs a floating
+/// dtype). Every rank must call the same collectives in the same order with
+/// tensors of the same dtype and shape. Bad arguments are reported like any
+/// other failure, through Work::wait(), on every rank (the other ranks learn
+/// which rank could not take part).
+class ProcessGroup {
+ public:
+  struct Impl;
+  explicit ProcessGroup(std::unique_ptr<Impl> impl);
+  ~ProcessGroup();
+  ProcessGroup(const ProcessGroup&) = delete;
+  ProcessGroup& operator=(const ProcessGroup&) = delete;
+
+  int rank() const;
+  int size() const;
+
+  /// In place: every rank's `t` becomes the reduction over all ranks.
+  Work all_reduce(Tensor& t, ReduceOp op = ReduceOp::sum);
+  /// In place: every rank's `t` becomes rank `root`'s.
+  Work broadcast(Tensor& t, int root = 0);
+  /// `out` (shape [size(), *in.shape], same dtype) gets every rank's `in`,
+  /// row r from rank r.
+  Work all_gather(Tensor& out, const Tensor& in);
+  /// `in` has shape [size(), *out.shape]; rank r's `out` gets the reduction
+  /// over all ranks of their in[r].
+  Work reduce_scatter(Tensor& out, const Tensor& in, ReduceOp op = ReduceOp::sum);
+  /// Completes once every rank has reached it.
+  Work barrier();
+
+  Impl& impl() { return *impl_; }
+
+ private:
+  std::unique_ptr<Impl> impl_;
+};
+
+/// Joins the default process group (see Options for the environment).
+/// Returns once every rank has arrived and every pair of ranks is connected.
+/// Throws DistributedError for bad options (rank >= world size, world size
+/// < 1, a missing or malformed environment variable, named), a port in use,
+/// a store it cannot reach within the timeout, or ranks that never arrive
+/// (named, with the address). Error when already initialised.
+void init_process_group(const Options& options = {});
+bool is_initialized();
+/// The default group; DistributedError when not initialised.
+ProcessGroup& group();
+/// Waits for the default group's queued collectives (their errors are
+/// dropped: wait on their Work to see them), closes its connections and, on
+/// rank 0, stops the store. A no-op when not initialised.
+void destroy_process_group();
+/// The default group's rank and size; DistributedError when not initialised.
+int rank();
+int world_size();
+
+}  // namespace strata::distributed

@@ -1,0 +1,430 @@
+// DistributedDataParallel across 2 processes on loopback. Each test forks
+// two ranks (the parent process never touches strata, so forking is safe)
+// that rendezvous through a fresh file store; each rank checks its own
+// results and exits non-zero with the reason. The parent waits at most
+// kDeadline and kills ranks that hang.
+#include <strata/ddp.hpp>
+#include <strata/distributed.hpp>
+#include <strata/strata.hpp>
+
+#include <gtest/gtest.h>
+
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <chrono>
+#include <cmath>
+#include <csignal>
+#include <cstdio>
+#include <filesystem>
+#include <functional>
+#include <stdexcept>
+#include <string>
+#include <thread>
+#include <vector>
+
+namespace {
+
+using namespace strata;
+namespace dist = strata::distributed;
+
+constexpr auto kDeadline = std::chrono::seconds(90);
+
+void require(bool ok, const std::string& what) {
+  if (!ok) throw std::runtime_error("check failed: " + what);
+}
+
+/// Runs body(rank) in `world` forked processes joined into a process group.
+void run_ranks(const std::string& name, const std::function<void(int)>& body, int world = 2) {
+  std::filesystem::path dir =
+      std::filesystem::temp_directory_path() / ("strata_ddp_" + name + "_" + std::to_string(::getpid()));
+  std::filesystem::remove_all(dir);
+  std::filesystem::create_directories(dir);
+  std::fflush(stdout);
+  std::fflush(stderr);
+  std::vector<pid_t> pids;
+  for (int r = 0; r < world; ++r) {
+    pid_t pid = ::fork();
+    ASSERT_GE(pid, 0) << "fork failed";
+    if (pid == 0) {
+      int code = 0;
+      try {
+        dist::Options o;
+        o.rank = r;
+        o.world_size = world;
+        o.file_store = dir.string();
+        o.timeout = std::chrono::seconds(30);
+        dist::init_process_group(o);
+        body(r);
+        dist::destroy_process_group();
+      } catch (const std::exception& e) {
+        std::fprintf(stderr, "[rank %d] %s\n", r, e.what());
+        code = 1;
+      }
+      std::fflush(stderr);
+      ::_exit(code);
+    }
+    pids.push_back(pid);
+  }
+  auto deadline = std::chrono::steady_clock::now() + kDeadline;
+  std::vector<int> status(pids.size(), -1);
+  size_t left = pids.size();
+  while (left > 0 && std::chrono::steady_clock::now() < deadline) {
+    for (size_t k = 0; k < pids.size(); ++k) {
+      if (status[k] != -1) continue;
+      int st = 0;
+      if (::waitpid(pids[k], &st, WNOHANG) == pids[k]) {
+        status[k] = st;
+        --left;
+      }
+    }
+    std::this_thread::sleep_for(std::chrono::milliseconds(10));
+  }
+  for (size_t k = 0; k < pids.size(); ++k) {
+    if (status[k] == -1) {
+      ::kill(pids[k], SIGKILL);
+      ::waitpid(pids[k], nullptr, 0);
+      ADD_FAILURE() << "rank " << k << " did not finish within " << kDeadline.count() << " s";
+    } else {
+      EXPECT_TRUE(WIFEXITED(status[k]) && WEXITSTATUS(status[k]) == 0) << "rank " << k << " failed (see its output)";
+    }
+  }
+  std::filesystem::remove_all(dir);
+}
+
+/// 6 -> 8 -> 8 -> 3 with tanh; the middle block can be checkpointed; an
+/// optional layer that forward() uses only when `use_extra`.
+class Net : public nn::Module {
+ public:
+  explicit Net(bool checkpointed = false, bool extra = false, int64_t hidden = 8) : checkpointed_(checkpointed) {
+    a_ = register_module("a", std::make_shared<nn::Linear>(6, hidden));
+    b_ = register_module("b", std::make_shared<nn::Linear>(hidden, hidden));
+    c_ = register_module("c", std::make_shared<nn::Linear>(hidden, 3));
+    if (extra) extra_ = register_module("extra", std::make_shared<nn::Linear>(3, 3));
+  }
+  Tensor forward(const Tensor& x) override {
+    auto block = [this](const Tensor& in) { return tanh((*b_)(tanh((*a_)(in)))); };
+    Tensor h = checkpointed_ ? checkpoint(block, x) : block(x);
+    Tensor y = (*c_)(h);
+    return use_extra && extra_ ? (*extra_)(y) : y;
+  }
+  std::string name() const override { return "Net"; }
+  bool use_extra = false;
+
+ private:
+  bool checkpointed_;
+  std::shared_ptr<nn::Linear> a_, b_, c_, extra_;
+};
+
+/// The global batch, identical on every rank: x [n, 6], y [n] classes.
+struct Batch {
+  Tensor x, y;
+};
+Batch global_batch(int64_t n, DType dtype, uint64_t seed = 7) {
+  manual_seed(seed);
+  Tensor x = randn({n, 6}).to(dtype);
+  std::vector<int64_t> y;
+  for (int64_t i = 0; i < n; ++i) y.push_back((i * 7 + 3) % 3);
+  return {x, from_data(y, {n})};
+}
+Batch shard(const Batch& b, int rank, int world) {
+  int64_t per = b.x.size(0) / world;
+  return {b.x.slice(0, rank * per, (rank + 1) * per), b.y.slice(0, rank * per, (rank + 1) * per)};
+}
+
+std::vector<Tensor> grads_of(const nn::Module& m) {
+  std::vector<Tensor> out;
+  for (const Tensor& p : m.parameters()) out.push_back(p.grad());
+  return out;
+}
+
+double max_abs_diff(const Tensor& a, const Tensor& b) {
+  require(a.defined() && b.defined(), "both gradients defined");
+  return amax(abs(a.to(DType::f64) - b.to(DType::f64))).item<double>();
+}
+
+bool bitwise_equal(const Tensor& a, const Tensor& b) { return a.to_bytes() == b.to_bytes(); }
+
+/// A model with the same initial parameters on every rank (seeded), in `dtype`.
+std::unique_ptr<Net> make_net(DType dtype, bool checkpointed = false, bool extra = false, uint64_t seed = 1) {
+  manual_seed(seed);
+  auto net = std::make_unique<Net>(checkpointed, extra);
+  net->to(dtype);
+  return net;
+}
+
+TEST(DDP, GradientsEqualTheConcatenatedBatchF32AndBucketsOverlapBackward) {
+  run_ranks("f32", [](int rank) {
+    Batch all = global_batch(16, DType::f32);
+    Batch mine = shard(all, rank, 2);
+    auto ref = make_net(DType::f32);
+    nn::functional::cross_entropy((*ref)(all.x), all.y).backward();
+
+    auto net = make_net(DType::f32);
+    nn::DistributedDataParallel ddp(*net, {.bucket_bytes = 300});
+    require(ddp.bucket_layout().size() >= 3, "several buckets");
+    require(ddp.bucket_layout()[0][0] == "c.bias", "bucket 0 starts with the last parameter");
+    nn::functional::cross_entropy(ddp(mine.x), mine.y).backward();
+    auto g = grads_of(*net);
+    auto r = grads_of(*ref);
+    for (size_t i = 0; i < g.size(); ++i) {
+      double d = max_abs_diff(g[i], r[i]);
+      require(d <= 1e-6, "parameter " + std::to_string(i) + " differs by " + std::to_string(d));
+    }
+    nn::DDPStats s = ddp.stats();
+    require(s.reduced_passes == 1, "one reduced pass");
+    require(s.buckets_overlapped >= 2, "buckets launched during backward: " + std::to_string(s.buckets_overlapped));
+  });
+}
+
+TEST(DDP, F64GradientsAreBitwiseTheMeanOfTheShardGradients) {
+  run_ranks("f64", [](int rank) {
+    Batch all = global_batch(16, DType::f64);
+    // The reference in the reduction's order: (shard 0 + shard 1) / 2.
+    std::vector<std::vector<Tensor>> per_shard;
+    for (int r = 0; r < 2; ++r) {
+      auto ref = make_net(DType::f64);
+      Batch s = shard(all, r, 2);
+      nn::functional::cross_entropy((*ref)(s.x), s.y).backward();
+      per_shard.push_back(grads_of(*ref));
+    }
+    auto full = make_net(DType::f64);
+    nn::functional::cross_entropy((*full)(all.x), all.y).backward();
+
+    auto net = make_net(DType::f64);
+    nn::DistributedDataParallel ddp(*net, {.bucket_bytes = 512});
+    Batch mine = shard(all, rank, 2);
+    nn::functional::cross_entropy(ddp(mine.x), mine.y).backward();
+    auto g = grads_of(*net);
+    auto fg = grads_of(*full);
+    for (size_t i = 0; i < g.size(); ++i) {
+      Tensor expect = (per_shard[0][i] + per_shard[1][i]) / 2.0;
+      require(bitwise_equal(g[i], expect), "parameter " + std::to_string(i) + " is bitwise the shard mean");
+      require(max_abs_diff(g[i], fg[i]) <= 1e-14, "parameter " + std::to_string(i) + " matches the full batch");
+    }
+  });
+}
+
+TEST(DDP, ConstructionBroadcastsRankZerosParameters) {
+  run_ranks("broadcast", [](int rank) {
+    auto net = make_net(DType::f32, false, false, /*seed=*/100 + static_cast<uint64_t>(rank));
+    auto rank0 = make_net(DType::f32, false, false, 100);
+    nn::DistributedDataParallel ddp(*net);
+    auto p = net->parameters();
+    auto q = rank0->parameters();
+    for (size_t i = 0; i < p.size(); ++i) require(bitwise_equal(p[i], q[i]), "parameter equals rank 0's");
+    require(p[0].requires_grad() && p[0].is_leaf(), "parameters stay leaves");
+  });
+}
+
+TEST(DDP, DifferentModelsAreANamedError) {
+  run_ranks("mismatch", [](int rank) {
+    manual_seed(1);
+    Net net(false, false, rank == 0 ? 8 : 5);
+    try {
+      nn::DistributedDataParallel ddp(net);
+    } catch (const dist::DistributedError& e) {
+      std::string what = e.what();
+      require(what.find("'a.weight'") != std::string::npos && what.find("f32[8, 6] on rank 0") != std::string::npos &&
+                  what.find("f32[5, 6] on rank 1") != std::string::npos,
+              "message names the parameter and both shapes: " + what);
+      return;
+    }
+    throw std::runtime_error("no error for different models");
+  });
+}
+
+TEST(DDP, NoSyncAccumulatesLocallyAndTheNextPassAveragesTheSum) {
+  run_ranks("nosync", [](int rank) {
+    // Two micro-batches per rank; the global batch is all four.
+    Batch all = global_batch(16, DType::f32);
+    auto ref = make_net(DType::f32);
+    nn::functional::cross_entropy((*ref)(all.x), all.y).backward();
+
+    auto net = make_net(DType::f32);
+    nn::DistributedDataParallel ddp(*net, {.bucket_bytes = 300});
+    Batch mine = shard(all, rank, 2);
+    Batch m0 = shard(mine, 0, 2);
+    Batch m1 = shard(mine, 1, 2);
+    {
+      auto guard = ddp.no_sync();
+      require(!ddp.sync_enabled(), "no_sync scope open");
+      (nn::functional::cross_entropy(ddp(m0.x), m0.y) * 0.5).backward();
+    }
+    require(ddp.stats().reduced_passes == 0, "nothing reduced inside no_sync");
+    // Local: equal to a replica's gradient of this rank's first micro-batch.
+    auto local = make_net(DType::f32);
+    (nn::functional::cross_entropy((*local)(m0.x), m0.y) * 0.5).backward();
+    require(bitwise_equal(net->parameters()[0].grad(), local->parameters()[0].grad()), "no_sync keeps local grads");
+
+    (nn::functional::cross_entropy(ddp(m1.x), m1.y) * 0.5).backward();
+    require(ddp.stats().reduced_passes == 1, "one reduced pass");
+    auto g = grads_of(*net);
+    auto r = grads_of(*ref);
+    for (size_t i = 0; i < g.size(); ++i) {
+      double d = max_abs_diff(g[i], r[i]);
+      require(d <= 1e-6, "parameter " + std::to_string(i) + " differs by " + std::to_string(d));
+    }
+  });
+}
+
+TEST(DDP, ActivationCheckpointingGivesTheSameReducedGradients) {
+  run_ranks("checkpoint", [](int rank) {
+    Batch all = global_batch(16, DType::f32);
+    Batch mine = shard(all, rank, 2);
+    auto plain = make_net(DType::f32);
+    nn::DistributedDataParallel ddp_plain(*plain, {.bucket_bytes = 300});
+    nn::functional::cross_entropy(ddp_plain(mine.x), mine.y).backward();
+
+    auto ckpt = make_net(DType::f32, /*checkpointed=*/true);
+    nn::DistributedDataParallel ddp(*ckpt, {.bucket_bytes = 300});
+    nn::functional::cross_entropy(ddp(mine.x), mine.y).backward();
+    require(ddp.stats().reduced_passes == 1, "the recomputation's tape is not reduced");
+    auto ref = make_net(DType::f32);
+    nn::functional::cross_entropy((*ref)(all.x), all.y).backward();
+    auto g = grads_of(*ckpt);
+    auto p = grads_of(*plain);
+    auto r = grads_of(*ref);
+    for (size_t i = 0; i < g.size(); ++i) {
+      require(bitwise_equal(g[i], p[i]), "parameter " + std::to_string(i) + " bitwise as without checkpointing");
+      require(max_abs_diff(g[i], r[i]) <= 1e-6, "parameter " + std::to_string(i) + " matches the full batch");
+    }
+  });
+}
+
+/// Gradient penalty: CE + 0.1 * mean_i |d sum(out_i) / d x_i|^2, the inner
+/// gradient by a higher-order tape over the input.
+Tensor penalised_loss(const std::function<Tensor(const Tensor&)>& model, const Batch& b) {
+  Tensor x = b.x.detach();
+  GradientTape inner({.higher_order = true});
+  inner.watch(x);
+  Tensor out = model(x);
+  Tensor gx = inner.gradient(sum(out), {x})[0];
+  Tensor penalty = mean(sum(gx * gx, {1}));
+  return nn::functional::cross_entropy(out, b.y) + penalty * 0.1;
+}
+
+TEST(DDP, HigherOrderGradientPenaltyReducesOnlyTheOutermostLevel) {
+  run_ranks("higher", [](int rank) {
+    Batch all = global_batch(16, DType::f64);
+    auto ref = make_net(DType::f64);
+    penalised_loss([&](const Tensor& x) { return (*ref)(x); }, all).backward();
+
+    auto net = make_net(DType::f64);
+    nn::DistributedDataParallel ddp(*net, {.bucket_bytes = 512});
+    Batch mine = shard(all, rank, 2);
+    penalised_loss([&](const Tensor& x) { return ddp(x); }, mine).backward();
+    require(ddp.stats().reduced_passes == 1, "one reduced pass (the inner tape's is not)");
+    auto g = grads_of(*net);
+    auto r = grads_of(*ref);
+    for (size_t i = 0; i < g.size(); ++i) {
+      double d = max_abs_diff(g[i], r[i]);
+      require(d <= 1e-12, "parameter " + std::to_string(i) + " differs by " + std::to_string(d));
+    }
+
+    // An inner tape over the parameters themselves (a penalty on the
+    // gradient norm): its gradients stay local, the outer one is averaged.
+    auto net2 = make_net(DType::f64);
+    nn::DistributedDataParallel ddp2(*net2, {.bucket_bytes = 512});
+    auto params = net2->parameters();
+    auto param_penalty = [&](const std::function<Tensor(const Tensor&)>& model, const std::vector<Tensor>& ps,
+                             const Batch& b) {
+      GradientTape inner({.higher_order = true});
+      Tensor loss = nn::functional::cross_entropy(model(b.x), b.y);
+      auto gs = inner.gradient(loss, ps);
+      Tensor pen = sum(gs[0] * gs[0]);
+      return loss + pen;
+    };
+    param_penalty([&](const Tensor& x) { return ddp2(x); }, params, mine).backward();
+    require(ddp2.stats().reduced_passes == 1, "inner tape over parameters not reduced");
+    std::vector<std::vector<Tensor>> per_shard;
+    for (int k = 0; k < 2; ++k) {
+      auto rep = make_net(DType::f64);
+      param_penalty([&](const Tensor& x) { return (*rep)(x); }, rep->parameters(), shard(all, k, 2)).backward();
+      per_shard.push_back(grads_of(*rep));
+    }
+    auto g2 = grads_of(*net2);
+    for (size_t i = 0; i < g2.size(); ++i) {
+      require(bitwise_equal(g2[i], (per_shard[0][i] + per_shard[1][i]) / 2.0),
+              "parameter " + std::to_string(i) + " is the mean of the shards' penalised gradients");
+    }
+  });
+}
+
+TEST(DDP, TapeGradientWithExplicitSourcesReducesOnlyThoseParameters) {
+  run_ranks("tape", [](int rank) {
+    Batch all = global_batch(16, DType::f64);
+    auto ref = make_net(DType::f64);
+    auto rp = ref->parameters();
+    Tensor xr = all.x.detach();
+    GradientTape rt;
+    rt.watch(xr);
+    auto rg = rt.gradient(nn::functional::cross_entropy((*ref)(xr), all.y), {rp[0], rp[5], xr});
+
+    auto net = make_net(DType::f64);
+    nn::DistributedDataParallel ddp(*net, {.bucket_bytes = 64});
+    auto p = net->parameters();
+    Batch mine = shard(all, rank, 2);
+    Tensor x = mine.x.detach();
+    GradientTape tape;
+    tape.watch(x);
+    auto g = ddp.gradient(tape, nn::functional::cross_entropy(ddp(x), mine.y), {p[0], p[5], x});
+    require(max_abs_diff(g[0], rg[0]) <= 1e-12, "a.weight averaged");
+    require(max_abs_diff(g[1], rg[1]) <= 1e-12, "c.bias averaged");
+    // The input's gradient is local: this rank's rows of the full batch's,
+    // times 2 (the shard mean weighs each row twice as much).
+    double dx = max_abs_diff(g[2], rg[2].slice(0, rank * 8, rank * 8 + 8) * 2.0);
+    require(dx <= 1e-12, "input gradient stays local, differs by " + std::to_string(dx));
+    for (const Tensor& q : p) require(!q.grad().defined(), "a tape does not write grad()");
+    nn::DDPStats s = ddp.stats();
+    require(s.reduced_passes == 1, "one reduced pass");
+    require(s.buckets_overlapped + s.buckets_at_end == 2, "two buckets: only the requested parameters");
+    // The plain tape API stays local (documented): nothing reduced.
+    GradientTape plain;
+    Tensor loss = nn::functional::cross_entropy(ddp(mine.x), mine.y);
+    plain.gradient(loss, {p[0]});
+    require(ddp.stats().reduced_passes == 1, "plain tape.gradient not reduced");
+  });
+}
+
+TEST(DDP, UnusedParameterIsANamedErrorUnlessFindUnused) {
+  run_ranks("unused", [](int rank) {
+    Batch all = global_batch(8, DType::f32);
+    Batch mine = shard(all, rank, 2);
+    auto net = make_net(DType::f32, false, /*extra=*/true);
+    {
+      nn::DistributedDataParallel ddp(*net);
+      Tensor loss = nn::functional::cross_entropy(ddp(mine.x), mine.y);
+      try {
+        loss.backward();
+        throw std::runtime_error("no error for unused parameters");
+      } catch (const dist::DistributedError& e) {
+        std::string what = e.what();
+        require(what.find("'extra.weight', 'extra.bias'") != std::string::npos ||
+                    what.find("'extra.bias', 'extra.weight'") != std::string::npos,
+                "names the unused parameters: " + what);
+        require(what.find("find_unused_parameters") != std::string::npos, "suggests the option");
+      }
+      for (const Tensor& p : net->parameters()) require(!p.grad().defined(), "a failed pass leaves grad() as it was");
+    }
+    // find_unused_parameters: rank 0 uses the extra layer, rank 1 does not;
+    // rank 1's zeros are averaged with rank 0's gradient.
+    auto net2 = make_net(DType::f32, false, true);
+    net2->use_extra = rank == 0;
+    nn::DistributedDataParallel ddp(*net2, {.bucket_bytes = 64, .find_unused_parameters = true});
+    nn::functional::cross_entropy(ddp(mine.x), mine.y).backward();
+    auto ref = make_net(DType::f32, false, true);
+    ref->use_extra = true;
+    Batch s0 = shard(all, 0, 2);
+    nn::functional::cross_entropy((*ref)(s0.x), s0.y).backward();
+    Tensor extra_w = net2->parameters()[6];
+    require(max_abs_diff(extra_w.grad(), ref->parameters()[6].grad() / 2.0) <= 1e-7,
+            "the unused rank contributes zeros to the average");
+    // A second step works (the pass state was reset).
+    net2->zero_grad();
+    nn::functional::cross_entropy(ddp(mine.x), mine.y).backward();
+    require(ddp.stats().reduced_passes == 2, "two passes");
+  });
+}
+
+}  // namespace

@@ -1,0 +1,332 @@
+// dist_worker — one rank of a distributed test. distributed_test.cpp starts
+// it as N processes (or `strata launch` does) with STRATA_RANK,
+// STRATA_WORLD_SIZE, STRATA_MASTER_ADDR/PORT set; DIST_TEST_FILE_STORE set
+// means rendezvous through that directory instead.
+//
+//   dist_worker SCENARIO
+//
+// Exit status 0 when every check passed, 1 with "FAIL: ..." lines on
+// stderr otherwise. Scenarios that expect an error print "ERROR: <message>"
+// on stdout so that the test can check each rank's message.
+#include <strata/distributed.hpp>
+#include <strata/strata.hpp>
+
+#include <unistd.h>
+
+#include <chrono>
+#include <cmath>
+#include <csignal>
+#include <cstdlib>
+#include <cstring>
+#include <functional>
+#include <iostream>
+#include <string>
+#include <thread>
+#include <vector>
+
+namespace dist = strata::distributed;
+using strata::DType;
+using strata::Tensor;
+
+namespace {
+
+int failures = 0;
+
+void fail(const std::string& what) {
+  std::cerr << "FAIL: " << what << std::endl;
+  ++failures;
+}
+
+dist::Options options() {
+  dist::Options o;
+  if (const char* dir = std::getenv("DIST_TEST_FILE_STORE")) o.file_store = dir;
+  return o;
+}
+
+strata::TensorOptions on_cpu(DType dtype) { return {.dtype = dtype, .device = strata::Device("cpu:0")}; }
+
+/// A tensor of `n` elements with element i = f(i), in `dtype`.
+Tensor make(DType dtype, const strata::Shape& shape, const std::function<double(int64_t)>& f) {
+  int64_t n = 1;
+  for (int64_t d : shape) n *= d;
+  std::vector<double> v(static_cast<size_t>(n));
+  for (int64_t i = 0; i < n; ++i) v[static_cast<size_t>(i)] = f(i);
+  return strata::from_data(std::span<const double>(v), shape, on_cpu(DType::f64)).to(dtype);
+}
+
+void expect_values(const std::string& what, const Tensor& t, const std::function<double(int64_t)>& want,
+                   double tol = 0) {
+  std::vector<double> got = t.to(DType::f64).to_vector<double>();
+  int shown = 0;
+  for (size_t i = 0; i < got.size(); ++i) {
+    double w = want(static_cast<int64_t>(i));
+    if (std::abs(got[i] - w) > tol) {
+      if (shown++ < 3) fail(what + ": element " + std::to_string(i) + " is " + std::to_string(got[i]) + ", want " +
+                            std::to_string(w));
+    }
+  }
+}
+
+void expect_error(const std::string& what, const std::function<void()>& fn, const std::string& needle) {
+  try {
+    fn();
+    fail(what + ": no DistributedError");
+  } catch (const dist::DistributedError& e) {
+    std::cout << "ERROR: " << e.what() << std::endl;
+    if (std::string(e.what()).find(needle) == std::string::npos)
+      fail(what + ": the message lacks \"" + needle + "\": " + e.what());
+  }
+}
+
+// Small integers, exact in bf16 sums over up to 4 ranks.
+double base(int64_t i) { return static_cast<double>(i % 5); }
+
+int collectives() {
+  dist::init_process_group(options());
+  auto& pg = dist::group();
+  const int r = pg.rank(), n = pg.size();
+  if (dist::rank() != r || dist::world_size() != n || !dist::is_initialized()) fail("rank()/world_size()");
+  double sum_r = n * (n - 1) / 2.0;  // sum over ranks of r
+  for (DType dtype : {DType::f32, DType::f64, DType::bf16}) {
+    for (int64_t size : {int64_t{1}, int64_t{7}, int64_t{1000003}}) {
+      std::string tag = std::string(strata::dtype_name(dtype)) + "[" + std::to_string(size) + "]";
+      auto mine = [r](int64_t i) { return base(i) + r; };
+      // all_reduce: sum, mean, max, min.
+      Tensor t = make(dtype, {size}, mine);
+      pg.all_reduce(t).wait();
+      expect_values("all_reduce sum " + tag, t, [&](int64_t i) { return n * base(i) + sum_r; });
+      t = make(dtype, {size}, mine);
+      pg.all_reduce(t, dist::ReduceOp::mean).wait();
+      expect_values("all_reduce mean " + tag, t, [&](int64_t i) { return base(i) + sum_r / n; });
+      t = make(dtype, {size}, mine);
+      pg.all_reduce(t, dist::ReduceOp::max).wait();
+      expect_values("all_reduce max " + tag, t, [&](int64_t i) { return base(i) + (n - 1); });
+      t = make(dtype, {size}, mine);
+      pg.all_reduce(t, dist::ReduceOp::min).wait();
+      expect_values("all_reduce min " + tag, t, [&](int64_t i) { return base(i); });
+      // broadcast from the last rank.
+      t = make(dtype, {size}, mine);
+      pg.broadcast(t, n - 1).wait();
+      expect_values("broadcast " + tag, t, [&](int64_t i) { return base(i) + (n - 1); });
+      // all_gather: row k is rank k's.
+      Tensor in = make(dtype, {size}, mine);
+      Tensor out = strata::zeros({n, size}, on_cpu(dtype));
+      pg.all_gather(out, in).wait();
+      expect_values("all_gather " + tag, out, [&](int64_t i) { return base(i % size) + static_cast<double>(i / size); });
+      // reduce_scatter: rank q's in[k][i] = base(i) + q + k; rank r gets the
+      // reduction over q of in[r].
+      Tensor rs_in = make(dtype, {n, size}, [&](int64_t i) { return base(i % size) + r + static_cast<double>(i / size); });
+      Tensor rs_out = strata::zeros({size}, on_cpu(dtype));
+      pg.reduce_scatter(rs_out, rs_in).wait();
+      expect_values("reduce_scatter sum " + tag, rs_out, [&](int64_t i) { return n * (base(i) + r) + sum_r; });
+      pg.reduce_scatter(rs_out, rs_in, dist::ReduceOp::mean).wait();
+      expect_values("reduce_scatter mean " + tag, rs_out, [&](int64_t i) { return base(i) + r + sum_r / n; });
+      pg.reduce_scatter(rs_out, rs_in, dist::ReduceOp::max).wait();
+      expect_values("reduce_scatter max " + tag, rs_out, [&](int64_t i) { return base(i) + r + (n - 1); });
+      pg.reduce_scatter(rs_out, rs_in, dist::ReduceOp::min).wait();
+      expect_values("reduce_scatter min " + tag, rs_out, [&](int64_t i) { return base(i) + r; });
+    }
+  }
+  // Non-integer f32/f64 values against a local reference (reduction order
+  // may differ: a tolerance).
+  for (DType dtype : {DType::f32, DType::f64}) {
+    auto val = [](int64_t i, int q) { return std::sin(0.1 * static_cast<double>(i) + q); };
+    Tensor t = make(dtype, {2, 3, 5}, [&](int64_t i) { return val(i, r); });
+    pg.all_reduce(t).wait();
+    expect_values("all_reduce sin " + std::string(strata::dtype_name(dtype)), t,
+                  [&](int64_t i) {
+                    double s = 0;
+                    for (int q = 0; q < n; ++q) s += val(i, q);
+                    return s;
+                  },
+                  dtype == DType::f32 ? 1e-5 : 1e-12);
+  }
+  // f16, i32, i64.
+  for (DType dtype : {DType::f16, DType::i32, DType::i64}) {
+    std::string tag = std::string(strata::dtype_name(dtype));
+    Tensor t = make(dtype, {7}, [&](int64_t i) { return base(i) + r; });
+    pg.all_reduce(t).wait();
+    expect_values("all_reduce sum " + tag, t, [&](int64_t i) { return n * base(i) + sum_r; });
+    t = make(dtype, {7}, [&](int64_t i) { return base(i) - r; });
+    pg.all_reduce(t, dist::ReduceOp::min).wait();
+    expect_values("all_reduce min " + tag, t, [&](int64_t i) { return base(i) - (n - 1); });
+  }
+  // mean of an integer tensor is refused, on every rank.
+  Tensor ints = make(DType::i32, {3}, base);
+  expect_error("mean of i32", [&] { pg.all_reduce(ints, dist::ReduceOp::mean).wait(); }, "mean needs a floating dtype");
+  // A 0-d tensor and an empty one.
+  Tensor s = make(DType::f32, {}, [&](int64_t) { return r + 1.0; });
+  pg.all_reduce(s).wait();
+  expect_values("all_reduce 0-d", s, [&](int64_t) { return sum_r + n; });
+  Tensor empty = strata::zeros({0, 3}, on_cpu(DType::f32));
+  pg.all_reduce(empty).wait();
+  pg.barrier().wait();
+  dist::destroy_process_group();
+  if (dist::is_initialized()) fail("is_initialized() after destroy");
+  return failures ? 1 : 0;
+}
+
+// Collectives run in issue order: several issued, then waited in reverse.
+int async_order() {
+  dist::init_process_group(options());
+  auto& pg = dist::group();
+  const int r = pg.rank(), n = pg.size();
+  Tensor t = make(DType::f32, {1000}, [&](int64_t i) { return r + 1.0 + static_cast<double>(i % 3); });
+  std::vector<dist::Work> works;
+  works.push_back(pg.all_reduce(t));                         // S_i = sum_q (q+1+i%3)
+  works.push_back(pg.broadcast(t, n - 1));                   // unchanged (all equal)
+  works.push_back(pg.all_reduce(t, dist::ReduceOp::max));    // S_i
+  works.push_back(pg.all_reduce(t));                         // n * S_i
+  std::vector<Tensor> more;
+  for (int k = 0; k < 8; ++k) {
+    more.push_back(make(DType::f64, {257}, [&](int64_t i) { return k * 10.0 + r + static_cast<double>(i); }));
+    works.push_back(pg.all_reduce(more.back()));
+  }
+  works.push_back(pg.barrier());
+  for (auto it = works.rbegin(); it != works.rend(); ++it) it->wait();
+  for (auto& w : works)
+    if (!w.completed()) fail("completed() false after wait()");
+  double sum_r1 = n * (n + 1) / 2.0;
+  expect_values("ordered chain", t, [&](int64_t i) { return n * (sum_r1 + n * static_cast<double>(i % 3)); });
+  for (int k = 0; k < 8; ++k)
+    expect_values("async " + std::to_string(k), more[static_cast<size_t>(k)],
+                  [&](int64_t i) { return n * (k * 10.0 + static_cast<double>(i)) + n * (n - 1) / 2.0; });
+  dist::Work done;
+  if (!done.completed()) fail("a default Work is not completed");
+  dist::destroy_process_group();
+  return failures ? 1 : 0;
+}
+
+// Rank 1 passes another shape; every rank must fail naming the shapes, and
+// the group must still work afterwards.
+int mismatch() {
+  dist::init_process_group(options());
+  auto& pg = dist::group();
+  const int r = pg.rank();
+  Tensor t = strata::ones({r == 1 ? 4 : 3}, on_cpu(DType::f32));
+  expect_error("mismatched shapes", [&] { pg.all_reduce(t).wait(); }, "the ranks disagree");
+  // dtype mismatch.
+  Tensor u = strata::ones({3}, on_cpu(r == 1 ? DType::f64 : DType::f32));
+  expect_error("mismatched dtypes", [&] { pg.all_reduce(u).wait(); }, "the ranks disagree");
+  // A rank whose tensor cannot take part (non-contiguous) fails itself, and
+  // the others learn which rank.
+  Tensor m = strata::ones({3, 2}, on_cpu(DType::f32));
+  Tensor arg = r == 1 ? m.transpose(0, 1) : strata::ones({2, 3}, on_cpu(DType::f32));
+  expect_error("non-contiguous", [&] { pg.all_reduce(arg).wait(); }, r == 1 ? "is not contiguous" : "rank 1 could not take part");
+  // Still usable.
+  Tensor ok = strata::ones({5}, on_cpu(DType::f32));
+  pg.all_reduce(ok).wait();
+  expect_values("after the errors", ok, [&](int64_t) { return pg.size(); });
+  dist::destroy_process_group();
+  return failures ? 1 : 0;
+}
+
+// A tensor on a device without collectives (vulkan:0, when built).
+int bad_device() {
+  dist::init_process_group(options());
+  auto& pg = dist::group();
+  bool have_vulkan = false;
+  for (const auto& d : strata::runtime().devices()) have_vulkan = have_vulkan || d.id == "vulkan:0";
+  if (have_vulkan) {
+    Tensor v = strata::ones({3}, {.dtype = DType::f32, .device = strata::Device("vulkan:0")});
+    expect_error("vulkan tensor", [&] { pg.all_reduce(v).wait(); },
+                 "on vulkan:0: no collective backend for this device (Gloo handles host memory");
+  }
+  Tensor b = strata::zeros({3}, on_cpu(DType::boolean));
+  expect_error("bool tensor", [&] { pg.broadcast(b).wait(); }, "bool tensors are not supported");
+  Tensor f = strata::zeros({3}, on_cpu(DType::f32));
+  expect_error("bad root", [&] { pg.broadcast(f, 7).wait(); }, "");
+  Tensor out = strata::zeros({3}, on_cpu(DType::f32));
+  expect_error("all_gather shape", [&] { pg.all_gather(out, f).wait(); }, "does not fit");
+  dist::destroy_process_group();
+  expect_error("group() after destroy", [] { dist::group(); }, "call init_process_group() first");
+  return failures ? 1 : 0;
+}
+
+// Rank 1 dies after the first collective; the others must get a
+// DistributedError (not hang).
+int peer_dies() {
+  dist::init_process_group(options());
+  auto& pg = dist::group();
+  Tensor t = strata::ones({1000}, on_cpu(DType::f32));
+  pg.all_reduce(t).wait();
+  if (pg.rank() == 1) {
+    std::cout << "rank 1 exits now" << std::endl;
+    std::_Exit(7);
+  }
+  auto start = std::chrono::steady_clock::now();
+  std::vector<dist::Work> works;
+  for (int k = 0; k < 3; ++k) works.push_back(pg.all_reduce(t));
+  expect_error("after a peer died", [&] { works[0].wait(); }, "all_reduce on rank " + std::to_string(pg.rank()));
+  // Later collectives fail too, at once.
+  expect_error("later collectives", [&] { works[2].wait(); }, "all_reduce on rank");
+  auto ms = std::chrono::duration_cast<std::chrono::milliseconds>(std::chrono::steady_clock::now() - start).count();
+  std::cout << "detected after " << ms << " ms" << std::endl;
+  dist::destroy_process_group();
+  return failures ? 1 : 0;
+}
+
+// Rank 1 stays alive but never joins the next collective: the others time
+// out (STRATA_DIST_TIMEOUT_MS), naming what they waited for.
+int peer_stalls() {
+  dist::init_process_group(options());
+  auto& pg = dist::group();
+  Tensor t = strata::ones({100}, on_cpu(DType::f32));
+  if (pg.rank() == 1) {
+    std::this_thread::sleep_for(std::chrono::seconds(4));
+    std::_Exit(0);
+  }
+  expect_error("a stalled peer", [&] { pg.all_reduce(t).wait(); }, "timed out after");
+  std::_Exit(failures ? 1 : 0);
+}
+
+// init_process_group must fail; the test checks the message.
+int init_error() {
+  expect_error("init_process_group", [] { dist::init_process_group(options()); }, "init_process_group");
+  return failures ? 1 : 0;
+}
+
+// For `strata launch`: print, then rank 1 exits with DIST_TEST_EXIT (or a
+// signal with DIST_TEST_SIGNAL) while the others wait for a long time.
+int launch_probe() {
+  const char* rank = std::getenv("STRATA_RANK");
+  const char* world = std::getenv("STRATA_WORLD_SIZE");
+  const char* port = std::getenv("STRATA_MASTER_PORT");
+  std::cout << "hello from rank " << (rank ? rank : "?") << " of " << (world ? world : "?") << " port "
+            << (port ? port : "?") << std::endl;
+  std::cerr << "to stderr from rank " << (rank ? rank : "?") << std::endl;
+  if (std::string(rank ? rank : "") == "1") {
+    std::this_thread::sleep_for(std::chrono::milliseconds(200));
+    if (const char* sig = std::getenv("DIST_TEST_SIGNAL")) std::raise(std::atoi(sig));
+    if (const char* code = std::getenv("DIST_TEST_EXIT")) return std::atoi(code);
+    return 0;
+  }
+  if (std::getenv("DIST_TEST_EXIT") || std::getenv("DIST_TEST_SIGNAL"))
+    std::this_thread::sleep_for(std::chrono::seconds(30));  // launch must end this
+  return 0;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  if (argc < 2) {
+    std::cerr << "usage: dist_worker SCENARIO\n";
+    return 2;
+  }
+  std::string scenario = argv[1];
+  try {
+    if (scenario == "collectives") return collectives();
+    if (scenario == "async") return async_order();
+    if (scenario == "mismatch") return mismatch();
+    if (scenario == "bad_device") return bad_device();
+    if (scenario == "peer_dies") return peer_dies();
+    if (scenario == "init_error") return init_error();
+    if (scenario == "peer_stalls") return peer_stalls();
+    if (scenario == "launch_probe") return launch_probe();
+  } catch (const std::exception& e) {
+    std::cerr << "FAIL: uncaught " << e.what() << std::endl;
+    return 1;
+  }
+  std::cerr << "dist_worker: unknown scenario " << scenario << "\n";
+  return 2;
+}
