@@ -60,8 +60,9 @@ struct Options {
   /// Before every collective, exchange a 128-byte header (collective, dtype,
   /// shape, op or root) with all ranks and fail on every rank, naming the
   /// ranks and shapes, when they differ. Costs one small all-gather per
-  /// collective (tens of microseconds on loopback). STRATA_DIST_CHECK=0
-  /// turns it off; without it, mismatched tensors give Gloo errors, hangs
+  /// collective: a round trip of latency, which on a loaded machine was
+  /// measured at several milliseconds (docs/distributed.md, "Performance").
+  /// STRATA_DIST_CHECK=0 turns it off; without it, mismatched tensors give Gloo errors, hangs
   /// until the timeout, or wrong results.
   bool check_consistency = true;
 };
