@@ -366,6 +366,34 @@ TEST(Launch, AMissingProgramIsAClearError) {
 TEST(Launch, BadArgumentsAreRefused) {
   auto r = launch({"-n", "0", DIST_WORKER});
   EXPECT_EQ(r[0].status, 2) << r[0].output;
+  r = launch({"-n", "1", "--nnodes", "2", "--node-rank", "2", "--master-addr", "127.0.0.1", "--master-port", "1",
+              DIST_WORKER});
+  EXPECT_EQ(r[0].status, 2) << r[0].output;
+  EXPECT_TRUE(contains(r[0].output, "--node-rank 2 is not in 0..1")) << r[0].output;
+  r = launch({"-n", "1", "--nnodes", "2", "--node-rank", "1", DIST_WORKER});
+  EXPECT_EQ(r[0].status, 2) << r[0].output;
+  EXPECT_TRUE(contains(r[0].output, "needs --master-addr and --master-port")) << r[0].output;
+}
+
+// Two nodes on loopback: one launch per node, 2 ranks each, form one world
+// of 4 (node 1 holds ranks 2 and 3) and run collectives across it.
+TEST(Launch, TwoNodesFormOneWorld) {
+  const std::string port = std::to_string(free_port());
+  auto node = [&](int r, const char* scenario) {
+    return std::vector<std::string>{STRATA_CLI, "launch", "-n", "2", "--nnodes", "2", "--node-rank", std::to_string(r),
+                                    "--master-addr", "127.0.0.1", "--master-port", port, DIST_WORKER, scenario};
+  };
+  auto r = run_all({node(0, "async"), node(1, "async")}, {{}, {}}, std::chrono::seconds(60));
+  EXPECT_EQ(r[0].status, 0) << r[0].output;
+  EXPECT_EQ(r[1].status, 0) << r[1].output;
+  const std::string port2 = std::to_string(free_port());
+  auto probe = [&](int n) {
+    return std::vector<std::string>{STRATA_CLI, "launch", "-n", "2", "--nnodes", "2", "--node-rank", std::to_string(n),
+                                    "--master-addr", "127.0.0.1", "--master-port", port2, DIST_WORKER, "launch_probe"};
+  };
+  r = run_all({probe(0), probe(1)}, {{}, {}}, std::chrono::seconds(60));
+  EXPECT_TRUE(contains(r[1].output, "[rank 3] hello from rank 3 of 4")) << r[1].output;
+  EXPECT_TRUE(contains(r[0].output, "[rank 1] hello from rank 1 of 4")) << r[0].output;
 }
 
 }  // namespace

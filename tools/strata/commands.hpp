@@ -27,10 +27,14 @@ int run_demo(const std::string& device);
 /// `strata new-backend NAME [--dir DIR]` (new_backend.cpp).
 int run_new_backend(const std::string& name, const std::string& dir);
 
-/// `strata launch -n N [--master-port P] PROGRAM ARGS...` (launch.cpp).
+/// `strata launch -n N [--nnodes K --node-rank R --master-addr A]
+/// [--master-port P] PROGRAM ARGS...` (launch.cpp).
 struct LaunchOptions {
-  int nprocs = 0;
-  int master_port = -1;              // -1: a free port
+  int nprocs = 0;                    // ranks on this node
+  int nnodes = 1;                    // nodes (hosts); world size = nnodes * nprocs
+  int node_rank = 0;                 // this node: its ranks are node_rank * nprocs + local
+  std::string master_addr;           // "": 127.0.0.1 (one node); required with nnodes > 1
+  int master_port = -1;              // -1: a free port (one node only)
   std::vector<std::string> command;  // PROGRAM ARGS...
 };
 /// Exit status: the first failing rank's (128 + signal for a signal), 127

@@ -3,6 +3,9 @@
 //
 // Each rank gets STRATA_RANK, STRATA_WORLD_SIZE, STRATA_MASTER_ADDR=127.0.0.1
 // and STRATA_MASTER_PORT (the given port, else a free one the kernel picks).
+// Several nodes: run launch once per node with --nnodes K --node-rank R
+// --master-addr A --master-port P; node R starts ranks R*N .. R*N+N-1 of a
+// world of K*N, all meeting at rank 0's TCP store on A:P (node 0).
 // Their stdout and stderr are forwarded line by line, prefixed "[rank k] ",
 // to launch's own stdout and stderr. When a rank exits non-zero or is killed
 // by a signal, launch names it, sends SIGTERM to the others, SIGKILL after
@@ -111,6 +114,19 @@ int run_launch(const LaunchOptions& options) {
     std::cerr << "strata launch: no program to run (strata launch -n N PROGRAM ARGS...)\n";
     return kBadInput;
   }
+  if (options.nnodes < 1 || options.node_rank < 0 || options.node_rank >= options.nnodes) {
+    std::cerr << "strata launch: --node-rank " << options.node_rank << " is not in 0.." << options.nnodes - 1
+              << " (--nnodes " << options.nnodes << ")\n";
+    return kBadInput;
+  }
+  if (options.nnodes > 1 && (options.master_addr.empty() || options.master_port < 0)) {
+    std::cerr << "strata launch: --nnodes " << options.nnodes
+              << " needs --master-addr and --master-port (node 0's address and a port every node uses)\n";
+    return kBadInput;
+  }
+  const std::string master_addr = options.master_addr.empty() ? "127.0.0.1" : options.master_addr;
+  const int world = options.nnodes * options.nprocs;
+  const int first_rank = options.node_rank * options.nprocs;
   int port = options.master_port;
   if (port < 0) {
     port = free_port();
@@ -159,9 +175,9 @@ int run_launch(const LaunchOptions& options) {
       ::signal(SIGTERM, SIG_DFL);
       ::dup2(out[1], STDOUT_FILENO);
       ::dup2(err[1], STDERR_FILENO);
-      ::setenv("STRATA_RANK", std::to_string(k).c_str(), 1);
-      ::setenv("STRATA_WORLD_SIZE", std::to_string(options.nprocs).c_str(), 1);
-      ::setenv("STRATA_MASTER_ADDR", "127.0.0.1", 1);
+      ::setenv("STRATA_RANK", std::to_string(first_rank + k).c_str(), 1);
+      ::setenv("STRATA_WORLD_SIZE", std::to_string(world).c_str(), 1);
+      ::setenv("STRATA_MASTER_ADDR", master_addr.c_str(), 1);
       ::setenv("STRATA_MASTER_PORT", std::to_string(port).c_str(), 1);
       if (one_thread_each) ::setenv("OMP_NUM_THREADS", "1", 1);
       ::execvp(argv[0], argv.data());
@@ -219,9 +235,9 @@ int run_launch(const LaunchOptions& options) {
       ssize_t n = ::read(s->fd, buf, sizeof buf);
       if (n > 0) {
         s->pending.append(buf, static_cast<size_t>(n));
-        emit(static_cast<int>(k), *s, false);
+        emit(first_rank + static_cast<int>(k), *s, false);
       } else if (n == 0 || errno != EINTR) {
-        emit(static_cast<int>(k), *s, true);
+        emit(first_rank + static_cast<int>(k), *s, true);
         ::close(s->fd);
         s->fd = -1;
       }
@@ -238,7 +254,7 @@ int run_launch(const LaunchOptions& options) {
       if (failed && failed_rank < 0 && !terminating) {
         failed_rank = static_cast<int>(k);
         failed_status = status;
-        std::cerr << "strata launch: rank " << k << " " << describe_status(status)
+        std::cerr << "strata launch: rank " << first_rank + static_cast<int>(k) << " " << describe_status(status)
                   << (running > 0 ? "; terminating the other ranks" : "") << "\n";
         terminating = true;
         signal_all(ranks, SIGTERM);

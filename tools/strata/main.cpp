@@ -77,11 +77,16 @@ int main(int argc, char** argv) {
       "launch", "Run N local ranks of a distributed program, output prefixed \"[rank k] \" (docs/distributed.md)");
   launch->add_option("-n,--nprocs", launch_options.nprocs, "Number of ranks (processes)")->required();
   launch->add_option("--master-port", launch_options.master_port,
-                     "STRATA_MASTER_PORT for the ranks (default: a free port)");
+                     "STRATA_MASTER_PORT for the ranks (default: a free port; required with --nnodes > 1)");
+  launch->add_option("--nnodes", launch_options.nnodes,
+                     "Nodes taking part; run launch once on each (world size = nnodes x N)");
+  launch->add_option("--node-rank", launch_options.node_rank, "This node's index, 0..nnodes-1 (node 0 hosts rank 0)");
+  launch->add_option("--master-addr", launch_options.master_addr,
+                     "Address of node 0, where rank 0 serves the TCP store (default 127.0.0.1; required with --nnodes > 1)");
   // PROGRAM and everything after it go to the program, options included.
   launch->prefix_command();
   launch->footer("PROGRAM ARGS...: the program each rank runs (searched in PATH), with its arguments.\n"
-                 "Each rank gets STRATA_RANK, STRATA_WORLD_SIZE, STRATA_MASTER_ADDR=127.0.0.1, STRATA_MASTER_PORT.\n"
+                 "Each rank gets STRATA_RANK, STRATA_WORLD_SIZE, STRATA_MASTER_ADDR, STRATA_MASTER_PORT.\n"
                  "Exit status: the first failing rank's (128+signal when killed), 127 when PROGRAM cannot run.");
 
   try {
