@@ -130,6 +130,7 @@ const Nccl& nccl() {
 /// A strata_comm.
 struct Comm {
   ncclComm_t comm = nullptr;
+  const Nccl* nccl = nullptr;  // the library that made it (kept open), used for all its calls
   Device* device = nullptr;
   int rank = 0;
   int world_size = 0;
@@ -221,6 +222,7 @@ Comm* comm_for(strata_collective_args* a, const char* call, const Nccl*& n, stra
     *status = runtime_failure(e, d, "cudaSetDevice", a->error);
     return nullptr;
   }
+  n = c->nccl;
   return c;
 }
 
@@ -243,9 +245,18 @@ void* address(const strata_tensor* t, const char* role, const std::string& at, s
     return nullptr;
   }
   const size_t bytes = plugin::dtype_size(t->dtype);
-  if (t->buffer == nullptr || bytes == 0) {
-    *status = fail(error, STRATA_ERROR_INVALID_ARGUMENT, "%s: %s %s has %s", at.c_str(), role, describe(*t).c_str(),
-                   t->buffer == nullptr ? "no buffer" : "an unknown dtype");
+  if (bytes == 0) {
+    *status = fail(error, STRATA_ERROR_INVALID_ARGUMENT, "%s: %s has an unknown dtype %d", at.c_str(), role,
+                   static_cast<int>(t->dtype));
+    return nullptr;
+  }
+  if (t->buffer == nullptr) {
+    // An empty tensor may have no buffer; NCCL reads nothing for count 0, but
+    // a non-NULL address keeps "no descriptor" and "empty" apart here.
+    static char empty;
+    if (plugin::numel(*t) == 0) return &empty;
+    *status = fail(error, STRATA_ERROR_INVALID_ARGUMENT, "%s: %s %s has no buffer", at.c_str(), role,
+                   describe(*t).c_str());
     return nullptr;
   }
   return static_cast<char*>(static_cast<void*>(t->buffer)) + t->offset * static_cast<int64_t>(bytes);
@@ -314,6 +325,7 @@ strata_status comm_create(strata_collective_args* a) noexcept {
     std::memcpy(&id, a->unique_id, sizeof(id));
     auto c = std::make_unique<Comm>();
     c->device = d;
+    c->nccl = &n;
     c->rank = a->rank;
     c->world_size = a->world_size;
     if (ncclResult_t r = n.comm_init_rank(&c->comm, a->world_size, id, a->rank); r != ncclSuccess) {
@@ -329,8 +341,8 @@ void comm_destroy(strata_collective_args* a) noexcept {
   if (!plugin::large_enough(a, STRATA_COLLECTIVE_ARGS_MIN_SIZE) || a->comm == nullptr) return;
   std::unique_ptr<Comm> c(as_comm(a->comm));
   a->comm = nullptr;
-  const Nccl& n = nccl();  // a comm exists, so some NCCL loaded; the same one unless the variable changed
-  if (!n.ok || c->comm == nullptr) return;
+  const Nccl& n = *c->nccl;
+  if (c->comm == nullptr) return;
   if (make_current(*c->device) != cudaSuccess) return;  // a lost context: nothing to release
   if (ncclResult_t r = n.comm_destroy(c->comm); r != ncclSuccess) {
     if (State* st = as_state(a->state); st != nullptr) {
