@@ -39,6 +39,10 @@
 //                                  HIP: 0 — Debian 12 packages no hipBLAS or
 //                                  rocBLAS, so the HIP build uses the plugin's
 //                                  own tiled matmul kernel.
+//   STRATA_GPU_HAS_NCCL            the strata.collectives extension on NCCL,
+//                                  dlopen()ed at run time (collectives.cpp).
+//                                  CUDA: 1. HIP: 0 — Debian 12 packages no
+//                                  RCCL, so the HIP plugin has no collectives.
 //
 // Differences the mapping cannot hide (shared sources must respect them)
 //   - warpSize is 64 on the CDNA targets we build for (gfx90a, gfx940), 32 on
@@ -100,6 +104,9 @@
 #endif
 #ifndef STRATA_GPU_HAS_BLAS
 #define STRATA_GPU_HAS_BLAS 0
+#endif
+#ifndef STRATA_GPU_HAS_NCCL
+#define STRATA_GPU_HAS_NCCL 0
 #endif
 
 // ---- Types ------------------------------------------------------------------

@@ -3,14 +3,25 @@
 // every build. Coverage is checked against the op contract (docs/ops.md):
 // every primitive, fused composite and backward op for every dtype the
 // device stores (f32 f64 f16 bf16 i32 i64 bool), as the contract allows it.
+// The strata.collectives functions (collectives.cpp) are called directly too:
+// their argument checks, NCCL's absence (STRATA_NCCL_LIBRARY pointing at no
+// library) and, where libnccl.so.2 is installed, ncclGetUniqueId — which
+// needs no GPU.
+#include <dlfcn.h>
 #include <gtest/gtest.h>
+#include <nccl.h>  // NCCL_UNIQUE_ID_BYTES
 
+#include <cstdlib>
+#include <memory>
+#include <optional>
 #include <set>
 #include <string>
 #include <utility>
 #include <vector>
 
+#include "collectives.hpp"
 #include "kernels.hpp"
+#include "state.hpp"
 
 namespace {
 
@@ -222,6 +233,203 @@ TEST(GpuKernelChecks, NoInputKernelsNameTheirSignature) {
   c.y.dtype = STRATA_F32;
   EXPECT_EQ(fill(&c.call), STRATA_ERROR_INVALID_ARGUMENT);
   EXPECT_EQ(c.message(), "strata::fill (->bf16): output 0 is f32");
+}
+
+// ---- strata.collectives (NCCL opened at run time) -------------------------------
+
+}  // namespace
+
+// The plugin's one exported symbol (plugin.cpp), linked in with its objects.
+extern "C" const strata_plugin_api* strata_plugin_entry(uint32_t host_abi_major, uint32_t host_abi_minor);
+
+namespace {
+
+const strata_ext_collectives& collectives() { return strata::gpu::kCollectives; }
+
+struct CollectiveCall {
+  strata_error error{};
+  strata_collective_args args{};
+  std::vector<uint8_t> id;
+  explicit CollectiveCall(size_t id_bytes = NCCL_UNIQUE_ID_BYTES) : id(id_bytes, 0) {
+    args.struct_size = sizeof(args);
+    args.unique_id = id.data();
+    args.id_bytes = id.size();
+    args.error = &error;
+  }
+  std::string message() const { return error.message; }
+};
+
+/// Sets an environment variable for one scope, restoring what was there.
+class ScopedEnv {
+ public:
+  ScopedEnv(const char* name, const char* value) : name_(name) {
+    if (const char* old = std::getenv(name)) old_ = old;
+    setenv(name, value, 1);
+  }
+  ~ScopedEnv() {
+    if (old_) {
+      setenv(name_, old_->c_str(), 1);
+    } else {
+      unsetenv(name_);
+    }
+  }
+  ScopedEnv(const ScopedEnv&) = delete;
+  ScopedEnv& operator=(const ScopedEnv&) = delete;
+
+ private:
+  const char* name_;
+  std::optional<std::string> old_;
+};
+
+/// Why libnccl.so.2 cannot be opened here, or "" when it can.
+std::string nccl_missing() {
+  if (void* lib = dlopen("libnccl.so.2", RTLD_NOW | RTLD_LOCAL)) {
+    dlclose(lib);
+    return {};
+  }
+  const char* e = dlerror();
+  return e != nullptr ? e : "dlopen(libnccl.so.2) failed";
+}
+
+TEST(GpuCollectives, IsChainedAfterNativeHandles) {
+  const strata_plugin_api* api = strata_plugin_entry(STRATA_ABI_MAJOR, STRATA_ABI_MINOR);
+  ASSERT_NE(api, nullptr);
+  const strata_extension* first = api->extensions;
+  ASSERT_NE(first, nullptr);
+  EXPECT_STREQ(first->name, STRATA_EXT_NATIVE_HANDLES);
+  EXPECT_EQ(first->next, &strata::gpu::kCollectives.base);
+  const strata_ext_collectives& c = collectives();
+  EXPECT_STREQ(c.base.name, STRATA_EXT_COLLECTIVES);
+  EXPECT_EQ(c.base.version, STRATA_EXT_COLLECTIVES_VERSION);
+  EXPECT_EQ(c.base.struct_size, sizeof(strata_ext_collectives));
+  EXPECT_EQ(c.base.next, nullptr);
+  for (const void* fn : {reinterpret_cast<const void*>(c.comm_unique_id), reinterpret_cast<const void*>(c.comm_create),
+                         reinterpret_cast<const void*>(c.comm_destroy), reinterpret_cast<const void*>(c.all_reduce),
+                         reinterpret_cast<const void*>(c.broadcast), reinterpret_cast<const void*>(c.all_gather)}) {
+    EXPECT_NE(fn, nullptr);
+  }
+}
+
+TEST(GpuCollectives, RefuseNullAndShortArgs) {
+  const strata_ext_collectives& c = collectives();
+  EXPECT_EQ(c.comm_unique_id(nullptr), STRATA_ERROR_INVALID_ARGUMENT);
+  EXPECT_EQ(c.comm_create(nullptr), STRATA_ERROR_INVALID_ARGUMENT);
+  EXPECT_EQ(c.all_reduce(nullptr), STRATA_ERROR_INVALID_ARGUMENT);
+  EXPECT_EQ(c.broadcast(nullptr), STRATA_ERROR_INVALID_ARGUMENT);
+  EXPECT_EQ(c.all_gather(nullptr), STRATA_ERROR_INVALID_ARGUMENT);
+  c.comm_destroy(nullptr);  // nothing to destroy, and no crash
+  CollectiveCall call;
+  call.args.struct_size = 16;  // below STRATA_COLLECTIVE_ARGS_MIN_SIZE
+  EXPECT_EQ(c.comm_unique_id(&call.args), STRATA_ERROR_INVALID_ARGUMENT);
+  EXPECT_EQ(c.comm_create(&call.args), STRATA_ERROR_INVALID_ARGUMENT);
+  EXPECT_EQ(c.all_reduce(&call.args), STRATA_ERROR_INVALID_ARGUMENT);
+  EXPECT_EQ(c.broadcast(&call.args), STRATA_ERROR_INVALID_ARGUMENT);
+  EXPECT_EQ(c.all_gather(&call.args), STRATA_ERROR_INVALID_ARGUMENT);
+  EXPECT_EQ(call.message(), "");  // the error field is not trusted in a short struct
+}
+
+TEST(GpuCollectives, UniqueIdRefusesASmallBufferNamingBothSizes) {
+  CollectiveCall call(16);
+  EXPECT_EQ(collectives().comm_unique_id(&call.args), STRATA_ERROR_INVALID_ARGUMENT);
+  EXPECT_EQ(call.message(), "cuda: comm_unique_id: id_bytes is 16, but an NCCL unique id (ncclUniqueId) takes " +
+                                std::to_string(NCCL_UNIQUE_ID_BYTES) + " bytes");
+  CollectiveCall none;
+  none.args.unique_id = nullptr;
+  EXPECT_EQ(collectives().comm_unique_id(&none.args), STRATA_ERROR_INVALID_ARGUMENT);
+  EXPECT_EQ(none.message(), "cuda: comm_unique_id: unique_id is NULL");
+}
+
+TEST(GpuCollectives, WithoutNcclEveryCallIsUnsupportedNamingTheLibrary) {
+  const char* path = "/nonexistent/libnccl.so";
+  ScopedEnv env("STRATA_NCCL_LIBRARY", path);
+  const strata_ext_collectives& c = collectives();
+  const std::vector<std::pair<const char*, strata_status (*)(strata_collective_args*)>> calls = {
+      {"comm_unique_id", c.comm_unique_id}, {"comm_create", c.comm_create}, {"all_reduce", c.all_reduce},
+      {"broadcast", c.broadcast},           {"all_gather", c.all_gather}};
+  for (const auto& [name, fn] : calls) {
+    CollectiveCall call;
+    EXPECT_EQ(fn(&call.args), STRATA_ERROR_UNSUPPORTED) << name;
+    const std::string m = call.message();
+    EXPECT_EQ(m.rfind("cannot load NCCL: ", 0), 0u) << name << ": " << m;
+    EXPECT_NE(m.find(path), std::string::npos) << name << ": " << m;
+    EXPECT_NE(m.find("STRATA_NCCL_LIBRARY"), std::string::npos) << name << ": " << m;
+    EXPECT_NE(m.find(std::string("cuda's ") + name + " needs it"), std::string::npos) << name << ": " << m;
+  }
+}
+
+TEST(GpuCollectives, UniqueIdWithoutAGpu) {
+  if (const std::string why = nccl_missing(); !why.empty()) GTEST_SKIP() << "NCCL is not installed here: " << why;
+  ScopedEnv env("STRATA_NCCL_LIBRARY", "libnccl.so.2");  // the library nccl_missing() opened
+  // ncclGetUniqueId opens a bootstrap socket and needs no device.
+  CollectiveCall a(256), b;
+  ASSERT_EQ(collectives().comm_unique_id(&a.args), STRATA_OK) << a.message();
+  ASSERT_EQ(collectives().comm_unique_id(&b.args), STRATA_OK) << b.message();
+  EXPECT_EQ(a.args.id_bytes, size_t{NCCL_UNIQUE_ID_BYTES});  // set to what the id takes
+  EXPECT_EQ(b.args.id_bytes, size_t{NCCL_UNIQUE_ID_BYTES});
+  auto nonzero = [](const std::vector<uint8_t>& id) {
+    size_t n = 0;
+    for (size_t k = 0; k < NCCL_UNIQUE_ID_BYTES; ++k) n += id[k] != 0;
+    return n;
+  };
+  EXPECT_GT(nonzero(a.id), 0u);
+  EXPECT_EQ(std::vector<uint8_t>(a.id.begin() + NCCL_UNIQUE_ID_BYTES, a.id.end()),
+            std::vector<uint8_t>(256 - NCCL_UNIQUE_ID_BYTES, 0));  // nothing written past the id
+  EXPECT_NE(std::vector<uint8_t>(a.id.begin(), a.id.begin() + NCCL_UNIQUE_ID_BYTES), b.id);  // a fresh id each call
+}
+
+/// A plugin state with one device record and no runtime behind it: enough
+/// for the checks that come before any CUDA or NCCL call.
+struct FakeState {
+  strata::gpu::State state;
+  FakeState() {
+    auto d = std::make_unique<strata::gpu::Device>();
+    d->id = "cuda:0";
+    state.devices.push_back(std::move(d));
+  }
+  strata_plugin_state handle() { return reinterpret_cast<strata_plugin_state>(&state); }
+};
+
+TEST(GpuCollectives, RefuseBadCallsBeforeTouchingTheDevice) {
+  if (const std::string why = nccl_missing(); !why.empty()) GTEST_SKIP() << "NCCL is not installed here: " << why;
+  ScopedEnv env("STRATA_NCCL_LIBRARY", "libnccl.so.2");  // the library nccl_missing() opened
+  const strata_ext_collectives& c = collectives();
+  FakeState fake;
+  {
+    CollectiveCall call;  // no plugin state
+    EXPECT_EQ(c.comm_create(&call.args), STRATA_ERROR_INVALID_ARGUMENT);
+    EXPECT_EQ(call.message(), "cuda: no plugin state");
+  }
+  {
+    CollectiveCall call;
+    call.args.state = fake.handle();
+    call.args.device = 3;
+    EXPECT_EQ(c.all_reduce(&call.args), STRATA_ERROR_INVALID_ARGUMENT);
+    EXPECT_EQ(call.message(), "cuda: no device 3 (the plugin has 1)");
+  }
+  {
+    CollectiveCall call;
+    call.args.state = fake.handle();
+    call.args.rank = 4;
+    call.args.world_size = 4;
+    EXPECT_EQ(c.comm_create(&call.args), STRATA_ERROR_INVALID_ARGUMENT);
+    EXPECT_EQ(call.message(), "comm_create on cuda:0: rank 4 is not in a world of size 4");
+    EXPECT_EQ(call.args.comm, nullptr);
+  }
+  {
+    CollectiveCall call(64);
+    call.args.state = fake.handle();
+    call.args.world_size = 2;
+    EXPECT_EQ(c.comm_create(&call.args), STRATA_ERROR_INVALID_ARGUMENT);
+    EXPECT_EQ(call.message(), "comm_create on cuda:0: the unique id must be the " +
+                                  std::to_string(NCCL_UNIQUE_ID_BYTES) + " bytes of comm_unique_id, got 64 bytes");
+  }
+  for (const auto& [name, fn] : std::vector<std::pair<std::string, strata_status (*)(strata_collective_args*)>>{
+           {"all_reduce", c.all_reduce}, {"broadcast", c.broadcast}, {"all_gather", c.all_gather}}) {
+    CollectiveCall call;
+    call.args.state = fake.handle();
+    EXPECT_EQ(fn(&call.args), STRATA_ERROR_INVALID_ARGUMENT) << name;
+    EXPECT_EQ(call.message(), name + " on cuda:0: no communicator (comm is NULL; comm_create makes one)");
+  }
 }
 
 }  // namespace

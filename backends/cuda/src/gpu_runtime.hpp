@@ -30,4 +30,7 @@
 #ifndef STRATA_GPU_HAS_BLAS
 #define STRATA_GPU_HAS_BLAS 1  // cuBLAS
 #endif
+#ifndef STRATA_GPU_HAS_NCCL
+#define STRATA_GPU_HAS_NCCL 1  // NCCL, opened at run time (collectives.cpp)
+#endif
 #endif

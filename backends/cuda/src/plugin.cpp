@@ -1,6 +1,7 @@
 // plugin.cpp — the GPU plugin's entry symbol and table (ABI 2.0): probe,
 // init (options, devices), shutdown, device properties, the kernel table and
-// the strata.native_handles extension. Memory and copies are in memory.cpp,
+// the strata.native_handles extension, chained to strata.collectives
+// (collectives.cpp). Memory and copies are in memory.cpp,
 // streams and events in streams.cpp, kernels in the *.cu files.
 //
 // One source, two plugins: built by nvcc this is libstrata_plugin_cuda.so,
@@ -15,6 +16,7 @@
 #include <string>
 #include <type_traits>
 
+#include "collectives.hpp"
 #include "entry_points.hpp"
 #include "kernels.hpp"
 #include "state.hpp"
@@ -301,7 +303,11 @@ const strata_ext_native_handles kNativeHandles = {
     .base = {.struct_size = sizeof(strata_ext_native_handles),
              .name = STRATA_EXT_NATIVE_HANDLES,
              .version = STRATA_EXT_NATIVE_HANDLES_VERSION,
-             .next = nullptr},
+#if STRATA_GPU_HAS_NCCL
+             .next = &kCollectives.base},  // strata.collectives on NCCL (collectives.cpp)
+#else
+             .next = nullptr},  // the HIP build has no collectives (no RCCL)
+#endif
     .buffer_pointer = buffer_pointer,
     .stream_handle = stream_handle,
 };
