@@ -22,6 +22,7 @@
 #include <cstdlib>
 #include <cstring>
 #include <deque>
+#include <map>
 #include <future>
 #include <mutex>
 #include <regex>
@@ -85,6 +86,11 @@ struct Header {
   // w[0] kind, w[1] dtype (-1 none), w[2] op or root, w[3] local error code
   // (0 none), w[4] rank (dims), w[5] numel, w[6..15] dims.
 };
+
+/// Set in w[2] when the rank runs the collective through a device
+/// communicator (strata.collectives) rather than Gloo: ranks that disagree
+/// on the path fail the consistency check instead of waiting on each other.
+constexpr int64_t kDevicePath = int64_t{1} << 40;
 
 enum LocalError : int64_t {
   kNone = 0,
@@ -166,6 +172,11 @@ struct ProcessGroup::Impl {
   std::thread worker;
   // Set (on the worker) after a transport failure: the group cannot be used.
   std::string broken;
+  // Device communicators (strata.collectives), made on the worker when a
+  // collective first meets a device tensor, by device; `devcomm_count`
+  // numbers them for the store key under which rank 0 publishes each id.
+  std::map<std::string, std::unique_ptr<DeviceCommunicator>> devcomms;
+  int devcomm_count = 0;
 
   ~Impl() {
     {
@@ -174,7 +185,52 @@ struct ProcessGroup::Impl {
     }
     cv.notify_all();
     if (worker.joinable()) worker.join();
+    devcomms.clear();
     if (context) context->closeConnections();
+  }
+
+  /// The device communicator of `device` (on the worker): rank 0 makes the
+  /// unique id and publishes it under "strata/default/devcomm/<k>" (k: the
+  /// group's k-th device communicator), the others read it, every rank
+  /// joins. Ranks meet their device tensors in the same collective, so each
+  /// rank's k-th communicator is the same communicator.
+  DeviceCommunicator& device_comm(Kind kind, Device device) {
+    std::string id = device.str();
+    if (auto it = devcomms.find(id); it != devcomms.end()) return *it->second;
+    std::string key = "strata/default/devcomm/" + std::to_string(devcomm_count);
+    try {
+      std::vector<char> bytes;
+      if (rank == 0) {
+        std::vector<uint8_t> uid = DeviceCommunicator::unique_id(device);
+        bytes.assign(uid.begin(), uid.end());
+        store->set(key, bytes);
+      } else {
+        bytes = store->get(key);
+      }
+      std::vector<uint8_t> uid(bytes.begin(), bytes.end());
+      auto comm = std::make_unique<DeviceCommunicator>(device, uid, rank, size);
+      ++devcomm_count;
+      return *devcomms.emplace(id, std::move(comm)).first->second;
+    } catch (const DistributedError& e) {
+      throw DistributedError(prefix(kind) + ": setting up the device communicator of " + id + " (store key " + key +
+                             "): " + e.what());
+    } catch (const Error& e) {
+      throw DistributedError(prefix(kind) + ": setting up the device communicator of " + id + ": " + e.what());
+    }
+  }
+
+  /// Runs `fn` (device collectives), turning the core's errors into
+  /// DistributedError, and waits for the device.
+  template <typename Fn>
+  void on_device(Kind kind, Device device, Fn&& fn) {
+    DeviceCommunicator& comm = device_comm(kind, device);
+    try {
+      fn(comm);
+      runtime().synchronize(device);
+    } catch (const Error& e) {
+      broken = prefix(kind) + ": " + e.what();
+      throw DistributedError(broken);
+    }
   }
 
   std::string who() const { return "rank " + std::to_string(rank) + " of " + std::to_string(size); }
@@ -281,9 +337,11 @@ struct ProcessGroup::Impl {
       std::string what = static_cast<Kind>(h.w[0]) != kind ? std::string("called ") + kind_name(static_cast<Kind>(h.w[0]))
                                                            : "";
       std::string desc = header_tensor(h);
+      int64_t arg = h.w[2] & ~kDevicePath;
       if (kind == Kind::all_reduce || kind == Kind::reduce_scatter)
-        desc += " op " + std::string(reduce_op_name(static_cast<ReduceOp>(h.w[2])));
-      if (kind == Kind::broadcast) desc += " root " + std::to_string(h.w[2]);
+        desc += " op " + std::string(reduce_op_name(static_cast<ReduceOp>(arg)));
+      if (kind == Kind::broadcast) desc += " root " + std::to_string(arg);
+      if (h.w[2] & kDevicePath) desc += " on a device communicator";
       detail += std::string(detail.empty() ? "" : "; ") + "rank" + (ranks.find(',') != std::string::npos ? "s " : " ") +
                 ranks + ": " + (what.empty() ? desc : what + " with " + desc);
     }
@@ -299,28 +357,41 @@ int ProcessGroup::size() const { return impl_->size; }
 namespace {
 
 /// The host address of a tensor a collective takes, or the reason it
-/// cannot ("" on success).
-std::string host_pointer(Kind kind, const char* role, const Tensor& t, void*& data) {
+/// cannot ("" on success). With `device` given, a tensor whose device has no
+/// host memory but whose plugin offers strata.collectives is accepted too:
+/// *device becomes true and `data` stays null.
+std::string host_pointer(Kind kind, const char* role, const Tensor& t, void*& data, bool* device = nullptr) {
   data = nullptr;
+  if (device) *device = false;
   if (!t.defined()) return std::string(role) + " is an undefined tensor";
   std::string tensor = std::string(role) + " " + type_string(t) + " on " + t.device().str();
   if (t.dtype() == DType::boolean) return tensor + ": bool tensors are not supported (f32, f64, bf16, f16, i32, i64)";
   std::string no_backend = tensor +
-                           ": no collective backend for this device (Gloo handles host memory; NCCL/CUDA "
-                           "collectives are not implemented: copy the tensor to cpu:0 and back)";
-  NativeView view;
-  try {
-    view = native_view(t);
-  } catch (const DeviceError&) {
-    return no_backend;
-  }
-  if (view.api != "host") return no_backend;
-  if (!t.is_contiguous())
+                           ": no collective backend for this device (Gloo handles host memory; device memory needs "
+                           "a plugin with the strata.collectives extension" +
+                           (kind == Kind::reduce_scatter ? std::string(", and reduce_scatter is host-only") : "") +
+                           ": copy the tensor to cpu:0 and back)";
+  auto not_contiguous = [&] {
     return tensor + " is not contiguous (strides " + shape_string(t.strides()) +
            "): pass t.contiguous() and copy the result back";
+  };
+  NativeView view;
+  bool host = false;
+  try {
+    view = native_view(t);
+    host = view.api == "host";
+  } catch (const DeviceError&) {
+    host = false;
+  }
+  if (!host) {
+    if (device == nullptr || !DeviceCommunicator::available(t.device())) return no_backend;
+    if (!t.is_contiguous()) return not_contiguous();
+    *device = true;
+    return "";
+  }
+  if (!t.is_contiguous()) return not_contiguous();
   runtime().synchronize(t.device());
   data = view.data;
-  (void)kind;
   return "";
 }
 
@@ -331,18 +402,29 @@ size_t nbytes(const Tensor& t) { return static_cast<size_t>(t.numel()) * dtype_s
 Work ProcessGroup::all_reduce(Tensor& t, ReduceOp op) {
   Impl& g = *impl_;
   void* data = nullptr;
-  std::string error = host_pointer(Kind::all_reduce, "tensor", t, data);
+  bool device = false;
+  std::string error = host_pointer(Kind::all_reduce, "tensor", t, data, &device);
   if (error.empty() && op == ReduceOp::mean && !is_floating(t.dtype()))
     error = "mean needs a floating dtype (got " + std::string(dtype_name(t.dtype())) + "): use sum and divide";
   Header h = make_header(Kind::all_reduce, &t, static_cast<int64_t>(op));
+  if (device) h.w[2] |= kDevicePath;
   if (!error.empty()) h.w[3] = kBadTensor;
   Tensor keep = t;
-  return g.enqueue([&g, h, error, keep, data, op] {
+  return g.enqueue([&g, h, error, keep, data, op, device]() mutable {
     if (!g.broken.empty())
       throw DistributedError(g.prefix(Kind::all_reduce) + ": the group is unusable after an earlier failure: " + g.broken);
     if (g.check) g.exchange(Kind::all_reduce, h, error);
     if (!error.empty()) throw DistributedError(g.prefix(Kind::all_reduce) + ": " + error);
     size_t n = static_cast<size_t>(keep.numel());
+    if (device) {
+      if (n == 0) return;
+      CollectiveOp cop = op == ReduceOp::sum    ? CollectiveOp::sum
+                         : op == ReduceOp::mean ? CollectiveOp::average
+                         : op == ReduceOp::max  ? CollectiveOp::max
+                                                : CollectiveOp::min;
+      g.on_device(Kind::all_reduce, keep.device(), [&](DeviceCommunicator& c) { c.all_reduce(keep, cop); });
+      return;
+    }
     if (n == 0 || g.size == 1) {
       if (op == ReduceOp::mean) detail::divide_in_place(keep.dtype(), data, n, g.size);
       return;
@@ -366,18 +448,25 @@ Work ProcessGroup::all_reduce(Tensor& t, ReduceOp op) {
 Work ProcessGroup::broadcast(Tensor& t, int root) {
   Impl& g = *impl_;
   void* data = nullptr;
-  std::string error = host_pointer(Kind::broadcast, "tensor", t, data);
+  bool device = false;
+  std::string error = host_pointer(Kind::broadcast, "tensor", t, data, &device);
   if (error.empty() && (root < 0 || root >= g.size))
     error = "root " + std::to_string(root) + " is not a rank of this group (0.." + std::to_string(g.size - 1) + ")";
   Header h = make_header(Kind::broadcast, &t, root);
+  if (device) h.w[2] |= kDevicePath;
   if (!error.empty()) h.w[3] = kBadTensor;
   Tensor keep = t;
-  return g.enqueue([&g, h, error, keep, data, root] {
+  return g.enqueue([&g, h, error, keep, data, root, device]() mutable {
     if (!g.broken.empty())
       throw DistributedError(g.prefix(Kind::broadcast) + ": the group is unusable after an earlier failure: " + g.broken);
     if (g.check) g.exchange(Kind::broadcast, h, error);
     if (!error.empty()) throw DistributedError(g.prefix(Kind::broadcast) + ": " + error);
     size_t bytes = nbytes(keep);
+    if (device) {
+      if (bytes == 0) return;
+      g.on_device(Kind::broadcast, keep.device(), [&](DeviceCommunicator& c) { c.broadcast(keep, root); });
+      return;
+    }
     if (bytes == 0 || g.size == 1) return;
     g.guarded(Kind::broadcast, "the broadcast from rank " + std::to_string(root), [&] {
       gloo::BroadcastOptions opts(g.context);
@@ -394,8 +483,13 @@ Work ProcessGroup::all_gather(Tensor& out, const Tensor& in) {
   Impl& g = *impl_;
   void* in_data = nullptr;
   void* out_data = nullptr;
-  std::string error = host_pointer(Kind::all_gather, "input", in, in_data);
-  if (error.empty()) error = host_pointer(Kind::all_gather, "output", out, out_data);
+  bool in_device = false, out_device = false;
+  std::string error = host_pointer(Kind::all_gather, "input", in, in_data, &in_device);
+  if (error.empty()) error = host_pointer(Kind::all_gather, "output", out, out_data, &out_device);
+  if (error.empty() && (in_device || out_device) && in.device() != out.device())
+    error = "input on " + in.device().str() + " and output on " + out.device().str() +
+            ": a device collective needs both on one device";
+  bool device = in_device || out_device;
   if (error.empty()) {
     Shape want{g.size};
     for (int64_t d : in.shape()) want.push_back(d);
@@ -404,15 +498,21 @@ Work ProcessGroup::all_gather(Tensor& out, const Tensor& in) {
               std::to_string(g.size) + " ranks (want " + std::string(dtype_name(in.dtype())) + shape_string(want) + ")";
   }
   Header h = make_header(Kind::all_gather, &in, 0);
+  if (device) h.w[2] |= kDevicePath;
   if (!error.empty()) h.w[3] = kBadTensor;
   Tensor keep_in = in, keep_out = out;
-  return g.enqueue([&g, h, error, keep_in, keep_out, in_data, out_data] {
+  return g.enqueue([&g, h, error, keep_in, keep_out, in_data, out_data, device]() mutable {
     if (!g.broken.empty())
       throw DistributedError(g.prefix(Kind::all_gather) + ": the group is unusable after an earlier failure: " + g.broken);
     if (g.check) g.exchange(Kind::all_gather, h, error);
     if (!error.empty()) throw DistributedError(g.prefix(Kind::all_gather) + ": " + error);
     size_t bytes = nbytes(keep_in);
     if (bytes == 0) return;
+    if (device) {
+      g.on_device(Kind::all_gather, keep_in.device(),
+                  [&](DeviceCommunicator& c) { c.all_gather(keep_out, keep_in); });
+      return;
+    }
     if (g.size == 1) {
       std::memcpy(out_data, in_data, bytes);
       return;

@@ -308,6 +308,108 @@ int launch_probe() {
 
 }  // namespace
 
+// Device collectives (strata.collectives) through the "commhost" test
+// plugin: tensors on commhost:0 have no host memory, so the group must
+// reduce them through a DeviceCommunicator (POSIX shared memory between the
+// ranks); results must equal the reference on every rank. Then the errors
+// of DeviceCommunicator itself, on a communicator of this rank alone.
+int device_collectives() {
+  const strata::Device dev("commhost:0");
+  if (!strata::DeviceCommunicator::available(dev)) fail("commhost:0 offers no strata.collectives");
+  if (strata::DeviceCommunicator::available(strata::Device("cpu:0"))) fail("cpu:0 claims strata.collectives");
+  dist::init_process_group(options());
+  auto& pg = dist::group();
+  const int r = pg.rank(), n = pg.size();
+  double sum_r = n * (n - 1) / 2.0;
+  auto on_dev = [&](const strata::Shape& shape, const std::function<double(int64_t)>& f) {
+    Tensor t = make(DType::f32, shape, f).to(dev);
+    if (t.device() != dev) fail("tensor not on commhost:0");
+    return t;
+  };
+  auto back = [](const Tensor& t) { return t.to(strata::Device("cpu:0")); };
+  // 300001 f32 are more than one 1 MiB slot of the plugin: two chunks.
+  for (int64_t size : {int64_t{1}, int64_t{7}, int64_t{300001}}) {
+    std::string tag = "commhost f32[" + std::to_string(size) + "]";
+    auto mine = [r](int64_t i) { return base(i) + r; };
+    Tensor t = on_dev({size}, mine);
+    pg.all_reduce(t).wait();
+    expect_values("all_reduce sum " + tag, back(t), [&](int64_t i) { return n * base(i) + sum_r; });
+    t = on_dev({size}, mine);
+    pg.all_reduce(t, dist::ReduceOp::mean).wait();
+    expect_values("all_reduce mean " + tag, back(t), [&](int64_t i) { return base(i) + sum_r / n; }, 1e-5);
+    t = on_dev({size}, mine);
+    pg.all_reduce(t, dist::ReduceOp::max).wait();
+    expect_values("all_reduce max " + tag, back(t), [&](int64_t i) { return base(i) + (n - 1); });
+    t = on_dev({size}, mine);
+    pg.all_reduce(t, dist::ReduceOp::min).wait();
+    expect_values("all_reduce min " + tag, back(t), [&](int64_t i) { return base(i); });
+    t = on_dev({size}, mine);
+    pg.broadcast(t, n - 1).wait();
+    expect_values("broadcast " + tag, back(t), [&](int64_t i) { return base(i) + (n - 1); });
+    Tensor in = on_dev({size}, mine);
+    Tensor out = strata::zeros({n, size}, {.dtype = DType::f32, .device = dev});
+    pg.all_gather(out, in).wait();
+    expect_values("all_gather " + tag, back(out),
+                  [&](int64_t i) { return base(i % size) + static_cast<double>(i / size); });
+  }
+  // Non-integer values: every rank's sum must be bitwise the same (the
+  // plugin reduces the slots in rank order); gather them over Gloo.
+  Tensor x = on_dev({5}, [r](int64_t i) { return 0.1 * static_cast<double>(i + 1) + 0.01 * r; });
+  pg.all_reduce(x).wait();
+  Tensor host = back(x);
+  Tensor all = strata::zeros({n, 5}, on_cpu(DType::f32));
+  pg.all_gather(all, host).wait();
+  std::vector<float> v = all.to_vector<float>();
+  for (int q = 1; q < n; ++q)
+    if (std::memcmp(&v[0], &v[static_cast<size_t>(q) * 5], 5 * sizeof(float)) != 0)
+      fail("all_reduce of non-integer values differs between rank 0 and rank " + std::to_string(q));
+  // What the group refuses for device tensors.
+  Tensor rs_in = on_dev({n, 3}, [](int64_t i) { return static_cast<double>(i); });
+  Tensor rs_out = on_dev({3}, [](int64_t) { return 0.0; });
+  expect_error("reduce_scatter on commhost", [&] { pg.reduce_scatter(rs_out, rs_in).wait(); },
+               "reduce_scatter is host-only");
+  Tensor nc = on_dev({2, 3}, [](int64_t i) { return static_cast<double>(i); }).transpose(0, 1);
+  expect_error("non-contiguous commhost tensor", [&] { pg.all_reduce(nc).wait(); }, "is not contiguous (strides [1, 3])");
+  dist::destroy_process_group();
+
+  // DeviceCommunicator's own errors (a communicator of this rank alone).
+  auto expect_device_error = [](const std::string& what, const std::function<void()>& fn, const std::string& needle) {
+    try {
+      fn();
+      fail(what + ": no DeviceError");
+    } catch (const strata::DeviceError& e) {
+      std::cout << "ERROR: " << e.what() << std::endl;
+      if (std::string(e.what()).find(needle) == std::string::npos)
+        fail(what + ": the message lacks \"" + needle + "\": " + e.what());
+    }
+  };
+  expect_device_error("unique_id on cpu:0", [] { strata::DeviceCommunicator::unique_id(strata::Device("cpu:0")); },
+                      "cpu:0's plugin \"cpu\" offers no strata.collectives extension");
+  std::vector<uint8_t> uid = strata::DeviceCommunicator::unique_id(dev);
+  expect_device_error("communicator on cpu:0", [&] { strata::DeviceCommunicator c(strata::Device("cpu:0"), uid, 0, 1); },
+                      "offers no strata.collectives extension");
+  expect_device_error("rank beyond the world", [&] { strata::DeviceCommunicator c(dev, uid, 1, 1); },
+                      "rank 1 is not in 0..0");
+  strata::DeviceCommunicator solo(dev, uid, 0, 1);
+  if (solo.device() != dev || solo.rank() != 0 || solo.world_size() != 1) fail("DeviceCommunicator accessors");
+  Tensor s = on_dev({4}, [](int64_t i) { return static_cast<double>(i) + 0.5; });
+  solo.all_reduce(s, strata::CollectiveOp::product);
+  expect_values("solo all_reduce product", back(s), [](int64_t i) { return static_cast<double>(i) + 0.5; });
+  Tensor cpu_t = strata::zeros({4}, on_cpu(DType::f32));
+  expect_device_error("cpu tensor on a commhost communicator", [&] { solo.all_reduce(cpu_t, strata::CollectiveOp::sum); },
+                      "is on cpu:0, not on the communicator's device commhost:0");
+  Tensor nc2 = on_dev({2, 3}, [](int64_t i) { return static_cast<double>(i); }).transpose(0, 1);
+  expect_device_error("non-contiguous", [&] { solo.all_reduce(nc2, strata::CollectiveOp::sum); },
+                      "is not contiguous (shape [3, 2], strides [1, 3])");
+  expect_device_error("bad root", [&] { solo.broadcast(s, 2); }, "root 2 is not in 0..0");
+  Tensor bad_out = strata::zeros({2, 4}, {.dtype = DType::f32, .device = dev});
+  expect_device_error("all_gather shape", [&] { solo.all_gather(bad_out, s); }, "does not fit input");
+  Tensor i64 = strata::zeros({4}, {.dtype = DType::i64, .device = dev});
+  expect_device_error("average of i64 (the plugin's error)", [&] { solo.all_reduce(i64, strata::CollectiveOp::average); },
+                      "commhost:0: DeviceCommunicator::all_reduce (rank 0 of 1) failed: commhost: all_reduce: reduce op 4");
+  return failures ? 1 : 0;
+}
+
 int main(int argc, char** argv) {
   if (argc < 2) {
     std::cerr << "usage: dist_worker SCENARIO\n";
@@ -323,6 +425,7 @@ int main(int argc, char** argv) {
     if (scenario == "init_error") return init_error();
     if (scenario == "peer_stalls") return peer_stalls();
     if (scenario == "launch_probe") return launch_probe();
+    if (scenario == "device_collectives") return device_collectives();
   } catch (const std::exception& e) {
     std::cerr << "FAIL: uncaught " << e.what() << std::endl;
     return 1;

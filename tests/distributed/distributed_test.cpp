@@ -214,6 +214,18 @@ TEST(Distributed, MismatchedTensorsAreNamedOnEveryRank) {
   EXPECT_TRUE(contains(results[0].output, "all_reduce on rank 0 of 3: rank 1 could not take part")) << describe(results);
 }
 
+// Device collectives through the commhost test plugin (strata.collectives
+// over POSIX shared memory): the group's device path without a GPU.
+TEST(Distributed, DeviceCollectivesThroughAPluginOn2Ranks) {
+  expect_all_pass(run_ranks({.world = 2, .scenario = "device_collectives",
+                             .env = {{"STRATA_PLUGIN_PATH", COMMHOST_PLUGIN_DIR}}}));
+}
+
+TEST(Distributed, DeviceCollectivesThroughAPluginOn3Ranks) {
+  expect_all_pass(run_ranks({.world = 3, .scenario = "device_collectives",
+                             .env = {{"STRATA_PLUGIN_PATH", COMMHOST_PLUGIN_DIR}}}));
+}
+
 TEST(Distributed, TensorsACollectiveCannotTakeAreClearErrors) {
   expect_all_pass(run_ranks({.world = 2, .scenario = "bad_device"}));
 }

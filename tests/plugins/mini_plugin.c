@@ -17,6 +17,8 @@
  *                writes cut after their last required field)
  *   badentries   -DMINI_BAD_ENTRIES: a kernel table with three malformed
  *                entries among the good ones; the host must refuse just those
+ *   commhost     -DMINI_COLLECTIVES: with strata.collectives v1 across
+ *                processes over POSIX shared memory (commhost_collectives.c)
  * MINI_NAME is the plugin's name (also its file's and its messages' name).
  */
 #include <strata/plugin/strata_ops.h>
@@ -26,6 +28,9 @@
 #include <string.h>
 
 #include "common/test_plugin_common.h"
+#ifdef MINI_COLLECTIVES
+#include "commhost_collectives.h"
+#endif
 
 #ifndef MINI_NAME
 #define MINI_NAME "mini"
@@ -53,6 +58,10 @@ static tpc_state g_state = {0, NULL};
 static void mini_log(strata_log_level level, const char* message) { tpc_log(&g_state, MINI_NAME, level, message); }
 
 static int state_ok(strata_plugin_state s) { return tpc_state_ok(&g_state, MINI_MAGIC, s); }
+
+#ifdef MINI_COLLECTIVES
+int commhost_state_ok(strata_plugin_state s) { return state_ok(s); }
+#endif
 
 static tpc_buffer* as_buffer(strata_buffer b) { return tpc_buffer_of(b, MINI_MAGIC); }
 
@@ -361,6 +370,8 @@ static strata_status mini_future_call(strata_probe_args* args) {
   return STRATA_ERROR_UNSUPPORTED;
 }
 #define MINI_TABLE_TAIL , .future_a = UINT64_C(0x2007), .future_b = &g_state, .future_call = mini_future_call
+#elif defined(MINI_COLLECTIVES)
+#define MINI_TABLE_TAIL , .extensions = &commhost_collectives.base
 #else
 #define MINI_TABLE_TAIL
 #endif

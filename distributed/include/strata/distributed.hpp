@@ -89,7 +89,10 @@ class Work {
 };
 
 /// A set of processes that run collectives together. Tensors: CPU (any
-/// device whose native view is host memory), contiguous (a non-contiguous
+/// device whose native view is host memory; Gloo), or, for all_reduce,
+/// broadcast and all_gather, a device without host memory whose plugin
+/// offers strata.collectives (a DeviceCommunicator per device, made on first
+/// use; docs/distributed.md, "Device collectives"), contiguous (a non-contiguous
 /// tensor is an error naming its shape: pass .contiguous() and copy back),
 /// of dtype f32, f64, bf16, f16, i32 or i64 (bool is refused; bf16 and f16
 /// are reduced in f32 and rounded back per step; `mean` needs a floating
