@@ -801,7 +801,11 @@ typedef struct strata_collective_args {
   strata_plugin_state state;
   int32_t device;
   strata_comm comm;          /* out of comm_create; in otherwise          */
-  /** comm_create: an id of `id_bytes` bytes that rank 0 made with
+  /** comm_unique_id: the host passes a buffer of `id_bytes` bytes (its
+   *  capacity, 4096 from the Strata core); the plugin writes its id there
+   *  and sets `id_bytes` to the length written (NCCL's: 128), or fails
+   *  with INVALID_ARGUMENT naming both sizes when the buffer is too small.
+   *  comm_create: the id of `id_bytes` bytes that rank 0 made with
    *  comm_unique_id and the host sent to every rank (its TCP store). */
   uint8_t* unique_id;
   size_t id_bytes;
