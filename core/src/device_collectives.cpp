@@ -61,17 +61,8 @@ strata_reduce_op reduce_of(CollectiveOp op) {
 }
 
 void describe(const Tensor& t, strata_tensor& d) {
-  const TensorImpl& impl = *t.impl();
   d = strata_tensor{};
-  d.struct_size = sizeof(strata_tensor);
-  d.buffer = impl.storage->buffer;
-  d.offset = impl.offset;
-  d.dtype = static_cast<strata_dtype>(impl.dtype);
-  d.rank = impl.rank;
-  for (int32_t k = 0; k < impl.rank; ++k) {
-    d.shape[k] = impl.shape[static_cast<size_t>(k)];
-    d.strides[k] = impl.strides[static_cast<size_t>(k)];
-  }
+  detail::describe_tensor(*t.impl(), d);
 }
 
 }  // namespace

@@ -251,23 +251,12 @@ strata_status run_kernel(DeviceRecord& dev, const KernelSlot& kernel, OpCall& ca
   // Not value-initialised: only the fields up to each rank are read.
   std::array<strata_tensor, kMaxInputs + kMaxOutputs> desc;
   std::array<const strata_tensor*, kMaxInputs + kMaxOutputs> desc_ptr;
-  auto describe_tensor = [](const Tensor& t, strata_tensor& d) {
-    const TensorImpl& impl = *t.impl();
-    d.struct_size = sizeof(strata_tensor);
-    d.buffer = impl.storage->buffer;
-    d.offset = impl.offset;
-    d.dtype = static_cast<strata_dtype>(impl.dtype);
-    d.rank = impl.rank;
-    for (int32_t k = 0; k < impl.rank; ++k) {
-      d.shape[k] = impl.shape[static_cast<size_t>(k)];
-      d.strides[k] = impl.strides[static_cast<size_t>(k)];
-    }
-  };
+  auto describe_into = [](const Tensor& t, strata_tensor& d) { describe_tensor(*t.impl(), d); };
   for (int k = 0; k < call.n_inputs; ++k) {
     const Tensor& t = call.in(k);
     bool compact = (kernel.flags & STRATA_KERNEL_STRIDED_INPUTS) == 0 && !t.impl()->is_contiguous();
     if (compact) compacted[static_cast<size_t>(k)] = compact_copy(dev, t);
-    describe_tensor(compact ? compacted[static_cast<size_t>(k)] : t, desc[static_cast<size_t>(k)]);
+    describe_into(compact ? compacted[static_cast<size_t>(k)] : t, desc[static_cast<size_t>(k)]);
     desc_ptr[static_cast<size_t>(k)] = &desc[static_cast<size_t>(k)];
   }
   outputs.count = 0;
@@ -275,7 +264,7 @@ strata_status run_kernel(DeviceRecord& dev, const KernelSlot& kernel, OpCall& ca
     const Tensor& preset = call.preset[static_cast<size_t>(k)];
     outputs.push_back(preset.defined() ? preset : new_output(dev, call, k));
     size_t at = static_cast<size_t>(call.n_inputs + k);
-    describe_tensor(outputs[k], desc[at]);
+    describe_into(outputs[k], desc[at]);
     desc_ptr[at] = &desc[at];
   }
   AttrViews attrs(call.attrs);

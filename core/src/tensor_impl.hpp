@@ -121,6 +121,21 @@ Tensor meta_tensor(DType dtype, std::span<const int64_t> shape, std::string_view
 /// cannot be had.
 Tensor make_tensor(DeviceRecord& device, DType dtype, std::span<const int64_t> shape, std::string_view op);
 /// A view of `base`'s storage with other geometry (checked_numel under `op`).
+/// Fills the ABI descriptor of a tensor for a plugin call (kernels,
+/// collectives): its buffer, element offset, dtype, shape and strides. Only
+/// the fields up to its rank are written (the hot path does not zero the rest).
+inline void describe_tensor(const TensorImpl& impl, strata_tensor& d) {
+  d.struct_size = sizeof(strata_tensor);
+  d.buffer = impl.storage->buffer;
+  d.offset = impl.offset;
+  d.dtype = static_cast<strata_dtype>(impl.dtype);
+  d.rank = impl.rank;
+  for (int32_t k = 0; k < impl.rank; ++k) {
+    d.shape[k] = impl.shape[static_cast<size_t>(k)];
+    d.strides[k] = impl.strides[static_cast<size_t>(k)];
+  }
+}
+
 Tensor make_view(const Tensor& base, std::span<const int64_t> shape, std::span<const int64_t> strides, int64_t offset,
                  std::string_view op = "view");
 
