@@ -274,10 +274,11 @@ static strata_status ch_create(strata_collective_args* a) {
       if (fd >= 0 && fstat(fd, &sb) == 0 && (size_t)sb.st_size >= total) break;
       if (fd >= 0) close(fd);
       if (waited >= limit) {
-        free(c);
-        return tpc_fail(a->error, STRATA_ERROR_DEVICE,
-                        COMMHOST_NAME ": comm_create on rank %d of %d: timed out after %ld ms waiting for %s to be created",
-                        (int)a->rank, (int)a->world_size, limit, c->name);
+        tpc_fail(a->error, STRATA_ERROR_DEVICE,
+                 COMMHOST_NAME ": comm_create on rank %d of %d: timed out after %ld ms waiting for %s to be created",
+                 (int)a->rank, (int)a->world_size, limit, c->name);
+        free(c); /* after the message, which names it */
+        return STRATA_ERROR_DEVICE;
       }
       sleep_ms(2);
       waited += 2;
@@ -301,9 +302,10 @@ static strata_status ch_create(strata_collective_args* a) {
   }
   while (__atomic_load_n(&c->header->ready, __ATOMIC_ACQUIRE) != COMMHOST_READY) {
     if (waited >= limit) {
+      tpc_fail(a->error, STRATA_ERROR_DEVICE, COMMHOST_NAME ": comm_create: %s was never initialised", c->name);
       munmap(map, total);
-      free(c);
-      return tpc_fail(a->error, STRATA_ERROR_DEVICE, COMMHOST_NAME ": comm_create: %s was never initialised", c->name);
+      free(c); /* after the message, which names it */
+      return STRATA_ERROR_DEVICE;
     }
     sleep_ms(1);
     waited += 1;
