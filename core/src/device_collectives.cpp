@@ -93,6 +93,15 @@ struct DeviceCommunicator::Impl {
     }
   }
 
+  /// The arguments of a call on this communicator.
+  strata_collective_args args(strata_error& err) const {
+    strata_collective_args a = base_args(*d, err);
+    a.comm = comm;
+    a.rank = rank;
+    a.world_size = world;
+    return a;
+  }
+
   void run(const std::string& call, strata_status (*fn)(strata_collective_args*), strata_collective_args& a,
            strata_error& err) {
     d->ensure_alive();
@@ -159,10 +168,7 @@ DeviceCommunicator::~DeviceCommunicator() {
   if (!impl_ || impl_->comm == nullptr) return;
   Impl& m = *impl_;
   strata_error err = detail::fresh_error();
-  strata_collective_args a = base_args(*m.d, err);
-  a.comm = m.comm;
-  a.rank = m.rank;
-  a.world_size = m.world;
+  strata_collective_args a = m.args(err);
   detail::DeviceRecord::IssueLock lock(*m.d);
   m.ext->comm_destroy(&a);
 }
@@ -173,10 +179,7 @@ void DeviceCommunicator::all_reduce(Tensor& t, CollectiveOp op) {
   strata_tensor desc;
   describe(t, desc);
   strata_error err = detail::fresh_error();
-  strata_collective_args a = base_args(*m.d, err);
-  a.comm = m.comm;
-  a.rank = m.rank;
-  a.world_size = m.world;
+  strata_collective_args a = m.args(err);
   a.send = &desc;
   a.recv = &desc;
   a.reduce = reduce_of(op);
@@ -193,10 +196,7 @@ void DeviceCommunicator::broadcast(Tensor& t, int root) {
   strata_tensor desc;
   describe(t, desc);
   strata_error err = detail::fresh_error();
-  strata_collective_args a = base_args(*m.d, err);
-  a.comm = m.comm;
-  a.rank = m.rank;
-  a.world_size = m.world;
+  strata_collective_args a = m.args(err);
   a.send = &desc;
   a.recv = &desc;
   a.root = root;
@@ -218,10 +218,7 @@ void DeviceCommunicator::all_gather(Tensor& out, const Tensor& in) {
   describe(in, send);
   describe(out, recv);
   strata_error err = detail::fresh_error();
-  strata_collective_args a = base_args(*m.d, err);
-  a.comm = m.comm;
-  a.rank = m.rank;
-  a.world_size = m.world;
+  strata_collective_args a = m.args(err);
   a.send = &send;
   a.recv = &recv;
   m.run("all_gather", m.ext->all_gather, a, err);

@@ -34,17 +34,7 @@
 #include <hip/hip_runtime.h>  // __float_as_uint / __uint_as_float (nvcc declares them implicitly)
 #endif
 
-// STRATA_HD: a function for host and device code, inlined. (hipcc does not
-// define __forceinline__ before <hip/hip_runtime.h>; this file may come first.)
-#ifndef STRATA_HD
-#if defined(__CUDACC__)
-#define STRATA_HD __host__ __device__ __forceinline__
-#elif defined(__HIPCC__)
-#define STRATA_HD __host__ __device__ inline __attribute__((always_inline))
-#else
-#define STRATA_HD inline
-#endif
-#endif
+#include "kernel_math.hpp"  // STRATA_HD
 
 #if defined(__CUDA_ARCH__) || defined(__HIP_DEVICE_COMPILE__)
 #define STRATA_GPU_DEVICE_PASS 1
