@@ -16,6 +16,7 @@
 
 #include <benchmark/benchmark.h>
 
+#include <gloo/allgather.h>
 #include <gloo/allreduce.h>
 #include <gloo/rendezvous/context.h>
 #include <gloo/rendezvous/file_store.h>
@@ -43,14 +44,17 @@ namespace {
 namespace dist = strata::distributed;
 
 constexpr int kRepetitions = 5;
+// Message sizes in bytes: one f32 (latency), then 1 MiB to 256 MiB (bandwidth).
+constexpr int64_t kSizes[] = {4, int64_t{1} << 20, int64_t{4} << 20, int64_t{16} << 20, int64_t{64} << 20,
+                              int64_t{256} << 20};
 
 std::shared_ptr<gloo::rendezvous::Context> g_gloo;
 // (side, bytes) -> seconds per all-reduce, one entry per repetition.
 std::map<std::pair<std::string, int64_t>, std::vector<double>> g_times;
 
 int64_t iterations_for(int64_t bytes) {
-  // About 64 MiB of traffic per repetition, at least 2 iterations.
-  return std::max<int64_t>(2, (int64_t{64} << 20) / bytes);
+  // About 64 MiB of traffic per repetition, at least 2 and at most 2000 iterations.
+  return std::clamp<int64_t>((int64_t{64} << 20) / bytes, 2, 2000);
 }
 
 void report(benchmark::State& state, const std::string& side, int64_t bytes, double seconds) {
@@ -71,13 +75,25 @@ void BM_StrataAllReduce(benchmark::State& state) {
   report(state, "strata", bytes, std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count());
 }
 
-void BM_GlooAllReduce(benchmark::State& state) {
+// Raw Gloo; with `checked`, each all-reduce is preceded by an all-gather of
+// 16 int64 per rank, the message Strata's consistency check sends, so that
+// the check's cost in Gloo is told apart from the ProcessGroup's own.
+void gloo_all_reduce(benchmark::State& state, bool checked) {
   int64_t bytes = state.range(0);
+  int64_t header[16] = {1, bytes};
+  std::vector<int64_t> headers(16 * static_cast<size_t>(dist::world_size()));
   strata::Tensor t = strata::ones({bytes / 4}, {.dtype = strata::f32, .device = strata::Device("cpu:0")});
   auto* data = static_cast<float*>(strata::native_view(t).data);
   dist::group().barrier().wait();
   auto start = std::chrono::steady_clock::now();
   for (auto _ : state) {
+    if (checked) {
+      gloo::AllgatherOptions check(g_gloo);
+      check.setInput(header, 16);
+      check.setOutput(headers.data(), headers.size());
+      check.setTag(1);
+      gloo::allgather(check);
+    }
     gloo::AllreduceOptions opts(g_gloo);
     opts.setOutput(data, static_cast<size_t>(bytes / 4));
     opts.setReduceFunction([](void* o, const void* a, const void* b, size_t n) {
@@ -88,17 +104,23 @@ void BM_GlooAllReduce(benchmark::State& state) {
     });
     gloo::allreduce(opts);
   }
-  report(state, "gloo", bytes, std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count());
+  report(state, checked ? "gloo+check" : "gloo", bytes,
+         std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count());
 }
 
+void BM_GlooAllReduce(benchmark::State& state) { gloo_all_reduce(state, false); }
+void BM_GlooCheckedAllReduce(benchmark::State& state) { gloo_all_reduce(state, true); }
+
 void register_benchmarks() {
-  for (int64_t mib : {1, 4, 16, 64, 256}) {
-    int64_t bytes = mib << 20;
+  for (int64_t bytes : kSizes) {
     // Interleaved per size, so that both sides see the same machine state.
     benchmark::RegisterBenchmark("BM_StrataAllReduce", BM_StrataAllReduce)
         ->Arg(bytes)->Iterations(iterations_for(bytes))->Repetitions(kRepetitions)->UseRealTime()
         ->Unit(benchmark::kMillisecond);
     benchmark::RegisterBenchmark("BM_GlooAllReduce", BM_GlooAllReduce)
+        ->Arg(bytes)->Iterations(iterations_for(bytes))->Repetitions(kRepetitions)->UseRealTime()
+        ->Unit(benchmark::kMillisecond);
+    benchmark::RegisterBenchmark("BM_GlooCheckedAllReduce", BM_GlooCheckedAllReduce)
         ->Arg(bytes)->Iterations(iterations_for(bytes))->Repetitions(kRepetitions)->UseRealTime()
         ->Unit(benchmark::kMillisecond);
   }
@@ -121,20 +143,38 @@ double median(std::vector<double> v) {
 }
 
 void print_summary() {
-  std::printf("\nall-reduce bus bandwidth, %d ranks on loopback, %d repetitions (median [min, max] GB/s)\n",
-              dist::world_size(), kRepetitions);
-  std::printf("%10s  %26s  %26s  %s\n", "size", "strata ProcessGroup", "raw Gloo", "time ratio strata/gloo");
-  int n = dist::world_size();
-  for (int64_t mib : {1, 4, 16, 64, 256}) {
-    int64_t bytes = mib << 20;
-    auto& s = g_times[{"strata", bytes}];
-    auto& g = g_times[{"gloo", bytes}];
-    if (s.empty() || g.empty()) continue;
-    auto bw = [&](double t) { return static_cast<double>(bytes) * 2.0 * (n - 1) / n / t / 1e9; };
-    auto [smin, smax] = std::minmax_element(s.begin(), s.end());
-    auto [gmin, gmax] = std::minmax_element(g.begin(), g.end());
-    std::printf("%6lld MiB  %8.2f [%6.2f, %6.2f]  %8.2f [%6.2f, %6.2f]  %.3f\n", static_cast<long long>(mib),
-                bw(median(s)), bw(*smax), bw(*smin), bw(median(g)), bw(*gmax), bw(*gmin), median(s) / median(g));
+  const int n = dist::world_size();
+  const char* sides[] = {"strata", "gloo", "gloo+check"};
+  std::printf("\nall-reduce, %d ranks on loopback, %d repetitions: median [min, max] of bus bandwidth in GB/s\n"
+              "(1 MiB and up) or of microseconds per all-reduce (4 B); time ratios of the medians.\n"
+              "gloo+check: raw Gloo preceded by the all-gather that Strata's consistency check sends.\n",
+              n, kRepetitions);
+  std::printf("%9s  %24s  %24s  %24s  %12s  %12s\n", "size", "strata ProcessGroup", "raw Gloo", "raw Gloo + check",
+              "strata/gloo", "strata/g+chk");
+  for (int64_t bytes : kSizes) {
+    const bool latency = bytes < (int64_t{1} << 20);
+    double med[3] = {};
+    std::string cells;
+    for (int i = 0; i < 3; ++i) {
+      auto& v = g_times[{sides[i], bytes}];
+      if (v.empty()) return;
+      auto [lo, hi] = std::minmax_element(v.begin(), v.end());
+      med[i] = median(v);
+      auto shown = [&](double t) {
+        return latency ? t * 1e6 : static_cast<double>(bytes) * 2.0 * (n - 1) / n / t / 1e9;
+      };
+      char cell[64];
+      // Bandwidth is the inverse of time: the slowest repetition is the minimum.
+      std::snprintf(cell, sizeof cell, "  %8.2f [%6.2f, %6.2f]", shown(med[i]), shown(latency ? *lo : *hi),
+                    shown(latency ? *hi : *lo));
+      cells += cell;
+    }
+    char size[32];
+    if (latency)
+      std::snprintf(size, sizeof size, "%lld B", static_cast<long long>(bytes));
+    else
+      std::snprintf(size, sizeof size, "%lld MiB", static_cast<long long>(bytes >> 20));
+    std::printf("%9s%s  %12.3f  %12.3f\n", size, cells.c_str(), med[0] / med[1], med[0] / med[2]);
   }
 }
 
