@@ -408,4 +408,73 @@ TEST(Launch, TwoNodesFormOneWorld) {
   EXPECT_TRUE(contains(r[0].output, "[rank 1] hello from rank 1 of 4")) << r[0].output;
 }
 
+// --hosts: one launch per host through a remote shell; here the stand-in
+// fake_remote_shell.sh, which runs the command locally in a bare environment.
+std::vector<std::string> hosts_launch(const std::string& hosts, const std::string& port,
+                                      const std::vector<std::string>& program) {
+  std::vector<std::string> args{"-n", "2", "--hosts", hosts, "--launcher", FAKE_REMOTE_SHELL, "--master-port", port};
+  args.insert(args.end(), program.begin(), program.end());
+  return args;
+}
+
+TEST(Launch, HostsStartOneNodePerHost) {
+  const std::string port = std::to_string(free_port());
+  auto r = launch(hosts_launch("127.0.0.1,localhost", port, {DIST_WORKER, "launch_probe"}));
+  ASSERT_EQ(r[0].status, 0) << r[0].output;
+  EXPECT_TRUE(contains(r[0].output, "strata launch: 2 nodes x 2 ranks, rank 0's store at 127.0.0.1:" + port))
+      << r[0].output;
+  for (int k = 0; k < 4; ++k)
+    EXPECT_TRUE(contains(r[0].output, "[rank " + std::to_string(k) + "] hello from rank " + std::to_string(k) +
+                                          " of 4 port " + port))
+        << r[0].output;
+  // The ranks of both "hosts" form one world and run collectives.
+  r = launch(hosts_launch("127.0.0.1,127.0.0.1", std::to_string(free_port()), {DIST_WORKER, "async"}));
+  EXPECT_EQ(r[0].status, 0) << r[0].output;
+}
+
+TEST(Launch, HostsCarryTheStrataEnvironmentAndTheDirectory) {
+  // The remote shell starts with an empty environment: STRATA_* and
+  // OMP_NUM_THREADS must reach the ranks through the command, and they run
+  // in launch's working directory; other variables stay behind.
+  auto r = launch(hosts_launch("127.0.0.1,localhost", std::to_string(free_port()),
+                               {"/bin/sh", "-c", "echo \"mark=$STRATA_TEST_MARK omp=$OMP_NUM_THREADS "
+                                                 "other=$DIST_TEST_OTHER cwd=$(pwd)\""}),
+                  {{"STRATA_TEST_MARK", "it's here"}, {"OMP_NUM_THREADS", "3"}, {"DIST_TEST_OTHER", "x"}});
+  ASSERT_EQ(r[0].status, 0) << r[0].output;
+  const std::string cwd = std::filesystem::current_path().string();
+  EXPECT_TRUE(contains(r[0].output, "[rank 3] mark=it's here omp=3 other= cwd=" + cwd)) << r[0].output;
+}
+
+TEST(Launch, HostsAFailingNodeEndsTheOthersWithItsStatus) {
+  auto start = std::chrono::steady_clock::now();
+  // Rank 3 (node 1) exits 5; the other ranks would sleep for 30 s.
+  auto r = launch(hosts_launch("127.0.0.1,localhost", std::to_string(free_port()),
+                               {"/bin/sh", "-c", "if [ \"$STRATA_RANK\" = 3 ]; then exit 5; fi; sleep 30"}));
+  EXPECT_EQ(r[0].status, 5) << r[0].output;
+  EXPECT_TRUE(contains(r[0].output, "strata launch: rank 3 exited with status 5")) << r[0].output;
+  EXPECT_TRUE(contains(r[0].output, "strata launch: node 1 (localhost) exited with status 5; terminating the other nodes"))
+      << r[0].output;
+  EXPECT_LT(std::chrono::steady_clock::now() - start, std::chrono::seconds(20)) << "node 0 was not ended";
+  // A host the remote shell cannot reach: its status (ssh's 255), named.
+  r = launch(hosts_launch("127.0.0.1,unreachable", std::to_string(free_port()), {"/bin/sh", "-c", "sleep 30"}));
+  EXPECT_EQ(r[0].status, 255) << r[0].output;
+  EXPECT_TRUE(contains(r[0].output, "ssh: connect to host unreachable")) << r[0].output;
+  EXPECT_TRUE(contains(r[0].output, "strata launch: node 1 (unreachable) exited with status 255")) << r[0].output;
+}
+
+TEST(Launch, HostsBadArgumentsAreRefused) {
+  auto r = launch({"-n", "1", "--hosts", "a,,b", DIST_WORKER});
+  EXPECT_EQ(r[0].status, 2) << r[0].output;
+  EXPECT_TRUE(contains(r[0].output, "--hosts \"a,,b\": entry 1 is not a host name")) << r[0].output;
+  r = launch({"-n", "1", "--hosts", "a,b", "--nnodes", "2", DIST_WORKER});
+  EXPECT_EQ(r[0].status, 2) << r[0].output;
+  EXPECT_TRUE(contains(r[0].output, "give it without --nnodes and --node-rank")) << r[0].output;
+  r = launch({"-n", "1", "--hosts", "a", "--launcher", " ", DIST_WORKER});
+  EXPECT_EQ(r[0].status, 2) << r[0].output;
+  EXPECT_TRUE(contains(r[0].output, "--launcher is empty")) << r[0].output;
+  r = launch({"-n", "1", "--hosts", "a", "--launcher", "/nonexistent/ssh", DIST_WORKER});
+  EXPECT_EQ(r[0].status, 127) << r[0].output;
+  EXPECT_TRUE(contains(r[0].output, "cannot run \"/nonexistent/ssh\"")) << r[0].output;
+}
+
 }  // namespace

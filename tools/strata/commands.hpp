@@ -28,13 +28,16 @@ int run_demo(const std::string& device);
 int run_new_backend(const std::string& name, const std::string& dir);
 
 /// `strata launch -n N [--nnodes K --node-rank R --master-addr A]
-/// [--master-port P] PROGRAM ARGS...` (launch.cpp).
+/// [--master-port P] PROGRAM ARGS...`, or `strata launch -n N --hosts
+/// H0,H1,... [--launcher CMD] [--master-port P] PROGRAM ARGS...` (launch.cpp).
 struct LaunchOptions {
   int nprocs = 0;                    // ranks on this node
   int nnodes = 1;                    // nodes (hosts); world size = nnodes * nprocs
   int node_rank = 0;                 // this node: its ranks are node_rank * nprocs + local
   std::string master_addr;           // "": 127.0.0.1 (one node); required with nnodes > 1
-  int master_port = -1;              // -1: a free port (one node only)
+  int master_port = -1;              // -1: a free port (one node), 29500 (--hosts)
+  std::string hosts;                 // "a,b,c": start node k on host k through `launcher`
+  std::string launcher = "ssh -o BatchMode=yes";  // remote shell: LAUNCHER HOST COMMAND
   std::vector<std::string> command;  // PROGRAM ARGS...
 };
 /// Exit status: the first failing rank's (128 + signal for a signal), 127

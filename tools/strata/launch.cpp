@@ -1,5 +1,8 @@
 // launch.cpp — `strata launch -n N [--master-port P] PROGRAM ARGS...`: starts
 // N local ranks of a distributed program (docs/distributed.md, "Launching").
+// `--hosts H0,H1,...` starts one such launch on every host through a remote
+// shell (`--launcher`, default ssh), node k on host k, and supervises them
+// as it supervises local ranks ("Multi-host").
 //
 // Each rank gets STRATA_RANK, STRATA_WORLD_SIZE, STRATA_MASTER_ADDR=127.0.0.1
 // and STRATA_MASTER_PORT (the given port, else a free one the kernel picks).
@@ -10,8 +13,8 @@
 // to launch's own stdout and stderr. When a rank exits non-zero or is killed
 // by a signal, launch names it, sends SIGTERM to the others, SIGKILL after
 // a grace period, and exits with that rank's status (128 + signal for a
-// signal). A program that cannot be started: exit 127. SIGINT/SIGTERM to
-// launch are forwarded to the ranks.
+// signal). A program that cannot be started: exit 127. SIGINT, SIGTERM and
+// SIGHUP (a remote shell that goes away) to launch are forwarded to the ranks.
 //
 // With more than one rank and OMP_NUM_THREADS unset, every rank gets
 // OMP_NUM_THREADS=1, as torchrun does: N ranks each running a team of all
@@ -33,6 +36,7 @@
 #include <csignal>
 #include <cstdlib>
 #include <cstring>
+#include <filesystem>
 #include <iostream>
 #include <string>
 #include <vector>
@@ -68,23 +72,32 @@ struct Stream {
   std::ostream* sink = nullptr;
 };
 
-struct Rank {
+/// What to start: a local rank, or (with --hosts) the remote shell that runs
+/// one node's launch.
+struct ChildSpec {
+  std::vector<std::string> argv;
+  std::vector<std::pair<std::string, std::string>> env;  // set in the child
+  std::string prefix;                                     // before each output line
+  std::string name;                                       // in messages: "rank 3", "node 1 (hostb)"
+};
+
+struct Child {
   pid_t pid = -1;
   bool running = false;
   Stream out, err;
 };
 
-void emit(int rank, Stream& s, bool flush_partial) {
+void emit(const std::string& prefix, Stream& s, bool flush_partial) {
   size_t start = 0;
   while (true) {
     size_t nl = s.pending.find('\n', start);
     if (nl == std::string::npos) break;
-    *s.sink << "[rank " << rank << "] " << std::string_view(s.pending).substr(start, nl - start + 1);
+    *s.sink << prefix << std::string_view(s.pending).substr(start, nl - start + 1);
     start = nl + 1;
   }
   s.pending.erase(0, start);
   if (flush_partial && !s.pending.empty()) {
-    *s.sink << "[rank " << rank << "] " << s.pending << "\n";
+    *s.sink << prefix << s.pending << "\n";
     s.pending.clear();
   }
   s.sink->flush();
@@ -98,9 +111,233 @@ std::string describe_status(int status) {
 
 int exit_code(int status) { return WIFSIGNALED(status) ? 128 + WTERMSIG(status) : WEXITSTATUS(status); }
 
-void signal_all(std::vector<Rank>& ranks, int sig) {
-  for (auto& r : ranks)
-    if (r.running) ::kill(r.pid, sig);
+/// Signals each child's process group (every child leads its own), so that
+/// what a rank started itself (a shell's commands) ends with it. Groups of
+/// children already reaped are signalled too: a process they left behind
+/// may still hold the output pipes open.
+void signal_all(std::vector<Child>& children, int sig) {
+  for (auto& c : children)
+    if (c.pid > 0) ::kill(-c.pid, sig);
+}
+
+/// Starts every child, forwards their output line by line with its prefix,
+/// and ends them all when one fails or launch gets a signal. `what` names
+/// the children in messages ("ranks", "nodes"). Returns launch's exit code.
+int supervise(const std::vector<ChildSpec>& specs, const std::string& what) {
+  struct sigaction sa{};
+  sa.sa_handler = on_signal;
+  ::sigemptyset(&sa.sa_mask);
+  for (int sig : {SIGINT, SIGTERM, SIGHUP}) ::sigaction(sig, &sa, nullptr);
+
+  std::vector<Child> children(specs.size());
+  std::cout.flush();
+  std::cerr.flush();
+  for (size_t k = 0; k < specs.size(); ++k) {
+    const ChildSpec& spec = specs[k];
+    std::vector<char*> argv;
+    for (const auto& a : spec.argv) argv.push_back(const_cast<char*>(a.c_str()));
+    argv.push_back(nullptr);
+    int out[2], err[2], exec_err[2];
+    if (::pipe2(out, O_CLOEXEC) || ::pipe2(err, O_CLOEXEC) || ::pipe2(exec_err, O_CLOEXEC)) {
+      std::cerr << "strata launch: pipe: " << std::strerror(errno) << "\n";
+      signal_all(children, SIGKILL);
+      return kFailure;
+    }
+    pid_t pid = ::fork();
+    if (pid < 0) {
+      std::cerr << "strata launch: fork: " << std::strerror(errno) << "\n";
+      signal_all(children, SIGKILL);
+      return kFailure;
+    }
+    if (pid == 0) {
+      ::setpgid(0, 0);
+      for (int sig : {SIGINT, SIGTERM, SIGHUP}) ::signal(sig, SIG_DFL);
+      ::dup2(out[1], STDOUT_FILENO);
+      ::dup2(err[1], STDERR_FILENO);
+      for (const auto& [name, value] : spec.env) ::setenv(name.c_str(), value.c_str(), 1);
+      ::execvp(argv[0], argv.data());
+      int e = errno;
+      [[maybe_unused]] ssize_t w = ::write(exec_err[1], &e, sizeof e);
+      ::_exit(127);
+    }
+    ::setpgid(pid, pid);  // also here: the child may not have run yet when we signal it
+    ::close(out[1]);
+    ::close(err[1]);
+    ::close(exec_err[1]);
+    int e = 0;
+    ssize_t got;
+    do {
+      got = ::read(exec_err[0], &e, sizeof e);
+    } while (got < 0 && errno == EINTR);
+    ::close(exec_err[0]);
+    Child& c = children[k];
+    c.pid = pid;
+    c.running = true;
+    c.out = {out[0], "", &std::cout};
+    c.err = {err[0], "", &std::cerr};
+    if (got == static_cast<ssize_t>(sizeof e)) {  // exec failed
+      std::cerr << "strata launch: cannot run \"" << spec.argv[0] << "\": " << std::strerror(e) << "\n";
+      signal_all(children, SIGKILL);
+      for (auto& q : children)
+        if (q.running) {
+          ::waitpid(q.pid, nullptr, 0);
+          ::close(q.out.fd);
+          ::close(q.err.fd);
+        }
+      return 127;
+    }
+  }
+
+  int failed = -1, failed_status = 0;
+  bool terminating = false;
+  std::chrono::steady_clock::time_point kill_at{};
+  size_t running = children.size();
+  while (true) {
+    // Output.
+    std::vector<pollfd> fds;
+    std::vector<std::pair<size_t, Stream*>> which;
+    for (size_t k = 0; k < children.size(); ++k)
+      for (Stream* s : {&children[k].out, &children[k].err})
+        if (s->fd >= 0) {
+          fds.push_back({s->fd, POLLIN, 0});
+          which.emplace_back(k, s);
+        }
+    if (running == 0 && fds.empty()) break;
+    int ready = fds.empty() ? (::usleep(50000), 0) : ::poll(fds.data(), fds.size(), 50);
+    for (size_t j = 0; ready > 0 && j < fds.size(); ++j) {
+      if (!(fds[j].revents & (POLLIN | POLLHUP | POLLERR))) continue;
+      auto [k, s] = which[j];
+      char buf[8192];
+      ssize_t n = ::read(s->fd, buf, sizeof buf);
+      if (n > 0) {
+        s->pending.append(buf, static_cast<size_t>(n));
+        emit(specs[k].prefix, *s, false);
+      } else if (n == 0 || errno != EINTR) {
+        emit(specs[k].prefix, *s, true);
+        ::close(s->fd);
+        s->fd = -1;
+      }
+    }
+    // Exits.
+    for (size_t k = 0; k < children.size(); ++k) {
+      Child& c = children[k];
+      if (!c.running) continue;
+      int status = 0;
+      if (::waitpid(c.pid, &status, WNOHANG) != c.pid) continue;
+      c.running = false;
+      --running;
+      bool bad = !WIFEXITED(status) || WEXITSTATUS(status) != 0;
+      if (bad && failed < 0 && !terminating) {
+        failed = static_cast<int>(k);
+        failed_status = status;
+        std::cerr << "strata launch: " << specs[k].name << " " << describe_status(status)
+                  << (running > 0 ? "; terminating the other " + what : "") << "\n";
+        terminating = true;
+        signal_all(children, SIGTERM);
+        kill_at = std::chrono::steady_clock::now() + kGracePeriod;
+      }
+    }
+    if (g_forward_signal && !terminating) {
+      std::cerr << "strata launch: got signal " << g_forward_signal << "; terminating the " << what << "\n";
+      terminating = true;
+      signal_all(children, SIGTERM);
+      kill_at = std::chrono::steady_clock::now() + kGracePeriod;
+    }
+    // After the grace period, SIGKILL whatever is left: ranks, or processes
+    // they left behind that still hold the output pipes.
+    if (terminating && (running > 0 || !fds.empty()) && std::chrono::steady_clock::now() >= kill_at) {
+      signal_all(children, SIGKILL);
+      kill_at = std::chrono::steady_clock::time_point::max();
+    }
+  }
+  if (failed >= 0) return exit_code(failed_status);
+  if (g_forward_signal) return 128 + g_forward_signal;
+  return kOk;
+}
+
+/// `word` quoted for a POSIX shell.
+std::string shell_quote(const std::string& word) {
+  std::string q = "'";
+  for (char c : word) q += c == '\'' ? std::string("'\\''") : std::string(1, c);
+  return q + "'";
+}
+
+std::vector<std::string> split(const std::string& text, char sep) {
+  std::vector<std::string> parts;
+  std::string part;
+  for (char c : text) {
+    if (c == sep) {
+      parts.push_back(part);
+      part.clear();
+    } else {
+      part += c;
+    }
+  }
+  parts.push_back(part);
+  return parts;
+}
+
+/// --hosts: node k runs `LAUNCHER HOST_k 'cd CWD && exec env ... STRATA launch
+/// -n N --nnodes K --node-rank k --master-addr HOST_0 --master-port P PROGRAM
+/// ARGS'`. The remote shell does not carry the environment, so STRATA_* and
+/// OMP_NUM_THREADS are passed on the command line.
+int run_hosts(const LaunchOptions& options) {
+  std::vector<std::string> hosts = split(options.hosts, ',');
+  for (size_t k = 0; k < hosts.size(); ++k)
+    if (hosts[k].empty() || hosts[k].find_first_of(" \t'\"") != std::string::npos) {
+      std::cerr << "strata launch: --hosts \"" << options.hosts << "\": entry " << k
+                << " is not a host name (a comma-separated list such as node0,node1)\n";
+      return kBadInput;
+    }
+  if (options.nnodes != 1 || options.node_rank != 0) {
+    std::cerr << "strata launch: --hosts starts every node itself: give it without --nnodes and --node-rank\n";
+    return kBadInput;
+  }
+  std::vector<std::string> launcher;
+  for (const std::string& w : split(options.launcher, ' '))
+    if (!w.empty()) launcher.push_back(w);
+  if (launcher.empty()) {
+    std::cerr << "strata launch: --launcher is empty (default: \"ssh -o BatchMode=yes\")\n";
+    return kBadInput;
+  }
+  const int port = options.master_port < 0 ? 29500 : options.master_port;
+  if (port == 0 || port > 65535) {
+    std::cerr << "strata launch: --master-port " << port << " is not in 1..65535\n";
+    return kBadInput;
+  }
+  const std::string master = options.master_addr.empty() ? hosts[0] : options.master_addr;
+  std::error_code ec;
+  const std::string self = std::filesystem::read_symlink("/proc/self/exe", ec).string();
+  const std::string cwd = std::filesystem::current_path(ec).string();
+  if (self.empty() || cwd.empty()) {
+    std::cerr << "strata launch: cannot find this program's path or the working directory: " << ec.message() << "\n";
+    return kFailure;
+  }
+  std::string env = "env";
+  for (char** e = environ; *e; ++e) {
+    std::string kv = *e;
+    std::string name = kv.substr(0, kv.find('='));
+    bool strata = name.rfind("STRATA_", 0) == 0 && name != "STRATA_RANK" && name != "STRATA_WORLD_SIZE" &&
+                  name != "STRATA_MASTER_ADDR" && name != "STRATA_MASTER_PORT";
+    if (strata || name == "OMP_NUM_THREADS") env += " " + shell_quote(kv);
+  }
+  std::vector<ChildSpec> specs;
+  for (size_t k = 0; k < hosts.size(); ++k) {
+    std::string remote = "cd " + shell_quote(cwd) + " && exec " + env + " " + shell_quote(self) + " launch -n " +
+                         std::to_string(options.nprocs) + " --nnodes " + std::to_string(hosts.size()) +
+                         " --node-rank " + std::to_string(k) + " --master-addr " + shell_quote(master) +
+                         " --master-port " + std::to_string(port);
+    for (const auto& a : options.command) remote += " " + shell_quote(a);
+    ChildSpec spec;
+    spec.argv = launcher;
+    spec.argv.push_back(hosts[k]);
+    spec.argv.push_back(remote);
+    spec.name = "node " + std::to_string(k) + " (" + hosts[k] + ")";
+    specs.push_back(std::move(spec));
+  }
+  std::cerr << "strata launch: " << hosts.size() << " nodes x " << options.nprocs << " ranks, rank 0's store at "
+            << master << ":" << port << ", started with \"" << options.launcher << "\"\n";
+  return supervise(specs, "nodes");
 }
 
 }  // namespace
@@ -114,6 +351,7 @@ int run_launch(const LaunchOptions& options) {
     std::cerr << "strata launch: no program to run (strata launch -n N PROGRAM ARGS...)\n";
     return kBadInput;
   }
+  if (!options.hosts.empty()) return run_hosts(options);
   if (options.nnodes < 1 || options.node_rank < 0 || options.node_rank >= options.nnodes) {
     std::cerr << "strata launch: --node-rank " << options.node_rank << " is not in 0.." << options.nnodes - 1
               << " (--nnodes " << options.nnodes << ")\n";
@@ -139,142 +377,25 @@ int run_launch(const LaunchOptions& options) {
     return kBadInput;
   }
 
-  std::vector<char*> argv;
-  for (const auto& a : options.command) argv.push_back(const_cast<char*>(a.c_str()));
-  argv.push_back(nullptr);
-
-  struct sigaction sa{};
-  sa.sa_handler = on_signal;
-  ::sigemptyset(&sa.sa_mask);
-  ::sigaction(SIGINT, &sa, nullptr);
-  ::sigaction(SIGTERM, &sa, nullptr);
-
   const bool one_thread_each = options.nprocs > 1 && std::getenv("OMP_NUM_THREADS") == nullptr;
   if (one_thread_each) {
     std::cerr << "strata launch: OMP_NUM_THREADS is not set: each of the " << options.nprocs
               << " ranks runs with OMP_NUM_THREADS=1 (set it to use more threads per rank)\n";
   }
-  std::vector<Rank> ranks(static_cast<size_t>(options.nprocs));
-  std::cout.flush();
-  std::cerr.flush();
+  std::vector<ChildSpec> specs;
   for (int k = 0; k < options.nprocs; ++k) {
-    int out[2], err[2], exec_err[2];
-    if (::pipe2(out, O_CLOEXEC) || ::pipe2(err, O_CLOEXEC) || ::pipe2(exec_err, O_CLOEXEC)) {
-      std::cerr << "strata launch: pipe: " << std::strerror(errno) << "\n";
-      signal_all(ranks, SIGKILL);
-      return kFailure;
-    }
-    pid_t pid = ::fork();
-    if (pid < 0) {
-      std::cerr << "strata launch: fork: " << std::strerror(errno) << "\n";
-      signal_all(ranks, SIGKILL);
-      return kFailure;
-    }
-    if (pid == 0) {
-      ::signal(SIGINT, SIG_DFL);
-      ::signal(SIGTERM, SIG_DFL);
-      ::dup2(out[1], STDOUT_FILENO);
-      ::dup2(err[1], STDERR_FILENO);
-      ::setenv("STRATA_RANK", std::to_string(first_rank + k).c_str(), 1);
-      ::setenv("STRATA_WORLD_SIZE", std::to_string(world).c_str(), 1);
-      ::setenv("STRATA_MASTER_ADDR", master_addr.c_str(), 1);
-      ::setenv("STRATA_MASTER_PORT", std::to_string(port).c_str(), 1);
-      if (one_thread_each) ::setenv("OMP_NUM_THREADS", "1", 1);
-      ::execvp(argv[0], argv.data());
-      int e = errno;
-      [[maybe_unused]] ssize_t w = ::write(exec_err[1], &e, sizeof e);
-      ::_exit(127);
-    }
-    ::close(out[1]);
-    ::close(err[1]);
-    ::close(exec_err[1]);
-    int e = 0;
-    ssize_t got;
-    do {
-      got = ::read(exec_err[0], &e, sizeof e);
-    } while (got < 0 && errno == EINTR);
-    ::close(exec_err[0]);
-    Rank& r = ranks[static_cast<size_t>(k)];
-    r.pid = pid;
-    r.running = true;
-    r.out = {out[0], "", &std::cout};
-    r.err = {err[0], "", &std::cerr};
-    if (got == static_cast<ssize_t>(sizeof e)) {  // exec failed
-      std::cerr << "strata launch: cannot run \"" << options.command[0] << "\": " << std::strerror(e) << "\n";
-      signal_all(ranks, SIGKILL);
-      for (auto& q : ranks)
-        if (q.running) {
-          ::waitpid(q.pid, nullptr, 0);
-          ::close(q.out.fd);
-          ::close(q.err.fd);
-        }
-      return 127;
-    }
+    ChildSpec spec;
+    spec.argv = options.command;
+    spec.env = {{"STRATA_RANK", std::to_string(first_rank + k)},
+                {"STRATA_WORLD_SIZE", std::to_string(world)},
+                {"STRATA_MASTER_ADDR", master_addr},
+                {"STRATA_MASTER_PORT", std::to_string(port)}};
+    if (one_thread_each) spec.env.emplace_back("OMP_NUM_THREADS", "1");
+    spec.prefix = "[rank " + std::to_string(first_rank + k) + "] ";
+    spec.name = "rank " + std::to_string(first_rank + k);
+    specs.push_back(std::move(spec));
   }
-
-  int failed_rank = -1, failed_status = 0;
-  bool terminating = false;
-  std::chrono::steady_clock::time_point kill_at{};
-  size_t running = ranks.size();
-  while (true) {
-    // Output.
-    std::vector<pollfd> fds;
-    std::vector<std::pair<size_t, Stream*>> which;
-    for (size_t k = 0; k < ranks.size(); ++k)
-      for (Stream* s : {&ranks[k].out, &ranks[k].err})
-        if (s->fd >= 0) {
-          fds.push_back({s->fd, POLLIN, 0});
-          which.emplace_back(k, s);
-        }
-    if (running == 0 && fds.empty()) break;
-    int ready = fds.empty() ? (::usleep(50000), 0) : ::poll(fds.data(), fds.size(), 50);
-    for (size_t j = 0; ready > 0 && j < fds.size(); ++j) {
-      if (!(fds[j].revents & (POLLIN | POLLHUP | POLLERR))) continue;
-      auto [k, s] = which[j];
-      char buf[8192];
-      ssize_t n = ::read(s->fd, buf, sizeof buf);
-      if (n > 0) {
-        s->pending.append(buf, static_cast<size_t>(n));
-        emit(first_rank + static_cast<int>(k), *s, false);
-      } else if (n == 0 || errno != EINTR) {
-        emit(first_rank + static_cast<int>(k), *s, true);
-        ::close(s->fd);
-        s->fd = -1;
-      }
-    }
-    // Exits.
-    for (size_t k = 0; k < ranks.size(); ++k) {
-      Rank& r = ranks[k];
-      if (!r.running) continue;
-      int status = 0;
-      if (::waitpid(r.pid, &status, WNOHANG) != r.pid) continue;
-      r.running = false;
-      --running;
-      bool failed = !WIFEXITED(status) || WEXITSTATUS(status) != 0;
-      if (failed && failed_rank < 0 && !terminating) {
-        failed_rank = static_cast<int>(k);
-        failed_status = status;
-        std::cerr << "strata launch: rank " << first_rank + static_cast<int>(k) << " " << describe_status(status)
-                  << (running > 0 ? "; terminating the other ranks" : "") << "\n";
-        terminating = true;
-        signal_all(ranks, SIGTERM);
-        kill_at = std::chrono::steady_clock::now() + kGracePeriod;
-      }
-    }
-    if (g_forward_signal && !terminating) {
-      std::cerr << "strata launch: got signal " << g_forward_signal << "; terminating the ranks\n";
-      terminating = true;
-      signal_all(ranks, SIGTERM);
-      kill_at = std::chrono::steady_clock::now() + kGracePeriod;
-    }
-    if (terminating && running > 0 && std::chrono::steady_clock::now() >= kill_at) {
-      signal_all(ranks, SIGKILL);
-      kill_at = std::chrono::steady_clock::time_point::max();
-    }
-  }
-  if (failed_rank >= 0) return exit_code(failed_status);
-  if (g_forward_signal) return 128 + g_forward_signal;
-  return kOk;
+  return supervise(specs, "ranks");
 }
 
 }  // namespace strata::cli

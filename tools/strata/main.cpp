@@ -83,6 +83,11 @@ int main(int argc, char** argv) {
   launch->add_option("--node-rank", launch_options.node_rank, "This node's index, 0..nnodes-1 (node 0 hosts rank 0)");
   launch->add_option("--master-addr", launch_options.master_addr,
                      "Address of node 0, where rank 0 serves the TCP store (default 127.0.0.1; required with --nnodes > 1)");
+  launch->add_option("--hosts", launch_options.hosts,
+                     "Comma-separated hosts: start node k's launch on host k through --launcher (node 0's host "
+                     "serves the store unless --master-addr says otherwise; --master-port defaults to 29500)");
+  launch->add_option("--launcher", launch_options.launcher,
+                     "Remote shell for --hosts, run as LAUNCHER HOST COMMAND (default \"ssh -o BatchMode=yes\")");
   // PROGRAM and everything after it go to the program, options included.
   launch->prefix_command();
   launch->footer("PROGRAM ARGS...: the program each rank runs (searched in PATH), with its arguments.\n"
