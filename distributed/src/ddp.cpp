@@ -6,6 +6,7 @@
 #include <strata/autograd.hpp>
 #include <strata/error.hpp>
 #include <strata/ops.hpp>
+#include <strata/runtime.hpp>
 
 #include <algorithm>
 #include <limits>
@@ -16,6 +17,14 @@
 namespace strata::nn {
 
 namespace detail {
+
+/// Where the process group reduces or broadcasts a bucket of `device`: on
+/// the device itself when that is cpu:0 or its plugin brings
+/// strata.collectives (no copy through the host), else on cpu:0 over Gloo.
+Device collective_device(const Device& device) {
+  const Device cpu("cpu:0");
+  return device == cpu || DeviceCommunicator::available(device) ? device : cpu;
+}
 
 /// One all-reduce: parameters (indices into DDPState::params) whose
 /// gradients are flattened and concatenated, of one dtype and device.
@@ -121,7 +130,8 @@ struct DDPState {
     flats.reserve(pb.grads.size());
     for (const Tensor& g : pb.grads) flats.push_back(g.reshape({-1}));
     Tensor flat = flats.size() == 1 ? flats[0].clone() : cat(flats, 0);
-    pb.flat = flat.to(Device("cpu:0"));
+    pb.flat = flat.to(collective_device(flat.device()));
+    if (pb.flat.device() != Device("cpu:0")) ++stats.buckets_on_device;
     if (world > 1) pb.work = group->all_reduce(pb.flat, distributed::ReduceOp::sum);
     pb.launched = true;
     ++(at_end ? stats.buckets_at_end : stats.buckets_overlapped);
@@ -339,7 +349,7 @@ void check_same_parameters(distributed::ProcessGroup& group, const std::vector<T
 void broadcast_in_place(distributed::ProcessGroup& group, std::vector<Tensor> tensors) {
   NoGradGuard no_grad;
   for (Tensor& t : tensors) {
-    Tensor host = t.detach().contiguous().to(Device("cpu:0")).clone();
+    Tensor host = t.detach().contiguous().to(collective_device(t.device())).clone();
     group.broadcast(host, 0).wait();
     t.copy_(host.to(t.device()));
   }
@@ -350,7 +360,8 @@ void broadcast_parameters(distributed::ProcessGroup& group, const std::vector<Te
   for (const Bucket& b : plan.buckets) {
     std::vector<Tensor> flats;
     for (size_t i : b.params) flats.push_back(params[i].detach().reshape({-1}));
-    Tensor flat = (flats.size() == 1 ? flats[0].clone() : cat(flats, 0)).to(Device("cpu:0"));
+    Tensor flat = flats.size() == 1 ? flats[0].clone() : cat(flats, 0);
+    flat = flat.to(collective_device(flat.device()));
     group.broadcast(flat, 0).wait();
     Tensor back = flat.to(params[b.params[0]].device());
     for (size_t s = 0; s < b.params.size(); ++s) {

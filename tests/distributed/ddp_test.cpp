@@ -35,7 +35,9 @@ void require(bool ok, const std::string& what) {
 }
 
 /// Runs body(rank) in `world` forked processes joined into a process group.
-void run_ranks(const std::string& name, const std::function<void(int)>& body, int world = 2) {
+/// `env` is set in each rank before it touches strata.
+void run_ranks(const std::string& name, const std::function<void(int)>& body, int world = 2,
+               const std::vector<std::pair<std::string, std::string>>& env = {}) {
   std::filesystem::path dir =
       std::filesystem::temp_directory_path() / ("strata_ddp_" + name + "_" + std::to_string(::getpid()));
   std::filesystem::remove_all(dir);
@@ -48,6 +50,7 @@ void run_ranks(const std::string& name, const std::function<void(int)>& body, in
     ASSERT_GE(pid, 0) << "fork failed";
     if (pid == 0) {
       int code = 0;
+      for (const auto& [k, v] : env) ::setenv(k.c_str(), v.c_str(), 1);
       try {
         dist::Options o;
         o.rank = r;
@@ -175,6 +178,40 @@ TEST(DDP, GradientsEqualTheConcatenatedBatchF32AndBucketsOverlapBackward) {
     require(s.reduced_passes == 1, "one reduced pass");
     require(s.buckets_overlapped >= 2, "buckets launched during backward: " + std::to_string(s.buckets_overlapped));
   });
+}
+
+// Parameters on a device whose plugin brings strata.collectives (the
+// "commhost" test plugin: no host memory, collectives over shared memory)
+// are broadcast and reduced on that device, not copied through cpu:0.
+TEST(DDP, ADeviceWithCollectivesReducesTheBucketsOnTheDevice) {
+  run_ranks(
+      "device",
+      [](int rank) {
+        const Device dev("commhost:0");
+        require(DeviceCommunicator::available(dev), "commhost:0 offers strata.collectives");
+        Batch all = global_batch(16, DType::f32);
+        Batch mine = shard(all, rank, 2);
+        auto ref = make_net(DType::f32);
+        nn::functional::cross_entropy((*ref)(all.x), all.y).backward();
+
+        // Rank 1 starts from other parameters: construction must broadcast
+        // rank 0's, on the device.
+        auto net = make_net(DType::f32, false, false, rank == 0 ? 1 : 99);
+        net->to(dev);
+        nn::DistributedDataParallel ddp(*net, {.bucket_bytes = 300});
+        nn::functional::cross_entropy(ddp(mine.x.to(dev)), mine.y.to(dev)).backward();
+        auto g = grads_of(*net);
+        auto r = grads_of(*ref);
+        for (size_t i = 0; i < g.size(); ++i) {
+          require(g[i].device() == dev, "gradient " + std::to_string(i) + " on commhost:0");
+          double d = max_abs_diff(g[i].to(Device("cpu:0")), r[i]);
+          require(d <= 1e-6, "parameter " + std::to_string(i) + " differs by " + std::to_string(d));
+        }
+        nn::DDPStats s = ddp.stats();
+        require(s.buckets_on_device == s.buckets_overlapped + s.buckets_at_end && s.buckets_on_device >= 3,
+                "every bucket reduced on the device: " + std::to_string(s.buckets_on_device));
+      },
+      2, {{"STRATA_PLUGIN_PATH", COMMHOST_PLUGIN_DIR}});
 }
 
 TEST(DDP, F64GradientsAreBitwiseTheMeanOfTheShardGradients) {

@@ -62,6 +62,11 @@ struct DDPStats {
   /// Bucket all-reduces started only when the pass ended (a bucket with an
   /// unused parameter, or one completed by the last gradients).
   uint64_t buckets_at_end = 0;
+  /// Of those, bucket all-reduces run on the parameters' own device through
+  /// its plugin's strata.collectives (NCCL on CUDA); the others are reduced
+  /// in host memory over Gloo, copied there and back when the device has no
+  /// host memory and no collectives.
+  uint64_t buckets_on_device = 0;
 };
 
 namespace detail {
