@@ -74,7 +74,8 @@ int main(int argc, char** argv) {
 
   LaunchOptions launch_options;
   CLI::App* launch = app.add_subcommand(
-      "launch", "Run N local ranks of a distributed program, output prefixed \"[rank k] \" (docs/distributed.md)");
+      "launch", "Run N ranks of a distributed program here, or on each of --hosts, output prefixed \"[rank k] \" "
+                "(docs/distributed.md)");
   launch->add_option("-n,--nprocs", launch_options.nprocs, "Number of ranks (processes)")->required();
   launch->add_option("--master-port", launch_options.master_port,
                      "STRATA_MASTER_PORT for the ranks (default: a free port; required with --nnodes > 1)");
