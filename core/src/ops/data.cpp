@@ -10,7 +10,9 @@
 #include <strata/error.hpp>
 #include <strata/ops.hpp>
 
+#include <algorithm>
 #include <cmath>
+#include <numeric>
 
 namespace strata {
 
@@ -47,10 +49,42 @@ const OpDef& kFill = detail::define_op({.name = "fill", .n_inputs = 0});  // no 
 
 }  // namespace
 
+namespace {
+
+/// When x is a dense, non-contiguous permutation of a contiguous layout (a
+/// transpose, as Linear's weight.mT()), the permutation p ordering its dims
+/// by decreasing stride, so that x.permute(p) is contiguous; else empty.
+Shape dense_permutation(const Tensor& x) {
+  const int64_t rank = x.dim();
+  if (rank < 2 || x.is_contiguous()) return {};
+  const auto sizes = x.sizes();
+  const auto strides = x.strides();
+  Shape p(static_cast<size_t>(rank));
+  std::iota(p.begin(), p.end(), int64_t{0});
+  std::stable_sort(p.begin(), p.end(), [&](int64_t a, int64_t b) { return strides[a] > strides[b]; });
+  int64_t expected = 1;
+  for (int64_t k = rank - 1; k >= 0; --k) {
+    const int64_t d = p[static_cast<size_t>(k)];
+    if (sizes[d] != 1 && strides[d] != expected) return {};
+    expected *= sizes[d];
+  }
+  return p;
+}
+
+}  // namespace
+
 Tensor cast(const Tensor& x, DType dtype) {
   if (!x.defined()) throw Error("cast: undefined tensor");
   if (x.dtype() == dtype) return x;
   Attrs attrs{Attr::dtype("dtype", dtype)};
+  // A transposed tensor keeps its memory layout (PyTorch's preserve_format):
+  // the kernel then walks both sides in memory order instead of transposing
+  // element by element, and a cast weight is as fast to read as its source.
+  if (Shape p = dense_permutation(x); !p.empty()) {
+    Shape inverse(p.size());
+    for (size_t k = 0; k < p.size(); ++k) inverse[static_cast<size_t>(p[k])] = static_cast<int64_t>(k);
+    return detail::dispatch1(kCast, {x.permute(p)}, &attrs).permute(inverse);
+  }
   return detail::dispatch1(kCast, {x}, &attrs);
 }
 

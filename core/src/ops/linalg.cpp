@@ -43,6 +43,29 @@ void matmul_rule(OpCall& call) {
   call.out().set_shape(out);
 }
 
+/// True when t's matrices are laid out column-major (t is the mT() of a
+/// row-major tensor, as Linear's weight.mT()).
+bool column_major(const Tensor& t) {
+  const int64_t d = t.dim();
+  if (d < 2) return false;
+  const auto strides = t.strides();
+  const int64_t rows = t.size(d - 2), cols = t.size(d - 1);
+  return rows > 1 && cols > 1 && strides[d - 2] == 1 && strides[d - 1] == rows;
+}
+
+/// The gradient of A in A @ B (g: the output's), computed transposed when A
+/// is column-major: (B g^T)^T, so that the gradient reaching the row-major
+/// tensor behind the view (a Linear weight) is row-major too, and the work on
+/// it (the optimizer's update, casts) runs over contiguous memory. As
+/// PyTorch's mm backward does.
+Tensor matmul_grad_a(const Tensor& g, const Tensor& a, const Tensor& b) {
+  return column_major(a) ? matmul(b, g.mT()).mT() : matmul(g, b.mT());
+}
+/// The gradient of B in A @ B, the same way: (g^T A)^T when B is column-major.
+Tensor matmul_grad_b(const Tensor& g, const Tensor& a, const Tensor& b) {
+  return column_major(b) ? matmul(g.mT(), a).mT() : matmul(a.mT(), g);
+}
+
 // Inputs as prepared: rank >= 2 with equal (broadcast) batch dims.
 const OpDef& kMatmul = detail::define_op({
     .name = "matmul",
@@ -50,7 +73,8 @@ const OpDef& kMatmul = detail::define_op({
     .n_inputs = 2,
     .prepare = matmul_rule,
     .empty_fill = 0.0,
-    .vjp = STRATA_VJP_EACH(STRATA_INPUT_GRAD(matmul(g, c.in(1).mT())), STRATA_INPUT_GRAD(matmul(c.in(0).mT(), g))),
+    .vjp = STRATA_VJP_EACH(STRATA_INPUT_GRAD(matmul_grad_a(g, c.in(0), c.in(1))),
+                           STRATA_INPUT_GRAD(matmul_grad_b(g, c.in(0), c.in(1)))),
     .jvp = STRATA_JVP(STRATA_TANGENT(matmul(t, c.in(1))), STRATA_TANGENT(matmul(c.in(0), t))),
 });
 
