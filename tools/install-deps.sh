@@ -11,6 +11,7 @@ packages=(
   libspdlog-dev           # logging
   libcli11-dev            # the strata command line
   libdnnl-dev             # oneDNN for the CPU plugin
+  libsleef-dev            # SLEEF: the CPU plugin's vectorised exp, log, tanh, sigmoid (f32)
   libgtest-dev libgmock-dev googletest
   libbenchmark-dev        # bench/
   libopenblas-dev         # peer for the GEMM benchmark

@@ -17,8 +17,11 @@
 #pragma once
 
 #include "kernel.hpp"
+#include "loop_isa.hpp"
 #include "strided.hpp"
 
+#include <algorithm>
+#include <array>
 #include <tuple>
 #include <utility>
 
@@ -35,6 +38,44 @@ constexpr int64_t op_cost() {
 
 namespace detail {
 
+/// y[i] = op(x[i]...) for i < n, every operand contiguous: the loop the
+/// auto-vectoriser turns into SIMD code, in the instruction set of the caller.
+template <class Out, class... Ins, class Op, size_t... I>
+[[gnu::always_inline]] inline void contiguous_body(Out* y, const std::tuple<const Ins*...>& x, int64_t n, const Op& op,
+                                                   std::index_sequence<I...>) {
+  for (int64_t i = 0; i < n; ++i) y[i] = Scalar<Out>::store(op(Scalar<Ins>::load(std::get<I>(x)[i])...));
+}
+
+#if STRATA_CPU_ISA_CLONES
+template <class Out, class... Ins, class Op>
+[[gnu::target("arch=x86-64-v4"), gnu::noinline]] void contiguous_v4(Out* y, std::tuple<const Ins*...> x, int64_t n,
+                                                                    Op op) {
+  contiguous_body<Out, Ins...>(y, x, n, op, std::index_sequence_for<Ins...>{});
+}
+template <class Out, class... Ins, class Op>
+[[gnu::target("arch=x86-64-v3"), gnu::noinline]] void contiguous_v3(Out* y, std::tuple<const Ins*...> x, int64_t n,
+                                                                    Op op) {
+  contiguous_body<Out, Ins...>(y, x, n, op, std::index_sequence_for<Ins...>{});
+}
+#endif
+
+/// The contiguous loop in the instruction set loop_isa() selects
+/// (loop_isa.hpp). Short runs stay in the baseline copy, inlined, where a
+/// call would cost more than the wider vectors save.
+template <class Out, class... Ins, class Op>
+[[gnu::always_inline]] inline void contiguous(Out* y, const std::tuple<const Ins*...>& x, int64_t n, const Op& op) {
+#if STRATA_CPU_ISA_CLONES
+  if (n >= 64) {
+    switch (loop_isa()) {
+      case LoopIsa::avx512: return contiguous_v4<Out, Ins...>(y, x, n, op);
+      case LoopIsa::avx2: return contiguous_v3<Out, Ins...>(y, x, n, op);
+      case LoopIsa::generic: break;
+    }
+  }
+#endif
+  contiguous_body<Out, Ins...>(y, x, n, op, std::index_sequence_for<Ins...>{});
+}
+
 template <class Out, class... Ins, class Op, size_t... I>
 [[gnu::always_inline]] inline void map_impl(const strata_tensor& yt, const strata_tensor* const* xt, int threads,
                                             const Op& op, std::index_sequence<I...>) {
@@ -46,9 +87,7 @@ template <class Out, class... Ins, class Op, size_t... I>
   if (all_contiguous(yt, *xt[I]...)) {
     parallel_for(
         n, threads,
-        [&](int64_t b, int64_t e) {
-          for (int64_t i = b; i < e; ++i) y[i] = Scalar<Out>::store(op(Scalar<Ins>::load(std::get<I>(x)[i])...));
-        },
+        [&](int64_t b, int64_t e) { contiguous<Out, Ins...>(y + b, {std::get<I>(x) + b...}, e - b, op); },
         cost);
     return;
   }
@@ -60,7 +99,22 @@ template <class Out, class... Ins, class Op, size_t... I>
     const std::tuple<const Ins*...> xx{std::get<I>(x) + off[I + 1]...};
     const int64_t ys = l.inner_stride(0);
     if (ys == 1 && ((l.inner_stride(I + 1) == 1) && ...)) {
-      for (int64_t i = 0; i < count; ++i) yy[i] = Scalar<Out>::store(op(Scalar<Ins>::load(std::get<I>(xx)[i])...));
+      contiguous<Out, Ins...>(yy, xx, count, op);
+    } else if (ys == 1 && ((l.inner_stride(I + 1) == 0 || l.inner_stride(I + 1) == 1) && ...)) {
+      // Some inputs are broadcast along the run (stride 0: a scalar operand,
+      // a bias). They are read from a chunk filled with their value, so that
+      // the loop is the contiguous one above, which vectorises; the generic
+      // strided loop below does not.
+      constexpr int64_t kChunk = 256;
+      std::tuple<std::array<Ins, kChunk>...> filled;
+      const int64_t fill = std::min(count, kChunk);
+      ((l.inner_stride(I + 1) == 0 ? std::fill_n(std::get<I>(filled).data(), fill, std::get<I>(xx)[0]) : nullptr),
+       ...);
+      for (int64_t c = 0; c < count; c += kChunk) {
+        const int64_t m = std::min(kChunk, count - c);
+        contiguous<Out, Ins...>(
+            yy + c, {(l.inner_stride(I + 1) == 0 ? std::get<I>(filled).data() : std::get<I>(xx) + c)...}, m, op);
+      }
     } else {
       const int64_t xs[] = {l.inner_stride(I + 1)..., 0};
       for (int64_t i = 0; i < count; ++i) {

@@ -6,8 +6,10 @@
 //
 // Options (a JSON object; any other key is an error):
 //   "threads": integer 0..1024, OpenMP threads per kernel (0: omp_get_max_threads())
-//   "isa":     oneDNN instruction-set cap for matmul, e.g. "avx2" (process-wide)
+//   "isa":     instruction-set cap, e.g. "avx2" (process-wide): oneDNN's (matmul,
+//              eltwise) and the plugin's own vectorised loops' (loop_isa.hpp)
 #include "kernel.hpp"
+#include "loop_isa.hpp"
 #include "matmul.hpp"
 #include "state.hpp"
 
@@ -190,6 +192,20 @@ strata_status probe(strata_probe_args* args) noexcept {
   return STRATA_OK;
 }
 
+/// The level of the plugin's own loops (loop_isa.hpp): the widest one that
+/// oneDNN's effective ISA (its cap included) covers and the CPU runs.
+LoopIsa choose_loop_isa() {
+#if STRATA_CPU_ISA_CLONES
+  const auto effective = static_cast<unsigned>(dnnl_get_effective_cpu_isa());
+  const auto covers = [&](dnnl_cpu_isa_t isa) {
+    return (effective & static_cast<unsigned>(isa)) == static_cast<unsigned>(isa);
+  };
+  if (covers(dnnl_cpu_isa_avx512_core) && __builtin_cpu_supports("x86-64-v4")) return LoopIsa::avx512;
+  if (covers(dnnl_cpu_isa_avx2) && __builtin_cpu_supports("x86-64-v3")) return LoopIsa::avx2;
+#endif
+  return LoopIsa::generic;
+}
+
 /// Parses the options into `threads` (0: all cores) and applies "isa".
 strata_status parse_options(const char* options_json, int64_t& threads, strata_error* error) {
   nlohmann::json options;
@@ -233,8 +249,10 @@ strata_status init(strata_init_args* args) noexcept {
     state->host = args->host;
     state->threads = threads > 0 ? static_cast<int>(threads) : omp_get_max_threads();
     state->props = make_props();
+    g_loop_isa.store(choose_loop_isa(), std::memory_order_relaxed);
     // The host's logger already names the plugin ("strata.cpu").
-    const std::string line = std::to_string(state->threads) + " threads, isa " + isa_name();
+    const std::string line = std::to_string(state->threads) + " threads, isa " + isa_name() + ", loops " +
+                             loop_isa_name(loop_isa());
     plugin::log(args->host, STRATA_LOG_INFO, kPluginName, line.c_str());
     args->state = reinterpret_cast<strata_plugin_state>(state.release());
     args->device_count = 1;

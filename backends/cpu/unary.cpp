@@ -1,13 +1,9 @@
 // unary.cpp — elementwise unary primitives (docs/ops.md, "Elementwise unary").
 #include "elementwise.hpp"
-
-#include <oneapi/dnnl/dnnl.hpp>
-#include <omp.h>
+#include "vector_math.hpp"
 
 #include <cmath>
-#include <mutex>
 #include <type_traits>
-#include <unordered_map>
 
 namespace strata::cpu {
 namespace {
@@ -21,6 +17,25 @@ C negate(C x) {
   } else {
     return -x;
   }
+}
+// exp, log, tanh and sigmoid of f32 (and of f16/bf16, computed in f32) are
+// SLEEF's (vector_math.hpp): the same bits at every width and layout. f64
+// keeps the C library's.
+template <class C>
+C exp_of(C x) {
+  if constexpr (std::is_same_v<C, float>) return vmath::exp(x); else return std::exp(x);
+}
+template <class C>
+C log_of(C x) {
+  if constexpr (std::is_same_v<C, float>) return vmath::log(x); else return std::log(x);
+}
+template <class C>
+C tanh_of(C x) {
+  if constexpr (std::is_same_v<C, float>) return vmath::tanh(x); else return std::tanh(x);
+}
+template <class C>
+C sigmoid_of(C x) {
+  if constexpr (std::is_same_v<C, float>) return vmath::sigmoid(x); else return C(1) / (C(1) + std::exp(-x));
 }
 template <class C>
 C absolute(C x) {
@@ -46,16 +61,16 @@ STRATA_CPU_UNARY(Neg, STRATA_OP_NEG, 1, negate(x));
 STRATA_CPU_UNARY(Abs, STRATA_OP_ABS, 1, absolute(x));
 STRATA_CPU_UNARY(Sign, STRATA_OP_SIGN, 1, is_nan(x) ? x : C((x > C(0)) - (x < C(0))));
 STRATA_CPU_UNARY(Relu, STRATA_OP_RELU, 1, x < C(0) ? C(0) : x);  // NaN passes through
-STRATA_CPU_UNARY(Exp, STRATA_OP_EXP, 8, std::exp(x));
-STRATA_CPU_UNARY(Log, STRATA_OP_LOG, 8, std::log(x));
+STRATA_CPU_UNARY(Exp, STRATA_OP_EXP, 8, exp_of(x));
+STRATA_CPU_UNARY(Log, STRATA_OP_LOG, 8, log_of(x));
 STRATA_CPU_UNARY(Log1p, STRATA_OP_LOG1P, 8, std::log1p(x));
 STRATA_CPU_UNARY(Expm1, STRATA_OP_EXPM1, 8, std::expm1(x));
 STRATA_CPU_UNARY(Sqrt, STRATA_OP_SQRT, 2, std::sqrt(x));
 STRATA_CPU_UNARY(Rsqrt, STRATA_OP_RSQRT, 2, C(1) / std::sqrt(x));
 STRATA_CPU_UNARY(Sin, STRATA_OP_SIN, 8, std::sin(x));
 STRATA_CPU_UNARY(Cos, STRATA_OP_COS, 8, std::cos(x));
-STRATA_CPU_UNARY(Tanh, STRATA_OP_TANH, 8, std::tanh(x));
-STRATA_CPU_UNARY(Sigmoid, STRATA_OP_SIGMOID, 8, C(1) / (C(1) + std::exp(-x)));
+STRATA_CPU_UNARY(Tanh, STRATA_OP_TANH, 8, tanh_of(x));
+STRATA_CPU_UNARY(Sigmoid, STRATA_OP_SIGMOID, 8, sigmoid_of(x));
 STRATA_CPU_UNARY(Erf, STRATA_OP_ERF, 8, std::erf(x));
 STRATA_CPU_UNARY(Floor, STRATA_OP_FLOOR, 1, std::floor(x));
 STRATA_CPU_UNARY(Ceil, STRATA_OP_CEIL, 1, std::ceil(x));
@@ -65,43 +80,26 @@ STRATA_CPU_UNARY(LogicalNot, STRATA_OP_LOGICAL_NOT, 1, !x);
 
 #undef STRATA_CPU_UNARY
 
-/// f32 transcendental ops on compact tensors of at least kDnnlMinElements go
-/// through oneDNN's JIT eltwise primitive (vectorised; glibc's tanhf/expf are
-/// scalar calls of 10-35 ns an element here). Other calls use the loop kernel.
-constexpr int64_t kDnnlMinElements = 4096;
-
-template <dnnl::algorithm Alg, class Loop>
-struct DnnlUnary {
+/// f32 exp, log, tanh and sigmoid on compact tensors: SLEEF's array loops in
+/// the widest instruction set allowed (vector_math.hpp), split across
+/// threads; other layouts take the elementwise loop with the same scalar
+/// function, which gives the same bits.
+template <class Loop, void (*Array)(const float*, float*, int64_t) noexcept>
+struct VectorUnary {
   static constexpr const char* name = Loop::name;
   using signature = float(float);
   static constexpr uint32_t flags = kStrided;
 
   static strata_status run(const KernelCall& call) {
     const strata_tensor &x = call.in(0), &y = call.out();
-    const int64_t n = plugin::numel(y);
-    if (n < kDnnlMinElements || !plugin::is_contiguous(x) || !plugin::is_contiguous(y)) {
+    if (!same_shape(x, y) || !plugin::is_contiguous(x) || !plugin::is_contiguous(y)) {
       return Elementwise<Loop, float, float>::run(call);
     }
-    static dnnl::engine engine(dnnl::engine::kind::cpu, 0);
-    static std::mutex mutex;
-    static std::unordered_map<int64_t, dnnl::eltwise_forward> cache;  // by element count
-    dnnl::memory::desc md({n}, dnnl::memory::data_type::f32, dnnl::memory::format_tag::a);
-    dnnl::eltwise_forward primitive;
-    {
-      std::lock_guard lock(mutex);
-      auto it = cache.find(n);
-      if (it == cache.end()) {
-        dnnl::eltwise_forward::desc desc(dnnl::prop_kind::forward_inference, Alg, md, 0.f, 0.f);
-        it = cache.emplace(n, dnnl::eltwise_forward(dnnl::eltwise_forward::primitive_desc(desc, engine))).first;
-      }
-      primitive = it->second;
-    }
-    omp_set_num_threads(call.threads);
-    thread_local dnnl::stream stream(engine);
-    dnnl::memory src(md, engine, reinterpret_cast<float*>(x.buffer) + x.offset);
-    dnnl::memory dst(md, engine, reinterpret_cast<float*>(y.buffer) + y.offset);
-    primitive.execute(stream, {{DNNL_ARG_SRC, src}, {DNNL_ARG_DST, dst}});
-    stream.wait();
+    const float* src = data<const float>(x);
+    float* dst = data<float>(y);
+    parallel_for(
+        plugin::numel(y), call.threads, [&](int64_t b, int64_t e) { Array(src + b, dst + b, e - b); },
+        op_cost<Loop>());
     return STRATA_OK;
   }
 };
@@ -111,12 +109,12 @@ struct DnnlUnary {
 void register_unary_kernels(plugin::KernelTable& table) {
   constexpr FloatTypes f;
   constexpr NumericTypes num;
-  // f32 of these goes through oneDNN (DnnlUnary); the other float types loop.
+  // f32 of these runs SLEEF's array loops (VectorUnary); the other float types loop.
   constexpr TypeList<double, f16, bf16> f_but_f32;
-  add<DnnlUnary<dnnl::algorithm::eltwise_tanh, Tanh>>(table);
-  add<DnnlUnary<dnnl::algorithm::eltwise_exp, Exp>>(table);
-  add<DnnlUnary<dnnl::algorithm::eltwise_logistic, Sigmoid>>(table);
-  add<DnnlUnary<dnnl::algorithm::eltwise_log, Log>>(table);
+  add<VectorUnary<Tanh, vmath::tanh>>(table);
+  add<VectorUnary<Exp, vmath::exp>>(table);
+  add<VectorUnary<Sigmoid, vmath::sigmoid>>(table);
+  add<VectorUnary<Log, vmath::log>>(table);
   add_unary<Neg>(table, num);
   add_unary<Abs>(table, num);
   add_unary<Sign>(table, num);
