@@ -181,6 +181,7 @@ void register_matmul_kernels(plugin::KernelTable& table);
 void register_index_kernels(plugin::KernelTable& table);
 void register_nn_kernels(plugin::KernelTable& table);
 void register_amp_kernels(plugin::KernelTable& table);
+void register_optim_kernels(plugin::KernelTable& table);
 void register_random_kernels(plugin::KernelTable& table);
 
 /// The device's table, built once on first use and kept until the process

@@ -22,6 +22,7 @@ const plugin::KernelTable& kernel_table() {
     register_index_kernels(*t);
     register_nn_kernels(*t);
     register_amp_kernels(*t);
+    register_optim_kernels(*t);
     register_random_kernels(*t);
     return t;
   }();

@@ -8,11 +8,13 @@
 // ISA, so one knob limits both the matmuls and these loops: the plugin
 // option "isa" or oneDNN's ONEDNN_MAX_CPU_ISA environment variable ("avx2",
 // "sse41", ...). Every level computes the same bits: the loops use only
-// correctly rounded IEEE operations and integer arithmetic, and the build
-// does not contract a*b+c into FMAs (-std=c++20: -ffp-contract=off).
+// correctly rounded IEEE operations and integer arithmetic, and the plugin
+// is built with -ffp-contract=off, so a*b+c is never fused into an FMA in
+// the wide copies only (CMakeLists.txt; cpu_isa_test checks it).
 #pragma once
 
 #include <atomic>
+#include <cstdint>
 
 #if defined(__x86_64__) && defined(__GNUC__) && !defined(__clang__)
 #define STRATA_CPU_ISA_CLONES 1
@@ -28,6 +30,42 @@ enum class LoopIsa : int { generic = 0, avx2 = 1, avx512 = 2 };
 inline std::atomic<LoopIsa> g_loop_isa{LoopIsa::generic};
 
 inline LoopIsa loop_isa() noexcept { return g_loop_isa.load(std::memory_order_relaxed); }
+
+namespace detail {
+
+template <class Body>
+[[gnu::always_inline]] inline void range_body(int64_t begin, int64_t end, const Body& body) {
+  for (int64_t i = begin; i < end; ++i) body(i);
+}
+
+#if STRATA_CPU_ISA_CLONES
+template <class Body>
+[[gnu::target("arch=x86-64-v4"), gnu::noinline]] void range_v4(int64_t begin, int64_t end, Body body) {
+  range_body(begin, end, body);
+}
+template <class Body>
+[[gnu::target("arch=x86-64-v3"), gnu::noinline]] void range_v3(int64_t begin, int64_t end, Body body) {
+  range_body(begin, end, body);
+}
+#endif
+
+}  // namespace detail
+
+/// body(i) for begin <= i < end, the loop compiled for every level and run
+/// in the one loop_isa() selects. For kernels whose loop is not an
+/// elementwise map (several outputs, as the optimizer updates): `body` must
+/// be inlinable and free of calls, so that the loop vectorises.
+template <class Body>
+inline void vector_range(int64_t begin, int64_t end, const Body& body) {
+#if STRATA_CPU_ISA_CLONES
+  switch (loop_isa()) {
+    case LoopIsa::avx512: return detail::range_v4(begin, end, body);
+    case LoopIsa::avx2: return detail::range_v3(begin, end, body);
+    case LoopIsa::generic: break;
+  }
+#endif
+  detail::range_body(begin, end, body);
+}
 
 inline const char* loop_isa_name(LoopIsa isa) noexcept {
   switch (isa) {

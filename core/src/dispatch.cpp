@@ -403,6 +403,13 @@ OpResult execute(OpCall& call, bool& decomposed) {
     decomposed = true;  // its primitives recorded themselves
     OpResult parts;
     for (Tensor& t : op.decompose(call)) parts.push_back(std::move(t));
+    // Preset outputs (an in-place op such as adam_step) receive the results.
+    for (int k = 0; k < call.n_outputs; ++k) {
+      Tensor preset = call.preset[static_cast<size_t>(k)];
+      if (!preset.defined()) continue;
+      preset.copy_(parts[k]);
+      parts[k] = preset;
+    }
     return parts;
   }
   if (fallback_policy(op.id) == FallbackPolicy::error) {

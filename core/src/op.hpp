@@ -69,7 +69,7 @@ struct Attr {
 using Attrs = std::vector<Attr>;
 
 inline constexpr int kMaxInputs = 4;
-inline constexpr int kMaxOutputs = 2;
+inline constexpr int kMaxOutputs = 3;  // adam_step: parameter and both moments
 
 struct OutputMeta {
   DType dtype = DType::f32;

@@ -21,6 +21,7 @@ const std::set<std::string> kNotDifferentiable = {
     "random_uniform", "random_normal", "bernoulli",       // no inputs: random draws are constants
     "detach",                                             // cuts the graph by definition
     "amp_unscale",                                        // optimizer-side, never differentiated
+    "sgd_step", "sgd_momentum_step", "adam_step",          // in-place optimizer updates
 };
 
 // --- the test points of each op ----------------------------------------------

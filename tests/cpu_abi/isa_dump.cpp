@@ -3,7 +3,8 @@
 // table (unary, binary, comparisons, where, casts) on inputs full of special
 // values — NaN, ±inf, ±0, denormals, extremes — in three layouts (compact
 // with a length that is no multiple of any vector width, one input
-// broadcast, transposed views), and prints one line per call:
+// broadcast, transposed views) — the activations and their backward ops
+// too — and prints one line per call:
 //
 //   <op> <signature> <layout> <status> <FNV-1a hash of the output bytes>
 //
@@ -48,6 +49,8 @@ const char* const kOps[] = {
     STRATA_OP_ADD,     STRATA_OP_SUB,     STRATA_OP_MUL,       STRATA_OP_DIV,     STRATA_OP_MAXIMUM,
     STRATA_OP_MINIMUM, STRATA_OP_POW,     STRATA_OP_EQ,        STRATA_OP_NE,      STRATA_OP_LT,
     STRATA_OP_LE,      STRATA_OP_GT,      STRATA_OP_GE,        STRATA_OP_WHERE,   STRATA_OP_CAST,
+    STRATA_OP_GELU,    STRATA_OP_SILU,    STRATA_OP_RELU_BACKWARD, STRATA_OP_SIGMOID_BACKWARD,
+    STRATA_OP_TANH_BACKWARD, STRATA_OP_GELU_BACKWARD,
 };
 
 /// The special values every float input starts with, then a spread of

@@ -121,6 +121,52 @@ Tensor cast(const Tensor& x, DType dtype);
 
 // --- Calling an op by name ------------------------------------------------------
 
+// --- Optimizer updates (in place) ------------------------------------------------
+// One op per update, which a backend may run as a single pass over memory
+// (docs/ops.md, "Optimizer updates"; the CPU plugin does for f32 and f64);
+// elsewhere the op decomposes into the unfused arithmetic, with the same
+// result to the last bit. nn::SGD, nn::Adam and nn::AdamW use them; a custom
+// optimizer may too. They update `param` and the state tensors in place
+// (run them without recording: NoGradGuard), and need every operand of the
+// parameter's dtype, shape and device.
+
+/// param ← param − lr·(grad + weight_decay·param)  (weight_decay 0: no term).
+void sgd_step_(const Tensor& param, const Tensor& grad, double lr, double weight_decay = 0.0);
+
+struct SgdMomentumUpdate {
+  double lr = 0.0, weight_decay = 0.0, momentum = 0.0, dampening = 0.0;
+  bool nesterov = false;
+  /// The buffer holds nothing yet: b ← g (its contents are not read).
+  bool first = false;
+};
+/// g ← grad + wd·param; buffer ← g (first) or μ·buffer + (1−dampening)·g;
+/// g ← g + μ·buffer (Nesterov) or buffer; param ← param − lr·g.
+void sgd_momentum_step_(const Tensor& param, const Tensor& grad, const Tensor& buffer,
+                        const SgdMomentumUpdate& update);
+
+enum class WeightDecay : int64_t {
+  none = 0,
+  l2 = 1,         // Adam: g ← g + wd·param
+  decoupled = 2,  // AdamW: param ← param·decay, decay = 1 − lr·wd
+};
+
+struct AdamUpdate {
+  WeightDecay decay_mode = WeightDecay::none;
+  double weight_decay = 0.0;
+  double decay = 1.0;
+  double beta1 = 0.9, beta2 = 0.999;
+  double step_size = 0.0;       // lr / (1 − β1ᵗ)
+  double inv_sqrt_bias2 = 1.0;  // 1 / √(1 − β2ᵗ)
+  double eps = 1e-8;
+  /// The moments hold nothing yet (their contents are not read).
+  bool first = false;
+};
+/// After the weight decay of decay_mode: m ← β1·m + (1−β1)·g;
+/// v ← β2·v + (1−β2)·g²; param ← param − m / (√v·inv_sqrt_bias2 + eps) ·
+/// step_size.
+void adam_step_(const Tensor& param, const Tensor& grad, const Tensor& exp_avg, const Tensor& exp_avg_sq,
+                const AdamUpdate& update);
+
 /// A named attribute of an op called by name. The value's C++ type picks the
 /// attribute kind of the plugin ABI (docs/ops.md, "Attributes"): int64_t is
 /// INT, bool BOOL, double FLOAT, std::vector<int64_t> INTS,

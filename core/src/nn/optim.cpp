@@ -97,7 +97,8 @@ NamedTensors Optimizer::state_dict() const {
   out.emplace_back("step", i64_scalar(steps_));
   for (size_t i = 0; i < state_.size(); ++i) {
     for (const auto& [n, t] : state_[i]) {
-      if (t.defined()) out.emplace_back("param." + std::to_string(i) + "." + n, t.detach());
+      // A snapshot: steps update the state in place (ops/optim.cpp).
+      if (t.defined()) out.emplace_back("param." + std::to_string(i) + "." + n, t.detach().clone());
     }
     if (param_steps_[i] > 0) out.emplace_back("param." + std::to_string(i) + ".step", i64_scalar(param_steps_[i]));
   }
@@ -204,9 +205,10 @@ void Optimizer::load_state_dict(const NamedTensors& state) {
       steps[index] = t.item<int64_t>();
       continue;
     }
-    // Steps replace state tensors rather than writing into them, so sharing
-    // storage with the caller's tensor is safe.
-    fresh[index][buffer] = t.detach().to(params_[index].device());
+    // Steps update state tensors in place: never share the caller's storage
+    // (a compact copy, as the fused updates want it).
+    Tensor copy = t.detach().to(params_[index].device());
+    fresh[index][buffer] = copy.device() == t.device() ? copy.clone() : copy.contiguous();
   }
   // Everything that can fail (copies to the device included) is done:
   // replace the state as a whole.
@@ -260,14 +262,23 @@ void SGD::step() {
     const Tensor& p = params()[i];
     Tensor g = p.grad();
     if (!g.defined()) continue;
-    g = g.detach();
-    if (o.weight_decay != 0.0) g = g + p.detach() * o.weight_decay;
-    if (o.momentum != 0.0) {
-      Tensor& buf = buffer(i, "momentum_buffer");
-      buf = buf.defined() ? buf * o.momentum + g * (1.0 - o.dampening) : g.clone();
-      g = o.nesterov ? g + buf * o.momentum : buf;
+    // One in-place update per parameter (ops/optim.cpp): a single kernel on
+    // devices that have one, the unfused update elsewhere.
+    g = g.detach().to(p.dtype());
+    if (o.momentum == 0.0) {
+      sgd_step_(p.detach(), g, lr, o.weight_decay);
+      continue;
     }
-    p.detach().copy_(p.detach() - g * lr);
+    Tensor& buf = buffer(i, "momentum_buffer");
+    const bool first = !buf.defined();
+    if (first) buf = zeros_like(p.detach());
+    sgd_momentum_step_(p.detach(), g, buf,
+                               {.lr = lr,
+                                .weight_decay = o.weight_decay,
+                                .momentum = o.momentum,
+                                .dampening = o.dampening,
+                                .nesterov = o.nesterov,
+                                .first = first});
   }
   count_step();
 }
@@ -316,26 +327,31 @@ void Adam::step() {
     const Tensor& p = params()[i];
     Tensor g = p.grad();
     if (!g.defined()) continue;
-    g = g.detach();
-    Tensor value = p.detach();
-    if (o.weight_decay != 0.0) {
-      if (decoupled_) {
-        value = value * (1.0 - lr * o.weight_decay);
-      } else {
-        g = g + value * o.weight_decay;
-      }
-    }
     Tensor& m = buffer(i, "exp_avg");
     Tensor& v = buffer(i, "exp_avg_sq");
-    m = m.defined() ? m * o.beta1 + g * (1.0 - o.beta1) : g * (1.0 - o.beta1);
-    v = v.defined() ? v * o.beta2 + square(g) * (1.0 - o.beta2) : square(g) * (1.0 - o.beta2);
+    const bool first = !m.defined() || !v.defined();
+    if (first) {
+      m = zeros_like(p.detach());
+      v = zeros_like(p.detach());
+    }
     // The step count lives on the host, so the bias corrections are computed
     // in double without reading the device.
     const int64_t step = ++param_step(i);
     const double bc1 = 1.0 - std::pow(o.beta1, static_cast<double>(step));
     const double bc2 = 1.0 - std::pow(o.beta2, static_cast<double>(step));
-    Tensor denom = sqrt(v) * (1.0 / std::sqrt(bc2)) + o.eps;
-    p.detach().copy_(value - m / denom * (lr / bc1));
+    AdamUpdate update{.beta1 = o.beta1,
+                              .beta2 = o.beta2,
+                              .step_size = lr / bc1,
+                              .inv_sqrt_bias2 = 1.0 / std::sqrt(bc2),
+                              .eps = o.eps,
+                              .first = first};
+    if (o.weight_decay != 0.0) {
+      update.decay_mode = decoupled_ ? WeightDecay::decoupled : WeightDecay::l2;
+      update.weight_decay = o.weight_decay;
+      update.decay = 1.0 - lr * o.weight_decay;
+    }
+    // One in-place update of the parameter and both moments (ops/optim.cpp).
+    adam_step_(p.detach(), g.detach().to(p.dtype()), m, v, update);
   }
   count_step();
 }

@@ -49,7 +49,9 @@ class Optimizer {
   /// The type's name, for messages ("Adam").
   virtual std::string name() const = 0;
 
-  /// Hyperparameters, counters and per-parameter state (see above).
+  /// Hyperparameters, counters and per-parameter state (see above), as a
+  /// snapshot: the state tensors are copies, which later steps (they update
+  /// the state in place) do not change.
   NamedTensors state_dict() const;
   /// Checks `state` without changing anything: "lr" and the other
   /// hyperparameters present, f64 0-d tensors, valid; "step" an i64 0-d
@@ -62,7 +64,8 @@ class Optimizer {
   /// was expected and what was found.
   void check_state_dict(const NamedTensors& state, const std::string& key_prefix = "") const;
   /// check_state_dict(), then replaces the hyperparameters and state (state
-  /// tensors are copied to each parameter's device). Parameters with no
+  /// tensors are copied to each parameter's device, and never shared with
+  /// `state`). Parameters with no
   /// state in `state` (all of their buffers absent) start fresh.
   void load_state_dict(const NamedTensors& state);
 

@@ -7,6 +7,7 @@
 #define STRATA_OPS_H
 
 #define STRATA_OP_ABS "strata::abs"
+#define STRATA_OP_ADAM_STEP "strata::adam_step"
 #define STRATA_OP_ADD "strata::add"
 #define STRATA_OP_AMP_UNSCALE "strata::amp_unscale"
 #define STRATA_OP_ARGMAX "strata::argmax"
@@ -57,6 +58,8 @@
 #define STRATA_OP_ROUND "strata::round"
 #define STRATA_OP_RSQRT "strata::rsqrt"
 #define STRATA_OP_SCATTER_ADD "strata::scatter_add"
+#define STRATA_OP_SGD_MOMENTUM_STEP "strata::sgd_momentum_step"
+#define STRATA_OP_SGD_STEP "strata::sgd_step"
 #define STRATA_OP_SIGMOID "strata::sigmoid"
 #define STRATA_OP_SIGMOID_BACKWARD "strata::sigmoid_backward"
 #define STRATA_OP_SIGN "strata::sign"

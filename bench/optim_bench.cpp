@@ -1,0 +1,245 @@
+// Optimizer-update benchmark: one Adam (and SGD with momentum) step over
+// 4 f32 parameters of 1024 x 1024 (4 M elements: 16 MiB of parameters, as
+// much of gradients and of each state tensor; an Adam step moves 112 MiB,
+// more than the 32 MiB L3 of the development machine, though one
+// parameter's 28 MiB fits), three ways:
+//  - BM_Strata_*/fused: nn::Adam / nn::SGD, one fused kernel per parameter
+//    (ops adam_step, sgd_momentum_step; docs/ops.md, "Optimizer updates");
+//  - BM_Strata_*/unfused: the same update as the chain of out-of-place
+//    elementwise ops the optimizers ran before (one op per operation);
+//  - BM_Torch_*: torch::optim::Adam / SGD of libtorch (1.13, its default
+//    for-loop implementation) on the same values, when libtorch is present.
+// Memory traffic: the fused Adam step reads p, g, m, v and writes p, m, v —
+// 7 x 16 MiB in all — and SGD with momentum 5 x 16 MiB; "GB/s" is that
+// traffic over the time (compare bench_bandwidth's ceiling).
+// Results are checked before timing: fused and unfused agree bitwise after
+// a step, libtorch within 1e-6. One thread unless STRATA_BENCH_THREADS says
+// otherwise, on both sides.
+#include <strata/strata.hpp>
+
+#include <benchmark/benchmark.h>
+
+#include "bench_common.hpp"
+
+#include <cmath>
+#include <cstdio>
+#include <random>
+#include <vector>
+
+#include <unistd.h>
+
+#ifdef STRATA_HAVE_TORCH
+#include <torch/torch.h>
+#endif
+
+namespace {
+
+using namespace strata;
+using strata::bench::RatioReporter;
+
+constexpr int64_t kRows = 1024, kCols = 1024;
+constexpr int kParams = 4;
+constexpr double kLr = 1e-3;
+
+std::vector<float> values(unsigned seed) {
+  std::mt19937 rng(seed);
+  std::normal_distribution<float> normal;
+  std::vector<float> v(static_cast<size_t>(kRows * kCols));
+  for (float& x : v) x = normal(rng);
+  return v;
+}
+
+struct Params {
+  std::vector<Tensor> p;
+  Params() {
+    for (int k = 0; k < kParams; ++k) {
+      p.push_back(from_data(values(1 + k), {kRows, kCols}).set_requires_grad());
+      p.back().set_grad(from_data(values(100 + k), {kRows, kCols}));
+    }
+  }
+};
+
+/// The unfused Adam update, one public op per operation (as nn::Adam did).
+struct UnfusedAdam {
+  std::vector<Tensor> m, v;
+  int64_t t = 0;
+  void step(std::vector<Tensor>& ps) {
+    NoGradGuard no_grad;
+    ++t;
+    const double bc1 = 1.0 - std::pow(0.9, static_cast<double>(t)), bc2 = 1.0 - std::pow(0.999, static_cast<double>(t));
+    m.resize(ps.size());
+    v.resize(ps.size());
+    for (size_t i = 0; i < ps.size(); ++i) {
+      Tensor g = ps[i].grad();
+      m[i] = m[i].defined() ? m[i] * 0.9 + g * (1.0 - 0.9) : g * (1.0 - 0.9);
+      v[i] = v[i].defined() ? v[i] * 0.999 + square(g) * (1.0 - 0.999) : square(g) * (1.0 - 0.999);
+      Tensor denom = sqrt(v[i]) * (1.0 / std::sqrt(bc2)) + 1e-8;
+      ps[i].detach().copy_(ps[i].detach() - m[i] / denom * (kLr / bc1));
+    }
+  }
+};
+
+struct UnfusedSgd {
+  std::vector<Tensor> b;
+  void step(std::vector<Tensor>& ps) {
+    NoGradGuard no_grad;
+    b.resize(ps.size());
+    for (size_t i = 0; i < ps.size(); ++i) {
+      Tensor g = ps[i].grad();
+      b[i] = b[i].defined() ? b[i] * 0.9 + g * (1.0 - 0.0) : g.clone();
+      ps[i].detach().copy_(ps[i].detach() - b[i] * kLr);
+    }
+  }
+};
+
+void set_traffic(benchmark::State& state, int streams) {
+  state.counters["GB/s"] = benchmark::Counter(
+      static_cast<double>(streams) * kParams * kRows * kCols * 4.0 * static_cast<double>(state.iterations()) * 1e-9,
+      benchmark::Counter::kIsRate);
+}
+
+bool check_fused_equals_unfused(bool adam) {
+  Params a, b;
+  if (adam) {
+    nn::Adam opt(a.p, {.lr = kLr});
+    opt.step();
+    UnfusedAdam ref;
+    ref.step(b.p);
+  } else {
+    nn::SGD opt(a.p, {.lr = kLr, .momentum = 0.9});
+    opt.step();
+    UnfusedSgd ref;
+    ref.step(b.p);
+  }
+  for (int k = 0; k < kParams; ++k)
+    if (a.p[k].detach().to_bytes() != b.p[k].detach().to_bytes()) return false;
+  return true;
+}
+
+/// Times steps of `opt` (fused) or of `ref` (unfused) on `ps`.
+template <class Ref>
+void time_steps(benchmark::State& state, bool fused, nn::Optimizer& opt, Ref& ref, Params& ps, int streams) {
+  for (auto _ : state) {
+    if (fused) {
+      opt.step();
+    } else {
+      ref.step(ps.p);
+    }
+    runtime().synchronize(ps.p[0].device());
+  }
+  set_traffic(state, streams);
+}
+
+void BM_Strata_Adam(benchmark::State& state, bool fused) {
+  if (!check_fused_equals_unfused(true)) {
+    state.SkipWithError("fused and unfused Adam disagree");
+    return;
+  }
+  Params ps;
+  nn::Adam opt(ps.p, {.lr = kLr});
+  UnfusedAdam ref;
+  time_steps(state, fused, opt, ref, ps, 7);
+}
+BENCHMARK_CAPTURE(BM_Strata_Adam, fused, true)->Unit(benchmark::kMillisecond)->UseRealTime();
+BENCHMARK_CAPTURE(BM_Strata_Adam, unfused, false)->Unit(benchmark::kMillisecond)->UseRealTime();
+
+void BM_Strata_SgdMomentum(benchmark::State& state, bool fused) {
+  if (!check_fused_equals_unfused(false)) {
+    state.SkipWithError("fused and unfused SGD disagree");
+    return;
+  }
+  Params ps;
+  nn::SGD opt(ps.p, {.lr = kLr, .momentum = 0.9});
+  UnfusedSgd ref;
+  time_steps(state, fused, opt, ref, ps, 5);  // reads p, g, b; writes p, b
+}
+BENCHMARK_CAPTURE(BM_Strata_SgdMomentum, fused, true)->Unit(benchmark::kMillisecond)->UseRealTime();
+BENCHMARK_CAPTURE(BM_Strata_SgdMomentum, unfused, false)->Unit(benchmark::kMillisecond)->UseRealTime();
+
+#ifdef STRATA_HAVE_TORCH
+std::vector<torch::Tensor> torch_params() {
+  std::vector<torch::Tensor> out;
+  for (int k = 0; k < kParams; ++k) {
+    std::vector<float> p = values(1 + k), g = values(100 + k);
+    torch::Tensor t = torch::from_blob(p.data(), {kRows, kCols}).clone().set_requires_grad(true);
+    t.mutable_grad() = torch::from_blob(g.data(), {kRows, kCols}).clone();
+    out.push_back(t);
+  }
+  return out;
+}
+
+/// libtorch's first step against Strata's: the same values within 1e-6.
+bool check_torch(bool adam) {
+  Params a;
+  std::vector<torch::Tensor> t = torch_params();
+  if (adam) {
+    nn::Adam(a.p, {.lr = kLr}).step();
+    torch::optim::Adam(t, torch::optim::AdamOptions(kLr)).step();
+  } else {
+    nn::SGD(a.p, {.lr = kLr, .momentum = 0.9}).step();
+    torch::optim::SGD(t, torch::optim::SGDOptions(kLr).momentum(0.9)).step();
+  }
+  for (int k = 0; k < kParams; ++k) {
+    std::vector<float> mine = a.p[k].detach().to_vector<float>();
+    torch::Tensor theirs = t[k].detach().contiguous();
+    const float* q = theirs.data_ptr<float>();
+    for (size_t i = 0; i < mine.size(); i += 997)
+      if (std::fabs(mine[i] - q[i]) > 1e-6f) return false;
+  }
+  return true;
+}
+
+void BM_Torch_Adam(benchmark::State& state) {
+  if (!check_torch(true)) {
+    state.SkipWithError("libtorch's Adam step differs from Strata's");
+    return;
+  }
+  std::vector<torch::Tensor> ps = torch_params();
+  torch::optim::Adam opt(ps, torch::optim::AdamOptions(kLr));
+  for (auto _ : state) opt.step();
+  set_traffic(state, 7);
+}
+BENCHMARK(BM_Torch_Adam)->Unit(benchmark::kMillisecond)->UseRealTime();
+
+void BM_Torch_SgdMomentum(benchmark::State& state) {
+  if (!check_torch(false)) {
+    state.SkipWithError("libtorch's SGD step differs from Strata's");
+    return;
+  }
+  std::vector<torch::Tensor> ps = torch_params();
+  torch::optim::SGD opt(ps, torch::optim::SGDOptions(kLr).momentum(0.9));
+  for (auto _ : state) opt.step();
+  set_traffic(state, 5);
+}
+BENCHMARK(BM_Torch_SgdMomentum)->Unit(benchmark::kMillisecond)->UseRealTime();
+#endif
+
+void print_ratio(const RatioReporter& r, const char* what, const std::string& num, const std::string& den) {
+  auto a = r.times(num), b = r.times(den);
+  if (!a || !b) return;
+  std::printf("  %-34s %7.2f / %7.2f ms = %5.2fx\n", what, a->real_ms, b->real_ms, a->real_ms / b->real_ms);
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  const int threads = strata::bench::bench_threads(1);
+#ifdef STRATA_HAVE_TORCH
+  torch::set_num_threads(threads);
+#endif
+  strata::bench::configure_cpu_only(threads);
+  benchmark::Initialize(&argc, argv);
+  if (benchmark::ReportUnrecognizedArguments(argc, argv)) return 1;
+  RatioReporter reporter(isatty(STDOUT_FILENO) != 0 ? benchmark::ConsoleReporter::OO_Color
+                                                    : benchmark::ConsoleReporter::OO_None);
+  benchmark::RunSpecifiedBenchmarks(&reporter);
+  std::printf("\nratios (medians when repeated; %d thread%s each):\n", threads, threads == 1 ? "" : "s");
+  print_ratio(reporter, "Adam fused / unfused", "BM_Strata_Adam/fused", "BM_Strata_Adam/unfused");
+  print_ratio(reporter, "SGD momentum fused / unfused", "BM_Strata_SgdMomentum/fused", "BM_Strata_SgdMomentum/unfused");
+#ifdef STRATA_HAVE_TORCH
+  print_ratio(reporter, "Adam Strata / libtorch", "BM_Strata_Adam/fused", "BM_Torch_Adam");
+  print_ratio(reporter, "SGD momentum Strata / libtorch", "BM_Strata_SgdMomentum/fused", "BM_Torch_SgdMomentum");
+#endif
+  benchmark::Shutdown();
+  return 0;
+}
