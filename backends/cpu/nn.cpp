@@ -2,8 +2,10 @@
 // "Composites" and "Backward ops"): the elementwise ones are functors for the
 // elementwise machinery; softmax and friends work along one dim.
 #include "elementwise.hpp"
+#include "vector_math.hpp"
 
 #include <cmath>
+#include <vector>
 #include <limits>
 #include <numbers>
 #include <type_traits>
@@ -79,13 +81,39 @@ struct GeluBackward {  // (grad, x)
 // dims, `stride` apart (1 when dim is the last, the common case, passed as
 // Unit so the loops vectorise).
 
+/// The row's maximum; its first NaN when it holds one.
 template <class T, class S>
 compute_t<T> row_max(const T* x, int64_t n, S stride) {
   using C = compute_t<T>;
+  int64_t i = 0;
   C m = -std::numeric_limits<C>::infinity();
-  for (int64_t i = 0; i < n; ++i) {
+  if constexpr (std::is_same_v<S, Unit>) {
+    // Branch-free over 16 lanes (max is order-independent but for the sign
+    // of a zero maximum), NaNs only flagged: the compiler turns this into
+    // vector max and compare instructions. The scalar loop below was a
+    // mispredicted branch per element.
+    constexpr int kLanes = 16;
+    C lane[kLanes];
+    bool nan[kLanes] = {};
+    for (C& l : lane) l = m;
+    for (; i + kLanes <= n; i += kLanes) {
+      for (int k = 0; k < kLanes; ++k) {
+        const C v = Scalar<T>::load(x[i + k]);
+        lane[k] = v > lane[k] ? v : lane[k];
+        nan[k] = nan[k] | (v != v);
+      }
+    }
+    bool any_nan = false;
+    for (int k = 0; k < kLanes; ++k) {
+      m = lane[k] > m ? lane[k] : m;
+      any_nan = any_nan | nan[k];
+    }
+    if (any_nan) i = 0, m = -std::numeric_limits<C>::infinity();  // rare: find the first NaN below
+  }
+  for (; i < n; ++i) {
     const C v = Scalar<T>::load(x[i * stride]);
-    m = v > m || is_nan(v) ? v : m;
+    if (is_nan(v)) return v;
+    m = v > m ? v : m;
   }
   return m;
 }
@@ -98,6 +126,34 @@ C row_sum(int64_t n, F&& f) {
   return s;
 }
 
+/// exp of f32 is SLEEF's (vector_math.hpp), as the exp op's; f64 keeps the
+/// C library's.
+template <class C>
+C exp_c(C x) {
+  if constexpr (std::is_same_v<C, float>) return vmath::exp(x); else return std::exp(x);
+}
+template <class C>
+C log_c(C x) {
+  if constexpr (std::is_same_v<C, float>) return vmath::log(x); else return std::log(x);
+}
+
+/// For an f32 row of stride 1: e[i] = exp(src[i] - shift) into a per-thread
+/// buffer, through SLEEF's array loop (vectorised); nullptr otherwise, and
+/// the caller computes element by element with exp_c (the same bits).
+template <class T, class S>
+const float* exp_row(const T* src, int64_t n, S, compute_t<T> shift) {
+  if constexpr (std::is_same_v<T, float> && std::is_same_v<S, Unit>) {
+    thread_local std::vector<float> buffer;
+    buffer.resize(static_cast<size_t>(n));
+    float* e = buffer.data();
+    for (int64_t i = 0; i < n; ++i) e[i] = src[i] - shift;
+    vmath::exp(e, e, n);
+    return e;
+  } else {
+    return nullptr;
+  }
+}
+
 struct Softmax {  // y = exp(x - max) / sum(exp(x - max))
   static constexpr const char* name = STRATA_OP_SOFTMAX;
   static constexpr int arity = 1;
@@ -105,7 +161,8 @@ struct Softmax {  // y = exp(x - max) / sum(exp(x - max))
   static void row(T* y, const T* x, int64_t n, S s) {
     using C = compute_t<T>;
     const C m = row_max(x, n, s);
-    const auto e = [&](int64_t i) { return std::exp(Scalar<T>::load(x[i * s]) - m); };
+    const float* pre = exp_row(x, n, s, m);
+    const auto e = [&](int64_t i) -> C { return pre != nullptr ? pre[i] : exp_c(Scalar<T>::load(x[i * s]) - m); };
     if constexpr (std::is_same_v<T, C>) {  // keep exp in y: computed once
       const C sum = row_sum<C>(n, [&](int64_t i) { return y[i * s] = e(i); });
       const C inv = C(1) / sum;
@@ -124,7 +181,9 @@ struct LogSoftmax {  // y = x - max - log(sum(exp(x - max)))
   static void row(T* y, const T* x, int64_t n, S s) {
     using C = compute_t<T>;
     const C m = row_max(x, n, s);
-    const C log_sum = std::log(row_sum<C>(n, [&](int64_t i) { return std::exp(Scalar<T>::load(x[i * s]) - m); }));
+    const float* pre = exp_row(x, n, s, m);
+    const C log_sum = log_c(
+        row_sum<C>(n, [&](int64_t i) -> C { return pre != nullptr ? pre[i] : exp_c(Scalar<T>::load(x[i * s]) - m); }));
     // (x - m) - log_sum, not x - (m + log_sum): m + log_sum would round away
     // log_sum's digits when |m| is large.
     for (int64_t i = 0; i < n; ++i) y[i * s] = Scalar<T>::store((Scalar<T>::load(x[i * s]) - m) - log_sum);
@@ -151,7 +210,11 @@ struct LogSoftmaxBackward {  // (grad, y = log_softmax(x)): dx = grad - exp(y) *
     using C = compute_t<T>;
     const auto ld = [](T v) { return Scalar<T>::load(v); };
     const C sum = row_sum<C>(n, [&](int64_t i) { return ld(g[i * s]); });
-    for (int64_t i = 0; i < n; ++i) dx[i * s] = Scalar<T>::store(ld(g[i * s]) - std::exp(ld(y[i * s])) * sum);
+    if (const float* e = exp_row(y, n, s, C(0))) {  // f32, stride 1: exp(y) vectorised
+      for (int64_t i = 0; i < n; ++i) dx[i * s] = Scalar<T>::store(ld(g[i * s]) - e[i] * sum);
+    } else {
+      for (int64_t i = 0; i < n; ++i) dx[i * s] = Scalar<T>::store(ld(g[i * s]) - exp_c(ld(y[i * s])) * sum);
+    }
   }
 };
 
