@@ -2,6 +2,7 @@
 // "Composites" and "Backward ops"): the elementwise ones are functors for the
 // elementwise machinery; softmax and friends work along one dim.
 #include "elementwise.hpp"
+#include "scalar_math.hpp"
 #include "vector_math.hpp"
 
 #include <cmath>
@@ -126,17 +127,6 @@ C row_sum(int64_t n, F&& f) {
   return s;
 }
 
-/// exp of f32 is SLEEF's (vector_math.hpp), as the exp op's; f64 keeps the
-/// C library's.
-template <class C>
-C exp_c(C x) {
-  if constexpr (std::is_same_v<C, float>) return vmath::exp(x); else return std::exp(x);
-}
-template <class C>
-C log_c(C x) {
-  if constexpr (std::is_same_v<C, float>) return vmath::log(x); else return std::log(x);
-}
-
 /// For an f32 row of stride 1: e[i] = exp(src[i] - shift) into a per-thread
 /// buffer, through SLEEF's array loop (vectorised); nullptr otherwise, and
 /// the caller computes element by element with exp_c (the same bits).
@@ -162,7 +152,7 @@ struct Softmax {  // y = exp(x - max) / sum(exp(x - max))
     using C = compute_t<T>;
     const C m = row_max(x, n, s);
     const float* pre = exp_row(x, n, s, m);
-    const auto e = [&](int64_t i) -> C { return pre != nullptr ? pre[i] : exp_c(Scalar<T>::load(x[i * s]) - m); };
+    const auto e = [&](int64_t i) -> C { return pre != nullptr ? pre[i] : exp_of(Scalar<T>::load(x[i * s]) - m); };
     if constexpr (std::is_same_v<T, C>) {  // keep exp in y: computed once
       const C sum = row_sum<C>(n, [&](int64_t i) { return y[i * s] = e(i); });
       const C inv = C(1) / sum;
@@ -182,8 +172,8 @@ struct LogSoftmax {  // y = x - max - log(sum(exp(x - max)))
     using C = compute_t<T>;
     const C m = row_max(x, n, s);
     const float* pre = exp_row(x, n, s, m);
-    const C log_sum = log_c(
-        row_sum<C>(n, [&](int64_t i) -> C { return pre != nullptr ? pre[i] : exp_c(Scalar<T>::load(x[i * s]) - m); }));
+    const C log_sum = log_of(
+        row_sum<C>(n, [&](int64_t i) -> C { return pre != nullptr ? pre[i] : exp_of(Scalar<T>::load(x[i * s]) - m); }));
     // (x - m) - log_sum, not x - (m + log_sum): m + log_sum would round away
     // log_sum's digits when |m| is large.
     for (int64_t i = 0; i < n; ++i) y[i * s] = Scalar<T>::store((Scalar<T>::load(x[i * s]) - m) - log_sum);
@@ -213,7 +203,7 @@ struct LogSoftmaxBackward {  // (grad, y = log_softmax(x)): dx = grad - exp(y) *
     if (const float* e = exp_row(y, n, s, C(0))) {  // f32, stride 1: exp(y) vectorised
       for (int64_t i = 0; i < n; ++i) dx[i * s] = Scalar<T>::store(ld(g[i * s]) - e[i] * sum);
     } else {
-      for (int64_t i = 0; i < n; ++i) dx[i * s] = Scalar<T>::store(ld(g[i * s]) - exp_c(ld(y[i * s])) * sum);
+      for (int64_t i = 0; i < n; ++i) dx[i * s] = Scalar<T>::store(ld(g[i * s]) - exp_of(ld(y[i * s])) * sum);
     }
   }
 };

@@ -1,5 +1,6 @@
 // unary.cpp — elementwise unary primitives (docs/ops.md, "Elementwise unary").
 #include "elementwise.hpp"
+#include "scalar_math.hpp"
 #include "vector_math.hpp"
 
 #include <cmath>
@@ -17,25 +18,6 @@ C negate(C x) {
   } else {
     return -x;
   }
-}
-// exp, log, tanh and sigmoid of f32 (and of f16/bf16, computed in f32) are
-// SLEEF's (vector_math.hpp): the same bits at every width and layout. f64
-// keeps the C library's.
-template <class C>
-C exp_of(C x) {
-  if constexpr (std::is_same_v<C, float>) return vmath::exp(x); else return std::exp(x);
-}
-template <class C>
-C log_of(C x) {
-  if constexpr (std::is_same_v<C, float>) return vmath::log(x); else return std::log(x);
-}
-template <class C>
-C tanh_of(C x) {
-  if constexpr (std::is_same_v<C, float>) return vmath::tanh(x); else return std::tanh(x);
-}
-template <class C>
-C sigmoid_of(C x) {
-  if constexpr (std::is_same_v<C, float>) return vmath::sigmoid(x); else return C(1) / (C(1) + std::exp(-x));
 }
 template <class C>
 C absolute(C x) {
