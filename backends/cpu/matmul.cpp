@@ -232,6 +232,11 @@ bool try_sgemm(const strata_tensor& a, const strata_tensor& b, const strata_tens
       !blas_layout(M, N, y.strides[r - 2], y.strides[r - 1], ty, ldy) || ty != 'N') {
     return false;
   }
+  // A transposed B (Linear's x @ weight.mT()) is what dnnl_sgemm does worst:
+  // K = N = 1024 took 0.96 / 1.70 ms at M = 64 / 256 against the matmul
+  // primitive's 0.30 / 1.06 ms (2 threads, oneDNN 2.6, AVX-512); at
+  // M = 1024 they tie. That layout goes to the primitive.
+  if (tb == 'T') return false;
   set_dnnl_threads(a, y, max_threads);
   const Layout<3> batches = batch_layout(y, a, b);
   bool ok = true;
