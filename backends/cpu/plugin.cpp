@@ -5,7 +5,8 @@
 // threaded (the kernels share no state the host would have to serialise).
 //
 // Options (a JSON object; any other key is an error):
-//   "threads": integer 0..1024, OpenMP threads per kernel (0: omp_get_max_threads())
+//   "threads": integer 0..1024, OpenMP threads per kernel (0: the environment's
+//              STRATA_NUM_THREADS when set, else omp_get_max_threads())
 //   "isa":     instruction-set cap, e.g. "avx2" (process-wide): oneDNN's (matmul,
 //              eltwise) and the plugin's own vectorised loops' (loop_isa.hpp)
 #include "kernel.hpp"
@@ -245,6 +246,20 @@ strata_status init(strata_init_args* args) noexcept {
   return plugin::guarded(args->error, "cpu: init", [&] {
     int64_t threads = 0;
     if (const strata_status s = parse_options(args->options_json, threads, args->error); s != STRATA_OK) return s;
+    // Without "threads" (or 0) in the configuration, STRATA_NUM_THREADS
+    // chooses, else OpenMP's default (OMP_NUM_THREADS, else every core).
+    if (threads == 0) {
+      if (const char* env = std::getenv("STRATA_NUM_THREADS"); env != nullptr && *env != '\0') {
+        char* end = nullptr;
+        const long long n = std::strtoll(env, &end, 10);
+        if (*end != '\0' || n < 1 || n > kMaxThreads) {
+          return fail(args->error, STRATA_ERROR_INVALID_ARGUMENT,
+                      "cpu: STRATA_NUM_THREADS=\"%s\" must be an integer in [1, %lld]", env,
+                      static_cast<long long>(kMaxThreads));
+        }
+        threads = n;
+      }
+    }
     auto state = std::make_unique<CpuState>();
     state->host = args->host;
     state->threads = threads > 0 ? static_cast<int>(threads) : omp_get_max_threads();

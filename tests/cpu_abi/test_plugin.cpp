@@ -106,6 +106,31 @@ TEST(CpuPluginInit, RejectsBadOptions) {
   }
 }
 
+// STRATA_NUM_THREADS chooses the thread count when the options leave it at
+// 0; the options win when they set it; a bad value fails init, named.
+TEST(CpuPluginInit, StrataNumThreadsSetsTheDefaultThreadCount) {
+  static std::vector<std::string> lines;
+  strata_host_api host = *quiet_host();
+  host.log = [](strata_log_level level, const char* plugin, const char* message) {
+    if (level == STRATA_LOG_INFO && std::string(plugin) == "cpu") lines.emplace_back(message);
+  };
+  ::setenv("STRATA_NUM_THREADS", "3", 1);
+  plugin_api().shutdown(init_plugin(&host, "{}"));
+  plugin_api().shutdown(init_plugin(&host, R"({"threads": 2})"));
+  for (const char* bad : {"abc", "0", "2000", "3x"}) {
+    ::setenv("STRATA_NUM_THREADS", bad, 1);
+    strata_error err = make_error();
+    strata_init_args args = make_args<strata_init_args>(err);
+    args.options_json = "{}";
+    EXPECT_EQ(plugin_api().init(&args), STRATA_ERROR_INVALID_ARGUMENT) << bad;
+    EXPECT_TRUE(contains(err.message, std::string("STRATA_NUM_THREADS=\"") + bad + "\"")) << err.message;
+  }
+  ::unsetenv("STRATA_NUM_THREADS");
+  ASSERT_EQ(lines.size(), 2u);
+  EXPECT_TRUE(lines[0].rfind("3 threads", 0) == 0) << lines[0];
+  EXPECT_TRUE(lines[1].rfind("2 threads", 0) == 0) << lines[1];
+}
+
 TEST(CpuPluginInit, RefusesATooSmallStruct) {
   strata_error err = make_error();
   strata_init_args args = make_args<strata_init_args>(err);
