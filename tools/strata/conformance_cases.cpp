@@ -20,7 +20,8 @@ using Fn = std::function<Tensor(const std::vector<Tensor>&)>;
 
 enum class Family {
   unary, binary, compare, where, reduce, arg_reduce, matmul, index_select, gather, scatter_add, softmax,
-  pointwise_backward, softmax_backward, amp_unscale, copy, cast, fill, random_uniform, random_normal, bernoulli,
+  pointwise_backward, softmax_backward, amp_unscale, optim_update, copy, cast, fill, random_uniform, random_normal,
+  bernoulli,
 };
 
 /// What the checker knows of an op of the contract.
@@ -95,6 +96,9 @@ const std::map<std::string, OpSpec>& op_table() {
     t["strata::softmax_backward"] = {Family::softmax_backward, nullptr, {}, {0.01, 1.0}, true, 1};
     t["strata::log_softmax_backward"] = {Family::softmax_backward, nullptr, {}, {-4.0, -0.05}, true, 1};
     t["strata::amp_unscale"] = {Family::amp_unscale, nullptr, {}, {}, false, 0};
+    t["strata::sgd_step"] = {Family::optim_update, nullptr, {}, {}, false, 0};
+    t["strata::sgd_momentum_step"] = {Family::optim_update, nullptr, {}, {}, false, 0};
+    t["strata::adam_step"] = {Family::optim_update, nullptr, {}, {}, false, 0};
     t["strata::copy"] = {Family::copy, nullptr, {}, {}, false, 0};
     t["strata::cast"] = {Family::cast, nullptr, {}, {}, false, 0};
     t["strata::fill"] = {Family::fill, nullptr, {}, {}, false, 0};
@@ -393,6 +397,75 @@ std::vector<OpCase> op_cases(const std::string& op, const OpSpec& spec, const Si
           auto [y, found] = amp_unscale(in[0], in[1]);
           return cat({y.reshape({-1}).to(DType::f64), found.reshape({1}).to(DType::f64)});
         });
+      }
+      break;
+    }
+    case Family::optim_update: {
+      // The update runs on copies of the state (it writes in place); the
+      // result is the new parameter and state, flattened end to end.
+      // Gradients keep away from 0 so that Adam's m / (√v + eps) is well
+      // conditioned; the second moment is non-negative.
+      const ValueRange grad{0.1, 2.0};
+      auto flat = [](std::initializer_list<Tensor> parts) {
+        std::vector<Tensor> v;
+        for (const Tensor& part : parts) v.push_back(part.reshape({-1}));
+        return cat(v);
+      };
+      const Shape shape{7, 5};
+      if (op == "strata::sgd_step") {
+        for (double wd : {0.0, 0.01}) {
+          add_case(wd == 0.0 ? "lr 0.1" : "lr 0.1, weight decay 0.01",
+                   {random_operand(rng, shape, t), random_operand(rng, shape, t, Layout::contiguous, grad)},
+                   [wd](const std::vector<Tensor>& in) {
+                     Tensor p = in[0].clone();
+                     sgd_step_(p, in[1], 0.1, wd);
+                     return p;
+                   },
+                   4.0);
+        }
+      } else if (op == "strata::sgd_momentum_step") {
+        const SgdMomentumUpdate updates[] = {
+            {.lr = 0.1, .momentum = 0.9, .first = true},
+            {.lr = 0.1, .momentum = 0.9},
+            {.lr = 0.05, .weight_decay = 0.01, .momentum = 0.8, .dampening = 0.1},
+            {.lr = 0.05, .weight_decay = 0.01, .momentum = 0.8, .nesterov = true},
+        };
+        for (const SgdMomentumUpdate& u : updates) {
+          const std::string label = std::string(u.first ? "first step" : "later step") +
+                                    (u.dampening != 0.0 ? ", dampening" : "") + (u.nesterov ? ", Nesterov" : "") +
+                                    (u.weight_decay != 0.0 ? ", weight decay" : "");
+          add_case(label,
+                   {random_operand(rng, shape, t), random_operand(rng, shape, t, Layout::contiguous, grad),
+                    random_operand(rng, shape, t)},
+                   [u, flat](const std::vector<Tensor>& in) {
+                     Tensor p = in[0].clone(), b = in[2].clone();
+                     sgd_momentum_step_(p, in[1], b, u);
+                     return flat({p, b});
+                   },
+                   8.0);
+        }
+      } else {
+        const AdamUpdate updates[] = {
+            {.step_size = 1e-3 / 0.1, .inv_sqrt_bias2 = 1.0 / std::sqrt(0.001), .first = true},
+            {.step_size = 1e-3 / 0.19, .inv_sqrt_bias2 = 1.0 / std::sqrt(0.001999)},
+            {.decay_mode = WeightDecay::l2, .weight_decay = 0.01, .step_size = 0.01, .inv_sqrt_bias2 = 2.0},
+            {.decay_mode = WeightDecay::decoupled, .weight_decay = 0.01, .decay = 0.9999, .step_size = 0.01,
+             .inv_sqrt_bias2 = 2.0},
+        };
+        for (const AdamUpdate& u : updates) {
+          const char* mode = u.decay_mode == WeightDecay::l2          ? ", L2 weight decay"
+                             : u.decay_mode == WeightDecay::decoupled ? ", decoupled weight decay"
+                                                                       : "";
+          add_case(std::string(u.first ? "first step" : "later step") + mode,
+                   {random_operand(rng, shape, t), random_operand(rng, shape, t, Layout::contiguous, grad),
+                    random_operand(rng, shape, t), random_operand(rng, shape, t, Layout::contiguous, {0.0, 1.0})},
+                   [u, flat](const std::vector<Tensor>& in) {
+                     Tensor p = in[0].clone(), m = in[2].clone(), v = in[3].clone();
+                     adam_step_(p, in[1], m, v, u);
+                     return flat({p, m, v});
+                   },
+                   16.0);
+        }
       }
       break;
     }
