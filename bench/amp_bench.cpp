@@ -34,6 +34,7 @@
 
 #include "bench_common.hpp"
 
+#include <cmath>
 #include <cstdint>
 #include <cstdio>
 #include <cstdlib>
@@ -91,6 +92,14 @@ const Data& data() {
   return d;
 }
 
+/// The result checked before timing: the first step's cross-entropy of
+/// 1024 classes from a fresh model must be near ln(1024) = 6.93.
+bool first_loss_ok(benchmark::State& state, double first) {
+  if (std::fabs(first - std::log(static_cast<double>(kWidth))) < 0.5) return true;
+  state.SkipWithError(("first loss " + std::to_string(first) + " is not near ln(1024): the step is wrong").c_str());
+  return false;
+}
+
 void BM_Strata_MlpStep(benchmark::State& state, bool bf16) {
   manual_seed(7);
   nn::Sequential model;
@@ -117,6 +126,7 @@ void BM_Strata_MlpStep(benchmark::State& state, bool bf16) {
     return loss;
   };
   double first = step().item<double>();  // warm-up: oneDNN primitives, allocator cache
+  if (!first_loss_ok(state, first)) return;
   for (auto _ : state) {
     Tensor loss = step();
     benchmark::DoNotOptimize(loss.impl());
@@ -187,6 +197,7 @@ void BM_Torch_MlpStep(benchmark::State& state, bool bf16) {
     return loss;
   };
   double first = step().item<double>();
+  if (!first_loss_ok(state, first)) return;
   for (auto _ : state) {
     torch::Tensor loss = step();
     benchmark::DoNotOptimize(loss.data_ptr());
