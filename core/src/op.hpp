@@ -102,8 +102,10 @@ struct OpCall {
   const Attrs* attrs = nullptr;
   std::array<OutputMeta, kMaxOutputs> outputs{};
   int n_outputs = 1;
-  /// Preallocated outputs (only for ops whose contract allows strided
-  /// outputs, i.e. copy); undefined entries are allocated by dispatch.
+  /// Preallocated outputs, written in place: copy's destination (any
+  /// strides), and the optimizer updates' parameter and state (compact;
+  /// ops/optim.cpp). Undefined entries are allocated by dispatch; a
+  /// composite that decomposes has its results copied into them.
   std::array<Tensor, kMaxOutputs> preset{};
 
   const Tensor& in(int k) const { return inputs[static_cast<size_t>(k)]; }

@@ -22,6 +22,7 @@
 #include <strata/error.hpp>
 #include <strata/ops.hpp>
 
+#include <algorithm>
 #include <string>
 
 namespace strata {
