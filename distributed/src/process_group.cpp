@@ -27,6 +27,7 @@
 #include <mutex>
 #include <regex>
 #include <thread>
+#include <csignal>
 
 namespace strata::distributed {
 
@@ -159,6 +160,7 @@ struct ProcessGroup::Impl {
   std::chrono::milliseconds timeout{60000};
   bool check = true;
   std::string store_where;                 // for messages
+  bool liveness = false;                   // "strata/default/alive/<rank>" keys live with each rank's store connection
   std::vector<std::string> peer_addresses;  // rank -> the listening address of its pair with this rank
   std::unique_ptr<detail::TcpStoreServer> server;
   std::unique_ptr<detail::RendezvousStore> store;
@@ -274,6 +276,57 @@ struct ProcessGroup::Impl {
     return "";
   }
 
+  /// The ranks that are gone, by their liveness keys in the TCP store
+  /// ("rank 2", "ranks 1, 3"), for a broken connection whose Gloo message
+  /// quotes an address no rank published. A rank's "alive/<r>" key lives as
+  /// long as its connection to the store; a rank that saw the failure itself
+  /// first sets "failed/<r>" (note_failure), so that its own exit afterwards
+  /// does not make it look like the cause to a slower rank. The store
+  /// notices a closed connection a moment after the peer's Gloo sockets
+  /// close: asks for up to a second. "" when unknown: a file store, a store
+  /// that cannot be reached (rank 0, which serves it, is gone too or has
+  /// exited), or no key gone yet.
+  std::string gone_peers() const {
+    if (!liveness) return "";
+    std::vector<std::string> keys;
+    std::vector<int> ranks;
+    for (int r = 0; r < size; ++r) {
+      if (r == rank) continue;
+      keys.push_back("strata/default/alive/" + std::to_string(r));
+      keys.push_back("strata/default/failed/" + std::to_string(r));
+      ranks.push_back(r);
+    }
+    for (int attempt = 0; attempt < 20; ++attempt) {
+      std::vector<bool> present;
+      try {
+        present = store->check(keys);
+      } catch (const DistributedError&) {
+        return "";
+      }
+      if (present.size() != keys.size()) return "";
+      std::string gone;
+      int count = 0;
+      for (size_t k = 0; k < ranks.size(); ++k) {
+        if (present[2 * k] || present[2 * k + 1]) continue;  // connected, or saw the failure itself
+        gone += (gone.empty() ? "" : ", ") + std::to_string(ranks[k]);
+        ++count;
+      }
+      if (count > 0) return (count > 1 ? "ranks " : "rank ") + gone;
+      std::this_thread::sleep_for(std::chrono::milliseconds(50));
+    }
+    return "";
+  }
+
+  /// Records in the store that this rank is alive and saw a transport
+  /// failure (see gone_peers); errors are ignored (the store may be gone).
+  void note_failure() const {
+    if (!liveness) return;
+    try {
+      store->set("strata/default/failed/" + std::to_string(rank), {});
+    } catch (const DistributedError&) {  // NOLINT(bugprone-empty-catch): best effort
+    }
+  }
+
   /// Runs `fn` (Gloo calls), turning Gloo's exceptions into DistributedError.
   template <typename Fn>
   void guarded(Kind kind, const std::string& what, Fn&& fn) {
@@ -281,10 +334,16 @@ struct ProcessGroup::Impl {
       fn();
     } catch (const gloo::IoException& e) {
       std::string msg = e.what();
-      std::string peer = peer_in(msg);
+      // STRATA_DIST_TEST_NAME_BY_STORE=1 (tests only) skips the address
+      // lookup, so that the store's liveness keys must name the peer.
+      static const bool by_store_only = std::getenv("STRATA_DIST_TEST_NAME_BY_STORE") != nullptr;
+      std::string peer = by_store_only ? std::string() : peer_in(msg);
+      const bool timed_out = msg.find("Timed out") != std::string::npos ||
+                             msg.find("timed out") != std::string::npos || msg.find("Timeout") != std::string::npos;
+      if (!timed_out) note_failure();
+      if (peer.empty() && !timed_out) peer = gone_peers();
       std::string text;
-      if (msg.find("Timed out") != std::string::npos || msg.find("timed out") != std::string::npos ||
-          msg.find("Timeout") != std::string::npos)
+      if (timed_out)
         text = prefix(kind) + ": timed out after " + std::to_string(timeout.count()) + " ms waiting for " +
                (peer.empty() ? std::string("its peers") : peer) + " during " + what;
       else
@@ -604,7 +663,25 @@ std::mutex g_default_mu;
 // must not be joined during static destruction.
 ProcessGroup* g_default = nullptr;
 
+/// Gloo's TCP transport writes to its sockets without MSG_NOSIGNAL in
+/// places, so a write to a peer that has gone raises SIGPIPE, whose default
+/// action kills this process (seen: a survivor killed while the dead rank's
+/// connection closed). A group turns that into an error instead: SIGPIPE is
+/// ignored when the program left it at its default (a handler the program
+/// installed is kept), as Python does for every program.
+void ignore_sigpipe() {
+  struct sigaction current{};
+  if (::sigaction(SIGPIPE, nullptr, &current) == 0 && current.sa_handler == SIG_DFL &&
+      (current.sa_flags & SA_SIGINFO) == 0) {
+    struct sigaction ignore{};
+    ignore.sa_handler = SIG_IGN;
+    ::sigemptyset(&ignore.sa_mask);
+    ::sigaction(SIGPIPE, &ignore, nullptr);
+  }
+}
+
 std::unique_ptr<ProcessGroup> make_group(const Options& options) {
+  ignore_sigpipe();
   auto impl = std::make_unique<ProcessGroup::Impl>();
   int world = options.world_size >= 0 ? options.world_size : env_int("STRATA_WORLD_SIZE", "world_size", true, 0);
   int rank = options.rank >= 0 ? options.rank : env_int("STRATA_RANK", "rank", true, 0);
@@ -731,6 +808,11 @@ std::unique_ptr<ProcessGroup> make_group(const Options& options) {
         pos = nl + 1;
       }
     }
+    // Liveness: a key that lives as long as this rank's connection to the
+    // TCP store, so that when a Gloo connection breaks the survivors can
+    // ask which rank is gone (Impl::gone_peers). Set before the barrier,
+    // so every rank's key exists once init returns.
+    impl->liveness = store.set_owned("alive/" + std::to_string(rank), {});
     if (world > 1) {
       gloo::BarrierOptions opts(impl->context);
       opts.setTimeout(timeout);

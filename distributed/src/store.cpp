@@ -31,7 +31,7 @@
 namespace strata::distributed::detail {
 namespace {
 
-enum Command : uint8_t { kSet = 1, kGet = 2, kWait = 3, kCheck = 4, kAdd = 5 };
+enum Command : uint8_t { kSet = 1, kGet = 2, kWait = 3, kCheck = 4, kAdd = 5, kSetOwned = 6 };
 enum Status : uint8_t { kOk = 0, kTimedOut = 1, kBadRequest = 2 };
 
 using Parts = std::vector<std::vector<char>>;
@@ -192,6 +192,16 @@ void TcpStoreServer::accept_loop() {
 
 void TcpStoreServer::serve(int fd) {
   std::vector<char> request;
+  std::vector<std::string> owned;  // keys that live as long as this connection
+  struct ReleaseOwned {
+    TcpStoreServer& server;
+    std::vector<std::string>& keys;
+    ~ReleaseOwned() {
+      std::lock_guard lock(server.mu_);
+      for (const auto& k : keys) server.data_.erase(k);
+      server.changed_.notify_all();
+    }
+  } release{*this, owned};
   while (!stopping_ && read_frame(fd, request)) {
     Parts parts;
     std::vector<char> reply;
@@ -214,11 +224,13 @@ void TcpStoreServer::serve(int fd) {
     };
     switch (command) {
       case kSet:
+      case kSetOwned:
         if (parts.size() != 2) {
           status = kBadRequest;
           break;
         }
         data_[to_string(parts[0])] = parts[1];
+        if (command == kSetOwned) owned.push_back(to_string(parts[0]));
         changed_.notify_all();
         break;
       case kGet:
@@ -337,6 +349,13 @@ std::vector<char> make_request(Command command, std::chrono::milliseconds timeou
 void TcpStoreClient::set(const std::string& key, const std::vector<char>& data) {
   auto reply = request(make_request(kSet, timeout_, {to_bytes(key), data}), timeout_);
   if (reply.empty() || reply[0] != kOk) throw DistributedError(who_ + ": the TCP store refused set(\"" + key + "\")");
+}
+
+bool TcpStoreClient::set_owned(const std::string& key, const std::vector<char>& data) {
+  std::vector<char> reply = request(make_request(kSetOwned, timeout_, {to_bytes(key), data}), timeout_);
+  if (reply.empty() || reply[0] != kOk)
+    throw DistributedError(who_ + ": the TCP store at " + describe() + " refused to set \"" + key + "\"");
+  return true;
 }
 
 std::vector<char> TcpStoreClient::get(const std::string& key) {

@@ -24,10 +24,16 @@ class RendezvousStore : public gloo::rendezvous::Store {
   /// Which of `keys` are present (no waiting).
   virtual std::vector<bool> check(const std::vector<std::string>& keys) = 0;
   virtual std::string describe() const = 0;
+  /// Sets `key` for as long as this client stays connected: the server
+  /// erases it when the connection closes (the process exited or died), so
+  /// that other ranks can tell who is gone. False when the store cannot
+  /// (a file store); then nothing is set.
+  virtual bool set_owned(const std::string& key, const std::vector<char>& data) { return false; }
 };
 
 /// The key-value server rank 0 runs: one thread accepting, one per
-/// connection. Values live until the server stops.
+/// connection. Values live until the server stops, except keys set with
+/// set_owned, which live as long as the connection that set them.
 class TcpStoreServer {
  public:
   /// Binds host:port (the wildcard address when `host` is empty) and
@@ -62,6 +68,7 @@ class TcpStoreClient : public RendezvousStore {
   ~TcpStoreClient() override;
 
   void set(const std::string& key, const std::vector<char>& data) override;
+  bool set_owned(const std::string& key, const std::vector<char>& data) override;
   /// Waits (up to the timeout) for the key, then returns its value.
   std::vector<char> get(const std::string& key) override;
   void wait(const std::vector<std::string>& keys) override { wait(keys, timeout_); }
@@ -112,6 +119,9 @@ class PrefixedStore : public RendezvousStore {
   }
   std::vector<bool> check(const std::vector<std::string>& keys) override { return base_.check(prefixed(keys)); }
   std::string describe() const override { return base_.describe(); }
+  bool set_owned(const std::string& key, const std::vector<char>& data) override {
+    return base_.set_owned(prefix_ + key, data);
+  }
 
  private:
   std::vector<std::string> prefixed(const std::vector<std::string>& keys) const {

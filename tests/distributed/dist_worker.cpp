@@ -262,6 +262,9 @@ int peer_dies() {
   expect_error("later collectives", [&] { works[2].wait(); }, "all_reduce on rank");
   auto ms = std::chrono::duration_cast<std::chrono::milliseconds>(std::chrono::steady_clock::now() - start).count();
   std::cout << "detected after " << ms << " ms" << std::endl;
+  // Rank 0 serves the TCP store: it stays a moment, so that a survivor that
+  // noticed the loss later can still ask the store who is gone.
+  if (pg.rank() == 0) std::this_thread::sleep_for(std::chrono::milliseconds(1500));
   dist::destroy_process_group();
   return failures ? 1 : 0;
 }

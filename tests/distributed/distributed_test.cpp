@@ -238,18 +238,34 @@ TEST(Distributed, ARankThatDiesFailsTheOthersInsteadOfHanging) {
   EXPECT_EQ(results[1].status, 7) << describe(results);
   EXPECT_EQ(results[0].status, 0) << describe(results);
   EXPECT_EQ(results[2].status, 0) << describe(results);
-  // Every survivor reports the loss. Gloo names the broken connection by an
-  // address; the group turns it into the rank when it is the peer's
-  // listening address, but a connection the peer opened shows its ephemeral
-  // port, which no rank published: then the message says "a peer" and
-  // quotes Gloo's address (docs/distributed.md, "Errors and timeouts").
+  // Every survivor reports the loss and names rank 1. Gloo names the broken
+  // connection by an address: the peer's listening address maps to its rank
+  // directly; a connection the peer opened shows an ephemeral port, and then
+  // the group asks the TCP store whose liveness key went with its
+  // connection (docs/distributed.md, "Errors and timeouts").
   for (int r : {0, 2}) {
     const std::string me = "ERROR: all_reduce on rank " + std::to_string(r) + " of 3: lost ";
     const std::string& out = results[static_cast<size_t>(r)].output;
-    EXPECT_TRUE(contains(out, me + "rank 1 ") || contains(out, me + "a peer ")) << describe(results);
+    EXPECT_TRUE(contains(out, me + "rank 1 ")) << describe(results);
   }
   EXPECT_TRUE(contains(results[2].output, "the group is unusable after an earlier failure")) << describe(results);
   EXPECT_LT(std::chrono::steady_clock::now() - start, std::chrono::seconds(20)) << describe(results);
+}
+
+// The same with the address lookup switched off (a test hook): the ranks
+// learn who is gone from the TCP store, where each rank's liveness key lives
+// as long as its connection to the store.
+TEST(Distributed, ADeadRankIsNamedThroughTheStoresLivenessKeys) {
+  auto results = run_ranks({.world = 4,
+                            .scenario = "peer_dies",
+                            .env = {{"STRATA_DIST_TIMEOUT_MS", "15000"}, {"STRATA_DIST_TEST_NAME_BY_STORE", "1"}}});
+  EXPECT_EQ(results[1].status, 7) << describe(results);
+  for (int r : {0, 2, 3}) {
+    EXPECT_EQ(results[static_cast<size_t>(r)].status, 0) << describe(results);
+    EXPECT_TRUE(contains(results[static_cast<size_t>(r)].output,
+                         "ERROR: all_reduce on rank " + std::to_string(r) + " of 4: lost rank 1 during"))
+        << describe(results);
+  }
 }
 
 TEST(Distributed, AStalledPeerTimesOut) {
