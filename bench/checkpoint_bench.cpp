@@ -1,6 +1,8 @@
 // Activation checkpointing benchmarks: a 16-layer MLP (Linear 1024
 // -> 1024 + ReLU, batch 128) on the CPU plugin, without checkpointing and
-// under each CheckpointPolicy.
+// under each CheckpointPolicy; and a 64-layer one without checkpointing and
+// with sqrt_n, to show how the savings grow with depth (the second argument
+// of each case is the layer count).
 //
 //  - BM_CheckpointStep/<policy>: one training step (forward, mean-square
 //    loss, backward into every parameter's grad). Target for sqrt_n: at most
@@ -17,6 +19,8 @@
 
 #include <benchmark/benchmark.h>
 
+#include <map>
+#include <memory>
 #include <optional>
 #include <string>
 #include <vector>
@@ -25,16 +29,15 @@ namespace {
 
 using namespace strata;
 
-constexpr int kLayers = 16;
 constexpr int64_t kWidth = 1024;
 constexpr int64_t kBatch = 128;
 
 struct Model {
   nn::Sequential seq;
   Tensor x;
-  Model() {
+  explicit Model(int64_t layers) {
     manual_seed(1);
-    for (int i = 0; i < kLayers; ++i) {
+    for (int64_t i = 0; i < layers; ++i) {
       seq.emplace_back<nn::Linear>(kWidth, kWidth);
       seq.emplace_back<nn::ReLU>();
     }
@@ -42,9 +45,13 @@ struct Model {
   }
 };
 
-Model& model() {
-  static Model m;
-  return m;
+/// The model of `layers` Linear + ReLU pairs (16: the target's; 64: how the
+/// savings scale with depth), built once.
+Model& model(int64_t layers) {
+  static std::map<int64_t, std::unique_ptr<Model>> models;
+  auto& m = models[layers];
+  if (!m) m = std::make_unique<Model>(layers);
+  return *m;
 }
 
 CheckpointPolicy policy_of(int64_t k) {
@@ -62,7 +69,7 @@ void set_label(benchmark::State& state) {
   std::string label = strategy_name(p.strategy);
   if (p.strategy == CheckpointStrategy::every_n) label += "(2)";
   if (p.strategy == CheckpointStrategy::memory_budget) label += "(16MiB)";
-  state.SetLabel(label);
+  state.SetLabel(label + ", " + std::to_string(state.range(1)) + " layers");
 }
 
 /// The parameters' gradients of one step under the policy (for the check).
@@ -77,7 +84,7 @@ std::vector<Tensor> step_gradients(Model& m, const CheckpointPolicy& policy) {
 }
 
 void BM_CheckpointStep(benchmark::State& state) {
-  Model& m = model();
+  Model& m = model(state.range(1));
   // Checked before timing: every policy gives the gradients of no
   // checkpointing, bit for bit (docs/mixed-precision-and-checkpointing.md).
   if (state.range(0) != 0) {
@@ -99,7 +106,13 @@ void BM_CheckpointStep(benchmark::State& state) {
   }
   set_label(state);
 }
-BENCHMARK(BM_CheckpointStep)->DenseRange(0, 4)->Unit(benchmark::kMillisecond)->UseRealTime();
+/// Every policy at 16 layers; none and sqrt_n at 64.
+void policies_and_depths(benchmark::internal::Benchmark* b) {
+  for (int64_t policy = 0; policy <= 4; ++policy) b->Args({policy, 16});
+  b->Args({0, 64});
+  b->Args({1, 64});
+}
+BENCHMARK(BM_CheckpointStep)->Apply(policies_and_depths)->Unit(benchmark::kMillisecond)->UseRealTime();
 
 /// Clears requires_grad on every parameter for a scope.
 class Frozen {
@@ -116,7 +129,7 @@ class Frozen {
 };
 
 void BM_CheckpointMemory(benchmark::State& state) {
-  Model& m = model();
+  Model& m = model(state.range(1));
   m.seq.zero_grad();
   Frozen frozen(m.seq);
   CheckpointContext scope(policy_of(state.range(0)));
@@ -135,7 +148,11 @@ void BM_CheckpointMemory(benchmark::State& state) {
   state.counters["peak_MiB"] = static_cast<double>(peak) / (1 << 20);
   set_label(state);
 }
-BENCHMARK(BM_CheckpointMemory)->DenseRange(0, 4)->Unit(benchmark::kMillisecond)->UseRealTime()->Iterations(3);
+BENCHMARK(BM_CheckpointMemory)
+    ->Apply(policies_and_depths)
+    ->Unit(benchmark::kMillisecond)
+    ->UseRealTime()
+    ->Iterations(3);
 
 }  // namespace
 

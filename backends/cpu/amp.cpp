@@ -1,14 +1,13 @@
 // amp.cpp — amp_unscale: multiply a gradient by 1/scale and report whether
 // it held a NaN or Inf, in one pass over memory (docs/ops.md, "amp_unscale").
 #include "kernel.hpp"
+#include "strided.hpp"
 
+#include <atomic>
 #include <cmath>
 
 namespace strata::cpu {
 namespace {
-
-/// Below this many elements the loop runs on one thread.
-constexpr int64_t kParallelGrain = 1 << 15;
 
 template <class T>
 strata_status amp_unscale(const strata_kernel_call* call) noexcept {
@@ -40,15 +39,17 @@ strata_status amp_unscale(const strata_kernel_call* call) noexcept {
     using C = typename Scalar<T>::compute;  // f32 for f16/bf16/f32, f64 for f64
     const C inv = static_cast<C>(*(reinterpret_cast<const float*>(scale.buffer) + scale.offset));
     const int64_t n = plugin::numel(grad);
-    int bad = 0;
-    const int threads = n >= kParallelGrain ? kernel_threads(*call) : 1;
-#pragma omp parallel for num_threads(threads) reduction(| : bad) schedule(static)
-    for (int64_t i = 0; i < n; ++i) {
-      C v = Scalar<T>::load(g[i]);
-      bad |= static_cast<int>(!std::isfinite(v));
-      y[i] = Scalar<T>::store(v * inv);
-    }
-    *(reinterpret_cast<float*>(found.buffer) + found.offset) = bad != 0 ? 1.0f : 0.0f;
+    std::atomic<bool> bad{false};
+    parallel_for(n, kernel_threads(*call), [&](int64_t b, int64_t e) {
+      int chunk_bad = 0;
+      for (int64_t i = b; i < e; ++i) {
+        C v = Scalar<T>::load(g[i]);
+        chunk_bad |= static_cast<int>(!std::isfinite(v));
+        y[i] = Scalar<T>::store(v * inv);
+      }
+      if (chunk_bad != 0) bad.store(true, std::memory_order_relaxed);
+    });
+    *(reinterpret_cast<float*>(found.buffer) + found.offset) = bad.load() ? 1.0f : 0.0f;
     return STRATA_OK;
   });
 }

@@ -9,7 +9,8 @@
 // the operands are first copied to compact tensors. Large f32 matrices use
 // dnnl_sgemm instead (faster, see try_sgemm). f16 (no CPU f16 matmul
 // in oneDNN 2.6) computes through f32 copies; f64 and tiny problems use
-// gemm_loops.cpp.
+// gemm_loops.cpp. The fused linear (y = act(x @ wᵀ + bias)) is the same
+// primitive with the bias and the relu as its epilogue.
 #include "matmul.hpp"
 
 #include "data.hpp"
@@ -34,7 +35,7 @@ namespace {
 
 /// Multiply-adds per thread below which oneDNN gets fewer threads (about
 /// 5 us of AVX-512 work).
-constexpr int64_t kMatmulWorkPerThread = int64_t{1} << 18;
+constexpr int64_t kMatmulWorkPerThread = int64_t{1} << 20;
 
 /// Multiply-adds per matrix from which f32 goes to dnnl_sgemm (128^3).
 constexpr int64_t kSgemmMinWork = int64_t{1} << 21;
@@ -92,14 +93,19 @@ Problem describe(const strata_tensor& a, const strata_tensor& b, const strata_te
   return p;
 }
 
-using Key = std::array<int64_t, 3 + 6 * kMaxRank>;
+/// What a plan applies to the product on the way out: nothing (matmul),
+/// a bias row [1, N] (linear), or the bias then relu (linear with its relu).
+enum class Epilogue : int64_t { none = 0, bias = 1, bias_relu = 2 };
 
-Key make_key(const Problem& p, strata_dtype dtype, int threads) {
+using Key = std::array<int64_t, 4 + 6 * kMaxRank>;
+
+Key make_key(const Problem& p, strata_dtype dtype, int threads, Epilogue epilogue) {
   Key key{};
   key[0] = dtype;
   key[1] = threads;
   key[2] = p.nd;
-  size_t i = 3;
+  key[3] = static_cast<int64_t>(epilogue);
+  size_t i = 4;
   for (int k = 0; k < 3; ++k) {
     for (int d = 0; d < p.nd; ++d) {
       key[i++] = p.dims[k][d];
@@ -112,7 +118,7 @@ Key make_key(const Problem& p, strata_dtype dtype, int threads) {
 struct Plan {
   bool usable = false;  // false: no fast oneDNN implementation for this layout
   dnnl::matmul primitive;
-  dnnl::memory::desc a, b, y, scratchpad;
+  dnnl::memory::desc a, b, y, bias, scratchpad;  // bias: with an epilogue only
 };
 
 /// Cached plans; leaked on purpose so that kernels running during process
@@ -128,7 +134,7 @@ PlanCache& plan_cache() {
   return *cache;
 }
 
-std::shared_ptr<const Plan> create_plan(const Problem& p, dnnl::memory::data_type dt) {
+std::shared_ptr<const Plan> create_plan(const Problem& p, dnnl::memory::data_type dt, Epilogue epilogue) {
   auto plan = std::make_shared<Plan>();
   const auto md = [&](int k) {
     return dnnl::memory::desc(dnnl::memory::dims(p.dims[k], p.dims[k] + p.nd), dt,
@@ -140,7 +146,18 @@ std::shared_ptr<const Plan> create_plan(const Problem& p, dnnl::memory::data_typ
     plan->y = md(2);
     dnnl::primitive_attr attr;
     attr.set_scratchpad_mode(dnnl::scratchpad_mode::user);  // concurrent calls need their own
-    const dnnl::matmul::primitive_desc pd(dnnl::matmul::desc(plan->a, plan->b, plan->y), attr, cpu_engine());
+    if (epilogue == Epilogue::bias_relu) {
+      dnnl::post_ops ops;
+      ops.append_eltwise(1.0f, dnnl::algorithm::eltwise_relu, 0.0f, 0.0f);
+      attr.set_post_ops(ops);
+    }
+    dnnl::matmul::desc desc(plan->a, plan->b, plan->y);
+    if (epilogue != Epilogue::none) {  // one row of N, broadcast over the rows of y (2-D problems only)
+      const int64_t n = p.dims[2][p.nd - 1];
+      plan->bias = dnnl::memory::desc({1, n}, dt, dnnl::memory::dims{n, 1});
+      desc = dnnl::matmul::desc(plan->a, plan->b, plan->bias, plan->y);
+    }
+    const dnnl::matmul::primitive_desc pd(desc, attr, cpu_engine());
     // The reference implementation is orders of magnitude slower than copying
     // the operands to a layout the optimised ones accept.
     if (std::string_view(pd.impl_info_str()).starts_with("ref")) return plan;
@@ -154,14 +171,14 @@ std::shared_ptr<const Plan> create_plan(const Problem& p, dnnl::memory::data_typ
 }
 
 std::shared_ptr<const Plan> find_plan(const Problem& p, strata_dtype dtype, dnnl::memory::data_type dt,
-                                      int threads) {
-  const Key key = make_key(p, dtype, threads);
+                                      int threads, Epilogue epilogue = Epilogue::none) {
+  const Key key = make_key(p, dtype, threads, epilogue);
   PlanCache& cache = plan_cache();
   {
     const std::lock_guard lock(cache.mutex);
     if (const auto it = cache.plans.find(key); it != cache.plans.end()) return it->second;
   }
-  auto plan = create_plan(p, dt);  // slow: outside the lock
+  auto plan = create_plan(p, dt, epilogue);  // slow: outside the lock
   const std::lock_guard lock(cache.mutex);
   if (cache.plans.size() >= PlanCache::kCapacity) cache.plans.clear();
   return cache.plans.emplace(key, std::move(plan)).first->second;
@@ -250,23 +267,32 @@ bool try_sgemm(const strata_tensor& a, const strata_tensor& b, const strata_tens
   return ok;
 }
 
-/// Runs y = a @ b on oneDNN; false when it has no fast implementation.
+/// Runs the plan found for `p` on oneDNN; false when it has no fast
+/// implementation. `bias` (a compact [N] row) with an epilogue only.
 template <class T>
-bool try_dnnl(const strata_tensor& a, const strata_tensor& b, const strata_tensor& y, int max_threads) {
+bool run_dnnl(const Problem& p, const strata_tensor& a, const strata_tensor& b, const strata_tensor& y,
+              const strata_tensor* bias, Epilogue epilogue, int max_threads) {
   const int threads = set_dnnl_threads(a, y, max_threads);
-  const auto plan = find_plan(describe(a, b, y), Scalar<T>::dtype, dnnl_type<T>(), threads);
+  const auto plan = find_plan(p, Scalar<T>::dtype, dnnl_type<T>(), threads, epilogue);
   if (!plan->usable) return false;
   dnnl::engine& engine = cpu_engine();
   thread_local dnnl::stream stream(engine);
   const auto handle = [](const strata_tensor& t) { return static_cast<void*>(data<T>(t)); };
   dnnl::memory am(plan->a, engine, handle(a)), bm(plan->b, engine, handle(b)), ym(plan->y, engine, handle(y));
   std::unordered_map<int, dnnl::memory> args{{DNNL_ARG_SRC, am}, {DNNL_ARG_WEIGHTS, bm}, {DNNL_ARG_DST, ym}};
+  if (bias != nullptr) args.emplace(DNNL_ARG_BIAS, dnnl::memory(plan->bias, engine, handle(*bias)));
   if (const size_t bytes = plan->scratchpad.get_size(); bytes > 0) {
     args.emplace(DNNL_ARG_SCRATCHPAD, dnnl::memory(plan->scratchpad, engine, scratchpad(bytes)));
   }
   plan->primitive.execute(stream, args);
   stream.wait();
   return true;
+}
+
+/// Runs y = a @ b on oneDNN; false when it has no fast implementation.
+template <class T>
+bool try_dnnl(const strata_tensor& a, const strata_tensor& b, const strata_tensor& y, int max_threads) {
+  return run_dnnl<T>(describe(a, b, y), a, b, y, nullptr, Epilogue::none, max_threads);
 }
 
 /// A compact copy of t in element type To, owning its memory.
@@ -335,6 +361,55 @@ struct Matmul {
   }
 };
 
+/// strata::linear (docs/ops.md): y = act(x @ wᵀ + bias) as one oneDNN matmul
+/// with the bias and the relu as its epilogue. Operands arrive compact
+/// (no strided flag): x [..., K] is read as [M, K], w [N, K] as the
+/// column-major [K, N] matrix wᵀ. f32 and bf16; a layout oneDNN has no fast
+/// implementation for is declined, and the core decomposes the op.
+template <class T>
+struct Linear {
+  static constexpr const char* name = STRATA_OP_LINEAR;
+  using signature = T(T, T, T);
+  static constexpr uint32_t flags = 0;
+
+  static strata_status run(const KernelCall& call) {
+    const strata_tensor &x = call.in(0), &w = call.in(1), &bias = call.in(2), &y = call.out();
+    const strata_attr* act = plugin::attr_of_kind(call.abi, "activation", STRATA_ATTR_STRING);
+    const std::string_view activation = act != nullptr && act->string != nullptr ? act->string : "none";
+    if (activation != "none" && activation != "relu") {
+      return fail(call.error, STRATA_ERROR_INVALID_ARGUMENT, "%s: unknown activation \"%.*s\"", name,
+                  static_cast<int>(activation.size()), activation.data());
+    }
+    const int r = x.rank;
+    if (r < 1 || w.rank != 2 || bias.rank != 1 || y.rank != r || x.shape[r - 1] != w.shape[1] ||
+        bias.shape[0] != w.shape[0] || y.shape[r - 1] != w.shape[0]) {
+      return fail(call.error, STRATA_ERROR_INVALID_ARGUMENT,
+                  "%s: operands %s, %s, %s -> %s do not form [..., K], [N, K], [N] -> [..., N]", name,
+                  plugin::describe(x).c_str(), plugin::describe(w).c_str(), plugin::describe(bias).c_str(),
+                  plugin::describe(y).c_str());
+    }
+    const int64_t K = w.shape[1], N = w.shape[0], M = plugin::numel(y) / N;
+    Problem p;
+    p.nd = 2;
+    const int64_t dims[3][2] = {{M, K}, {K, N}, {M, N}};
+    const int64_t strides[3][2] = {{K, 1}, {1, K}, {N, 1}};
+    for (int k = 0; k < 3; ++k) {
+      for (int d = 0; d < 2; ++d) {
+        p.dims[k][d] = dims[k][d];
+        p.strides[k][d] = strides[k][d];
+      }
+      normalize_matrix(p.dims[k][0], p.dims[k][1], p.strides[k][0], p.strides[k][1]);
+    }
+    // oneDNN sizes its team from x [M, K] and y [M, N] as for a matmul.
+    const strata_tensor x2 = compact_tensor(data<T>(x), Scalar<T>::dtype, 2, dims[0]);
+    const strata_tensor y2 = compact_tensor(data<T>(y), Scalar<T>::dtype, 2, dims[2]);
+    const Epilogue epilogue = activation == "relu" ? Epilogue::bias_relu : Epilogue::bias;
+    if (run_dnnl<T>(p, x2, w, y2, &bias, epilogue, call.threads)) return STRATA_OK;
+    return fail(call.error, STRATA_ERROR_UNSUPPORTED, "%s: oneDNN has no fast implementation for %s", name,
+                plugin::describe(x).c_str());
+  }
+};
+
 }  // namespace
 
 void clear_matmul_cache() {
@@ -348,6 +423,8 @@ void register_matmul_kernels(plugin::KernelTable& table) {
   add<Matmul<double>>(table);
   add<Matmul<f16>>(table);
   add<Matmul<bf16>>(table);
+  add<Linear<float>>(table);
+  add<Linear<bf16>>(table);
 }
 
 }  // namespace strata::cpu

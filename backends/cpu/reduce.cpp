@@ -252,21 +252,19 @@ struct Reduce {
     return STRATA_OK;
   }
 
-  /// Each output's reduction split across the team; partials combined in
-  /// order (argmax/argmin rely on it for "first occurrence wins").
+  /// Each output's reduction split into chunks shared by the threads;
+  /// partials combined in chunk order (argmax/argmin rely on it for "first
+  /// occurrence wins"), so the result depends on the chunk count only.
   static void split(const In* x, Out* y, const Layout<2>& kept, const Layout<1>& red, int threads) {
     const int64_t n_red = red.numel();
-    const int team = static_cast<int>(std::min<int64_t>(threads, n_red / (kParallelGrain / 2)));
-    std::vector<State> partial(team);
+    const int64_t chunks = std::max<int64_t>(chunk_count(n_red, threads, n_red), 1);
+    std::vector<State> partial(static_cast<size_t>(chunks));
     for_each_run(kept, 0, kept.numel(), [&](const int64_t* off, int64_t count) {
       for (int64_t i = 0; i < count; ++i) {
         const In* xo = x + off[0] + i * kept.inner_stride(0);
-        std::fill(partial.begin(), partial.end(), R::init());  // the runtime may give fewer threads
-#pragma omp parallel num_threads(team)
-        {
-          const int64_t t = omp_get_thread_num(), size = omp_get_num_threads();
-          partial[t] = reduce_range<R>(xo, red, n_red * t / size, n_red * (t + 1) / size);
-        }
+        for_each_chunk(chunks, threads, [&](int64_t c) {
+          partial[static_cast<size_t>(c)] = reduce_range<R>(xo, red, n_red * c / chunks, n_red * (c + 1) / chunks);
+        });
         State s = R::init();
         for (const State& p : partial) s = R::combine(s, p);
         y[off[1] + i * kept.inner_stride(1)] = R::template finish<Out>(s, n_red);

@@ -7,9 +7,9 @@
 // as runs along the innermost dim, which is where the real loops live.
 #pragma once
 
-#include <strata/plugin/strata_plugin.hpp>
+#include "work_pool.hpp"
 
-#include <omp.h>
+#include <strata/plugin/strata_plugin.hpp>
 
 #include <algorithm>
 #include <cstdint>
@@ -113,26 +113,31 @@ void for_each_run(const Layout<N>& l, int64_t begin, int64_t end, F&& f) {
   }
 }
 
-/// Runs f(begin, end) over [0, n): inline when the work (n * cost_per_item
-/// elements) is below kParallelGrain or threads <= 1, otherwise split into one
-/// contiguous chunk per OpenMP thread. f must not throw.
+/// How many chunks parallel_for cuts `n` items of `work` elements into for
+/// `threads` threads: 1 (run inline) when the work is below kParallelGrain
+/// or threads <= 1; else up to kChunksPerThread per thread, each at least
+/// a quarter of a grain.
+inline int64_t chunk_count(int64_t n, int threads, int64_t work) {
+  if (threads <= 1 || n < 2 || work < kParallelGrain) return 1;
+  return std::min<int64_t>({int64_t{threads} * kChunksPerThread, n, work / (kParallelGrain / 4)});
+}
+
+/// Runs f(begin, end) over [0, n) in chunks shared by up to `threads`
+/// threads (work_pool.hpp: a thread that starts late cannot stall the
+/// loop); inline when the work (n * cost_per_item elements) is below
+/// kParallelGrain or threads <= 1. f must not throw.
 template <class F>
 void parallel_for(int64_t n, int threads, F&& f, int64_t cost_per_item = 1) {
-  const int64_t work = n * cost_per_item;
-  if (threads <= 1 || n < 2 || work < kParallelGrain) {
+  const int64_t chunks = chunk_count(n, threads, n * cost_per_item);
+  if (chunks <= 1) {
     f(int64_t{0}, n);
     return;
   }
-  // At least half a grain per thread.
-  const int team = static_cast<int>(std::min<int64_t>({threads, n, work / (kParallelGrain / 2)}));
-#pragma omp parallel num_threads(team)
-  {
-    const int64_t t = omp_get_thread_num();
-    const int64_t size = omp_get_num_threads();
-    const int64_t b = n * t / size;
-    const int64_t e = n * (t + 1) / size;
+  for_each_chunk(chunks, threads, [&](int64_t c) {
+    const int64_t b = n * c / chunks;
+    const int64_t e = n * (c + 1) / chunks;
     if (b < e) f(b, e);
-  }
+  });
 }
 
 /// Side of the square tiles of parallel_runs.

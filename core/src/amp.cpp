@@ -1,9 +1,12 @@
 // amp.cpp — autocast (op policies applied in dispatch) and GradScaler. The
 // amp_unscale op GradScaler runs is in ops/amp.cpp.
 #include "amp_internal.hpp"
+#include "autograd/nodes.hpp"
+#include "autograd/trace.hpp"
 #include "logging.hpp"
 #include "op.hpp"
 #include "runtime_internal.hpp"
+#include "tensor_impl.hpp"
 
 #include <strata/amp.hpp>
 #include <strata/autograd.hpp>
@@ -14,6 +17,7 @@
 #include <atomic>
 #include <cmath>
 #include <map>
+#include <unordered_map>
 #include <algorithm>
 #include <mutex>
 #include <spdlog/spdlog.h>
@@ -39,6 +43,17 @@ PolicyTable& policy_table() {
   return *t;
 }
 
+/// A cast of a parameter made inside an autocast region, kept for the
+/// region's other uses of the parameter (the weight-cast cache below).
+struct CachedCast {
+  std::weak_ptr<TensorImpl> source;  // tells the parameter from a new tensor at a reused address
+  uint32_t version = 0;              // the parameter's storage version when cast
+  DType dtype = DType::bf16;
+  bool grad_enabled = false;
+  LevelSet recording;                // the levels the cast was recorded on
+  Tensor cast;
+};
+
 /// The calling thread's autocast state and its cached op categories.
 struct AmpThread {
   bool enabled = false;
@@ -46,6 +61,7 @@ struct AmpThread {
   int device_slot = -1;
   uint64_t cached_version = 0;
   std::vector<Category> categories;  // by op id
+  std::unordered_map<const TensorImpl*, CachedCast> casts;
 };
 AmpThread& amp_thread() {
   thread_local AmpThread t;
@@ -53,11 +69,50 @@ AmpThread& amp_thread() {
 }
 
 /// Every change of a thread's `enabled` goes through here, keeping the
-/// count autocast_anywhere() reads.
+/// count autocast_anywhere() reads. Leaving autocast drops the weight
+/// casts: the next region (the next step) casts the updated weights afresh.
 void set_enabled(AmpThread& t, bool on) {
   if (t.enabled == on) return;
   g_autocast_threads.fetch_add(on ? 1 : -1, std::memory_order_relaxed);
   t.enabled = on;
+  if (!on) t.casts.clear();
+}
+
+/// The weight-cast cache (PyTorch's autocast keeps the same): inside one
+/// autocast region, a parameter — a leaf that requires grad — is cast to the
+/// lower precision once, and every later op of the region that reads it gets
+/// that cast, as long as the parameter was not written (storage version), the
+/// recording state is the same (the cast's node must be on the same levels)
+/// and the cast's node was not freed by a backward pass. Not while tracing
+/// (a trace must see every cast it replays) or under forward mode (the cast
+/// would carry the tangents of another transform).
+Tensor cast_for_autocast(AmpThread& t, const Tensor& in) {
+  const AutogradMeta* meta = meta_if(in);
+  const AutogradState& st = autograd_state();
+  const bool cacheable = meta != nullptr && meta->requires_grad && meta->grad_fn == nullptr &&
+                         st.forward.empty() && !tracing_anywhere();
+  if (!cacheable) return cast(in, t.dtype);
+  const uint32_t version = in.impl()->storage->version.load(std::memory_order_relaxed);
+  auto same_levels = [&](const LevelSet& a) {
+    if (a.count != st.recording.count) return false;
+    for (uint8_t k = 0; k < a.count; ++k) {
+      if (!st.recording.contains(a.ids[k])) return false;
+    }
+    return true;
+  };
+  auto it = t.casts.find(in.impl());
+  if (it != t.casts.end()) {
+    const CachedCast& c = it->second;
+    const AutogradMeta* cm = meta_if(c.cast);
+    const bool node_alive = cm == nullptr || cm->grad_fn == nullptr || !cm->grad_fn->released;
+    if (c.source.lock() == in.impl_ptr() && c.version == version && c.dtype == t.dtype &&
+        c.grad_enabled == st.grad_enabled && same_levels(c.recording) && node_alive) {
+      return c.cast;
+    }
+  }
+  Tensor result = cast(in, t.dtype);
+  t.casts[in.impl()] = CachedCast{in.impl_ptr(), version, t.dtype, st.grad_enabled, st.recording, result};
+  return result;
 }
 
 void refresh_categories(AmpThread& t) {
@@ -92,7 +147,7 @@ void apply_autocast(OpCall& call) {
   for (int k = 0; k < call.n_inputs; ++k) {
     Tensor& in = call.inputs[static_cast<size_t>(k)];
     DType d = in.dtype();
-    if (c == Category::lower && d == DType::f32) in = cast(in, t.dtype);
+    if (c == Category::lower && d == DType::f32) in = cast_for_autocast(t, in);
     if (c == Category::fp32 && (d == DType::f16 || d == DType::bf16)) in = cast(in, DType::f32);
   }
 }

@@ -245,11 +245,86 @@ TEST(Autocast, ParametersGetGradientsInTheirOwnDtype) {
   for (size_t i = 0; i < g.size(); ++i) EXPECT_NEAR(g[i], xs[i / 4], 1e-2);
 }
 
+/// How many nodes of `op` the recorded history of `t` holds.
+size_t count_nodes(const Tensor& t, const std::string& op) {
+  const Graph g = recorded_graph({t});
+  return static_cast<size_t>(std::count_if(g.nodes.begin(), g.nodes.end(), [&](const GraphNode& n) { return n.op == op; }));
+}
+
+// Inside one autocast region a parameter is cast once, whatever reads it.
+TEST(Autocast, CastsAParameterOncePerRegion) {
+  Tensor w = randn({4, 4}, {.requires_grad = true});
+  Tensor x = randn({2, 4});
+  Tensor y;
+  {
+    Autocast ac({.dtype = DType::bf16});
+    y = matmul(x, w) + matmul(x * 2.0, w) + linear(x, w, zeros({4}));
+  }
+  EXPECT_EQ(count_nodes(y, "cast"), 1u);  // x has no history: its casts are not recorded
+  sum(y).backward();
+  // Every use sends its gradient through the one cast: d/dw[i][j] of the
+  // two matmuls is (1 + 2)·Σₙ x[n][i], of the linear (x wᵀ) Σₙ x[n][j].
+  std::vector<float> g = w.grad().to_vector<float>();
+  std::vector<float> xs = sum(x, {0}).to_vector<float>();
+  for (size_t k = 0; k < g.size(); ++k) {
+    const float expected = 3.0f * xs[k / 4] + xs[k % 4];
+    EXPECT_NEAR(g[k], expected, 0.05f * (1.0f + std::fabs(expected))) << k;
+  }
+  // A new region casts afresh.
+  Tensor z;
+  {
+    Autocast ac({.dtype = DType::bf16});
+    z = matmul(x, w);
+  }
+  EXPECT_EQ(count_nodes(z, "cast"), 1u);
+  auto cast_id = [](const Tensor& t) {
+    for (const GraphNode& n : recorded_graph({t}).nodes) {
+      if (n.op == "cast") return n.id;
+    }
+    return uint64_t{0};
+  };
+  EXPECT_NE(cast_id(y), cast_id(z));
+}
+
+TEST(Autocast, AParameterWrittenInPlaceIsCastAgain) {
+  Tensor w = ones({2, 2}, {.requires_grad = true});
+  Tensor x = ones({1, 2});
+  Autocast ac({.dtype = DType::bf16});
+  EXPECT_EQ(matmul(x, w).to_vector<float>(), (std::vector<float>{2, 2}));
+  {
+    NoGradGuard no_grad;
+    w.copy_(full({2, 2}, 3.0));
+  }
+  EXPECT_EQ(matmul(x, w).to_vector<float>(), (std::vector<float>{6, 6}));
+}
+
+TEST(Autocast, BackwardInsideTheRegionTwiceAccumulates) {
+  // The cast's node is freed by the first backward: the second use casts again.
+  Tensor w = ones({2, 2}, {.requires_grad = true});
+  Tensor x = ones({1, 2});
+  Autocast ac({.dtype = DType::bf16});
+  for (int k = 0; k < 2; ++k) sum(matmul(x, w)).backward();
+  EXPECT_EQ(w.grad().to_vector<float>(), (std::vector<float>{2, 2, 2, 2}));
+}
+
+TEST(Autocast, ATapeStartedInsideTheRegionSeesItsOwnCast) {
+  Tensor w = full({2, 2}, 0.5, {.requires_grad = true});
+  Tensor x = ones({1, 2});
+  Autocast ac({.dtype = DType::bf16});
+  Tensor first = matmul(x, w);  // cast recorded on the implicit level only
+  GradientTape tape;
+  Tensor second = matmul(x, w) * matmul(x, w);
+  std::vector<Tensor> g = tape.gradient(sum(second), {w});
+  // d/dw sum((x w)^2) = 2 xᵀ (x w) = 2 * 1 * 1 = 2 everywhere.
+  EXPECT_EQ(g[0].to_vector<float>(), (std::vector<float>{2, 2, 2, 2}));
+  EXPECT_EQ(count_nodes(second, "cast"), 1u);
+}
+
 // The defaults are read off the op table (each OpDef names its category);
 // these are the lists docs/amp.md documents.
 TEST(Autocast, DefaultPolicyComesFromTheOpTable) {
   AutocastPolicy p = AutocastPolicy::defaults();
-  EXPECT_EQ(p.lower_precision, (std::set<std::string>{"matmul"}));
+  EXPECT_EQ(p.lower_precision, (std::set<std::string>{"linear", "matmul"}));
   EXPECT_EQ(p.fp32, (std::set<std::string>{"amp_unscale", "erf", "exp", "expm1", "gelu", "gelu_backward", "log",
                                             "log1p", "log_softmax", "log_softmax_backward", "mean", "pow", "prod",
                                             "reciprocal", "rsqrt", "softmax", "softmax_backward", "sqrt", "sum"}));

@@ -46,6 +46,7 @@ inline std::vector<OpCase> cases(DType dtype = DType::f64, strata::Device device
   Tensor b3 = fixed({3}, 0.5, 1.5, 9);
   Tensor pos23 = fixed({2, 3}, 0.5, 1.5, 10);
   Tensor m34 = fixed({3, 4}, -1.0, 1.0, 11);
+  Tensor b2 = fixed({2}, -1.0, 1.0, 15);
   Tensor y_soft = strata::softmax(fixed({2, 3}, -1.0, 1.0, 12), 1);
   Tensor y_tanh = strata::tanh(fixed({2, 3}, -1.0, 1.0, 13));
   Tensor y_sig = strata::sigmoid(fixed({2, 3}, -1.0, 1.0, 14));
@@ -99,6 +100,13 @@ inline std::vector<OpCase> cases(DType dtype = DType::f64, strata::Device device
       {"matmul.a", [m34](const Tensor& x) { return tanh(matmul(x, m34)); }, {2, 3}},
       {"matmul.b", [m34](const Tensor& x) { return tanh(matmul(m34.transpose(0, 1), x)); }, {3, 2}},
       {"matmul.noncontiguous", [](const Tensor& x) { return tanh(matmul(transposed(x), x)); }, {3, 2}},
+      {"linear.x", [m34, b3](const Tensor& x) { return tanh(linear(x, m34, b3)); }, {2, 4}},
+      {"linear.weight", [m34, b2](const Tensor& w) { return tanh(linear(m34, w, b2)); }, {2, 4}},
+      {"linear.bias", [m34](const Tensor& b) { return tanh(linear(m34, m34, b)); }, {3}},
+      // Biases of ±5: every pre-activation is 2.6 or more away from relu's kink.
+      {"linear.relu.x",
+       [m34, b3](const Tensor& x) { return linear(x, m34, sign(b3 - 1.0) * 5.0, FusedActivation::relu); }, {2, 4},
+       0.2, 0.6, 1},
       // softmax family and the backward ops as functions of each operand
       {"softmax", [](const Tensor& x) { return softmax(x, 1); }, {2, 3}},
       {"log_softmax", [](const Tensor& x) { return log_softmax(x, 0); }, {2, 3}},

@@ -148,6 +148,19 @@ const std::map<std::string, std::function<Cases(Rng&)>>& op_cases() {
                       {"matmul", {uniform(r, {2, 3, 4}), uniform(r, {2, 4, 2})}, {}, "batched"},
                       {"matmul", {uniform(r, {1, 1}), uniform(r, {1, 3})}, {}, ""}};
        }},
+      {"linear",
+       [](Rng& r) {
+         // relu: weights and inputs positive, biases of either sign and
+         // large, so no pre-activation is near the kink at 0.
+         const d::Attrs relu{d::Attr::string("activation", "relu")};
+         return Cases{{"linear", {uniform(r, {4, 3}), uniform(r, {2, 3}), uniform(r, {2})}, {}, ""},
+                      {"linear", {uniform(r, {2, 2, 3}), uniform(r, {5, 3}), uniform(r, {5})}, {}, "batched"},
+                      {"linear", {uniform(r, {3}), uniform(r, {2, 3}), uniform(r, {2})}, {}, "vector"},
+                      {"linear",
+                       {uniform(r, {4, 3}, 0.2, 1.0), uniform(r, {6, 3}, 0.2, 1.0), nonzero(r, {6}, 4.0, 6.0)},
+                       relu,
+                       "relu"}};
+       }},
       {"index_select",
        [](Rng& r) {
          return Cases{with_dim("index_select", {uniform(r, {4, 3}), index_vector({2, 0, 2})}, 0),

@@ -3,6 +3,7 @@
 // references, with gradients checked by finite differences.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cmath>
 #include <numeric>
 #include <strata/strata.hpp>
@@ -201,6 +202,44 @@ TEST(Sequential, ChainsChildren) {
   Tensor expected = (*last)(tanh((*first)(x)));
   EXPECT_EQ(seq(x).to_vector<float>(), expected.to_vector<float>());
   EXPECT_EQ(seq.parameters().size(), 4u);
+}
+
+/// How many nodes of `op` the recorded history of `t` holds.
+size_t count_nodes(const Tensor& t, const std::string& op) {
+  const Graph g = recorded_graph({t});
+  return static_cast<size_t>(std::count_if(g.nodes.begin(), g.nodes.end(), [&](const GraphNode& n) { return n.op == op; }));
+}
+
+// Sequential runs a Linear followed by a ReLU as one fused op (strata::linear
+// with its relu), unless a backward hook on either needs the layers apart.
+TEST(Sequential, FusesLinearAndReluUnlessHooksNeedThemApart) {
+  manual_seed(9);
+  nn::Sequential seq;
+  auto first = seq.emplace_back<nn::Linear>(3, 4);
+  seq.emplace_back<nn::ReLU>();
+  auto last = seq.emplace_back<nn::Linear>(4, 2);
+  Tensor x = randn({5, 3});
+  Tensor unfused = (*last)(relu((*first)(x)));
+  Tensor fused = seq(x);
+  EXPECT_EQ(count_nodes(fused, "linear"), 2u);
+  EXPECT_EQ(count_nodes(fused, "relu"), 0u);
+  expect_values(fused, unfused.to_vector<double>(), 1e-6);
+
+  // The gradients are those of the layers run apart.
+  sum(square(fused)).backward();
+  const std::vector<double> fused_grad = first->weight.grad().to_vector<double>();
+  first->weight.zero_grad();
+  sum(square(unfused)).backward();
+  expect_values(first->weight.grad(), fused_grad, 1e-5);
+
+  // A hook on the Linear sees its own output's gradient, [5, 4]: no fusion.
+  nn::BackwardHookManager hooks;
+  Shape seen;
+  hooks.add(*first, [&](nn::Module&, const Tensor& g) { seen = g.sizes(); });
+  Tensor hooked = seq(x);
+  EXPECT_EQ(count_nodes(hooked, "relu"), 1u);
+  sum(hooked).backward();
+  EXPECT_EQ(seen, (Shape{5, 4}));
 }
 
 TEST(Init, GainsAndFans) {

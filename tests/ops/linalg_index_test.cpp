@@ -41,6 +41,69 @@ TEST_P(Matmul, TwoDimensional) {
   }
 }
 
+/// Runs f, which must throw E with a message containing `text`.
+template <class E, class F>
+void expect_error(F&& f, const std::string& text) {
+  try {
+    f();
+    ADD_FAILURE() << "no exception; expected one containing: " << text;
+  } catch (const E& e) {
+    EXPECT_NE(std::string(e.what()).find(text), std::string::npos) << e.what();
+  }
+}
+
+// linear: y = act(x @ wᵀ + b), fused on backends that register it (the CPU
+// plugin for f32 and bf16), decomposed elsewhere; both against the host.
+class Linear : public DeviceTest {
+ protected:
+  void check(const Shape& x_shape, int64_t out, Layout lx, s::FusedActivation act) {
+    for (DType dtype : dtypes({s::f32, s::f64, s::bf16})) {
+      const int64_t in = x_shape.back();
+      STRATA_TRACE(s::dtype_name(dtype) << " x " << shape_str(x_shape) << " " << layout_name(lx) << ", out " << out
+                                        << (act == s::FusedActivation::relu ? ", relu" : ""));
+      Operand x = operand(x_shape, dtype, lx, -1, 1);
+      Operand w = operand({out, in}, dtype, Layout::contiguous, -1, 1);
+      Operand b = operand({out}, dtype, Layout::contiguous, -1, 1);
+      HostTensor y = matmul(x.host, permute(w.host, {1, 0}));
+      y = zip(y, broadcast_to(b.host, y.shape), [](double p, double q) { return p + q; });
+      if (act == s::FusedActivation::relu) y = map(y, [](double v) { return v > 0 ? v : 0.0; });
+      Tolerance tol = tolerance(dtype);
+      tol.atol *= static_cast<double>(in + 1);
+      EXPECT_CLOSE(s::linear(x.dev, w.dev, b.dev, act), y, dtype, tol);
+    }
+  }
+};
+STRATA_INSTANTIATE_ON_DEVICES(Linear);
+
+TEST_P(Linear, MatchesMatmulPlusBias) {
+  for (auto act : {s::FusedActivation::none, s::FusedActivation::relu}) {
+    check({5, 7}, 3, Layout::contiguous, act);
+    check({7, 5}, 9, Layout::transposed, act);  // a non-contiguous input is made compact first
+    check({2, 3, 4}, 6, Layout::contiguous, act);
+    check({4}, 2, Layout::contiguous, act);
+    check({64, 256}, 130, Layout::contiguous, act);  // oneDNN's blocked kernels on the CPU
+  }
+}
+
+TEST_P(Linear, BadOperandsAndActivationsAreNamed) {
+  Tensor x = s::zeros({2, 3}, {.device = device_});
+  Tensor w = s::zeros({4, 3}, {.device = device_});
+  Tensor b = s::zeros({4}, {.device = device_});
+  expect_error<s::ShapeError>([&] { s::linear(x, s::zeros({4, 2}, {.device = device_}), b); },
+                              "expected input [..., in], weight [out, in] and bias [out], found [2, 3], [4, 2] and [4]");
+  expect_error<s::ShapeError>([&] { s::linear(x, w, s::zeros({3}, {.device = device_})); }, "linear(f32[2, 3]");
+  expect_error<s::ValueError>(
+      [&] { s::call_op("strata::linear", {x, w, b}, {{"activation", std::string("gelu")}}); },
+      "attribute 'activation' = \"gelu\" is not one of \"none\", \"relu\"");
+  expect_error<s::DTypeError>(
+      [&] {
+        s::linear(s::zeros({2, 3}, {.dtype = s::i64, .device = device_}),
+                  s::zeros({4, 3}, {.dtype = s::i64, .device = device_}),
+                  s::zeros({4}, {.dtype = s::i64, .device = device_}));
+      },
+      "floating-point operands");
+}
+
 TEST_P(Matmul, LargerThanOneBlock) { check({70, 130}, {130, 90}, Layout::contiguous, Layout::transposed); }
 
 TEST_P(Matmul, OneDimensionalOperands) {

@@ -19,7 +19,7 @@ namespace {
 using Fn = std::function<Tensor(const std::vector<Tensor>&)>;
 
 enum class Family {
-  unary, binary, compare, where, reduce, arg_reduce, matmul, index_select, gather, scatter_add, softmax,
+  unary, binary, compare, where, reduce, arg_reduce, matmul, linear, index_select, gather, scatter_add, softmax,
   pointwise_backward, softmax_backward, amp_unscale, optim_update, copy, cast, fill, random_uniform, random_normal,
   bernoulli,
 };
@@ -83,6 +83,8 @@ const std::map<std::string, OpSpec>& op_table() {
     t["strata::argmax"] = {Family::arg_reduce, nullptr, ints, {}, false, 0};
     t["strata::argmin"] = {Family::arg_reduce, nullptr, ints, {}, false, 0};
     t["strata::matmul"] = {Family::matmul, binary(matmul), {}, {}, true, 0};
+    t["strata::linear"] = {Family::linear,
+                           [](const std::vector<Tensor>& in) { return linear(in[0], in[1], in[2]); }, {}, {}, true, 0};
     t["strata::index_select"] = {Family::index_select, nullptr, {}, {}, true, 0};
     t["strata::gather"] = {Family::gather, nullptr, {}, {}, true, 0};
     t["strata::scatter_add"] = {Family::scatter_add, nullptr, {}, {}, true, 0};
@@ -296,6 +298,32 @@ std::vector<OpCase> op_cases(const std::string& op, const OpSpec& spec, const Si
         if (is_integral(t)) r = {-3.0, 3.0, true};
         add_case("", {random_operand(rng, m.a, t, m.la, r), random_operand(rng, m.b, t, m.lb, r)}, spec.fn,
                  static_cast<double>(m.a.back()));
+      }
+      break;
+    }
+    case Family::linear: {
+      // x [..., K], weight [N, K], bias [N]; with and without the fused relu.
+      struct Lin {
+        Shape x;
+        int64_t n;
+        Layout lx;
+        FusedActivation act;
+        bool large;
+      };
+      for (const Lin& l : std::vector<Lin>{{{3, 4}, 5, Layout::contiguous, FusedActivation::none, false},
+                                           {{3, 4}, 5, Layout::contiguous, FusedActivation::relu, false},
+                                           {{2, 3, 4}, 2, Layout::contiguous, FusedActivation::relu, false},
+                                           {{4}, 3, Layout::contiguous, FusedActivation::none, false},
+                                           {{4, 3}, 6, Layout::transposed, FusedActivation::none, false},
+                                           {{64, 300}, 130, Layout::contiguous, FusedActivation::relu, true}}) {
+        if (quick && l.large) continue;
+        const ValueRange r = in_range({-1.0, 1.0}, t);
+        const int64_t k = l.x.back();
+        Fn fn = [act = l.act](const std::vector<Tensor>& in) { return linear(in[0], in[1], in[2], act); };
+        add_case(l.act == FusedActivation::relu ? "relu" : "",
+                 {random_operand(rng, l.x, t, l.lx, r), random_operand(rng, {l.n, k}, t, Layout::contiguous, r),
+                  random_operand(rng, {l.n}, t, Layout::contiguous, r)},
+                 fn, static_cast<double>(k + 1));
       }
       break;
     }
@@ -650,6 +678,7 @@ std::vector<DType> contract_dtypes(const std::string& op, Family family) {
     case Family::gather:
     case Family::scatter_add: return numbers;
     case Family::matmul:
+    case Family::linear:
     case Family::random_uniform:
     case Family::random_normal:
     case Family::bernoulli: return kFloats;
@@ -671,6 +700,7 @@ Signature default_signature(const std::string& op, Family family, DType t) {
     case Family::index_select:
     case Family::gather: return {{t, DType::i64}, {t}};
     case Family::scatter_add: return {{t, DType::i64, t}, {t}};
+    case Family::linear: return {{t, t, t}, {t}};
     case Family::fill:
     case Family::random_uniform:
     case Family::random_normal:

@@ -47,7 +47,7 @@ enum class CheckpointStrategy {
   every_n,        // segments of `every` stages
   sqrt_n,         // ceil(sqrt(L)) segments of equal length for L stages
   memory_budget,  // keep stages while their activations fit `budget_bytes`, checkpoint the rest
-  selective,      // sqrt(L) segments that keep the outputs of `save_ops` (no matmul is run twice)
+  selective,      // sqrt(L) segments that keep the outputs of `save_ops` (no GEMM is run twice)
 };
 
 /// A checkpointing policy, from code (the factory functions) or from the
@@ -65,16 +65,16 @@ struct CheckpointPolicy {
   CheckpointStrategy strategy = CheckpointStrategy::none;
   int64_t every = 1;          // every_n: stages per segment (>= 1)
   uint64_t budget_bytes = 0;  // memory_budget
-  /// selective: ops whose outputs are kept (convolutions lower to matmul,
-  /// so the default keeps them too).
-  std::set<std::string> save_ops{"matmul"};
+  /// selective: ops whose outputs are kept: the GEMMs (Linear runs the
+  /// linear op; convolutions lower to matmul, so the default keeps them too).
+  std::set<std::string> save_ops{"linear", "matmul"};
 
   static CheckpointPolicy none() { return {}; }
   static CheckpointPolicy every_n(int64_t n);
   static CheckpointPolicy sqrt_n();
   static CheckpointPolicy memory_budget(uint64_t bytes);
   /// ValueError for a name that is not an op (docs/ops.md).
-  static CheckpointPolicy selective(std::set<std::string> save_ops = {"matmul"});
+  static CheckpointPolicy selective(std::set<std::string> save_ops = {"linear", "matmul"});
   /// The policy of the active configuration's "checkpoint" object (none
   /// when it has none); ConfigError naming the file and key for an unknown
   /// op in "save_ops".

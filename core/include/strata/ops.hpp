@@ -103,6 +103,17 @@ Tensor stack(const std::vector<Tensor>& tensors, int64_t dim = 0);
 Tensor pad(const Tensor& x, const std::vector<int64_t>& pads, double value = 0.0);
 
 // Neural-network composites (decomposed unless the backend fuses them).
+
+/// An activation a composite applies to its result in the same pass.
+enum class FusedActivation { none, relu };
+/// y = activation(x @ weightᵀ + bias): x [..., in], weight [out, in], bias
+/// [out] -> [..., out]. The layer nn::Linear runs, as one op: a backend may
+/// fuse the GEMM, the bias and the activation (the CPU plugin does, through
+/// oneDNN post-ops), and autocast lowers it whole (inputs cast to f16/bf16,
+/// result in that dtype). Differentiable to any order like its decomposition,
+/// matmul(x, weight.mT()) + bias then relu.
+Tensor linear(const Tensor& x, const Tensor& weight, const Tensor& bias,
+              FusedActivation activation = FusedActivation::none);
 Tensor softmax(const Tensor& x, int64_t dim);
 Tensor log_softmax(const Tensor& x, int64_t dim);
 Tensor gelu(const Tensor& x);

@@ -96,7 +96,7 @@ void check_classification(const char* op, const Tensor& scores, const Tensor& ta
 
 }  // namespace
 
-Tensor linear(const Tensor& x, const Tensor& weight, const Tensor& bias) {
+Tensor linear(const Tensor& x, const Tensor& weight, const Tensor& bias, FusedActivation activation) {
   check_defined(x, "linear", "input");
   check_defined(weight, "linear", "weight");
   if (weight.dim() != 2) throw ShapeError("linear: weight must be [out, in], got " + type_string(weight));
@@ -104,14 +104,14 @@ Tensor linear(const Tensor& x, const Tensor& weight, const Tensor& bias) {
     throw ShapeError("linear: input " + type_string(x) + " does not fit weight " + type_string(weight) +
                      " (last input dim must equal " + std::to_string(weight.size(1)) + ")");
   }
-  Tensor y = matmul(x, weight.mT());
-  if (bias.defined()) {
-    if (bias.dim() != 1 || bias.size(0) != weight.size(0)) {
-      throw ShapeError("linear: bias must be [" + std::to_string(weight.size(0)) + "], got " + type_string(bias));
-    }
-    y = y + bias;
+  if (!bias.defined()) {
+    Tensor y = matmul(x, weight.mT());
+    return activation == FusedActivation::relu ? relu(y) : y;
   }
-  return y;
+  if (bias.dim() != 1 || bias.size(0) != weight.size(0)) {
+    throw ShapeError("linear: bias must be [" + std::to_string(weight.size(0)) + "], got " + type_string(bias));
+  }
+  return strata::linear(x, weight, bias, activation);
 }
 
 Tensor conv2d(const Tensor& x, const Tensor& weight, const Tensor& bias, const Conv2dOptions& options) {

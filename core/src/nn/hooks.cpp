@@ -111,6 +111,11 @@ void attach_backward_hooks(Module& layer, Tensor& output) {
   });
 }
 
+bool has_backward_hooks(const Module& layer) {
+  Registry& r = registry();
+  return r.any() && r.has(&layer);
+}
+
 void forget_backward_hooks(const Module& layer) {
   Registry& r = registry();
   if (r.any()) r.remove_if(&layer, [](const Entry&) { return true; });

@@ -5,6 +5,7 @@
 #include <strata/nn/layers.hpp>
 #include <strata/ops.hpp>
 #include <string>
+#include <typeinfo>
 
 #include "util.hpp"
 
@@ -173,14 +174,43 @@ Module& Sequential::operator[](size_t i) const {
 }
 
 namespace {
+
+/// The Linear at `i` when it and the ReLU after it can run as one fused op
+/// (strata::linear with its relu): exactly these two layer types (a subclass
+/// may override forward), a bias (the op needs one), and no backward hooks
+/// on either (a hook on the Linear would need its pre-activation output).
+/// Null otherwise.
+const Linear* fusable_linear_relu(const std::vector<std::shared_ptr<Module>>& modules, size_t i) {
+  if (i + 1 >= modules.size() || modules[i] == nullptr || modules[i + 1] == nullptr) return nullptr;
+  const Module& a = *modules[i];
+  const Module& b = *modules[i + 1];
+  if (typeid(a) != typeid(Linear) || typeid(b) != typeid(ReLU)) return nullptr;
+  const auto& linear = static_cast<const Linear&>(a);
+  if (!linear.bias.defined() || detail::has_backward_hooks(a) || detail::has_backward_hooks(b)) return nullptr;
+  return &linear;
+}
+
+Tensor linear_relu(const Linear& l, const Tensor& x) {
+  return functional::linear(x, l.weight, l.bias, FusedActivation::relu);
+}
+
 std::vector<Stage> stages_of(const std::vector<std::shared_ptr<Module>>& modules) {
   std::vector<Stage> stages;
   for (size_t i = 0; i < modules.size(); ++i) {
     if (modules[i] == nullptr) throw ValueError("checkpoint_sequential: module " + std::to_string(i) + " is null");
+    if (fusable_linear_relu(modules, i) != nullptr) {
+      // One stage per module still (policies count stages): the Linear's
+      // stage runs the fused op, the ReLU's passes its input on.
+      stages.push_back([m = modules[i]](const Tensor& t) { return linear_relu(static_cast<const Linear&>(*m), t); });
+      stages.push_back([](const Tensor& t) { return t; });
+      ++i;
+      continue;
+    }
     stages.push_back([m = modules[i]](const Tensor& t) { return (*m)(t); });
   }
   return stages;
 }
+
 }  // namespace
 
 Tensor Sequential::forward(const Tensor& x) {
@@ -189,7 +219,14 @@ Tensor Sequential::forward(const Tensor& x) {
     return strata::checkpoint_sequential(stages_of(modules_), x, *policy);
   }
   Tensor y = x;
-  for (const auto& m : modules_) y = (*m)(y);
+  for (size_t i = 0; i < modules_.size(); ++i) {
+    if (const Linear* l = fusable_linear_relu(modules_, i)) {
+      y = linear_relu(*l, y);
+      ++i;  // the ReLU ran inside the fused op
+    } else {
+      y = (*modules_[i])(y);
+    }
+  }
   return y;
 }
 

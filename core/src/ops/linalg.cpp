@@ -78,7 +78,92 @@ const OpDef& kMatmul = detail::define_op({
     .jvp = STRATA_JVP(STRATA_TANGENT(matmul(t, c.in(1))), STRATA_TANGENT(matmul(c.in(0), t))),
 });
 
+// --- linear: y = act(x @ weightᵀ + bias) -------------------------------------
+// The layer nn::Linear runs, as one op so that a backend can run it as one
+// GEMM with the bias and activation applied on the way out (oneDNN's bias
+// and post-ops on the CPU), and so that autocast lowers the whole layer:
+// under bf16 autocast its inputs are cast, the result stays bf16, and the
+// next layer needs no cast back (matmul alone left the bias add in f32).
+
+using Activation = FusedActivation;
+
+/// The fused activation, from the STRING attribute "activation" (absent: none).
+Activation activation_of(const detail::Attrs* attrs, const std::string& where) {
+  const detail::Attr* a = nullptr;
+  if (attrs != nullptr) {
+    for (const detail::Attr& x : *attrs) {
+      if (std::string_view(x.name) == "activation") a = &x;
+    }
+  }
+  if (a == nullptr) return Activation::none;
+  if (a->kind != STRATA_ATTR_STRING) {
+    throw ValueError(where + ": attribute 'activation' must be a string (\"none\" or \"relu\")");
+  }
+  if (a->text == "none") return Activation::none;
+  if (a->text == "relu") return Activation::relu;
+  throw ValueError(where + ": attribute 'activation' = \"" + a->text + "\" is not one of \"none\", \"relu\"");
+}
+
+/// x [..., in], weight [out, in], bias [out] -> [..., out], one floating dtype.
+void linear_rule(OpCall& call) {
+  activation_of(call.attrs, call.describe());
+  const Tensor &x = call.in(0), &w = call.in(1), &b = call.in(2);
+  DType t = promote_types(promote_types(x.dtype(), w.dtype()), b.dtype());
+  detail::rules::require_dtype(call, is_floating(t), "floating-point operands");
+  if (x.dim() < 1 || w.dim() != 2 || b.dim() != 1 || x.size(-1) != w.size(1) || b.size(0) != w.size(0)) {
+    throw ShapeError(call.describe() + ": expected input [..., in], weight [out, in] and bias [out], found " +
+                     detail::shape_string(x.shape()) + ", " + detail::shape_string(w.shape()) + " and " +
+                     detail::shape_string(b.shape()));
+  }
+  Shape out(x.shape().begin(), x.shape().end());
+  out.back() = w.size(0);
+  for (int i = 0; i < 3; ++i) detail::cast_input(call, i, t);
+  call.out().dtype = t;
+  call.out().set_shape(out);
+}
+
+/// The gradient at the GEMM's output: g through the activation (relu's mask
+/// reads the output: y > 0 exactly where x @ wᵀ + b > 0).
+Tensor linear_pre_activation(const detail::GradContext& c, const Tensor& g) {
+  return activation_of(c.attrs, "linear") == Activation::relu ? relu_backward(g, c.out()) : g;
+}
+/// Leading dims folded into rows: [rows, features].
+Tensor rows_of(const Tensor& t) { return t.reshape({-1, t.size(-1)}); }
+
+const OpDef& kLinear = detail::define_op({
+    .name = "linear",
+    .kind = detail::OpKind::composite,
+    .autocast = detail::AutocastCategory::lower_precision,
+    .n_inputs = 3,
+    .prepare = linear_rule,
+    .decompose = [](const OpCall& c) {
+      Tensor y = matmul(c.in(0), c.in(1).mT()) + c.in(2);
+      return std::vector<Tensor>{activation_of(c.attrs, c.describe()) == Activation::relu ? relu(y) : y};
+    },
+    .empty_fill = 0.0,
+    .vjp = STRATA_VJP_EACH(
+        STRATA_INPUT_GRAD(matmul(linear_pre_activation(c, g), c.in(1))),
+        STRATA_INPUT_GRAD(matmul(rows_of(linear_pre_activation(c, g)).mT(), rows_of(c.in(0)))),
+        STRATA_INPUT_GRAD(sum(rows_of(linear_pre_activation(c, g)), {0}))),
+    .jvp = [](const detail::GradContext& c) -> detail::derivatives::Grads {
+      using detail::derivatives::plus;
+      const Tensor &tx = c.grad(0), &tw = c.grad(1), &tb = c.grad(2);
+      Tensor t = plus(plus(tx.defined() ? matmul(tx, c.in(1).mT()) : Tensor(),
+                           tw.defined() ? matmul(c.in(0), tw.mT()) : Tensor()),
+                      tb);
+      if (!t.defined()) return {Tensor()};
+      if (!tx.defined() && !tw.defined()) t = t.expand(c.out().sizes());
+      return {activation_of(c.attrs, "linear") == Activation::relu ? relu_backward(t, c.out()) : t};
+    },
+});
+
 }  // namespace
+
+Tensor linear(const Tensor& x, const Tensor& weight, const Tensor& bias, FusedActivation activation) {
+  if (!x.defined() || !weight.defined() || !bias.defined()) throw Error("linear: undefined tensor");
+  detail::Attrs attrs{detail::Attr::string("activation", activation == FusedActivation::relu ? "relu" : "none")};
+  return detail::dispatch1(kLinear, {x, weight, bias}, &attrs);
+}
 
 Tensor matmul(const Tensor& a, const Tensor& b) {
   if (!a.defined() || !b.defined()) throw Error("matmul: undefined tensor");

@@ -6,6 +6,7 @@
 
 #include <array>
 #include <cstdint>
+#include <strata/ops.hpp>
 #include <strata/tensor.hpp>
 
 namespace strata::nn {
@@ -15,8 +16,11 @@ enum class Reduction { none, mean, sum };
 
 namespace functional {
 
-/// x · weightᵀ + bias: x [..., in], weight [out, in], bias [out] (optional).
-Tensor linear(const Tensor& x, const Tensor& weight, const Tensor& bias = Tensor());
+/// activation(x · weightᵀ + bias): x [..., in], weight [out, in], bias [out]
+/// (optional). With a bias this is the op strata::linear (one fused pass on
+/// backends that fuse it); without one, a matmul.
+Tensor linear(const Tensor& x, const Tensor& weight, const Tensor& bias = Tensor(),
+              FusedActivation activation = FusedActivation::none);
 
 /// Parameters of conv2d: (height, width) pairs.
 struct Conv2dOptions {

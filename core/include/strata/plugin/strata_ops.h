@@ -31,6 +31,7 @@
 #define STRATA_OP_GT "strata::gt"
 #define STRATA_OP_INDEX_SELECT "strata::index_select"
 #define STRATA_OP_LE "strata::le"
+#define STRATA_OP_LINEAR "strata::linear"
 #define STRATA_OP_LOG "strata::log"
 #define STRATA_OP_LOG1P "strata::log1p"
 #define STRATA_OP_LOG_SOFTMAX "strata::log_softmax"
