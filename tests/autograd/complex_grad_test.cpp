@@ -202,6 +202,36 @@ TEST(ComplexGrad, ForwardModeAgainstFiniteDifferences) {
   }
 }
 
+// A refused op leaves the tape as it was: the gradient afterwards is that of
+// the ops that ran.
+TEST(ComplexGrad, ARefusedOpRecordsNothing) {
+  Tensor z = ctensor({cd(3, 4)}, {1});
+  GradientTape tape;
+  tape.watch(z);
+  Tensor m = abs(z);
+  const uint64_t saved = tape.saved_bytes();
+  EXPECT_THROW(relu(z), DTypeError);
+  EXPECT_THROW(lt(z, m), DTypeError);
+  EXPECT_EQ(tape.saved_bytes(), saved);
+  Tensor y = sum(m);
+  EXPECT_TRUE(close(cvalues(tape.gradient(y, {z})[0]), {cd(0.6, 0.8)}, 1e-15));
+}
+
+// Activation checkpointing recomputes complex ops and gives the same gradient.
+TEST(ComplexGrad, CheckpointedComplexOpsGiveTheSameGradient) {
+  const std::function<Tensor(const Tensor&)> block = [](const Tensor& z) {
+    return exp(z) * conj(z) + sum(matmul(z, z.mT()), {1}, true);
+  };
+  auto loss = [&](const Tensor& z, bool recompute) {
+    Tensor h = recompute ? checkpoint(block, z) : block(z);
+    return sum(real(h * conj(h)));
+  };
+  const Tensor z0 = ctensor(random_complex(6, 51, -1.0, 1.0), {3, 2});
+  const CValues plain = cvalues(grad([&](const Tensor& z) { return loss(z, false); })(z0));
+  const CValues checkpointed = cvalues(grad([&](const Tensor& z) { return loss(z, true); })(z0));
+  EXPECT_EQ(checkpointed, plain);
+}
+
 // ---- training: plain SGD on a real loss of complex parameters --------------------------------
 
 /// The fit of a complex scalar z to t ≈ z·w in least squares:

@@ -27,7 +27,8 @@ using Shape = std::vector<int64_t>;
 struct TensorOptions {
   DType dtype = DType::f32;
   std::optional<Device> device = std::nullopt;
-  /// A leaf whose gradient backward() accumulates (floating dtypes only).
+  /// A leaf whose gradient backward() accumulates (floating and complex
+  /// dtypes only).
   bool requires_grad = false;
 };
 
@@ -89,7 +90,8 @@ class Tensor {
   // --- conversion ---------------------------------------------------------
   /// Copy to another device (a no-op returning *this when already there).
   Tensor to(Device device) const;
-  /// Value conversion to another dtype (no-op when equal).
+  /// Value conversion to another dtype (no-op when equal); complex to real
+  /// is a DTypeError (take real(), imag() or abs()).
   Tensor to(DType dtype) const;
   /// Compact row-major copy, or *this when already contiguous.
   Tensor contiguous() const;
