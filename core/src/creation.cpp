@@ -47,7 +47,7 @@ Tensor finish(Tensor t, const TensorOptions& options) {
 }
 
 Tensor random(detail::RandomDraw kind, const char* name, const Shape& shape, const TensorOptions& options) {
-  if (!is_floating(options.dtype)) {  // complex draws (PyTorch's randn for cfloat) are not defined yet
+  if (!is_floating(options.dtype)) {
     throw DTypeError(std::string(name) + ": expected a floating-point dtype, got " +
                      std::string(dtype_name(options.dtype)));
   }
