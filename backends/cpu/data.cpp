@@ -1,6 +1,7 @@
 // data.cpp — copy, cast and fill (docs/ops.md, "Data movement").
 #include "data.hpp"
 
+#include "complex.hpp"
 #include "elementwise.hpp"
 
 #include <algorithm>
@@ -11,11 +12,17 @@
 namespace strata::cpu {
 namespace {
 
+/// 16 bytes (c128) as one trivially copyable word.
+struct Word16 {
+  uint64_t low, high;
+};
+
 /// Unsigned integer of a storage type's size: copies move bits, not values.
 template <size_t Bytes>
-using word_t = std::conditional_t<Bytes == 1, uint8_t,
-                                  std::conditional_t<Bytes == 2, uint16_t,
-                                                     std::conditional_t<Bytes == 4, uint32_t, uint64_t>>>;
+using word_t = std::conditional_t<
+    Bytes == 1, uint8_t,
+    std::conditional_t<Bytes == 2, uint16_t,
+                       std::conditional_t<Bytes == 4, uint32_t, std::conditional_t<Bytes == 8, uint64_t, Word16>>>>;
 
 template <class W>
 void copy_words(const strata_tensor& dst, const strata_tensor& src, int threads) {
@@ -138,7 +145,8 @@ void copy_tensor(const strata_tensor& dst, const strata_tensor& src, int threads
     case 1: copy_words<uint8_t>(dst, src, threads); break;
     case 2: copy_words<uint16_t>(dst, src, threads); break;
     case 4: copy_words<uint32_t>(dst, src, threads); break;
-    default: copy_words<uint64_t>(dst, src, threads); break;
+    case 8: copy_words<uint64_t>(dst, src, threads); break;
+    default: copy_words<Word16>(dst, src, threads); break;
   }
 }
 
@@ -162,6 +170,14 @@ void register_data_kernels(plugin::KernelTable& table) {
     add<Copy<T>>(table);
     add<Fill<T>>(table);
     for_each_type(AllTypes{}, [&]<class From>() { add<Elementwise<CastTo<T>, T, From>>(table); });
+  });
+  // Complex: from every dtype (a real value gets imaginary part 0); never to
+  // a real one, which the core refuses (docs/complex.md).
+  for_each_type(ComplexTypes{}, [&]<class T>() {
+    add<Copy<T>>(table);
+    add<Fill<T>>(table);
+    for_each_type(AllTypes{}, [&]<class From>() { add<Elementwise<CastTo<T>, T, From>>(table); });
+    for_each_type(ComplexTypes{}, [&]<class From>() { add<Elementwise<CastTo<T>, T, From>>(table); });
   });
 }
 

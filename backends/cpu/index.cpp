@@ -5,6 +5,7 @@
 // operand has stride 0 along `dim`, plus `index[p] * data.strides[dim]`:
 // index_select is gather with the 1-D index broadcast to the output's shape.
 // Indices are validated before anything is written.
+#include "complex.hpp"
 #include "data.hpp"
 #include "kernel.hpp"
 #include "strided.hpp"
@@ -164,11 +165,14 @@ struct ScatterAdd {
 }  // namespace
 
 void register_index_kernels(plugin::KernelTable& table) {
-  for_each_type(AllTypes{}, [&]<class T>() {
+  const auto indexing = [&]<class T>() {
     add<IndexSelect<T>>(table);
     add<Gather<T>>(table);
-  });
+  };
+  for_each_type(AllTypes{}, indexing);
+  for_each_type(ComplexTypes{}, indexing);
   for_each_type(NumericTypes{}, [&]<class T>() { add<ScatterAdd<T>>(table); });
+  for_each_type(ComplexTypes{}, [&]<class T>() { add<ScatterAdd<T>>(table); });
 }
 
 }  // namespace strata::cpu

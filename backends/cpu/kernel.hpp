@@ -183,6 +183,9 @@ void register_nn_kernels(plugin::KernelTable& table);
 void register_amp_kernels(plugin::KernelTable& table);
 void register_optim_kernels(plugin::KernelTable& table);
 void register_random_kernels(plugin::KernelTable& table);
+/// c64 and c128 arithmetic, parts, reductions and matmul (complex.cpp; their
+/// copy, fill and casts are in data.cpp with the other dtypes').
+void register_complex_kernels(plugin::KernelTable& table);
 
 /// The device's table, built once on first use and kept until the process
 /// exits.

@@ -24,6 +24,7 @@ const plugin::KernelTable& kernel_table() {
     register_amp_kernels(*t);
     register_optim_kernels(*t);
     register_random_kernels(*t);
+    register_complex_kernels(*t);
     return t;
   }();
   return *table;

@@ -127,12 +127,14 @@ strata_device_props make_props() {
   // may call every entry point concurrently without a per-stream lock.
   p.flags = STRATA_DEVICE_UNIFIED_MEMORY | STRATA_DEVICE_FREE_THREADED;
   p.memory_bytes = physical_memory_bytes();
-  for (strata_dtype d : {STRATA_F32, STRATA_F64, STRATA_F16, STRATA_BF16, STRATA_I32, STRATA_I64, STRATA_BOOL}) {
+  for (strata_dtype d : {STRATA_F32, STRATA_F64, STRATA_F16, STRATA_BF16, STRATA_I32, STRATA_I64, STRATA_BOOL,
+                         STRATA_C64, STRATA_C128}) {
     p.dtype_mask |= STRATA_DTYPE_BIT(d);
   }
   // f16/bf16 are stored natively but computed through f32.
   p.compute_dtype_mask = STRATA_DTYPE_BIT(STRATA_F32) | STRATA_DTYPE_BIT(STRATA_F64) | STRATA_DTYPE_BIT(STRATA_I32) |
-                         STRATA_DTYPE_BIT(STRATA_I64) | STRATA_DTYPE_BIT(STRATA_BOOL);
+                         STRATA_DTYPE_BIT(STRATA_I64) | STRATA_DTYPE_BIT(STRATA_BOOL) | STRATA_DTYPE_BIT(STRATA_C64) |
+                         STRATA_DTYPE_BIT(STRATA_C128);
   std::snprintf(p.compute_capability, sizeof(p.compute_capability), "%s", isa_name());
   // No UUID (flag HAS_UUID unset), no PCI bus id: a CPU is not seen twice.
   return p;

@@ -72,6 +72,10 @@ Tensor upload(const std::vector<T>& values, const Shape& shape, const TensorOpti
 
 template <typename T>
 Tensor from_span(std::span<const T> data, const Shape& shape, const TensorOptions& options) {
+  if (detail::is_complex_value<T> && !is_complex(options.dtype)) {
+    throw DTypeError("from_data: complex values into dtype " + std::string(dtype_name(options.dtype)) +
+                     " would drop their imaginary parts; use c64 or c128 (or pass the real parts)");
+  }
   int64_t n = detail::checked_numel("from_data", shape, options.dtype);
   if (static_cast<size_t>(n) != data.size()) {
     throw ShapeError("from_data: " + std::to_string(data.size()) + " values do not fill shape " +
@@ -160,6 +164,12 @@ Tensor from_data(std::span<const int64_t> data, const Shape& shape, const Tensor
   return from_span(data, shape, options);
 }
 Tensor from_data(std::span<const int32_t> data, const Shape& shape, const TensorOptions& options) {
+  return from_span(data, shape, options);
+}
+Tensor from_data(std::span<const std::complex<float>> data, const Shape& shape, const TensorOptions& options) {
+  return from_span(data, shape, options);
+}
+Tensor from_data(std::span<const std::complex<double>> data, const Shape& shape, const TensorOptions& options) {
   return from_span(data, shape, options);
 }
 Tensor tensor(std::initializer_list<float> values, const TensorOptions& options) {

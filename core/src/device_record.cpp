@@ -162,10 +162,10 @@ void DeviceRecord::throw_lost() const {
 
 void throw_cannot_store(const DeviceRecord& device, DType dtype, std::string_view what) {
   std::string stored;
-  for (int k = 0; k < kDTypeCount; ++k) {
-    if (!device.stores(static_cast<DType>(k))) continue;
+  for (DType t : kAllDTypes) {
+    if (!device.stores(t)) continue;
     if (!stored.empty()) stored += ", ";
-    stored += dtype_name(static_cast<DType>(k));
+    stored += dtype_name(t);
   }
   throw DTypeError(std::string(what) + ": " + device.id + " cannot store " + std::string(dtype_name(dtype)) + " (" +
                    (stored.empty() ? std::string("it stores no dtype") : "it stores " + stored) + ")");

@@ -166,7 +166,7 @@ const std::vector<int64_t>& OpCall::attr_dims(std::string_view name, int64_t ran
 
 DType OpCall::attr_dtype(std::string_view name) const {
   int64_t v = attr_int(name);
-  if (v < 0 || v >= kDTypeCount) {
+  if (!is_dtype_value(v)) {
     throw ValueError(describe() + ": attribute '" + std::string(name) + "' = " + std::to_string(v) +
                      " is not a dtype of the op set");
   }
@@ -432,7 +432,24 @@ void check_same_device(const OpCall& call) {
 }
 
 namespace {
+
+/// The DTypeError for a complex input `k` of an op without a complex definition.
+[[noreturn, gnu::cold, gnu::noinline]] void refuse_complex(const OpCall& call, int k) {
+  throw DTypeError(call.describe() + ": " + std::string(call.op->name) + " has no complex definition (input " +
+                   std::to_string(k) + " is " + std::string(dtype_name(call.in(k).dtype())) +
+                   "); docs/complex.md lists the ops that take complex tensors");
+}
+
+/// Complex inputs reach only the ops defined for them (OpDef::takes_complex).
+void check_complex_inputs(const OpCall& call) {
+  if (call.op->takes_complex) return;
+  for (int k = 0; k < call.n_inputs; ++k) {
+    if (is_complex(call.in(k).impl()->dtype)) [[unlikely]] refuse_complex(call, k);
+  }
+}
+
 OpResult dispatch_untraced(OpCall& call) {
+  check_complex_inputs(call);
   const DispatchHooks& hooks = dispatch_hooks();
   if (hooks.before_prepare != nullptr) hooks.before_prepare(call);
   if (call.op->prepare != nullptr) call.op->prepare(call);
@@ -456,6 +473,7 @@ const DispatchHooks& dispatch_hooks() { return g_hooks; }
 void set_dispatch_hooks(const DispatchHooks& hooks) { g_hooks = hooks; }
 
 OpResult dispatch_precomputed(OpCall& call, OpResult precomputed) {
+  check_complex_inputs(call);
   const DispatchHooks& hooks = dispatch_hooks();
   if (hooks.before_prepare != nullptr) hooks.before_prepare(call);
   if (call.op->prepare != nullptr) call.op->prepare(call);

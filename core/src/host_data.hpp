@@ -5,6 +5,7 @@
 
 #include <strata/plugin/half.hpp>
 
+#include <complex>
 #include <cstdint>
 #include <cstring>
 #include <new>
@@ -14,32 +15,72 @@
 
 namespace strata::detail {
 
-/// Reads element `i` of a host buffer holding `dtype` values as T.
+/// Whether T is a std::complex (the host type of c64 and c128 values).
+template <typename T>
+inline constexpr bool is_complex_value = false;
+template <typename R>
+inline constexpr bool is_complex_value<std::complex<R>> = true;
+
+/// Reads element `i` of a host buffer holding `dtype` values as T. Complex
+/// elements read as a real T give their real part: callers that must not
+/// drop an imaginary part (Tensor::to_vector) refuse such a read first.
 template <typename T>
 T load_as(const void* data, DType dtype, size_t i) {
-  switch (dtype) {
-    case DType::f32: return static_cast<T>(static_cast<const float*>(data)[i]);
-    case DType::f64: return static_cast<T>(static_cast<const double*>(data)[i]);
-    case DType::f16: return static_cast<T>(f16_to_float(static_cast<const uint16_t*>(data)[i]));
-    case DType::bf16: return static_cast<T>(bf16_to_float(static_cast<const uint16_t*>(data)[i]));
-    case DType::i32: return static_cast<T>(static_cast<const int32_t*>(data)[i]);
-    case DType::i64: return static_cast<T>(static_cast<const int64_t*>(data)[i]);
-    case DType::boolean: return static_cast<T>(static_cast<const uint8_t*>(data)[i] != 0);
+  if constexpr (is_complex_value<T>) {
+    using R = typename T::value_type;
+    if (dtype == DType::c64) {
+      const std::complex<float> v = static_cast<const std::complex<float>*>(data)[i];
+      return T(static_cast<R>(v.real()), static_cast<R>(v.imag()));
+    }
+    if (dtype == DType::c128) {
+      const std::complex<double> v = static_cast<const std::complex<double>*>(data)[i];
+      return T(static_cast<R>(v.real()), static_cast<R>(v.imag()));
+    }
+    return T(load_as<R>(data, dtype, i));
+  } else {
+    switch (dtype) {
+      case DType::f32: return static_cast<T>(static_cast<const float*>(data)[i]);
+      case DType::f64: return static_cast<T>(static_cast<const double*>(data)[i]);
+      case DType::f16: return static_cast<T>(f16_to_float(static_cast<const uint16_t*>(data)[i]));
+      case DType::bf16: return static_cast<T>(bf16_to_float(static_cast<const uint16_t*>(data)[i]));
+      case DType::i32: return static_cast<T>(static_cast<const int32_t*>(data)[i]);
+      case DType::i64: return static_cast<T>(static_cast<const int64_t*>(data)[i]);
+      case DType::boolean: return static_cast<T>(static_cast<const uint8_t*>(data)[i] != 0);
+      case DType::c64: return static_cast<T>(static_cast<const std::complex<float>*>(data)[i].real());
+      case DType::c128: return static_cast<T>(static_cast<const std::complex<double>*>(data)[i].real());
+    }
+    return T{};
   }
-  return T{};
 }
 
-/// Writes `value` as element `i` of a host buffer holding `dtype` values.
+/// Writes `value` as element `i` of a host buffer holding `dtype` values. A
+/// real value stored as complex gets imaginary part 0; a complex value
+/// stored as a real dtype keeps its real part (callers refuse that first:
+/// from_data).
 template <typename T>
 void store_as(void* data, DType dtype, size_t i, T value) {
-  switch (dtype) {
-    case DType::f32: static_cast<float*>(data)[i] = static_cast<float>(value); break;
-    case DType::f64: static_cast<double*>(data)[i] = static_cast<double>(value); break;
-    case DType::f16: static_cast<uint16_t*>(data)[i] = float_to_f16(static_cast<float>(value)); break;
-    case DType::bf16: static_cast<uint16_t*>(data)[i] = float_to_bf16(static_cast<float>(value)); break;
-    case DType::i32: static_cast<int32_t*>(data)[i] = static_cast<int32_t>(value); break;
-    case DType::i64: static_cast<int64_t*>(data)[i] = static_cast<int64_t>(value); break;
-    case DType::boolean: static_cast<uint8_t*>(data)[i] = value != T{} ? 1 : 0; break;
+  if constexpr (is_complex_value<T>) {
+    if (dtype == DType::c64) {
+      static_cast<std::complex<float>*>(data)[i] = std::complex<float>(static_cast<float>(value.real()),
+                                                                        static_cast<float>(value.imag()));
+    } else if (dtype == DType::c128) {
+      static_cast<std::complex<double>*>(data)[i] = std::complex<double>(static_cast<double>(value.real()),
+                                                                          static_cast<double>(value.imag()));
+    } else {
+      store_as(data, dtype, i, value.real());
+    }
+  } else {
+    switch (dtype) {
+      case DType::f32: static_cast<float*>(data)[i] = static_cast<float>(value); break;
+      case DType::f64: static_cast<double*>(data)[i] = static_cast<double>(value); break;
+      case DType::f16: static_cast<uint16_t*>(data)[i] = float_to_f16(static_cast<float>(value)); break;
+      case DType::bf16: static_cast<uint16_t*>(data)[i] = float_to_bf16(static_cast<float>(value)); break;
+      case DType::i32: static_cast<int32_t*>(data)[i] = static_cast<int32_t>(value); break;
+      case DType::i64: static_cast<int64_t*>(data)[i] = static_cast<int64_t>(value); break;
+      case DType::boolean: static_cast<uint8_t*>(data)[i] = value != T{} ? 1 : 0; break;
+      case DType::c64: static_cast<std::complex<float>*>(data)[i] = static_cast<float>(value); break;
+      case DType::c128: static_cast<std::complex<double>*>(data)[i] = static_cast<double>(value); break;
+    }
   }
 }
 

@@ -168,6 +168,11 @@ struct OpDef {
   AutocastCategory autocast = AutocastCategory::none;
   int n_inputs = 1;  // -1: any number (join ops such as cat)
   int n_outputs = 1;
+  /// Whether the op has a complex definition (docs/complex.md). Dispatch
+  /// refuses a complex input to any other op with a DTypeError naming the op
+  /// and the dtype, before its shape rule and any kernel run. Plugin-defined
+  /// ops set it: their own shape rule decides.
+  bool takes_complex = false;
   /// Validates, promotes and broadcasts call.inputs; fills call.outputs.
   void (*prepare)(OpCall& call) = nullptr;
   /// Composites: the same result from primitives (inputs as prepared).

@@ -187,7 +187,7 @@ void plugin_prepare(OpCall& call) {
   }
   for (int k = 0; k < call.n_outputs; ++k) {
     const strata_tensor_meta& m = out_meta[static_cast<size_t>(k)];
-    if (m.dtype < 0 || m.dtype >= kDTypeCount) {
+    if (!is_dtype_value(m.dtype)) {
       throw ValueError(call.describe() + ": the shape rule of " + po.name + " gave output " + std::to_string(k) +
                        " dtype " + std::to_string(m.dtype) + ", which this core cannot store");
     }
@@ -400,6 +400,7 @@ strata_status host_register_op(const strata_op_schema* schema, strata_error* err
               .kind = OpKind::primitive,
               .n_inputs = schema->n_inputs,
               .n_outputs = schema->n_outputs,
+              .takes_complex = true,  // the plugin's shape rule sees the dtypes and decides
               .prepare = plugin_prepare,
               .vjp = schema->vjp != nullptr ? plugin_vjp : nullptr,
               .jvp = schema->jvp != nullptr ? plugin_jvp : nullptr,

@@ -279,9 +279,9 @@ DeviceInfo Runtime::Impl::info_of(const DeviceRecord& r) {
   d.name = r.props.name;
   d.type = static_cast<DeviceType>(std::clamp(static_cast<int>(r.props.type), 0, 3));
   d.memory_bytes = r.props.memory_bytes;
-  for (int k = 0; k < kDTypeCount; ++k) {
-    if ((r.props.dtype_mask & STRATA_DTYPE_BIT(k)) != 0) d.dtypes.push_back(static_cast<DType>(k));
-    if ((r.props.compute_dtype_mask & STRATA_DTYPE_BIT(k)) != 0) d.compute_dtypes.push_back(static_cast<DType>(k));
+  for (DType t : kAllDTypes) {  // bits of reserved or unknown values are ignored (ABI section 1)
+    if ((r.props.dtype_mask & STRATA_DTYPE_BIT(static_cast<unsigned>(t))) != 0) d.dtypes.push_back(t);
+    if ((r.props.compute_dtype_mask & STRATA_DTYPE_BIT(static_cast<unsigned>(t))) != 0) d.compute_dtypes.push_back(t);
   }
   d.compute_capability = r.props.compute_capability;
   d.has_streams = r.has_streams;

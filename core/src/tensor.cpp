@@ -238,6 +238,11 @@ Tensor Tensor::contiguous() const {
 template <typename T>
 std::vector<T> Tensor::to_vector() const {
   const TensorImpl& impl = checked(*this);
+  if (is_complex(impl.dtype) && !detail::is_complex_value<T>) {
+    throw DTypeError("to_vector: " + type_string(*this) +
+                     " holds complex values; read them as std::complex<double> or std::complex<float>, or take "
+                     "real(), imag() or abs() first");
+  }
   std::vector<uint8_t> bytes = detail::read_bytes(*this);
   auto out = detail::host_vector<T>(static_cast<size_t>(impl.numel), [&] {
     return "to_vector: " + std::string(dtype_name(impl.dtype)) + detail::shape_string(impl.sizes());
@@ -266,6 +271,10 @@ template double Tensor::item<double>() const;
 template int64_t Tensor::item<int64_t>() const;
 template int32_t Tensor::item<int32_t>() const;
 template bool Tensor::item<bool>() const;
+template std::vector<std::complex<float>> Tensor::to_vector<std::complex<float>>() const;
+template std::vector<std::complex<double>> Tensor::to_vector<std::complex<double>>() const;
+template std::complex<float> Tensor::item<std::complex<float>>() const;
+template std::complex<double> Tensor::item<std::complex<double>>() const;
 
 std::ostream& operator<<(std::ostream& os, Device d) { return os << d.str(); }
 std::ostream& operator<<(std::ostream& os, const Tensor& t) { return os << t.to_string(); }

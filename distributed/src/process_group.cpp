@@ -456,6 +456,13 @@ std::string host_pointer(Kind kind, const char* role, const Tensor& t, void*& da
 
 size_t nbytes(const Tensor& t) { return static_cast<size_t>(t.numel()) * dtype_size(t.dtype()); }
 
+/// Reductions of complex tensors are not implemented (docs/complex.md):
+/// reduce real() and imag() instead. Empty when `t` is not complex.
+std::string refuse_complex(const Tensor& t) {
+  if (!is_complex(t.dtype())) return {};
+  return "complex tensors (" + type_string(t) + ") are not reduced yet: reduce real() and imag() separately";
+}
+
 }  // namespace
 
 Work ProcessGroup::all_reduce(Tensor& t, ReduceOp op) {
@@ -463,6 +470,7 @@ Work ProcessGroup::all_reduce(Tensor& t, ReduceOp op) {
   void* data = nullptr;
   bool device = false;
   std::string error = host_pointer(Kind::all_reduce, "tensor", t, data, &device);
+  if (error.empty()) error = refuse_complex(t);
   if (error.empty() && op == ReduceOp::mean && !is_floating(t.dtype()))
     error = "mean needs a floating dtype (got " + std::string(dtype_name(t.dtype())) + "): use sum and divide";
   Header h = make_header(Kind::all_reduce, &t, static_cast<int64_t>(op));
@@ -600,6 +608,7 @@ Work ProcessGroup::reduce_scatter(Tensor& out, const Tensor& in, ReduceOp op) {
       error = "input " + type_string(in) + " does not fit output " + type_string(out) + " scattered over " +
               std::to_string(g.size) + " ranks (want " + std::string(dtype_name(out.dtype())) + shape_string(want) + ")";
   }
+  if (error.empty()) error = refuse_complex(in);
   if (error.empty() && op == ReduceOp::mean && !is_floating(in.dtype()))
     error = "mean needs a floating dtype (got " + std::string(dtype_name(in.dtype())) + "): use sum and divide";
   Header h = make_header(Kind::reduce_scatter, &in, static_cast<int64_t>(op));

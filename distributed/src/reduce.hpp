@@ -115,7 +115,9 @@ inline ReduceFn reduce_function(DType dtype, ReduceOp op) {
     case DType::i64: return typed_reduce<int64_t>(op);
     case DType::bf16: return half_reduce<bf16_to_float, float_to_bf16>(op);
     case DType::f16: return half_reduce<f16_to_float, float_to_f16>(op);
-    case DType::boolean: break;
+    case DType::boolean:
+    case DType::c64:  // refused before (process_group.cpp)
+    case DType::c128: break;
   }
   return nullptr;
 }

@@ -168,13 +168,15 @@ TEST_F(CpuAbiTest, DeviceProps) {
   EXPECT_GT(props.memory_bytes, uint64_t{1} << 26);
   EXPECT_EQ(props.flags, STRATA_DEVICE_UNIFIED_MEMORY | STRATA_DEVICE_FREE_THREADED);
   uint64_t stored = 0;
-  for (strata_dtype d : {STRATA_F32, STRATA_F64, STRATA_F16, STRATA_BF16, STRATA_I32, STRATA_I64, STRATA_BOOL}) {
+  for (strata_dtype d : {STRATA_F32, STRATA_F64, STRATA_F16, STRATA_BF16, STRATA_I32, STRATA_I64, STRATA_BOOL,
+                         STRATA_C64, STRATA_C128}) {
     stored |= STRATA_DTYPE_BIT(d);
   }
   EXPECT_EQ(props.dtype_mask, stored);  // none of the reserved dtypes
   EXPECT_EQ(props.compute_dtype_mask, STRATA_DTYPE_BIT(STRATA_F32) | STRATA_DTYPE_BIT(STRATA_F64) |
                                           STRATA_DTYPE_BIT(STRATA_I32) | STRATA_DTYPE_BIT(STRATA_I64) |
-                                          STRATA_DTYPE_BIT(STRATA_BOOL));
+                                          STRATA_DTYPE_BIT(STRATA_BOOL) | STRATA_DTYPE_BIT(STRATA_C64) |
+                                          STRATA_DTYPE_BIT(STRATA_C128));
   for (uint8_t b : props.uuid) EXPECT_EQ(b, 0u);
   EXPECT_STREQ(props.pci_bus_id, "");
 

@@ -19,6 +19,8 @@
  *                entries among the good ones; the host must refuse just those
  *   commhost     -DMINI_COLLECTIVES: with strata.collectives v1 across
  *                processes over POSIX shared memory (commhost_collectives.c)
+ *   minicomplex  -DMINI_COMPLEX: stores c64 and c128 too, with no kernel for
+ *                them, so that every complex op follows the fallback policy
  * MINI_NAME is the plugin's name (also its file's and its messages' name).
  */
 #include <strata/plugin/strata_ops.h>
@@ -136,6 +138,11 @@ static strata_status mini_device_props(strata_device_args* args) {
   p.dtype_mask |= STRATA_DTYPE_BIT(STRATA_F4_E2M1);
   p.future_a = UINT64_C(0x2007);
   p.future_b = &g_state;
+#endif
+#ifdef MINI_COMPLEX
+  /* Memory is bytes: complex tensors are stored and copied like any other,
+   * and their ops fall back (docs/complex.md, "Other devices"). */
+  p.dtype_mask |= STRATA_DTYPE_BIT(STRATA_C64) | STRATA_DTYPE_BIT(STRATA_C128);
 #endif
   /* Never more than the host's capacity (its struct_size on entry), and say
    * how much was written. */

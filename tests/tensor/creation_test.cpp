@@ -233,16 +233,16 @@ TEST(Creation, AllocationsNoDeviceCanHoldAreOutOfMemoryErrors) {
 }
 
 TEST(DTypes, NamesAndSizes) {
-  const std::pair<DType, const char*> names[] = {{s::f32, "f32"},     {s::f64, "f64"}, {s::f16, "f16"},
-                                                 {s::bf16, "bf16"},   {s::i32, "i32"}, {s::i64, "i64"},
-                                                 {s::boolean, "bool"}};
+  const std::pair<DType, const char*> names[] = {{s::f32, "f32"},   {s::f64, "f64"},     {s::f16, "f16"},
+                                                 {s::bf16, "bf16"}, {s::i32, "i32"},     {s::i64, "i64"},
+                                                 {s::boolean, "bool"}, {s::c64, "c64"}, {s::c128, "c128"}};
   for (auto [t, name] : names) {
     EXPECT_EQ(s::dtype_name(t), name);
     EXPECT_EQ(s::dtype_from_name(name), t);
   }
   EXPECT_EQ(s::dtype_from_name("float32"), s::f32);
   EXPECT_EQ(s::dtype_from_name("int64"), s::i64);
-  EXPECT_TRUE(throws<s::DTypeError>([] { s::dtype_from_name("complex64"); }, {"complex64"}));
+  EXPECT_TRUE(throws<s::DTypeError>([] { s::dtype_from_name("complex32"); }, {"complex32"}));
   EXPECT_EQ(s::dtype_size(s::f64), 8u);
   EXPECT_EQ(s::dtype_size(s::bf16), 2u);
   EXPECT_EQ(s::dtype_size(s::boolean), 1u);

@@ -240,7 +240,7 @@ WorkerRun run_worker(const PluginCheckOptions& options, int resume, const std::v
 
 // ---- the report ------------------------------------------------------------------------------
 
-const std::vector<std::string> kDTypeColumns{"f32", "f64", "f16", "bf16", "i32", "i64", "bool"};
+const std::vector<std::string> kDTypeColumns{"f32", "f64", "f16", "bf16", "i32", "i64", "bool", "c64", "c128"};
 
 int severity(const std::string& s) {
   static const std::map<std::string, int> order{{"skip", 0}, {"pass", 1}, {"fallback", 2}, {"unsupported", 3},

@@ -37,7 +37,7 @@ struct GraphConstant {
   int64_t value = 0;  // the value id it defines
   DType dtype = DType::f32;
   Shape shape;
-  std::vector<double> data;  // floating and bool dtypes
+  std::vector<double> data;  // floating and bool dtypes; complex ones as (real, imaginary) pairs
   std::vector<int64_t> ints;  // i32 and i64 (exact)
 };
 

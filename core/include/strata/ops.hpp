@@ -16,7 +16,9 @@
 
 namespace strata {
 
-// Elementwise unary.
+// Elementwise unary. neg, abs, exp, log, sqrt and reciprocal also take
+// complex tensors (principal branches: docs/complex.md); abs of a complex
+// tensor is its modulus, of the real dtype of its parts.
 Tensor neg(const Tensor& x);
 Tensor abs(const Tensor& x);
 Tensor sign(const Tensor& x);
@@ -39,7 +41,9 @@ Tensor reciprocal(const Tensor& x);
 Tensor logical_not(const Tensor& x);
 Tensor square(const Tensor& x);
 
-// Elementwise binary, broadcasting.
+// Elementwise binary, broadcasting. add, sub, mul, div, pow, eq, ne and
+// where's branches also take complex tensors; the ordered comparisons,
+// maximum and minimum do not.
 Tensor add(const Tensor& a, const Tensor& b);
 Tensor sub(const Tensor& a, const Tensor& b);
 Tensor mul(const Tensor& a, const Tensor& b);
@@ -76,7 +80,7 @@ Tensor operator*(double a, const Tensor& b);
 Tensor operator/(double a, const Tensor& b);
 
 // Reductions. Empty `dims` reduces every dimension; negative dims count
-// from the end.
+// from the end. sum, mean and prod also take complex tensors.
 Tensor sum(const Tensor& x, const Shape& dims = {}, bool keepdim = false);
 Tensor mean(const Tensor& x, const Shape& dims = {}, bool keepdim = false);
 Tensor prod(const Tensor& x, const Shape& dims = {}, bool keepdim = false);
@@ -85,8 +89,29 @@ Tensor amin(const Tensor& x, const Shape& dims = {}, bool keepdim = false);
 Tensor argmax(const Tensor& x, int64_t dim, bool keepdim = false);
 Tensor argmin(const Tensor& x, int64_t dim, bool keepdim = false);
 
-// Linear algebra: NumPy matmul semantics (1-D promotion, batch broadcasting).
+// Linear algebra: NumPy matmul semantics (1-D promotion, batch broadcasting);
+// floating and complex operands.
 Tensor matmul(const Tensor& a, const Tensor& b);
+
+// Complex numbers (docs/complex.md). Gradients follow PyTorch's convention:
+// the gradient of a real loss L with respect to z = x + iy is dL/dx + i·dL/dy.
+/// The real part of a complex tensor, as a new tensor of the real dtype of
+/// its parts (not a view, unlike PyTorch's); a real tensor is returned as is.
+Tensor real(const Tensor& x);
+/// The imaginary part of a complex tensor (a new tensor); a real tensor is a
+/// DTypeError, as in PyTorch.
+Tensor imag(const Tensor& x);
+/// The complex conjugate; a real tensor is returned as is.
+Tensor conj(const Tensor& x);
+/// The argument of each complex value, atan2(imag, real), in [-π, π];
+/// complex tensors only. Its derivative at 0 is taken as 0.
+Tensor angle(const Tensor& x);
+/// re + i·im from two real tensors (broadcast): f64 parts give c128, other
+/// real dtypes c64.
+Tensor complex(const Tensor& re, const Tensor& im);
+/// abs·(cos(angle) + i·sin(angle)) from two real tensors (broadcast), with
+/// complex()'s dtypes.
+Tensor polar(const Tensor& abs, const Tensor& angle);
 
 // Indexing (index tensors are i64).
 Tensor index_select(const Tensor& x, int64_t dim, const Tensor& index);
@@ -127,7 +152,9 @@ Tensor gelu_backward(const Tensor& grad, const Tensor& x);
 Tensor softmax_backward(const Tensor& grad, const Tensor& y, int64_t dim);
 Tensor log_softmax_backward(const Tensor& grad, const Tensor& y, int64_t dim);
 
-// Data movement.
+// Data movement. Casts go between real dtypes, from real to complex
+// (imaginary part 0) and between complex dtypes; complex to real is a
+// DTypeError (use real, imag or abs).
 Tensor cast(const Tensor& x, DType dtype);
 
 // --- Calling an op by name ------------------------------------------------------

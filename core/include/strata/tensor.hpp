@@ -9,6 +9,7 @@
 #include <strata/device.hpp>
 #include <strata/dtype.hpp>
 
+#include <complex>
 #include <cstdint>
 #include <functional>
 #include <iosfwd>
@@ -26,7 +27,8 @@ using Shape = std::vector<int64_t>;
 struct TensorOptions {
   DType dtype = DType::f32;
   std::optional<Device> device = std::nullopt;
-  /// A leaf whose gradient backward() accumulates (floating dtypes only).
+  /// A leaf whose gradient backward() accumulates (floating and complex
+  /// dtypes only).
   bool requires_grad = false;
 };
 
@@ -88,7 +90,8 @@ class Tensor {
   // --- conversion ---------------------------------------------------------
   /// Copy to another device (a no-op returning *this when already there).
   Tensor to(Device device) const;
-  /// Value conversion to another dtype (no-op when equal).
+  /// Value conversion to another dtype (no-op when equal); complex to real
+  /// is a DTypeError (take real(), imag() or abs()).
   Tensor to(DType dtype) const;
   /// Compact row-major copy, or *this when already contiguous.
   Tensor contiguous() const;
@@ -98,7 +101,11 @@ class Tensor {
   /// The value of a one-element tensor, converted to T.
   template <typename T>
   T item() const;
-  /// All elements, row-major, converted to T (copies to the host).
+  /// All elements, row-major, converted to T (copies to the host). T is
+  /// float, double, int64_t, int32_t, bool, std::complex<float> or
+  /// std::complex<double>. Complex tensors are read only as a std::complex
+  /// T (a real T would drop the imaginary parts: a DTypeError that says
+  /// so); real tensors read as std::complex get imaginary parts 0.
   template <typename T>
   std::vector<T> to_vector() const;
 
@@ -243,6 +250,13 @@ Tensor from_data(std::span<const int64_t> data, const Shape& shape,
                  const TensorOptions& options = {.dtype = DType::i64, .device = std::nullopt});
 Tensor from_data(std::span<const int32_t> data, const Shape& shape,
                  const TensorOptions& options = {.dtype = DType::i32, .device = std::nullopt});
+/// Complex values, into a complex dtype (c64 by default for
+/// std::complex<float>, c128 for std::complex<double>); a real
+/// options.dtype is a DTypeError (it would drop the imaginary parts).
+Tensor from_data(std::span<const std::complex<float>> data, const Shape& shape,
+                 const TensorOptions& options = {.dtype = DType::c64, .device = std::nullopt});
+Tensor from_data(std::span<const std::complex<double>> data, const Shape& shape,
+                 const TensorOptions& options = {.dtype = DType::c128, .device = std::nullopt});
 /// From raw bytes in the encoding of options.dtype (see Tensor::to_bytes);
 /// bytes.size() must be the shape's element count times the dtype's size.
 Tensor from_bytes(std::span<const uint8_t> bytes, const Shape& shape, const TensorOptions& options = {});

@@ -55,12 +55,18 @@ struct GradcheckOptions {
 struct GradcheckResult {
   bool ok = true;
   int64_t worst_index = -1;  // flat index into x of the largest error
+  /// Complex x: whether the largest error is in the imaginary part of the
+  /// gradient (the derivative along the imaginary axis) rather than the real.
+  bool worst_imaginary = false;
   double analytic = 0.0;
   double numeric = 0.0;
   double max_error = 0.0;
   std::string message;  // describes the worst element
 };
-/// Compares ∇f(x) with finite differences of f (use f64 inputs).
+/// Compares ∇f(x) with finite differences of f, a real scalar function (use
+/// f64 or c128 inputs). For a complex x, each element's real and imaginary
+/// parts are perturbed separately and the gradient compared with PyTorch's
+/// convention, ∂f/∂Re(x) + i·∂f/∂Im(x) (docs/complex.md).
 GradcheckResult gradcheck(const Fn& f, const Tensor& x, const GradcheckOptions& options = {});
 
 }  // namespace strata

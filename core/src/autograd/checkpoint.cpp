@@ -86,7 +86,7 @@ std::vector<Tensor> checkpoint_vjp(const GradContext& c) {
   std::vector<size_t> source_of;
   for (size_t k = 0; k < c.inputs.size(); ++k) {
     const Tensor& in = c.inputs[k];
-    bool wanted = is_floating(in.dtype()) && c.needs(static_cast<int>(k));
+    bool wanted = is_differentiable(in.dtype()) && c.needs(static_cast<int>(k));
     Tensor a = in;  // a captured read: fn uses this very tensor
     if (k < cl.n_explicit) a = create_graph && wanted ? detail::tracked_alias(in) : in.detach();
     if (k < cl.n_explicit) args.push_back(a);
@@ -114,8 +114,11 @@ std::vector<Tensor> checkpoint_vjp(const GradContext& c) {
     seed = c.grad(0).defined() ? c.grad(0) : zeros_like(outs[0]);
   } else {
     for (size_t k = 0; k < outs.size(); ++k) {
-      if (!c.grads[k].defined() || !is_floating(outs[k].dtype())) continue;
-      Tensor term = sum(outs[k] * c.grads[k]);
+      if (!c.grads[k].defined() || !is_differentiable(outs[k].dtype())) continue;
+      // <g, out> as a real number: its gradient with respect to out is g
+      // (for a complex out too, in PyTorch's convention; conj and real are
+      // no-ops on real tensors).
+      Tensor term = sum(real(outs[k] * conj(c.grads[k])));
       target = target.defined() ? target + term : term;
     }
     if (!target.defined()) return grads;

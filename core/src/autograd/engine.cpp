@@ -66,7 +66,7 @@ Tensor unpack(const SavedTensor& s, const std::shared_ptr<Node>& node, bool diff
   // and give it back its forward-mode tangents.
   Tensor alias = make_view(s.data, s.data.shape(), s.data.strides(), s.data.offset());
   if (!s.tangents.empty()) meta_of(alias).tangents = s.tangents;
-  if (differentiable && is_floating(alias.dtype())) {
+  if (differentiable && is_differentiable(alias.dtype())) {
     AutogradMeta& m = meta_of(alias);
     m.grad_fn = node;
     m.output_nr = s.output_nr;
@@ -76,12 +76,10 @@ Tensor unpack(const SavedTensor& s, const std::shared_ptr<Node>& node, bool diff
 }
 
 void check_finite(const Tensor& g, const Node& node) {
-  if (!g.defined() || !is_floating(g.dtype())) return;
-  for (double v : g.to_vector<double>()) {
-    if (!std::isfinite(v)) {
-      throw Error("anomaly: the backward of op '" + std::string(node.op->name) + "' produced a non-finite gradient (" +
-                  std::to_string(v) + ")");
-    }
+  if (!g.defined() || !is_differentiable(g.dtype())) return;
+  if (std::optional<double> v = first_non_finite(g)) {
+    throw Error("anomaly: the backward of op '" + std::string(node.op->name) + "' produced a non-finite gradient (" +
+                std::to_string(*v) + ")");
   }
 }
 

@@ -16,9 +16,12 @@
 
 #include <array>
 #include <atomic>
+#include <cmath>
+#include <complex>
 #include <cstdint>
 #include <functional>
 #include <memory>
+#include <optional>
 #include <vector>
 
 namespace strata::detail {
@@ -176,5 +179,22 @@ std::shared_ptr<Node> make_node();
 /// Bytes of saved tensors held by live nodes of a level (see
 /// GradientTape::saved_bytes).
 uint64_t level_saved_bytes(uint64_t level);
+
+/// Anomaly mode: the first NaN or infinite value among the elements of a
+/// floating or complex tensor (either part of a complex one), or nullopt.
+/// Reads the tensor to the host.
+inline std::optional<double> first_non_finite(const Tensor& t) {
+  if (is_complex(t.dtype())) {
+    for (std::complex<double> v : t.to_vector<std::complex<double>>()) {
+      if (!std::isfinite(v.real())) return v.real();
+      if (!std::isfinite(v.imag())) return v.imag();
+    }
+    return std::nullopt;
+  }
+  for (double v : t.to_vector<double>()) {
+    if (!std::isfinite(v)) return v;
+  }
+  return std::nullopt;
+}
 
 }  // namespace strata::detail

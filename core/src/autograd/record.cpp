@@ -138,8 +138,6 @@ Tensor plain_alias(const Tensor& t) {
   return make_view(t, t.shape(), t.strides(), t.offset());
 }
 
-bool is_differentiable(DType t) { return is_floating(t); }
-
 /// Levels a new node belongs to: those of its inputs (a requires_grad leaf
 /// is watched by every recording tape) that are recording now.
 LevelSet node_levels(std::span<const Tensor> inputs, const AutogradState& st) {

@@ -17,9 +17,9 @@ using detail::meta_of;
 
 namespace {
 
-void require_floating(const Tensor& t, const char* what) {
-  if (!is_floating(t.dtype())) {
-    throw DTypeError(std::string(what) + ": only floating-point tensors have gradients, found " +
+void require_differentiable(const Tensor& t, const char* what) {
+  if (!is_differentiable(t.dtype())) {
+    throw DTypeError(std::string(what) + ": only floating-point and complex tensors have gradients, found " +
                      type_string(t));
   }
 }
@@ -30,6 +30,12 @@ Tensor seed_for(const Tensor& target, const Tensor& given, const char* what) {
     if (target.numel() != 1) {
       throw ShapeError(std::string(what) + ": the target has shape " + detail::shape_string(target.shape()) +
                        "; a non-scalar target needs output gradients of that shape");
+    }
+    // As PyTorch: a gradient is that of a real-valued function (docs/complex.md).
+    if (is_complex(target.dtype())) {
+      throw DTypeError(std::string(what) + ": the target is complex (" + type_string(target) +
+                       "); an implicit output gradient needs a real target: differentiate real(), abs() or "
+                       "another real function of it, or pass the output gradient");
     }
     return ones_like(target);
   }
@@ -62,7 +68,7 @@ uint64_t implicit_graph_saved_bytes() { return detail::level_saved_bytes(0); }
 
 void GradientTape::watch(const Tensor& t) {
   if (!t.defined()) throw Error("GradientTape::watch: undefined tensor");
-  require_floating(t, "GradientTape::watch");
+  require_differentiable(t, "GradientTape::watch");
   meta_of(t).levels.add(id_);
 }
 
@@ -158,7 +164,7 @@ bool anomaly_mode() { return autograd_state().anomaly; }
 
 Tensor& Tensor::set_requires_grad(bool requires_grad) {
   if (!defined()) throw Error("set_requires_grad: undefined tensor");
-  if (requires_grad) require_floating(*this, "set_requires_grad");
+  if (requires_grad) require_differentiable(*this, "set_requires_grad");
   detail::AutogradMeta* m = meta_if(*this);
   if (m != nullptr && m->grad_fn != nullptr) {
     throw Error("set_requires_grad: only leaf tensors can be marked; this one is the result of op '" +

@@ -9,6 +9,7 @@
 #include <strata/error.hpp>
 #include <strata/graph.hpp>
 
+#include <complex>
 #include <string>
 
 namespace strata {
@@ -45,7 +46,7 @@ int64_t TraceState::value_of(const Tensor& t) {
   auto it = ids.find(t.impl());
   if (it != ids.end()) return it->second;
   if (capture) {
-    if (t.impl()->autograd != nullptr && is_floating(t.dtype())) externals.push_back(t);
+    if (t.impl()->autograd != nullptr && is_differentiable(t.dtype())) externals.push_back(t);
     return define(t);
   }
   GraphConstant c;
@@ -53,6 +54,8 @@ int64_t TraceState::value_of(const Tensor& t) {
   c.shape = t.sizes();
   if (t.dtype() == DType::i32 || t.dtype() == DType::i64) {
     c.ints = t.to_vector<int64_t>();
+  } else if (is_complex(t.dtype())) {
+    for (std::complex<double> v : t.to_vector<std::complex<double>>()) c.data.insert(c.data.end(), {v.real(), v.imag()});
   } else {
     c.data = t.to_vector<double>();
   }

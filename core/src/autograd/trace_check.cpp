@@ -156,9 +156,8 @@ class Checker {
         if (r.name == a.name) rule = &r;
       if (rule == nullptr) fail(pa + "/name", where(k) + "no op of the core reads an attribute \"" + a.name + "\"");
       if (rule->kind != a.kind) fail(pa + "/kind", where(k) + "attribute \"" + a.name + "\" has the wrong kind");
-      if (a.kind == GraphAttr::Kind::dtype && (a.i < 0 || a.i >= kDTypeCount)) {
-        fail(pa + "/value", where(k) + "expected a dtype of the op set (0 to " + std::to_string(kDTypeCount - 1) +
-                                ")");
+      if (a.kind == GraphAttr::Kind::dtype && !is_dtype_value(a.i)) {
+        fail(pa + "/value", where(k) + std::string(kDTypeValuesExpected));
       }
       if (a.name == "dim") a.i = wrap_dim(a.i, rank, pa + "/value", k);
       if (a.name == "dims" && n.op != "permute") reduction_dims(a, rank, pa + "/value", k);

@@ -204,8 +204,12 @@ Graph Graph::from_json(const std::string& text, const std::string& source) {
     c.shape = r.integers(r.at(constants[k], p, "shape"), p + "/shape");
     const Json& data = r.at(constants[k], p, "data");
     int64_t numel = detail::check_graph_shape(c.shape, source, p + "/shape");
-    if (!data.is_array() || static_cast<int64_t>(data.size()) != numel) {
-      r.fail(p + "/data", "expected " + std::to_string(numel) + " numbers for shape " + detail::shape_string(c.shape));
+    // A complex constant holds (real, imaginary) pairs.
+    const int64_t numbers = is_complex(c.dtype) ? 2 * numel : numel;
+    if (!data.is_array() || static_cast<int64_t>(data.size()) != numbers) {
+      r.fail(p + "/data", "expected " + std::to_string(numbers) + " numbers for " +
+                              std::string(dtype_name(c.dtype)) + detail::shape_string(c.shape) +
+                              (is_complex(c.dtype) ? " ((real, imaginary) pairs)" : ""));
     }
     for (size_t e = 0; e < data.size(); ++e) {
       const Json& v = data[e];
@@ -262,8 +266,8 @@ Graph Graph::from_json(const std::string& text, const std::string& source) {
                                  : GraphAttr::Kind::scalar_int;
         a.i = r.integer(value, pa + "/value");
         if (a.kind == GraphAttr::Kind::flag && a.i != 0 && a.i != 1) r.fail(pa + "/value", "expected 0 or 1");
-        if (a.kind == GraphAttr::Kind::dtype && (a.i < 0 || a.i >= kDTypeCount)) {
-          r.fail(pa + "/value", "expected a dtype of the op set (0 to " + std::to_string(kDTypeCount - 1) + ")");
+        if (a.kind == GraphAttr::Kind::dtype && !is_dtype_value(a.i)) {
+          r.fail(pa + "/value", std::string(detail::kDTypeValuesExpected));
         }
       } else if (kn == "float" || kn == "scalar_float") {
         a.kind = kn == "float" ? GraphAttr::Kind::real : GraphAttr::Kind::scalar_real;

@@ -89,6 +89,11 @@ Attrs node_attrs(const GraphNode& n);
 /// Whether `op` is a view or join that replay_structural runs.
 bool structural_replayable(std::string_view op);
 
+/// What a dtype attribute of a graph file must hold (the values are the
+/// ABI's, sparse: 7 to 10 are reserved).
+inline constexpr std::string_view kDTypeValuesExpected =
+    "expected a dtype of the op set (0 to 6, 11 for c64 or 12 for c128)";
+
 /// Replays a view or join node through its public function (trace_run.cpp).
 Tensor replay_structural(const GraphNode& n, const std::vector<Tensor>& in);
 

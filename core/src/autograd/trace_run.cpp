@@ -9,6 +9,7 @@
 #include <strata/graph.hpp>
 #include <strata/ops.hpp>
 
+#include <complex>
 #include <exception>
 #include <optional>
 #include <string>
@@ -171,6 +172,12 @@ std::vector<Tensor> Graph::run(const std::vector<Tensor>& inputs) const {
     // store one.
     bool integral = c.dtype == DType::i32 || c.dtype == DType::i64;
     const TensorOptions options{.dtype = c.dtype, .device = device};
+    if (is_complex(c.dtype)) {  // (real, imaginary) pairs: std::complex's layout
+      std::span<const std::complex<double>> pairs(reinterpret_cast<const std::complex<double>*>(c.data.data()),
+                                                  c.data.size() / 2);
+      set(c.value, from_data(pairs, c.shape, options));
+      continue;
+    }
     set(c.value, integral ? from_data(std::span<const int64_t>(c.ints), c.shape, options)
                           : from_data(std::span<const double>(c.data), c.shape, options));
   }

@@ -9,7 +9,9 @@
 #include <strata/ops.hpp>
 
 #include <cmath>
+#include <complex>
 #include <cstdio>
+#include <vector>
 
 namespace strata {
 
@@ -28,6 +30,12 @@ std::pair<Tensor, Tensor> value_and_gradient(const Fn& f, const Tensor& x, const
   Tensor y = f(xw);
   Tensor g = tape.gradient(y, {xw}, cotangent)[0];
   return {y, g};
+}
+
+std::vector<double> real_parts(const std::vector<std::complex<double>>& values) {
+  std::vector<double> out(values.size());
+  for (size_t i = 0; i < values.size(); ++i) out[i] = values[i].real();
+  return out;
 }
 
 /// The i-th basis tensor shaped like x.
@@ -129,38 +137,52 @@ Tensor laplacian(const Fn& f, const Tensor& x) { return sum(hessian_diagonal(f, 
 
 GradcheckResult gradcheck(const Fn& f, const Tensor& x, const GradcheckOptions& o) {
   GradcheckResult r;
-  Tensor analytic = grad(f)(x).detach();
-  std::vector<double> a = analytic.to_vector<double>();
-  std::vector<double> base = x.to_vector<double>();
-  auto eval = [&](size_t i, double delta) {
-    std::vector<double> moved = base;
+  const bool complex_x = is_complex(x.dtype());
+  // Complex values throughout: a real x is the case of imaginary parts 0,
+  // perturbed along the real axis only.
+  std::vector<std::complex<double>> a = grad(f)(x).detach().to_vector<std::complex<double>>();
+  std::vector<std::complex<double>> base = x.to_vector<std::complex<double>>();
+  auto eval = [&](size_t i, std::complex<double> delta) {
+    std::vector<std::complex<double>> moved = base;
     moved[i] += delta;
     // No NoGradGuard: f may take gradients itself (checking a gradient's
     // gradient); xm is not watched, so nothing outside f records it.
-    Tensor xm = from_data(std::span<const double>(moved), x.sizes(), {.dtype = x.dtype(), .device = x.device()});
-    return f(xm).item<double>();
-  };
-  for (size_t i = 0; i < base.size(); ++i) {
-    double h = o.eps;
-    double numeric = o.four_point
-                         ? (-eval(i, 2 * h) + 8 * eval(i, h) - 8 * eval(i, -h) + eval(i, -2 * h)) / (12 * h)
-                         : (eval(i, h) - eval(i, -h)) / (2 * h);
-    double error = std::fabs(numeric - a[i]);
-    bool bad = !(error <= o.atol + o.rtol * std::fabs(numeric));
-    if (bad && (r.ok || error > r.max_error)) {
-      r.ok = false;
+    const TensorOptions options{.dtype = x.dtype(), .device = x.device()};
+    Tensor xm = complex_x ? from_data(std::span<const std::complex<double>>(moved), x.sizes(), options)
+                          : from_data(std::span<const double>(real_parts(moved)), x.sizes(), options);
+    Tensor y = f(xm);
+    if (is_complex(y.dtype())) {
+      throw DTypeError("gradcheck: f must return a real scalar, got " + type_string(y) +
+                       " (differentiate real(), abs() or another real function of it)");
     }
+    return y.item<double>();
+  };
+  // The derivative along `direction` (1, or i for the imaginary part).
+  auto derivative = [&](size_t i, std::complex<double> direction) {
+    const std::complex<double> h = o.eps * direction;
+    return o.four_point ? (-eval(i, 2.0 * h) + 8 * eval(i, h) - 8 * eval(i, -h) + eval(i, -2.0 * h)) / (12 * o.eps)
+                        : (eval(i, h) - eval(i, -h)) / (2 * o.eps);
+  };
+  auto compare = [&](size_t i, bool imaginary, double analytic, double numeric) {
+    double error = std::fabs(numeric - analytic);
+    if (!(error <= o.atol + o.rtol * std::fabs(numeric))) r.ok = false;
     if (error > r.max_error || r.worst_index < 0) {
       r.max_error = error;
       r.worst_index = static_cast<int64_t>(i);
-      r.analytic = a[i];
+      r.worst_imaginary = imaginary;
+      r.analytic = analytic;
       r.numeric = numeric;
     }
+  };
+  for (size_t i = 0; i < base.size(); ++i) {
+    compare(i, false, a[i].real(), derivative(i, 1.0));
+    if (complex_x) compare(i, true, a[i].imag(), derivative(i, std::complex<double>(0.0, 1.0)));
   }
   char buf[256];
-  std::snprintf(buf, sizeof(buf), "%s: worst element %lld: analytic %.10g, numeric %.10g, |error| %.3g",
-                r.ok ? "gradcheck passed" : "gradcheck FAILED", static_cast<long long>(r.worst_index), r.analytic,
-                r.numeric, r.max_error);
+  std::snprintf(buf, sizeof(buf), "%s: worst element %lld%s: analytic %.10g, numeric %.10g, |error| %.3g",
+                r.ok ? "gradcheck passed" : "gradcheck FAILED", static_cast<long long>(r.worst_index),
+                !complex_x ? "" : r.worst_imaginary ? " (imaginary part)" : " (real part)", r.analytic, r.numeric,
+                r.max_error);
   r.message = buf;
   return r;
 }

@@ -50,9 +50,12 @@ struct DTypeCode {
   DType dtype;
   const char* code;
 };
-constexpr DTypeCode kCodes[] = {{DType::f32, "F32"},     {DType::f64, "F64"}, {DType::f16, "F16"},
-                                {DType::bf16, "BF16"},   {DType::i32, "I32"}, {DType::i64, "I64"},
-                                {DType::boolean, "BOOL"}};
+// C64 is safetensors' (real, imaginary) pair of F32. The format has no
+// complex of F64: Strata writes c128 as "C128", the same pair of F64, which
+// Strata reads back and other readers refuse by name (docs/complex.md).
+constexpr DTypeCode kCodes[] = {{DType::f32, "F32"},   {DType::f64, "F64"},       {DType::f16, "F16"},
+                                {DType::bf16, "BF16"}, {DType::i32, "I32"},       {DType::i64, "I64"},
+                                {DType::boolean, "BOOL"}, {DType::c64, "C64"},    {DType::c128, "C128"}};
 
 const char* dtype_code(DType t) {
   for (const auto& c : kCodes) {
@@ -245,7 +248,7 @@ Entry parse_entry(const fs::path& path, const std::string& name, const Json& v) 
   const auto* known = std::find_if(std::begin(kCodes), std::end(kCodes), [&](const auto& c) { return code == c.code; });
   if (known == std::end(kCodes)) {
     throw SerializationError(
-        path, "unknown dtype '" + code + "' of " + where + " (strata reads F32, F64, F16, BF16, I32, I64, BOOL)");
+        path, "unknown dtype '" + code + "' of " + where + " (strata reads F32, F64, F16, BF16, I32, I64, BOOL, C64, C128)");
   }
   e.dtype = known->dtype;
   const Json& shape = v["shape"];

@@ -224,6 +224,14 @@ Tensor mse_loss(const Tensor& input, const Tensor& target, Reduction reduction) 
     throw ShapeError("mse_loss: input " + type_string(input) + " and target " + type_string(target) +
                      " must have the same shape");
   }
+  // square() of a complex difference is not |d|^2; refuse rather than return
+  // a complex "loss" (docs/complex.md: mean(abs(d) * abs(d)) is the real one).
+  for (const Tensor* t : {&input, &target}) {
+    if (is_complex(t->dtype())) {
+      throw DTypeError("mse_loss: has no complex definition, got " + type_string(*t) +
+                       " (write the loss with abs(), e.g. mean(abs(input - target) * abs(input - target)))");
+    }
+  }
   return reduce(square(input - target), reduction);
 }
 

@@ -47,8 +47,8 @@ Tensor& Module::register_parameter(const std::string& name, Tensor* param, bool 
   if (param == nullptr) throw ValueError(this->name() + ": register_parameter('" + name + "') with a null pointer");
   check_new_name(name);
   if (param->defined() && requires_grad && !param->requires_grad()) {
-    if (!is_floating(param->dtype())) {
-      throw DTypeError(this->name() + ": parameter '" + name + "' must be floating to require grad, got " +
+    if (!is_differentiable(param->dtype())) {
+      throw DTypeError(this->name() + ": parameter '" + name + "' must be floating or complex to require grad, got " +
                        type_string(*param));
     }
     param->set_requires_grad(true);

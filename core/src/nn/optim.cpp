@@ -64,8 +64,9 @@ Optimizer::Optimizer(std::vector<Tensor> params, double lr) : params_(std::move(
   for (size_t i = 0; i < params_.size(); ++i) {
     const Tensor& p = params_[i];
     if (!p.defined()) throw ValueError("optimizer: parameter " + std::to_string(i) + " is undefined");
-    if (!is_floating(p.dtype())) {
-      throw DTypeError("optimizer: parameter " + std::to_string(i) + " must be floating, got " + type_string(p));
+    if (!is_differentiable(p.dtype())) {
+      throw DTypeError("optimizer: parameter " + std::to_string(i) + " must be floating or complex, got " +
+                       type_string(p));
     }
     if (!seen.insert(p.impl()).second) {
       throw ValueError("optimizer: parameter " + std::to_string(i) + " appears more than once");
@@ -290,6 +291,15 @@ Adam::Adam(std::vector<Tensor> params, AdamOptions options) : Adam(std::move(par
 Adam::Adam(std::vector<Tensor> params, AdamOptions options, bool decoupled_weight_decay)
     : Optimizer(std::move(params), options.lr), options_(options), decoupled_(decoupled_weight_decay) {
   validate(hyperparameters());
+  // Adam's second moment of a complex gradient is |g|^2 per real component
+  // (PyTorch views complex parameters as real pairs); the update op squares
+  // g instead, so complex parameters are refused rather than mistrained.
+  for (size_t i = 0; i < this->params().size(); ++i) {
+    if (is_complex(this->params()[i].dtype())) {
+      throw DTypeError(std::string(decoupled_ ? "AdamW" : "Adam") + ": parameter " + std::to_string(i) + " is " +
+                       type_string(this->params()[i]) + "; complex parameters are not supported yet (SGD takes them)");
+    }
+  }
 }
 
 Optimizer::Hyperparameters Adam::hyperparameters() const {

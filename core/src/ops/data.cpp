@@ -28,24 +28,43 @@ void same_meta(OpCall& call) {
   call.out().set_shape(call.in(0).shape());
 }
 
+/// Casts between any two real dtypes, from real to complex (imaginary part
+/// 0) and between complex dtypes. Complex to real is refused, as NumPy warns
+/// and PyTorch warns: it would silently drop the imaginary part.
 void cast_rule(OpCall& call) {
-  call.out().dtype = call.attr_dtype("dtype");
+  const DType to = call.attr_dtype("dtype");
+  const DType from = call.in(0).dtype();
+  if (is_complex(from) && !is_complex(to)) {
+    throw DTypeError(call.describe() + ": casting complex " + std::string(dtype_name(from)) + " to " +
+                     std::string(dtype_name(to)) + " would drop the imaginary part; take real(), imag() or abs()");
+  }
+  call.out().dtype = to;
   call.out().set_shape(call.in(0).shape());
 }
 
-/// A cast's derivative casts back (VJP) or along (JVP); integer and bool
-/// sides carry no gradient.
-Tensor cast_if_floating(const Tensor& t, DType dtype) { return is_floating(dtype) ? cast(t, dtype) : Tensor(); }
+/// A cast's VJP casts the gradient back: a real input of a complex result
+/// gets the real part of it (PyTorch's convention: the imaginary part is the
+/// gradient of a direction the real input cannot move in). Integer and bool
+/// inputs carry no gradient.
+Tensor cast_back(const Tensor& g, DType input) {
+  if (!is_differentiable(input)) return Tensor();
+  return cast(is_complex(input) ? g : real(g), input);
+}
+/// Its JVP casts the tangent along; integer and bool results carry none.
+Tensor cast_along(const Tensor& t, DType output) { return is_differentiable(output) ? cast(t, output) : Tensor(); }
 
 const OpDef& kCopy = detail::define_op({.name = "copy",
+                                        .takes_complex = true,
                                         .prepare = same_meta,
                                         .vjp = STRATA_VJP(g),
                                         .jvp = STRATA_JVP(STRATA_TANGENT(t))});
 const OpDef& kCast = detail::define_op({.name = "cast",
+                                        .takes_complex = true,
                                         .prepare = cast_rule,
-                                        .vjp = STRATA_VJP(cast_if_floating(g, c.in(0).dtype())),
-                                        .jvp = STRATA_JVP(STRATA_TANGENT(cast_if_floating(t, c.out().dtype())))});
-const OpDef& kFill = detail::define_op({.name = "fill", .n_inputs = 0});  // no inputs to differentiate
+                                        .vjp = STRATA_VJP(cast_back(g, c.in(0).dtype())),
+                                        .jvp = STRATA_JVP(STRATA_TANGENT(cast_along(t, c.out().dtype())))});
+// No inputs to differentiate; a complex fill holds (value, 0).
+const OpDef& kFill = detail::define_op({.name = "fill", .n_inputs = 0, .takes_complex = true});
 
 }  // namespace
 
@@ -156,8 +175,8 @@ namespace detail {
 /// Creates a tensor on `device` filled with `value` (the fill kernel).
 Tensor fill_tensor(DeviceRecord& device, DType dtype, std::span<const int64_t> shape, double value) {
   // The value travels exactly: integral and bool fills as an int64 scalar.
-  Attr fill_value = Attr::scalar_real("value", value);
-  if (!is_floating(dtype)) {
+  Attr fill_value = Attr::scalar_real("value", value);  // a complex fill: imaginary part 0
+  if (!is_floating(dtype) && !is_complex(dtype)) {
     if (dtype == DType::boolean) {
       fill_value = Attr::scalar_int("value", value != 0.0 ? 1 : 0);
     } else if (std::isfinite(value) && value >= -9223372036854775808.0 && value < 9223372036854775808.0) {

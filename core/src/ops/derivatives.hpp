@@ -38,13 +38,21 @@ struct Derivative {
 };
 
 // --- elementwise ops: diagonal Jacobians -------------------------------------
-// The derivative of an elementwise op is a pointwise product, so the VJP and
-// the JVP apply the same map to the incoming g (the output gradient, or the
-// input tangent).
+// The derivative of an elementwise op is a pointwise product g·f'(x), so the
+// JVP applies the map D(g) = g·f'(x) to the input tangent. The VJP applies
+// it to the output gradient too, conjugated: for complex values PyTorch's
+// convention (docs/complex.md) makes the VJP of a holomorphic f
+// g·conj(f'(x)) = conj(D(conj(g))). conj is the identity on real tensors
+// (it returns its argument, no op runs), so real ops pay nothing for it.
 
 /// Unary: D(g, x, y) with x the input and y = f(x).
 template <auto D>
-Grads unary_rule(const GradContext& c) {
+Grads unary_vjp(const GradContext& c) {
+  if (!c.grad(0).defined()) return {Tensor()};
+  return {conj(D(conj(c.grad(0)), c.in(0), c.out(0)))};
+}
+template <auto D>
+Grads unary_jvp(const GradContext& c) {
   if (!c.grad(0).defined()) return {Tensor()};
   return {D(c.grad(0), c.in(0), c.out(0))};
 }
@@ -54,8 +62,9 @@ template <auto Da, auto Db>
 Grads binary_vjp(const GradContext& c) {
   const Tensor& g = c.grad(0);
   if (!g.defined()) return {Tensor(), Tensor()};
-  return {c.needs(0) ? Da(g, c.in(0), c.in(1), c.out(0)) : Tensor(),
-          c.needs(1) ? Db(g, c.in(0), c.in(1), c.out(0)) : Tensor()};
+  const Tensor gc = conj(g);
+  return {c.needs(0) ? conj(Da(gc, c.in(0), c.in(1), c.out(0))) : Tensor(),
+          c.needs(1) ? conj(Db(gc, c.in(0), c.in(1), c.out(0))) : Tensor()};
 }
 template <auto Da, auto Db>
 Grads binary_jvp(const GradContext& c) {
@@ -65,7 +74,7 @@ Grads binary_jvp(const GradContext& c) {
 }
 
 template <auto D>
-inline constexpr Derivative unary_derivative{&unary_rule<D>, &unary_rule<D>};
+inline constexpr Derivative unary_derivative{&unary_vjp<D>, &unary_jvp<D>};
 template <auto Da, auto Db>
 inline constexpr Derivative binary_derivative{&binary_vjp<Da, Db>, &binary_jvp<Da, Db>};
 
@@ -103,6 +112,16 @@ Grads jvp(const GradContext& c) {
   };
   (term(Term), ...);
   return {out};
+}
+
+// --- complex values ------------------------------------------------------------
+
+/// z/|z|, and 0 where |z| is 0 (`modulus` is |z|): the direction abs's
+/// derivative takes (PyTorch's sgn). The division is guarded too, so that no
+/// NaN reaches a gradient through the masked branch.
+inline Tensor unit_or_zero(const Tensor& z, const Tensor& modulus) {
+  Tensor at_zero = eq(modulus, scalar(modulus, 0.0));
+  return where(at_zero, scalar(z, 0.0), z / where(at_zero, scalar(modulus, 1.0), modulus));
 }
 
 /// The JVP term of an input that is not differentiable (an index tensor).

@@ -5,6 +5,9 @@
 // (output gradient in reverse mode, input tangent in forward mode) gives both
 // the VJP and the JVP (derivatives.hpp). Comparisons and logical ops have no
 // derivative; sign, floor, ceil and round have a zero one (as in PyTorch).
+// Ops built with `complex_too` also take c64 and c128 (docs/complex.md):
+// their rules keep complex dtypes, and their derivatives follow PyTorch's
+// convention (the VJP of a holomorphic op conjugates f', derivatives.hpp).
 #include "derivatives.hpp"
 #include "rules.hpp"
 
@@ -50,6 +53,11 @@ OpDef binary(std::string_view name, void (*rule)(detail::OpCall&), Derivative d 
              detail::AutocastCategory autocast = detail::AutocastCategory::none) {
   return elementwise(name, 2, rule, d, autocast);
 }
+/// `def` with a complex definition too.
+OpDef complex_too(OpDef def) {
+  def.takes_complex = true;
+  return def;
+}
 
 /// maximum/minimum: g goes to the operand that `wins`; ties split it evenly.
 Tensor pick(const Tensor& g, const Tensor& wins, const Tensor& tie) {
@@ -62,22 +70,44 @@ Tensor pow_base_partial(const Tensor& g, const Tensor& a, const Tensor& b) {
 }
 /// d(a^b)/db = a^b log a, and 0 where a == 0 and b >= 0 (the one-sided limit;
 /// the log's argument is masked too, so that second derivatives stay finite).
-/// Negative bases give NaN, as in PyTorch.
+/// Negative bases give NaN, as in PyTorch. Complex: 0 where a == 0 (the
+/// limit when Re b > 0; b is not ordered).
 Tensor pow_exponent_partial(const Tensor& g, const Tensor& a, const Tensor& b, const Tensor& y) {
-  Tensor zero_base = logical_and(eq(a, scalar(a, 0.0)), ge(b, scalar(b, 0.0)));
+  Tensor zero_base = eq(a, scalar(a, 0.0));
+  if (!is_complex(a.dtype())) zero_base = logical_and(zero_base, ge(b, scalar(b, 0.0)));
   return where(zero_base, scalar(g, 0.0), g * y * log(where(zero_base, scalar(a, 1.0), a)));
 }
 
+/// abs: real inputs keep their dtype; a complex input's modulus is real.
+void abs_rule(detail::OpCall& call) {
+  rules::unary_numeric(call);
+  call.out().dtype = to_real(call.in(0).dtype());
+}
+/// d|x| = sign(x) for reals. For complex z, |z| is not holomorphic: its
+/// VJP is g·z/|z| (PyTorch's convention: g is real, the gradient complex)
+/// and its JVP Re(conj(z/|z|)·t); both 0 where z = 0.
+Grads abs_vjp(const GradContext& c) {
+  const Tensor &g = c.grad(0), &x = c.in(0);
+  if (!g.defined()) return {Tensor()};
+  return {is_complex(x.dtype()) ? g * detail::derivatives::unit_or_zero(x, c.out(0)) : g * sign(x)};
+}
+Grads abs_jvp(const GradContext& c) {
+  const Tensor &t = c.grad(0), &x = c.in(0);
+  if (!t.defined()) return {Tensor()};
+  return {is_complex(x.dtype()) ? real(t * conj(detail::derivatives::unit_or_zero(x, c.out(0)))) : t * sign(x)};
+}
+
 // --- unary: STRATA_DERIVATIVE(g through f'(x)), x input, y output ----------------
-const OpDef& kNeg = define_op(unary("neg", rules::unary_numeric, STRATA_DERIVATIVE(-g)));
-const OpDef& kAbs = define_op(unary("abs", rules::unary_numeric, STRATA_DERIVATIVE(g * sign(x))));
+const OpDef& kNeg = define_op(complex_too(unary("neg", rules::unary_numeric, STRATA_DERIVATIVE(-g))));
+const OpDef& kAbs = define_op(complex_too(unary("abs", abs_rule, {abs_vjp, abs_jvp})));
 const OpDef& kSign = define_op(unary("sign", rules::unary_numeric, STRATA_DERIVATIVE(zeros_like(g))));
 const OpDef& kRelu = define_op(unary("relu", rules::unary_numeric, STRATA_DERIVATIVE(relu_backward(g, x))));
-const OpDef& kExp = define_op(unary("exp", rules::unary_float, STRATA_DERIVATIVE(g * y), kFp32));
-const OpDef& kLog = define_op(unary("log", rules::unary_float, STRATA_DERIVATIVE(g / x), kFp32));
+const OpDef& kExp = define_op(complex_too(unary("exp", rules::unary_float, STRATA_DERIVATIVE(g * y), kFp32)));
+const OpDef& kLog = define_op(complex_too(unary("log", rules::unary_float, STRATA_DERIVATIVE(g / x), kFp32)));
 const OpDef& kLog1p = define_op(unary("log1p", rules::unary_float, STRATA_DERIVATIVE(g / (x + 1.0)), kFp32));
 const OpDef& kExpm1 = define_op(unary("expm1", rules::unary_float, STRATA_DERIVATIVE(g * (y + 1.0)), kFp32));
-const OpDef& kSqrt = define_op(unary("sqrt", rules::unary_float, STRATA_DERIVATIVE(g / (y * 2.0)), kFp32));
+const OpDef& kSqrt =
+    define_op(complex_too(unary("sqrt", rules::unary_float, STRATA_DERIVATIVE(g / (y * 2.0)), kFp32)));
 const OpDef& kRsqrt = define_op(unary("rsqrt", rules::unary_float, STRATA_DERIVATIVE(g * (y * y * y) * -0.5), kFp32));
 const OpDef& kSin = define_op(unary("sin", rules::unary_float, STRATA_DERIVATIVE(g * cos(x))));
 const OpDef& kCos = define_op(unary("cos", rules::unary_float, STRATA_DERIVATIVE(-g * sin(x))));
@@ -88,17 +118,20 @@ const OpDef& kErf = define_op(
 const OpDef& kFloor = define_op(unary("floor", rules::unary_float, STRATA_DERIVATIVE(zeros_like(g))));
 const OpDef& kCeil = define_op(unary("ceil", rules::unary_float, STRATA_DERIVATIVE(zeros_like(g))));
 const OpDef& kRound = define_op(unary("round", rules::unary_float, STRATA_DERIVATIVE(zeros_like(g))));
-const OpDef& kReciprocal = define_op(unary("reciprocal", rules::unary_float, STRATA_DERIVATIVE(-g * y * y), kFp32));
+const OpDef& kReciprocal =
+    define_op(complex_too(unary("reciprocal", rules::unary_float, STRATA_DERIVATIVE(-g * y * y), kFp32)));
 const OpDef& kLogicalNot = define_op(unary("logical_not", rules::logical));
 
 // --- binary: STRATA_PARTIALS(g through d/da, g through d/db), output y ------------
-const OpDef& kAdd = define_op(binary("add", rules::binary_arith, STRATA_PARTIALS(g, g), kPromote));
-const OpDef& kSub = define_op(binary("sub", rules::binary_arith, STRATA_PARTIALS(g, -g), kPromote));
-const OpDef& kMul = define_op(binary("mul", rules::binary_arith, STRATA_PARTIALS(g * b, g * a), kPromote));
-const OpDef& kDiv = define_op(binary("div", rules::binary_float, STRATA_PARTIALS(g / b, -g * a / (b * b)), kPromote));
-const OpDef& kPow = define_op(binary("pow", rules::binary_float,
-                                     STRATA_PARTIALS(pow_base_partial(g, a, b), pow_exponent_partial(g, a, b, y)),
-                                     kFp32));
+const OpDef& kAdd = define_op(complex_too(binary("add", rules::binary_arith, STRATA_PARTIALS(g, g), kPromote)));
+const OpDef& kSub = define_op(complex_too(binary("sub", rules::binary_arith, STRATA_PARTIALS(g, -g), kPromote)));
+const OpDef& kMul =
+    define_op(complex_too(binary("mul", rules::binary_arith, STRATA_PARTIALS(g * b, g * a), kPromote)));
+const OpDef& kDiv = define_op(
+    complex_too(binary("div", rules::binary_float, STRATA_PARTIALS(g / b, -g * a / (b * b)), kPromote)));
+const OpDef& kPow = define_op(complex_too(
+    binary("pow", rules::binary_float,
+           STRATA_PARTIALS(pow_base_partial(g, a, b), pow_exponent_partial(g, a, b, y)), kFp32)));
 const OpDef& kMaximum = define_op(
     binary("maximum", rules::binary_arith, STRATA_PARTIALS(pick(g, gt(a, b), eq(a, b)), pick(g, lt(a, b), eq(a, b))),
            kPromote));
@@ -107,8 +140,8 @@ const OpDef& kMinimum = define_op(
            kPromote));
 const OpDef& kLogicalAnd = define_op(binary("logical_and", rules::logical));
 const OpDef& kLogicalOr = define_op(binary("logical_or", rules::logical));
-const OpDef& kEq = define_op(binary("eq", rules::compare));
-const OpDef& kNe = define_op(binary("ne", rules::compare));
+const OpDef& kEq = define_op(complex_too(binary("eq", rules::compare)));
+const OpDef& kNe = define_op(complex_too(binary("ne", rules::compare)));
 const OpDef& kLt = define_op(binary("lt", rules::compare_ordered));
 const OpDef& kLe = define_op(binary("le", rules::compare_ordered));
 const OpDef& kGt = define_op(binary("gt", rules::compare_ordered));
@@ -116,6 +149,7 @@ const OpDef& kGe = define_op(binary("ge", rules::compare_ordered));
 
 // --- selection -------------------------------------------------------------
 void where_rule(detail::OpCall& call) {
+  rules::require_dtype(call, !is_complex(call.in(0).dtype()), "a real or bool condition, found a complex one");
   DType t = promote_types(call.in(1).dtype(), call.in(2).dtype());
   Shape shape = detail::broadcast_shapes(call.in(0).shape(), call.in(1).shape(), call);
   shape = detail::broadcast_shapes(shape, call.in(2).shape(), call);
@@ -131,6 +165,7 @@ const OpDef& kWhere = define_op({
     .kind = OpKind::primitive,
     .autocast = kPromote,
     .n_inputs = 3,
+    .takes_complex = true,  // the branches; the condition must be real
     .prepare = where_rule,
     // The condition (input 0) is not differentiable.
     .vjp = STRATA_VJP(Tensor(), where(c.in(0), g, scalar(g, 0.0)), where(c.in(0), scalar(g, 0.0), g)),
@@ -141,12 +176,15 @@ const OpDef& kWhere = define_op({
     }});
 
 /// A C++ scalar as a 0-d tensor beside `t`: it keeps t's dtype category
-/// (f32 tensor * 2.5 stays f32; i64 tensor * 2.5 becomes f32).
+/// (f32 tensor * 2.5 stays f32; i64 tensor * 2.5 becomes f32; a c64 tensor
+/// gets a c64 scalar, imaginary part 0).
 Tensor scalar_like(const Tensor& t, double value) {
   DType dtype = t.dtype();
   // Whole and within int64 (casting a double outside it is undefined).
   const bool integral_value = value >= -0x1p63 && value < 0x1p63 && std::trunc(value) == value;
-  if (!is_floating(dtype)) dtype = integral_value ? (dtype == DType::boolean ? DType::i64 : dtype) : DType::f32;
+  if (!is_floating(dtype) && !is_complex(dtype)) {
+    dtype = integral_value ? (dtype == DType::boolean ? DType::i64 : dtype) : DType::f32;
+  }
   return scalar_tensor(value, {.dtype = dtype, .device = t.device()});
 }
 

@@ -84,9 +84,12 @@ Tensor spread_index(const GradContext& c, const Tensor& g) {
 // Index tensors (input 1) are not differentiable: an undefined gradient, no tangent.
 using detail::derivatives::no_tangent;
 
+// Data movement: complex values move like any other (docs/complex.md), and
+// the rules are linear with real coefficients, so they need no conj.
 const OpDef& kIndexSelect = detail::define_op({
     .name = "index_select",
     .n_inputs = 2,
+    .takes_complex = true,
     .prepare = index_select_rule,
     .vjp = STRATA_VJP(scatter_add(zeros_like(c.in(0)), dim_of(c), spread_index(c, g), g), Tensor()),
     .jvp = STRATA_JVP(STRATA_TANGENT(index_select(t, dim_of(c), c.in(1))), no_tangent),
@@ -94,6 +97,7 @@ const OpDef& kIndexSelect = detail::define_op({
 const OpDef& kGather = detail::define_op({
     .name = "gather",
     .n_inputs = 2,
+    .takes_complex = true,
     .prepare = gather_rule,
     .vjp = STRATA_VJP(scatter_add(zeros_like(c.in(0)), dim_of(c), c.in(1), g), Tensor()),
     .jvp = STRATA_JVP(STRATA_TANGENT(gather(t, dim_of(c), c.in(1))), no_tangent),
@@ -101,6 +105,7 @@ const OpDef& kGather = detail::define_op({
 const OpDef& kScatterAdd = detail::define_op({
     .name = "scatter_add",
     .n_inputs = 3,
+    .takes_complex = true,
     .prepare = scatter_add_rule,
     .empty_passthrough = 0,
     .vjp = STRATA_VJP(g, Tensor(), gather(g, dim_of(c), c.in(1))),

@@ -14,7 +14,7 @@ using detail::OpDef;
 /// Operands of rank >= 2: promote, check the inner dims, broadcast batches.
 void matmul_rule(OpCall& call) {
   DType t = promote_types(call.in(0).dtype(), call.in(1).dtype());
-  detail::rules::require_dtype(call, is_floating(t), "floating-point operands");
+  detail::rules::require_dtype(call, is_differentiable(t), "floating-point or complex operands");
   auto a = call.in(0).shape();
   auto b = call.in(1).shape();
   if (a.size() < 2 || b.size() < 2) {  // the public matmul promotes 1-D operands; a call by name must not
@@ -66,15 +66,18 @@ Tensor matmul_grad_b(const Tensor& g, const Tensor& a, const Tensor& b) {
   return column_major(b) ? matmul(g.mT(), a).mT() : matmul(a.mT(), g);
 }
 
-// Inputs as prepared: rank >= 2 with equal (broadcast) batch dims.
+// Inputs as prepared: rank >= 2 with equal (broadcast) batch dims. Complex
+// operands: the VJP multiplies by the conjugate transposes, g·B^H and A^H·g
+// (PyTorch's convention; conj is a no-op on real tensors).
 const OpDef& kMatmul = detail::define_op({
     .name = "matmul",
     .autocast = detail::AutocastCategory::lower_precision,
     .n_inputs = 2,
+    .takes_complex = true,
     .prepare = matmul_rule,
     .empty_fill = 0.0,
-    .vjp = STRATA_VJP_EACH(STRATA_INPUT_GRAD(matmul_grad_a(g, c.in(0), c.in(1))),
-                           STRATA_INPUT_GRAD(matmul_grad_b(g, c.in(0), c.in(1)))),
+    .vjp = STRATA_VJP_EACH(STRATA_INPUT_GRAD(matmul_grad_a(g, c.in(0), conj(c.in(1)))),
+                           STRATA_INPUT_GRAD(matmul_grad_b(g, conj(c.in(0)), c.in(1)))),
     .jvp = STRATA_JVP(STRATA_TANGENT(matmul(t, c.in(1))), STRATA_TANGENT(matmul(c.in(0), t))),
 });
 

@@ -39,8 +39,9 @@ double real(const OpCall& call, const char* name) {
 /// the first n_outputs state tensors' (parameter first).
 void update_rule(OpCall& call, int n_outputs) {
   const Tensor& p = call.in(0);
-  if (!is_floating(p.dtype())) {
-    throw DTypeError(call.describe() + ": parameters must be floating, found " + std::string(dtype_name(p.dtype())));
+  if (!is_differentiable(p.dtype())) {  // complex reaches only the SGD updates (takes_complex)
+    throw DTypeError(call.describe() + ": parameters must be floating or complex, found " +
+                     std::string(dtype_name(p.dtype())));
   }
   for (int k = 1; k < call.n_inputs; ++k) {
     const Tensor& t = call.in(k);
@@ -64,9 +65,12 @@ std::vector<Tensor> sgd_decompose(const OpCall& call) {
   return {call.in(0) - g * real(call, "lr")};
 }
 
+// The SGD updates are linear in the gradient, so they take complex
+// parameters as they are (PyTorch's SGD does the same); adam_step does not.
 const OpDef& kSgdStep = define_op({.name = "sgd_step",
                                    .kind = OpKind::composite,
                                    .n_inputs = 2,
+                                   .takes_complex = true,
                                    .prepare = [](OpCall& call) { update_rule(call, 1); },
                                    .decompose = sgd_decompose});
 
@@ -85,6 +89,7 @@ const OpDef& kSgdMomentumStep = define_op({.name = "sgd_momentum_step",
                                            .kind = OpKind::composite,
                                            .n_inputs = 3,
                                            .n_outputs = 2,
+                                           .takes_complex = true,
                                            .prepare = [](OpCall& call) { update_rule(call, 2); },
                                            .decompose = sgd_momentum_decompose});
 

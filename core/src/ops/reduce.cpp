@@ -28,9 +28,10 @@ void keepdim_shape(OpCall& call) {
   call.out().set_shape(shape);
 }
 
-/// sum, prod: integers and bool accumulate in i64.
+/// sum, prod: integers and bool accumulate in i64; floating and complex
+/// dtypes keep theirs.
 void accumulate_rule(OpCall& call) {
-  if (!is_floating(call.in(0).dtype())) detail::cast_input(call, 0, DType::i64);
+  if (!is_differentiable(call.in(0).dtype())) detail::cast_input(call, 0, DType::i64);
   call.out().dtype = call.in(0).dtype();
   keepdim_shape(call);
 }
@@ -47,7 +48,7 @@ void arg_rule(OpCall& call) {
 }
 
 void mean_rule(OpCall& call) {
-  if (!is_floating(call.in(0).dtype())) detail::cast_input(call, 0, DType::f32);
+  if (!is_differentiable(call.in(0).dtype())) detail::cast_input(call, 0, DType::f32);
   call.out().dtype = call.in(0).dtype();
   keepdim_shape(call);
 }
@@ -94,17 +95,21 @@ double mean_scale(const GradContext& c) {
   return 1.0 / static_cast<double>(count);
 }
 
+// sum, prod and mean take complex tensors (docs/complex.md); prod is
+// holomorphic, so its VJP conjugates the partials.
 const OpDef& kSum = define_op({.name = "sum",
                                .autocast = detail::AutocastCategory::fp32,
+                               .takes_complex = true,
                                .prepare = accumulate_rule,
                                .empty_fill = 0.0,
                                .vjp = STRATA_VJP(g.expand(c.in(0).sizes())),
                                .jvp = STRATA_JVP(STRATA_TANGENT(sum(t, reduced_dims(c), true)))});
 const OpDef& kProd = define_op({.name = "prod",
                                 .autocast = detail::AutocastCategory::fp32,
+                                .takes_complex = true,
                                 .prepare = accumulate_rule,
                                 .empty_fill = 1.0,
-                                .vjp = STRATA_VJP(g * prod_partials(c)),
+                                .vjp = STRATA_VJP(g * conj(prod_partials(c))),
                                 .jvp = STRATA_JVP(STRATA_TANGENT(weighted_sum(t, prod_partials(c), c)))});
 const OpDef& kMax = define_op({.name = "max",
                                .prepare = extremum_rule,
@@ -119,6 +124,7 @@ const OpDef& kArgmin = define_op({.name = "argmin", .prepare = arg_rule});
 const OpDef& kMean = define_op({.name = "mean",
                                 .kind = OpKind::composite,
                                 .autocast = detail::AutocastCategory::fp32,
+                                .takes_complex = true,
                                 .prepare = mean_rule,
                                 .decompose = mean_decomposition,
                                 .empty_fill = std::numeric_limits<double>::quiet_NaN(),

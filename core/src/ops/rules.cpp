@@ -10,7 +10,8 @@ void require_dtype(const OpCall& call, bool ok, const char* expected) {
 }
 
 void unary_float(OpCall& call) {
-  if (!is_floating(call.in(0).dtype())) cast_input(call, 0, DType::f32);
+  const DType t = call.in(0).dtype();
+  if (!is_floating(t) && !is_complex(t)) cast_input(call, 0, DType::f32);
   call.out().dtype = call.in(0).dtype();
   call.out().set_shape(call.in(0).shape());
 }
@@ -49,7 +50,7 @@ void binary_arith(OpCall& call) {
 
 void binary_float(OpCall& call) {
   DType t = promote_types(call.in(0).dtype(), call.in(1).dtype());
-  if (!is_floating(t)) t = DType::f32;
+  if (!is_floating(t) && !is_complex(t)) t = DType::f32;
   promote_and_broadcast(call, t);
   call.out().dtype = t;
 }

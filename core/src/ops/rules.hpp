@@ -5,6 +5,10 @@
 
 namespace strata::detail::rules {
 
+// Complex inputs reach only ops whose OpDef sets takes_complex (dispatch
+// refuses the others first); for those, the rules below keep complex dtypes
+// as they are.
+
 /// Float math (exp, sin, ...): integer and bool inputs become f32.
 void unary_float(OpCall& call);
 /// Sign-preserving ops (neg, abs, relu, ...): floats and integers; bool is an error.

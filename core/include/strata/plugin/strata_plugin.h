@@ -232,8 +232,10 @@ typedef struct strata_error {
 /* Data types                                                                */
 /* ------------------------------------------------------------------------ */
 
-/** Element types. Values are part of the ABI; 7..11 are reserved now so that
- *  plugins and host agree on them before the core implements them. */
+/** Element types. Values are part of the ABI; 7..10 are reserved so that
+ *  plugins and host agree on them before the core implements them. Complex
+ *  elements are (real, imaginary) pairs of their part type, C99 _Complex's
+ *  and std::complex's layout, aligned to the part type. */
 typedef enum strata_dtype {
   STRATA_F32 = 0,
   STRATA_F64 = 1,
@@ -246,8 +248,9 @@ typedef enum strata_dtype {
   STRATA_U8 = 8,       /* reserved */
   STRATA_F8_E4M3 = 9,  /* reserved: OCP fp8 e4m3fn */
   STRATA_F8_E5M2 = 10, /* reserved: OCP fp8 e5m2 */
-  STRATA_C64 = 11,     /* reserved: complex of two f32 */
-  STRATA_DTYPE_COUNT = 12, /* values defined, reserved ones included: build   */
+  STRATA_C64 = 11,     /* complex of two f32 (8 bytes) */
+  STRATA_C128 = 12,    /* complex of two f64 (16 bytes); added in 2.0, 2026-11-27 */
+  STRATA_DTYPE_COUNT = 13, /* values defined, reserved ones included: build   */
                            /* dtype masks from what a device really stores   */
   STRATA_DTYPE_MAX_ENUM = 0x7FFFFFFF /* keeps the type 32-bit, every int32 value valid */
 } strata_dtype;

@@ -78,6 +78,7 @@ inline const char* dtype_name(strata_dtype dtype) {
     case STRATA_F8_E4M3: return "f8e4m3";
     case STRATA_F8_E5M2: return "f8e5m2";
     case STRATA_C64: return "c64";
+    case STRATA_C128: return "c128";
     default: return "?";
   }
 }
@@ -85,6 +86,7 @@ inline const char* dtype_name(strata_dtype dtype) {
 /// Bytes per element (0 for an unknown value).
 inline size_t dtype_size(strata_dtype dtype) {
   switch (dtype) {
+    case STRATA_C128: return 16;
     case STRATA_F64:
     case STRATA_I64:
     case STRATA_C64: return 8;

@@ -10,7 +10,7 @@
  *    alone: every extension embeds strata_extension by value as its first
  *    member, so it cannot grow without moving the extension's fields (they
  *    are versioned by their own `version` instead);
- *  - new enum values: STRATA_ERROR_FUTURE, STRATA_F4_E2M1 (DTYPE_COUNT 13),
+ *  - new enum values: STRATA_ERROR_FUTURE, STRATA_F4_E2M1 (DTYPE_COUNT 14),
  *    STRATA_DEVICE_FUTURE, STRATA_ATTR_FUTURE, flag STRATA_DEVICE_FUTURE_FLAG.
  * The *_MIN_SIZE macros are unchanged: what is required never changes
  * within a major.
@@ -194,9 +194,10 @@ typedef enum strata_dtype {
   STRATA_U8 = 8,       /* reserved */
   STRATA_F8_E4M3 = 9,  /* reserved: OCP fp8 e4m3fn */
   STRATA_F8_E5M2 = 10, /* reserved: OCP fp8 e5m2 */
-  STRATA_C64 = 11,     /* reserved: complex of two f32 */
-  STRATA_F4_E2M1 = 12, /* ABI 2.7 (test header) */
-  STRATA_DTYPE_COUNT = 13
+  STRATA_C64 = 11,     /* complex of two f32 */
+  STRATA_C128 = 12,    /* complex of two f64 (2.0, 2026-11-27) */
+  STRATA_F4_E2M1 = 13, /* ABI 2.7 (test header) */
+  STRATA_DTYPE_COUNT = 14
 } strata_dtype;
 
 /** Bit for a dtype in 64-bit dtype masks. */
