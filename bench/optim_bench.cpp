@@ -156,6 +156,50 @@ void BM_Strata_SgdMomentum(benchmark::State& state, bool fused) {
 BENCHMARK_CAPTURE(BM_Strata_SgdMomentum, fused, true)->Unit(benchmark::kMillisecond)->UseRealTime();
 BENCHMARK_CAPTURE(BM_Strata_SgdMomentum, unfused, false)->Unit(benchmark::kMillisecond)->UseRealTime();
 
+// --- A group of many small parameters: per-parameter updates against one
+// pass over the group flattened (issue: PyTorch's foreach/fused optimizers
+// update a whole group per kernel). 256 parameters of 64 x 64 (1 M
+// elements, 4 MiB, in L2/L3), as a transformer's norms and biases are many
+// and small:
+//  - BM_Strata_AdamGroup/per_parameter: nn::Adam over the 256 parameters,
+//    one fused adam_step each;
+//  - BM_Strata_AdamGroup/flat: the same elements as one parameter, one
+//    adam_step: the most a flattened group could gain;
+//  - BM_Strata_GatherGroupGradients: cat of the 256 gradients into one flat
+//    tensor, which a flattened update needs every step while gradients
+//    arrive as separate tensors from backward.
+constexpr int kGroupParams = 256;
+constexpr int64_t kGroupSide = 64;
+
+std::vector<Tensor> group_params(int count, int64_t elements) {
+  std::vector<Tensor> ps;
+  for (int k = 0; k < count; ++k) {
+    ps.push_back(randn({elements}).set_requires_grad());
+    ps.back().set_grad(randn({elements}));
+  }
+  return ps;
+}
+
+void BM_Strata_AdamGroup(benchmark::State& state, bool flat) {
+  manual_seed(3);
+  const int64_t per = kGroupSide * kGroupSide;
+  std::vector<Tensor> ps = flat ? group_params(1, per * kGroupParams) : group_params(kGroupParams, per);
+  nn::Adam opt(ps, {.lr = kLr});
+  opt.step();  // state allocated
+  for (auto _ : state) opt.step();
+  state.SetLabel(flat ? "1 x 1M elements" : "256 x 4096 elements");
+}
+BENCHMARK_CAPTURE(BM_Strata_AdamGroup, per_parameter, false)->Unit(benchmark::kMicrosecond)->UseRealTime();
+BENCHMARK_CAPTURE(BM_Strata_AdamGroup, flat, true)->Unit(benchmark::kMicrosecond)->UseRealTime();
+
+void BM_Strata_GatherGroupGradients(benchmark::State& state) {
+  manual_seed(3);
+  std::vector<Tensor> grads;
+  for (const Tensor& p : group_params(kGroupParams, kGroupSide * kGroupSide)) grads.push_back(p.grad());
+  for (auto _ : state) benchmark::DoNotOptimize(cat(grads, 0).impl());
+}
+BENCHMARK(BM_Strata_GatherGroupGradients)->Unit(benchmark::kMicrosecond)->UseRealTime();
+
 #ifdef STRATA_HAVE_TORCH
 std::vector<torch::Tensor> torch_params() {
   std::vector<torch::Tensor> out;
@@ -236,6 +280,9 @@ int main(int argc, char** argv) {
   std::printf("\nratios (medians when repeated; %d thread%s each):\n", threads, threads == 1 ? "" : "s");
   print_ratio(reporter, "Adam fused / unfused", "BM_Strata_Adam/fused", "BM_Strata_Adam/unfused");
   print_ratio(reporter, "SGD momentum fused / unfused", "BM_Strata_SgdMomentum/fused", "BM_Strata_SgdMomentum/unfused");
+  print_ratio(reporter, "Adam group per-parameter / flat", "BM_Strata_AdamGroup/per_parameter", "BM_Strata_AdamGroup/flat");
+  print_ratio(reporter, "gather of the group's gradients / flat Adam", "BM_Strata_GatherGroupGradients",
+              "BM_Strata_AdamGroup/flat");
 #ifdef STRATA_HAVE_TORCH
   print_ratio(reporter, "Adam Strata / libtorch", "BM_Strata_Adam/fused", "BM_Torch_Adam");
   print_ratio(reporter, "SGD momentum Strata / libtorch", "BM_Strata_SgdMomentum/fused", "BM_Torch_SgdMomentum");

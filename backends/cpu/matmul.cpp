@@ -10,7 +10,9 @@
 // dnnl_sgemm instead (faster, see try_sgemm). f16 (no CPU f16 matmul
 // in oneDNN 2.6) computes through f32 copies; f64 and tiny problems use
 // gemm_loops.cpp. The fused linear (y = act(x @ wᵀ + bias)) is the same
-// primitive with the bias and the relu as its epilogue.
+// primitive with the bias and the relu as its epilogue. oneDNN always runs
+// single-threaded: a GEMM worth several threads is cut into row or column
+// blocks on the plugin's work pool (split_gemm).
 #include "matmul.hpp"
 
 #include "data.hpp"
@@ -33,8 +35,9 @@
 namespace strata::cpu {
 namespace {
 
-/// Multiply-adds per thread below which oneDNN gets fewer threads (about
-/// 5 us of AVX-512 work).
+/// Multiply-adds per thread below which a GEMM gets fewer threads (about
+/// 20 µs of AVX-512 work: a smaller share gains less than handing it out
+/// costs).
 constexpr int64_t kMatmulWorkPerThread = int64_t{1} << 20;
 
 /// Multiply-adds per matrix from which f32 goes to dnnl_sgemm (128^3).
@@ -207,15 +210,70 @@ constexpr dnnl::memory::data_type dnnl_type() {
   return std::is_same_v<T, float> ? dnnl::memory::data_type::f32 : dnnl::memory::data_type::bf16;
 }
 
-/// Sets and returns the OpenMP team size for a oneDNN call: oneDNN's parallel
-/// regions use the calling thread's setting, and some implementations fix
-/// their blocking from it at creation. Small problems get fewer threads:
-/// waking a team costs more than it saves.
-int set_dnnl_threads(const strata_tensor& a, const strata_tensor& y, int max_threads) {
+/// How many threads a GEMM of this size is worth: one per
+/// kMatmulWorkPerThread multiply-adds, at most `max_threads`.
+int gemm_threads(const strata_tensor& a, const strata_tensor& y, int max_threads) {
   const int64_t work = plugin::numel(y) * a.shape[a.rank - 1];
-  const int threads = static_cast<int>(std::clamp<int64_t>(work / kMatmulWorkPerThread, 1, max_threads));
-  omp_set_num_threads(threads);
-  return threads;
+  return static_cast<int>(std::clamp<int64_t>(work / kMatmulWorkPerThread, 1, max_threads));
+}
+
+/// oneDNN runs single-threaded on the calling thread: it reads the OpenMP
+/// team size of the thread that calls it (and some implementations fix their
+/// blocking from it at creation), and the plugin's GEMMs are split into
+/// blocks on its own work pool instead (split_gemm below).
+void dnnl_single_threaded() {
+  if (omp_get_max_threads() != 1) omp_set_num_threads(1);
+}
+
+/// One operand of a block: `t` narrowed to `len` along `dim` from `start`.
+strata_tensor narrowed(const strata_tensor& t, int dim, int64_t start, int64_t len) {
+  strata_tensor s = t;
+  s.offset += start * t.strides[dim];
+  s.shape[dim] = len;
+  return s;
+}
+
+/// Runs y = a @ b as blocks on the work pool, each a single-threaded call of
+/// `block(a, b, y, bias)` (bias narrowed too when given: linear's [N] row):
+/// column blocks of b and y when N ≥ M — every block reads its own slice of
+/// b once and all of a — else row blocks of a and y. Blocks are claimed, not
+/// assigned (work_pool.hpp), so a GEMM, like the other loops, never waits
+/// for a thread the system has descheduled, and one thread pool serves
+/// every kernel (two pools, OpenMP's beside the plugin's, took each other's
+/// cores: the two-thread bf16 step ran at 1.26x the one-thread speed, libtorch's at 1.75x).
+/// Blocks are multiples of 16 rows or columns but the last. False when a
+/// block returned false (no fast implementation for its layout).
+template <class Block>
+bool split_gemm(const strata_tensor& a, const strata_tensor& b, const strata_tensor& y, const strata_tensor* bias,
+                int max_threads, Block&& block) {
+  const int r = y.rank;
+  const int64_t M = y.shape[r - 2], N = y.shape[r - 1];
+  const int threads = gemm_threads(a, y, max_threads);
+  const bool by_columns = N >= M;
+  const int64_t extent = by_columns ? N : M;
+  constexpr int64_t kAlign = 16;
+  const int64_t chunks = std::min<int64_t>(int64_t{threads} * kChunksPerThread, (extent + kAlign - 1) / kAlign);
+  if (chunks <= 1) {
+    dnnl_single_threaded();
+    return block(a, b, y, bias);
+  }
+  const auto bound = [&](int64_t c) { return c >= chunks ? extent : extent * c / chunks / kAlign * kAlign; };
+  std::atomic<bool> ok{true};
+  for_each_chunk(chunks, threads, [&](int64_t c) {
+    const int64_t start = bound(c), len = bound(c + 1) - start;
+    if (len <= 0 || !ok.load(std::memory_order_relaxed)) return;
+    dnnl_single_threaded();
+    bool done = false;
+    if (by_columns) {
+      const strata_tensor bias_block = bias != nullptr ? narrowed(*bias, 0, start, len) : strata_tensor{};
+      done = block(a, narrowed(b, r - 1, start, len), narrowed(y, r - 1, start, len),
+                   bias != nullptr ? &bias_block : nullptr);
+    } else {
+      done = block(narrowed(a, r - 2, start, len), b, narrowed(y, r - 2, start, len), bias);
+    }
+    if (!done) ok.store(false, std::memory_order_relaxed);
+  });
+  return ok.load();
 }
 
 /// A matrix as BLAS sees it: row-major with leading dimension ld, or its
@@ -237,11 +295,11 @@ bool blas_layout(int64_t rows, int64_t cols, int64_t rs, int64_t cs, char& trans
 /// Large f32 matrices go to dnnl_sgemm, oneDNN's BLAS-style entry: its jit
 /// GEMM is 10-20% faster than the matmul primitive's brgemm kernels for
 /// single matrices from ~128^3 up on AVX-512 (measured with oneDNN 2.6), and
-/// needs no primitive. Batches are looped. False: not applicable.
-bool try_sgemm(const strata_tensor& a, const strata_tensor& b, const strata_tensor& y, int max_threads) {
+/// needs no primitive. One call per batch matrix, on the calling thread.
+/// False: not applicable.
+bool sgemm_block(const strata_tensor& a, const strata_tensor& b, const strata_tensor& y) {
   const int r = y.rank;
   const int64_t M = y.shape[r - 2], N = y.shape[r - 1], K = a.shape[r - 1];
-  if (M * N * K < kSgemmMinWork) return false;
   char ta = 0, tb = 0, ty = 0;
   int64_t lda = 0, ldb = 0, ldy = 0;
   if (!blas_layout(M, K, a.strides[r - 2], a.strides[r - 1], ta, lda) ||
@@ -249,12 +307,6 @@ bool try_sgemm(const strata_tensor& a, const strata_tensor& b, const strata_tens
       !blas_layout(M, N, y.strides[r - 2], y.strides[r - 1], ty, ldy) || ty != 'N') {
     return false;
   }
-  // A transposed B (Linear's x @ weight.mT()) is what dnnl_sgemm does worst:
-  // K = N = 1024 took 0.96 / 1.70 ms at M = 64 / 256 against the matmul
-  // primitive's 0.30 / 1.06 ms (2 threads, oneDNN 2.6, AVX-512); at
-  // M = 1024 they tie. That layout goes to the primitive.
-  if (tb == 'T') return false;
-  set_dnnl_threads(a, y, max_threads);
   const Layout<3> batches = batch_layout(y, a, b);
   bool ok = true;
   for_each_run(batches, 0, batches.numel(), [&](const int64_t* off, int64_t count) {
@@ -267,13 +319,31 @@ bool try_sgemm(const strata_tensor& a, const strata_tensor& b, const strata_tens
   return ok;
 }
 
-/// Runs the plan found for `p` on oneDNN; false when it has no fast
-/// implementation. `bias` (a compact [N] row) with an epilogue only.
+/// y = a @ b through dnnl_sgemm when it serves the layout; false otherwise.
+bool try_sgemm(const strata_tensor& a, const strata_tensor& b, const strata_tensor& y, int max_threads) {
+  const int r = y.rank;
+  const int64_t M = y.shape[r - 2], N = y.shape[r - 1], K = a.shape[r - 1];
+  if (M * N * K < kSgemmMinWork) return false;
+  char tb = 0;
+  int64_t ldb = 0;
+  if (!blas_layout(K, N, b.strides[r - 2], b.strides[r - 1], tb, ldb)) return false;
+  // A transposed B (Linear's x @ weight.mT()) is what dnnl_sgemm does worst:
+  // K = N = 1024 took 0.96 / 1.70 ms at M = 64 / 256 against the matmul
+  // primitive's 0.30 / 1.06 ms (2 threads, oneDNN 2.6, AVX-512); at
+  // M = 1024 they tie. That layout goes to the primitive.
+  if (tb == 'T') return false;
+  return split_gemm(a, b, y, nullptr, max_threads,
+                    [](const strata_tensor& ab, const strata_tensor& bb, const strata_tensor& yb,
+                       const strata_tensor*) { return sgemm_block(ab, bb, yb); });
+}
+
+/// Runs one block on the oneDNN plan for its problem, single-threaded;
+/// false when oneDNN has no fast implementation. `bias` (an [N] row) with
+/// an epilogue only.
 template <class T>
-bool run_dnnl(const Problem& p, const strata_tensor& a, const strata_tensor& b, const strata_tensor& y,
-              const strata_tensor* bias, Epilogue epilogue, int max_threads) {
-  const int threads = set_dnnl_threads(a, y, max_threads);
-  const auto plan = find_plan(p, Scalar<T>::dtype, dnnl_type<T>(), threads, epilogue);
+bool dnnl_block(const strata_tensor& a, const strata_tensor& b, const strata_tensor& y, const strata_tensor* bias,
+                Epilogue epilogue) {
+  const auto plan = find_plan(describe(a, b, y), Scalar<T>::dtype, dnnl_type<T>(), 1, epilogue);
   if (!plan->usable) return false;
   dnnl::engine& engine = cpu_engine();
   thread_local dnnl::stream stream(engine);
@@ -289,10 +359,14 @@ bool run_dnnl(const Problem& p, const strata_tensor& a, const strata_tensor& b, 
   return true;
 }
 
-/// Runs y = a @ b on oneDNN; false when it has no fast implementation.
+/// Runs y = a @ b (+ bias, epilogue) on oneDNN in blocks; false when it has
+/// no fast implementation for the layout.
 template <class T>
-bool try_dnnl(const strata_tensor& a, const strata_tensor& b, const strata_tensor& y, int max_threads) {
-  return run_dnnl<T>(describe(a, b, y), a, b, y, nullptr, Epilogue::none, max_threads);
+bool try_dnnl(const strata_tensor& a, const strata_tensor& b, const strata_tensor& y, int max_threads,
+              const strata_tensor* bias = nullptr, Epilogue epilogue = Epilogue::none) {
+  return split_gemm(a, b, y, bias, max_threads,
+                    [epilogue](const strata_tensor& ab, const strata_tensor& bb, const strata_tensor& yb,
+                               const strata_tensor* biasb) { return dnnl_block<T>(ab, bb, yb, biasb, epilogue); });
 }
 
 /// A compact copy of t in element type To, owning its memory.
@@ -389,22 +463,17 @@ struct Linear {
                   plugin::describe(y).c_str());
     }
     const int64_t K = w.shape[1], N = w.shape[0], M = plugin::numel(y) / N;
-    Problem p;
-    p.nd = 2;
-    const int64_t dims[3][2] = {{M, K}, {K, N}, {M, N}};
-    const int64_t strides[3][2] = {{K, 1}, {1, K}, {N, 1}};
-    for (int k = 0; k < 3; ++k) {
-      for (int d = 0; d < 2; ++d) {
-        p.dims[k][d] = dims[k][d];
-        p.strides[k][d] = strides[k][d];
-      }
-      normalize_matrix(p.dims[k][0], p.dims[k][1], p.strides[k][0], p.strides[k][1]);
-    }
-    // oneDNN sizes its team from x [M, K] and y [M, N] as for a matmul.
-    const strata_tensor x2 = compact_tensor(data<T>(x), Scalar<T>::dtype, 2, dims[0]);
-    const strata_tensor y2 = compact_tensor(data<T>(y), Scalar<T>::dtype, 2, dims[2]);
+    // x as [M, K], wᵀ as the column-major [K, N] view of w, y as [M, N].
+    const int64_t x_dims[2] = {M, K}, y_dims[2] = {M, N};
+    const strata_tensor x2 = compact_tensor(data<T>(x), Scalar<T>::dtype, 2, x_dims);
+    const strata_tensor y2 = compact_tensor(data<T>(y), Scalar<T>::dtype, 2, y_dims);
+    strata_tensor wt = w;
+    wt.shape[0] = K;
+    wt.shape[1] = N;
+    wt.strides[0] = 1;
+    wt.strides[1] = K;
     const Epilogue epilogue = activation == "relu" ? Epilogue::bias_relu : Epilogue::bias;
-    if (run_dnnl<T>(p, x2, w, y2, &bias, epilogue, call.threads)) return STRATA_OK;
+    if (try_dnnl<T>(x2, wt, y2, call.threads, &bias, epilogue)) return STRATA_OK;
     return fail(call.error, STRATA_ERROR_UNSUPPORTED, "%s: oneDNN has no fast implementation for %s", name,
                 plugin::describe(x).c_str());
   }
