@@ -104,6 +104,12 @@ std::vector<Tensor> Module::parameters() const {
   return out;
 }
 
+void Module::collect_slots(std::vector<Tensor*>* slots) const {
+  for (const auto& [n, t] : params_) slots->push_back(t);
+  for (const auto& [n, t] : buffers_) slots->push_back(t);
+  for (const auto& [n, child] : children_) child->collect_slots(slots);
+}
+
 NamedTensors Module::named_buffers() const {
   NamedTensors all;
   collect("", nullptr, &all);
@@ -243,6 +249,82 @@ void Module::load_state_dict(const NamedTensors& state) {
   for (auto& [n, t] : state_dict()) {
     t.copy_(given.at(n)->to(t.device()));
   }
+}
+
+// --- functional_call ---------------------------------------------------------
+
+namespace {
+
+/// Tensors written into module members, put back (in reverse order) when
+/// this dies — also when the call in between throws.
+class Substitution {
+ public:
+  Substitution() = default;
+  Substitution(const Substitution&) = delete;
+  Substitution& operator=(const Substitution&) = delete;
+  ~Substitution() {
+    for (auto it = saved_.rbegin(); it != saved_.rend(); ++it) *it->first = std::move(it->second);
+  }
+  void replace(Tensor* member, const Tensor& with) {
+    saved_.emplace_back(member, *member);
+    *member = with;
+  }
+
+ private:
+  std::vector<std::pair<Tensor*, Tensor>> saved_;
+};
+
+/// "f32[40, 1] on cpu:0"
+std::string described(const Tensor& t) { return type_string(t) + " on " + t.device().str(); }
+
+}  // namespace
+
+Tensor functional_call(Module& module, const NamedTensors& tensors, const Tensor& input) {
+  const std::string fn = "functional_call(" + module.name() + ")";
+  std::map<std::string, Tensor> own;
+  for (auto& [n, t] : module.named_parameters()) own.emplace(n, t);
+  for (auto& [n, t] : module.named_buffers()) own.emplace(n, t);
+  // Everything is checked before anything is replaced.
+  std::map<const TensorImpl*, Tensor> by_own;
+  std::set<std::string> seen;
+  for (const auto& [n, t] : tensors) {
+    auto it = own.find(n);
+    if (it == own.end()) {
+      std::string names;
+      for (const auto& [known, unused] : own) names += (names.empty() ? "'" : ", '") + known + "'";
+      throw ValueError(fn + ": no parameter or buffer named '" + n + "' (the module has " +
+                       (names.empty() ? std::string("none") : names) + ")");
+    }
+    if (!seen.insert(n).second) throw ValueError(fn + ": '" + n + "' is given twice");
+    const Tensor& mine = it->second;
+    if (!t.defined()) throw ValueError(fn + ": the tensor for '" + n + "' is undefined");
+    const std::string mismatch = fn + ": '" + n + "' is " + described(mine) + ", the replacement is " + described(t);
+    if (t.sizes() != mine.sizes()) throw ShapeError(mismatch);
+    if (t.dtype() != mine.dtype()) throw DTypeError(mismatch);
+    if (t.device() != mine.device()) throw DeviceError(mismatch);
+    by_own.emplace(mine.impl(), t);
+  }
+  std::vector<Tensor*> slots;
+  module.collect_slots(&slots);
+  std::set<Tensor*> visited;  // a child registered twice lists its members twice
+  Substitution substitution;
+  for (Tensor* slot : slots) {
+    if (!slot->defined() || !visited.insert(slot).second) continue;
+    auto it = by_own.find(slot->impl());
+    if (it != by_own.end()) substitution.replace(slot, it->second);
+  }
+  return module(input);
+}
+
+Tensor functional_call(Module& module, const std::vector<Tensor>& params, const Tensor& input) {
+  NamedTensors named = module.named_parameters();
+  if (params.size() != named.size()) {
+    throw ValueError("functional_call(" + module.name() + "): " + std::to_string(params.size()) +
+                     " tensors for " + std::to_string(named.size()) +
+                     " parameters (one per parameters() entry, in its order)");
+  }
+  for (size_t i = 0; i < named.size(); ++i) named[i].second = params[i];
+  return functional_call(module, named, input);
 }
 
 }  // namespace strata::nn
