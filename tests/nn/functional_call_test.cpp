@@ -118,6 +118,14 @@ TEST(FunctionalCall, BadArgumentsAreRefusedBeforeAnythingIsReplaced) {
                            {"'0.weight' is f64[4, 3]", "the replacement is f32[4, 3]"});
   expect_error<ValueError>([&] { nn::functional_call(m.model, std::vector<Tensor>{w}, x); },
                            {"functional_call(Sequential): 1 tensors for 4 parameters"});
+  std::vector<Tensor> positional = m.model.parameters();
+  positional[1] = w;
+  expect_error<ShapeError>([&] { nn::functional_call(m.model, positional, x); },
+                           {"functional_call(Sequential): '0.bias' (params[1]) is f64[4] on",
+                            "the replacement is f64[4, 3]"});
+  positional[1] = Tensor();
+  expect_error<ValueError>([&] { nn::functional_call(m.model, positional, x); },
+                           {"the tensor for '0.bias' (params[1]) is undefined"});
   EXPECT_EQ(identities(m.model), own);
 }
 
@@ -158,6 +166,27 @@ TEST(FunctionalCall, TiedParametersAreReplacedEverywhereAndBuffersByName) {
   Tensor once = nn::functional::linear(x, w, bias);
   expect_values(got, nn::functional::linear(once, w, bias).to_vector<double>(), 1e-15);
   EXPECT_NE(layer->weight.impl(), w.impl());
+}
+
+TEST(FunctionalCall, TheModulesOwnTensorsCanBeSwappedAround) {
+  // Layer a (registered twice) gets layer b's parameters and b gets a's:
+  // every member is matched to its replacement before any is written, so
+  // a's members, visited twice, are not matched again after the swap.
+  nn::Sequential net;
+  auto a = std::make_shared<nn::Linear>(2, 2);
+  auto b = std::make_shared<nn::Linear>(2, 2);
+  net.push_back(a);
+  net.push_back(b);
+  net.push_back(a);
+  net.to(DType::f64);
+  ASSERT_EQ(net.parameters().size(), 4u);
+  auto apply = [](const Tensor& in, const std::shared_ptr<nn::Linear>& layer) {
+    return nn::functional::linear(in, layer->weight, layer->bias);
+  };
+  Tensor x = random_f64({3, 2}, 13);
+  Tensor got = nn::functional_call(net, {b->weight, b->bias, a->weight, a->bias}, x);
+  expect_values(got, apply(apply(apply(x, b), a), b).to_vector<double>(), 1e-15);
+  expect_values(net(x), apply(apply(apply(x, a), b), a).to_vector<double>(), 1e-15);
 }
 
 }  // namespace

@@ -3,6 +3,7 @@
 #include <strata/error.hpp>
 #include <strata/nn/functional_optim.hpp>
 #include <strata/ops.hpp>
+#include <algorithm>
 #include <string>
 
 #include "optim_common.hpp"
@@ -17,25 +18,29 @@ std::string described(const Tensor& t) { return type_string(t) + " on " + t.devi
 
 /// Checks that `list` has one tensor per parameter, each defined and of its
 /// parameter's shape, dtype and device. `what` names the list ("grads",
-/// "state.exp_avg").
+/// "state.exp_avg"). Messages are built only on failure: this runs on
+/// every step.
 void check_like_params(const char* function, const char* what, const std::vector<Tensor>& params,
                        const std::vector<Tensor>& list) {
-  const std::string fn(function);
   if (list.size() != params.size()) {
-    throw ValueError(fn + ": " + what + " has " + std::to_string(list.size()) + " tensors for " +
+    throw ValueError(std::string(function) + ": " + what + " has " + std::to_string(list.size()) + " tensors for " +
                      std::to_string(params.size()) + " params (one per parameter, in the same order)");
   }
   for (size_t i = 0; i < list.size(); ++i) {
     const Tensor& p = params[i];
     const Tensor& t = list[i];
-    const std::string where = fn + ": " + what + "[" + std::to_string(i) + "]";
-    if (!t.defined()) throw ValueError(where + " is undefined (expected " + described(p) + ", like params[" +
-                                       std::to_string(i) + "])");
-    const std::string mismatch = ": expected " + described(p) + " like params[" + std::to_string(i) + "], got " +
-                                 described(t);
-    if (t.sizes() != p.sizes()) throw ShapeError(where + mismatch);
-    if (t.dtype() != p.dtype()) throw DTypeError(where + mismatch);
-    if (t.device() != p.device()) throw DeviceError(where + mismatch);
+    const bool defined = t.defined();
+    const bool shape_ok = defined && std::ranges::equal(t.shape(), p.shape());
+    const bool dtype_ok = defined && t.dtype() == p.dtype();
+    const bool device_ok = defined && t.device() == p.device();
+    if (shape_ok && dtype_ok && device_ok) continue;
+    const std::string where = std::string(function) + ": " + what + "[" + std::to_string(i) + "]";
+    const std::string expected = described(p) + " like params[" + std::to_string(i) + "]";
+    if (!defined) throw ValueError(where + " is undefined (expected " + expected + ")");
+    const std::string mismatch = where + ": expected " + expected + ", got " + described(t);
+    if (!shape_ok) throw ShapeError(mismatch);
+    if (!dtype_ok) throw DTypeError(mismatch);
+    throw DeviceError(mismatch);
   }
 }
 
@@ -43,15 +48,15 @@ void check_like_params(const char* function, const char* what, const std::vector
 /// parameter like it, lr >= 0 and a step count >= 0.
 void check_step(const char* function, const std::vector<Tensor>& params, const std::vector<Tensor>& grads, double lr,
                 int64_t step) {
-  const std::string fn(function);
   for (size_t i = 0; i < params.size(); ++i) {
-    const std::string where = fn + ": params[" + std::to_string(i) + "]";
+    if (params[i].defined() && is_floating(params[i].dtype())) continue;
+    const std::string where = std::string(function) + ": params[" + std::to_string(i) + "]";
     if (!params[i].defined()) throw ValueError(where + " is undefined");
-    if (!is_floating(params[i].dtype())) throw DTypeError(where + " must be floating, got " + described(params[i]));
+    throw DTypeError(where + " must be floating, got " + described(params[i]));
   }
   check_like_params(function, "grads", params, grads);
-  if (!(lr >= 0.0)) throw ValueError(fn + ": lr must be >= 0, got " + detail::num(lr));
-  if (step < 0) throw ValueError(fn + ": state.step must be >= 0, got " + std::to_string(step));
+  if (!(lr >= 0.0)) throw ValueError(std::string(function) + ": lr must be >= 0, got " + detail::num(lr));
+  if (step < 0) throw ValueError(std::string(function) + ": state.step must be >= 0, got " + std::to_string(step));
 }
 
 /// Zero tensors shaped like `params` (the state before the first step).

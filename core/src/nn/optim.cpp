@@ -61,29 +61,31 @@ bool parse_param_entry(const std::string& name, size_t* index, std::string* buff
 
 namespace detail {
 
-void check_sgd_hyperparameters(const std::string& owner, double momentum, double dampening, double weight_decay,
+void check_sgd_hyperparameters(std::string_view owner, double momentum, double dampening, double weight_decay,
                                double nesterov) {
+  auto refuse = [&](const std::string& what) { throw ValueError(std::string(owner) + ": " + what); };
   const std::pair<const char*, double> reals[] = {
       {"momentum", momentum}, {"dampening", dampening}, {"weight_decay", weight_decay}};
   for (const auto& [key, value] : reals) {
-    if (!(value >= 0.0)) throw ValueError(owner + ": " + key + " must be >= 0, got " + num(value));
+    if (!(value >= 0.0)) refuse(std::string(key) + " must be >= 0, got " + num(value));
   }
-  if (nesterov != 0.0 && nesterov != 1.0) throw ValueError(owner + ": nesterov must be 0 or 1, got " + num(nesterov));
+  if (nesterov != 0.0 && nesterov != 1.0) refuse("nesterov must be 0 or 1, got " + num(nesterov));
   if (nesterov == 1.0 && (momentum <= 0.0 || dampening != 0.0)) {
-    throw ValueError(owner + ": Nesterov momentum needs momentum > 0 and dampening = 0, got momentum=" +
-                     num(momentum) + ", dampening=" + num(dampening));
+    refuse("Nesterov momentum needs momentum > 0 and dampening = 0, got momentum=" + num(momentum) +
+           ", dampening=" + num(dampening));
   }
 }
 
-void check_adam_hyperparameters(const std::string& owner, double beta1, double beta2, double eps,
+void check_adam_hyperparameters(std::string_view owner, double beta1, double beta2, double eps,
                                 double weight_decay) {
+  auto refuse = [&](const std::string& what) { throw ValueError(std::string(owner) + ": " + what); };
   const std::pair<const char*, double> betas[] = {{"beta1", beta1}, {"beta2", beta2}};
   for (const auto& [key, value] : betas) {
-    if (!(value >= 0.0 && value < 1.0)) throw ValueError(owner + ": " + key + " must be in [0, 1), got " + num(value));
+    if (!(value >= 0.0 && value < 1.0)) refuse(std::string(key) + " must be in [0, 1), got " + num(value));
   }
   const std::pair<const char*, double> rest[] = {{"eps", eps}, {"weight_decay", weight_decay}};
   for (const auto& [key, value] : rest) {
-    if (!(value >= 0.0)) throw ValueError(owner + ": " + key + " must be >= 0, got " + num(value));
+    if (!(value >= 0.0)) refuse(std::string(key) + " must be >= 0, got " + num(value));
   }
 }
 

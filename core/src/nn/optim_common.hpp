@@ -8,19 +8,19 @@
 #include <cstdint>
 #include <strata/nn/optim.hpp>
 #include <strata/ops.hpp>
-#include <string>
+#include <string_view>
 
 namespace strata::nn::detail {
 
 /// ValueError "<owner>: <name> must be ..." unless momentum, dampening and
 /// weight_decay are >= 0, nesterov is 0 or 1, and Nesterov comes with
 /// momentum > 0 and dampening 0 (PyTorch's rules).
-void check_sgd_hyperparameters(const std::string& owner, double momentum, double dampening, double weight_decay,
+void check_sgd_hyperparameters(std::string_view owner, double momentum, double dampening, double weight_decay,
                                double nesterov);
 
 /// ValueError "<owner>: <name> must be ..." unless beta1 and beta2 are in
 /// [0, 1) and eps and weight_decay are >= 0.
-void check_adam_hyperparameters(const std::string& owner, double beta1, double beta2, double eps,
+void check_adam_hyperparameters(std::string_view owner, double beta1, double beta2, double eps,
                                 double weight_decay);
 
 /// The arguments of sgd_momentum_step(_) for `options` at learning rate `lr`.

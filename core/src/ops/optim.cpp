@@ -160,11 +160,16 @@ void check_operands(const char* function, const Tensor& param,
   }
   for (const auto& [name, t] : operands) {
     if (!t->defined()) throw ValueError(std::string(function) + ": " + name + " is undefined");
-    const std::string want = " like param (" + type_string(param) + " on " + param.device().str() + "), got " +
-                             type_string(*t) + " on " + t->device().str();
-    if (t->dtype() != param.dtype()) throw DTypeError(std::string(function) + ": " + name + " must be " + want);
-    if (t->sizes() != param.sizes()) throw ShapeError(std::string(function) + ": " + name + " must be " + want);
-    if (t->device() != param.device()) throw DeviceError(std::string(function) + ": " + name + " must be " + want);
+    const bool dtype_ok = t->dtype() == param.dtype();
+    const bool shape_ok = std::ranges::equal(t->shape(), param.shape());
+    const bool device_ok = t->device() == param.device();
+    if (dtype_ok && shape_ok && device_ok) continue;
+    const std::string message = std::string(function) + ": " + name + " must be like param (" + type_string(param) +
+                                " on " + param.device().str() + "), got " + type_string(*t) + " on " +
+                                t->device().str();
+    if (!dtype_ok) throw DTypeError(message);
+    if (!shape_ok) throw ShapeError(message);
+    throw DeviceError(message);
   }
 }
 

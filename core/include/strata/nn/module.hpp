@@ -106,9 +106,11 @@ class Module {
 
  private:
   friend Tensor functional_call(Module& module, const NamedTensors& tensors, const Tensor& input);
-  /// The address of every registered parameter and buffer member of this
-  /// module and its descendants (each address once).
-  void collect_slots(std::vector<Tensor*>* slots) const;
+  friend Tensor functional_call(Module& module, const std::vector<Tensor>& params, const Tensor& input);
+  /// The addresses of the registered parameter and buffer members of this
+  /// module and its descendants, in named_parameters()'s order (an address
+  /// appears again where a child is registered twice).
+  void collect_slots(std::vector<Tensor*>* params, std::vector<Tensor*>* buffers) const;
   void check_new_name(const std::string& name) const;
   void add_child(const std::string& name, std::shared_ptr<Module> module);
   void collect(const std::string& prefix, NamedTensors* params, NamedTensors* buffers) const;
