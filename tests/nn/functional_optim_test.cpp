@@ -16,6 +16,7 @@
 #include <vector>
 
 #include "nn_test_util.hpp"
+#include "optim_cases.hpp"
 
 namespace {
 
@@ -61,18 +62,9 @@ Tensor stateful_buffer(const nn::Optimizer& opt, size_t i, const std::string& na
 /// The learning rate of step s: changed between steps, as a schedule would.
 double lr_of_step(double lr, int s) { return lr * (1.0 + 0.25 * s); }
 
-const DType kDtypes[] = {DType::f32, DType::f64, DType::bf16, DType::f16};
-
 TEST(FunctionalOptim, SgdEqualsTheStatefulSgdBitForBit) {
-  const nn::SGDOptions cases[] = {
-      {.lr = 0.1},
-      {.lr = 0.05, .weight_decay = 0.01},
-      {.lr = 0.05, .momentum = 0.9},
-      {.lr = 0.05, .momentum = 0.9, .dampening = 0.1, .weight_decay = 1e-3},
-      {.lr = 0.02, .momentum = 0.8, .weight_decay = 1e-2, .nesterov = true},
-  };
-  for (DType dtype : kDtypes) {
-    for (const nn::SGDOptions& o : cases) {
+  for (DType dtype : nn_test::kUpdateDtypes) {
+    for (const nn::SGDOptions& o : nn_test::kSgdCases) {
       SCOPED_TRACE(std::string(dtype_name(dtype)) + " momentum " + std::to_string(o.momentum) + " wd " +
                    std::to_string(o.weight_decay) + " nesterov " + std::to_string(o.nesterov));
       std::vector<Tensor> stateful = start_params(dtype);
@@ -105,13 +97,9 @@ TEST(FunctionalOptim, SgdEqualsTheStatefulSgdBitForBit) {
 }
 
 TEST(FunctionalOptim, AdamAndAdamWEqualTheStatefulOnesBitForBit) {
-  const nn::AdamOptions cases[] = {
-      {.lr = 1e-3},
-      {.lr = 3e-3, .beta1 = 0.8, .beta2 = 0.99, .eps = 1e-6, .weight_decay = 0.01},
-  };
-  for (DType dtype : kDtypes) {
+  for (DType dtype : nn_test::kUpdateDtypes) {
     for (bool decoupled : {false, true}) {
-      for (const nn::AdamOptions& o : cases) {
+      for (const nn::AdamOptions& o : nn_test::kAdamCases) {
         SCOPED_TRACE(std::string(dtype_name(dtype)) + (decoupled ? " AdamW" : " Adam") + " wd " +
                      std::to_string(o.weight_decay));
         std::vector<Tensor> stateful = start_params(dtype);
