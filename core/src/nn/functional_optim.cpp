@@ -1,10 +1,11 @@
 // functional_optim.cpp — the functional optimizers of nn/functional_optim.hpp:
 // checks, state bookkeeping, and one out-of-place update op per parameter.
+#include <algorithm>
 #include <strata/error.hpp>
 #include <strata/nn/functional_optim.hpp>
 #include <strata/ops.hpp>
-#include <algorithm>
 #include <string>
+#include <vector>
 
 #include "optim_common.hpp"
 #include "util.hpp"
