@@ -13,6 +13,8 @@
 #include <strata/strata.hpp>
 #include <vector>
 
+#include "optim_cases.hpp"
+
 namespace {
 
 using namespace strata;
@@ -117,19 +119,10 @@ struct AdamReference : UnfusedAdam {
   const Tensor& state(const std::string& name) const { return name == "exp_avg" ? m : v; }
 };
 
-const DType kDtypes[] = {DType::f32, DType::f64, DType::bf16, DType::f16};
-
 TEST(FusedOptim, SgdEqualsTheUnfusedUpdateBitForBit) {
-  const nn::SGDOptions cases[] = {
-      {.lr = 0.1},
-      {.lr = 0.05, .weight_decay = 0.01},
-      {.lr = 0.05, .momentum = 0.9},
-      {.lr = 0.05, .momentum = 0.9, .dampening = 0.1, .weight_decay = 1e-3},
-      {.lr = 0.02, .momentum = 0.8, .weight_decay = 1e-2, .nesterov = true},
-  };
-  for (DType dtype : kDtypes) {
+  for (DType dtype : nn_test::kUpdateDtypes) {
     for (bool specials : {false, true}) {
-      for (const nn::SGDOptions& o : cases) {
+      for (const nn::SGDOptions& o : nn_test::kSgdCases) {
         SCOPED_TRACE("momentum " + std::to_string(o.momentum) + " specials " + std::to_string(specials));
         std::vector<std::string> names;
         if (o.momentum != 0.0) names.push_back("momentum_buffer");
@@ -144,13 +137,9 @@ TEST(FusedOptim, SgdEqualsTheUnfusedUpdateBitForBit) {
 }
 
 TEST(FusedOptim, AdamAndAdamWEqualTheUnfusedUpdateBitForBit) {
-  const nn::AdamOptions cases[] = {
-      {.lr = 1e-3},
-      {.lr = 3e-3, .beta1 = 0.8, .beta2 = 0.99, .eps = 1e-6, .weight_decay = 0.01},
-  };
-  for (DType dtype : kDtypes) {
+  for (DType dtype : nn_test::kUpdateDtypes) {
     for (bool specials : {false, true}) {
-      for (const nn::AdamOptions& o : cases) {
+      for (const nn::AdamOptions& o : nn_test::kAdamCases) {
         for (bool decoupled : {false, true}) {
           SCOPED_TRACE(std::string(decoupled ? "AdamW" : "Adam") + " wd " + std::to_string(o.weight_decay) +
                        " specials " + std::to_string(specials));

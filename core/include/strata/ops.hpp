@@ -205,6 +205,39 @@ struct AdamUpdate {
 void adam_step_(const Tensor& param, const Tensor& grad, const Tensor& exp_avg, const Tensor& exp_avg_sq,
                 const AdamUpdate& update);
 
+// --- Optimizer updates (out of place, differentiable) ------------------------------
+// The same updates as new tensors: each runs its op's decomposition — the
+// unfused arithmetic, the one formula both forms share — as recorded public
+// ops (never the fused kernel), so its results carry gradient history and a
+// tape differentiates through them, to any order; the inputs are never
+// written. Where the fused kernel runs, the in-place form gives the same bits
+// (docs/ops.md, "Optimizer updates"). Every operand needs the parameter's
+// dtype, shape and device (ShapeError, DTypeError or DeviceError naming the
+// function and the operand otherwise); nn::functional::sgd, adam and adamw
+// (nn/functional_optim.hpp) build the functional optimizers on them.
+
+/// param − lr·(grad + weight_decay·param)  (weight_decay 0: no term).
+Tensor sgd_step(const Tensor& param, const Tensor& grad, double lr, double weight_decay = 0.0);
+
+/// The new parameter and momentum buffer of sgd_momentum_step_.
+struct SgdMomentumResult {
+  Tensor param, buffer;
+};
+/// sgd_momentum_step_ out of place. With `update.first`, `buffer` is not
+/// read (it may be undefined) and the new buffer is g = grad + wd·param —
+/// `grad` itself when weight_decay is 0.
+SgdMomentumResult sgd_momentum_step(const Tensor& param, const Tensor& grad, const Tensor& buffer,
+                                    const SgdMomentumUpdate& update);
+
+/// The new parameter and moments of adam_step_.
+struct AdamResult {
+  Tensor param, exp_avg, exp_avg_sq;
+};
+/// adam_step_ out of place. With `update.first`, the moments are not read
+/// (they may be undefined).
+AdamResult adam_step(const Tensor& param, const Tensor& grad, const Tensor& exp_avg, const Tensor& exp_avg_sq,
+                     const AdamUpdate& update);
+
 /// A named attribute of an op called by name. The value's C++ type picks the
 /// attribute kind of the plugin ABI (docs/ops.md, "Attributes"): int64_t is
 /// INT, bool BOOL, double FLOAT, std::vector<int64_t> INTS,

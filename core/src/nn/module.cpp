@@ -3,6 +3,9 @@
 #include <cstdio>
 #include <map>
 #include <set>
+#include <string>
+#include <utility>
+#include <vector>
 #include <strata/autograd.hpp>
 #include <strata/error.hpp>
 #include <strata/nn/module.hpp>
@@ -102,6 +105,12 @@ std::vector<Tensor> Module::parameters() const {
   std::vector<Tensor> out;
   for (auto& [n, t] : named_parameters()) out.push_back(t);
   return out;
+}
+
+void Module::collect_slots(std::vector<Tensor*>* params, std::vector<Tensor*>* buffers) const {
+  for (const auto& [n, t] : params_) params->push_back(t);
+  for (const auto& [n, t] : buffers_) buffers->push_back(t);
+  for (const auto& [n, child] : children_) child->collect_slots(params, buffers);
 }
 
 NamedTensors Module::named_buffers() const {
@@ -243,6 +252,123 @@ void Module::load_state_dict(const NamedTensors& state) {
   for (auto& [n, t] : state_dict()) {
     t.copy_(given.at(n)->to(t.device()));
   }
+}
+
+// --- functional_call ---------------------------------------------------------
+
+namespace {
+
+/// Tensors written into module members, put back (in reverse order, so a
+/// member written twice ends as it began) when this dies — also when the
+/// call in between throws.
+class Substitution {
+ public:
+  Substitution() = default;
+  Substitution(const Substitution&) = delete;
+  Substitution& operator=(const Substitution&) = delete;
+  ~Substitution() {
+    for (auto it = saved_.rbegin(); it != saved_.rend(); ++it) *it->first = std::move(it->second);
+  }
+  void replace(Tensor* member, const Tensor& with) {
+    saved_.emplace_back(member, *member);
+    *member = with;
+  }
+
+ private:
+  std::vector<std::pair<Tensor*, Tensor>> saved_;
+};
+
+/// "f32[40, 1] on cpu:0"
+std::string described(const Tensor& t) { return type_string(t) + " on " + t.device().str(); }
+
+/// Throws unless `replacement` can stand in for `own` (named by `label`:
+/// "'0.weight'").
+void check_replacement(const std::string& fn, const std::string& label, const Tensor& own,
+                       const Tensor& replacement) {
+  if (!replacement.defined()) throw ValueError(fn + ": the tensor for " + label + " is undefined");
+  const bool shape_ok = std::ranges::equal(replacement.shape(), own.shape());
+  const bool dtype_ok = replacement.dtype() == own.dtype();
+  const bool device_ok = replacement.device() == own.device();
+  if (shape_ok && dtype_ok && device_ok) return;
+  const std::string mismatch =
+      fn + ": " + label + " is " + described(own) + ", the replacement is " + described(replacement);
+  if (!shape_ok) throw ShapeError(mismatch);
+  if (!dtype_ok) throw DTypeError(mismatch);
+  throw DeviceError(mismatch);
+}
+
+/// Puts `replacements[k]` into every member in `slots` that holds
+/// `originals[k]` — matched before anything is written, so that a member
+/// listed twice, or a replacement that is another member's tensor, is
+/// handled right — runs the module and puts the members back.
+Tensor run_substituted(Module& module, const std::vector<Tensor*>& slots, const std::vector<const TensorImpl*>& originals,
+                       const std::vector<Tensor>& replacements, const Tensor& input) {
+  std::vector<std::pair<Tensor*, size_t>> plan;
+  for (Tensor* slot : slots) {
+    if (!slot->defined()) continue;
+    auto it = std::find(originals.begin(), originals.end(), slot->impl());
+    if (it != originals.end()) plan.emplace_back(slot, static_cast<size_t>(it - originals.begin()));
+  }
+  Substitution substitution;
+  for (const auto& [slot, k] : plan) substitution.replace(slot, replacements[k]);
+  return module(input);
+}
+
+}  // namespace
+
+Tensor functional_call(Module& module, const NamedTensors& tensors, const Tensor& input) {
+  const std::string fn = "functional_call(" + module.name() + ")";
+  std::map<std::string, Tensor> own;
+  for (auto& [n, t] : module.named_parameters()) own.emplace(n, t);
+  for (auto& [n, t] : module.named_buffers()) own.emplace(n, t);
+  // Everything is checked before anything is replaced.
+  std::vector<const TensorImpl*> originals;
+  std::vector<Tensor> replacements;
+  std::set<std::string> seen;
+  for (const auto& [n, t] : tensors) {
+    auto it = own.find(n);
+    if (it == own.end()) {
+      std::string names;
+      for (const auto& [known, unused] : own) names += (names.empty() ? "'" : ", '") + known + "'";
+      throw ValueError(fn + ": no parameter or buffer named '" + n + "' (the module has " +
+                       (names.empty() ? std::string("none") : names) + ")");
+    }
+    if (!seen.insert(n).second) throw ValueError(fn + ": '" + n + "' is given twice");
+    check_replacement(fn, "'" + n + "'", it->second, t);
+    originals.push_back(it->second.impl());
+    replacements.push_back(t);
+  }
+  std::vector<Tensor*> slots;
+  module.collect_slots(&slots, &slots);
+  return run_substituted(module, slots, originals, replacements, input);
+}
+
+Tensor functional_call(Module& module, const std::vector<Tensor>& params, const Tensor& input) {
+  // The fast path of MAML's inner loops: no names unless something is wrong.
+  std::vector<Tensor*> slots, buffer_slots;
+  module.collect_slots(&slots, &buffer_slots);
+  // The distinct parameter tensors in parameters()'s order (a tied one once).
+  std::vector<const TensorImpl*> originals;
+  std::vector<const Tensor*> own;
+  for (const Tensor* slot : slots) {
+    if (!slot->defined() || std::find(originals.begin(), originals.end(), slot->impl()) != originals.end()) continue;
+    originals.push_back(slot->impl());
+    own.push_back(slot);
+  }
+  if (params.size() != originals.size()) {
+    throw ValueError("functional_call(" + module.name() + "): " + std::to_string(params.size()) + " tensors for " +
+                     std::to_string(originals.size()) + " parameters (one per parameters() entry, in its order)");
+  }
+  for (size_t i = 0; i < own.size(); ++i) {
+    const Tensor& p = params[i];
+    if (p.defined() && std::ranges::equal(p.shape(), own[i]->shape()) && p.dtype() == own[i]->dtype() &&
+        p.device() == own[i]->device()) {
+      continue;
+    }
+    check_replacement("functional_call(" + module.name() + ")",
+                      "'" + module.named_parameters()[i].first + "' (params[" + std::to_string(i) + "])", *own[i], p);
+  }
+  return run_substituted(module, slots, originals, params, input);
 }
 
 }  // namespace strata::nn

@@ -10,6 +10,7 @@
 #include <strata/ops.hpp>
 #include <string>
 
+#include "optim_common.hpp"
 #include "util.hpp"
 
 namespace strata::nn {
@@ -57,6 +58,63 @@ bool parse_param_entry(const std::string& name, size_t* index, std::string* buff
 }
 
 }  // namespace
+
+namespace detail {
+
+void check_sgd_hyperparameters(std::string_view owner, double momentum, double dampening, double weight_decay,
+                               double nesterov) {
+  auto refuse = [&](const std::string& what) { throw ValueError(std::string(owner) + ": " + what); };
+  const std::pair<const char*, double> reals[] = {
+      {"momentum", momentum}, {"dampening", dampening}, {"weight_decay", weight_decay}};
+  for (const auto& [key, value] : reals) {
+    if (!(value >= 0.0)) refuse(std::string(key) + " must be >= 0, got " + num(value));
+  }
+  if (nesterov != 0.0 && nesterov != 1.0) refuse("nesterov must be 0 or 1, got " + num(nesterov));
+  if (nesterov == 1.0 && (momentum <= 0.0 || dampening != 0.0)) {
+    refuse("Nesterov momentum needs momentum > 0 and dampening = 0, got momentum=" + num(momentum) +
+           ", dampening=" + num(dampening));
+  }
+}
+
+void check_adam_hyperparameters(std::string_view owner, double beta1, double beta2, double eps,
+                                double weight_decay) {
+  auto refuse = [&](const std::string& what) { throw ValueError(std::string(owner) + ": " + what); };
+  const std::pair<const char*, double> betas[] = {{"beta1", beta1}, {"beta2", beta2}};
+  for (const auto& [key, value] : betas) {
+    if (!(value >= 0.0 && value < 1.0)) refuse(std::string(key) + " must be in [0, 1), got " + num(value));
+  }
+  const std::pair<const char*, double> rest[] = {{"eps", eps}, {"weight_decay", weight_decay}};
+  for (const auto& [key, value] : rest) {
+    if (!(value >= 0.0)) refuse(std::string(key) + " must be >= 0, got " + num(value));
+  }
+}
+
+SgdMomentumUpdate sgd_momentum_update(const SGDOptions& options, double lr, bool first) {
+  return {.lr = lr,
+          .weight_decay = options.weight_decay,
+          .momentum = options.momentum,
+          .dampening = options.dampening,
+          .nesterov = options.nesterov,
+          .first = first};
+}
+
+AdamUpdate adam_update(const AdamOptions& options, double lr, int64_t step, bool decoupled) {
+  const double bc1 = 1.0 - std::pow(options.beta1, static_cast<double>(step));
+  const double bc2 = 1.0 - std::pow(options.beta2, static_cast<double>(step));
+  AdamUpdate update{.beta1 = options.beta1,
+                    .beta2 = options.beta2,
+                    .step_size = lr / bc1,
+                    .inv_sqrt_bias2 = 1.0 / std::sqrt(bc2),
+                    .eps = options.eps};
+  if (options.weight_decay != 0.0) {
+    update.decay_mode = decoupled ? WeightDecay::decoupled : WeightDecay::l2;
+    update.weight_decay = options.weight_decay;
+    update.decay = 1.0 - lr * options.weight_decay;
+  }
+  return update;
+}
+
+}  // namespace detail
 
 Optimizer::Optimizer(std::vector<Tensor> params, double lr) : params_(std::move(params)), lr_(lr) {
   if (params_.empty()) throw ValueError("optimizer: empty parameter list");
@@ -235,16 +293,8 @@ Optimizer::Hyperparameters SGD::hyperparameters() const {
 
 void SGD::validate(const Hyperparameters& values) const {
   std::map<std::string, double> v(values.begin(), values.end());
-  for (const char* key : {"momentum", "dampening", "weight_decay"}) {
-    if (!(v.at(key) >= 0.0)) throw ValueError(std::string("SGD: ") + key + " must be >= 0, got " + num(v.at(key)));
-  }
-  if (v.at("nesterov") != 0.0 && v.at("nesterov") != 1.0) {
-    throw ValueError("SGD: nesterov must be 0 or 1, got " + num(v.at("nesterov")));
-  }
-  if (v.at("nesterov") == 1.0 && (v.at("momentum") <= 0.0 || v.at("dampening") != 0.0)) {
-    throw ValueError("SGD: Nesterov momentum needs momentum > 0 and dampening = 0, got momentum=" +
-                     num(v.at("momentum")) + ", dampening=" + num(v.at("dampening")));
-  }
+  detail::check_sgd_hyperparameters("SGD", v.at("momentum"), v.at("dampening"), v.at("weight_decay"),
+                                    v.at("nesterov"));
 }
 
 void SGD::set_hyperparameters(const Hyperparameters& values) {
@@ -273,13 +323,7 @@ void SGD::step() {
     Tensor& buf = buffer(i, "momentum_buffer");
     const bool first = !buf.defined();
     if (first) buf = zeros_like(p.detach());
-    sgd_momentum_step_(p.detach(), g, buf,
-                               {.lr = lr,
-                                .weight_decay = o.weight_decay,
-                                .momentum = o.momentum,
-                                .dampening = o.dampening,
-                                .nesterov = o.nesterov,
-                                .first = first});
+    sgd_momentum_step_(p.detach(), g, buf, detail::sgd_momentum_update(o, lr, first));
   }
   count_step();
 }
@@ -311,14 +355,7 @@ Optimizer::Hyperparameters Adam::hyperparameters() const {
 
 void Adam::validate(const Hyperparameters& values) const {
   std::map<std::string, double> v(values.begin(), values.end());
-  for (const char* key : {"beta1", "beta2"}) {
-    if (!(v.at(key) >= 0.0 && v.at(key) < 1.0)) {
-      throw ValueError(name() + ": " + key + " must be in [0, 1), got " + num(v.at(key)));
-    }
-  }
-  for (const char* key : {"eps", "weight_decay"}) {
-    if (!(v.at(key) >= 0.0)) throw ValueError(name() + ": " + key + " must be >= 0, got " + num(v.at(key)));
-  }
+  detail::check_adam_hyperparameters(name(), v.at("beta1"), v.at("beta2"), v.at("eps"), v.at("weight_decay"));
 }
 
 void Adam::set_hyperparameters(const Hyperparameters& values) {
@@ -346,20 +383,8 @@ void Adam::step() {
     }
     // The step count lives on the host, so the bias corrections are computed
     // in double without reading the device.
-    const int64_t step = ++param_step(i);
-    const double bc1 = 1.0 - std::pow(o.beta1, static_cast<double>(step));
-    const double bc2 = 1.0 - std::pow(o.beta2, static_cast<double>(step));
-    AdamUpdate update{.beta1 = o.beta1,
-                              .beta2 = o.beta2,
-                              .step_size = lr / bc1,
-                              .inv_sqrt_bias2 = 1.0 / std::sqrt(bc2),
-                              .eps = o.eps,
-                              .first = first};
-    if (o.weight_decay != 0.0) {
-      update.decay_mode = decoupled_ ? WeightDecay::decoupled : WeightDecay::l2;
-      update.weight_decay = o.weight_decay;
-      update.decay = 1.0 - lr * o.weight_decay;
-    }
+    AdamUpdate update = detail::adam_update(o, lr, ++param_step(i), decoupled_);
+    update.first = first;
     // One in-place update of the parameter and both moments (ops/optim.cpp).
     adam_step_(p.detach(), g.detach().to(p.dtype()), m, v, update);
   }

@@ -16,14 +16,19 @@
 //                                          inv_sqrt_bias2, eps, first
 //
 // The outputs are the inputs p, b, m, v themselves (written in place). Not
-// differentiable: optimizers run without recording.
+// differentiable: optimizers run without recording. The out-of-place forms
+// (sgd_step, sgd_momentum_step, adam_step: the functional optimizers of
+// nn/functional_optim.hpp) are the decompositions themselves, run as
+// recorded ops, so the formulas live here once.
 #include "../op.hpp"
 
 #include <strata/error.hpp>
 #include <strata/ops.hpp>
 
 #include <algorithm>
+#include <initializer_list>
 #include <string>
+#include <utility>
 
 namespace strata {
 namespace detail {
@@ -59,10 +64,7 @@ void update_rule(OpCall& call, int n_outputs) {
 // --- sgd_step -------------------------------------------------------------------
 
 std::vector<Tensor> sgd_decompose(const OpCall& call) {
-  Tensor g = call.in(1);
-  const double wd = real(call, "weight_decay");
-  if (wd != 0.0) g = g + call.in(0) * wd;
-  return {call.in(0) - g * real(call, "lr")};
+  return {sgd_step(call.in(0), call.in(1), real(call, "lr"), real(call, "weight_decay"))};
 }
 
 // The SGD updates are linear in the gradient, so they take complex
@@ -77,12 +79,14 @@ const OpDef& kSgdStep = define_op({.name = "sgd_step",
 // --- sgd_momentum_step ----------------------------------------------------------
 
 std::vector<Tensor> sgd_momentum_decompose(const OpCall& call) {
-  Tensor g = call.in(1);
-  const double wd = real(call, "weight_decay"), momentum = real(call, "momentum");
-  if (wd != 0.0) g = g + call.in(0) * wd;
-  Tensor b = call.attr_int("first") != 0 ? g : call.in(2) * momentum + g * (1.0 - real(call, "dampening"));
-  g = call.attr_int("nesterov") != 0 ? g + b * momentum : b;
-  return {call.in(0) - g * real(call, "lr"), b};
+  SgdMomentumResult r = sgd_momentum_step(call.in(0), call.in(1), call.in(2),
+                                          {.lr = real(call, "lr"),
+                                           .weight_decay = real(call, "weight_decay"),
+                                           .momentum = real(call, "momentum"),
+                                           .dampening = real(call, "dampening"),
+                                           .nesterov = call.attr_int("nesterov") != 0,
+                                           .first = call.attr_int("first") != 0});
+  return {r.param, r.buffer};
 }
 
 const OpDef& kSgdMomentumStep = define_op({.name = "sgd_momentum_step",
@@ -96,17 +100,17 @@ const OpDef& kSgdMomentumStep = define_op({.name = "sgd_momentum_step",
 // --- adam_step ------------------------------------------------------------------
 
 std::vector<Tensor> adam_decompose(const OpCall& call) {
-  Tensor g = call.in(1);
-  Tensor value = call.in(0);
-  const int64_t mode = call.attr_int("decay_mode");
-  if (mode == static_cast<int64_t>(WeightDecay::l2)) g = g + value * real(call, "weight_decay");
-  if (mode == static_cast<int64_t>(WeightDecay::decoupled)) value = value * real(call, "decay");
-  const double beta1 = real(call, "beta1"), beta2 = real(call, "beta2");
-  const bool first = call.attr_int("first") != 0;
-  Tensor m = first ? g * (1.0 - beta1) : call.in(2) * beta1 + g * (1.0 - beta1);
-  Tensor v = first ? square(g) * (1.0 - beta2) : call.in(3) * beta2 + square(g) * (1.0 - beta2);
-  Tensor denom = sqrt(v) * real(call, "inv_sqrt_bias2") + real(call, "eps");
-  return {value - m / denom * real(call, "step_size"), m, v};
+  AdamResult r = adam_step(call.in(0), call.in(1), call.in(2), call.in(3),
+                           {.decay_mode = static_cast<WeightDecay>(call.attr_int("decay_mode")),
+                            .weight_decay = real(call, "weight_decay"),
+                            .decay = real(call, "decay"),
+                            .beta1 = real(call, "beta1"),
+                            .beta2 = real(call, "beta2"),
+                            .step_size = real(call, "step_size"),
+                            .inv_sqrt_bias2 = real(call, "inv_sqrt_bias2"),
+                            .eps = real(call, "eps"),
+                            .first = call.attr_int("first") != 0});
+  return {r.param, r.exp_avg, r.exp_avg_sq};
 }
 
 const OpDef& kAdamStep = define_op({.name = "adam_step",
@@ -146,6 +150,67 @@ void run_in_place(const OpDef& op, std::initializer_list<Tensor> inputs, std::in
 
 using detail::Attr;
 using detail::Attrs;
+
+namespace {
+
+/// The out-of-place updates' check (the in-place ops' shape rule, with the
+/// function's own names): `operands` (name, tensor) are defined and match
+/// the parameter's dtype, shape and device, since the arithmetic would
+/// otherwise broadcast or promote them silently.
+void check_operands(const char* function, const Tensor& param,
+                    std::initializer_list<std::pair<const char*, const Tensor*>> operands) {
+  if (!param.defined()) throw ValueError(std::string(function) + ": param is undefined");
+  if (!is_floating(param.dtype())) {
+    throw DTypeError(std::string(function) + ": param must be floating, got " + type_string(param));
+  }
+  for (const auto& [name, t] : operands) {
+    if (!t->defined()) throw ValueError(std::string(function) + ": " + name + " is undefined");
+    const bool dtype_ok = t->dtype() == param.dtype();
+    const bool shape_ok = std::ranges::equal(t->shape(), param.shape());
+    const bool device_ok = t->device() == param.device();
+    if (dtype_ok && shape_ok && device_ok) continue;
+    const std::string message = std::string(function) + ": " + name + " must be like param (" + type_string(param) +
+                                " on " + param.device().str() + "), got " + type_string(*t) + " on " +
+                                t->device().str();
+    if (!dtype_ok) throw DTypeError(message);
+    if (!shape_ok) throw ShapeError(message);
+    throw DeviceError(message);
+  }
+}
+
+}  // namespace
+
+Tensor sgd_step(const Tensor& param, const Tensor& grad, double lr, double weight_decay) {
+  check_operands("sgd_step", param, {{"grad", &grad}});
+  Tensor g = grad;
+  if (weight_decay != 0.0) g = g + param * weight_decay;
+  return param - g * lr;
+}
+
+SgdMomentumResult sgd_momentum_step(const Tensor& param, const Tensor& grad, const Tensor& buffer,
+                                    const SgdMomentumUpdate& o) {
+  check_operands("sgd_momentum_step", param, {{"grad", &grad}});
+  if (!o.first) check_operands("sgd_momentum_step", param, {{"buffer", &buffer}});
+  Tensor g = grad;
+  if (o.weight_decay != 0.0) g = g + param * o.weight_decay;
+  Tensor b = o.first ? g : buffer * o.momentum + g * (1.0 - o.dampening);
+  g = o.nesterov ? g + b * o.momentum : b;
+  return {param - g * o.lr, b};
+}
+
+AdamResult adam_step(const Tensor& param, const Tensor& grad, const Tensor& exp_avg, const Tensor& exp_avg_sq,
+                     const AdamUpdate& o) {
+  check_operands("adam_step", param, {{"grad", &grad}});
+  if (!o.first) check_operands("adam_step", param, {{"exp_avg", &exp_avg}, {"exp_avg_sq", &exp_avg_sq}});
+  Tensor g = grad;
+  Tensor value = param;
+  if (o.decay_mode == WeightDecay::l2) g = g + value * o.weight_decay;
+  if (o.decay_mode == WeightDecay::decoupled) value = value * o.decay;
+  Tensor m = o.first ? g * (1.0 - o.beta1) : exp_avg * o.beta1 + g * (1.0 - o.beta1);
+  Tensor v = o.first ? square(g) * (1.0 - o.beta2) : exp_avg_sq * o.beta2 + square(g) * (1.0 - o.beta2);
+  Tensor denom = sqrt(v) * o.inv_sqrt_bias2 + o.eps;
+  return {value - m / denom * o.step_size, m, v};
+}
 
 void sgd_step_(const Tensor& param, const Tensor& grad, double lr, double weight_decay) {
   Attrs attrs{Attr::real("lr", lr), Attr::real("weight_decay", weight_decay)};

@@ -105,6 +105,12 @@ class Module {
   }
 
  private:
+  friend Tensor functional_call(Module& module, const NamedTensors& tensors, const Tensor& input);
+  friend Tensor functional_call(Module& module, const std::vector<Tensor>& params, const Tensor& input);
+  /// The addresses of the registered parameter and buffer members of this
+  /// module and its descendants, in named_parameters()'s order (an address
+  /// appears again where a child is registered twice).
+  void collect_slots(std::vector<Tensor*>* params, std::vector<Tensor*>* buffers) const;
   void check_new_name(const std::string& name) const;
   void add_child(const std::string& name, std::shared_ptr<Module> module);
   void collect(const std::string& prefix, NamedTensors* params, NamedTensors* buffers) const;
@@ -115,5 +121,29 @@ class Module {
   std::vector<std::pair<std::string, std::shared_ptr<Module>>> children_;
   bool training_ = true;
 };
+
+/// Runs `module(input)` — forward() and the module's backward hooks — with
+/// some of its parameters and buffers replaced by `tensors`, named as
+/// named_parameters() and named_buffers() name them ("0.weight"), and puts
+/// the module's own tensors back before returning, also when the call
+/// throws: torch.func.functional_call. The replacements are used as they
+/// are (not copied, not detached), so the output is differentiable with
+/// respect to them — and through them with respect to whatever they were
+/// computed from, which is how MAML's adapted parameters (θ − α∇L) reach
+/// the meta-parameters θ (nn/functional_optim.hpp). Parameters not named
+/// keep their own tensors; a tied parameter (one tensor registered in
+/// several places) is replaced everywhere it appears.
+///
+/// Each replacement must have the shape, dtype and device of the tensor it
+/// replaces; an unknown or repeated name, an undefined tensor or a mismatch
+/// is an error naming the module, the entry and both types, raised before
+/// anything is replaced. While the call runs the module holds the
+/// replacements (its parameters() returns them); do not use the module from
+/// another thread meanwhile, nor move it (to()) inside the call.
+Tensor functional_call(Module& module, const NamedTensors& tensors, const Tensor& input);
+
+/// The same with one tensor per parameter, in the order of parameters().
+/// ValueError when the count differs.
+Tensor functional_call(Module& module, const std::vector<Tensor>& params, const Tensor& input);
 
 }  // namespace strata::nn
