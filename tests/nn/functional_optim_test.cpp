@@ -9,6 +9,7 @@
 #include <gtest/gtest.h>
 
 #include <cmath>
+#include <complex>
 #include <functional>
 #include <memory>
 #include <strata/strata.hpp>
@@ -562,6 +563,30 @@ TEST(FunctionalOptim, OutOfPlaceUpdateOpsCheckTheirOperands) {
   // With `first`, the state is not read and may be undefined.
   EXPECT_NO_THROW(adam_step(p, p, Tensor(), Tensor(), {.step_size = 0.1, .first = true}));
   EXPECT_NO_THROW(sgd_momentum_step(p, p, Tensor(), {.lr = 0.1, .momentum = 0.9, .first = true}));
+}
+
+}  // namespace
+
+namespace {
+
+// The SGD updates are linear in the gradient, so they take complex
+// parameters (docs/complex.md), functional and stateful alike; Adam squares
+// the gradient, which is not |g|² for complex values, and refuses them.
+TEST(FunctionalSgd, TakesComplexParametersLikeTheStatefulSgd) {
+  using C = std::complex<double>;
+  const std::vector<C> pv{{1.0, 2.0}, {-0.5, 0.25}}, gv{{0.5, -1.0}, {2.0, 0.0}};
+  auto complex_tensor = [](const std::vector<C>& v) { return strata::from_data(std::span<const C>(v), {2}); };
+  const strata::nn::SGDOptions options{.lr = 0.1, .momentum = 0.9};
+  strata::Tensor p = complex_tensor(pv), g = complex_tensor(gv);
+  strata::nn::functional::SGDStepResult r =
+      strata::nn::functional::sgd({p}, {g}, strata::nn::functional::sgd_init({p}, options), options);
+  strata::Tensor stateful = complex_tensor(pv).set_requires_grad();
+  stateful.set_grad(complex_tensor(gv));
+  strata::nn::SGD opt({stateful}, options);
+  opt.step();
+  EXPECT_EQ(r.params[0].to_vector<C>(), stateful.detach().to_vector<C>());
+  EXPECT_EQ(r.params[0].to_vector<C>()[0], pv[0] - 0.1 * gv[0]);  // first step: the buffer is the gradient
+  EXPECT_THROW(strata::nn::functional::adam({p}, {g}, strata::nn::functional::adam_init({p}), {}), strata::DTypeError);
 }
 
 }  // namespace

@@ -45,15 +45,19 @@ void check_like_params(const char* function, const char* what, const std::vector
   }
 }
 
-/// The checks every step shares: floating parameters, one gradient per
-/// parameter like it, lr >= 0 and a step count >= 0.
+/// The checks every step shares: floating parameters (or complex ones, for
+/// the SGD updates, which are linear in the gradient: `complex_ok`), one
+/// gradient per parameter like it, lr >= 0 and a step count >= 0.
 void check_step(const char* function, const std::vector<Tensor>& params, const std::vector<Tensor>& grads, double lr,
-                int64_t step) {
+                int64_t step, bool complex_ok) {
   for (size_t i = 0; i < params.size(); ++i) {
-    if (params[i].defined() && is_floating(params[i].dtype())) continue;
+    const bool dtype_ok = params[i].defined() && (is_floating(params[i].dtype()) ||
+                                                  (complex_ok && is_complex(params[i].dtype())));
+    if (dtype_ok) continue;
     const std::string where = std::string(function) + ": params[" + std::to_string(i) + "]";
     if (!params[i].defined()) throw ValueError(where + " is undefined");
-    throw DTypeError(where + " must be floating, got " + described(params[i]));
+    throw DTypeError(where + " must be floating" + (complex_ok ? " or complex" : "") + ", got " +
+                     described(params[i]));
   }
   check_like_params(function, "grads", params, grads);
   if (!(lr >= 0.0)) throw ValueError(std::string(function) + ": lr must be >= 0, got " + detail::num(lr));
@@ -75,7 +79,7 @@ std::vector<Tensor> zeros_like_each(const char* function, const std::vector<Tens
 
 AdamStepResult adam_like(const char* function, const std::vector<Tensor>& params, const std::vector<Tensor>& grads,
                          const AdamState& state, const AdamOptions& options, bool decoupled) {
-  check_step(function, params, grads, options.lr, state.step);
+  check_step(function, params, grads, options.lr, state.step, false);
   detail::check_adam_hyperparameters(function, options.beta1, options.beta2, options.eps, options.weight_decay);
   check_like_params(function, "state.exp_avg", params, state.exp_avg);
   check_like_params(function, "state.exp_avg_sq", params, state.exp_avg_sq);
@@ -105,7 +109,7 @@ SGDState sgd_init(const std::vector<Tensor>& params, const SGDOptions& options) 
 SGDStepResult sgd(const std::vector<Tensor>& params, const std::vector<Tensor>& grads, const SGDState& state,
                   const SGDOptions& options) {
   constexpr const char* kName = "functional::sgd";
-  check_step(kName, params, grads, options.lr, state.step);
+  check_step(kName, params, grads, options.lr, state.step, true);
   detail::check_sgd_hyperparameters(kName, options.momentum, options.dampening, options.weight_decay,
                                     options.nesterov ? 1.0 : 0.0);
   const bool momentum = options.momentum != 0.0;

@@ -156,12 +156,15 @@ namespace {
 /// The out-of-place updates' check (the in-place ops' shape rule, with the
 /// function's own names): `operands` (name, tensor) are defined and match
 /// the parameter's dtype, shape and device, since the arithmetic would
-/// otherwise broadcast or promote them silently.
+/// otherwise broadcast or promote them silently. The SGD updates are linear
+/// in the gradient and take complex parameters (`complex_ok`); Adam squares
+/// the gradient, which is not |g|² for complex values, so it does not.
 void check_operands(const char* function, const Tensor& param,
-                    std::initializer_list<std::pair<const char*, const Tensor*>> operands) {
+                    std::initializer_list<std::pair<const char*, const Tensor*>> operands, bool complex_ok) {
   if (!param.defined()) throw ValueError(std::string(function) + ": param is undefined");
-  if (!is_floating(param.dtype())) {
-    throw DTypeError(std::string(function) + ": param must be floating, got " + type_string(param));
+  if (!is_floating(param.dtype()) && !(complex_ok && is_complex(param.dtype()))) {
+    throw DTypeError(std::string(function) + ": param must be floating" + (complex_ok ? " or complex" : "") +
+                     ", got " + type_string(param));
   }
   for (const auto& [name, t] : operands) {
     if (!t->defined()) throw ValueError(std::string(function) + ": " + name + " is undefined");
@@ -181,7 +184,7 @@ void check_operands(const char* function, const Tensor& param,
 }  // namespace
 
 Tensor sgd_step(const Tensor& param, const Tensor& grad, double lr, double weight_decay) {
-  check_operands("sgd_step", param, {{"grad", &grad}});
+  check_operands("sgd_step", param, {{"grad", &grad}}, true);
   Tensor g = grad;
   if (weight_decay != 0.0) g = g + param * weight_decay;
   return param - g * lr;
@@ -189,8 +192,8 @@ Tensor sgd_step(const Tensor& param, const Tensor& grad, double lr, double weigh
 
 SgdMomentumResult sgd_momentum_step(const Tensor& param, const Tensor& grad, const Tensor& buffer,
                                     const SgdMomentumUpdate& o) {
-  check_operands("sgd_momentum_step", param, {{"grad", &grad}});
-  if (!o.first) check_operands("sgd_momentum_step", param, {{"buffer", &buffer}});
+  check_operands("sgd_momentum_step", param, {{"grad", &grad}}, true);
+  if (!o.first) check_operands("sgd_momentum_step", param, {{"buffer", &buffer}}, true);
   Tensor g = grad;
   if (o.weight_decay != 0.0) g = g + param * o.weight_decay;
   Tensor b = o.first ? g : buffer * o.momentum + g * (1.0 - o.dampening);
@@ -200,8 +203,8 @@ SgdMomentumResult sgd_momentum_step(const Tensor& param, const Tensor& grad, con
 
 AdamResult adam_step(const Tensor& param, const Tensor& grad, const Tensor& exp_avg, const Tensor& exp_avg_sq,
                      const AdamUpdate& o) {
-  check_operands("adam_step", param, {{"grad", &grad}});
-  if (!o.first) check_operands("adam_step", param, {{"exp_avg", &exp_avg}, {"exp_avg_sq", &exp_avg_sq}});
+  check_operands("adam_step", param, {{"grad", &grad}}, false);
+  if (!o.first) check_operands("adam_step", param, {{"exp_avg", &exp_avg}, {"exp_avg_sq", &exp_avg_sq}}, false);
   Tensor g = grad;
   Tensor value = param;
   if (o.decay_mode == WeightDecay::l2) g = g + value * o.weight_decay;
