@@ -5,6 +5,7 @@
 #include <strata/autograd.hpp>
 #include <strata/checkpoint.hpp>
 #include <strata/config.hpp>
+#include <strata/custom_function.hpp>
 #include <strata/device.hpp>
 #include <strata/dtype.hpp>
 #include <strata/error.hpp>

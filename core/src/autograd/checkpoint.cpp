@@ -1,6 +1,7 @@
 // checkpoint.cpp — activation checkpointing as a recorded node whose
 // derivative rules run the function again.
 #include "nodes.hpp"
+#include "rule_scopes.hpp"
 #include "trace.hpp"
 
 #include "../amp_internal.hpp"
@@ -30,41 +31,13 @@ struct CheckpointClosure {
   std::unique_ptr<detail::SelectiveCache> kept;  // selective checkpointing's op outputs, or null
 };
 
-/// Puts the generator and autocast state of the first run in place for a
-/// scope and restores the caller's afterwards.
-class ReplayState {
+/// The generator and autocast state of the first run, for a recomputation.
+class ReplayState : public detail::ReplayState {
  public:
-  explicit ReplayState(const CheckpointClosure& c)
-      : rng_(get_rng_state()), autocast_(detail::autocast_snapshot()) {
-    set_rng_state(c.rng);
-    detail::restore_autocast(c.autocast);
-  }
-  ~ReplayState() {
-    set_rng_state(rng_);
-    detail::restore_autocast(autocast_);
-  }
-  ReplayState(const ReplayState&) = delete;
-  ReplayState& operator=(const ReplayState&) = delete;
-
- private:
-  RngState rng_;
-  detail::AutocastSnapshot autocast_;
+  explicit ReplayState(const CheckpointClosure& c) : detail::ReplayState(&c.rng, c.autocast) {}
 };
 
-/// Restores the set of recording levels on exit.
-class RecordingScope {
- public:
-  explicit RecordingScope(bool keep_outer) : st_(detail::autograd_state()), saved_(st_.recording) {
-    if (!keep_outer) st_.recording = {};
-  }
-  ~RecordingScope() { st_.recording = saved_; }
-  RecordingScope(const RecordingScope&) = delete;
-  RecordingScope& operator=(const RecordingScope&) = delete;
-
- private:
-  detail::AutogradState& st_;
-  detail::LevelSet saved_;
-};
+using detail::RecordingScope;
 
 const CheckpointClosure& closure_of(const GradContext& c) {
   if (c.closure == nullptr) throw Error("checkpoint: the node's function was already released");
