@@ -11,6 +11,7 @@
 #include <strata/error.hpp>
 #include <strata/transforms.hpp>
 #include <strata/graph.hpp>
+#include <strata/implicit.hpp>
 #include <strata/nn.hpp>
 #include <strata/ops.hpp>
 #include <strata/runtime.hpp>
