@@ -1,8 +1,9 @@
 // nn.hpp — the training toolkit (strata::nn): modules and layers, parameter
 // initialisers, losses and other functional building blocks, optimizers and
-// learning-rate schedules. See docs/training.md.
+// learning-rate schedules, gradient clipping. See docs/training.md.
 #pragma once
 
+#include <strata/nn/clip.hpp>
 #include <strata/nn/functional.hpp>
 #include <strata/nn/hooks.hpp>
 #include <strata/nn/init.hpp>
