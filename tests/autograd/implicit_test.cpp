@@ -67,6 +67,18 @@ TEST(FixedPoint, SquareRootAndItsDerivativesToThirdOrder) {
               {d2[0] * 1.0, d2[1] * -2.0, d2[2] * 0.5}, 1e-8);
 }
 
+TEST(FixedPoint, SinglePrecisionUsesLooserDefaultTolerances) {
+  Tensor a = from_data(std::vector<float>{0.5f, 2.0f, 9.0f}, {3});
+  GradientTape tape;
+  tape.watch(a);
+  ImplicitSolution s = fixed_point(heron, ones_like(a), {a});
+  EXPECT_TRUE(s.converged);
+  Tensor g = tape.gradient(sum(s.x), {a})[0];
+  EXPECT_EQ(g.dtype(), DType::f32);
+  std::vector<double> gv = g.to_vector<double>();
+  for (size_t i = 0; i < gv.size(); ++i) EXPECT_NEAR(gv[i], 0.5 / std::sqrt(a.to_vector<double>()[i]), 1e-5);
+}
+
 TEST(FixedPoint, GradcheckOfTheSecondDerivative) {
   Tensor a = vec({0.7, 1.6});
   Fn f = [](const Tensor& t) { return sum(implicit_sqrt(t, {.tolerance = 1e-14})); };
@@ -224,17 +236,15 @@ TEST(Root, NonlinearRootToSecondOrderAndForwardMode) {
 /// Peak bytes allocated on cpu:0 while `f` runs, above what was live before.
 template <typename F>
 uint64_t peak_during(F&& f) {
-  Device cpu("cpu:0");
-  runtime().reset_peak_memory(cpu);
-  uint64_t before = runtime().memory_stats(cpu).allocated_bytes;
+  MemoryScope memory(Device("cpu:0"));
   f();
-  return runtime().memory_stats(cpu).peak_allocated_bytes - before;
+  return memory.peak_bytes();
 }
 
 TEST(FixedPoint, MemoryDoesNotGrowWithTheIterations) {
-  // A slowly contracting map on 20 000 doubles (160 kB a tensor), run for a
+  // A slowly contracting map on 8000 doubles (64 kB a tensor), run for a
   // fixed number of iterations (tolerance 0, unconverged results accepted).
-  const int64_t n = 20000;
+  const int64_t n = 8000;
   Tensor theta = full({n}, 0.3, {.dtype = f64});
   ImplicitFn f = [](const Tensor& x, const std::vector<Tensor>& p) { return tanh(x) * 0.999 + p[0] * 0.001; };
   auto implicit_gradient = [&](int64_t iterations) {

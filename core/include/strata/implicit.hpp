@@ -27,6 +27,7 @@
 
 #include <cstdint>
 #include <functional>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -46,13 +47,15 @@ enum class OnNonconvergence {
 };
 
 struct ImplicitOptions {
-  /// Converged when ‖f(x) − x‖₂ ≤ tolerance (fixed_point) or ‖g(x)‖₂ ≤
-  /// tolerance (root).
-  double tolerance = 1e-10;
+  /// Converged when ‖f(x) − x‖₂ ≤ tolerance · max(1, ‖x‖₂) (fixed_point) or
+  /// ‖g(x)‖₂ ≤ tolerance · max(1, ‖g(x0)‖₂) (root). Default: 1e-10 for f64
+  /// x0, 1e-5 for lower precisions.
+  std::optional<double> tolerance{};
   int64_t max_iterations = 1000;
   LinearSolver linear_solver = LinearSolver::gmres;
   /// Relative residual ‖b − A x‖ / ‖b‖ at which a linear solve stops.
-  double linear_tolerance = 1e-12;
+  /// Default: 1e-12 for f64 x0, 1e-6 for lower precisions.
+  std::optional<double> linear_tolerance{};
   int64_t linear_max_iterations = 1000;
   int64_t gmres_restart = 50;
   OnNonconvergence on_nonconvergence = OnNonconvergence::error;
@@ -63,7 +66,7 @@ struct ImplicitSolution {
   /// The solution: differentiable with respect to the parameters (not x0).
   Tensor x;
   int64_t iterations = 0;  // applications of f (fixed_point) or Newton steps (root)
-  double residual = 0.0;   // ‖f(x) − x‖₂ or ‖g(x)‖₂ at the end
+  double residual = 0.0;   // ‖f(x) − x‖₂ or ‖g(x)‖₂ at the end (absolute)
   bool converged = false;
   operator const Tensor&() const { return x; }
 };

@@ -23,6 +23,7 @@
 #include <strata/implicit.hpp>
 #include <strata/ops.hpp>
 
+#include <algorithm>
 #include <cmath>
 #include <cstdio>
 #include <memory>
@@ -40,6 +41,8 @@ struct Problem {
   ProblemKind kind = ProblemKind::fixed_point;
   ImplicitFn fn;
   ImplicitOptions options;
+  double tolerance = 0.0;         // resolved for x's dtype
+  double linear_tolerance = 0.0;  // resolved for x's dtype
   Shape shape;  // x's
 
   const char* name() const { return kind == ProblemKind::fixed_point ? "fixed_point" : "root"; }
@@ -97,11 +100,12 @@ std::vector<Tensor> detached(const std::vector<Tensor>& v) {
   return out;
 }
 
-detail::KrylovResult run_linear_solver(const ImplicitOptions& o, const detail::LinearOperator& A, const Tensor& b) {
+detail::KrylovResult run_linear_solver(const Problem& p, const detail::LinearOperator& A, const Tensor& b) {
+  const ImplicitOptions& o = p.options;
   if (o.linear_solver == LinearSolver::conjugate_gradient) {
-    return detail::conjugate_gradient(A, b, o.linear_tolerance, o.linear_max_iterations);
+    return detail::conjugate_gradient(A, b, p.linear_tolerance, o.linear_max_iterations);
   }
-  return detail::gmres(A, b, o.linear_tolerance, o.linear_max_iterations, o.gmres_restart);
+  return detail::gmres(A, b, p.linear_tolerance, o.linear_max_iterations, o.gmres_restart);
 }
 
 const char* solver_name(LinearSolver s) { return s == LinearSolver::gmres ? "GMRES" : "conjugate gradient"; }
@@ -121,16 +125,16 @@ Tensor solve_system(const Problem& p, bool transposed, const Tensor& b, const Te
     Tensor xw = xd.detach();
     tape.watch(xw);
     Tensor rv = p.residual(xw, pd);
-    r = run_linear_solver(p.options, [&](const Tensor& v) { return tape.gradient(rv, {xw}, v)[0]; }, b);
+    r = run_linear_solver(p, [&](const Tensor& v) { return tape.gradient(rv, {xw}, v)[0]; }, b);
   } else {
-    r = run_linear_solver(p.options, [&](const Tensor& v) { return product(p, xd, pd, v); }, b);
+    r = run_linear_solver(p, [&](const Tensor& v) { return product(p, xd, pd, v); }, b);
   }
   if (!r.converged) {
     std::string what = std::string(p.name()) + ": the linear solve of its derivative (" +
                        solver_name(p.options.linear_solver) + (transposed ? ", transposed system" : "") +
                        ") did not converge: relative residual " + format(r.residual) + " after " +
                        std::to_string(r.iterations) + " iterations (linear_tolerance " +
-                       format(p.options.linear_tolerance) + ")" + (r.note.empty() ? "" : "; " + r.note);
+                       format(p.linear_tolerance) + ")" + (r.note.empty() ? "" : "; " + r.note);
     if (p.options.on_nonconvergence == OnNonconvergence::error) throw Error(what);
     detail::logger("autograd")->warn("{}; using the last iterate", what);
   }
@@ -198,7 +202,7 @@ ImplicitSolution iterate_fixed_point(const Problem& p, const Tensor& x0, const s
     ++s.iterations;
     s.residual = detail::norm2(next - x);
     x = next;
-    if (s.residual <= p.options.tolerance) {
+    if (s.residual <= p.tolerance * std::max(1.0, detail::norm2(x))) {
       s.converged = true;
       break;
     }
@@ -212,10 +216,11 @@ ImplicitSolution newton_root(const Problem& p, const Tensor& x0, const std::vect
   Tensor x = x0;
   Tensor r = p.evaluate(x, params);
   s.residual = detail::norm2(r);
-  while (s.residual > p.options.tolerance && s.iterations < p.options.max_iterations) {
+  const double target = p.tolerance * std::max(1.0, s.residual);
+  while (s.residual > target && s.iterations < p.options.max_iterations) {
     // Newton step M d = −g, matrix-free; an inexact step is fine here.
     detail::KrylovResult step =
-        run_linear_solver(p.options, [&](const Tensor& v) { return product(p, x, params, v); }, -r);
+        run_linear_solver(p, [&](const Tensor& v) { return product(p, x, params, v); }, -r);
     ++s.iterations;
     double t = 1.0;
     Tensor candidate;
@@ -232,7 +237,7 @@ ImplicitSolution newton_root(const Problem& p, const Tensor& x0, const std::vect
     r = candidate_r;
     s.residual = candidate_norm;
   }
-  s.converged = s.residual <= p.options.tolerance;
+  s.converged = s.residual <= target;
   s.x = x;
   return s;
 }
@@ -250,7 +255,10 @@ ImplicitSolution solve_problem(ProblemKind kind, const ImplicitFn& fn, const Ten
   for (size_t k = 0; k < params.size(); ++k) {
     if (!params[k].defined()) throw ValueError(std::string(name) + ": parameter " + std::to_string(k) + " is undefined");
   }
-  if (options.tolerance < 0 || options.linear_tolerance < 0 || options.max_iterations < 0 ||
+  const bool f64 = x0.dtype() == DType::f64;
+  problem->tolerance = options.tolerance.value_or(f64 ? 1e-10 : 1e-5);
+  problem->linear_tolerance = options.linear_tolerance.value_or(f64 ? 1e-12 : 1e-6);
+  if (problem->tolerance < 0 || problem->linear_tolerance < 0 || options.max_iterations < 0 ||
       options.linear_max_iterations < 1 || options.gmres_restart < 1) {
     throw ValueError(std::string(name) + ": tolerances must be >= 0, max_iterations >= 0, linear_max_iterations and "
                                          "gmres_restart >= 1");
@@ -267,7 +275,7 @@ ImplicitSolution solve_problem(ProblemKind kind, const ImplicitFn& fn, const Ten
     if (!info->converged && p->options.on_nonconvergence == OnNonconvergence::error) {
       throw Error(std::string(p->name()) + ": did not converge in " + std::to_string(info->iterations) +
                   (p->kind == ProblemKind::fixed_point ? " iterations: ‖f(x) − x‖ = " : " Newton steps: ‖g(x)‖ = ") +
-                  format(info->residual) + " (tolerance " + format(p->options.tolerance) +
+                  format(info->residual) + " (tolerance " + format(p->tolerance) +
                   "); raise max_iterations, loosen tolerance, or pass OnNonconvergence::accept");
     }
     return std::vector<Tensor>{info->x};
