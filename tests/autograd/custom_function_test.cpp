@@ -1,6 +1,8 @@
 // custom_function_test.cpp — user-defined derivative rules (Function classes,
 // custom_vjp, custom_jvp): any order, every nesting of tapes and forward mode,
 // first-order-only rules, checkpointing, autocast, trace/replay and the errors.
+#include "autograd_test_util.hpp"
+
 #include <strata/strata.hpp>
 
 #include <gtest/gtest.h>
@@ -13,27 +15,9 @@
 namespace {
 
 using namespace strata;
+using namespace autograd_test;
 
 Tensor scalar(double v) { return full({}, v, {.dtype = f64}); }
-double value(const Tensor& t) { return t.item<double>(); }
-Tensor vec(std::vector<double> v) { return from_data(std::span<const double>(v), {static_cast<int64_t>(v.size())}); }
-
-void expect_near(const Tensor& a, const std::vector<double>& b, double tol) {
-  std::vector<double> x = a.to_vector<double>();
-  ASSERT_EQ(x.size(), b.size());
-  for (size_t i = 0; i < x.size(); ++i) EXPECT_NEAR(x[i], b[i], tol) << "element " << i;
-}
-
-/// Checks that `f` throws an Error whose message contains every piece.
-template <typename F>
-void expect_error(F&& f, const std::vector<std::string>& pieces) {
-  try {
-    f();
-    ADD_FAILURE() << "no error thrown";
-  } catch (const Error& e) {
-    for (const std::string& p : pieces) EXPECT_NE(std::string(e.what()).find(p), std::string::npos) << e.what();
-  }
-}
 
 /// Counts the rules that ran, so that a test can tell the rule from autodiff.
 struct Counters {

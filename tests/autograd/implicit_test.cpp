@@ -2,6 +2,8 @@
 // forms (the square root as a fixed point, ridge regression's solution in
 // its regulariser), unrolled differentiation, higher orders and forward mode,
 // memory that does not grow with the iterations, and the errors.
+#include "autograd_test_util.hpp"
+
 #include <strata/strata.hpp>
 
 #include <gtest/gtest.h>
@@ -13,25 +15,7 @@
 namespace {
 
 using namespace strata;
-
-Tensor vec(std::vector<double> v) { return from_data(std::span<const double>(v), {static_cast<int64_t>(v.size())}); }
-double value(const Tensor& t) { return t.item<double>(); }
-
-void expect_near(const Tensor& a, const std::vector<double>& b, double tol) {
-  std::vector<double> x = a.to_vector<double>();
-  ASSERT_EQ(x.size(), b.size());
-  for (size_t i = 0; i < x.size(); ++i) EXPECT_NEAR(x[i], b[i], tol) << "element " << i;
-}
-
-template <typename F>
-void expect_error(F&& f, const std::vector<std::string>& pieces) {
-  try {
-    f();
-    ADD_FAILURE() << "no error thrown";
-  } catch (const Error& e) {
-    for (const std::string& p : pieces) EXPECT_NE(std::string(e.what()).find(p), std::string::npos) << e.what();
-  }
-}
+using namespace autograd_test;
 
 /// Heron's map: its fixed point is sqrt(a).
 Tensor heron(const Tensor& x, const std::vector<Tensor>& p) { return (x + p[0] / x) * 0.5; }

@@ -109,7 +109,9 @@ using TraceFn = std::function<std::vector<Tensor>(const std::vector<Tensor>&)>;
 /// path taken, tensors not computed from the inputs become constants (random
 /// numbers drawn inside f are replayed as drawn), and shapes are fixed to
 /// the examples'. In-place writes to traced values and moves between
-/// devices inside f are rejected with an Error.
+/// devices inside f are rejected with an Error. A custom function call
+/// (strata/custom_function.hpp) is recorded as one node, not its own ops;
+/// the replay calls the function, so its derivative rules differentiate it.
 Graph trace(const TraceFn& f, const std::vector<Tensor>& example_inputs);
 
 }  // namespace strata

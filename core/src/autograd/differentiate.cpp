@@ -58,14 +58,14 @@ std::vector<Tensor> pullback(const TensorsFunction& f, const std::vector<Tensor>
 }
 
 std::vector<Tensor> pushforward(const TensorsFunction& f, const std::vector<Tensor>& primals,
-                                const std::vector<Tensor>& tangents) {
+                                const std::vector<Tensor>& tangents, std::vector<Tensor>* outputs) {
   AutogradState& st = autograd_state();
   const uint64_t level = new_level_id();
   std::vector<Tensor> args;
   args.reserve(primals.size());
   for (size_t k = 0; k < primals.size(); ++k) {
     Tensor a = tracked_alias(primals[k]);
-    if (k < tangents.size() && tangents[k].defined() && is_floating(a.dtype())) {
+    if (k < tangents.size() && tangents[k].defined()) {
       meta_of(a).tangents.emplace_back(level, tangents[k].to(a.dtype()));
     }
     args.push_back(std::move(a));
@@ -85,6 +85,7 @@ std::vector<Tensor> pushforward(const TensorsFunction& f, const std::vector<Tens
     Tensor t = o.defined() ? o.tangent(level) : Tensor();
     result.push_back(t.defined() || !o.defined() ? t : zeros_like(o));
   }
+  if (outputs != nullptr) *outputs = std::move(outs);
   return result;
 }
 

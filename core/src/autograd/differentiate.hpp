@@ -27,8 +27,8 @@ std::vector<Tensor> pullback(const TensorsFunction& f, const std::vector<Tensor>
 
 /// The tangents of f's outputs at `primals` along `tangents` (undefined =
 /// zero), computed under a fresh forward level. Zeros for outputs that do
-/// not depend on a tangent.
+/// not depend on a tangent. With `outputs`, f's outputs are stored there.
 std::vector<Tensor> pushforward(const TensorsFunction& f, const std::vector<Tensor>& primals,
-                                const std::vector<Tensor>& tangents);
+                                const std::vector<Tensor>& tangents, std::vector<Tensor>* outputs = nullptr);
 
 }  // namespace strata::detail

@@ -14,18 +14,22 @@ namespace {
 
 double dot(const Tensor& a, const Tensor& b) { return sum(a * b).item<double>(); }
 
+/// x = 0, converged already when b = 0.
+KrylovResult start(const Tensor& b, double b_norm) {
+  KrylovResult out;
+  out.x = zeros_like(b);
+  out.converged = b_norm == 0.0;
+  return out;
+}
+
 }  // namespace
 
 double norm2(const Tensor& t) { return std::sqrt(dot(t, t)); }
 
 KrylovResult conjugate_gradient(const LinearOperator& A, const Tensor& b, double tolerance, int64_t max_iterations) {
-  KrylovResult out;
-  out.x = zeros_like(b);
   const double b_norm = norm2(b);
-  if (b_norm == 0.0) {
-    out.converged = true;
-    return out;
-  }
+  KrylovResult out = start(b, b_norm);
+  if (out.converged) return out;
   Tensor r = b;
   out.residual = 1.0;
   while (true) {
@@ -66,13 +70,9 @@ KrylovResult conjugate_gradient(const LinearOperator& A, const Tensor& b, double
 
 KrylovResult gmres(const LinearOperator& A, const Tensor& b, double tolerance, int64_t max_iterations,
                    int64_t restart) {
-  KrylovResult out;
-  out.x = zeros_like(b);
   const double b_norm = norm2(b);
-  if (b_norm == 0.0) {
-    out.converged = true;
-    return out;
-  }
+  KrylovResult out = start(b, b_norm);
+  if (out.converged) return out;
   const size_t m = static_cast<size_t>(std::max<int64_t>(restart, 1));
   Tensor r = b;  // b − A x for x = 0
   double beta = b_norm;
