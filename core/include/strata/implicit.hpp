@@ -72,6 +72,8 @@ struct ImplicitSolution {
 };
 
 /// f(x, params) or g(x, params): x has the shape of x0, the result too.
+/// Pass every tensor the solution is to be differentiated with respect to
+/// in `params`: tensors the function captures are constants to it.
 using ImplicitFn = std::function<Tensor(const Tensor& x, const std::vector<Tensor>& params)>;
 
 /// x* = f(x*, params), by the iteration x ← f(x, params) from x0. Its

@@ -10,15 +10,14 @@
 // R, written with Strata ops (pullback/pushforward of R), so every
 // derivative is again a solve or an op: any order, any mode. Only the
 // iterations of the solvers run outside the graph.
-#include "custom_internal.hpp"
 #include "differentiate.hpp"
 #include "krylov.hpp"
-#include "nodes.hpp"
 #include "rule_scopes.hpp"
 
 #include "../logging.hpp"
 
 #include <strata/autograd.hpp>
+#include <strata/custom_function.hpp>
 #include <strata/error.hpp>
 #include <strata/implicit.hpp>
 #include <strata/ops.hpp>
