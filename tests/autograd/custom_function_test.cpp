@@ -516,10 +516,18 @@ TEST(CustomFunction, TracedCallsReplayTheFunctionAndItsRule) {
   Tensor dx = grad([&](const Tensor& t) { return sum(g.run({t})[0]); })(x);
   EXPECT_EQ(counts.backward, 1);  // the replay was differentiated by the rule
   expect_near(dx, {6.0, 6.0 / (1 + std::exp(4.0))}, 1e-14);  // finite: the stable rule, not autodiff of log1p(exp)
-  // Saving needs the function registered under its name.
+  // Saving needs the function registered under its name (a fresh name per
+  // run: the registry lives as long as the process).
+  static int runs = 0;
+  const std::string local_name = "twice_" + std::to_string(++runs);
+  CustomFunction local = custom_jvp([](const std::vector<Tensor>& in) { return std::vector<Tensor>{in[0] * 2.0}; },
+                                    [](const std::vector<Tensor>&, const std::vector<Tensor>&,
+                                       const std::vector<Tensor>& t) { return std::vector<Tensor>{t[0] * 2.0}; },
+                                    {.name = local_name});
+  Graph unregistered = trace([&](const std::vector<Tensor>& in) { return local(in); }, {example});
   std::filesystem::path file =
       std::filesystem::temp_directory_path() / ("strata_custom_trace_" + std::to_string(::getpid()) + ".json");
-  expect_error([&] { g.save(file); }, {"custom function 'softplus'", "not registered"});
+  expect_error([&] { unregistered.save(file); }, {"custom function '" + local_name + "'", "not registered"});
   EXPECT_FALSE(std::filesystem::exists(file));
   register_custom_function(Softplus::function());
   register_custom_function(Softplus::function());  // again: a no-op
@@ -540,15 +548,16 @@ TEST(CustomFunction, TracedCallsReplayTheFunctionAndItsRule) {
 }
 
 TEST(CustomFunction, LoadingAGraphWithAnUnknownFunctionNamesIt) {
+  static int runs = 0;  // a fresh name per run: the registry lives as long as the process
   CustomFunction f = custom_jvp([](const std::vector<Tensor>& in) { return std::vector<Tensor>{in[0] * 2.0}; },
                                 [](const std::vector<Tensor>&, const std::vector<Tensor>&, const std::vector<Tensor>& t) {
                                   return std::vector<Tensor>{t[0] * 2.0};
                                 },
-                                {.name = "double_it_unregistered_here"});
+                                {.name = "double_it_" + std::to_string(++runs)});
   Graph g = trace([&](const std::vector<Tensor>& in) { return f(in, {{"note", std::string("x")}, {"k", int64_t{3}}}); },
                   {vec({1.0})});
   std::string text = g.to_json();
-  // Rename the function in the text to one nobody registered.
+  // Traced before registration, the node names "double_it_<n>#<id>", which is registered nowhere.
   expect_error([&] { Graph::from_json(text, "mem.json"); }, {"mem.json", "/nodes/0/attrs", "is not registered"});
   register_custom_function(f);
   Graph reg = trace([&](const std::vector<Tensor>& in) { return f(in, {{"note", std::string("x")}}); }, {vec({1.0})});

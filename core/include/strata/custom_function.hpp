@@ -118,7 +118,6 @@ class FunctionContext {
   std::vector<Tensor> inputs_;
   std::vector<Tensor> outputs_;
   std::vector<Tensor> saved_;
-  bool saved_set_ = false;
   bool in_forward_ = true;
   std::vector<size_t> non_differentiable_;
   std::vector<uint8_t> needs_;

@@ -161,7 +161,6 @@ FunctionContext CustomAccess::rule_context(const CustomCall& call, std::vector<T
   ctx.inputs_ = std::move(inputs);
   ctx.outputs_ = std::move(outputs);
   ctx.saved_ = std::move(saved);
-  ctx.saved_set_ = true;
   ctx.in_forward_ = false;
   ctx.non_differentiable_ = call.non_differentiable;
   ctx.needs_ = std::move(needs);
@@ -175,7 +174,6 @@ FunctionContext CustomAccess::rule_context(const CustomCall& call, std::vector<T
 void FunctionContext::save_for_backward(std::vector<Tensor> tensors) {
   if (!in_forward_) throw Error(detail::custom_what(name()) + ": save_for_backward is only allowed in forward");
   saved_ = std::move(tensors);
-  saved_set_ = true;
 }
 
 void FunctionContext::mark_non_differentiable(std::vector<size_t> outputs) {
