@@ -31,12 +31,6 @@ struct CheckpointClosure {
   std::unique_ptr<detail::SelectiveCache> kept;  // selective checkpointing's op outputs, or null
 };
 
-/// The generator and autocast state of the first run, for a recomputation.
-class ReplayState : public detail::ReplayState {
- public:
-  explicit ReplayState(const CheckpointClosure& c) : detail::ReplayState(&c.rng, c.autocast) {}
-};
-
 using detail::RecordingScope;
 
 const CheckpointClosure& closure_of(const GradContext& c) {
@@ -50,7 +44,7 @@ std::vector<Tensor> checkpoint_vjp(const GradContext& c) {
   // recorded (higher order); then the recomputation is recorded on the
   // enclosing levels too, so its gradient is differentiable again.
   bool create_graph = detail::autograd_state().grad_enabled;
-  ReplayState replay(cl);
+  detail::ReplayState replay(&cl.rng, cl.autocast);  // the first run's generator and autocast state
   EnableGradGuard enable;
   RecordingScope recording(create_graph);
   GradientTape tape({.persistent = false, .higher_order = create_graph, .unconnected = Unconnected::zero});
@@ -103,7 +97,7 @@ std::vector<Tensor> checkpoint_vjp(const GradContext& c) {
 /// the call to the captured reads themselves).
 std::vector<Tensor> checkpoint_jvp(const GradContext& c) {
   const CheckpointClosure& cl = closure_of(c);
-  ReplayState replay(cl);
+  detail::ReplayState replay(&cl.rng, cl.autocast);  // the first run's generator and autocast state
   detail::AutogradState& st = detail::autograd_state();
   uint64_t level = detail::new_level_id();
   std::vector<Tensor> args;
