@@ -4,6 +4,7 @@
 // differentiable when replayed).
 #pragma once
 
+#include <strata/custom_function.hpp>
 #include <strata/tensor.hpp>
 
 #include <cstdint>
@@ -72,16 +73,23 @@ struct Graph {
   std::vector<Shape> input_shapes;
   std::vector<GraphConstant> constants;
   /// For traced graphs, `outputs` holds value ids.
+  /// The custom functions its "custom_function" nodes call, by the node's
+  /// "function" attribute: the registered name, or for a function not
+  /// registered when traced, the name and a number ("softplus#3").
+  std::map<std::string, CustomFunction> custom_functions;
 
   std::string to_json() const;
   std::string to_dot() const;
 
   /// Writes a traced graph as JSON (format "strata-graph", version 1).
   /// Throws Error naming the path when it cannot be written, or when the
-  /// graph came from recorded_graph() (not replayable).
+  /// graph came from recorded_graph() (not replayable), or when it calls a
+  /// custom function that is not registered under its name
+  /// (register_custom_function), naming the function.
   void save(const std::filesystem::path& path) const;
   /// Reads a graph written by save(). Throws Error naming the file and the
-  /// JSON path of what is wrong (unknown op, value used before defined, ...).
+  /// JSON path of what is wrong (unknown op, value used before defined, a
+  /// custom function not registered in this process, ...).
   static Graph load(const std::filesystem::path& path);
   static Graph from_json(const std::string& text, const std::string& source = "<string>");
 
@@ -101,7 +109,9 @@ using TraceFn = std::function<std::vector<Tensor>(const std::vector<Tensor>&)>;
 /// path taken, tensors not computed from the inputs become constants (random
 /// numbers drawn inside f are replayed as drawn), and shapes are fixed to
 /// the examples'. In-place writes to traced values and moves between
-/// devices inside f are rejected with an Error.
+/// devices inside f are rejected with an Error. A custom function call
+/// (strata/custom_function.hpp) is recorded as one node, not its own ops;
+/// the replay calls the function, so its derivative rules differentiate it.
 Graph trace(const TraceFn& f, const std::vector<Tensor>& example_inputs);
 
 }  // namespace strata

@@ -5,11 +5,13 @@
 #include <strata/autograd.hpp>
 #include <strata/checkpoint.hpp>
 #include <strata/config.hpp>
+#include <strata/custom_function.hpp>
 #include <strata/device.hpp>
 #include <strata/dtype.hpp>
 #include <strata/error.hpp>
 #include <strata/transforms.hpp>
 #include <strata/graph.hpp>
+#include <strata/implicit.hpp>
 #include <strata/nn.hpp>
 #include <strata/ops.hpp>
 #include <strata/runtime.hpp>

@@ -1,6 +1,7 @@
 // checkpoint.cpp — activation checkpointing as a recorded node whose
 // derivative rules run the function again.
 #include "nodes.hpp"
+#include "rule_scopes.hpp"
 #include "trace.hpp"
 
 #include "../amp_internal.hpp"
@@ -30,41 +31,7 @@ struct CheckpointClosure {
   std::unique_ptr<detail::SelectiveCache> kept;  // selective checkpointing's op outputs, or null
 };
 
-/// Puts the generator and autocast state of the first run in place for a
-/// scope and restores the caller's afterwards.
-class ReplayState {
- public:
-  explicit ReplayState(const CheckpointClosure& c)
-      : rng_(get_rng_state()), autocast_(detail::autocast_snapshot()) {
-    set_rng_state(c.rng);
-    detail::restore_autocast(c.autocast);
-  }
-  ~ReplayState() {
-    set_rng_state(rng_);
-    detail::restore_autocast(autocast_);
-  }
-  ReplayState(const ReplayState&) = delete;
-  ReplayState& operator=(const ReplayState&) = delete;
-
- private:
-  RngState rng_;
-  detail::AutocastSnapshot autocast_;
-};
-
-/// Restores the set of recording levels on exit.
-class RecordingScope {
- public:
-  explicit RecordingScope(bool keep_outer) : st_(detail::autograd_state()), saved_(st_.recording) {
-    if (!keep_outer) st_.recording = {};
-  }
-  ~RecordingScope() { st_.recording = saved_; }
-  RecordingScope(const RecordingScope&) = delete;
-  RecordingScope& operator=(const RecordingScope&) = delete;
-
- private:
-  detail::AutogradState& st_;
-  detail::LevelSet saved_;
-};
+using detail::RecordingScope;
 
 const CheckpointClosure& closure_of(const GradContext& c) {
   if (c.closure == nullptr) throw Error("checkpoint: the node's function was already released");
@@ -77,7 +44,7 @@ std::vector<Tensor> checkpoint_vjp(const GradContext& c) {
   // recorded (higher order); then the recomputation is recorded on the
   // enclosing levels too, so its gradient is differentiable again.
   bool create_graph = detail::autograd_state().grad_enabled;
-  ReplayState replay(cl);
+  detail::ReplayState replay(&cl.rng, cl.autocast);  // the first run's generator and autocast state
   EnableGradGuard enable;
   RecordingScope recording(create_graph);
   GradientTape tape({.persistent = false, .higher_order = create_graph, .unconnected = Unconnected::zero});
@@ -133,7 +100,7 @@ std::vector<Tensor> checkpoint_vjp(const GradContext& c) {
 /// the call to the captured reads themselves).
 std::vector<Tensor> checkpoint_jvp(const GradContext& c) {
   const CheckpointClosure& cl = closure_of(c);
-  ReplayState replay(cl);
+  detail::ReplayState replay(&cl.rng, cl.autocast);  // the first run's generator and autocast state
   detail::AutogradState& st = detail::autograd_state();
   uint64_t level = detail::new_level_id();
   std::vector<Tensor> args;

@@ -9,6 +9,8 @@
 
 #include "../op.hpp"
 
+#include <strata/custom_function.hpp>
+
 #include <atomic>
 #include <functional>
 #include <set>
@@ -47,6 +49,13 @@ class TraceNested {
  private:
   TraceState* state_;
 };
+
+/// A custom function's call: under trace() at top level, runs `run` with the
+/// function's own ops kept out of the graph and records the call as one
+/// "custom_function" node (the graph keeps the function, so Graph::run
+/// replays it and its rules); otherwise just runs `run`.
+std::vector<Tensor> trace_custom_call(const CustomFunction& f, const std::vector<Tensor>& inputs,
+                                      const FunctionAttrs& attrs, const std::function<std::vector<Tensor>()>& run);
 
 /// Throws when tracing: `what` cannot be replayed from a graph.
 void trace_unsupported(const char* what);

@@ -141,9 +141,10 @@ std::string program_to_json(const Graph& g) { return program_json(g).dump(1); }
 
 void Graph::save(const std::filesystem::path& path) const {
   if (!traced) throw Error("Graph::save: only graphs made by trace() can be saved and replayed");
+  const Graph savable = detail::savable_graph(*this);  // before the file is touched
   std::ofstream out(path, std::ios::binary | std::ios::trunc);
   if (!out) throw Error("Graph::save: cannot open " + path.string() + " for writing");
-  out << program_json(*this).dump(1) << '\n';
+  out << program_json(savable).dump(1) << '\n';
   out.close();
   if (!out) throw Error("Graph::save: writing " + path.string() + " failed");
 }

@@ -5,6 +5,7 @@
 //   trace_run.cpp        Graph::run: replaying a traced graph
 //   trace_format.cpp     the strata-graph JSON file: Graph::save, Graph::load, Graph::from_json
 //   trace_check.cpp      what Graph::load accepts: every node checked against its op's schema and shape rule
+//   trace_custom.cpp     custom functions in graphs: recorded, replayed, saved and loaded by registered name
 #pragma once
 
 #include "trace.hpp"
@@ -96,6 +97,26 @@ inline constexpr std::string_view kDTypeValuesExpected =
 
 /// Replays a view or join node through its public function (trace_run.cpp).
 Tensor replay_structural(const GraphNode& n, const std::vector<Tensor>& in);
+
+/// Whether `n` calls a custom function (trace_custom.cpp).
+bool is_custom_node(const GraphNode& n);
+
+/// Replays a custom function's node: calls the function the graph holds
+/// for it (so the replay is recorded as one node with the function's
+/// rules); checks the outputs against the node (trace_custom.cpp).
+std::vector<Tensor> replay_custom(const Graph& g, const GraphNode& n, const std::vector<Tensor>& inputs);
+
+/// A copy of `g` to save: custom function nodes name their functions by
+/// registered name. Throws naming the node and the function when one is
+/// not registered (trace_custom.cpp).
+Graph savable_graph(const Graph& g);
+
+/// Checks a loaded custom function node (its function registered in this
+/// process, one output dtype per output, attributes of kinds functions
+/// take), adds the function to `g`, and returns the outputs' dtypes and
+/// shapes (trace_custom.cpp).
+std::vector<std::pair<DType, Shape>> load_custom_node(Graph& g, const GraphNode& n, const std::string& source,
+                                                      const std::string& path);
 
 /// Whether `call` is one of `cache`'s ops, called outside a nested
 /// checkpoint and not in place (trace_selective.cpp).

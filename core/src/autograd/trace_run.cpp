@@ -120,7 +120,12 @@ namespace {
 
 /// Replays one node, its results stored in `set`.
 template <typename Set>
-void replay_node(const GraphNode& n, std::vector<Tensor>& in, Set set) {
+void replay_node(const Graph& g, const GraphNode& n, std::vector<Tensor>& in, Set set) {
+  if (detail::is_custom_node(n)) {
+    std::vector<Tensor> out = detail::replay_custom(g, n, in);
+    for (size_t k = 0; k < out.size(); ++k) set(n.outputs[k], std::move(out[k]));
+    return;
+  }
   const detail::OpDef* op = detail::find_op(n.op);
   if (op == nullptr) throw Error("Graph::run: unknown op '" + n.op + "'");
   if (op->kind == detail::OpKind::view || op->kind == detail::OpKind::join) {
@@ -191,7 +196,7 @@ std::vector<Tensor> Graph::run(const std::vector<Tensor>& inputs) const {
     std::vector<Tensor> in;
     for (int64_t v : n.inputs) in.push_back(value(v));
     try {
-      replay_node(n, in, set);
+      replay_node(*this, n, in, set);
     } catch (const Error&) {
       throw;
     } catch (const std::exception& e) {  // a graph built by hand can reach what load() did not check

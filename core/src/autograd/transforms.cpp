@@ -1,4 +1,5 @@
 // transforms.cpp — grad, jvp, vjp, jacobians, Hessian products, gradcheck.
+#include "differentiate.hpp"
 #include "nodes.hpp"
 
 #include "../tensor_impl.hpp"
@@ -76,21 +77,10 @@ std::pair<Tensor, Tensor> jvp(const Fn& f, const Tensor& x, const Tensor& v) {
     throw ShapeError("jvp: tangent shape " + detail::shape_string(v.shape()) + " differs from input shape " +
                      detail::shape_string(x.shape()));
   }
-  detail::AutogradState& st = detail::autograd_state();
-  uint64_t level = detail::new_level_id();
-  Tensor dual = detail::tracked_alias(x);
-  detail::meta_of(dual).tangents.emplace_back(level, v.to(x.dtype()));
-  st.forward.add(level);
-  Tensor y;
-  try {
-    y = f(dual);
-  } catch (...) {
-    st.forward.remove(level);
-    throw;
-  }
-  st.forward.remove(level);
-  Tensor t = y.tangent(level);
-  return {y, t.defined() ? t : zeros_like(y)};
+  std::vector<Tensor> y;
+  std::vector<Tensor> t = detail::pushforward([&](const std::vector<Tensor>& in) { return std::vector<Tensor>{f(in[0])}; },
+                                              {x}, {v}, &y);
+  return {y[0], t[0]};
 }
 
 Tensor jacrev(const Fn& f, const Tensor& x) {
