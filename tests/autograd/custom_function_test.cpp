@@ -8,6 +8,7 @@
 #include <gtest/gtest.h>
 
 #include <cmath>
+#include <complex>
 #include <filesystem>
 #include <string>
 #include <unistd.h>
@@ -563,6 +564,51 @@ TEST(CustomFunction, LoadingAGraphWithAnUnknownFunctionNamesIt) {
   Graph reg = trace([&](const std::vector<Tensor>& in) { return f(in, {{"note", std::string("x")}}); }, {vec({1.0})});
   Graph loaded = Graph::from_json(reg.to_json(), "mem.json");
   expect_near(loaded.run({vec({4.0})})[0], {8.0}, 0.0);
+}
+
+}  // namespace
+
+namespace {
+
+// Custom rules on complex tensors follow the built-in ops' convention
+// (docs/complex.md): written rules are used as given, and derived ones —
+// reverse from a jvp rule, forward from a backward rule — transpose through
+// the real inner product Re Σ conj(a)·b, so f(z) = z² defined either way
+// differentiates like z * z.
+TEST(CustomFunctionComplex, WrittenAndDerivedRulesMatchTheBuiltInOps) {
+  using C = std::complex<double>;
+  const std::vector<C> zv{{0.5, -1.0}, {2.0, 0.25}, {-1.5, 0.75}}, wv{{1.0, 2.0}, {-0.5, 0.5}, {0.25, -1.0}};
+  const Tensor z = from_data(std::span<const C>(zv), {3}), w = from_data(std::span<const C>(wv), {3});
+  CustomFunction by_vjp = custom_vjp(
+      [](const std::vector<Tensor>& in) { return std::vector<Tensor>{in[0] * in[0]}; },
+      [](const std::vector<Tensor>& in) {
+        return std::pair{std::vector<Tensor>{in[0] * in[0]}, std::vector<Tensor>{in[0]}};
+      },
+      // PyTorch's convention for a holomorphic f: g · conj(f'(z)).
+      [](const std::vector<Tensor>& res, const std::vector<Tensor>& g) {
+        return std::vector<Tensor>{g[0] * conj(res[0] * 2.0)};
+      },
+      {.name = "square_by_vjp"});
+  CustomFunction by_jvp = custom_jvp([](const std::vector<Tensor>& in) { return std::vector<Tensor>{in[0] * in[0]}; },
+                                     [](const std::vector<Tensor>& in, const std::vector<Tensor>&,
+                                        const std::vector<Tensor>& t) { return std::vector<Tensor>{t[0] * in[0] * 2.0}; },
+                                     {.name = "square_by_jvp"});
+  // A real loss of f(z): L = Re Σ conj(w)·f(z).
+  auto gradient = [&](const std::function<Tensor(const Tensor&)>& f) {
+    GradientTape tape;
+    Tensor zw = z.detach();
+    tape.watch(zw);
+    return tape.gradient(real(sum(conj(w) * f(zw))), {zw})[0].to_vector<C>();
+  };
+  const std::vector<C> expected = gradient([](const Tensor& a) { return a * a; });
+  for (const auto& [name, f] : std::vector<std::pair<std::string, CustomFunction>>{{"vjp", by_vjp}, {"jvp", by_jvp}}) {
+    const std::vector<C> got = gradient([&f](const Tensor& a) { return f(a); });
+    for (size_t k = 0; k < expected.size(); ++k) EXPECT_LT(std::abs(got[k] - expected[k]), 1e-12) << name << " " << k;
+    // Forward mode: J t = 2 z t.
+    auto [y, t] = jvp([&f](const Tensor& a) { return f(a); }, z, w);
+    const std::vector<C> tv = t.to_vector<C>();
+    for (size_t k = 0; k < zv.size(); ++k) EXPECT_LT(std::abs(tv[k] - 2.0 * zv[k] * wv[k]), 1e-12) << name << " " << k;
+  }
 }
 
 }  // namespace

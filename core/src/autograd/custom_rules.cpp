@@ -60,7 +60,7 @@ std::vector<Tensor> check_results(const std::string& name, const char* rule, con
   for (size_t k = 0; k < results.size(); ++k) {
     Tensor& r = results[k];
     if (!r.defined()) continue;
-    if (!is_floating(like[k].dtype())) {
+    if (!is_differentiable(like[k].dtype())) {
       r = Tensor();
       continue;
     }
@@ -132,7 +132,7 @@ FunctionContext context(const CustomCall& call, const std::vector<Tensor>& input
 std::vector<Tensor> zeros_for(const std::vector<Tensor>& like) {
   std::vector<Tensor> z(like.size());
   for (size_t k = 0; k < like.size(); ++k) {
-    if (is_floating(like[k].dtype())) z[k] = zeros_like(like[k]);
+    if (is_differentiable(like[k].dtype())) z[k] = zeros_like(like[k]);
   }
   return z;
 }
@@ -211,7 +211,7 @@ std::vector<Tensor> custom_node_vjp(const GradContext& c) {
   // Zeros for outputs that got no gradient (PyTorch's materialised grads).
   std::vector<Tensor> grads(outputs.size());
   for (size_t k = 0; k < outputs.size(); ++k) {
-    if (!is_floating(outputs[k].dtype())) continue;
+    if (!is_differentiable(outputs[k].dtype())) continue;
     bool given = k < c.grads.size() && c.grads[k].defined() && !non_differentiable(call, k);
     grads[k] = given ? c.grads[k] : zeros_like(outputs[k]);
   }
@@ -240,7 +240,7 @@ std::vector<Tensor> custom_node_jvp(const GradContext& c) {
   const std::vector<Tensor> outputs(c.outputs.begin(), c.outputs.end());
   std::vector<Tensor> tangents(inputs.size());
   for (size_t k = 0; k < inputs.size(); ++k) {
-    if (!is_floating(inputs[k].dtype())) continue;
+    if (!is_differentiable(inputs[k].dtype())) continue;
     tangents[k] = k < c.grads.size() && c.grads[k].defined() ? c.grads[k] : zeros_like(inputs[k]);
   }
   ReplayState autocast(nullptr, call.autocast);

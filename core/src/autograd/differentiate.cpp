@@ -15,8 +15,13 @@ Tensor tracked_alias(const Tensor& x);  // views.cpp
 Tensor inner_product(const std::vector<Tensor>& a, const std::vector<Tensor>& b) {
   Tensor total;
   for (size_t k = 0; k < a.size() && k < b.size(); ++k) {
-    if (!a[k].defined() || !b[k].defined() || !is_floating(a[k].dtype()) || !is_floating(b[k].dtype())) continue;
-    Tensor term = sum(a[k] * b[k]);
+    if (!a[k].defined() || !b[k].defined() || !is_differentiable(a[k].dtype()) || !is_differentiable(b[k].dtype())) {
+      continue;
+    }
+    // Re Σ conj(a)·b: the real inner product of complex values seen as real
+    // pairs, so that pullbacks follow PyTorch's convention (docs/complex.md);
+    // conj and real are the identity on real tensors.
+    Tensor term = real(sum(conj(a[k]) * b[k]));
     total = total.defined() ? total + term : term;
   }
   return total;
@@ -35,7 +40,7 @@ std::vector<Tensor> pullback(const TensorsFunction& f, const std::vector<Tensor>
   std::vector<size_t> source_of;
   args.reserve(primals.size());
   for (size_t k = 0; k < primals.size(); ++k) {
-    if (k < wrt.size() && wrt[k] && primals[k].defined() && is_floating(primals[k].dtype())) {
+    if (k < wrt.size() && wrt[k] && primals[k].defined() && is_differentiable(primals[k].dtype())) {
       Tensor a = tracked_alias(primals[k]);  // history kept for the enclosing levels
       tape.watch(a);
       sources.push_back(a);

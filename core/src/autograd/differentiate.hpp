@@ -15,8 +15,9 @@ namespace strata::detail {
 
 using TensorsFunction = std::function<std::vector<Tensor>(const std::vector<Tensor>&)>;
 
-/// Σ_j sum(a_j · b_j) over the pairs where both are defined and floating;
-/// undefined when there is none.
+/// Σ_j Re sum(conj(a_j) · b_j) over the pairs where both are defined and
+/// floating or complex (the real inner product, complex values as real
+/// pairs); undefined when there is none.
 Tensor inner_product(const std::vector<Tensor>& a, const std::vector<Tensor>& b);
 
 /// The gradient of Σ_j <f(primals)_j, cotangents_j> with respect to each

@@ -187,7 +187,7 @@ std::vector<std::pair<DType, Shape>> load_custom_node(Graph& g, const GraphNode&
   std::vector<std::pair<DType, Shape>> outputs;
   for (size_t k = 0; k < n.outputs.size(); ++k) {
     int64_t d = dtypes->ints[k];
-    if (d < 0 || d >= kDTypeCount) {
+    if (!is_dtype_value(d)) {
       graph_load_error(source, path + "/attrs", "output_dtypes: " + std::to_string(d) + " is not a dtype of the op set");
     }
     outputs.emplace_back(static_cast<DType>(d), n.output_shapes[k]);
