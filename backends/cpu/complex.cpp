@@ -94,22 +94,12 @@ struct Reduce {
   static strata_status run(const KernelCall& call) {
     const strata_tensor &xt = call.in(0), &yt = call.out();
     if (xt.rank != yt.rank) return fail(call.error, STRATA_ERROR_INVALID_ARGUMENT, "%s: rank mismatch", name);
-    int64_t kshape[kMaxRank], kx[kMaxRank], ky[kMaxRank], rshape[kMaxRank], rx[kMaxRank];
-    int nk = 0, nr = 0;
-    for (int d = 0; d < xt.rank; ++d) {
-      if (yt.shape[d] == xt.shape[d]) {
-        kshape[nk] = xt.shape[d];
-        kx[nk] = xt.strides[d];
-        ky[nk++] = yt.strides[d];
-      } else if (yt.shape[d] == 1) {
-        rshape[nr] = xt.shape[d];
-        rx[nr++] = xt.strides[d];
-      } else {
-        return fail(call.error, STRATA_ERROR_INVALID_ARGUMENT, "%s: output dim %d must be 1 or the input's", name, d);
-      }
+    ReductionLayout layout;
+    if (int bad = 0; !reduction_layout(xt, yt, layout, bad)) {
+      return fail(call.error, STRATA_ERROR_INVALID_ARGUMENT, "%s: output dim %d must be 1 or the input's", name, bad);
     }
-    const Layout<2> kept = make_layout<2>(nk, kshape, {kx, ky});
-    const Layout<1> reduced = make_layout<1>(nr, rshape, {rx});
+    const Layout<2>& kept = layout.kept;
+    const Layout<1>& reduced = layout.reduced;
     const T* const x = data<const T>(xt);
     T* const y = data<T>(yt);
     const int64_t n_reduced = reduced.numel();
@@ -187,11 +177,7 @@ struct Matmul {
 
   static strata_status run(const KernelCall& call) {
     const strata_tensor &a = call.in(0), &b = call.in(1), &y = call.out();
-    if (!matmul_shapes_ok(a, b, y)) {
-      return fail(call.error, STRATA_ERROR_INVALID_ARGUMENT,
-                  "%s: operand shapes %s @ %s -> %s do not form [..., M, K] @ [..., K, N] -> [..., M, N]", name,
-                  plugin::describe(a).c_str(), plugin::describe(b).c_str(), plugin::describe(y).c_str());
-    }
+    if (!matmul_shapes_ok(a, b, y)) return refuse_matmul_shapes(call.error, name, a, b, y);
     const int r = y.rank;
     const int64_t M = y.shape[r - 2], N = y.shape[r - 1], K = a.shape[r - 1];
     const Layout<3> batches = batch_layout(y, a, b);  // operands y, a, b

@@ -411,11 +411,7 @@ struct Matmul {
 
   static strata_status run(const KernelCall& call) {
     const strata_tensor &a = call.in(0), &b = call.in(1), &y = call.out();
-    if (!matmul_shapes_ok(a, b, y)) {
-      return fail(call.error, STRATA_ERROR_INVALID_ARGUMENT,
-                  "%s: operand shapes %s @ %s -> %s do not form [..., M, K] @ [..., K, N] -> [..., M, N]", name,
-                  plugin::describe(a).c_str(), plugin::describe(b).c_str(), plugin::describe(y).c_str());
-    }
+    if (!matmul_shapes_ok(a, b, y)) return refuse_matmul_shapes(call.error, name, a, b, y);
     if (gemm_small<T>(a, b, y)) return STRATA_OK;
     if constexpr (std::is_same_v<T, double>) {
       gemm_f64(a, b, y, call.threads);
@@ -480,6 +476,13 @@ struct Linear {
 };
 
 }  // namespace
+
+strata_status refuse_matmul_shapes(strata_error* error, const char* op, const strata_tensor& a,
+                                   const strata_tensor& b, const strata_tensor& y) {
+  return fail(error, STRATA_ERROR_INVALID_ARGUMENT,
+              "%s: operand shapes %s @ %s -> %s do not form [..., M, K] @ [..., K, N] -> [..., M, N]", op,
+              plugin::describe(a).c_str(), plugin::describe(b).c_str(), plugin::describe(y).c_str());
+}
 
 void clear_matmul_cache() {
   PlanCache& cache = plan_cache();

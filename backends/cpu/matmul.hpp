@@ -16,6 +16,11 @@ inline bool matmul_shapes_ok(const strata_tensor& a, const strata_tensor& b, con
   return a.shape[r - 2] == y.shape[r - 2] && b.shape[r - 1] == y.shape[r - 1] && a.shape[r - 1] == b.shape[r - 2];
 }
 
+/// The INVALID_ARGUMENT status of `op` (matmul of any dtype) for operands
+/// that matmul_shapes_ok refuses, naming the three shapes (matmul.cpp).
+strata_status refuse_matmul_shapes(strata_error* error, const char* op, const strata_tensor& a,
+                                   const strata_tensor& b, const strata_tensor& y);
+
 /// The batch dims of (y, a, b), collapsed; a stride of 0 marks a broadcast.
 inline Layout<3> batch_layout(const strata_tensor& y, const strata_tensor& a, const strata_tensor& b) {
   return make_layout<3>(y.rank - 2, y.shape, {y.strides, a.strides, b.strides});

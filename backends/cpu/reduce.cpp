@@ -207,27 +207,16 @@ struct Reduce {
         return STRATA_OK;
       }
     }
-    int64_t kshape[kMaxRank], kx[kMaxRank], ky[kMaxRank], rshape[kMaxRank], rx[kMaxRank];
-    int nk = 0, nr = 0;
-    for (int d = 0; d < xt.rank; ++d) {
-      if (yt.shape[d] == xt.shape[d]) {
-        kshape[nk] = xt.shape[d];
-        kx[nk] = xt.strides[d];
-        ky[nk] = yt.strides[d];
-        ++nk;
-      } else if (yt.shape[d] == 1) {
-        rshape[nr] = xt.shape[d];
-        rx[nr] = xt.strides[d];
-        ++nr;
-      } else {
-        return fail(call.error, STRATA_ERROR_INVALID_ARGUMENT, "%s: output dim %d must be 1 or the input's", name, d);
-      }
+    ReductionLayout layout;
+    if (int bad = 0; !reduction_layout(xt, yt, layout, bad)) {
+      return fail(call.error, STRATA_ERROR_INVALID_ARGUMENT, "%s: output dim %d must be 1 or the input's", name, bad);
     }
-    if (!R::kLanes && nr > 1) {
-      return fail(call.error, STRATA_ERROR_INVALID_ARGUMENT, "%s: reduces exactly one dim, got %d", name, nr);
+    if (!R::kLanes && layout.reduced_dims > 1) {
+      return fail(call.error, STRATA_ERROR_INVALID_ARGUMENT, "%s: reduces exactly one dim, got %d", name,
+                  layout.reduced_dims);
     }
-    const Layout<2> kept = make_layout<2>(nk, kshape, {kx, ky});
-    const Layout<1> red = make_layout<1>(nr, rshape, {rx});
+    const Layout<2>& kept = layout.kept;
+    const Layout<1>& red = layout.reduced;
     const int64_t n_out = kept.numel();
     const int64_t n_red = red.numel();
 

@@ -195,6 +195,40 @@ void parallel_runs(const Layout<N>& l, int threads, int64_t cost_per_element, F&
       cost_per_element * kTile * kTile);
 }
 
+/// A reduction's operands: the dims y keeps (x's and y's strides, collapsed)
+/// and the dims it reduces (y has size 1 there; x's strides, collapsed).
+struct ReductionLayout {
+  Layout<2> kept;     // operands x, y
+  Layout<1> reduced;  // operand x
+  int reduced_dims = 0;  // before collapsing
+};
+
+/// Splits x and y (of equal rank) into a ReductionLayout; false when a dim
+/// of y is neither x's size nor 1 (`bad_dim` is set to it).
+inline bool reduction_layout(const strata_tensor& x, const strata_tensor& y, ReductionLayout& out, int& bad_dim) {
+  int64_t kshape[kMaxRank] = {}, kx[kMaxRank] = {}, ky[kMaxRank] = {}, rshape[kMaxRank] = {}, rx[kMaxRank] = {};
+  int nk = 0, nr = 0;
+  for (int d = 0; d < x.rank; ++d) {
+    if (y.shape[d] == x.shape[d]) {
+      kshape[nk] = x.shape[d];
+      kx[nk] = x.strides[d];
+      ky[nk] = y.strides[d];
+      ++nk;
+    } else if (y.shape[d] == 1) {
+      rshape[nr] = x.shape[d];
+      rx[nr] = x.strides[d];
+      ++nr;
+    } else {
+      bad_dim = d;
+      return false;
+    }
+  }
+  out.kept = make_layout<2>(nk, kshape, {kx, ky});
+  out.reduced = make_layout<1>(nr, rshape, {rx});
+  out.reduced_dims = nr;
+  return true;
+}
+
 /// True when every tensor is compact row-major (the fast path of most ops).
 /// Inlined by force: it is on the path of every tiny elementwise call.
 template <class... Ts>
