@@ -106,6 +106,15 @@ TEST_P(Linear, BadOperandsAndActivationsAreNamed) {
 
 TEST_P(Matmul, LargerThanOneBlock) { check({70, 130}, {130, 90}, Layout::contiguous, Layout::transposed); }
 
+// From 2^20 multiply-adds the CPU plugin cuts a GEMM into column blocks
+// (N >= M) or row blocks claimed by its threads (split_gemm): blocks of 16
+// with a short last one, batched, and strided operands.
+TEST_P(Matmul, LargeEnoughToBeSplitAcrossThreads) {
+  check({130, 90}, {90, 200}, Layout::contiguous, Layout::transposed);  // column blocks, the last 8 wide
+  check({300, 64}, {64, 100}, Layout::transposed, Layout::contiguous);  // row blocks
+  check({3, 100, 64}, {3, 64, 120}, Layout::contiguous, Layout::strided);
+}
+
 TEST_P(Matmul, OneDimensionalOperands) {
   const MatmulCase cases[] = {{{4}, {4}}, {{4}, {4, 3}}, {{3, 4}, {4}}, {{1}, {1}}, {{4}, {2, 4, 5}}, {{2, 3, 4}, {4}}};
   for (const MatmulCase& c : cases) {
