@@ -45,7 +45,7 @@
 //                                  RCCL, so the HIP plugin has no collectives.
 //
 // Differences the mapping cannot hide (shared sources must respect them)
-//   - warpSize is 64 on the CDNA targets we build for (gfx90a, gfx940), 32 on
+//   - warpSize is 64 on the CDNA targets (gfx90a by default, gfx94x), 32 on
 //     NVIDIA. Use warpSize, never a literal 32; size per-warp shared arrays for
 //     the smallest warp (32), i.e. blockDim.x / 32 entries.
 //   - The *_sync shuffles below ignore their mask: HIP 5.2 has only the

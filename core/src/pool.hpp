@@ -21,8 +21,12 @@
 
 namespace strata::detail {
 
+// gcc says __SANITIZE_ADDRESS__ / __SANITIZE_THREAD__; clang answers
+// __has_feature (the fuzz preset).
 #if defined(__SANITIZE_ADDRESS__) || defined(__SANITIZE_THREAD__)
 inline constexpr bool kPoolEnabled = false;
+#elif defined(__has_feature)
+inline constexpr bool kPoolEnabled = !(__has_feature(address_sanitizer) || __has_feature(thread_sanitizer));
 #else
 inline constexpr bool kPoolEnabled = true;
 #endif

@@ -601,7 +601,9 @@ TEST(CustomFunctionComplex, WrittenAndDerivedRulesMatchTheBuiltInOps) {
     return tape.gradient(real(sum(conj(w) * f(zw))), {zw})[0].to_vector<C>();
   };
   const std::vector<C> expected = gradient([](const Tensor& a) { return a * a; });
-  for (const auto& [name, f] : std::vector<std::pair<std::string, CustomFunction>>{{"vjp", by_vjp}, {"jvp", by_jvp}}) {
+  for (const auto& [name, function] :
+       std::vector<std::pair<std::string, CustomFunction>>{{"vjp", by_vjp}, {"jvp", by_jvp}}) {
+    const CustomFunction& f = function;  // clang 14 (the fuzz preset) cannot capture a structured binding
     const std::vector<C> got = gradient([&f](const Tensor& a) { return f(a); });
     for (size_t k = 0; k < expected.size(); ++k) EXPECT_LT(std::abs(got[k] - expected[k]), 1e-12) << name << " " << k;
     // Forward mode: J t = 2 z t.

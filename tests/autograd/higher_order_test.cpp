@@ -196,7 +196,8 @@ TEST(GradientFlow, DetachCutsItsPath) {
 }
 
 TEST(GradientFlow, CastGradientsCastBack) {
-  for (auto [from, to] : {std::pair{DType::f32, DType::f64}, std::pair{DType::f64, DType::f32}}) {
+  for (auto [from, to_binding] : {std::pair{DType::f32, DType::f64}, std::pair{DType::f64, DType::f32}}) {
+    const DType to = to_binding;  // clang 14 (the fuzz preset) cannot capture a structured binding
     Tensor x = strata::cast(strata::from_data(std::vector<double>{0.5, -1.5, 2.0}, {3}), from);
     Tensor w = strata::from_data(std::vector<double>{1.0, 2.0, -3.0}, {3});
     Tensor g = strata::grad([to, w](const Tensor& t) {

@@ -24,6 +24,8 @@ using namespace strata;
 // are shorter, and the allocator's live bytes must still return to baseline.
 #if defined(__SANITIZE_ADDRESS__)
 constexpr bool kSanitized = true;
+#elif defined(__has_feature)  // clang (the fuzz preset)
+constexpr bool kSanitized = __has_feature(address_sanitizer);
 #else
 constexpr bool kSanitized = false;
 #endif

@@ -41,7 +41,7 @@ static volatile int* volatile g_nowhere = NULL;
  * preset) would stop it first with "load of null pointer" and an exit, and
  * the test of the signal would test the sanitizer instead. */
 #if defined(__GNUC__) || defined(__clang__)
-#define BROKEN_CRASHES __attribute__((no_sanitize_undefined))
+#define BROKEN_CRASHES __attribute__((no_sanitize("undefined"))) /* gcc 8+ and clang */
 #else
 #define BROKEN_CRASHES
 #endif
