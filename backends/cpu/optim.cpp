@@ -25,18 +25,19 @@ namespace {
 /// Element count per thread below which a second thread does not pay.
 constexpr int64_t kCostPerElement = 4;
 
+/// The attribute `name`, which the call must have (one scan of its list).
+const strata_attr& required(const strata_kernel_call& call, const char* name) {
+  const strata_attr* a = plugin::find_attr(call, name);
+  if (a == nullptr) throw std::invalid_argument(std::string(call.op) + ": missing attribute '" + name + "'");
+  return *a;
+}
+
 double required_float(const strata_kernel_call& call, const char* name) {
-  if (plugin::find_attr(call, name) == nullptr) {
-    throw std::invalid_argument(std::string(call.op) + ": missing attribute '" + name + "'");
-  }
-  return plugin::attr_float(call, name, 0.0);
+  return plugin::attr_float_value(call, required(call, name));
 }
 
 int64_t required_int(const strata_kernel_call& call, const char* name) {
-  if (plugin::find_attr(call, name) == nullptr) {
-    throw std::invalid_argument(std::string(call.op) + ": missing attribute '" + name + "'");
-  }
-  return plugin::attr_int(call, name, 0);
+  return plugin::attr_int_value(call, required(call, name));
 }
 
 /// Checks `call` against (T × n_in) -> (T × n_out), every operand compact
