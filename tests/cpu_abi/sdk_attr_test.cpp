@@ -1,6 +1,8 @@
 // The SDK's attribute helpers (strata/plugin/strata_plugin.hpp), which every
 // kernel uses to read its call's attributes: lookup by name (without
 // measuring the names: attr_name_is) and the kinds each reader accepts.
+#include "plugin_fixture.hpp"
+
 #include <strata/plugin/strata_plugin.hpp>
 
 #include <gtest/gtest.h>
@@ -12,18 +14,7 @@
 namespace {
 
 using namespace strata::plugin;
-
-strata_attr make(const char* name, strata_attr_kind kind, int64_t i, double f,
-                 strata_dtype scalar = STRATA_F64) {
-  strata_attr a{};
-  a.struct_size = sizeof(strata_attr);
-  a.name = name;
-  a.kind = kind;
-  a.scalar_dtype = scalar;
-  a.i = i;
-  a.f = f;
-  return a;
-}
+using strata::cpu_abi::Attrs;
 
 TEST(SdkAttrs, NamesCompareWhole) {
   EXPECT_TRUE(attr_name_is("beta1", "beta1"));
@@ -38,17 +29,18 @@ TEST(SdkAttrs, NamesCompareWhole) {
 }
 
 TEST(SdkAttrs, LookupAndKinds) {
-  strata_attr lr = make("lr", STRATA_ATTR_FLOAT, 0, 0.5);
-  strata_attr first = make("first", STRATA_ATTR_BOOL, 1, 0.0);
-  strata_attr mode = make("decay_mode", STRATA_ATTR_INT, 2, 0.0);
-  strata_attr exact = make("exact", STRATA_ATTR_SCALAR, 7, 0.0, STRATA_I64);
-  strata_attr big = make("big", STRATA_ATTR_SCALAR, 0, 1.25, STRATA_F64);
-  const strata_attr* list[] = {&lr, nullptr, &first, &mode, &exact, &big};
+  Attrs attrs;
+  attrs.real("lr", 0.5).boolean("first", true).integer("decay_mode", 2).scalar_i64("exact", 7).scalar_f64("big", 1.25);
+  std::vector<const strata_attr*> list(attrs.data(), attrs.data() + attrs.size());
+  list.insert(list.begin() + 1, nullptr);  // a null entry is skipped
+  const strata_attr& lr = *list[0];
+  const strata_attr& mode = *list[3];
+  const strata_attr& exact = *list[4];
   strata_kernel_call call{};
   call.struct_size = sizeof(call);
   call.op = "strata::adam_step";
-  call.attrs = list;
-  call.n_attrs = 6;
+  call.attrs = list.data();
+  call.n_attrs = static_cast<int32_t>(list.size());
 
   EXPECT_EQ(find_attr(call, "lr"), &lr);
   EXPECT_EQ(find_attr(call, "l"), nullptr);
