@@ -453,6 +453,26 @@ typedef strata_status (*strata_kernel_fn)(const strata_kernel_call* call);
 #define STRATA_KERNEL_STRIDED_INPUTS 0x1u /* accepts non-contiguous inputs  */
                                           /* (else the host passes compact  */
                                           /* row-major copies)              */
+/**
+ * STRATA_KERNEL_GROUPED: the kernel also runs a *group* — several
+ * applications of its op in one call — for the ops whose contract allows it
+ * (docs/ops.md marks them "groupable": the optimizer updates
+ * strata::sgd_step, strata::sgd_momentum_step, strata::adam_step). Added to
+ * 2.0 on 2026-11-27.
+ *
+ * For a signature of I inputs and O outputs, a grouped call has
+ * n_inputs = k*I and n_outputs = k*O with k >= 1: application j's operands
+ * are inputs[j*I .. j*I+I-1] and outputs[j*O .. j*O+O-1], in the
+ * signature's order and dtypes, and every application takes the call's one
+ * set of attributes. Applications may differ in shape. The host groups only
+ * applications whose operands do not overlap one another's memory (an
+ * application's outputs may be its own inputs: the updates run in place),
+ * so the kernel may run them in any order or interleaved, e.g. as one pass
+ * over their elements end to end (PyTorch's multi-tensor apply). Without
+ * the flag the host calls the kernel once per application. The kernel must
+ * give every application exactly the result a call of its own would.
+ */
+#define STRATA_KERNEL_GROUPED 0x2u
 
 typedef struct strata_kernel_entry {
   size_t struct_size;

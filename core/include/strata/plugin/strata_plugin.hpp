@@ -145,6 +145,17 @@ inline bool is_contiguous(const strata_tensor& t) {
   return true;
 }
 
+/// The number of applications k in a call of a kernel registered with
+/// STRATA_KERNEL_GROUPED for a signature of `n_in` inputs and `n_out`
+/// outputs: n_inputs = k * n_in and n_outputs = k * n_out with k >= 1, and
+/// both operand arrays present. 0 for any other call (refuse it).
+inline int32_t group_count(const strata_kernel_call& call, int32_t n_in, int32_t n_out) {
+  if (n_in <= 0 || n_out <= 0 || call.inputs == nullptr || call.outputs == nullptr) return 0;
+  if (call.n_inputs <= 0 || call.n_inputs % n_in != 0) return 0;
+  const int32_t k = call.n_inputs / n_in;
+  return static_cast<int64_t>(call.n_outputs) == static_cast<int64_t>(k) * n_out ? k : 0;
+}
+
 // ---- Attributes ---------------------------------------------------------------
 
 /// Whether the NUL-terminated `s` equals `name`. Stops at the first
