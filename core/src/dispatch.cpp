@@ -12,9 +12,13 @@
 #include <strata/ops.hpp>
 #include <strata/plugin/strata_plugin.hpp>
 
+#include <algorithm>
 #include <cmath>
 #include <cstdio>
 #include <cstdlib>
+#include <limits>
+#include <memory>
+#include <vector>
 
 namespace strata::detail {
 
@@ -243,6 +247,44 @@ strata_status workspace_service(strata_workspace_args* args) noexcept {
   }
 }
 
+/// Calls `kernel` on `dev` for `call`'s op and attributes with the operand
+/// descriptors given (one call's, or a group's end to end), under the
+/// device's issue lock. Returns the plugin's status. Inlined: the one-call
+/// path (run_kernel) is every eager op's.
+[[gnu::always_inline]] inline strata_status call_kernel(DeviceRecord& dev, const KernelSlot& kernel, const OpCall& call,
+                          const strata_tensor* const* inputs, int n_inputs, const strata_tensor* const* outputs,
+                          int n_outputs, strata_error& err) {
+  AttrViews attrs(call.attrs);
+  KernelHostContext host_context{&dev, &call, {}};
+  strata_kernel_call kc;
+  kc.struct_size = sizeof(kc);
+  kc.op = call.op->kernel_name.data();  // NUL-terminated: a literal or a std::string
+  kc.op_version = call.op->version;
+  kc.state = dev.plugin.state;
+  kc.device = dev.index;
+  kc.stream = dev.stream;
+  kc.user_data = kernel.user_data;
+  kc.inputs = inputs;
+  kc.n_inputs = n_inputs;
+  kc.outputs = outputs;
+  kc.n_outputs = n_outputs;
+  kc.attrs = attrs.data();
+  kc.n_attrs = attrs.count();
+  kc.host = &host_api();
+  kc.workspace = &workspace_service;
+  kc.host_context = &host_context;
+  kc.error = &err;
+  strata_status status;
+  {
+    DeviceRecord::IssueLock lock(dev);
+    status = kernel.fn(&kc);
+  }
+  // Stream-ordered: the workspace goes back tagged with the kernel's stream,
+  // so later work on that stream may reuse it at once.
+  for (const auto& [buffer, bytes] : host_context.workspace) dev.allocator.release(buffer, bytes, dev.stream);
+  return status;
+}
+
 /// Builds descriptors and runs one kernel. Returns the plugin's status.
 strata_status run_kernel(DeviceRecord& dev, const KernelSlot& kernel, OpCall& call, OpResult& outputs,
                          strata_error& err) {
@@ -267,35 +309,8 @@ strata_status run_kernel(DeviceRecord& dev, const KernelSlot& kernel, OpCall& ca
     describe_into(outputs[k], desc[at]);
     desc_ptr[at] = &desc[at];
   }
-  AttrViews attrs(call.attrs);
-  KernelHostContext host_context{&dev, &call, {}};
-  strata_kernel_call kc;
-  kc.struct_size = sizeof(kc);
-  kc.op = call.op->kernel_name.data();  // NUL-terminated: a literal or a std::string
-  kc.op_version = call.op->version;
-  kc.state = dev.plugin.state;
-  kc.device = dev.index;
-  kc.stream = dev.stream;
-  kc.user_data = kernel.user_data;
-  kc.inputs = desc_ptr.data();
-  kc.n_inputs = call.n_inputs;
-  kc.outputs = desc_ptr.data() + call.n_inputs;
-  kc.n_outputs = call.n_outputs;
-  kc.attrs = attrs.data();
-  kc.n_attrs = attrs.count();
-  kc.host = &host_api();
-  kc.workspace = &workspace_service;
-  kc.host_context = &host_context;
-  kc.error = &err;
-  strata_status status;
-  {
-    DeviceRecord::IssueLock lock(dev);
-    status = kernel.fn(&kc);
-  }
-  // Stream-ordered: the workspace goes back tagged with the kernel's stream,
-  // so later work on that stream may reuse it at once.
-  for (const auto& [buffer, bytes] : host_context.workspace) dev.allocator.release(buffer, bytes, dev.stream);
-  return status;
+  return call_kernel(dev, kernel, call, desc_ptr.data(), call.n_inputs, desc_ptr.data() + call.n_inputs,
+                     call.n_outputs, err);
 }
 
 std::string call_signature(const OpCall& call) {
@@ -331,6 +346,17 @@ OpResult run_on_cpu(OpCall& call, DeviceRecord& dev, const std::string& reason) 
     }
   }
   return results;
+}
+
+/// The error of a kernel's failure `status` (neither OK nor UNSUPPORTED),
+/// naming `what` (the call).
+[[noreturn, gnu::cold, gnu::noinline]] void throw_kernel_failure(DeviceRecord& dev, strata_status status,
+                                                                 const strata_error& err, const std::string& what) {
+  const std::string message = message_text(err);
+  if (status == STRATA_ERROR_INVALID_ARGUMENT) throw ValueError(what + ": " + message);
+  if (status == STRATA_ERROR_OUT_OF_MEMORY) throw OutOfMemoryError(what + ": " + message);
+  if (status == STRATA_ERROR_DEVICE_LOST || status == STRATA_ERROR_DEFERRED) dev.check(status, err, what);
+  throw DeviceError(what + ": kernel failed: " + message);
 }
 
 /// The DTypeError for result `k` of `call`, of a dtype `dev` does not store.
@@ -390,12 +416,8 @@ OpResult execute(OpCall& call, bool& decomposed) {
     err.message[0] = '\0';
     strata_status status = run_kernel(dev, *kernel, call, results, err);
     if (status == STRATA_OK) return results;
-    const std::string message = message_text(err);
-    if (status == STRATA_ERROR_INVALID_ARGUMENT) throw ValueError(call.describe() + ": " + message);
-    if (status == STRATA_ERROR_OUT_OF_MEMORY) throw OutOfMemoryError(call.describe() + ": " + message);
-    if (status == STRATA_ERROR_DEVICE_LOST || status == STRATA_ERROR_DEFERRED) dev.check(status, err, call.describe());
-    if (status != STRATA_ERROR_UNSUPPORTED) throw DeviceError(call.describe() + ": kernel failed: " + message);
-    reason = "the kernel declined the call (" + message + ")";
+    if (status != STRATA_ERROR_UNSUPPORTED) throw_kernel_failure(dev, status, err, call.describe());
+    reason = "the kernel declined the call (" + message_text(err) + ")";
   } else {
     reason = "no kernel for signature " + call_signature(call);
   }
@@ -484,6 +506,258 @@ OpResult dispatch_precomputed(OpCall& call, OpResult precomputed) {
 OpResult dispatch_call(OpCall& call) {
   if (g_hooks.around != nullptr) return g_hooks.around(call, dispatch_untraced);
   return dispatch_untraced(call);
+}
+
+// --- Groups of calls (dispatch_group) ------------------------------------------
+
+namespace {
+
+/// The elements [lo, hi) of a storage that an operand of call `call` may touch.
+struct Extent {
+  const Storage* storage;
+  int64_t lo, hi;
+  size_t call;
+};
+
+void add_extent(std::vector<Extent>& out, const Tensor& t, size_t call) {
+  const TensorImpl& i = *t.impl();
+  int64_t lo = i.offset, hi = i.offset + 1;
+  for (int32_t d = 0; d < i.rank; ++d) {
+    const int64_t reach = (i.shape[static_cast<size_t>(d)] - 1) * i.strides[static_cast<size_t>(d)];
+    (reach < 0 ? lo : hi) += reach;
+  }
+  out.push_back({i.storage.get(), lo, hi, call});
+}
+
+/// Whether an operand of one call shares memory with an operand of another
+/// (a call's outputs are usually its own inputs: that is not an overlap).
+/// One sweep over the extents sorted by storage and start, keeping the
+/// furthest end seen and the furthest end of any other call.
+bool extents_overlap(std::span<OpCall* const> calls) {
+  std::vector<Extent> extents;
+  extents.reserve(calls.size() * static_cast<size_t>(kMaxInputs + kMaxOutputs));
+  for (size_t c = 0; c < calls.size(); ++c) {
+    const OpCall& call = *calls[c];
+    for (int k = 0; k < call.n_inputs; ++k) add_extent(extents, call.in(k), c);
+    for (int k = 0; k < call.n_outputs; ++k) add_extent(extents, call.preset[static_cast<size_t>(k)], c);
+  }
+  std::sort(extents.begin(), extents.end(), [](const Extent& a, const Extent& b) {
+    return a.storage != b.storage ? std::less<const Storage*>()(a.storage, b.storage) : a.lo < b.lo;
+  });
+  const Storage* storage = nullptr;
+  int64_t furthest = 0, furthest_other = 0;  // ends: of any call, of calls other than `leader`
+  size_t leader = 0;
+  for (const Extent& e : extents) {
+    if (e.storage != storage) {
+      storage = e.storage;
+      furthest = furthest_other = std::numeric_limits<int64_t>::min();
+      leader = e.call;
+    }
+    if (e.lo < (e.call == leader ? furthest_other : furthest)) return true;
+    if (e.call == leader) {
+      furthest = std::max(furthest, e.hi);
+    } else if (e.hi > furthest) {
+      furthest_other = furthest;  // the old leader's end is the furthest of the rest
+      furthest = e.hi;
+      leader = e.call;
+    } else {
+      furthest_other = std::max(furthest_other, e.hi);
+    }
+  }
+  return false;
+}
+
+/// extents_overlap, first ruling out the usual case cheaply: no storage is
+/// shared by two calls (then nothing overlaps), found by sorting storage
+/// pointers alone.
+bool calls_overlap(std::span<OpCall* const> calls) {
+  std::vector<std::pair<const Storage*, size_t>> storages;  // (storage, call), once per call
+  storages.reserve(calls.size() * static_cast<size_t>(kMaxInputs));
+  for (size_t c = 0; c < calls.size(); ++c) {
+    const OpCall& call = *calls[c];
+    const size_t first = storages.size();
+    auto add = [&](const Tensor& t) {
+      const Storage* s = t.impl()->storage.get();
+      for (size_t k = first; k < storages.size(); ++k) {
+        if (storages[k].first == s) return;
+      }
+      storages.emplace_back(s, c);
+    };
+    for (int k = 0; k < call.n_inputs; ++k) add(call.in(k));
+    for (int k = 0; k < call.n_outputs; ++k) add(call.preset[static_cast<size_t>(k)]);
+  }
+  std::sort(storages.begin(), storages.end(),
+            [](const auto& a, const auto& b) { return std::less<const Storage*>()(a.first, b.first); });
+  for (size_t k = 1; k < storages.size(); ++k) {
+    if (storages[k].first == storages[k - 1].first) return extents_overlap(calls);  // shared: look closer
+  }
+  return false;
+}
+
+/// The kernel that may run `call` in a group on `dev`: its operands are
+/// non-empty, its outputs preset, compact and on `dev`, and the kernel for
+/// its signature declares STRATA_KERNEL_GROUPED. nullptr otherwise.
+const KernelSlot* group_kernel(const OpCall& call, DeviceRecord& dev) {
+  std::array<DType, kMaxInputs> in{};
+  std::array<DType, kMaxOutputs> out{};
+  for (int k = 0; k < call.n_inputs; ++k) {
+    if (call.in(k).impl()->numel == 0) return nullptr;
+    in[static_cast<size_t>(k)] = call.in(k).impl()->dtype;
+  }
+  for (int k = 0; k < call.n_outputs; ++k) {
+    const Tensor& preset = call.preset[static_cast<size_t>(k)];
+    if (!preset.defined()) return nullptr;
+    const TensorImpl& p = *preset.impl();
+    const OutputMeta& meta = call.outputs[static_cast<size_t>(k)];
+    if (p.storage->device != &dev || p.dtype != meta.dtype || p.numel == 0 || !p.is_contiguous() ||
+        !std::ranges::equal(p.sizes(), meta.sizes())) {
+      return nullptr;
+    }
+    out[static_cast<size_t>(k)] = meta.dtype;
+  }
+  const KernelSlot* kernel =
+      dev.find_kernel(call.op->id, signature_key(in.data(), call.n_inputs, out.data(), call.n_outputs));
+  return kernel != nullptr && (kernel->flags & STRATA_KERNEL_GROUPED) != 0 ? kernel : nullptr;
+}
+
+/// Runs `calls` (at least two, one op, one kernel of `dev`, every output
+/// preset) as one grouped kernel call: all inputs end to end, then all
+/// outputs. Returns the plugin's status.
+strata_status run_group_kernel(DeviceRecord& dev, const KernelSlot& kernel, std::span<OpCall* const> calls,
+                               strata_error& err) {
+  dev.ensure_alive();
+  const OpCall& first = *calls.front();
+  const size_t n_in = static_cast<size_t>(first.n_inputs), n_out = static_cast<size_t>(first.n_outputs);
+  const size_t count = calls.size() * (n_in + n_out);
+  // Not value-initialised: only the fields up to each rank are read.
+  std::unique_ptr<strata_tensor[]> desc(new strata_tensor[count]);
+  std::vector<const strata_tensor*> desc_ptr(count);
+  std::vector<Tensor> compacted;  // inputs the kernel needs compact
+  const bool strided = (kernel.flags & STRATA_KERNEL_STRIDED_INPUTS) != 0;
+  for (size_t c = 0; c < calls.size(); ++c) {
+    for (size_t k = 0; k < n_in; ++k) {
+      const Tensor* t = &calls[c]->inputs[k];
+      if (!strided && !t->impl()->is_contiguous()) t = &compacted.emplace_back(compact_copy(dev, *t));
+      const size_t at = c * n_in + k;
+      describe_tensor(*t->impl(), desc[at]);
+      desc_ptr[at] = &desc[at];
+    }
+    for (size_t k = 0; k < n_out; ++k) {
+      const size_t at = calls.size() * n_in + c * n_out + k;
+      describe_tensor(*calls[c]->preset[k].impl(), desc[at]);
+      desc_ptr[at] = &desc[at];
+    }
+  }
+  const int total_in = static_cast<int>(calls.size() * n_in), total_out = static_cast<int>(calls.size() * n_out);
+  return call_kernel(dev, kernel, first, desc_ptr.data(), total_in, desc_ptr.data() + total_in, total_out, err);
+}
+
+/// Calls of one device and one grouped kernel.
+struct Group {
+  DeviceRecord* dev;
+  const KernelSlot* kernel;
+  std::vector<OpCall*> calls;
+};
+
+}  // namespace
+
+void dispatch_group(std::span<OpCall> calls) {
+  if (calls.empty()) return;
+  const DispatchHooks& hooks = dispatch_hooks();
+  // Inside a trace, or with recorded inputs, each call goes through dispatch
+  // as it is (traced, recorded) in turn.
+  bool one_by_one = calls.size() == 1;
+  for (size_t c = 0; !one_by_one && c < calls.size(); ++c) {
+    const OpCall& call = calls[c];
+    one_by_one = hooks.wants_external != nullptr &&
+                 hooks.wants_external({call.inputs.data(), static_cast<size_t>(call.n_inputs)});
+  }
+  if (one_by_one) {
+    for (OpCall& call : calls) dispatch_call(call);
+    return;
+  }
+  for (OpCall& call : calls) {
+    if (!call.op->groupable) throw Error(call.describe() + ": the op does not take groups");
+    check_complex_inputs(call);
+    if (hooks.before_prepare != nullptr) hooks.before_prepare(call);
+    if (call.op->prepare != nullptr) call.op->prepare(call);
+  }
+  // Every call is valid: from here on, whatever runs (and should a kernel
+  // fail part way, whatever may have been written) moves its outputs' versions.
+  // As in dispatch_untraced, before the after hooks, which record versions.
+  struct BumpVersions {
+    std::span<OpCall> calls;
+    bool done = false;
+    void now() {
+      done = true;
+      for (const OpCall& call : calls) {
+        for (int k = 0; k < call.n_outputs; ++k) {
+          if (call.preset[static_cast<size_t>(k)].defined()) bump_version(call.preset[static_cast<size_t>(k)]);
+        }
+      }
+    }
+    ~BumpVersions() {
+      if (!done) now();
+    }
+  } bump{calls};
+  std::vector<Group> groups;
+  std::vector<OpCall*> singles;
+  for (OpCall& call : calls) {
+    DeviceRecord& dev = device_record(call.device);
+    const KernelSlot* kernel = group_kernel(call, dev);
+    if (kernel == nullptr) {
+      singles.push_back(&call);
+      continue;
+    }
+    auto it = std::ranges::find_if(groups, [&](const Group& g) { return g.dev == &dev && g.kernel == kernel; });
+    if (it == groups.end()) it = groups.insert(groups.end(), Group{&dev, kernel, {}});
+    it->calls.push_back(&call);
+  }
+  std::vector<OpResult> results(calls.size());
+  std::vector<uint8_t> decomposed(calls.size(), 0);
+  auto index_of = [&](const OpCall* call) { return static_cast<size_t>(call - calls.data()); };
+  auto run_single = [&](OpCall* call) {
+    bool d = false;
+    results[index_of(call)] = execute(*call, d);
+    decomposed[index_of(call)] = d ? 1 : 0;
+  };
+  std::vector<OpCall*> all;
+  for (OpCall& call : calls) all.push_back(&call);
+  const bool grouping = std::ranges::any_of(groups, [](const Group& g) { return g.calls.size() > 1; });
+  if (grouping && calls_overlap(all)) {
+    // Calls that share memory see one another's writes: in order, one by one.
+    for (OpCall* call : all) run_single(call);
+  } else {
+    for (const Group& g : groups) {
+      if (g.calls.size() == 1) {
+        run_single(g.calls.front());
+        continue;
+      }
+      strata_error err;
+      err.struct_size = sizeof(err);
+      err.message[0] = '\0';
+      const strata_status status = run_group_kernel(*g.dev, *g.kernel, g.calls, err);
+      if (status == STRATA_ERROR_UNSUPPORTED) {
+        for (OpCall* call : g.calls) run_single(call);  // each as if alone: kernel, decomposition, fallback
+        continue;
+      }
+      if (status != STRATA_OK) {
+        throw_kernel_failure(*g.dev, status, err,
+                             g.calls.front()->describe() + " and " + std::to_string(g.calls.size() - 1) +
+                                 " more calls of a group");
+      }
+      for (OpCall* call : g.calls) {
+        OpResult& r = results[index_of(call)];
+        for (int k = 0; k < call->n_outputs; ++k) r.push_back(call->preset[static_cast<size_t>(k)]);
+      }
+    }
+    for (OpCall* call : singles) run_single(call);
+  }
+  bump.now();
+  if (hooks.after == nullptr) return;
+  for (size_t c = 0; c < calls.size(); ++c) {
+    if (decomposed[c] == 0) hooks.after(calls[c], results[c], true);
+  }
 }
 
 namespace {

@@ -173,6 +173,10 @@ struct OpDef {
   /// and the dtype, before its shape rule and any kernel run. Plugin-defined
   /// ops set it: their own shape rule decides.
   bool takes_complex = false;
+  /// Whether a kernel may run several calls of the op at once
+  /// (STRATA_KERNEL_GROUPED, dispatch_group): the in-place optimizer
+  /// updates, whose calls are independent of one another.
+  bool groupable = false;
   /// Validates, promotes and broadcasts call.inputs; fills call.outputs.
   void (*prepare)(OpCall& call) = nullptr;
   /// Composites: the same result from primitives (inputs as prepared).
@@ -227,6 +231,14 @@ std::vector<Tensor> dispatch(const OpDef& op, std::initializer_list<Tensor> inpu
 Tensor dispatch1(const OpDef& op, std::initializer_list<Tensor> inputs, const Attrs* attrs = nullptr);
 /// Runs a call whose inputs and device are set (prepare is applied here).
 OpResult dispatch_call(OpCall& call);
+/// Runs calls of one groupable op (OpDef::groupable) whose inputs, device,
+/// attributes and preset outputs are set, with the results dispatch_call
+/// would give each in turn: every call is validated (its shape rule) before
+/// any runs, then calls whose kernel takes groups (STRATA_KERNEL_GROUPED)
+/// run as one kernel call per device, the others one by one. Calls whose
+/// operands overlap another call's memory, calls with empty or non-preset
+/// outputs, and calls inside a trace or on recorded inputs run one by one.
+void dispatch_group(std::span<OpCall> calls);
 /// Runs `op` on `inputs` (any count up to kMaxInputs), as traced graphs replay it.
 OpResult dispatch_span(const OpDef& op, std::span<const Tensor> inputs, const Attrs* attrs);
 /// The random draws of ops/random.cpp, each with a fresh generator offset:

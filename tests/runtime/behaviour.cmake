@@ -2,7 +2,7 @@
 # the core handles the behaviour plugins of tests/plugins/behaviour — a
 # deferred failure, a lost device, a device that is not free-threaded, a
 # kernel asking for workspace, kernels, allocations and copies that fail on
-# demand (abi_fault_test.cpp).
+# demand (abi_fault_test.cpp), a kernel that takes groups (abi_group_test.cpp).
 #
 # Plugin options are read once, at a plugin's init, so the two workspace
 # sizes need two processes: abi_behaviour_test (512 KiB, within wsp's 1 MiB
@@ -26,7 +26,8 @@ if(TARGET strata_behaviour_plugins)
   endforeach()
   # The faulty plugin's tests (exception safety under injected faults) need
   # no options of their own: one process is enough.
-  target_sources(abi_behaviour_test PRIVATE ${CMAKE_CURRENT_LIST_DIR}/abi_fault_test.cpp)
+  target_sources(abi_behaviour_test PRIVATE ${CMAKE_CURRENT_LIST_DIR}/abi_fault_test.cpp
+                                            ${CMAKE_CURRENT_LIST_DIR}/abi_group_test.cpp)
   target_compile_definitions(abi_behaviour_test PRIVATE
     STRATA_BEHAVIOUR_CONFIG="${CMAKE_CURRENT_BINARY_DIR}/behaviour.json")
   target_compile_definitions(abi_behaviour_wsp_over_limit_test PRIVATE

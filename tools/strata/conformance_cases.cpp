@@ -440,6 +440,9 @@ std::vector<OpCase> op_cases(const std::string& op, const OpSpec& spec, const Si
         return cat(v);
       };
       const Shape shape{7, 5};
+      // The group cases' parameters: a matrix, a vector no vector width
+      // divides, a scalar.
+      const Shape kGroupShapes[] = {{7, 5}, {13}, {}};
       if (op == "strata::sgd_step") {
         for (double wd : {0.0, 0.01}) {
           add_case(wd == 0.0 ? "lr 0.1" : "lr 0.1, weight decay 0.01",
@@ -451,6 +454,25 @@ std::vector<OpCase> op_cases(const std::string& op, const OpSpec& spec, const Si
                    },
                    4.0);
         }
+        // Three parameters of different shapes in one call of the group
+        // form (one kernel call where the kernel takes groups,
+        // STRATA_KERNEL_GROUPED): each must equal its update alone.
+        std::vector<Operand> group;
+        for (const Shape& s : kGroupShapes) {
+          group.push_back(random_operand(rng, s, t));
+          group.push_back(random_operand(rng, s, t, Layout::contiguous, grad));
+        }
+        add_case("a group of 3 parameters, weight decay 0.01", std::move(group),
+                 [flat](const std::vector<Tensor>& in) {
+                   std::vector<Tensor> ps, gs;
+                   for (size_t j = 0; j < in.size(); j += 2) {
+                     ps.push_back(in[j].clone());
+                     gs.push_back(in[j + 1]);
+                   }
+                   sgd_step_(ps, gs, 0.1, 0.01);
+                   return flat({ps[0], ps[1], ps[2]});
+                 },
+                 4.0);
       } else if (op == "strata::sgd_momentum_step") {
         const SgdMomentumUpdate updates[] = {
             {.lr = 0.1, .momentum = 0.9, .first = true},
@@ -472,6 +494,24 @@ std::vector<OpCase> op_cases(const std::string& op, const OpSpec& spec, const Si
                    },
                    8.0);
         }
+        std::vector<Operand> group;
+        for (const Shape& s : kGroupShapes) {
+          group.push_back(random_operand(rng, s, t));
+          group.push_back(random_operand(rng, s, t, Layout::contiguous, grad));
+          group.push_back(random_operand(rng, s, t));
+        }
+        add_case("a group of 3 parameters, later step, Nesterov", std::move(group),
+                 [flat](const std::vector<Tensor>& in) {
+                   std::vector<Tensor> ps, gs, bs;
+                   for (size_t j = 0; j < in.size(); j += 3) {
+                     ps.push_back(in[j].clone());
+                     gs.push_back(in[j + 1]);
+                     bs.push_back(in[j + 2].clone());
+                   }
+                   sgd_momentum_step_(ps, gs, bs, {.lr = 0.05, .momentum = 0.8, .nesterov = true});
+                   return flat({ps[0], ps[1], ps[2], bs[0], bs[1], bs[2]});
+                 },
+                 8.0);
       } else {
         const AdamUpdate updates[] = {
             {.step_size = 1e-3 / 0.1, .inv_sqrt_bias2 = 1.0 / std::sqrt(0.001), .first = true},
@@ -494,6 +534,28 @@ std::vector<OpCase> op_cases(const std::string& op, const OpSpec& spec, const Si
                    },
                    16.0);
         }
+        std::vector<Operand> group;
+        for (const Shape& s : kGroupShapes) {
+          group.push_back(random_operand(rng, s, t));
+          group.push_back(random_operand(rng, s, t, Layout::contiguous, grad));
+          group.push_back(random_operand(rng, s, t));
+          group.push_back(random_operand(rng, s, t, Layout::contiguous, {0.0, 1.0}));
+        }
+        add_case("a group of 3 parameters, later step, decoupled weight decay", std::move(group),
+                 [flat](const std::vector<Tensor>& in) {
+                   std::vector<Tensor> ps, gs, ms, vs;
+                   for (size_t j = 0; j < in.size(); j += 4) {
+                     ps.push_back(in[j].clone());
+                     gs.push_back(in[j + 1]);
+                     ms.push_back(in[j + 2].clone());
+                     vs.push_back(in[j + 3].clone());
+                   }
+                   adam_step_(ps, gs, ms, vs,
+                              {.decay_mode = WeightDecay::decoupled, .weight_decay = 0.01, .decay = 0.9999,
+                               .step_size = 0.01, .inv_sqrt_bias2 = 2.0});
+                   return flat({ps[0], ps[1], ps[2], ms[0], ms[1], ms[2], vs[0], vs[1], vs[2]});
+                 },
+                 16.0);
       }
       break;
     }

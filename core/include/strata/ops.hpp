@@ -9,6 +9,7 @@
 #include <strata/tensor.hpp>
 
 #include <cstdint>
+#include <span>
 #include <string>
 #include <string_view>
 #include <variant>
@@ -204,6 +205,23 @@ struct AdamUpdate {
 /// step_size.
 void adam_step_(const Tensor& param, const Tensor& grad, const Tensor& exp_avg, const Tensor& exp_avg_sq,
                 const AdamUpdate& update);
+
+// The same updates for a group of parameters with one set of hyperparameters
+// (PyTorch's foreach/fused optimizers): element i of each list belongs to
+// parameter i, and every list has one entry per parameter. The result is
+// exactly that of one call per parameter. A device whose kernel takes groups
+// (STRATA_KERNEL_GROUPED, as the CPU plugin's f32 and f64 kernels do) runs
+// the whole group in one kernel call, one pass over all of its elements;
+// other devices, and parameters whose tensors overlap another's memory, are
+// updated one at a time. Every parameter is checked before any is updated:
+// an error (naming the parameter's index) leaves all of them unchanged.
+// nn::SGD, nn::Adam and nn::AdamW update their parameters this way.
+
+void sgd_step_(std::span<const Tensor> params, std::span<const Tensor> grads, double lr, double weight_decay = 0.0);
+void sgd_momentum_step_(std::span<const Tensor> params, std::span<const Tensor> grads,
+                        std::span<const Tensor> buffers, const SgdMomentumUpdate& update);
+void adam_step_(std::span<const Tensor> params, std::span<const Tensor> grads, std::span<const Tensor> exp_avgs,
+                std::span<const Tensor> exp_avg_sqs, const AdamUpdate& update);
 
 // --- Optimizer updates (out of place, differentiable) ------------------------------
 // The same updates as new tensors: each runs its op's decomposition — the

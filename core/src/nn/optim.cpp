@@ -9,6 +9,7 @@
 #include <strata/nn/optim.hpp>
 #include <strata/ops.hpp>
 #include <string>
+#include <vector>
 
 #include "optim_common.hpp"
 #include "util.hpp"
@@ -309,21 +310,36 @@ void SGD::step() {
   NoGradGuard no_grad;
   const double lr = this->lr();
   const SGDOptions& o = options_;
+  // The parameters with a gradient, updated as groups (ops.hpp: one kernel
+  // call per group on devices whose kernels take groups): with momentum,
+  // those whose buffer is new apart from the rest.
+  struct Group {
+    std::vector<size_t> index;
+    std::vector<Tensor> p, g, b;
+  };
+  Group later, first;
   for (size_t i = 0; i < params().size(); ++i) {
     const Tensor& p = params()[i];
-    Tensor g = p.grad();
+    const Tensor& g = p.grad();
     if (!g.defined()) continue;
-    // One in-place update per parameter (ops/optim.cpp): a single kernel on
-    // devices that have one, the unfused update elsewhere.
-    g = g.detach().to(p.dtype());
-    if (o.momentum == 0.0) {
-      sgd_step_(p.detach(), g, lr, o.weight_decay);
-      continue;
+    const Tensor& b = o.momentum == 0.0 ? g : buffer(i, "momentum_buffer");
+    Group& group = b.defined() ? later : first;
+    group.index.push_back(i);
+    group.p.push_back(p.detach());
+    group.g.push_back(g.detach().to(p.dtype()));
+    if (o.momentum != 0.0) group.b.push_back(b.defined() ? b : zeros_like(p.detach()));
+  }
+  if (o.momentum == 0.0) {
+    sgd_step_(later.p, later.g, lr, o.weight_decay);
+  } else {
+    for (Group* group : {&later, &first}) {
+      if (group->p.empty()) continue;
+      sgd_momentum_step_(group->p, group->g, group->b, detail::sgd_momentum_update(o, lr, group == &first));
+      // The new buffers join the state once their update has run.
+      for (size_t k = 0; group == &first && k < group->index.size(); ++k) {
+        buffer(group->index[k], "momentum_buffer") = group->b[k];
+      }
     }
-    Tensor& buf = buffer(i, "momentum_buffer");
-    const bool first = !buf.defined();
-    if (first) buf = zeros_like(p.detach());
-    sgd_momentum_step_(p.detach(), g, buf, detail::sgd_momentum_update(o, lr, first));
   }
   count_step();
 }
@@ -370,23 +386,47 @@ void Adam::step() {
   NoGradGuard no_grad;
   const double lr = this->lr();
   const AdamOptions& o = options_;
+  // The parameters with a gradient, updated as groups (ops.hpp: one kernel
+  // call per group on devices whose kernels take groups) of those that
+  // share their step count, which sets the bias corrections, and whether
+  // their moments are new. Usually that is one group.
+  struct Group {
+    int64_t step;
+    bool first;
+    std::vector<size_t> index;
+    std::vector<Tensor> p, g, m, v;
+  };
+  std::vector<Group> groups;
   for (size_t i = 0; i < params().size(); ++i) {
     const Tensor& p = params()[i];
-    Tensor g = p.grad();
+    const Tensor& g = p.grad();
     if (!g.defined()) continue;
-    Tensor& m = buffer(i, "exp_avg");
-    Tensor& v = buffer(i, "exp_avg_sq");
+    const Tensor& m = buffer(i, "exp_avg");
+    const Tensor& v = buffer(i, "exp_avg_sq");
     const bool first = !m.defined() || !v.defined();
-    if (first) {
-      m = zeros_like(p.detach());
-      v = zeros_like(p.detach());
-    }
+    const int64_t step = param_step(i) + 1;
+    auto it = std::ranges::find_if(groups, [&](const Group& x) { return x.step == step && x.first == first; });
+    if (it == groups.end()) it = groups.insert(groups.end(), Group{step, first, {}, {}, {}, {}, {}});
+    it->index.push_back(i);
+    it->p.push_back(p.detach());
+    it->g.push_back(g.detach().to(p.dtype()));
+    it->m.push_back(first ? zeros_like(p.detach()) : m);
+    it->v.push_back(first ? zeros_like(p.detach()) : v);
+  }
+  for (const Group& group : groups) {
     // The step count lives on the host, so the bias corrections are computed
     // in double without reading the device.
-    AdamUpdate update = detail::adam_update(o, lr, ++param_step(i), decoupled_);
-    update.first = first;
-    // One in-place update of the parameter and both moments (ops/optim.cpp).
-    adam_step_(p.detach(), g.detach().to(p.dtype()), m, v, update);
+    AdamUpdate update = detail::adam_update(o, lr, group.step, decoupled_);
+    update.first = group.first;
+    adam_step_(group.p, group.g, group.m, group.v, update);
+    // The counts and new moments join the state once their update has run.
+    for (size_t k = 0; k < group.index.size(); ++k) {
+      const size_t i = group.index[k];
+      param_step(i) = group.step;
+      if (!group.first) continue;
+      buffer(i, "exp_avg") = group.m[k];
+      buffer(i, "exp_avg_sq") = group.v[k];
+    }
   }
   count_step();
 }

@@ -27,8 +27,10 @@
 
 #include <algorithm>
 #include <initializer_list>
+#include <span>
 #include <string>
 #include <utility>
+#include <vector>
 
 namespace strata {
 namespace detail {
@@ -73,6 +75,7 @@ const OpDef& kSgdStep = define_op({.name = "sgd_step",
                                    .kind = OpKind::composite,
                                    .n_inputs = 2,
                                    .takes_complex = true,
+                                   .groupable = true,
                                    .prepare = [](OpCall& call) { update_rule(call, 1); },
                                    .decompose = sgd_decompose});
 
@@ -94,6 +97,7 @@ const OpDef& kSgdMomentumStep = define_op({.name = "sgd_momentum_step",
                                            .n_inputs = 3,
                                            .n_outputs = 2,
                                            .takes_complex = true,
+                                           .groupable = true,
                                            .prepare = [](OpCall& call) { update_rule(call, 2); },
                                            .decompose = sgd_momentum_decompose});
 
@@ -117,6 +121,7 @@ const OpDef& kAdamStep = define_op({.name = "adam_step",
                                     .kind = OpKind::composite,
                                     .n_inputs = 4,
                                     .n_outputs = 3,
+                                    .groupable = true,
                                     .prepare = [](OpCall& call) { update_rule(call, 3); },
                                     .decompose = adam_decompose});
 
@@ -145,6 +150,73 @@ void run_in_place(const OpDef& op, std::initializer_list<Tensor> inputs, std::in
   for (const Tensor& t : outputs) Tensor(t).copy_(results[k++]);
 }
 
+/// run_in_place for a group: `lists` hold one operand list each (parameter
+/// first), `written[k]` the list output k is written into. Members whose
+/// outputs are all compact run through dispatch_group (one kernel call per
+/// device where the kernel takes groups); the others one by one.
+void run_group_in_place(const OpDef& op, std::initializer_list<std::span<const Tensor>> lists,
+                        std::initializer_list<int> written, const Attrs& attrs) {
+  const std::span<const Tensor> params = *lists.begin();
+  std::vector<OpCall> calls;
+  calls.reserve(params.size());
+  std::vector<size_t> loose;  // members with an output that is not compact
+  for (size_t j = 0; j < params.size(); ++j) {
+    bool compact = true;
+    for (int w : written) compact = compact && lists.begin()[w][j].is_contiguous();
+    if (!compact) {
+      loose.push_back(j);
+      continue;
+    }
+    OpCall& call = calls.emplace_back();
+    call.op = &op;
+    call.device = params[j].device();
+    call.n_inputs = static_cast<int>(lists.size());
+    int k = 0;
+    for (const std::span<const Tensor>& list : lists) call.inputs[static_cast<size_t>(k++)] = list[j];
+    k = 0;
+    for (int w : written) call.preset[static_cast<size_t>(k++)] = lists.begin()[w][j];
+    call.attrs = &attrs;
+  }
+  dispatch_group(calls);
+  for (size_t j : loose) {
+    OpCall call;
+    call.op = &op;
+    call.device = params[j].device();
+    call.n_inputs = static_cast<int>(lists.size());
+    int k = 0;
+    for (const std::span<const Tensor>& list : lists) call.inputs[static_cast<size_t>(k++)] = list[j];
+    call.attrs = &attrs;
+    OpResult results = dispatch_call(call);
+    k = 0;
+    for (int w : written) Tensor(lists.begin()[w][j]).copy_(results[k++]);
+  }
+}
+
+Attrs sgd_attrs(double lr, double weight_decay) {
+  return {Attr::real("lr", lr), Attr::real("weight_decay", weight_decay)};
+}
+
+Attrs sgd_momentum_attrs(const SgdMomentumUpdate& o) {
+  return {Attr::real("lr", o.lr),
+          Attr::real("weight_decay", o.weight_decay),
+          Attr::real("momentum", o.momentum),
+          Attr::real("dampening", o.dampening),
+          Attr::integer("nesterov", o.nesterov ? 1 : 0),
+          Attr::integer("first", o.first ? 1 : 0)};
+}
+
+Attrs adam_attrs(const AdamUpdate& o) {
+  return {Attr::integer("decay_mode", static_cast<int64_t>(o.decay_mode)),
+          Attr::real("weight_decay", o.weight_decay),
+          Attr::real("decay", o.decay),
+          Attr::real("beta1", o.beta1),
+          Attr::real("beta2", o.beta2),
+          Attr::real("step_size", o.step_size),
+          Attr::real("inv_sqrt_bias2", o.inv_sqrt_bias2),
+          Attr::real("eps", o.eps),
+          Attr::integer("first", o.first ? 1 : 0)};
+}
+
 }  // namespace
 }  // namespace detail
 
@@ -160,21 +232,25 @@ namespace {
 /// in the gradient and take complex parameters (`complex_ok`); Adam squares
 /// the gradient, which is not |g|² for complex values, so it does not.
 void check_operands(const char* function, const Tensor& param,
-                    std::initializer_list<std::pair<const char*, const Tensor*>> operands, bool complex_ok) {
-  if (!param.defined()) throw ValueError(std::string(function) + ": param is undefined");
+                    std::initializer_list<std::pair<const char*, const Tensor*>> operands, bool complex_ok,
+                    int64_t index = -1) {
+  // "adam_step_: " or, for a group's member, "adam_step_: parameter 3: ".
+  auto where = [&] {
+    return std::string(function) + ": " + (index >= 0 ? "parameter " + std::to_string(index) + ": " : "");
+  };
+  if (!param.defined()) throw ValueError(where() + "param is undefined");
   if (!is_floating(param.dtype()) && !(complex_ok && is_complex(param.dtype()))) {
-    throw DTypeError(std::string(function) + ": param must be floating" + (complex_ok ? " or complex" : "") +
-                     ", got " + type_string(param));
+    throw DTypeError(where() + "param must be floating" + (complex_ok ? " or complex" : "") + ", got " +
+                     type_string(param));
   }
   for (const auto& [name, t] : operands) {
-    if (!t->defined()) throw ValueError(std::string(function) + ": " + name + " is undefined");
+    if (!t->defined()) throw ValueError(where() + name + " is undefined");
     const bool dtype_ok = t->dtype() == param.dtype();
     const bool shape_ok = std::ranges::equal(t->shape(), param.shape());
     const bool device_ok = t->device() == param.device();
     if (dtype_ok && shape_ok && device_ok) continue;
-    const std::string message = std::string(function) + ": " + name + " must be like param (" + type_string(param) +
-                                " on " + param.device().str() + "), got " + type_string(*t) + " on " +
-                                t->device().str();
+    const std::string message = where() + name + " must be like param (" + type_string(param) + " on " +
+                                param.device().str() + "), got " + type_string(*t) + " on " + t->device().str();
     if (!dtype_ok) throw DTypeError(message);
     if (!shape_ok) throw ShapeError(message);
     throw DeviceError(message);
@@ -216,32 +292,66 @@ AdamResult adam_step(const Tensor& param, const Tensor& grad, const Tensor& exp_
 }
 
 void sgd_step_(const Tensor& param, const Tensor& grad, double lr, double weight_decay) {
-  Attrs attrs{Attr::real("lr", lr), Attr::real("weight_decay", weight_decay)};
+  const Attrs attrs = detail::sgd_attrs(lr, weight_decay);
   detail::run_in_place(detail::kSgdStep, {param, grad}, {param}, attrs);
 }
 
 void sgd_momentum_step_(const Tensor& param, const Tensor& grad, const Tensor& buffer, const SgdMomentumUpdate& o) {
-  Attrs attrs{Attr::real("lr", o.lr),
-              Attr::real("weight_decay", o.weight_decay),
-              Attr::real("momentum", o.momentum),
-              Attr::real("dampening", o.dampening),
-              Attr::integer("nesterov", o.nesterov ? 1 : 0),
-              Attr::integer("first", o.first ? 1 : 0)};
+  const Attrs attrs = detail::sgd_momentum_attrs(o);
   detail::run_in_place(detail::kSgdMomentumStep, {param, grad, buffer}, {param, buffer}, attrs);
 }
 
 void adam_step_(const Tensor& param, const Tensor& grad, const Tensor& exp_avg, const Tensor& exp_avg_sq,
                 const AdamUpdate& o) {
-  Attrs attrs{Attr::integer("decay_mode", static_cast<int64_t>(o.decay_mode)),
-              Attr::real("weight_decay", o.weight_decay),
-              Attr::real("decay", o.decay),
-              Attr::real("beta1", o.beta1),
-              Attr::real("beta2", o.beta2),
-              Attr::real("step_size", o.step_size),
-              Attr::real("inv_sqrt_bias2", o.inv_sqrt_bias2),
-              Attr::real("eps", o.eps),
-              Attr::integer("first", o.first ? 1 : 0)};
+  const Attrs attrs = detail::adam_attrs(o);
   detail::run_in_place(detail::kAdamStep, {param, grad, exp_avg, exp_avg_sq}, {param, exp_avg, exp_avg_sq}, attrs);
+}
+
+namespace {
+
+/// The group forms' check, before anything runs: one entry per parameter in
+/// every list (`lists` after the parameters: an operand's name, its list),
+/// each member's
+/// operands like its parameter, as check_operands names them.
+void check_group(const char* function, std::span<const Tensor> params,
+                 std::initializer_list<std::pair<const char*, std::span<const Tensor>>> lists, bool complex_ok) {
+  for (const auto& [name, list] : lists) {
+    if (list.size() != params.size()) {
+      throw ValueError(std::string(function) + ": " + std::to_string(params.size()) + " params but " +
+                       std::to_string(list.size()) + " " + name + "s; every list has one entry per parameter");
+    }
+  }
+  for (size_t j = 0; j < params.size(); ++j) {
+    const auto at = [&](size_t k) { return std::pair<const char*, const Tensor*>{lists.begin()[k].first, &lists.begin()[k].second[j]}; };
+    const auto index = static_cast<int64_t>(j);
+    switch (lists.size()) {
+      case 1: check_operands(function, params[j], {at(0)}, complex_ok, index); break;
+      case 2: check_operands(function, params[j], {at(0), at(1)}, complex_ok, index); break;
+      default: check_operands(function, params[j], {at(0), at(1), at(2)}, complex_ok, index); break;
+    }
+  }
+}
+
+}  // namespace
+
+void sgd_step_(std::span<const Tensor> params, std::span<const Tensor> grads, double lr, double weight_decay) {
+  check_group("sgd_step_", params, {{"grad", grads}}, true);
+  const Attrs attrs = detail::sgd_attrs(lr, weight_decay);
+  detail::run_group_in_place(detail::kSgdStep, {params, grads}, {0}, attrs);
+}
+
+void sgd_momentum_step_(std::span<const Tensor> params, std::span<const Tensor> grads,
+                        std::span<const Tensor> buffers, const SgdMomentumUpdate& update) {
+  check_group("sgd_momentum_step_", params, {{"grad", grads}, {"buffer", buffers}}, true);
+  const Attrs attrs = detail::sgd_momentum_attrs(update);
+  detail::run_group_in_place(detail::kSgdMomentumStep, {params, grads, buffers}, {0, 2}, attrs);
+}
+
+void adam_step_(std::span<const Tensor> params, std::span<const Tensor> grads, std::span<const Tensor> exp_avgs,
+                std::span<const Tensor> exp_avg_sqs, const AdamUpdate& update) {
+  check_group("adam_step_", params, {{"grad", grads}, {"exp_avg", exp_avgs}, {"exp_avg_sq", exp_avg_sqs}}, false);
+  const Attrs attrs = detail::adam_attrs(update);
+  detail::run_group_in_place(detail::kAdamStep, {params, grads, exp_avgs, exp_avg_sqs}, {0, 2, 3}, attrs);
 }
 
 }  // namespace strata

@@ -88,18 +88,20 @@ typedef struct bp_kernel_info {
   const char* op;
   const char* signature;
   int32_t n_inputs;
+  uint32_t flags; /* STRATA_KERNEL_* besides STRIDED_INPUTS, which all have */
 } bp_kernel_info;
 
 /* Indexed by bp_kind; an entry's user_data points at its info. */
 static bp_kernel_info kBpKernels[BP_KIND_COUNT] = {
-    {BP_FILL, STRATA_OP_FILL, "->f32", 0},
-    {BP_COPY, STRATA_OP_COPY, "f32->f32", 1},
-    {BP_ADD, STRATA_OP_ADD, "f32,f32->f32", 2},
-    {BP_SUB, STRATA_OP_SUB, "f32,f32->f32", 2},
-    {BP_MUL, STRATA_OP_MUL, "f32,f32->f32", 2},
-    {BP_NEG, STRATA_OP_NEG, "f32->f32", 1},
-    {BP_SUM, STRATA_OP_SUM, "f32->f32", 1},
-    {BP_INDEX_SELECT, STRATA_OP_INDEX_SELECT, "f32,i64->f32", 2},
+    {BP_FILL, STRATA_OP_FILL, "->f32", 0, 0},
+    {BP_COPY, STRATA_OP_COPY, "f32->f32", 1, 0},
+    {BP_ADD, STRATA_OP_ADD, "f32,f32->f32", 2, 0},
+    {BP_SUB, STRATA_OP_SUB, "f32,f32->f32", 2, 0},
+    {BP_MUL, STRATA_OP_MUL, "f32,f32->f32", 2, 0},
+    {BP_NEG, STRATA_OP_NEG, "f32->f32", 1, 0},
+    {BP_SUM, STRATA_OP_SUM, "f32->f32", 1, 0},
+    {BP_INDEX_SELECT, STRATA_OP_INDEX_SELECT, "f32,i64->f32", 2, 0},
+    {BP_SGD_STEP, STRATA_OP_SGD_STEP, "f32,f32->f32", 2, STRATA_KERNEL_GROUPED},
 };
 
 /* The kernel table, built by init (one thread) from bp_plugin.kernels and
@@ -203,7 +205,7 @@ strata_status bp_init(strata_init_args* args) {
     e->op = kBpKernels[kind].op;
     e->op_version = STRATA_OP_VERSION;
     e->signature = kBpKernels[kind].signature;
-    e->flags = STRATA_KERNEL_STRIDED_INPUTS;
+    e->flags = STRATA_KERNEL_STRIDED_INPUTS | kBpKernels[kind].flags;
     e->fn = bp_plugin.kernel != NULL ? bp_plugin.kernel : bp_compute;
     e->user_data = &kBpKernels[kind];
     g_entry_pointers[g_n_entries] = e;

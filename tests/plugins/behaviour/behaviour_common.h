@@ -38,7 +38,9 @@
 
 /* The kernels the common code knows: op, signature and arity in kBpKernels
  * (behaviour_common.c). BP_INDEX_SELECT (f32,i64->f32) is listed but not
- * computed here: a plugin that lists it computes it in its own kernel. */
+ * computed here, nor is BP_SGD_STEP (f32,f32->f32, registered with
+ * STRATA_KERNEL_GROUPED): a plugin that lists one computes it in its own
+ * kernel. */
 typedef enum bp_kind {
   BP_FILL = 0,
   BP_COPY,
@@ -48,6 +50,7 @@ typedef enum bp_kind {
   BP_NEG,
   BP_SUM,
   BP_INDEX_SELECT,
+  BP_SGD_STEP,
   BP_KIND_COUNT
 } bp_kind;
 
