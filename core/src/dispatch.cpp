@@ -470,21 +470,36 @@ void check_complex_inputs(const OpCall& call) {
   }
 }
 
-OpResult dispatch_untraced(OpCall& call) {
+/// Before a call runs: complex inputs refused, autocast, the op's shape rule.
+inline void prepare_dispatch(OpCall& call, const DispatchHooks& hooks) {
   check_complex_inputs(call);
-  const DispatchHooks& hooks = dispatch_hooks();
   if (hooks.before_prepare != nullptr) hooks.before_prepare(call);
   if (call.op->prepare != nullptr) call.op->prepare(call);
-  bool decomposed = false;
-  OpResult result = execute(call, decomposed);
-  // A preset output (copy_'s destination) was written in place: its version
-  // moves now that the op ran, and before recording, which saves the new
-  // version. An op that failed wrote nothing, so its version stays.
+}
+
+/// A preset output (copy_'s destination, an optimizer update's state) was
+/// written in place: its version moves once the op ran.
+inline void bump_presets(const OpCall& call) {
   for (int k = 0; k < call.n_outputs; ++k) {
     if (call.preset[static_cast<size_t>(k)].defined()) bump_version(call.preset[static_cast<size_t>(k)]);
   }
-  // A decomposition's primitives were checked and recorded themselves.
+}
+
+/// After a call ran: its presets' versions move, then (before recording,
+/// which saves the new versions) the after hook sees it, unless it was
+/// decomposed: a decomposition's primitives were checked and recorded
+/// themselves. An op that failed wrote nothing and gets neither.
+inline void finish_dispatch(const OpCall& call, OpResult& result, bool decomposed, const DispatchHooks& hooks) {
+  bump_presets(call);
   if (!decomposed && hooks.after != nullptr) hooks.after(call, result, true);
+}
+
+OpResult dispatch_untraced(OpCall& call) {
+  const DispatchHooks& hooks = dispatch_hooks();
+  prepare_dispatch(call, hooks);
+  bool decomposed = false;
+  OpResult result = execute(call, decomposed);
+  finish_dispatch(call, result, decomposed, hooks);
   return result;
 }
 
@@ -495,10 +510,8 @@ const DispatchHooks& dispatch_hooks() { return g_hooks; }
 void set_dispatch_hooks(const DispatchHooks& hooks) { g_hooks = hooks; }
 
 OpResult dispatch_precomputed(OpCall& call, OpResult precomputed) {
-  check_complex_inputs(call);
   const DispatchHooks& hooks = dispatch_hooks();
-  if (hooks.before_prepare != nullptr) hooks.before_prepare(call);
-  if (call.op->prepare != nullptr) call.op->prepare(call);
+  prepare_dispatch(call, hooks);
   if (hooks.after != nullptr) hooks.after(call, precomputed, false);
   return precomputed;
 }
@@ -533,11 +546,11 @@ void add_extent(std::vector<Extent>& out, const Tensor& t, size_t call) {
 /// (a call's outputs are usually its own inputs: that is not an overlap).
 /// One sweep over the extents sorted by storage and start, keeping the
 /// furthest end seen and the furthest end of any other call.
-bool extents_overlap(std::span<OpCall* const> calls) {
+bool extents_overlap(std::span<const OpCall> calls) {
   std::vector<Extent> extents;
   extents.reserve(calls.size() * static_cast<size_t>(kMaxInputs + kMaxOutputs));
   for (size_t c = 0; c < calls.size(); ++c) {
-    const OpCall& call = *calls[c];
+    const OpCall& call = calls[c];
     for (int k = 0; k < call.n_inputs; ++k) add_extent(extents, call.in(k), c);
     for (int k = 0; k < call.n_outputs; ++k) add_extent(extents, call.preset[static_cast<size_t>(k)], c);
   }
@@ -570,11 +583,11 @@ bool extents_overlap(std::span<OpCall* const> calls) {
 /// extents_overlap, first ruling out the usual case cheaply: no storage is
 /// shared by two calls (then nothing overlaps), found by sorting storage
 /// pointers alone.
-bool calls_overlap(std::span<OpCall* const> calls) {
+bool calls_overlap(std::span<const OpCall> calls) {
   std::vector<std::pair<const Storage*, size_t>> storages;  // (storage, call), once per call
   storages.reserve(calls.size() * static_cast<size_t>(kMaxInputs));
   for (size_t c = 0; c < calls.size(); ++c) {
-    const OpCall& call = *calls[c];
+    const OpCall& call = calls[c];
     const size_t first = storages.size();
     auto add = [&](const Tensor& t) {
       const Storage* s = t.impl()->storage.get();
@@ -678,28 +691,19 @@ void dispatch_group(std::span<OpCall> calls) {
   }
   for (OpCall& call : calls) {
     if (!call.op->groupable) throw Error(call.describe() + ": the op does not take groups");
-    check_complex_inputs(call);
-    if (hooks.before_prepare != nullptr) hooks.before_prepare(call);
-    if (call.op->prepare != nullptr) call.op->prepare(call);
+    prepare_dispatch(call, hooks);
   }
-  // Every call is valid: from here on, whatever runs (and should a kernel
-  // fail part way, whatever may have been written) moves its outputs' versions.
-  // As in dispatch_untraced, before the after hooks, which record versions.
-  struct BumpVersions {
+  // Every call is valid and counts as run from here on: should a kernel fail
+  // part way (or a hook throw), the calls not yet finished still move their
+  // presets' versions, since any of them may have been written.
+  size_t finished = 0;
+  struct BumpUnfinished {
     std::span<OpCall> calls;
-    bool done = false;
-    void now() {
-      done = true;
-      for (const OpCall& call : calls) {
-        for (int k = 0; k < call.n_outputs; ++k) {
-          if (call.preset[static_cast<size_t>(k)].defined()) bump_version(call.preset[static_cast<size_t>(k)]);
-        }
-      }
+    const size_t& finished;
+    ~BumpUnfinished() {
+      for (size_t c = finished; c < calls.size(); ++c) bump_presets(calls[c]);
     }
-    ~BumpVersions() {
-      if (!done) now();
-    }
-  } bump{calls};
+  } unfinished{calls, finished};
   std::vector<Group> groups;
   std::vector<OpCall*> singles;
   for (OpCall& call : calls) {
@@ -715,22 +719,20 @@ void dispatch_group(std::span<OpCall> calls) {
   }
   std::vector<OpResult> results(calls.size());
   std::vector<uint8_t> decomposed(calls.size(), 0);
-  auto index_of = [&](const OpCall* call) { return static_cast<size_t>(call - calls.data()); };
-  auto run_single = [&](OpCall* call) {
+  auto run_single = [&](OpCall& call) {
+    const auto c = static_cast<size_t>(&call - calls.data());
     bool d = false;
-    results[index_of(call)] = execute(*call, d);
-    decomposed[index_of(call)] = d ? 1 : 0;
+    results[c] = execute(call, d);
+    decomposed[c] = d ? 1 : 0;
   };
-  std::vector<OpCall*> all;
-  for (OpCall& call : calls) all.push_back(&call);
   const bool grouping = std::ranges::any_of(groups, [](const Group& g) { return g.calls.size() > 1; });
-  if (grouping && calls_overlap(all)) {
+  if (grouping && calls_overlap(calls)) {
     // Calls that share memory see one another's writes: in order, one by one.
-    for (OpCall* call : all) run_single(call);
+    for (OpCall& call : calls) run_single(call);
   } else {
     for (const Group& g : groups) {
       if (g.calls.size() == 1) {
-        run_single(g.calls.front());
+        run_single(*g.calls.front());
         continue;
       }
       strata_error err;
@@ -738,7 +740,7 @@ void dispatch_group(std::span<OpCall> calls) {
       err.message[0] = '\0';
       const strata_status status = run_group_kernel(*g.dev, *g.kernel, g.calls, err);
       if (status == STRATA_ERROR_UNSUPPORTED) {
-        for (OpCall* call : g.calls) run_single(call);  // each as if alone: kernel, decomposition, fallback
+        for (OpCall* call : g.calls) run_single(*call);  // each as if alone: kernel, decomposition, fallback
         continue;
       }
       if (status != STRATA_OK) {
@@ -747,16 +749,15 @@ void dispatch_group(std::span<OpCall> calls) {
                                  " more calls of a group");
       }
       for (OpCall* call : g.calls) {
-        OpResult& r = results[index_of(call)];
+        OpResult& r = results[static_cast<size_t>(call - calls.data())];
         for (int k = 0; k < call->n_outputs; ++k) r.push_back(call->preset[static_cast<size_t>(k)]);
       }
     }
-    for (OpCall* call : singles) run_single(call);
+    for (OpCall* call : singles) run_single(*call);
   }
-  bump.now();
-  if (hooks.after == nullptr) return;
-  for (size_t c = 0; c < calls.size(); ++c) {
-    if (decomposed[c] == 0) hooks.after(calls[c], results[c], true);
+  while (finished < calls.size()) {
+    const size_t c = finished++;
+    finish_dispatch(calls[c], results[c], decomposed[c] != 0, hooks);
   }
 }
 

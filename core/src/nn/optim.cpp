@@ -312,34 +312,33 @@ void SGD::step() {
   const SGDOptions& o = options_;
   // The parameters with a gradient, updated as groups (ops.hpp: one kernel
   // call per group on devices whose kernels take groups): with momentum,
-  // those whose buffer is new apart from the rest.
+  // those whose buffer is still to be created (`fresh`) apart from the rest.
   struct Group {
     std::vector<size_t> index;
     std::vector<Tensor> p, g, b;
   };
-  Group later, first;
+  Group kept, fresh;
   for (size_t i = 0; i < params().size(); ++i) {
     const Tensor& p = params()[i];
     const Tensor& g = p.grad();
     if (!g.defined()) continue;
-    const Tensor& b = o.momentum == 0.0 ? g : buffer(i, "momentum_buffer");
-    Group& group = b.defined() ? later : first;
+    const Tensor* buf = o.momentum != 0.0 ? &buffer(i, "momentum_buffer") : nullptr;
+    const bool is_new = buf != nullptr && !buf->defined();
+    Group& group = is_new ? fresh : kept;
     group.index.push_back(i);
     group.p.push_back(p.detach());
     group.g.push_back(g.detach().to(p.dtype()));
-    if (o.momentum != 0.0) group.b.push_back(b.defined() ? b : zeros_like(p.detach()));
+    if (buf != nullptr) group.b.push_back(is_new ? zeros_like(p.detach()) : *buf);
   }
   if (o.momentum == 0.0) {
-    sgd_step_(later.p, later.g, lr, o.weight_decay);
+    sgd_step_(kept.p, kept.g, lr, o.weight_decay);
   } else {
-    for (Group* group : {&later, &first}) {
+    for (Group* group : {&kept, &fresh}) {
       if (group->p.empty()) continue;
-      sgd_momentum_step_(group->p, group->g, group->b, detail::sgd_momentum_update(o, lr, group == &first));
-      // The new buffers join the state once their update has run.
-      for (size_t k = 0; group == &first && k < group->index.size(); ++k) {
-        buffer(group->index[k], "momentum_buffer") = group->b[k];
-      }
+      sgd_momentum_step_(group->p, group->g, group->b, detail::sgd_momentum_update(o, lr, group == &fresh));
     }
+    // The new buffers join the state once their update has run.
+    for (size_t k = 0; k < fresh.index.size(); ++k) buffer(fresh.index[k], "momentum_buffer") = fresh.b[k];
   }
   count_step();
 }

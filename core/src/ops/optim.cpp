@@ -26,6 +26,7 @@
 #include <strata/ops.hpp>
 
 #include <algorithm>
+#include <array>
 #include <initializer_list>
 #include <span>
 #include <string>
@@ -153,32 +154,13 @@ void run_in_place(const OpDef& op, std::initializer_list<Tensor> inputs, std::in
 /// run_in_place for a group: `lists` hold one operand list each (parameter
 /// first), `written[k]` the list output k is written into. Members whose
 /// outputs are all compact run through dispatch_group (one kernel call per
-/// device where the kernel takes groups); the others one by one.
+/// device where the kernel takes groups); the others one by one, their
+/// results copied over the outputs.
 void run_group_in_place(const OpDef& op, std::initializer_list<std::span<const Tensor>> lists,
                         std::initializer_list<int> written, const Attrs& attrs) {
   const std::span<const Tensor> params = *lists.begin();
-  std::vector<OpCall> calls;
-  calls.reserve(params.size());
-  std::vector<size_t> loose;  // members with an output that is not compact
-  for (size_t j = 0; j < params.size(); ++j) {
-    bool compact = true;
-    for (int w : written) compact = compact && lists.begin()[w][j].is_contiguous();
-    if (!compact) {
-      loose.push_back(j);
-      continue;
-    }
-    OpCall& call = calls.emplace_back();
-    call.op = &op;
-    call.device = params[j].device();
-    call.n_inputs = static_cast<int>(lists.size());
-    int k = 0;
-    for (const std::span<const Tensor>& list : lists) call.inputs[static_cast<size_t>(k++)] = list[j];
-    k = 0;
-    for (int w : written) call.preset[static_cast<size_t>(k++)] = lists.begin()[w][j];
-    call.attrs = &attrs;
-  }
-  dispatch_group(calls);
-  for (size_t j : loose) {
+  auto output = [&](int w, size_t j) -> const Tensor& { return lists.begin()[w][j]; };
+  auto call_for = [&](size_t j) {
     OpCall call;
     call.op = &op;
     call.device = params[j].device();
@@ -186,9 +168,26 @@ void run_group_in_place(const OpDef& op, std::initializer_list<std::span<const T
     int k = 0;
     for (const std::span<const Tensor>& list : lists) call.inputs[static_cast<size_t>(k++)] = list[j];
     call.attrs = &attrs;
+    return call;
+  };
+  std::vector<OpCall> calls;
+  calls.reserve(params.size());
+  std::vector<size_t> loose;  // members with an output that is not compact
+  for (size_t j = 0; j < params.size(); ++j) {
+    if (!std::ranges::all_of(written, [&](int w) { return output(w, j).is_contiguous(); })) {
+      loose.push_back(j);
+      continue;
+    }
+    OpCall& call = calls.emplace_back(call_for(j));
+    int k = 0;
+    for (int w : written) call.preset[static_cast<size_t>(k++)] = output(w, j);
+  }
+  dispatch_group(calls);
+  for (size_t j : loose) {
+    OpCall call = call_for(j);
     OpResult results = dispatch_call(call);
-    k = 0;
-    for (int w : written) Tensor(lists.begin()[w][j]).copy_(results[k++]);
+    int k = 0;
+    for (int w : written) Tensor(output(w, j)).copy_(results[k++]);
   }
 }
 
@@ -232,7 +231,7 @@ namespace {
 /// in the gradient and take complex parameters (`complex_ok`); Adam squares
 /// the gradient, which is not |g|² for complex values, so it does not.
 void check_operands(const char* function, const Tensor& param,
-                    std::initializer_list<std::pair<const char*, const Tensor*>> operands, bool complex_ok,
+                    std::span<const std::pair<const char*, const Tensor*>> operands, bool complex_ok,
                     int64_t index = -1) {
   // "adam_step_: " or, for a group's member, "adam_step_: parameter 3: ".
   auto where = [&] {
@@ -255,6 +254,11 @@ void check_operands(const char* function, const Tensor& param,
     if (!shape_ok) throw ShapeError(message);
     throw DeviceError(message);
   }
+}
+
+void check_operands(const char* function, const Tensor& param,
+                    std::initializer_list<std::pair<const char*, const Tensor*>> operands, bool complex_ok) {
+  check_operands(function, param, std::span(operands.begin(), operands.size()), complex_ok);
 }
 
 }  // namespace
@@ -311,8 +315,7 @@ namespace {
 
 /// The group forms' check, before anything runs: one entry per parameter in
 /// every list (`lists` after the parameters: an operand's name, its list),
-/// each member's
-/// operands like its parameter, as check_operands names them.
+/// each member's operands like its parameter, as check_operands names them.
 void check_group(const char* function, std::span<const Tensor> params,
                  std::initializer_list<std::pair<const char*, std::span<const Tensor>>> lists, bool complex_ok) {
   for (const auto& [name, list] : lists) {
@@ -321,14 +324,11 @@ void check_group(const char* function, std::span<const Tensor> params,
                        std::to_string(list.size()) + " " + name + "s; every list has one entry per parameter");
     }
   }
+  std::array<std::pair<const char*, const Tensor*>, 3> operands{};
   for (size_t j = 0; j < params.size(); ++j) {
-    const auto at = [&](size_t k) { return std::pair<const char*, const Tensor*>{lists.begin()[k].first, &lists.begin()[k].second[j]}; };
-    const auto index = static_cast<int64_t>(j);
-    switch (lists.size()) {
-      case 1: check_operands(function, params[j], {at(0)}, complex_ok, index); break;
-      case 2: check_operands(function, params[j], {at(0), at(1)}, complex_ok, index); break;
-      default: check_operands(function, params[j], {at(0), at(1), at(2)}, complex_ok, index); break;
-    }
+    size_t n = 0;
+    for (const auto& [name, list] : lists) operands[n++] = {name, &list[j]};
+    check_operands(function, params[j], {operands.data(), n}, complex_ok, static_cast<int64_t>(j));
   }
 }
 
