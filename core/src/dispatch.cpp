@@ -462,17 +462,29 @@ namespace {
                    "); docs/complex.md lists the ops that take complex tensors");
 }
 
-/// Complex inputs reach only the ops defined for them (OpDef::takes_complex).
-void check_complex_inputs(const OpCall& call) {
-  if (call.op->takes_complex) return;
+/// A storage-less input: the placeholder a recorded node keeps for an operand
+/// whose values its VJP declared it does not read (OpDef::vjp_reads_inputs),
+/// reaching an op — a derivative rule that breaks its declaration.
+[[noreturn, gnu::cold, gnu::noinline]] void refuse_placeholder(const OpCall& call, int k) {
+  throw Error("internal: " + std::string(call.op->name) + ": input " + std::to_string(k) + " (" +
+              type_string(call.in(k)) + ") has no storage: a derivative rule read the values of an operand its op " +
+              "does not keep (OpDef::vjp_reads_inputs / vjp_reads_outputs)");
+}
+
+/// Every input has values, and complex inputs reach only the ops defined for
+/// them (OpDef::takes_complex).
+void check_inputs(const OpCall& call) {
   for (int k = 0; k < call.n_inputs; ++k) {
-    if (is_complex(call.in(k).impl()->dtype)) [[unlikely]] refuse_complex(call, k);
+    if (!call.in(k).defined()) continue;
+    const TensorImpl& t = *call.in(k).impl();
+    if (t.storage == nullptr) [[unlikely]] refuse_placeholder(call, k);
+    if (!call.op->takes_complex && is_complex(t.dtype)) [[unlikely]] refuse_complex(call, k);
   }
 }
 
 /// Before a call runs: complex inputs refused, autocast, the op's shape rule.
 inline void prepare_dispatch(OpCall& call, const DispatchHooks& hooks) {
-  check_complex_inputs(call);
+  check_inputs(call);
   if (hooks.before_prepare != nullptr) hooks.before_prepare(call);
   if (call.op->prepare != nullptr) call.op->prepare(call);
 }

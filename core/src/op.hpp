@@ -192,6 +192,17 @@ struct OpDef {
   DerivativeRule vjp = nullptr;
   /// Forward mode.
   DerivativeRule jvp = nullptr;
+  /// Which operands' values the VJP reads: bit k for input k (inputs past
+  /// the eighth always count as read) and for output k. A recorded node
+  /// keeps those; of the others it keeps a placeholder with their shape,
+  /// dtype and device but no storage, so their memory goes as soon as
+  /// nothing else holds it (add keeps neither operand, mul not its product,
+  /// exp not its input — as PyTorch saves only what a formula names). A rule
+  /// must not read the values of an operand whose bit is clear; the tests
+  /// of docs/autograd.md, "What a node keeps", hold every marked op to it.
+  /// The JVP runs while the op runs and sees every operand.
+  uint8_t vjp_reads_inputs = 0xff;
+  uint8_t vjp_reads_outputs = 0xff;
   /// Contract version: kernels declare the version they implement, and the
   /// loader refuses entries for another one (docs/ops.md, "Versions").
   uint32_t version = 1;

@@ -203,6 +203,20 @@ TEST(Backward, InPlaceChangeOfASavedTensorIsAnError) {
   }
 }
 
+TEST(Backward, InPlaceChangeOfAnOperandWhoseValuesAreNotKeptIsAllowed) {
+  // add's VJP reads no operand's values (docs/autograd.md, "What a node
+  // keeps"): changing a after the add does not change its gradient, as in
+  // PyTorch. mul reads both operands, so the same change there is an error
+  // (the test above).
+  Tensor w = full({2}, 2.0, {.dtype = f64, .requires_grad = true});
+  Tensor a = w * 3.0;
+  Tensor y = sum((a + 1.0) * w);  // add keeps a's shape only; mul keeps a + 1 and w
+  a.copy_(zeros({2}, {.dtype = f64}));
+  y.backward();
+  // dy/dw = (a + 1) + w · da/dw = (3w + 1) + 3w at w = 2, with a + 1 as mul kept it.
+  EXPECT_EQ(w.grad().to_vector<double>(), (std::vector<double>{13.0, 13.0}));
+}
+
 TEST(Backward, NoGradRecordsNothing) {
   Tensor w = full({}, 2.0, {.dtype = f64, .requires_grad = true});
   Tensor y;
@@ -596,17 +610,41 @@ TEST(Memory, TapeReportsTheBytesItsGraphHolds) {
   GradientTape tape;
   tape.watch(x);
   EXPECT_EQ(tape.saved_bytes(), 0u);
-  Tensor y = exp(x);                // saves x and y: 2 x 2 KiB
-  EXPECT_EQ(tape.saved_bytes(), 2u * 256u * 8u);
-  Tensor z = sum(y * y);
-  uint64_t held = tape.saved_bytes();
-  EXPECT_GT(held, 2u * 256u * 8u);
+  Tensor y = exp(x);  // keeps y, 2 KiB (its VJP is g·y: x's values are not kept)
+  EXPECT_EQ(tape.saved_bytes(), 256u * 8u);
+  Tensor z = sum(y * y);  // mul keeps both operands (y twice), not the product; sum no values
+  const uint64_t held = tape.saved_bytes();
+  EXPECT_GE(held, 3u * 256u * 8u);
+  EXPECT_LT(held, 4u * 256u * 8u);  // (0-d views of the sum keep a few bytes)
   {
     GradientTape inner;  // a tape that records nothing holds nothing
     EXPECT_EQ(inner.saved_bytes(), 0u);
   }
   tape.gradient(z, {x});  // non-persistent: the pass frees the saved tensors
   EXPECT_EQ(tape.saved_bytes(), 0u);
+}
+
+TEST(Memory, ANodeKeepsOnlyTheValuesItsRuleReads) {
+  // mean(y * y): mul keeps y (twice), not the product, and mean keeps only
+  // the product's shape, so the product is freed as soon as mean has run;
+  // exp keeps its output, not its input.
+  Tensor x = full({64, 256}, 0.25, {.dtype = f32, .requires_grad = true});
+  const int64_t bytes = 64 * 256 * 4;
+  MemoryScope mem(x.device());
+  Tensor loss;
+  {
+    Tensor h = x * 2.0;  // kept by nobody once exp ran: exp reads its output only
+    Tensor y = exp(h);
+    loss = mean(y * y);
+  }
+  // Left allocated: y (kept by mul and exp) and the 0-d loss; not h, not y * y.
+  EXPECT_GE(mem.current_bytes(), bytes);
+  EXPECT_LT(mem.current_bytes(), 2 * bytes);
+  EXPECT_LT(mem.peak_bytes(), static_cast<uint64_t>(3 * bytes + 4096));  // h, y and y * y at most
+  loss.backward();
+  // d/dx mean(exp(2x)^2) = 4 exp(4x) / n.
+  const double want = 4.0 * std::exp(1.0) / (64.0 * 256.0);
+  for (float v : x.grad().to_vector<float>()) ASSERT_NEAR(v, want, 1e-9);
 }
 
 /// The message of the ShapeError `f` throws ("" and a test failure otherwise).

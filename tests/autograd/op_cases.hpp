@@ -71,6 +71,13 @@ inline std::vector<OpCase> cases(DType dtype = DType::f64, strata::Device device
       {"silu", [](const Tensor& x) { return silu(x); }, {2, 3}},
       {"abs", [](const Tensor& x) { return abs(x); }, {2, 3}, 0.2, 1.5, 1},
       {"relu", [](const Tensor& x) { return relu(x); }, {2, 3}, 0.2, 1.5, 1},
+      // Flat ops (zero derivative) times a smooth one, on ranges without a
+      // jump, so that every order is non-zero and the flat op's rule runs.
+      {"sign", [](const Tensor& x) { return exp(x) * sign(x); }, {2, 3}, 0.2, 1.5},
+      {"floor", [](const Tensor& x) { return exp(x) * (floor(x) + 2.0); }, {2, 3}, 0.2, 0.8},
+      {"ceil", [](const Tensor& x) { return exp(x) * ceil(x); }, {2, 3}, 0.2, 0.8},
+      {"round", [](const Tensor& x) { return exp(x) * (round(x) + 2.0); }, {2, 3}, 0.6, 1.4},
+      {"copy", [](const Tensor& x) { return exp(x.clone()); }, {2, 3}},
       // binary, differentiated in each operand, with broadcasting
       {"add.a.broadcast", [b13](const Tensor& x) { return sin(x + b13); }, {2, 3}},
       {"sub.b.broadcast", [b23](const Tensor& x) { return tanh(b23 - x); }, {1, 3}},

@@ -2,6 +2,7 @@
 // each differentiable op has a VJP and a JVP, and that they match central
 // finite differences in f64 on a few shapes, with the adjoint identity
 // <v, JVP(t)> = <VJP(v), t> between them.
+#include "op_cases.hpp"
 #include "rule_harness.hpp"
 
 #include <functional>
@@ -220,6 +221,24 @@ TEST(Coverage, EveryOpWithRulesIsCheckedHere) {
     EXPECT_EQ(op_cases().count(std::string(op->name)), 1u) << "no finite-difference cases for '" << op->name << "'";
   }
   for (const auto& [name, cases] : op_cases()) EXPECT_NE(d::find_op(name), nullptr) << name;
+}
+
+/// Ops that keep placeholders for operands their VJP does not read
+/// (OpDef::vjp_reads_inputs / vjp_reads_outputs, docs/autograd.md "What a node
+/// keeps") must run through a tape and the engine, where the VJP sees those
+/// placeholders, in higher_order_test.cpp: a rule that reads one fails there.
+TEST(Coverage, EveryOpThatKeepsPlaceholdersRunsThroughTheEngine) {
+  std::set<std::string> end_to_end;
+  for (const op_cases::OpCase& c : op_cases::cases()) end_to_end.insert(c.name.substr(0, c.name.find('.')));
+  for (const d::OpDef* op : d::all_ops()) {
+    if (op->vjp_reads_inputs == 0xff && op->vjp_reads_outputs == 0xff) continue;
+    // checkpoint: to third order in checkpoint_amp_test.cpp; cast: f64 finite
+    // differences cannot see through a narrower dtype, so CastTest checks the
+    // rule and the Autocast tests of checkpoint_amp_test.cpp the engine.
+    if (op->name == "checkpoint" || op->name == "cast") continue;
+    EXPECT_EQ(end_to_end.count(std::string(op->name)), 1u)
+        << "'" << op->name << "' keeps placeholders but has no case in op_cases.hpp";
+  }
 }
 
 // --- first order, per op ----------------------------------------------------------

@@ -143,7 +143,9 @@ const detail::OpDef& kCheckpoint = detail::define_op({.name = "checkpoint",
                                                       .n_inputs = -1,
                                                       .n_outputs = -1,
                                                       .vjp = checkpoint_vjp,
-                                                      .jvp = checkpoint_jvp});
+                                                      .jvp = checkpoint_jvp,
+                                                      // it recomputes its outputs: only their count
+                                                      .vjp_reads_outputs = 0});
 
 }  // namespace
 

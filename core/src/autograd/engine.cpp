@@ -54,6 +54,7 @@ class StateGuard {
 Tensor accumulate(const Tensor& a, const Tensor& b) { return a.defined() ? add(a, b) : b; }
 
 Tensor unpack(const SavedTensor& s, const std::shared_ptr<Node>& node, bool differentiable) {
+  if (s.shape_only) return s.data;  // no values: nothing to check or differentiate
   if (s.data.impl()->storage->version.load(std::memory_order_relaxed) != s.version) {
     throw Error("a tensor saved for the backward of op '" + std::string(node->op->name) + "' (" +
                 type_string(s.data) +

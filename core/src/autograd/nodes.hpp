@@ -69,7 +69,10 @@ struct AutogradMeta {
 };
 
 /// A tensor a node needs for its derivative, with the storage version it had
-/// (an in-place change before backward is an error naming the op).
+/// (an in-place change before backward is an error naming the op). An
+/// operand whose values the op's VJP does not read (OpDef::vjp_reads_inputs,
+/// vjp_reads_outputs) is kept as a placeholder: its shape, strides, dtype and
+/// device without storage, so that it holds no memory and no version.
 struct SavedTensor {
   Tensor data;  // for outputs: an alias without autograd metadata
   uint32_t version = 0;
@@ -80,6 +83,7 @@ struct SavedTensor {
   /// node runs backward so that rules using the output carry its tangent
   /// (forward-over-reverse).
   std::vector<std::pair<uint64_t, Tensor>> tangents;
+  bool shape_only = false;  // data is a placeholder
 };
 
 /// Where a node sends the gradient of one of its inputs.

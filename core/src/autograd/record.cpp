@@ -67,7 +67,7 @@ AutogradMeta& meta_of(const Tensor& t) {
 size_t Node::saved_bytes() const {
   size_t n = 0;
   auto add = [&n](const SavedTensor& s) {
-    if (s.data.defined()) n += static_cast<size_t>(s.data.numel()) * dtype_size(s.data.dtype());
+    if (s.data.defined() && !s.shape_only) n += static_cast<size_t>(s.data.numel()) * dtype_size(s.data.dtype());
   };
   std::for_each(inputs.begin(), inputs.end(), add);
   std::for_each(outputs.begin(), outputs.end(), add);
@@ -155,6 +155,33 @@ LevelSet node_levels(std::span<const Tensor> inputs, const AutogradState& st) {
   return levels;
 }
 
+/// The placeholder a node keeps for an operand whose values its VJP does not
+/// read (SavedTensor::shape_only). Operands of one node with equal metadata
+/// (add's inputs and output, as prepared) share one: `last` is the previous.
+Tensor shape_only(const Tensor& t, Tensor& last) {
+  const TensorImpl& src = *t.impl();
+  if (last.defined()) {
+    const TensorImpl& prev = *last.impl();
+    if (prev.dtype == src.dtype && prev.device == src.device && std::ranges::equal(prev.sizes(), src.sizes()) &&
+        std::ranges::equal(prev.stride_span(), src.stride_span())) {
+      return last;
+    }
+  }
+  auto impl = make_pooled<TensorImpl>();
+  impl->device = src.device;
+  impl->dtype = src.dtype;
+  impl->rank = src.rank;
+  impl->offset = src.offset;
+  impl->numel = src.numel;
+  impl->shape = src.shape;
+  impl->strides = src.strides;
+  last = Tensor(std::move(impl));
+  return last;
+}
+
+/// Whether bit k of a vjp_reads mask is set (inputs past the eighth: yes).
+bool reads(uint8_t mask, size_t k) { return k >= 8 || ((mask >> k) & 1U) != 0; }
+
 void record_reverse(const OpDef& op, std::span<const Tensor> inputs, std::span<Tensor> outputs, const Attrs* attrs,
                     const AutogradState& st, const std::shared_ptr<const void>& closure) {
   if (!st.grad_enabled || op.vjp == nullptr) return;
@@ -170,8 +197,14 @@ void record_reverse(const OpDef& op, std::span<const Tensor> inputs, std::span<T
   node->n_outputs = outputs.size();
   node->inputs.reserve(inputs.size());
   node->next.reserve(inputs.size());
-  for (const Tensor& t : inputs) {
-    node->inputs.push_back({t, t.impl()->storage->version.load(std::memory_order_relaxed), false, 0, {}});
+  Tensor placeholder;
+  for (size_t k = 0; k < inputs.size(); ++k) {
+    const Tensor& t = inputs[k];
+    if (reads(op.vjp_reads_inputs, k)) {
+      node->inputs.push_back({t, t.impl()->storage->version.load(std::memory_order_relaxed), false, 0, {}, false});
+    } else {
+      node->inputs.push_back({shape_only(t, placeholder), 0, false, 0, {}, true});
+    }
     Edge edge;
     if (const auto& m = t.impl()->autograd) {
       edge.leaf = m;  // the input's metadata: identifies it as a source
@@ -183,8 +216,16 @@ void record_reverse(const OpDef& op, std::span<const Tensor> inputs, std::span<T
   node->output_metas.resize(outputs.size());
   for (size_t k = 0; k < outputs.size(); ++k) {
     Tensor& out = outputs[k];
-    node->outputs.push_back(
-        {plain_alias(out), out.impl()->storage->version.load(std::memory_order_relaxed), true, static_cast<int>(k), {}});
+    if (reads(op.vjp_reads_outputs, k)) {
+      node->outputs.push_back({plain_alias(out),
+                               out.impl()->storage->version.load(std::memory_order_relaxed),
+                               true,
+                               static_cast<int>(k),
+                               {},
+                               false});
+    } else {
+      node->outputs.push_back({shape_only(out, placeholder), 0, true, static_cast<int>(k), {}, true});
+    }
     if (!is_differentiable(out.dtype())) continue;
     AutogradMeta& m = meta_of(out);
     m.grad_fn = node;
@@ -339,6 +380,7 @@ void record_node(const OpDef& op, std::span<const Tensor> inputs, std::span<Tens
     if (m == nullptr || m->grad_fn == nullptr || m->tangents.empty()) continue;
     Node& node = *m->grad_fn;
     if (static_cast<size_t>(m->output_nr) >= node.outputs.size()) continue;
+    if (node.outputs[static_cast<size_t>(m->output_nr)].shape_only) continue;  // the VJP reads no value of it
     auto& saved = node.outputs[static_cast<size_t>(m->output_nr)].tangents;
     for (const auto& [level, t] : m->tangents) saved.emplace_back(level, tangent_alias(t));
   }

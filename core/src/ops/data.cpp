@@ -57,12 +57,16 @@ const OpDef& kCopy = detail::define_op({.name = "copy",
                                         .takes_complex = true,
                                         .prepare = same_meta,
                                         .vjp = STRATA_VJP(g),
-                                        .jvp = STRATA_JVP(STRATA_TANGENT(t))});
+                                        .jvp = STRATA_JVP(STRATA_TANGENT(t)),
+                                        .vjp_reads_inputs = 0,
+                                        .vjp_reads_outputs = 0});
 const OpDef& kCast = detail::define_op({.name = "cast",
                                         .takes_complex = true,
                                         .prepare = cast_rule,
                                         .vjp = STRATA_VJP(cast_back(g, c.in(0).dtype())),
-                                        .jvp = STRATA_JVP(STRATA_TANGENT(cast_along(t, c.out().dtype())))});
+                                        .jvp = STRATA_JVP(STRATA_TANGENT(cast_along(t, c.out().dtype()))),
+                                        .vjp_reads_inputs = 0,  // its dtype only
+                                        .vjp_reads_outputs = 0});
 // No inputs to differentiate; a complex fill holds (value, 0).
 const OpDef& kFill = detail::define_op({.name = "fill", .n_inputs = 0, .takes_complex = true});
 

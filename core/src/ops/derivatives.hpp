@@ -37,6 +37,28 @@ struct Derivative {
   DerivativeRule jvp = nullptr;
 };
 
+// --- what a node keeps ----------------------------------------------------------
+// OpDef::vjp_reads_inputs / vjp_reads_outputs, set next to the rule that
+// justifies them: a recorded node keeps the values of only the operands its
+// VJP reads (the others as shape-only placeholders).
+
+/// The VJP reads the inputs' values, not the outputs' (mul: g·b, g·a).
+inline OpDef reads_inputs(OpDef def) {
+  def.vjp_reads_outputs = 0;
+  return def;
+}
+/// The VJP reads the outputs' values, not the inputs' (exp: g·y).
+inline OpDef reads_outputs(OpDef def) {
+  def.vjp_reads_inputs = 0;
+  return def;
+}
+/// The VJP reads no operand's values, only shapes and dtypes (add: g, g).
+inline OpDef reads_no_values(OpDef def) {
+  def.vjp_reads_inputs = 0;
+  def.vjp_reads_outputs = 0;
+  return def;
+}
+
 // --- elementwise ops: diagonal Jacobians -------------------------------------
 // The derivative of an elementwise op is a pointwise product g·f'(x), so the
 // JVP applies the map D(g) = g·f'(x) to the input tangent. The VJP applies

@@ -27,6 +27,9 @@ using detail::GradContext;
 using detail::OpDef;
 using detail::OpKind;
 using detail::derivatives::Grads;
+using detail::derivatives::reads_inputs;
+using detail::derivatives::reads_no_values;
+using detail::derivatives::reads_outputs;
 using detail::derivatives::scalar;
 namespace rules = detail::rules;
 
@@ -98,46 +101,57 @@ Grads abs_jvp(const GradContext& c) {
 }
 
 // --- unary: STRATA_DERIVATIVE(g through f'(x)), x input, y output ----------------
-const OpDef& kNeg = define_op(complex_too(unary("neg", rules::unary_numeric, STRATA_DERIVATIVE(-g))));
+const OpDef& kNeg = define_op(reads_no_values(complex_too(unary("neg", rules::unary_numeric, STRATA_DERIVATIVE(-g)))));
 const OpDef& kAbs = define_op(complex_too(unary("abs", abs_rule, {abs_vjp, abs_jvp})));
-const OpDef& kSign = define_op(unary("sign", rules::unary_numeric, STRATA_DERIVATIVE(zeros_like(g))));
-const OpDef& kRelu = define_op(unary("relu", rules::unary_numeric, STRATA_DERIVATIVE(relu_backward(g, x))));
-const OpDef& kExp = define_op(complex_too(unary("exp", rules::unary_float, STRATA_DERIVATIVE(g * y), kFp32)));
-const OpDef& kLog = define_op(complex_too(unary("log", rules::unary_float, STRATA_DERIVATIVE(g / x), kFp32)));
-const OpDef& kLog1p = define_op(unary("log1p", rules::unary_float, STRATA_DERIVATIVE(g / (x + 1.0)), kFp32));
-const OpDef& kExpm1 = define_op(unary("expm1", rules::unary_float, STRATA_DERIVATIVE(g * (y + 1.0)), kFp32));
+const OpDef& kSign = define_op(reads_no_values(unary("sign", rules::unary_numeric, STRATA_DERIVATIVE(zeros_like(g)))));
+const OpDef& kRelu =
+    define_op(reads_inputs(unary("relu", rules::unary_numeric, STRATA_DERIVATIVE(relu_backward(g, x)))));
+const OpDef& kExp =
+    define_op(reads_outputs(complex_too(unary("exp", rules::unary_float, STRATA_DERIVATIVE(g * y), kFp32))));
+const OpDef& kLog =
+    define_op(reads_inputs(complex_too(unary("log", rules::unary_float, STRATA_DERIVATIVE(g / x), kFp32))));
+const OpDef& kLog1p =
+    define_op(reads_inputs(unary("log1p", rules::unary_float, STRATA_DERIVATIVE(g / (x + 1.0)), kFp32)));
+const OpDef& kExpm1 =
+    define_op(reads_outputs(unary("expm1", rules::unary_float, STRATA_DERIVATIVE(g * (y + 1.0)), kFp32)));
 const OpDef& kSqrt =
-    define_op(complex_too(unary("sqrt", rules::unary_float, STRATA_DERIVATIVE(g / (y * 2.0)), kFp32)));
-const OpDef& kRsqrt = define_op(unary("rsqrt", rules::unary_float, STRATA_DERIVATIVE(g * (y * y * y) * -0.5), kFp32));
-const OpDef& kSin = define_op(unary("sin", rules::unary_float, STRATA_DERIVATIVE(g * cos(x))));
-const OpDef& kCos = define_op(unary("cos", rules::unary_float, STRATA_DERIVATIVE(-g * sin(x))));
-const OpDef& kTanh = define_op(unary("tanh", rules::unary_float, STRATA_DERIVATIVE(tanh_backward(g, y))));
-const OpDef& kSigmoid = define_op(unary("sigmoid", rules::unary_float, STRATA_DERIVATIVE(sigmoid_backward(g, y))));
-const OpDef& kErf = define_op(
-    unary("erf", rules::unary_float, STRATA_DERIVATIVE(g * exp(-(x * x)) * (2.0 * std::numbers::inv_sqrtpi)), kFp32));
-const OpDef& kFloor = define_op(unary("floor", rules::unary_float, STRATA_DERIVATIVE(zeros_like(g))));
-const OpDef& kCeil = define_op(unary("ceil", rules::unary_float, STRATA_DERIVATIVE(zeros_like(g))));
-const OpDef& kRound = define_op(unary("round", rules::unary_float, STRATA_DERIVATIVE(zeros_like(g))));
+    define_op(reads_outputs(complex_too(unary("sqrt", rules::unary_float, STRATA_DERIVATIVE(g / (y * 2.0)), kFp32))));
+const OpDef& kRsqrt =
+    define_op(reads_outputs(unary("rsqrt", rules::unary_float, STRATA_DERIVATIVE(g * (y * y * y) * -0.5), kFp32)));
+const OpDef& kSin = define_op(reads_inputs(unary("sin", rules::unary_float, STRATA_DERIVATIVE(g * cos(x)))));
+const OpDef& kCos = define_op(reads_inputs(unary("cos", rules::unary_float, STRATA_DERIVATIVE(-g * sin(x)))));
+const OpDef& kTanh =
+    define_op(reads_outputs(unary("tanh", rules::unary_float, STRATA_DERIVATIVE(tanh_backward(g, y)))));
+const OpDef& kSigmoid =
+    define_op(reads_outputs(unary("sigmoid", rules::unary_float, STRATA_DERIVATIVE(sigmoid_backward(g, y)))));
+const OpDef& kErf = define_op(reads_inputs(
+    unary("erf", rules::unary_float, STRATA_DERIVATIVE(g * exp(-(x * x)) * (2.0 * std::numbers::inv_sqrtpi)), kFp32)));
+const OpDef& kFloor = define_op(reads_no_values(unary("floor", rules::unary_float, STRATA_DERIVATIVE(zeros_like(g)))));
+const OpDef& kCeil = define_op(reads_no_values(unary("ceil", rules::unary_float, STRATA_DERIVATIVE(zeros_like(g)))));
+const OpDef& kRound = define_op(reads_no_values(unary("round", rules::unary_float, STRATA_DERIVATIVE(zeros_like(g)))));
 const OpDef& kReciprocal =
-    define_op(complex_too(unary("reciprocal", rules::unary_float, STRATA_DERIVATIVE(-g * y * y), kFp32)));
+    define_op(reads_outputs(
+        complex_too(unary("reciprocal", rules::unary_float, STRATA_DERIVATIVE(-g * y * y), kFp32))));
 const OpDef& kLogicalNot = define_op(unary("logical_not", rules::logical));
 
 // --- binary: STRATA_PARTIALS(g through d/da, g through d/db), output y ------------
-const OpDef& kAdd = define_op(complex_too(binary("add", rules::binary_arith, STRATA_PARTIALS(g, g), kPromote)));
-const OpDef& kSub = define_op(complex_too(binary("sub", rules::binary_arith, STRATA_PARTIALS(g, -g), kPromote)));
+const OpDef& kAdd =
+    define_op(reads_no_values(complex_too(binary("add", rules::binary_arith, STRATA_PARTIALS(g, g), kPromote))));
+const OpDef& kSub =
+    define_op(reads_no_values(complex_too(binary("sub", rules::binary_arith, STRATA_PARTIALS(g, -g), kPromote))));
 const OpDef& kMul =
-    define_op(complex_too(binary("mul", rules::binary_arith, STRATA_PARTIALS(g * b, g * a), kPromote)));
-const OpDef& kDiv = define_op(
-    complex_too(binary("div", rules::binary_float, STRATA_PARTIALS(g / b, -g * a / (b * b)), kPromote)));
+    define_op(reads_inputs(complex_too(binary("mul", rules::binary_arith, STRATA_PARTIALS(g * b, g * a), kPromote))));
+const OpDef& kDiv = define_op(reads_inputs(
+    complex_too(binary("div", rules::binary_float, STRATA_PARTIALS(g / b, -g * a / (b * b)), kPromote))));
 const OpDef& kPow = define_op(complex_too(
     binary("pow", rules::binary_float,
            STRATA_PARTIALS(pow_base_partial(g, a, b), pow_exponent_partial(g, a, b, y)), kFp32)));
-const OpDef& kMaximum = define_op(
+const OpDef& kMaximum = define_op(reads_inputs(
     binary("maximum", rules::binary_arith, STRATA_PARTIALS(pick(g, gt(a, b), eq(a, b)), pick(g, lt(a, b), eq(a, b))),
-           kPromote));
-const OpDef& kMinimum = define_op(
+           kPromote)));
+const OpDef& kMinimum = define_op(reads_inputs(
     binary("minimum", rules::binary_arith, STRATA_PARTIALS(pick(g, lt(a, b), eq(a, b)), pick(g, gt(a, b), eq(a, b))),
-           kPromote));
+           kPromote)));
 const OpDef& kLogicalAnd = define_op(binary("logical_and", rules::logical));
 const OpDef& kLogicalOr = define_op(binary("logical_or", rules::logical));
 const OpDef& kEq = define_op(complex_too(binary("eq", rules::compare)));
@@ -173,7 +187,9 @@ const OpDef& kWhere = define_op({
       const Tensor &ta = c.grad(1), &tb = c.grad(2);
       if (!ta.defined() && !tb.defined()) return {Tensor()};
       return {where(c.in(0), ta.defined() ? ta : scalar(tb, 0.0), tb.defined() ? tb : scalar(ta, 0.0))};
-    }});
+    },
+    .vjp_reads_inputs = 0b001,  // the condition; the branches' shapes only
+    .vjp_reads_outputs = 0});
 
 /// A C++ scalar as a 0-d tensor beside `t`: it keeps t's dtype category
 /// (f32 tensor * 2.5 stays f32; i64 tensor * 2.5 becomes f32; a c64 tensor

@@ -79,6 +79,7 @@ const OpDef& kMatmul = detail::define_op({
     .vjp = STRATA_VJP_EACH(STRATA_INPUT_GRAD(matmul_grad_a(g, c.in(0), conj(c.in(1)))),
                            STRATA_INPUT_GRAD(matmul_grad_b(g, conj(c.in(0)), c.in(1)))),
     .jvp = STRATA_JVP(STRATA_TANGENT(matmul(t, c.in(1))), STRATA_TANGENT(matmul(c.in(0), t))),
+    .vjp_reads_outputs = 0,
 });
 
 // --- linear: y = act(x @ weightᵀ + bias) -------------------------------------
@@ -158,6 +159,7 @@ const OpDef& kLinear = detail::define_op({
       if (!tx.defined() && !tw.defined()) t = t.expand(c.out().sizes());
       return {activation_of(c.attrs, "linear") == Activation::relu ? relu_backward(t, c.out()) : t};
     },
+    .vjp_reads_inputs = 0b011,  // x and the weight; the bias's shape only (relu's mask reads the output)
 });
 
 }  // namespace

@@ -23,6 +23,8 @@ using detail::OpCall;
 using detail::OpDef;
 using detail::OpKind;
 using detail::derivatives::Derivative;
+using detail::derivatives::reads_inputs;
+using detail::derivatives::reads_outputs;
 
 int64_t dim_of(const OpCall& call) { return call.attr_int("dim"); }
 int64_t dim_of(const GradContext& c) { return c.attr_int("dim"); }
@@ -76,27 +78,27 @@ Tensor softmax_backward_dy_transposed(const Tensor& grad, const Tensor& y, const
   return g * (grad - sum(grad * y, {dim}, true)) - grad * sum(g * y, {dim}, true);
 }
 
-const OpDef& kSoftmax = detail::define_op(along_dim(composite("softmax", 1, [](const OpCall& c) {
+const OpDef& kSoftmax = detail::define_op(reads_outputs(along_dim(composite("softmax", 1, [](const OpCall& c) {
   Tensor x = c.in(0);
   Tensor e = exp(x - amax(x, {dim_of(c)}, true));
   return std::vector<Tensor>{e / sum(e, {dim_of(c)}, true)};
 }, {.vjp = STRATA_VJP(softmax_backward(g, c.out(), dim_of(c))),  // symmetric Jacobian
-    .jvp = STRATA_JVP(STRATA_TANGENT(softmax_backward(t, c.out(), dim_of(c))))})));
+    .jvp = STRATA_JVP(STRATA_TANGENT(softmax_backward(t, c.out(), dim_of(c))))}))));
 
-const OpDef& kLogSoftmax = detail::define_op(along_dim(composite("log_softmax", 1, [](const OpCall& c) {
+const OpDef& kLogSoftmax = detail::define_op(reads_outputs(along_dim(composite("log_softmax", 1, [](const OpCall& c) {
   Tensor x = c.in(0);
   Tensor shifted = x - amax(x, {dim_of(c)}, true);
   return std::vector<Tensor>{shifted - log(sum(exp(shifted), {dim_of(c)}, true))};
 }, {.vjp = STRATA_VJP(log_softmax_backward(g, c.out(), dim_of(c))),
-    .jvp = STRATA_JVP(STRATA_TANGENT(log_softmax_jvp(t, c.out(), dim_of(c))))})));
+    .jvp = STRATA_JVP(STRATA_TANGENT(log_softmax_jvp(t, c.out(), dim_of(c))))}))));
 
-const OpDef& kGelu = detail::define_op(composite("gelu", 1, [](const OpCall& c) {
+const OpDef& kGelu = detail::define_op(reads_inputs(composite("gelu", 1, [](const OpCall& c) {
   return std::vector<Tensor>{c.in(0) * normal_cdf(c.in(0))};
-}, STRATA_DERIVATIVE(gelu_backward(g, x)), detail::AutocastCategory::fp32));
+}, STRATA_DERIVATIVE(gelu_backward(g, x)), detail::AutocastCategory::fp32)));
 
-const OpDef& kSilu = detail::define_op(composite("silu", 1, [](const OpCall& c) {
+const OpDef& kSilu = detail::define_op(reads_inputs(composite("silu", 1, [](const OpCall& c) {
   return std::vector<Tensor>{c.in(0) * sigmoid(c.in(0))};
-}, STRATA_DERIVATIVE(silu_partial(g, x))));
+}, STRATA_DERIVATIVE(silu_partial(g, x)))));
 
 // --- backward ops: inputs (grad, saved) -----------------------------------
 // All are linear in grad. The elementwise ones take STRATA_PARTIALS with

@@ -103,7 +103,9 @@ const OpDef& kSum = define_op({.name = "sum",
                                .prepare = accumulate_rule,
                                .empty_fill = 0.0,
                                .vjp = STRATA_VJP(g.expand(c.in(0).sizes())),
-                               .jvp = STRATA_JVP(STRATA_TANGENT(sum(t, reduced_dims(c), true)))});
+                               .jvp = STRATA_JVP(STRATA_TANGENT(sum(t, reduced_dims(c), true))),
+                               .vjp_reads_inputs = 0,  // its shape only
+                               .vjp_reads_outputs = 0});
 const OpDef& kProd = define_op({.name = "prod",
                                 .autocast = detail::AutocastCategory::fp32,
                                 .takes_complex = true,
@@ -128,8 +130,10 @@ const OpDef& kMean = define_op({.name = "mean",
                                 .prepare = mean_rule,
                                 .decompose = mean_decomposition,
                                 .empty_fill = std::numeric_limits<double>::quiet_NaN(),
-                                .vjp = STRATA_VJP(g.expand(c.in(0).sizes()) * mean_scale(c)),
-                                .jvp = STRATA_JVP(STRATA_TANGENT(mean(t, reduced_dims(c), true)))});
+                                .vjp = STRATA_VJP((g * mean_scale(c)).expand(c.in(0).sizes())),  // a view, not a tensor
+                                .jvp = STRATA_JVP(STRATA_TANGENT(mean(t, reduced_dims(c), true))),
+                                .vjp_reads_inputs = 0,
+                                .vjp_reads_outputs = 0});
 
 /// Runs a reduction over normalised dims and drops them unless keepdim.
 Tensor reduce(const OpDef& op, const Tensor& x, const Shape& dims, bool keepdim) {
