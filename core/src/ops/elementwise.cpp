@@ -104,8 +104,10 @@ Grads abs_jvp(const GradContext& c) {
 const OpDef& kNeg = define_op(reads_no_values(complex_too(unary("neg", rules::unary_numeric, STRATA_DERIVATIVE(-g)))));
 const OpDef& kAbs = define_op(complex_too(unary("abs", abs_rule, {abs_vjp, abs_jvp})));
 const OpDef& kSign = define_op(reads_no_values(unary("sign", rules::unary_numeric, STRATA_DERIVATIVE(zeros_like(g)))));
+// relu's mask reads the output (y > 0 exactly where x > 0), as PyTorch saves
+// the result: the input is then free to go when nothing else keeps it.
 const OpDef& kRelu =
-    define_op(reads_inputs(unary("relu", rules::unary_numeric, STRATA_DERIVATIVE(relu_backward(g, x)))));
+    define_op(reads_outputs(unary("relu", rules::unary_numeric, STRATA_DERIVATIVE(relu_backward(g, y)))));
 const OpDef& kExp =
     define_op(reads_outputs(complex_too(unary("exp", rules::unary_float, STRATA_DERIVATIVE(g * y), kFp32))));
 const OpDef& kLog =
