@@ -225,6 +225,26 @@ void dnnl_single_threaded() {
   if (omp_get_max_threads() != 1) omp_set_num_threads(1);
 }
 
+/// Columns (or rows) below which a GEMM block costs more than it balances:
+/// every block packs the whole of the other operand again (A for a column
+/// block), so narrow blocks repeat that work. Measured on the bf16 step's
+/// weight gradient (M = N = 1024, K = 256, 2 threads, oneDNN 2.6, Zen 4):
+/// 1.30 ms in blocks of 512 columns, 1.40 ms in 256, 1.54 ms in 128.
+constexpr int64_t kMinBlockExtent = 256;
+
+/// How many blocks split_gemm cuts an extent into for `threads` threads:
+/// one without a second thread (before 2026-11-27 even a one-thread GEMM was
+/// cut into four blocks, which cost the bf16 step's GEMMs 5-15% against
+/// libtorch's on the same oneDNN); else up to kChunksPerThread per thread,
+/// so that a thread the system deschedules leaves its blocks to the others,
+/// but none narrower than kMinBlockExtent, and at least one per thread.
+int64_t gemm_chunks(int threads, int64_t extent) {
+  if (threads <= 1) return 1;
+  constexpr int64_t kAlign = 16;
+  const int64_t most = std::min<int64_t>(int64_t{threads} * kChunksPerThread, (extent + kAlign - 1) / kAlign);
+  return std::min<int64_t>(most, std::max<int64_t>(threads, extent / kMinBlockExtent));
+}
+
 /// One operand of a block: `t` narrowed to `len` along `dim` from `start`.
 strata_tensor narrowed(const strata_tensor& t, int dim, int64_t start, int64_t len) {
   strata_tensor s = t;
@@ -252,7 +272,7 @@ bool split_gemm(const strata_tensor& a, const strata_tensor& b, const strata_ten
   const bool by_columns = N >= M;
   const int64_t extent = by_columns ? N : M;
   constexpr int64_t kAlign = 16;
-  const int64_t chunks = std::min<int64_t>(int64_t{threads} * kChunksPerThread, (extent + kAlign - 1) / kAlign);
+  const int64_t chunks = gemm_chunks(threads, extent);
   if (chunks <= 1) {
     dnnl_single_threaded();
     return block(a, b, y, bias);

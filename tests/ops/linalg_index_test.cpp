@@ -106,12 +106,15 @@ TEST_P(Linear, BadOperandsAndActivationsAreNamed) {
 
 TEST_P(Matmul, LargerThanOneBlock) { check({70, 130}, {130, 90}, Layout::contiguous, Layout::transposed); }
 
-// From 2^20 multiply-adds the CPU plugin cuts a GEMM into column blocks
-// (N >= M) or row blocks claimed by its threads (split_gemm): blocks of 16
-// with a short last one, batched, and strided operands.
+// With two threads (the test machines' count) and from 2^21 multiply-adds,
+// the CPU plugin cuts a GEMM into column blocks (N >= M) or row blocks
+// claimed by its threads (split_gemm): multiples of 16 but the last, at
+// least 256 wide unless a thread would get none; batched and strided
+// operands too.
 TEST_P(Matmul, LargeEnoughToBeSplitAcrossThreads) {
-  check({130, 90}, {90, 200}, Layout::contiguous, Layout::transposed);  // column blocks, the last 8 wide
-  check({300, 64}, {64, 100}, Layout::transposed, Layout::contiguous);  // row blocks
+  check({130, 90}, {90, 200}, Layout::contiguous, Layout::transposed);  // two column blocks, 96 and 104 wide
+  check({600, 64}, {64, 100}, Layout::transposed, Layout::contiguous);  // two row blocks
+  check({64, 32}, {32, 1000}, Layout::contiguous, Layout::contiguous);  // three column blocks: 320, 336, 344
   check({3, 100, 64}, {3, 64, 120}, Layout::contiguous, Layout::strided);
 }
 
