@@ -140,6 +140,28 @@ TEST(CheckpointPolicy, PeakMemoryDropsUnderEachPolicy) {
   }
 }
 
+TEST(CheckpointPolicy, AFusedLinearReluIsOneStage) {
+  // 16 Linear + ReLU pairs (32 modules) run as 16 fused linear ops, so sqrt_n
+  // makes ceil(sqrt(16)) = 4 segments of 4 layers: three checkpoints and the
+  // last segment's four linear nodes, recorded as they ran.
+  manual_seed(5);
+  nn::Sequential seq;
+  for (int i = 0; i < 16; ++i) {
+    seq.emplace_back<nn::Linear>(8, 8);
+    seq.emplace_back<nn::ReLU>();
+  }
+  Tensor x = randn({2, 8}).set_requires_grad();
+  CheckpointContext scope(CheckpointPolicy::sqrt_n());
+  Tensor y = seq(x);
+  int checkpoints = 0, linears = 0;
+  for (const GraphNode& n : recorded_graph({y}).nodes) {
+    checkpoints += n.op == "checkpoint" ? 1 : 0;
+    linears += n.op == "linear" ? 1 : 0;
+  }
+  EXPECT_EQ(checkpoints, 3);
+  EXPECT_EQ(linears, 4);
+}
+
 TEST(CheckpointPolicy, WorksWithHigherOrderAndNestedSequences) {
   auto inner = gelu_mlp(2, 8);
   auto outer = std::make_shared<nn::Sequential>();

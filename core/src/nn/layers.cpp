@@ -199,10 +199,9 @@ std::vector<Stage> stages_of(const std::vector<std::shared_ptr<Module>>& modules
   for (size_t i = 0; i < modules.size(); ++i) {
     if (modules[i] == nullptr) throw ValueError("checkpoint_sequential: module " + std::to_string(i) + " is null");
     if (fusable_linear_relu(modules, i) != nullptr) {
-      // One stage per module still (policies count stages): the Linear's
-      // stage runs the fused op, the ReLU's passes its input on.
+      // One stage for the pair: it is one op that keeps one tensor, so it
+      // is one layer to the policies (√L counts it once).
       stages.push_back([m = modules[i]](const Tensor& t) { return linear_relu(static_cast<const Linear&>(*m), t); });
-      stages.push_back([](const Tensor& t) { return t; });
       ++i;
       continue;
     }

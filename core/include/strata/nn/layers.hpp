@@ -211,8 +211,9 @@ class Sequential : public Module {
 };
 
 /// Runs `modules` in order on `input` in `segments` checkpointed segments
-/// (all but the last; see strata::checkpoint_sequential). ValueError for a
-/// null module or segments < 1.
+/// (all but the last; see strata::checkpoint_sequential). A Linear followed
+/// by a ReLU runs as one fused op and is one stage (layer) of the split, as
+/// in Sequential. ValueError for a null module or segments < 1.
 Tensor checkpoint_sequential(const std::vector<std::shared_ptr<Module>>& modules, const Tensor& input,
                              int64_t segments);
 /// The same, split and checkpointed by `policy`.
