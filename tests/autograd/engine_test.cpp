@@ -647,6 +647,27 @@ TEST(Memory, ANodeKeepsOnlyTheValuesItsRuleReads) {
   for (float v : x.grad().to_vector<float>()) ASSERT_NEAR(v, want, 1e-9);
 }
 
+TEST(Memory, ATapeTakingItsTargetFreesItDuringThePass) {
+  // z = exp(x) * 2: mul keeps exp's output and the scalar, not z. A target
+  // the caller still holds stays allocated through the pass; one handed over
+  // (a temporary) goes once its node is seeded, so the pass peaks lower by z.
+  Tensor x = full({64, 256}, 0.25, {.dtype = f32});
+  Tensor seed = full({64, 256}, 1.0, {.dtype = f32});
+  const uint64_t bytes = 64 * 256 * 4;
+  auto peak_of_pass = [&](bool hand_over) {
+    GradientTape tape;
+    tape.watch(x);
+    Tensor z = exp(x) * 2.0;
+    MemoryScope mem(x.device());
+    Tensor g = hand_over ? tape.gradient(std::move(z), {x}, seed)[0] : tape.gradient(z, {x}, seed)[0];
+    EXPECT_NEAR(g.to_vector<float>()[0], 2.0 * std::exp(0.25), 1e-5);
+    return mem.peak_bytes();
+  };
+  const uint64_t held = peak_of_pass(false);
+  const uint64_t taken = peak_of_pass(true);
+  EXPECT_LE(taken + bytes, held) << taken << " vs " << held;
+}
+
 /// The message of the ShapeError `f` throws ("" and a test failure otherwise).
 template <class F>
 std::string shape_error(F&& f) {

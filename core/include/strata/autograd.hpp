@@ -54,6 +54,11 @@ class GradientTape {
   /// tensor of the target's shape (the vector of a vector-Jacobian product).
   std::vector<Tensor> gradient(const Tensor& target, const std::vector<Tensor>& sources,
                                const Tensor& output_grad = Tensor());
+  /// The same, taking the target: a target nothing else holds (a
+  /// temporary) is freed during the pass, once the op that produced it has
+  /// run backward, rather than when gradient() returns.
+  std::vector<Tensor> gradient(Tensor&& target, const std::vector<Tensor>& sources,
+                               const Tensor& output_grad = Tensor());
   /// The full Jacobian of `target` with respect to `source`: shape
   /// target.shape + source.shape. Needs a persistent tape.
   Tensor jacobian(const Tensor& target, const Tensor& source);

@@ -90,7 +90,10 @@ std::vector<Tensor> checkpoint_vjp(const GradContext& c) {
     }
     if (!target.defined()) return grads;
   }
-  std::vector<Tensor> found = tape.gradient(target, sources, seed);
+  // The recomputed outputs go as soon as their nodes have run backward:
+  // the tape takes the target, and the nodes keep what their rules read.
+  outs.clear();
+  std::vector<Tensor> found = tape.gradient(std::move(target), sources, seed);
   for (size_t j = 0; j < found.size(); ++j) grads[source_of[j]] = found[j];
   return grads;
 }

@@ -213,7 +213,7 @@ class PassScratch {
 
 }  // namespace
 
-std::vector<Tensor> run_backward(const BackwardRequest& req) {
+std::vector<Tensor> run_backward(BackwardRequest& req) {
   AutogradState& st = autograd_state();
   StateGuard guard(st);
   if (req.create_graph) {
@@ -349,6 +349,9 @@ std::vector<Tensor> run_backward(const BackwardRequest& req) {
     uint32_t k = pass.find(m->grad_fn.get());
     if (pass[k].deps == 0) enqueue(k);
   }
+  // The pass holds the roots' nodes from here on; a root tensor nobody else
+  // holds (a checkpoint's recomputed output) need not outlive its node.
+  req.roots.clear();
   using Small = boost::container::small_vector<Tensor, 4>;
   while (!ready.empty()) {
     const uint32_t slot = ready.top().second;

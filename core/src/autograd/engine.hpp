@@ -31,8 +31,10 @@ struct BackwardRequest {
 };
 
 /// Runs the pass; returns one gradient per source (undefined when
-/// unconnected and !unconnected_zeros).
-std::vector<Tensor> run_backward(const BackwardRequest& request);
+/// unconnected and !unconnected_zeros). It lets go of `request.roots` once
+/// their nodes are seeded (the vector is cleared), so that a root nothing
+/// else holds goes with its node's saved tensors, early in the pass.
+std::vector<Tensor> run_backward(BackwardRequest& request);
 
 /// meta->grad += g for each pair, all or nothing (if a sum fails no grad()
 /// changes), serialised across threads: passes over a shared graph

@@ -74,6 +74,11 @@ void GradientTape::watch(const Tensor& t) {
 
 std::vector<Tensor> GradientTape::gradient(const Tensor& target, const std::vector<Tensor>& sources,
                                            const Tensor& output_grad) {
+  return gradient(Tensor(target), sources, output_grad);
+}
+
+std::vector<Tensor> GradientTape::gradient(Tensor&& target, const std::vector<Tensor>& sources,
+                                           const Tensor& output_grad) {
   if (!target.defined()) throw Error("GradientTape::gradient: undefined target");
   if (used_ && !options_.persistent) {
     throw Error("GradientTape::gradient called a second time on a non-persistent tape; its graph was freed "
@@ -81,8 +86,8 @@ std::vector<Tensor> GradientTape::gradient(const Tensor& target, const std::vect
   }
   detail::BackwardRequest req;
   req.level = id_;
-  req.roots = {target};
   req.root_grads = {seed_for(target, output_grad, "GradientTape::gradient")};
+  req.roots.push_back(std::move(target));
   req.sources = sources;
   req.create_graph = options_.higher_order;
   req.release = !options_.persistent;
