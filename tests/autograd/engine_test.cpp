@@ -217,6 +217,20 @@ TEST(Backward, InPlaceChangeOfAnOperandWhoseValuesAreNotKeptIsAllowed) {
   EXPECT_EQ(w.grad().to_vector<double>(), (std::vector<double>{13.0, 13.0}));
 }
 
+TEST(Backward, ABroadcastGradientIsStoredCompact) {
+  // mean's and sum's gradients are expanded views of one value; grad() holds
+  // its own memory, so writing into it in place writes every element.
+  Tensor x = full({4, 3}, 1.0, {.dtype = f64, .requires_grad = true});
+  mean(x).backward();
+  Tensor g = x.grad();
+  EXPECT_TRUE(g.is_contiguous());
+  EXPECT_EQ(g.to_vector<double>(), std::vector<double>(12, 1.0 / 12.0));
+  std::vector<double> ramp(12);
+  for (size_t i = 0; i < ramp.size(); ++i) ramp[i] = static_cast<double>(i);
+  g.copy_(from_data(ramp, {4, 3}));
+  EXPECT_EQ(x.grad().to_vector<double>(), ramp);
+}
+
 TEST(Backward, NoGradRecordsNothing) {
   Tensor w = full({}, 2.0, {.dtype = f64, .requires_grad = true});
   Tensor y;

@@ -112,6 +112,22 @@ void retain_outputs(const BackwardRequest& req, const Node& node, std::span<cons
 
 }  // namespace
 
+namespace {
+/// A gradient as grad() keeps it: one that broadcasts a value over the
+/// leaf's shape (sum's and mean's gradients are expanded views, stride 0)
+/// is made compact, so that writing into grad() in place (clipping, a
+/// user's copy_) writes each element, as PyTorch's gradient layout does. A
+/// gradient with history (create_graph) stays as it is: the copy would not
+/// be differentiable.
+Tensor own_memory(const Tensor& g) {
+  if (meta_if(g) != nullptr) return g;
+  for (int64_t d = 0; d < g.dim(); ++d) {
+    if (g.strides()[static_cast<size_t>(d)] == 0 && g.sizes()[static_cast<size_t>(d)] > 1) return g.contiguous();
+  }
+  return g;
+}
+}  // namespace
+
 void accumulate_grads(std::span<const std::pair<AutogradMeta*, Tensor>> grads) {
   static std::mutex mutex;
   std::lock_guard lock(mutex);
@@ -123,7 +139,7 @@ void accumulate_grads(std::span<const std::pair<AutogradMeta*, Tensor>> grads) {
   for (const auto& [meta, g] : grads) {
     auto [it, fresh] = at.try_emplace(meta, totals.size());
     if (fresh) {
-      totals.emplace_back(meta, meta->grad.defined() ? add(meta->grad, g) : g);
+      totals.emplace_back(meta, meta->grad.defined() ? add(meta->grad, g) : own_memory(g));
     } else {
       totals[it->second].second = add(totals[it->second].second, g);
     }
