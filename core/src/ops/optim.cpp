@@ -126,36 +126,13 @@ const OpDef& kAdamStep = define_op({.name = "adam_step",
                                     .prepare = [](OpCall& call) { update_rule(call, 3); },
                                     .decompose = adam_decompose});
 
-/// Runs `op`, writing its results into `outputs`: as the call's preset
-/// outputs (the kernel writes them in place) when all are contiguous, else
-/// into fresh tensors copied over them.
-void run_in_place(const OpDef& op, std::initializer_list<Tensor> inputs, std::initializer_list<Tensor> outputs,
-                  const Attrs& attrs) {
-  OpCall call;
-  call.op = &op;
-  call.device = inputs.begin()->device();
-  call.n_inputs = static_cast<int>(inputs.size());
-  int k = 0;
-  for (const Tensor& t : inputs) call.inputs[static_cast<size_t>(k++)] = t;
-  bool compact = true;
-  for (const Tensor& t : outputs) compact = compact && t.is_contiguous();
-  k = 0;
-  if (compact) {
-    for (const Tensor& t : outputs) call.preset[static_cast<size_t>(k++)] = t;
-  }
-  call.attrs = &attrs;
-  check_same_device(call);
-  OpResult results = dispatch_call(call);
-  if (compact) return;
-  k = 0;
-  for (const Tensor& t : outputs) Tensor(t).copy_(results[k++]);
-}
-
-/// run_in_place for a group: `lists` hold one operand list each (parameter
-/// first), `written[k]` the list output k is written into. Members whose
-/// outputs are all compact run through dispatch_group (one kernel call per
-/// device where the kernel takes groups); the others one by one, their
-/// results copied over the outputs.
+/// Runs `op` in place over a group: `lists` hold one operand list each
+/// (parameter first), `written[k]` the list output k is written into.
+/// Members whose outputs are all compact have them as the call's preset
+/// outputs (the kernel writes them in place) and run through dispatch_group
+/// (one kernel call per device where the kernel takes groups, the single
+/// forms' one call as dispatch_call would); the others run one by one into
+/// fresh tensors copied over the outputs.
 void run_group_in_place(const OpDef& op, std::initializer_list<std::span<const Tensor>> lists,
                         std::initializer_list<int> written, const Attrs& attrs) {
   const std::span<const Tensor> params = *lists.begin();
@@ -168,6 +145,7 @@ void run_group_in_place(const OpDef& op, std::initializer_list<std::span<const T
     int k = 0;
     for (const std::span<const Tensor>& list : lists) call.inputs[static_cast<size_t>(k++)] = list[j];
     call.attrs = &attrs;
+    check_same_device(call);
     return call;
   };
   std::vector<OpCall> calls;
@@ -261,6 +239,9 @@ void check_operands(const char* function, const Tensor& param,
   check_operands(function, param, std::span(operands.begin(), operands.size()), complex_ok);
 }
 
+/// One tensor as a group's operand list (the single in-place forms).
+std::span<const Tensor> one(const Tensor& t) { return {&t, 1}; }
+
 }  // namespace
 
 Tensor sgd_step(const Tensor& param, const Tensor& grad, double lr, double weight_decay) {
@@ -297,18 +278,19 @@ AdamResult adam_step(const Tensor& param, const Tensor& grad, const Tensor& exp_
 
 void sgd_step_(const Tensor& param, const Tensor& grad, double lr, double weight_decay) {
   const Attrs attrs = detail::sgd_attrs(lr, weight_decay);
-  detail::run_in_place(detail::kSgdStep, {param, grad}, {param}, attrs);
+  detail::run_group_in_place(detail::kSgdStep, {one(param), one(grad)}, {0}, attrs);
 }
 
 void sgd_momentum_step_(const Tensor& param, const Tensor& grad, const Tensor& buffer, const SgdMomentumUpdate& o) {
   const Attrs attrs = detail::sgd_momentum_attrs(o);
-  detail::run_in_place(detail::kSgdMomentumStep, {param, grad, buffer}, {param, buffer}, attrs);
+  detail::run_group_in_place(detail::kSgdMomentumStep, {one(param), one(grad), one(buffer)}, {0, 2}, attrs);
 }
 
 void adam_step_(const Tensor& param, const Tensor& grad, const Tensor& exp_avg, const Tensor& exp_avg_sq,
                 const AdamUpdate& o) {
   const Attrs attrs = detail::adam_attrs(o);
-  detail::run_in_place(detail::kAdamStep, {param, grad, exp_avg, exp_avg_sq}, {param, exp_avg, exp_avg_sq}, attrs);
+  detail::run_group_in_place(detail::kAdamStep, {one(param), one(grad), one(exp_avg), one(exp_avg_sq)}, {0, 2, 3},
+                             attrs);
 }
 
 namespace {
