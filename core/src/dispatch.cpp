@@ -313,6 +313,16 @@ strata_status run_kernel(DeviceRecord& dev, const KernelSlot& kernel, OpCall& ca
                      call.n_outputs, err);
 }
 
+/// The kernel-table key of `call`'s signature: its inputs' dtypes and its
+/// outputs' (as the shape rule set them).
+[[gnu::always_inline]] inline uint64_t call_key(const OpCall& call) {
+  std::array<DType, kMaxInputs> in;  // only the first n_inputs / n_outputs are read
+  std::array<DType, kMaxOutputs> out;
+  for (int k = 0; k < call.n_inputs; ++k) in[static_cast<size_t>(k)] = call.in(k).impl()->dtype;
+  for (int k = 0; k < call.n_outputs; ++k) out[static_cast<size_t>(k)] = call.outputs[static_cast<size_t>(k)].dtype;
+  return signature_key(in.data(), call.n_inputs, out.data(), call.n_outputs);
+}
+
 std::string call_signature(const OpCall& call) {
   std::array<DType, kMaxInputs> in{};
   std::array<DType, kMaxOutputs> out{};
@@ -402,14 +412,8 @@ OpResult execute(OpCall& call, bool& decomposed) {
     return out;
   }
 
-  std::array<DType, kMaxInputs> in{};
-  std::array<DType, kMaxOutputs> out{};
-  for (int k = 0; k < call.n_inputs; ++k) in[static_cast<size_t>(k)] = call.in(k).impl()->dtype;
-  for (int k = 0; k < call.n_outputs; ++k) out[static_cast<size_t>(k)] = call.outputs[static_cast<size_t>(k)].dtype;
-  uint64_t key = signature_key(in.data(), call.n_inputs, out.data(), call.n_outputs);
-
   std::string reason;
-  if (const KernelSlot* kernel = dev.find_kernel(op.id, key)) {
+  if (const KernelSlot* kernel = dev.find_kernel(op.id, call_key(call))) {
     OpResult results;
     strata_error err;
     err.struct_size = sizeof(err);
@@ -623,11 +627,8 @@ bool calls_overlap(std::span<const OpCall> calls) {
 /// non-empty, its outputs preset, compact and on `dev`, and the kernel for
 /// its signature declares STRATA_KERNEL_GROUPED. nullptr otherwise.
 const KernelSlot* group_kernel(const OpCall& call, DeviceRecord& dev) {
-  std::array<DType, kMaxInputs> in{};
-  std::array<DType, kMaxOutputs> out{};
   for (int k = 0; k < call.n_inputs; ++k) {
     if (call.in(k).impl()->numel == 0) return nullptr;
-    in[static_cast<size_t>(k)] = call.in(k).impl()->dtype;
   }
   for (int k = 0; k < call.n_outputs; ++k) {
     const Tensor& preset = call.preset[static_cast<size_t>(k)];
@@ -638,10 +639,8 @@ const KernelSlot* group_kernel(const OpCall& call, DeviceRecord& dev) {
         !std::ranges::equal(p.sizes(), meta.sizes())) {
       return nullptr;
     }
-    out[static_cast<size_t>(k)] = meta.dtype;
   }
-  const KernelSlot* kernel =
-      dev.find_kernel(call.op->id, signature_key(in.data(), call.n_inputs, out.data(), call.n_outputs));
+  const KernelSlot* kernel = dev.find_kernel(call.op->id, call_key(call));
   return kernel != nullptr && (kernel->flags & STRATA_KERNEL_GROUPED) != 0 ? kernel : nullptr;
 }
 
