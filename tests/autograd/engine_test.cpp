@@ -55,6 +55,25 @@ TEST(Tape, ViewsAndMatmulGradients) {
   }
 }
 
+TEST(Tape, AnUndefinedTargetIsNamedByBothOverloads) {
+  Tensor x = full({2}, 1.0, {.dtype = f64});
+  for (bool temporary : {false, true}) {
+    GradientTape tape;
+    tape.watch(x);
+    Tensor none;
+    try {
+      if (temporary) {
+        tape.gradient(Tensor(), {x});
+      } else {
+        tape.gradient(none, {x});
+      }
+      FAIL() << "expected an error";
+    } catch (const Error& e) {
+      EXPECT_NE(std::string(e.what()).find("GradientTape::gradient: undefined target"), std::string::npos) << e.what();
+    }
+  }
+}
+
 TEST(Tape, NestedTapesGiveSecondOrder) {
   Tensor x = scalar(2.0);
   GradientTape outer;
