@@ -384,7 +384,7 @@ class Validator {
     for (const auto& [key, value] : v.items()) {
       std::string p = child(ptr, key);
       if (key == "policy") {
-        c.policy = enumeration(value, p, {"none", "every_n", "sqrt_n", "memory_budget", "selective"});
+        c.policy = enumeration(value, p, {"none", "every_n", "sqrt_n", "min_peak", "memory_budget", "selective"});
       } else if (key == "every") {
         auto n = whole_number(value);
         std::string expected = "expected a positive integer (stages per checkpointed segment)";

@@ -16,17 +16,26 @@ namespace {
 
 using namespace strata;
 
-/// 8 x (Linear -> GELU) at width 64: GELU decomposes into several saved
-/// elementwise steps, as activations do in real models.
-std::shared_ptr<nn::Sequential> gelu_mlp(int layers = 8, int64_t width = 64) {
-  manual_seed(3);
+/// `layers` x (Linear -> Activation) at width `width`, the weights drawn
+/// after manual_seed(seed).
+template <class Activation>
+std::shared_ptr<nn::Sequential> mlp(int layers, int64_t width, uint64_t seed) {
+  manual_seed(seed);
   auto seq = std::make_shared<nn::Sequential>();
   for (int i = 0; i < layers; ++i) {
     seq->emplace_back<nn::Linear>(width, width);
-    seq->emplace_back<nn::GELU>();
+    seq->emplace_back<Activation>();
   }
   return seq;
 }
+
+/// 8 x (Linear -> GELU) at width 64: GELU decomposes into several saved
+/// elementwise steps, as activations do in real models.
+std::shared_ptr<nn::Sequential> gelu_mlp(int layers = 8, int64_t width = 64) { return mlp<nn::GELU>(layers, width, 3); }
+
+/// Linear -> ReLU pairs: nn::Sequential runs each as one fused linear op, so
+/// the stages are equal.
+std::shared_ptr<nn::Sequential> relu_mlp(int layers, int64_t width) { return mlp<nn::ReLU>(layers, width, 5); }
 
 /// A small CNN: conv -> relu -> pool -> conv -> relu -> flatten -> linear.
 std::shared_ptr<nn::Sequential> small_cnn() {
@@ -43,8 +52,8 @@ std::shared_ptr<nn::Sequential> small_cnn() {
 }
 
 std::vector<CheckpointPolicy> every_policy() {
-  return {CheckpointPolicy::every_n(2), CheckpointPolicy::every_n(1), CheckpointPolicy::sqrt_n(),
-          CheckpointPolicy::memory_budget(1), CheckpointPolicy::selective()};
+  return {CheckpointPolicy::every_n(2),       CheckpointPolicy::every_n(1),  CheckpointPolicy::sqrt_n(),
+          CheckpointPolicy::memory_budget(1), CheckpointPolicy::selective(), CheckpointPolicy::min_peak()};
 }
 
 /// d sum(model(x)^2) / d parameters, under `policy` (nullptr: none).
@@ -101,6 +110,87 @@ TEST(CheckpointPolicy, PlansSegments) {
   EXPECT_THROW(CheckpointPolicy::every_n(0), ValueError);
 }
 
+using Segments = std::vector<CheckpointPolicy::Segment>;
+
+/// The activation peak of a plan in units of one stage's activations, as
+/// checkpoint.hpp counts it: recomputing segment j < k (from 1) holds the
+/// inputs of segments 2..j, its stages and the sequence's output; the kept
+/// last segment holds k - 1 inputs and its stages.
+size_t unit_peak(const Segments& plan) {
+  size_t peak = 0;
+  const size_t k = plan.size();
+  for (size_t j = 1; j <= k; ++j) {
+    const size_t len = plan[j - 1].end - plan[j - 1].begin;
+    peak = std::max(peak, j < k ? j + len : k - 1 + len);
+  }
+  return peak;
+}
+
+/// Stages run again in backward: those of the checkpointed segments.
+size_t recomputed(const Segments& plan) {
+  size_t n = 0;
+  for (const auto& s : plan) n += s.checkpointed ? s.end - s.begin : 0;
+  return n;
+}
+
+/// Every split of n stages into segments (the last kept, the others
+/// checkpointed): bit g of `cuts` set cuts after stage g.
+Segments split_of(size_t n, uint32_t cuts) {
+  Segments out;
+  size_t begin = 0;
+  for (size_t g = 0; g + 1 < n; ++g) {
+    if ((cuts >> g & 1u) == 0) continue;
+    out.push_back({begin, g + 1, true});
+    begin = g + 1;
+  }
+  out.push_back({begin, n, false});
+  return out;
+}
+
+TEST(CheckpointPolicy, MinPeakPlansTheLeastPeakOfAnyOneLevelSplit) {
+  EXPECT_STREQ(strategy_name(CheckpointStrategy::min_peak), "min_peak");
+  // 16 stages: lengths 5, 4, 3, 2 and a kept 2: peak 6 (sqrt_n's 4 x 4: 7).
+  Segments p16 = CheckpointPolicy::min_peak().plan(16);
+  std::vector<size_t> lengths;
+  for (const auto& s : p16) lengths.push_back(s.end - s.begin);
+  EXPECT_EQ(lengths, (std::vector<size_t>{5, 4, 3, 2, 2}));
+  EXPECT_EQ(unit_peak(p16), 6u);
+  EXPECT_EQ(unit_peak(CheckpointPolicy::sqrt_n().plan(16)), 7u);
+  EXPECT_EQ(unit_peak(CheckpointPolicy::min_peak().plan(64)), 12u);
+  EXPECT_EQ(unit_peak(CheckpointPolicy::sqrt_n().plan(64)), 15u);
+  // Against every split of up to 14 stages: the least peak, and of the
+  // splits with that peak the fewest stages recomputed.
+  for (size_t n = 1; n <= 14; ++n) {
+    Segments mine = CheckpointPolicy::min_peak().plan(n);
+    size_t best_peak = n + 1, best_recomputed = n + 1;
+    for (uint32_t cuts = 0; cuts < (1u << (n - 1)); ++cuts) {
+      Segments other = split_of(n, cuts);
+      const size_t peak = unit_peak(other), again = recomputed(other);
+      if (peak < best_peak || (peak == best_peak && again < best_recomputed)) {
+        best_peak = peak;
+        best_recomputed = again;
+      }
+    }
+    EXPECT_EQ(unit_peak(mine), best_peak) << n << " stages";
+    EXPECT_EQ(recomputed(mine), best_recomputed) << n << " stages";
+  }
+  // Larger sequences: a cover of [0, n), the last segment kept, and never
+  // a higher peak than sqrt_n's.
+  for (size_t n = 1; n <= 300; ++n) {
+    Segments mine = CheckpointPolicy::min_peak().plan(n);
+    ASSERT_FALSE(mine.empty());
+    size_t at = 0;
+    for (size_t j = 0; j < mine.size(); ++j) {
+      EXPECT_EQ(mine[j].begin, at) << n << " stages, segment " << j;
+      EXPECT_GT(mine[j].end, mine[j].begin) << n << " stages, segment " << j;
+      EXPECT_EQ(mine[j].checkpointed, j + 1 < mine.size()) << n << " stages, segment " << j;
+      at = mine[j].end;
+    }
+    EXPECT_EQ(at, n);
+    EXPECT_LE(unit_peak(mine), unit_peak(CheckpointPolicy::sqrt_n().plan(n))) << n << " stages";
+  }
+}
+
 /// Peak bytes above the starting point while computing the gradient with
 /// respect to the input, parameters frozen (their gradients, equal under
 /// every policy, would hide the activations).
@@ -128,6 +218,7 @@ TEST(CheckpointPolicy, PeakMemoryDropsUnderEachPolicy) {
   std::vector<std::pair<CheckpointPolicy, double>> expected = {
       {CheckpointPolicy::every_n(4), 0.6},
       {CheckpointPolicy::sqrt_n(), 0.6},
+      {CheckpointPolicy::min_peak(), 0.6},
       {CheckpointPolicy::memory_budget(none / 4), 0.75},
       {CheckpointPolicy::selective(), 0.8},
   };
@@ -140,19 +231,25 @@ TEST(CheckpointPolicy, PeakMemoryDropsUnderEachPolicy) {
   }
 }
 
+TEST(CheckpointPolicy, MinPeakHoldsLessThanSqrtNForEqualLayers) {
+  // 16 fused Linear + ReLU layers of equal size, the plans' unit model:
+  // sqrt_n peaks at 7 layers' outputs, min_peak at 6.
+  auto seq = relu_mlp(16, 64);
+  Tensor x = randn({32, 64});
+  const uint64_t layer = 32 * 64 * sizeof(float);
+  CheckpointPolicy sqrt_n = CheckpointPolicy::sqrt_n(), min_peak = CheckpointPolicy::min_peak();
+  const uint64_t a = activation_peak(*seq, x, &sqrt_n), b = activation_peak(*seq, x, &min_peak);
+  EXPECT_EQ(a - b, layer) << "sqrt_n " << a << " bytes, min_peak " << b << " bytes";
+}
+
 TEST(CheckpointPolicy, AFusedLinearReluIsOneStage) {
   // 16 Linear + ReLU pairs (32 modules) run as 16 fused linear ops, so sqrt_n
   // makes ceil(sqrt(16)) = 4 segments of 4 layers: three checkpoints and the
   // last segment's four linear nodes, recorded as they ran.
-  manual_seed(5);
-  nn::Sequential seq;
-  for (int i = 0; i < 16; ++i) {
-    seq.emplace_back<nn::Linear>(8, 8);
-    seq.emplace_back<nn::ReLU>();
-  }
+  auto seq = relu_mlp(16, 8);
   Tensor x = randn({2, 8}).set_requires_grad();
   CheckpointContext scope(CheckpointPolicy::sqrt_n());
-  Tensor y = seq(x);
+  Tensor y = (*seq)(x);
   int checkpoints = 0, linears = 0;
   for (const GraphNode& n : recorded_graph({y}).nodes) {
     checkpoints += n.op == "checkpoint" ? 1 : 0;
@@ -248,6 +345,8 @@ TEST(CheckpointPolicy, ComesFromTheConfigurationFile) {
     CheckpointContext scope;  // the configuration's policy
     EXPECT_EQ(CheckpointContext::current()->strategy, CheckpointStrategy::selective);
   }
+  runtime().configure(Config::from_string(R"({"version": 1, "checkpoint": {"policy": "min_peak"}})", "ckpt.json", "."));
+  EXPECT_EQ(CheckpointPolicy::from_config().strategy, CheckpointStrategy::min_peak);
   runtime().configure(Config::from_string(R"({"version": 1, "checkpoint": {"policy": "memory_budget", "budget": "2MiB"}})",
                                           "ckpt.json", "."));
   EXPECT_EQ(CheckpointPolicy::from_config().budget_bytes, 2u << 20);

@@ -38,7 +38,7 @@ struct LogSink {
 /// The "checkpoint" object: the policy CheckpointContext() applies (see
 /// checkpoint.hpp and docs/configuration.md).
 struct CheckpointConfig {
-  std::string policy = "none";  // none, every_n, sqrt_n, memory_budget, selective
+  std::string policy = "none";  // none, every_n, sqrt_n, min_peak, memory_budget, selective
   int64_t every = 1;            // every_n
   uint64_t budget = 0;          // memory_budget, bytes
   std::optional<std::vector<std::string>> save_ops;  // selective; absent: matmul, conv2d

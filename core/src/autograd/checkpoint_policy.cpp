@@ -28,6 +28,12 @@ CheckpointPolicy CheckpointPolicy::sqrt_n() {
   return p;
 }
 
+CheckpointPolicy CheckpointPolicy::min_peak() {
+  CheckpointPolicy p;
+  p.strategy = CheckpointStrategy::min_peak;
+  return p;
+}
+
 CheckpointPolicy CheckpointPolicy::memory_budget(uint64_t bytes) {
   CheckpointPolicy p;
   p.strategy = CheckpointStrategy::memory_budget;
@@ -53,6 +59,7 @@ CheckpointPolicy CheckpointPolicy::from_config() {
   const CheckpointConfig& c = *cfg.checkpoint;
   if (c.policy == "every_n") return every_n(c.every);
   if (c.policy == "sqrt_n") return sqrt_n();
+  if (c.policy == "min_peak") return min_peak();
   if (c.policy == "memory_budget") return memory_budget(c.budget);
   if (c.policy == "selective") {
     if (!c.save_ops) return selective();
@@ -73,6 +80,7 @@ const char* strategy_name(CheckpointStrategy strategy) {
     case CheckpointStrategy::sqrt_n: return "sqrt_n";
     case CheckpointStrategy::memory_budget: return "memory_budget";
     case CheckpointStrategy::selective: return "selective";
+    case CheckpointStrategy::min_peak: return "min_peak";
   }
   return "none";
 }
@@ -98,6 +106,39 @@ std::vector<Segment> equal_segments(size_t begin, size_t end, size_t count, bool
 }
 
 size_t sqrt_segments(size_t n) { return static_cast<size_t>(std::ceil(std::sqrt(static_cast<double>(n)))); }
+
+/// min_peak's segments for n >= 1 stages (checkpoint.hpp). In units of one
+/// stage's activations, with the sequence's output held by the caller:
+/// recomputing segment j of k (j < k) holds the kept inputs of segments
+/// 2..j, its L_j stages and the output, j + L_j; the last segment, kept
+/// from the forward pass, holds k − 1 inputs and its L_k stages. Peak c is
+/// reachable when lengths L_j <= c − j (j < k) and L_k <= c − k + 1 can sum
+/// to n. For the least such c: the k whose last segment can be longest
+/// (fewest stages recomputed), then the others longest first.
+std::vector<Segment> shrinking_segments(size_t n) {
+  for (size_t c = 1;; ++c) {
+    size_t best_k = 0, best_last = 0;
+    size_t head = 0;  // capacity of segments 1..k-1
+    for (size_t k = 1; k <= c; head += c - k, ++k) {
+      const size_t last = std::min(c - k + 1, n - (k - 1));  // every head segment gets one stage or more
+      if (head + last >= n && last > best_last) {
+        best_k = k;
+        best_last = last;
+      }
+    }
+    if (best_k == 0) continue;
+    std::vector<Segment> out;
+    size_t at = 0, left = n - best_last;
+    for (size_t j = 1; j < best_k; ++j) {
+      const size_t len = std::min(c - j, left - (best_k - 1 - j));  // leave one for each later head segment
+      out.push_back({at, at + len, true});
+      at += len;
+      left -= len;
+    }
+    out.push_back({at, n, false});
+    return out;
+  }
+}
 
 /// The stages [begin, end) as one function; the stage functions are copied
 /// so the checkpoint node can run them again after the caller's vector is
@@ -173,6 +214,7 @@ std::vector<CheckpointPolicy::Segment> CheckpointPolicy::plan(size_t stages) con
     }
     case CheckpointStrategy::sqrt_n:
     case CheckpointStrategy::selective: return equal_segments(0, stages, sqrt_segments(stages), true);
+    case CheckpointStrategy::min_peak: return shrinking_segments(stages);
   }
   return {{0, stages, false}};
 }
