@@ -10,7 +10,8 @@
 //    inside strata::Autocast({.dtype = DType::bf16}) (matmuls on oneDNN's
 //    bf16 kernels in the CPU plugin); backward and the optimizer step run
 //    outside the scope, as in examples/example_digits.cpp.
-//    Target: bf16 >= 1.3x faster than f32, i.e. f32/bf16 >= 1.3.
+//    Targets (issue 17): bf16 >= 1.6x faster than f32 (f32/bf16 >= 1.6);
+//    against libtorch's same step, bf16 <= 1.0x and f32 <= 0.9x.
 //  - BM_Torch_MlpStep/f32 vs /bf16: the same model (torch::nn::Linear,
 //    PyTorch's default init), torch::optim::SGD, cross_entropy. libtorch
 //    1.13 has CPU autocast (at::autocast::set_cpu_enabled +
@@ -238,14 +239,14 @@ int main(int argc, char** argv) {
   std::cout.flush();
   std::printf("\nratios (medians when repeated; %d thread%s each):\n", threads, threads == 1 ? "" : "s");
   print_ratio(reporter, "Strata f32 / Strata bf16", "BM_Strata_MlpStep/f32",
-              "BM_Strata_MlpStep/bf16", "(target >= 1.3x)");
+              "BM_Strata_MlpStep/bf16", "(target >= 1.6x)");
 #ifdef STRATA_HAVE_TORCH
   print_ratio(reporter, "libtorch f32 / libtorch bf16", "BM_Torch_MlpStep/f32",
               "BM_Torch_MlpStep/bf16", "");
   print_ratio(reporter, "Strata f32 / libtorch f32", "BM_Strata_MlpStep/f32",
-              "BM_Torch_MlpStep/f32", "");
+              "BM_Torch_MlpStep/f32", "(target <= 0.9x)");
   print_ratio(reporter, "Strata bf16 / libtorch bf16", "BM_Strata_MlpStep/bf16",
-              "BM_Torch_MlpStep/bf16", "");
+              "BM_Torch_MlpStep/bf16", "(target <= 1.0x)");
   std::printf("  libtorch %s: f32 GEMM on %s, oneDNN (mkldnn) %s\n", TORCH_VERSION,
               openblas ? "OpenBLAS (set to the same thread count)" : "its BLAS", at::hasMKLDNN() ? "on" : "off");
 #endif
