@@ -116,6 +116,31 @@ TEST_F(Grouped, AnOptimizerUpdatesItsParametersAsOneGroup) {
   EXPECT_EQ(probe->largest(), 4u);
 }
 
+TEST_F(Grouped, GradientsWithAutogradStateStillUpdateAsOneGroup) {
+  // Gradients taken with create_graph have autograd state: the optimizer
+  // detaches them, so the update is still one group, and not recorded.
+  const std::vector<int64_t> lengths{5, 3};
+  std::vector<Tensor> ps = tensors(lengths, 4, dev);
+  const std::vector<Tensor> before = ps;
+  std::vector<Tensor> gs, plain;
+  for (size_t j = 0; j < ps.size(); ++j) {
+    ps[j] = ps[j].clone().set_requires_grad();
+    Tensor x = tensors({lengths[j]}, 20 + j, dev)[0].set_requires_grad();
+    gs.push_back(x * 2.0);
+    ASSERT_TRUE(gs.back().requires_grad());
+    ps[j].set_grad(gs.back());
+    plain.push_back(gs.back().detach());
+  }
+  nn::SGD opt(ps, {.lr = 0.25});
+  opt.step();
+  EXPECT_EQ(probe->calls(), 1u);
+  EXPECT_EQ(probe->largest(), 2u);
+  for (size_t j = 0; j < ps.size(); ++j) {
+    EXPECT_EQ(ps[j].detach().to_vector<float>(), reference({before[j]}, {plain[j]}, 0.25, 0.0)[0]) << j;
+    EXPECT_TRUE(ps[j].is_leaf()) << j;
+  }
+}
+
 TEST_F(Grouped, ParametersThatShareMemoryAreUpdatedOneAtATime) {
   Tensor base = tensors({10}, 4, dev)[0];
   Tensor base_cpu = base.to(Device("cpu:0"));

@@ -44,6 +44,12 @@ void check_scalar(const std::string& owner, const std::string& key, const Tensor
   }
 }
 
+/// A gradient as the update ops take it: in the parameter's dtype, and
+/// without autograd state, which only a gradient taken with create_graph
+/// has (detached then; given such a tensor, a group of updates would run
+/// one by one through the recorder).
+Tensor update_grad(const Tensor& g, DType dtype) { return (g.requires_grad() ? g.detach() : g).to(dtype); }
+
 /// Parses "param.<i>.<buffer>"; false when `name` has another form.
 bool parse_param_entry(const std::string& name, size_t* index, std::string* buffer) {
   const std::string prefix = "param.";
@@ -132,6 +138,8 @@ Optimizer::Optimizer(std::vector<Tensor> params, double lr) : params_(std::move(
     }
   }
   if (!(lr >= 0.0)) throw ValueError("optimizer: lr must be >= 0, got " + num(lr));
+  values_.reserve(params_.size());
+  for (const Tensor& p : params_) values_.push_back(p.detach());
   state_.resize(params_.size());
   param_steps_.assign(params_.size(), 0);
 }
@@ -145,9 +153,12 @@ void Optimizer::set_lr(double lr) {
   lr_ = lr;
 }
 
-Tensor& Optimizer::buffer(size_t param, const std::string& name) {
+Tensor& Optimizer::buffer(size_t param, std::string_view name) {
   // std::map: references stay valid while other buffers are added.
-  return state_.at(param)[name];
+  auto& buffers = state_.at(param);
+  auto it = buffers.find(name);
+  if (it == buffers.end()) it = buffers.emplace(std::string(name), Tensor()).first;
+  return it->second;
 }
 
 NamedTensors Optimizer::state_dict() const {
@@ -255,7 +266,7 @@ void Optimizer::load_state_dict(const NamedTensors& state) {
   std::map<std::string, Tensor> given(state.begin(), state.end());
   Hyperparameters values = hyperparameters();
   for (auto& [n, v] : values) v = given.at(n).item<double>();
-  std::vector<std::map<std::string, Tensor>> fresh(params_.size());
+  std::vector<std::map<std::string, Tensor, std::less<>>> fresh(params_.size());
   std::vector<int64_t> steps(params_.size(), 0);
   for (const auto& [n, t] : state) {
     size_t index = 0;
@@ -326,9 +337,9 @@ void SGD::step() {
     const bool is_new = buf != nullptr && !buf->defined();
     Group& group = is_new ? fresh : kept;
     group.index.push_back(i);
-    group.p.push_back(p.detach());
-    group.g.push_back(g.detach().to(p.dtype()));
-    if (buf != nullptr) group.b.push_back(is_new ? zeros_like(p.detach()) : *buf);
+    group.p.push_back(values(i));
+    group.g.push_back(update_grad(g, p.dtype()));
+    if (buf != nullptr) group.b.push_back(is_new ? zeros_like(values(i)) : *buf);
   }
   if (o.momentum == 0.0) {
     sgd_step_(kept.p, kept.g, lr, o.weight_decay);
@@ -407,10 +418,10 @@ void Adam::step() {
     auto it = std::ranges::find_if(groups, [&](const Group& x) { return x.step == step && x.first == first; });
     if (it == groups.end()) it = groups.insert(groups.end(), Group{step, first, {}, {}, {}, {}, {}});
     it->index.push_back(i);
-    it->p.push_back(p.detach());
-    it->g.push_back(g.detach().to(p.dtype()));
-    it->m.push_back(first ? zeros_like(p.detach()) : m);
-    it->v.push_back(first ? zeros_like(p.detach()) : v);
+    it->p.push_back(values(i));
+    it->g.push_back(update_grad(g, p.dtype()));
+    it->m.push_back(first ? zeros_like(values(i)) : m);
+    it->v.push_back(first ? zeros_like(values(i)) : v);
   }
   for (const Group& group : groups) {
     // The step count lives on the host, so the bias corrections are computed

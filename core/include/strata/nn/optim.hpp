@@ -18,6 +18,7 @@
 #include <strata/nn/module.hpp>
 #include <strata/tensor.hpp>
 #include <string>
+#include <string_view>
 #include <utility>
 #include <vector>
 
@@ -84,7 +85,12 @@ class Optimizer {
   virtual std::vector<std::string> buffer_names() const = 0;
   /// Per-parameter state, by parameter index then buffer name (an undefined
   /// tensor: not created yet).
-  Tensor& buffer(size_t param, const std::string& name);
+  Tensor& buffer(size_t param, std::string_view name);
+  /// Parameter `param`'s values without its autograd state: a detached
+  /// alias of its storage, made once, which the in-place update ops take
+  /// (given a tensor with autograd state, a group of updates would run one
+  /// by one through the recorder).
+  const Tensor& values(size_t param) const { return values_[param]; }
   /// Marks one completed step().
   void count_step() { ++steps_; }
   /// How many updates parameter `param` has had (saved as
@@ -93,9 +99,11 @@ class Optimizer {
 
  private:
   std::vector<Tensor> params_;
+  std::vector<Tensor> values_;  // params_[i].detach()
   double lr_;
   int64_t steps_ = 0;
-  std::vector<std::map<std::string, Tensor>> state_;
+  // std::less<>: buffer() looks names up without building a std::string.
+  std::vector<std::map<std::string, Tensor, std::less<>>> state_;
   std::vector<int64_t> param_steps_;
 };
 
