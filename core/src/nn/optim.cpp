@@ -45,9 +45,9 @@ void check_scalar(const std::string& owner, const std::string& key, const Tensor
 }
 
 /// A gradient as the update ops take it: in the parameter's dtype, and
-/// without autograd state, which only a gradient taken with create_graph
-/// has (detached then; given such a tensor, a group of updates would run
-/// one by one through the recorder).
+/// detached when it requires grad, as one taken with create_graph does
+/// (given a tensor with autograd state, a group of updates runs one by one
+/// through the recorder; a plain gradient is used as it is).
 Tensor update_grad(const Tensor& g, DType dtype) { return (g.requires_grad() ? g.detach() : g).to(dtype); }
 
 /// Parses "param.<i>.<buffer>"; false when `name` has another form.
