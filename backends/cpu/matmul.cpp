@@ -232,6 +232,9 @@ void dnnl_single_threaded() {
 /// 1.30 ms in blocks of 512 columns, 1.40 ms in 256, 1.54 ms in 128.
 constexpr int64_t kMinBlockExtent = 256;
 
+/// Blocks are multiples of this many rows or columns, but the last.
+constexpr int64_t kBlockAlign = 16;
+
 /// How many blocks split_gemm cuts an extent into for `threads` threads:
 /// one without a second thread (before 2026-11-27 even a one-thread GEMM was
 /// cut into four blocks, which cost the bf16 step's GEMMs 5-15% against
@@ -240,8 +243,7 @@ constexpr int64_t kMinBlockExtent = 256;
 /// but none narrower than kMinBlockExtent, and at least one per thread.
 int64_t gemm_chunks(int threads, int64_t extent) {
   if (threads <= 1) return 1;
-  constexpr int64_t kAlign = 16;
-  const int64_t most = std::min<int64_t>(int64_t{threads} * kChunksPerThread, (extent + kAlign - 1) / kAlign);
+  const int64_t most = std::min<int64_t>(int64_t{threads} * kChunksPerThread, (extent + kBlockAlign - 1) / kBlockAlign);
   return std::min<int64_t>(most, std::max<int64_t>(threads, extent / kMinBlockExtent));
 }
 
@@ -271,13 +273,12 @@ bool split_gemm(const strata_tensor& a, const strata_tensor& b, const strata_ten
   const int threads = gemm_threads(a, y, max_threads);
   const bool by_columns = N >= M;
   const int64_t extent = by_columns ? N : M;
-  constexpr int64_t kAlign = 16;
   const int64_t chunks = gemm_chunks(threads, extent);
   if (chunks <= 1) {
     dnnl_single_threaded();
     return block(a, b, y, bias);
   }
-  const auto bound = [&](int64_t c) { return c >= chunks ? extent : extent * c / chunks / kAlign * kAlign; };
+  const auto bound = [&](int64_t c) { return c >= chunks ? extent : extent * c / chunks / kBlockAlign * kBlockAlign; };
   std::atomic<bool> ok{true};
   for_each_chunk(chunks, threads, [&](int64_t c) {
     const int64_t start = bound(c), len = bound(c + 1) - start;

@@ -313,23 +313,21 @@ strata_status run_kernel(DeviceRecord& dev, const KernelSlot& kernel, OpCall& ca
                      call.n_outputs, err);
 }
 
-/// The kernel-table key of `call`'s signature: its inputs' dtypes and its
-/// outputs' (as the shape rule set them).
-[[gnu::always_inline]] inline uint64_t call_key(const OpCall& call) {
+/// `sink(inputs, n_inputs, outputs, n_outputs)` over `call`'s signature:
+/// its inputs' dtypes and its outputs' (as the shape rule set them).
+template <class Sink>
+[[gnu::always_inline]] inline auto with_dtypes(const OpCall& call, Sink&& sink) {
   std::array<DType, kMaxInputs> in;  // only the first n_inputs / n_outputs are read
   std::array<DType, kMaxOutputs> out;
   for (int k = 0; k < call.n_inputs; ++k) in[static_cast<size_t>(k)] = call.in(k).impl()->dtype;
   for (int k = 0; k < call.n_outputs; ++k) out[static_cast<size_t>(k)] = call.outputs[static_cast<size_t>(k)].dtype;
-  return signature_key(in.data(), call.n_inputs, out.data(), call.n_outputs);
+  return sink(in.data(), call.n_inputs, out.data(), call.n_outputs);
 }
 
-std::string call_signature(const OpCall& call) {
-  std::array<DType, kMaxInputs> in{};
-  std::array<DType, kMaxOutputs> out{};
-  for (int k = 0; k < call.n_inputs; ++k) in[static_cast<size_t>(k)] = call.in(k).dtype();
-  for (int k = 0; k < call.n_outputs; ++k) out[static_cast<size_t>(k)] = call.outputs[static_cast<size_t>(k)].dtype;
-  return signature_string(in.data(), call.n_inputs, out.data(), call.n_outputs);
-}
+/// The kernel-table key of `call`'s signature.
+[[gnu::always_inline]] inline uint64_t call_key(const OpCall& call) { return with_dtypes(call, signature_key); }
+
+std::string call_signature(const OpCall& call) { return with_dtypes(call, signature_string); }
 
 /// Runs the call on the CPU plugin and moves the results back.
 OpResult run_on_cpu(OpCall& call, DeviceRecord& dev, const std::string& reason) {

@@ -110,9 +110,6 @@ void retain_outputs(const BackwardRequest& req, const Node& node, std::span<cons
   }
 }
 
-}  // namespace
-
-namespace {
 /// A gradient as grad() keeps it: one that broadcasts a value over the
 /// leaf's shape (sum's and mean's gradients are expanded views, stride 0)
 /// is made compact, so that writing into grad() in place (clipping, a
@@ -126,6 +123,7 @@ Tensor own_memory(const Tensor& g) {
   }
   return g;
 }
+
 }  // namespace
 
 void accumulate_grads(std::span<const std::pair<AutogradMeta*, Tensor>> grads) {

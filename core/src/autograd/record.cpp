@@ -197,14 +197,21 @@ void record_reverse(const OpDef& op, std::span<const Tensor> inputs, std::span<T
   node->n_outputs = outputs.size();
   node->inputs.reserve(inputs.size());
   node->next.reserve(inputs.size());
+  // What the node keeps of an operand: its values (an output's as a plain
+  // alias) and their version when the VJP reads them, else a placeholder.
   Tensor placeholder;
+  auto keep = [&placeholder](const Tensor& t, bool read, bool is_output, int output_nr) -> SavedTensor {
+    if (!read) return {shape_only(t, placeholder), 0, is_output, output_nr, {}, true};
+    return {is_output ? plain_alias(t) : t,
+            t.impl()->storage->version.load(std::memory_order_relaxed),
+            is_output,
+            output_nr,
+            {},
+            false};
+  };
   for (size_t k = 0; k < inputs.size(); ++k) {
     const Tensor& t = inputs[k];
-    if (reads(op.vjp_reads_inputs, k)) {
-      node->inputs.push_back({t, t.impl()->storage->version.load(std::memory_order_relaxed), false, 0, {}, false});
-    } else {
-      node->inputs.push_back({shape_only(t, placeholder), 0, false, 0, {}, true});
-    }
+    node->inputs.push_back(keep(t, reads(op.vjp_reads_inputs, k), false, 0));
     Edge edge;
     if (const auto& m = t.impl()->autograd) {
       edge.leaf = m;  // the input's metadata: identifies it as a source
@@ -216,16 +223,7 @@ void record_reverse(const OpDef& op, std::span<const Tensor> inputs, std::span<T
   node->output_metas.resize(outputs.size());
   for (size_t k = 0; k < outputs.size(); ++k) {
     Tensor& out = outputs[k];
-    if (reads(op.vjp_reads_outputs, k)) {
-      node->outputs.push_back({plain_alias(out),
-                               out.impl()->storage->version.load(std::memory_order_relaxed),
-                               true,
-                               static_cast<int>(k),
-                               {},
-                               false});
-    } else {
-      node->outputs.push_back({shape_only(out, placeholder), 0, true, static_cast<int>(k), {}, true});
-    }
+    node->outputs.push_back(keep(out, reads(op.vjp_reads_outputs, k), true, static_cast<int>(k)));
     if (!is_differentiable(out.dtype())) continue;
     AutogradMeta& m = meta_of(out);
     m.grad_fn = node;
