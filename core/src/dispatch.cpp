@@ -511,9 +511,8 @@ inline void finish_dispatch(const OpCall& call, OpResult& result, bool decompose
 OpResult dispatch_untraced(OpCall& call) {
   const DispatchHooks& hooks = dispatch_hooks();
   prepare_dispatch(call, hooks);
-  bool decomposed = false;
-  OpResult result = execute(call, decomposed);
-  finish_dispatch(call, result, decomposed, hooks);
+  OpResult result = execute(call, call.decomposed);
+  finish_dispatch(call, result, call.decomposed, hooks);
   return result;
 }
 

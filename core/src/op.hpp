@@ -102,6 +102,10 @@ struct OpCall {
   const Attrs* attrs = nullptr;
   std::array<OutputMeta, kMaxOutputs> outputs{};
   int n_outputs = 1;
+  /// Set by dispatch once the call ran: whether a decomposition into other
+  /// ops made its outputs (no kernel of its own ran; its primitives recorded
+  /// themselves). Read by the trace layer around the call (output reuse).
+  bool decomposed = false;
   /// Preallocated outputs, written in place: copy's destination (any
   /// strides), and the optimizer updates' parameter and state (compact;
   /// ops/optim.cpp). Undefined entries are allocated by dispatch; a

@@ -65,6 +65,21 @@ std::vector<Tensor> parameter_grads(nn::Sequential& model, const Tensor& x, cons
   return tape.gradient(sum(y * y), model.parameters());
 }
 
+/// d sum(g^2) / dx with g = d sum(model(x)^2) / dx, under `policy`
+/// (nullptr: none): a second-order pass through the recomputations.
+Tensor input_second_derivative(nn::Sequential& model, const Tensor& x, const CheckpointPolicy* policy) {
+  std::optional<CheckpointContext> scope;
+  if (policy != nullptr) scope.emplace(*policy);
+  Tensor xi = x.detach();
+  GradientTape second;
+  second.watch(xi);
+  GradientTape first({.higher_order = true});
+  first.watch(xi);
+  Tensor y = model(xi);
+  Tensor g = first.gradient(sum(y * y), {xi})[0];
+  return second.gradient(sum(g * g), {xi})[0];
+}
+
 void expect_bitwise(const std::vector<Tensor>& a, const std::vector<Tensor>& b, const std::string& what) {
   ASSERT_EQ(a.size(), b.size()) << what;
   for (size_t k = 0; k < a.size(); ++k) {
@@ -267,21 +282,9 @@ TEST(CheckpointPolicy, WorksWithHigherOrderAndNestedSequences) {
   outer->emplace_back<nn::Tanh>();
   outer->push_back(gelu_mlp(2, 8));
   Tensor x = randn({3, 8});
-  auto hvp = [&](const CheckpointPolicy* policy) {
-    std::optional<CheckpointContext> scope;
-    if (policy != nullptr) scope.emplace(*policy);
-    Tensor xi = x.detach();
-    GradientTape second;
-    second.watch(xi);
-    GradientTape first({.higher_order = true});
-    first.watch(xi);
-    Tensor y = (*outer)(xi);
-    Tensor g = first.gradient(sum(y * y), {xi})[0];
-    return second.gradient(sum(g * g), {xi})[0];
-  };
-  Tensor plain = hvp(nullptr);
+  Tensor plain = input_second_derivative(*outer, x, nullptr);
   for (const CheckpointPolicy& p : every_policy()) {
-    Tensor c = hvp(&p);
+    Tensor c = input_second_derivative(*outer, x, &p);
     EXPECT_LT(amax(abs(c - plain)).item<double>(), 1e-5) << strategy_name(p.strategy);
   }
 }
@@ -402,6 +405,88 @@ TEST(CheckpointSequential, ExplicitSegmentsMatchAndBadArgumentsAreRefused) {
   EXPECT_THROW(nn::checkpoint_sequential(model->modules(), x, 0), ValueError);
   EXPECT_THROW(nn::checkpoint_sequential({nullptr}, x, 1), ValueError);
   EXPECT_THROW(checkpoint_sequential(std::vector<Stage>{Stage()}, x, 1), ValueError);
+}
+
+TEST(CheckpointSequential, ASegmentsLastOpIsAnsweredByItsKeptOutput) {
+  // A segment's output is the next segment's input, kept anyway, so its
+  // recomputation does not run the segment's last op again. Seen here
+  // through a stage that breaks the determinism contract on purpose: the
+  // scale `c` changes between the forward and the backward pass. exp's
+  // derivative reads exp's output, so it shows which value the recomputation
+  // used. Loss sum(y^2), y = exp(x * c) with c = 1 forward and 2 after:
+  //   kept output:      dL/dx = 2 y * y * 2          = 4 exp(2x)
+  //   recomputed (no reuse, the public checkpoint):   4 exp(x) exp(2x) = 4 exp(3x)
+  Tensor x = randn({3, 4});
+  auto grad = [&](bool sequential) {
+    Tensor c = ones({4});
+    Stage scaled_exp = [&](const Tensor& h) { return exp(h * c); };
+    Stage square = [](const Tensor& h) { return h * h; };
+    Tensor xi = x.detach();
+    GradientTape tape;
+    tape.watch(xi);
+    Tensor y = sequential ? checkpoint_sequential({scaled_exp, square}, xi, 2) : square(checkpoint(scaled_exp, xi));
+    c.copy_(full({4}, 2.0));
+    return tape.gradient(sum(y), {xi})[0];
+  };
+  auto relative_error = [](const Tensor& got, const Tensor& want) {
+    return amax(abs(got - want) / abs(want)).item<double>();
+  };
+  EXPECT_LT(relative_error(grad(true), exp(x * 2.0) * 4.0), 1e-5);
+  EXPECT_LT(relative_error(grad(false), exp(x * 3.0) * 4.0), 1e-5);
+}
+
+TEST(CheckpointSequential, LayersWhoseLastOpIsReusedGiveBitwiseEqualGradients) {
+  // Fused Linear + ReLU, Linear then Tanh (tanh's derivative reads its
+  // output): every segment's last op is answered from its kept output.
+  // First order is bitwise; second order sums the recomputation's terms in
+  // another order, so it agrees to rounding (f32: within 1e-5 of the
+  // largest element).
+  auto relus = relu_mlp(9, 16);
+  auto tanhs = mlp<nn::Tanh>(5, 16, 7);
+  Tensor x = randn({4, 16});
+  for (nn::Sequential* model : {relus.get(), tanhs.get()}) {
+    std::vector<Tensor> plain = parameter_grads(*model, x, nullptr);
+    for (const CheckpointPolicy& p : every_policy()) {
+      expect_bitwise(plain, parameter_grads(*model, x, &p), strategy_name(p.strategy));
+    }
+  }
+  {
+    // Under autocast the last op is a bf16 linear whose inputs autocast
+    // casts: answered all the same, its casts recorded as they would be
+    // without checkpointing.
+    Autocast amp({.dtype = DType::bf16});
+    std::vector<Tensor> plain = parameter_grads(*relus, x, nullptr);
+    for (const CheckpointPolicy& p : every_policy()) {
+      expect_bitwise(plain, parameter_grads(*relus, x, &p), std::string("autocast, ") + strategy_name(p.strategy));
+    }
+  }
+  Tensor plain = input_second_derivative(*tanhs, x, nullptr);
+  const double scale = amax(abs(plain)).item<double>();
+  ASSERT_GT(scale, 0.0);
+  for (const CheckpointPolicy& p : every_policy()) {
+    Tensor c = input_second_derivative(*tanhs, x, &p);
+    EXPECT_LT(amax(abs(c - plain)).item<double>(), 1e-5 * scale) << strategy_name(p.strategy);
+  }
+}
+
+TEST(CheckpointSequential, ARecomputationThatRunsMoreOpsAfterTheLastIsReported) {
+  // The first run ends with exp; the recomputation runs exp (answered from
+  // the kept output) and then one more op: not the same function.
+  int calls = 0;
+  Stage changing = [&](const Tensor& h) {
+    Tensor y = exp(h);
+    return calls++ == 0 ? y : y * 2.0;
+  };
+  Stage square = [](const Tensor& h) { return h * h; };
+  Tensor x = randn({3, 4}).set_requires_grad();
+  GradientTape tape;
+  Tensor y = checkpoint_sequential({changing, square}, x, 2);
+  try {
+    tape.gradient(sum(y), {x});
+    FAIL() << "a recomputation running more ops than the first run was not reported";
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("deterministic"), std::string::npos) << e.what();
+  }
 }
 
 TEST(SelectiveCheckpoint, ReusesKeptOutputsAndCatchesInPlaceWrites) {

@@ -64,12 +64,8 @@ std::vector<Tensor> checkpoint_vjp(const GradContext& c) {
   }
   std::vector<Tensor> grads(c.inputs.size());
   if (sources.empty()) return grads;
-  std::vector<Tensor> outs;
-  if (cl.kept != nullptr) {
-    detail::replay_selective(*cl.kept, [&] { outs = cl.fn(args); });
-  } else {
-    outs = cl.fn(args);
-  }
+  std::vector<Tensor> outs =
+      cl.kept != nullptr ? detail::replay_selective(*cl.kept, [&] { return cl.fn(args); }) : cl.fn(args);
   if (outs.size() != c.outputs.size()) {
     throw Error("checkpoint: the function returned " + std::to_string(outs.size()) + " tensors when recomputed, " +
                 std::to_string(c.outputs.size()) + " the first time (it must be deterministic)");
@@ -152,10 +148,10 @@ const detail::OpDef& kCheckpoint = detail::define_op({.name = "checkpoint",
 
 }  // namespace
 
-namespace {
+namespace detail {
 
 std::vector<Tensor> checkpoint_impl(const CheckpointFn& fn, const std::vector<Tensor>& inputs,
-                                    const std::set<std::string>* save_ops) {
+                                    const std::set<std::string>* save_ops, bool reuse_output) {
   if (!fn) throw Error("checkpoint: empty function");
   detail::AutogradState& st = detail::autograd_state();
   // Nothing to save (no recording), tangents only (forward mode saves no
@@ -170,9 +166,10 @@ std::vector<Tensor> checkpoint_impl(const CheckpointFn& fn, const std::vector<Te
   closure->rng = get_rng_state();
   closure->autocast = detail::autocast_snapshot();
   closure->n_explicit = inputs.size();
-  if (save_ops != nullptr) {
+  if (save_ops != nullptr || reuse_output) {
     closure->kept = std::make_unique<detail::SelectiveCache>();
-    closure->kept->save_ops.insert(save_ops->begin(), save_ops->end());
+    if (save_ops != nullptr) closure->kept->save_ops.insert(save_ops->begin(), save_ops->end());
+    closure->kept->reuse_output = reuse_output;
   }
   std::vector<Tensor> outputs;
   std::vector<Tensor> reads = detail::capture_external_reads(
@@ -182,25 +179,26 @@ std::vector<Tensor> checkpoint_impl(const CheckpointFn& fn, const std::vector<Te
         outputs = fn(inputs);
       },
       closure->kept.get());
-  for (Tensor& o : outputs) {  // fresh handles: never attach history to an input the function returned
+  for (const Tensor& o : outputs) {
     if (!o.defined()) throw Error("checkpoint: the function returned an undefined tensor");
-    o = o.detach();
   }
+  if (reuse_output) closure->kept->settle_reuse(outputs);
+  for (Tensor& o : outputs) o = o.detach();  // fresh handles: never attach history to an input the function returned
   std::vector<Tensor> node_inputs = inputs;
   node_inputs.insert(node_inputs.end(), reads.begin(), reads.end());
   detail::record_node(kCheckpoint, node_inputs, outputs, nullptr, closure);
   return outputs;
 }
 
-}  // namespace
+}  // namespace detail
 
 std::vector<Tensor> checkpoint(const CheckpointFn& fn, const std::vector<Tensor>& inputs) {
-  return checkpoint_impl(fn, inputs, nullptr);
+  return detail::checkpoint_impl(fn, inputs, nullptr, false);
 }
 
 std::vector<Tensor> checkpoint(const CheckpointFn& fn, const std::vector<Tensor>& inputs,
                                const std::set<std::string>& save_ops) {
-  return checkpoint_impl(fn, inputs, &save_ops);
+  return detail::checkpoint_impl(fn, inputs, &save_ops, false);
 }
 
 Tensor checkpoint(const std::function<Tensor(const Tensor&)>& fn, const Tensor& input) {

@@ -1,6 +1,7 @@
 // checkpoint_policy.cpp — checkpointing policies and sequences of stages
 // split into checkpointed segments (checkpoint_sequential, CheckpointContext).
 #include "nodes.hpp"
+#include "trace.hpp"
 
 #include "../op.hpp"
 
@@ -158,10 +159,10 @@ Tensor run_segments(const std::vector<Stage>& stages, Tensor x, const std::vecto
   for (const Segment& s : segments) {
     if (!s.checkpointed) {
       for (size_t i = s.begin; i < s.end; ++i) x = stages[i](x);
-    } else if (save_ops != nullptr) {
-      x = checkpoint(segment_fn(stages, s), {x}, *save_ops)[0];
     } else {
-      x = checkpoint(segment_fn(stages, s), {x})[0];
+      // The segment's output is the next one's input, kept anyway: the
+      // recomputation answers the segment's last op with it.
+      x = detail::checkpoint_impl(segment_fn(stages, s), {x}, save_ops, true)[0];
     }
   }
   return x;

@@ -13,6 +13,7 @@
 
 #include <atomic>
 #include <functional>
+#include <memory>
 #include <set>
 #include <span>
 #include <string>
@@ -63,8 +64,16 @@ void trace_unsupported(const char* what);
 /// Whether trace() (not a capture) is active on this thread.
 bool tracing_graph();
 
-/// Selective checkpointing: the outputs of the listed ops, kept from a
-/// checkpointed function's first run in the order it ran them.
+/// What a checkpointed function's first run leaves for its recomputation.
+///
+/// Selective checkpointing: the outputs of the listed ops, kept in the order
+/// the function ran them.
+///
+/// Output reuse (`reuse_output`, checkpoint_sequential's segments): the
+/// function's last op is not run again when its single output is what the
+/// function returned. That output is the next segment's input, kept anyway,
+/// so the recomputation answers the last op with it (recorded as usual)
+/// and saves one stage of work per segment.
 struct SelectiveCache {
   std::set<std::string, std::less<>> save_ops;  // transparent: looked up by op name without a copy
   struct Entry {
@@ -73,6 +82,30 @@ struct SelectiveCache {
     std::vector<uint32_t> versions;  // storage versions when kept: in-place writes are caught
   };
   std::vector<Entry> entries;
+
+  bool reuse_output = false;
+  /// Output reuse: the first run's top-level ops in order (the recomputation
+  /// must run the same ones up to the last for it to be answered).
+  std::vector<const OpDef*> ops;
+  /// The last top-level op of the first run, while it runs: its attributes,
+  /// its output (not kept alive) and that output's storage version; `single`
+  /// when it ran a kernel itself (not decomposed: recording it as one node
+  /// is what an uncheckpointed run does) with one output, not in place.
+  struct Last {
+    Attrs attrs;
+    std::weak_ptr<TensorImpl> output;
+    uint32_t version = 0;
+    bool single = false;
+  } last;
+  /// Set by settle_reuse when the function returned the last op's output:
+  /// that output (an alias without history) and its storage version; taken
+  /// by the recomputation that answers the last op with it.
+  Tensor output;
+  uint32_t output_version = 0;
+
+  /// After the first run: keeps `outputs[0]` as the answer to the last op
+  /// when the function returned exactly that op's unmodified output.
+  void settle_reuse(const std::vector<Tensor>& outputs);
 };
 
 /// Runs `f`, returning the floating tensors with autograd history that it
@@ -83,9 +116,23 @@ std::vector<Tensor> capture_external_reads(const std::vector<Tensor>& known, con
                                            SelectiveCache* cache = nullptr);
 
 /// Runs `f` (the recomputation) with the ops on the cache's list answered
-/// from the cache instead of run, in order; they are recorded as usual.
-/// Throws when `f` calls them in a different order or with other shapes.
-void replay_selective(const SelectiveCache& cache, const std::function<void()>& f);
+/// from the cache instead of run, in order, and with the last op answered
+/// by the kept output (output reuse) when the ops before it are the first
+/// run's and it still holds the value it had; they are recorded as usual.
+/// The kept output is handed over to the recomputation (the cache lets go
+/// of it, so it is freed once its op's node has run backward; a second pass
+/// over a retained graph runs the last op). Returns f's outputs. Throws when
+/// `f` calls the listed ops in a different order or with other shapes, or
+/// runs other ops after an answered last op.
+std::vector<Tensor> replay_selective(SelectiveCache& cache, const std::function<std::vector<Tensor>()>& f);
+
+/// checkpoint(fn, inputs[, save_ops]) (checkpoint.cpp); with `reuse_output`
+/// (checkpoint_sequential's segments, whose output the next segment keeps
+/// anyway) the node also keeps the function's output, so the recomputation
+/// need not run its last op (SelectiveCache::reuse_output).
+std::vector<Tensor> checkpoint_impl(const std::function<std::vector<Tensor>(const std::vector<Tensor>&)>& fn,
+                                    const std::vector<Tensor>& inputs, const std::set<std::string>* save_ops,
+                                    bool reuse_output);
 
 /// Keeps the ops of a nested checkpoint out of an enclosing selective
 /// cache (the nested checkpoint caches its own); a no-op otherwise.

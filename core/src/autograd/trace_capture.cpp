@@ -108,8 +108,9 @@ OpResult traced_dispatch(OpCall& call, OpResult (*run)(OpCall&)) {
     TraceNested nested;
     return run(call);
   }
-  if (selective_op(s.replay, s, call)) return replay_cached(s, call);
-  if (s.replay != nullptr) {  // recomputation: nothing else to note
+  if (s.replay != nullptr) {  // recomputation: answer from the first run where it can, else run
+    if (OpResult out; s.replay->reuse_output && reuse_last(s, call, out)) return out;
+    if (selective_op(s.replay, s, call)) return replay_cached(s, call);
     TraceNested nested;
     return run(call);
   }
@@ -128,6 +129,7 @@ OpResult traced_dispatch(OpCall& call, OpResult (*run)(OpCall&)) {
     result = run(call);
   }
   if (selective_op(s.keep, s, call)) keep_cached(s, call, result);
+  if (s.keep != nullptr && s.keep->reuse_output && s.suspended == 0) note_top_level(s, call, result);
   s.record(call.op->name, inputs, std::span<const Tensor>(result.tensors.data(), static_cast<size_t>(result.count)),
            call.attrs);
   return result;

@@ -29,9 +29,15 @@ struct TraceState {
   /// Selective checkpointing: keep (capture) or answer (replay) the outputs
   /// of the cache's ops; `suspended` counts nested checkpoints.
   SelectiveCache* keep = nullptr;
-  const SelectiveCache* replay = nullptr;
+  SelectiveCache* replay = nullptr;  // non-const: output reuse hands its kept output over
   size_t cursor = 0;
   int suspended = 0;
+  /// Output reuse, in a recomputation: the count of top-level ops so far,
+  /// whether they match the first run's, and the output that answered the
+  /// last op (null until then).
+  size_t position = 0;
+  bool same_ops = true;
+  const TensorImpl* reused = nullptr;
   std::vector<Tensor> externals;
   Graph graph;
   int depth = 0;
@@ -129,5 +135,15 @@ OpResult replay_cached(TraceState& s, OpCall& call);
 /// Keeps `result`, the outputs `call` just made, in the capture's cache
 /// with their storage versions (trace_selective.cpp).
 void keep_cached(TraceState& s, const OpCall& call, OpResult& result);
+
+/// Output reuse, first run: notes `call`, a top-level op that just made
+/// `result`, as the latest op (trace_selective.cpp).
+void note_top_level(TraceState& s, const OpCall& call, OpResult& result);
+
+/// Output reuse, recomputation: counts `call` against the first run's ops;
+/// answers it with the kept output and returns true when it is the first
+/// run's last op, every op before it matched, its attributes are the same
+/// and the kept output was not written since (trace_selective.cpp).
+bool reuse_last(TraceState& s, OpCall& call, OpResult& out);
 
 }  // namespace strata::detail

@@ -10,6 +10,7 @@
 
 #include <algorithm>
 #include <string>
+#include <utility>
 
 namespace strata::detail {
 
@@ -54,16 +55,85 @@ void keep_cached(TraceState& s, const OpCall& call, OpResult& result) {
   s.keep->entries.push_back(std::move(e));
 }
 
-void replay_selective(const SelectiveCache& cache, const std::function<void()>& f) {
+namespace {
+
+uint32_t version_of(const Tensor& t) { return t.impl()->storage->version.load(std::memory_order_relaxed); }
+
+bool same_attr(const Attr& a, const Attr& b) {
+  return std::string_view(a.name) == b.name && a.kind == b.kind && a.i == b.i && a.f == b.f && a.ints == b.ints &&
+         a.floats == b.floats && a.text == b.text && a.scalar_dtype == b.scalar_dtype;
+}
+
+bool same_attrs(const Attrs& kept, const Attrs* now) {
+  if (now == nullptr) return kept.empty();
+  return std::ranges::equal(kept, *now, same_attr);
+}
+
+}  // namespace
+
+void note_top_level(TraceState& s, const OpCall& call, OpResult& result) {
+  SelectiveCache& c = *s.keep;
+  c.ops.push_back(call.op);
+  SelectiveCache::Last& last = c.last;
+  last.single =
+      !call.decomposed && result.count == 1 && !call.preset[0].defined() && result[0].impl()->storage != nullptr;
+  last.output.reset();
+  if (!last.single) return;
+  last.attrs = call.attrs != nullptr ? *call.attrs : Attrs{};
+  last.output = result[0].impl_ptr();
+  last.version = version_of(result[0]);
+}
+
+void SelectiveCache::settle_reuse(const std::vector<Tensor>& outputs) {
+  if (!reuse_output || outputs.size() != 1 || !last.single || last.output.lock() != outputs[0].impl_ptr() ||
+      version_of(outputs[0]) != last.version) {
+    reuse_output = false;  // the function returned something else, or wrote its last output in place
+    last = {};
+    return;
+  }
+  output = outputs[0].detach();
+  output_version = last.version;
+  last.output.reset();
+}
+
+bool reuse_last(TraceState& s, OpCall& call, OpResult& out) {
+  SelectiveCache& c = *s.replay;
+  const size_t at = s.position++;
+  s.same_ops = s.same_ops && at < c.ops.size() && c.ops[at] == call.op;
+  if (!s.same_ops || at + 1 != c.ops.size() || !c.output.defined() || selective_op(s.replay, s, call) ||
+      !same_attrs(c.last.attrs, call.attrs) || version_of(c.output) != c.output_version) {
+    return false;  // run it: another op or place, the output taken by an earlier pass, or written since
+  }
+  OpResult kept;
+  kept.push_back(std::exchange(c.output, Tensor()));  // handed over: freed once the op's node has run backward
+  TraceNested nested;
+  out = dispatch_precomputed(call, std::move(kept));
+  if (out.count != 1 || out[0].dtype() != call.out(0).dtype ||
+      !std::ranges::equal(out[0].sizes(), call.out(0).sizes())) {
+    throw Error("checkpoint: recomputing op '" + std::string(call.op->name) + "' (the function's last op): " +
+                type_string(out[0]) + " the first time, " + std::string(dtype_name(call.out(0).dtype)) +
+                shape_string(call.out(0).sizes()) + " now (the function must be deterministic)");
+  }
+  s.reused = out[0].impl();
+  return true;
+}
+
+std::vector<Tensor> replay_selective(SelectiveCache& cache, const std::function<std::vector<Tensor>()>& f) {
   TraceState state;
   state.replay = &cache;
   ActiveTrace active(state);
-  f();
+  std::vector<Tensor> outs = f();
   if (state.cursor != cache.entries.size()) {
     throw Error("checkpoint: the recomputation ran " + std::to_string(state.cursor) + " of the " +
                 std::to_string(cache.entries.size()) +
                 " kept ops of the first run (the function must be deterministic)");
   }
+  if (state.reused != nullptr &&
+      (state.position != cache.ops.size() || outs.size() != 1 || outs[0].impl() != state.reused)) {
+    throw Error("checkpoint: the recomputation ran other ops after the first run's last op, or returned another "
+                "tensor (the function must be deterministic)");
+  }
+  return outs;
 }
 
 SelectiveSuspend::SelectiveSuspend() : state_(active_trace()) {
