@@ -88,6 +88,7 @@ void SelectiveCache::settle_reuse(const std::vector<Tensor>& outputs) {
   if (!reuse_output || outputs.size() != 1 || !last.single || last.output.lock() != outputs[0].impl_ptr() ||
       version_of(outputs[0]) != last.version) {
     reuse_output = false;  // the function returned something else, or wrote its last output in place
+    ops = {};
     last = {};
     return;
   }
