@@ -9,6 +9,7 @@
 #include <cstdio>
 #include <limits>
 #include <memory>
+#include <stdexcept>
 #include <strata/strata.hpp>
 #include <thread>
 
@@ -487,6 +488,29 @@ TEST(CheckpointSequential, ARecomputationThatRunsMoreOpsAfterTheLastIsReported) 
   } catch (const Error& e) {
     EXPECT_NE(std::string(e.what()).find("deterministic"), std::string::npos) << e.what();
   }
+}
+
+TEST(CheckpointSequential, ARecomputationThatFailsAfterTheAnsweredOpCanBeRunAgain) {
+  // The recomputation takes the kept output when it answers the segment's
+  // last op. If the segment then fails, grad() is as before the pass, and a
+  // second pass over the retained graph runs the op instead: the plain
+  // gradient, d/dx sum(exp(x)^2) = 2 exp(2x).
+  int calls = 0;
+  Stage flaky = [&](const Tensor& h) {
+    Tensor y = exp(h);
+    if (calls++ == 1) throw std::runtime_error("the stage failed on its recomputation");
+    return y;
+  };
+  Stage square = [](const Tensor& h) { return h * h; };
+  Tensor x = randn({3, 4}).set_requires_grad();
+  Tensor y = sum(checkpoint_sequential({flaky, square}, x, 2));
+  EXPECT_ANY_THROW(y.backward({}, {.retain_graph = true}));
+  EXPECT_FALSE(x.grad().defined());
+  y.backward({}, {.retain_graph = true});
+  ASSERT_TRUE(x.grad().defined());
+  Tensor want = exp(x.detach() * 2.0) * 2.0;
+  EXPECT_LT(amax(abs(x.grad() - want) / want).item<double>(), 1e-5);
+  EXPECT_EQ(calls, 3);
 }
 
 TEST(SelectiveCheckpoint, ReusesKeptOutputsAndCatchesInPlaceWrites) {
