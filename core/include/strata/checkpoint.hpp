@@ -61,10 +61,11 @@ enum class CheckpointStrategy {
 /// segments (lengths c − 1, c − 2, ... and a kept last one) hold at most c,
 /// the least any such split can, about sqrt(2·L): 6 against 7 units for 16
 /// stages, 12 against 15 for 64. It recomputes more stages for it. A
-/// segment's last stage is not run again (its output is the next segment's
-/// input, kept anyway), so min_peak recomputes L − c stages (10 of 16, 52 of
-/// 64) and sqrt_n those outside its last segment less one per segment (9 of
-/// 16, 49 of 64).
+/// segment's last op is not run again (its output is the next segment's
+/// input, kept anyway), so where each stage is one op (a Linear, a fused
+/// Linear+ReLU) min_peak recomputes L − c stages (10 of 16, 52 of 64) and
+/// sqrt_n those outside its last segment less one per segment (9 of 16, 49
+/// of 64).
 ///
 /// In every strategy but memory_budget the last segment is not checkpointed:
 /// backward needs its activations first, so recomputing them would cost

@@ -73,7 +73,8 @@ bool tracing_graph();
 /// function's last op is not run again when its single output is what the
 /// function returned. That output is the next segment's input, kept anyway,
 /// so the recomputation answers the last op with it (recorded as usual)
-/// and saves one stage of work per segment.
+/// and saves that op's work: a whole layer where the layer is one op (a
+/// Linear, a fused Linear+ReLU).
 struct SelectiveCache {
   std::set<std::string, std::less<>> save_ops;  // transparent: looked up by op name without a copy
   struct Entry {

@@ -75,8 +75,8 @@ void note_top_level(TraceState& s, const OpCall& call, OpResult& result) {
   SelectiveCache& c = *s.keep;
   c.ops.push_back(call.op);
   SelectiveCache::Last& last = c.last;
-  last.single =
-      !call.decomposed && result.count == 1 && !call.preset[0].defined() && result[0].impl()->storage != nullptr;
+  last.single = !call.decomposed && result.count == 1 && !call.preset[0].defined() && result[0].defined() &&
+                result[0].impl()->storage != nullptr;
   last.output.reset();
   if (!last.single) return;
   last.attrs = call.attrs != nullptr ? *call.attrs : Attrs{};
