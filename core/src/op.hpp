@@ -177,6 +177,11 @@ struct OpDef {
   /// and the dtype, before its shape rule and any kernel run. Plugin-defined
   /// ops set it: their own shape rule decides.
   bool takes_complex = false;
+  /// Whether the op exists only for complex tensors (real, imag, conj,
+  /// angle, complex: a complex input or output in every signature). A
+  /// device that stores no complex dtype never needs its kernel, so it is
+  /// not listed among the device's missing primitives.
+  bool complex_only = false;
   /// Whether a kernel may run several calls of the op at once
   /// (STRATA_KERNEL_GROUPED, dispatch_group): the in-place optimizer
   /// updates, whose calls are independent of one another.

@@ -298,8 +298,9 @@ DeviceInfo Runtime::Impl::info_of(const DeviceRecord& r) {
   d.memory_limit = config.device(r.plugin.name, r.index).memory_limit;
   d.kernel_count = r.kernel_count;
   d.kernels = r.kernel_list;
+  const bool stores_complex = r.stores(DType::c64) || r.stores(DType::c128);
   for (const detail::OpDef* op : detail::all_ops()) {
-    if (op->kind == detail::OpKind::primitive && op->plugin_op == nullptr &&
+    if (op->kind == detail::OpKind::primitive && op->plugin_op == nullptr && (stores_complex || !op->complex_only) &&
         r.kernels[static_cast<size_t>(op->id)].empty()) {
       d.missing_primitives.emplace_back(op->name);
     }

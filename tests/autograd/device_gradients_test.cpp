@@ -113,7 +113,8 @@ TEST_P(DeviceGradients, EveryOrderAndTheJvpMatchCpuF32) {
 /// cpu:0 -> device -> cpu:0, and arrives on cpu:0 in the leaf's dtype.
 TEST_P(DeviceGradients, GradientFlowsBackAcrossDevices) {
   const Device cpu("cpu:0");
-  Tensor x = strata::from_data(std::vector<float>{0.5f, -1.0f, 2.0f}, {3});
+  // On cpu:0 by name: on a machine with a GPU the default device is the GPU.
+  Tensor x = strata::from_data(std::vector<float>{0.5f, -1.0f, 2.0f}, {3}, {.device = cpu});
   Fn f = [&](const Tensor& t) {
     Tensor there = t.to(device_);
     EXPECT_EQ(there.device(), device_);

@@ -511,5 +511,18 @@ TEST_F(Complex, ADeviceThatCannotStoreComplexRefusesIt) {
   EXPECT_TRUE(refused([&] { z.to(Device("mini:0")); }, {"mini:0 cannot store c128"}));
 }
 
+TEST_F(Complex, ComplexOnlyPrimitivesAreMissingOnlyWhereComplexIsStored) {
+  // minicomplex stores c64 and c128 without kernels for them: the
+  // complex-only primitives fall back there, so they are listed. mini stores
+  // neither: no tensor could reach them, so they are not (a GPU plugin
+  // without complex storage is judged complete by the same list).
+  auto missing = [](const char* dev) { return runtime().device_info(Device(dev)).missing_primitives; };
+  const std::vector<std::string> with = missing("minicomplex:0"), without = missing("mini:0");
+  for (const char* op : {"real", "imag", "conj", "angle", "complex"}) {
+    EXPECT_NE(std::find(with.begin(), with.end(), op), with.end()) << op;
+    EXPECT_EQ(std::find(without.begin(), without.end(), op), without.end()) << op;
+  }
+}
+
 }  // namespace
 }  // namespace strata_test

@@ -5,6 +5,7 @@
 // the other dims, RowPlan of kernel_math.hpp). The row is read once per
 // pass: max, then the sum of exp(x - max), then the outputs, each pass's
 // block-wide combination by the shared tree_step. 16-bit floats compute in f32.
+#include <algorithm>
 #include <cmath>
 
 #include "eltwise.cuh"
@@ -51,10 +52,12 @@ __global__ void row_kernel(const T* a, const T* b, T* out, RowPlan p) {
           out[o] = Scalar<T>::store(::exp(Scalar<T>::load(a[o]) - m) * inv);
         }
       } else {
-        const C shift = m + ::log(s);
+        // (x - m) - log(s), not x - (m + log(s)): m + log(s) would round away
+        // log(s)'s digits when |m| is large (the CPU plugin's order too).
+        const C log_sum = ::log(s);
         for (int64_t j = threadIdx.x; j < p.n; j += blockDim.x) {
           const int64_t o = row_offset(p, row, j);
-          out[o] = Scalar<T>::store(Scalar<T>::load(a[o]) - shift);
+          out[o] = Scalar<T>::store((Scalar<T>::load(a[o]) - m) - log_sum);
         }
       }
     } else if constexpr (Kind == kSoftmaxBackward) {
@@ -92,9 +95,10 @@ struct RowKernel {
   static strata_status run(Launch& l) {
     const strata_tensor& y = l.out();
     const int64_t dim = plugin::attr_int(l.call, "dim", -1);
-    if (dim < 0 || dim >= y.rank) {
+    const int dims = std::max(y.rank, 1);  // a scalar is one row of one element: dim 0 (docs/ops.md)
+    if (dim < 0 || dim >= dims) {
       return fail(l.error, STRATA_ERROR_INVALID_ARGUMENT, "%s: attribute 'dim' %lld is outside [0, %d) for %s", Op,
-                  static_cast<long long>(dim), y.rank, plugin::describe(y).c_str());
+                  static_cast<long long>(dim), dims, plugin::describe(y).c_str());
     }
     const RowPlan p = make_row_plan(shape_of(y), static_cast<int>(dim));
     const int64_t rows = p.outer * p.inner;

@@ -48,7 +48,9 @@ struct DeviceInfo {
   /// check` tests).
   std::vector<KernelInfo> kernels;
   /// Primitives of the op set this device has no kernel for (these fall
-  /// back per policy).
+  /// back per policy). The complex-only ones (real, imag, conj, angle,
+  /// complex) count only on a device that stores a complex dtype: elsewhere
+  /// no tensor could reach them.
   std::vector<std::string> missing_primitives;
   /// Hardware identity from the plugin (empty when it reports none): a UUID
   /// "xxxxxxxx-xxxx-xxxx-xxxx-xxxxxxxxxxxx" and a PCI bus id "0000:65:00.0".

@@ -83,21 +83,25 @@ std::vector<Tensor> polar_decomposition(const OpCall& call) {
 
 const OpDef& kReal = define_op({.name = "real",
                                 .takes_complex = true,
+                                .complex_only = true,
                                 .prepare = part_rule,
                                 .vjp = STRATA_VJP(cast(g, c.in(0).dtype())),  // (g, 0)
                                 .jvp = STRATA_JVP(STRATA_TANGENT(real(t)))});
 const OpDef& kImag = define_op({.name = "imag",
                                 .takes_complex = true,
+                                .complex_only = true,
                                 .prepare = part_rule,
                                 .vjp = STRATA_VJP(complex(zeros_like(g), g)),  // i·g
                                 .jvp = STRATA_JVP(STRATA_TANGENT(imag(t)))});
 const OpDef& kConj = define_op({.name = "conj",
                                 .takes_complex = true,
+                                .complex_only = true,
                                 .prepare = conj_rule,
                                 .vjp = STRATA_VJP(conj(g)),
                                 .jvp = STRATA_JVP(STRATA_TANGENT(conj(t)))});
 const OpDef& kAngle = define_op({.name = "angle",
                                  .takes_complex = true,
+                                 .complex_only = true,
                                  .prepare = part_rule,
                                  .vjp = STRATA_VJP(angle_vjp(g, c.in(0))),
                                  .jvp = STRATA_JVP(STRATA_TANGENT(angle_jvp(t, c.in(0))))});
@@ -106,6 +110,7 @@ const OpDef& kAngle = define_op({.name = "angle",
 const OpDef& kComplex = define_op({.name = "complex",
                                    .n_inputs = 2,
                                    .takes_complex = true,
+                                   .complex_only = true,
                                    .prepare = parts_rule,
                                    .vjp = STRATA_VJP_EACH(STRATA_INPUT_GRAD(real(g)), STRATA_INPUT_GRAD(imag(g))),
                                    .jvp = STRATA_JVP(STRATA_TANGENT(complex(t, zeros_like(t))),
