@@ -39,27 +39,89 @@ __global__ void map0_kernel(F f, Y* y, Shape s, Operand oy, int64_t n, bool comp
   }
 }
 
+/// Compact operands: each thread takes kUnroll elements a grid stride apart
+/// per step and loads them all before computing, so that kUnroll loads per
+/// operand are in flight at once. One element at a time left the H200's
+/// f32 add at 53 % of PyTorch's bandwidth (2.25 against 4.30 TB/s).
+inline constexpr int kUnroll = 4;
+
+template <class F, class Y, class A>
+__device__ void map1_compact(F f, Y* y, const A* a, int64_t n) {
+  const int64_t stride = static_cast<int64_t>(gridDim.x) * blockDim.x;
+  int64_t i = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x;
+  for (; i + (kUnroll - 1) * stride < n; i += kUnroll * stride) {
+    A av[kUnroll];
+#pragma unroll
+    for (int u = 0; u < kUnroll; ++u) av[u] = a[i + u * stride];
+#pragma unroll
+    for (int u = 0; u < kUnroll; ++u) y[i + u * stride] = f(av[u]);
+  }
+  for (; i < n; i += stride) y[i] = f(a[i]);
+}
+
+/// Four elements in one aligned load or store (16 bytes for 4-byte types).
+template <class T>
+struct alignas(sizeof(T) * 4) Vec4 {
+  T v[4];
+};
+
+template <class T>
+__device__ bool vec4_aligned(const T* p) {
+  return reinterpret_cast<uintptr_t>(p) % alignof(Vec4<T>) == 0;
+}
+
+template <class F, class Y, class A, class B>
+__device__ void map2_compact(F f, Y* y, const A* a, const B* b, int64_t n) {
+  const int64_t stride = static_cast<int64_t>(gridDim.x) * blockDim.x;
+  int64_t i = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x;
+  if (vec4_aligned(y) && vec4_aligned(a) && vec4_aligned(b)) {  // the same for every thread
+    // Whole vectors of four, then the last n % 4 elements one by one.
+    const int64_t vectors = n / 4;
+    auto* yv = reinterpret_cast<Vec4<Y>*>(y);
+    const auto* av = reinterpret_cast<const Vec4<A>*>(a);
+    const auto* bv = reinterpret_cast<const Vec4<B>*>(b);
+    for (int64_t v = i; v < vectors; v += stride) {
+      const Vec4<A> x = av[v];
+      const Vec4<B> z = bv[v];
+      Vec4<Y> r;
+#pragma unroll
+      for (int u = 0; u < 4; ++u) r.v[u] = f(x.v[u], z.v[u]);
+      yv[v] = r;
+    }
+    for (int64_t j = vectors * 4 + i; j < n; j += stride) y[j] = f(a[j], b[j]);
+    return;
+  }
+  for (; i + (kUnroll - 1) * stride < n; i += kUnroll * stride) {
+    A av[kUnroll];
+    B bv[kUnroll];
+#pragma unroll
+    for (int u = 0; u < kUnroll; ++u) {
+      av[u] = a[i + u * stride];
+      bv[u] = b[i + u * stride];
+    }
+#pragma unroll
+    for (int u = 0; u < kUnroll; ++u) y[i + u * stride] = f(av[u], bv[u]);
+  }
+  for (; i < n; i += stride) y[i] = f(a[i], b[i]);
+}
+
 template <class F, class Y, class A>
 __global__ void map1_kernel(F f, Y* y, const A* a, Shape s, Operand oy, Operand oa, int64_t n, bool compact) {
-  STRATA_GRID_STRIDE(i, n) {
-    if (compact) {
-      y[oy.offset + i] = f(a[oa.offset + i]);
-    } else {
-      y[offset_of(s, oy, i)] = f(a[offset_of(s, oa, i)]);
-    }
+  if (compact) {
+    map1_compact(f, y + oy.offset, a + oa.offset, n);
+    return;
   }
+  STRATA_GRID_STRIDE(i, n) { y[offset_of(s, oy, i)] = f(a[offset_of(s, oa, i)]); }
 }
 
 template <class F, class Y, class A, class B>
 __global__ void map2_kernel(F f, Y* y, const A* a, const B* b, Shape s, Operand oy, Operand oa, Operand ob, int64_t n,
                             bool compact) {
-  STRATA_GRID_STRIDE(i, n) {
-    if (compact) {
-      y[oy.offset + i] = f(a[oa.offset + i], b[ob.offset + i]);
-    } else {
-      y[offset_of(s, oy, i)] = f(a[offset_of(s, oa, i)], b[offset_of(s, ob, i)]);
-    }
+  if (compact) {
+    map2_compact(f, y + oy.offset, a + oa.offset, b + ob.offset, n);
+    return;
   }
+  STRATA_GRID_STRIDE(i, n) { y[offset_of(s, oy, i)] = f(a[offset_of(s, oa, i)], b[offset_of(s, ob, i)]); }
 }
 
 template <class F, class Y, class A, class B, class C>
