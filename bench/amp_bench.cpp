@@ -224,12 +224,14 @@ void print_ratio(const RatioReporter& r, const char* what, const std::string& nu
 }  // namespace
 
 int main(int argc, char** argv) {
+  strata::bench::unpin_openblas(argv);
   const int threads = threads_for_this_bench();
 #ifdef STRATA_HAVE_TORCH
   torch::set_num_threads(threads);
   const bool openblas = set_openblas_threads(threads);
 #endif
   configure_cpu_only(threads);
+  strata::bench::print_peers();
   benchmark::Initialize(&argc, argv);
   if (benchmark::ReportUnrecognizedArguments(argc, argv)) return 1;
   // Colour as the console reporter's default: only on a terminal.

@@ -8,6 +8,8 @@
 //    first-order gradient with higher_order on vs off. Target <= 1.2x.
 #include <strata/strata.hpp>
 
+#include "bench_common.hpp"
+
 #include <benchmark/benchmark.h>
 
 #ifdef STRATA_HAVE_TORCH
@@ -149,13 +151,13 @@ BENCHMARK(BM_Torch_MlpHvpDoubleBackward)->Unit(benchmark::kMillisecond);
 }  // namespace
 
 int main(int argc, char** argv) {
+  strata::bench::unpin_openblas(argv);
 #ifdef STRATA_HAVE_TORCH
   torch::set_num_threads(1);
+  strata::bench::set_openblas_threads(1);
 #endif
-  Config config = Config::builtin_default();
-  config.devices["cpu"].threads = 1;  // both sides single-threaded
-  config.log_level = "warn";
-  runtime().configure(config);
+  strata::bench::configure_cpu_only(1);  // both sides single-threaded
+  strata::bench::print_peers();
   benchmark::Initialize(&argc, argv);
   if (benchmark::ReportUnrecognizedArguments(argc, argv)) return 1;
   benchmark::RunSpecifiedBenchmarks();

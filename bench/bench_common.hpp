@@ -10,6 +10,9 @@
 #include <benchmark/benchmark.h>
 #include <dlfcn.h>
 
+#include <unistd.h>
+
+#include <cstdio>
 #include <cstdlib>
 #include <map>
 #include <optional>
@@ -17,6 +20,19 @@
 #include <vector>
 
 namespace strata::bench {
+
+// Which peers this program was built with (bench/CMakeLists.txt defines the
+// macros per target).
+#ifdef STRATA_HAVE_TORCH
+inline constexpr bool kTorchPeer = true;
+#else
+inline constexpr bool kTorchPeer = false;
+#endif
+#ifdef STRATA_HAVE_OPENBLAS
+inline constexpr bool kOpenBlasPeer = true;
+#else
+inline constexpr bool kOpenBlasPeer = false;
+#endif
 
 /// STRATA_BENCH_THREADS when set to a positive number, else `fallback`.
 inline int bench_threads(int fallback) {
@@ -32,6 +48,46 @@ inline bool set_openblas_threads(int threads) {
   auto set = reinterpret_cast<SetThreads>(dlsym(RTLD_DEFAULT, "openblas_set_num_threads"));
   if (set != nullptr) set(threads);
   return set != nullptr;
+}
+
+/// Peers run as they run on a user's machine. OpenBLAS reads
+/// OPENBLAS_CORETYPE and OPENBLAS_L2_SIZE once, when it is loaded (before
+/// main), and the machines these benchmarks run on set them, pinning OpenBLAS
+/// — and libtorch's f32 GEMM through it — to kernels about half as fast as
+/// the ones it picks itself. So when either is set the program executes
+/// itself again without them, which must happen before anything else in
+/// main. STRATA_BENCH_KEEP_OPENBLAS_ENV=1 keeps them (to measure the pinned
+/// peer on purpose).
+inline void unpin_openblas(char** argv) {
+  const char* keep = std::getenv("STRATA_BENCH_KEEP_OPENBLAS_ENV");
+  if (keep != nullptr && std::string(keep) == "1") return;
+  if (std::getenv("OPENBLAS_CORETYPE") == nullptr && std::getenv("OPENBLAS_L2_SIZE") == nullptr) return;
+  unsetenv("OPENBLAS_CORETYPE");
+  unsetenv("OPENBLAS_L2_SIZE");
+  execv("/proc/self/exe", argv);
+  std::perror("bench: re-executing without OPENBLAS_CORETYPE/OPENBLAS_L2_SIZE failed");
+  std::exit(1);
+}
+
+/// One line per peer, before any timing: which peer runs, with the kernel
+/// OpenBLAS picked for this CPU, or that the peer was left out of this build
+/// (STRATA_BENCH_PEERS=OFF, or not installed) and Strata is measured alone.
+/// `peer` is what this program compares with: "libtorch" or "OpenBLAS".
+inline void print_peers(const char* peer = "libtorch") {
+  const bool built = std::string(peer) == "OpenBLAS" ? kOpenBlasPeer : kTorchPeer;
+  if (built) {
+    std::printf("peer: %s, in this process\n", peer);
+  } else {
+    std::printf("peer: %s left out of this build (STRATA_BENCH_PEERS=OFF, or not installed: "
+                "tools/install-bench-deps.sh adds it); Strata is measured alone\n", peer);
+  }
+  using CoreName = char* (*)();
+  auto corename = reinterpret_cast<CoreName>(dlsym(RTLD_DEFAULT, "openblas_get_corename"));
+  if (corename != nullptr) {
+    const char* pinned = std::getenv("OPENBLAS_CORETYPE");
+    std::printf("peer: OpenBLAS kernel %s (%s)\n", corename(),
+                pinned != nullptr ? "pinned by OPENBLAS_CORETYPE" : "its own choice for this CPU");
+  }
 }
 
 /// The CPU plugin alone, with `threads` threads.

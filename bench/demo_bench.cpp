@@ -200,12 +200,14 @@ BENCHMARK(BM_Torch_DigitsEpoch)->Unit(benchmark::kMillisecond)->UseRealTime();
 }  // namespace
 
 int main(int argc, char** argv) {
+  strata::bench::unpin_openblas(argv);
   const int threads = threads_for_this_bench();
 #ifdef STRATA_HAVE_TORCH
   torch::set_num_threads(threads);
   set_openblas_threads(threads);
 #endif
   configure_cpu_only(threads);
+  strata::bench::print_peers();
   benchmark::Initialize(&argc, argv);
   if (benchmark::ReportUnrecognizedArguments(argc, argv)) return 1;
   try {

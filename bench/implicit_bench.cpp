@@ -157,12 +157,14 @@ BENCHMARK(BM_TorchUnrolled)
 }  // namespace
 
 int main(int argc, char** argv) {
+  strata::bench::unpin_openblas(argv);
   const int threads = strata::bench::bench_threads(1);
   strata::bench::configure_cpu_only(threads);
 #ifdef STRATA_HAVE_TORCH
   torch::set_num_threads(threads);
   strata::bench::set_openblas_threads(threads);
 #endif
+  strata::bench::print_peers();
   benchmark::Initialize(&argc, argv);
   if (benchmark::ReportUnrecognizedArguments(argc, argv)) return 1;
   benchmark::RunSpecifiedBenchmarks();

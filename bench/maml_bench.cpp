@@ -328,7 +328,6 @@ void BM_Torch_MamlStep(benchmark::State& state, int inner_steps) {
 }
 BENCHMARK_CAPTURE(BM_Torch_MamlStep, inner1, 1)->Unit(benchmark::kMillisecond)->UseRealTime();
 BENCHMARK_CAPTURE(BM_Torch_MamlStep, inner5, 5)->Unit(benchmark::kMillisecond)->UseRealTime();
-#endif
 
 /// The largest |a − b| / (|b| + scale) over the meta-gradients, with `scale`
 /// the largest |b|/10 (so near-zero entries are compared absolutely).
@@ -346,6 +345,7 @@ double gradient_difference(const MetaResult& a, const MetaResult& b) {
   }
   return worst;
 }
+#endif
 
 /// The check before timing (see the top of the file); false on a mismatch.
 bool programs_agree() {
@@ -382,11 +382,13 @@ void print_ratio(const RatioReporter& r, const std::string& what, const std::str
 }  // namespace
 
 int main(int argc, char** argv) {
+  strata::bench::unpin_openblas(argv);
   const int threads = strata::bench::bench_threads(1);
 #ifdef STRATA_HAVE_TORCH
   torch::set_num_threads(threads);
 #endif
   strata::bench::configure_cpu_only(threads);
+  strata::bench::print_peers();
   benchmark::Initialize(&argc, argv);
   if (benchmark::ReportUnrecognizedArguments(argc, argv)) return 1;
   if (!programs_agree()) {

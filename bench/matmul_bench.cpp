@@ -1,9 +1,14 @@
 // f32 GEMM 1024^3, single thread: the CPU plugin (oneDNN) against OpenBLAS's
-// cblas_sgemm in the same run. Target: Strata >= 0.9x OpenBLAS.
+// cblas_sgemm in the same run (when OpenBLAS was found at configure time).
+// Target: Strata >= 0.9x OpenBLAS.
 #include <strata/strata.hpp>
 
+#include "bench_common.hpp"
+
 #include <benchmark/benchmark.h>
+#ifdef STRATA_HAVE_OPENBLAS
 #include <cblas.h>
+#endif
 
 #include <vector>
 
@@ -32,6 +37,7 @@ void BM_Strata_Sgemm(benchmark::State& state) {
 }
 BENCHMARK(BM_Strata_Sgemm)->Arg(kN)->Unit(benchmark::kMillisecond)->UseRealTime();
 
+#ifdef STRATA_HAVE_OPENBLAS
 void BM_OpenBLAS_Sgemm(benchmark::State& state) {
   int n = static_cast<int>(state.range(0));
   std::vector<float> a(static_cast<size_t>(n) * n, 0.5f), b(a.size(), 0.25f), c(a.size());
@@ -42,17 +48,17 @@ void BM_OpenBLAS_Sgemm(benchmark::State& state) {
   set_flops(state, n);
 }
 BENCHMARK(BM_OpenBLAS_Sgemm)->Arg(kN)->Unit(benchmark::kMillisecond)->UseRealTime();
+#endif
 
 }  // namespace
 
 int main(int argc, char** argv) {
+  strata::bench::unpin_openblas(argv);
   // Single-threaded comparison: one thread for the CPU plugin (set before the
   // plugin initialises) and for OpenBLAS.
-  Config config = Config::builtin_default();
-  config.devices["cpu"].threads = 1;
-  config.log_level = "warn";
-  runtime().configure(config);
-  openblas_set_num_threads(1);
+  strata::bench::configure_cpu_only(1);
+  strata::bench::set_openblas_threads(1);
+  strata::bench::print_peers("OpenBLAS");
   benchmark::Initialize(&argc, argv);
   if (benchmark::ReportUnrecognizedArguments(argc, argv)) return 1;
   benchmark::RunSpecifiedBenchmarks();

@@ -23,6 +23,8 @@
 #include <filesystem>
 #include <iostream>
 
+#include <unistd.h>
+
 namespace {
 
 using namespace strata;
@@ -57,8 +59,19 @@ double accuracy(nn::Module& model, const digits::Split& split, Tensor* predictio
   return mean(cast(eq(pred, split.y), DType::f32)).item<double>();
 }
 
+/// Progress the way tools of the field show it: on a terminal a bar redrawn
+/// in place; piped into a file or a CI log, one line per epoch (a log of
+/// carriage-return redraws is thousands of lines nobody can read).
 void progress(int epoch, int epochs, int64_t done, int64_t total, double loss, bool quiet) {
   if (quiet) return;
+  static const bool terminal = ::isatty(STDERR_FILENO) != 0;
+  if (!terminal) {
+    if (done == total) {
+      std::fprintf(stderr, "epoch %3d/%d %lld/%lld loss %.4f\n", epoch, epochs, static_cast<long long>(done),
+                   static_cast<long long>(total), loss);
+    }
+    return;
+  }
   constexpr int kWidth = 30;
   int filled = static_cast<int>(kWidth * done / std::max<int64_t>(total, 1));
   std::fprintf(stderr, "\repoch %3d/%d [%s%s] %4lld/%lld loss %.4f", epoch, epochs, std::string(filled, '#').c_str(),

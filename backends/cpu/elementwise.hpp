@@ -66,7 +66,7 @@ template <class Out, class... Ins, class Op>
 [[gnu::always_inline]] inline void contiguous(Out* y, const std::tuple<const Ins*...>& x, int64_t n, const Op& op) {
 #if STRATA_CPU_ISA_CLONES
   if (n >= 64) {
-    switch (loop_isa()) {
+    switch (dispatch_loop_isa()) {
       case LoopIsa::avx512: return contiguous_v4<Out, Ins...>(y, x, n, op);
       case LoopIsa::avx2: return contiguous_v3<Out, Ins...>(y, x, n, op);
       case LoopIsa::generic: break;

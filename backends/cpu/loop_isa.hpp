@@ -31,6 +31,20 @@ inline std::atomic<LoopIsa> g_loop_isa{LoopIsa::generic};
 
 inline LoopIsa loop_isa() noexcept { return g_loop_isa.load(std::memory_order_relaxed); }
 
+/// How many loops ran at each level since the plugin loaded (relaxed
+/// counters, indexed by LoopIsa; the baseline is counted only where a wide
+/// level could have been chosen). The plugin logs them at shutdown, so a test
+/// can see that its loops reach the level it claims (cpu_isa_test), not
+/// only that every level computes the same bits.
+inline std::atomic<uint64_t> g_loop_runs[3];
+
+/// loop_isa() for a loop about to run: counts the run at its level.
+inline LoopIsa dispatch_loop_isa() noexcept {
+  const LoopIsa isa = loop_isa();
+  g_loop_runs[static_cast<int>(isa)].fetch_add(1, std::memory_order_relaxed);
+  return isa;
+}
+
 namespace detail {
 
 template <class Body>
@@ -58,7 +72,7 @@ template <class Body>
 template <class Body>
 inline void vector_range(int64_t begin, int64_t end, const Body& body) {
 #if STRATA_CPU_ISA_CLONES
-  switch (loop_isa()) {
+  switch (dispatch_loop_isa()) {
     case LoopIsa::avx512: return detail::range_v4(begin, end, body);
     case LoopIsa::avx2: return detail::range_v3(begin, end, body);
     case LoopIsa::generic: break;

@@ -279,6 +279,16 @@ strata_status init(strata_init_args* args) noexcept {
 
 void shutdown(strata_plugin_state state) noexcept {
   clear_matmul_cache();
+  // What the loops ran in (loop_isa.hpp), for the tests and for anyone who
+  // wonders whether the wide loops are used.
+  char line[160];
+  std::snprintf(line, sizeof line, "loop runs: %s %llu, %s %llu, %s %llu", loop_isa_name(LoopIsa::avx512),
+                static_cast<unsigned long long>(g_loop_runs[static_cast<int>(LoopIsa::avx512)].load()),
+                loop_isa_name(LoopIsa::avx2),
+                static_cast<unsigned long long>(g_loop_runs[static_cast<int>(LoopIsa::avx2)].load()),
+                loop_isa_name(LoopIsa::generic),
+                static_cast<unsigned long long>(g_loop_runs[static_cast<int>(LoopIsa::generic)].load()));
+  if (state != nullptr) plugin::log(as_state(state)->host, STRATA_LOG_DEBUG, kPluginName, line);
   delete as_state(state);
 }
 

@@ -46,7 +46,7 @@ void scalar_loop(const float* x, float* y, int64_t n, F f) noexcept {
 
 #if STRATA_CPU_ISA_CLONES
 #define STRATA_VMATH_WIDE(fn)                           \
-  switch (loop_isa()) {                                 \
+  switch (dispatch_loop_isa()) {                        \
     case LoopIsa::avx512: return avx512::fn(x, y, n);   \
     case LoopIsa::avx2: return avx2::fn(x, y, n);       \
     case LoopIsa::generic: break;                       \

@@ -8,7 +8,8 @@
 //
 //   <op> <signature> <layout> <status> <FNV-1a hash of the output bytes>
 //
-// after a first line "loops: <level>" taken from the plugin's init log.
+// after a first line "loops: <level>" taken from the plugin's init log, and
+// before a last line "runs: <loops run at each level>" from its shutdown log.
 // cpu_isa_test runs it at every instruction-set level this CPU has and
 // requires identical output (the plugin's loops must compute the same bits
 // at every level, loop_isa.hpp).
@@ -25,10 +26,15 @@ namespace {
 using namespace strata::cpu_abi;
 
 std::string g_loops = "?";
+std::string g_runs = "?";
 
 void capture_log(strata_log_level, const char*, const char* message) {
   const std::string m = message;
-  if (auto at = m.find("loops "); at != std::string::npos) g_loops = m.substr(at + 6);
+  if (m.rfind("loop runs: ", 0) == 0) {
+    g_runs = m.substr(11);
+  } else if (auto at = m.find("loops "); at != std::string::npos) {
+    g_loops = m.substr(at + 6);
+  }
 }
 
 const strata_host_api* logging_host() {
@@ -222,5 +228,7 @@ int main(int argc, char** argv) {
     }
   }
   std::printf("calls: %d\n", calls);
+  plugin_api().shutdown(state);
+  std::printf("runs: %s\n", g_runs.c_str());
   return 0;
 }

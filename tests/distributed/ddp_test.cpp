@@ -156,10 +156,13 @@ std::unique_ptr<Net> make_net(DType dtype, bool checkpointed = false, bool extra
   return net;
 }
 
-TEST(DDP, GradientsEqualTheConcatenatedBatchF32AndBucketsOverlapBackward) {
-  run_ranks("f32", [](int rank) {
-    Batch all = global_batch(16, DType::f32);
-    Batch mine = shard(all, rank, 2);
+/// DDP over `world` ranks, each with its shard of one global batch, gives
+/// the gradients of the whole batch in one process (to f32 rounding), and
+/// launches its buckets during backward.
+void expect_gradients_of_the_concatenated_batch(int world) {
+  run_ranks("f32_" + std::to_string(world), [world](int rank) {
+    Batch all = global_batch(18, DType::f32);  // 18: shards of 9 or 6
+    Batch mine = shard(all, rank, world);
     auto ref = make_net(DType::f32);
     nn::functional::cross_entropy((*ref)(all.x), all.y).backward();
 
@@ -177,8 +180,16 @@ TEST(DDP, GradientsEqualTheConcatenatedBatchF32AndBucketsOverlapBackward) {
     nn::DDPStats s = ddp.stats();
     require(s.reduced_passes == 1, "one reduced pass");
     require(s.buckets_overlapped >= 2, "buckets launched during backward: " + std::to_string(s.buckets_overlapped));
-  });
+  }, world);
 }
+
+TEST(DDP, GradientsEqualTheConcatenatedBatchF32AndBucketsOverlapBackward) {
+  expect_gradients_of_the_concatenated_batch(2);
+}
+
+// Three ranks: a reduction that sums and halves, or averages pairwise, agrees
+// with the mean at two ranks and not at three.
+TEST(DDP, GradientsEqualTheConcatenatedBatchOn3Ranks) { expect_gradients_of_the_concatenated_batch(3); }
 
 // Parameters on a device whose plugin brings strata.collectives (the
 // "commhost" test plugin: no host memory, collectives over shared memory)

@@ -2,8 +2,11 @@
 // dtype, files of other safetensors writers, every kind of damaged or foreign
 // file, atomic writes that leave the previous file intact, and model +
 // optimizer checkpoints.
+#include <fcntl.h>
 #include <gtest/gtest.h>
+#include <linux/capability.h>
 #include <sys/resource.h>
+#include <sys/syscall.h>
 #include <unistd.h>
 
 #include <csignal>
@@ -12,6 +15,7 @@
 #include <fstream>
 #include <map>
 #include <strata/strata.hpp>
+#include <thread>
 #include <tuple>
 
 #include "nn_test_util.hpp"
@@ -292,21 +296,46 @@ TEST_F(Files, FailedSavesLeaveThePreviousFileIntact) {
   EXPECT_EQ(others({"model.safetensors", "taken"}), std::vector<std::string>{});
 }
 
+/// Clears the capabilities that let a process write through file
+/// permissions (CAP_DAC_OVERRIDE, CAP_DAC_READ_SEARCH, CAP_FOWNER) from the
+/// calling thread's effective set. Capabilities are per thread on Linux, so
+/// the rest of the process keeps them. "" on success, else why not.
+std::string drop_permission_overrides_of_this_thread() {
+  __user_cap_header_struct header{_LINUX_CAPABILITY_VERSION_3, 0};
+  __user_cap_data_struct data[_LINUX_CAPABILITY_U32S_3]{};
+  if (::syscall(SYS_capget, &header, data) != 0) return std::string("capget: ") + std::strerror(errno);
+  for (unsigned cap : {CAP_DAC_OVERRIDE, CAP_DAC_READ_SEARCH, CAP_FOWNER}) {
+    data[cap / 32].effective &= ~(1u << (cap % 32));
+  }
+  if (::syscall(SYS_capset, &header, data) != 0) return std::string("capset: ") + std::strerror(errno);
+  return "";
+}
+
+// Root (or any process with CAP_DAC_OVERRIDE) writes through permissions, so
+// the save runs on a thread that dropped those capabilities: the test means
+// the same, and can fail the same, whoever runs it.
 TEST_F(Files, ReadOnlyDirectory) {
   fs::path ro = dir_ / "ro";
   fs::create_directory(ro);
   save_tensors(ro / "m.safetensors", {{"w", full({2}, 3.0)}});
   fs::permissions(ro, fs::perms::owner_read | fs::perms::owner_exec);
-  if (::access(ro.c_str(), W_OK) == 0) {
-    GTEST_SKIP() << "running as root (or with CAP_DAC_OVERRIDE): permissions do not block writes here; the "
-                    "failure paths are covered by FailedSavesLeaveThePreviousFileIntact";
-  }
-  try {
-    save_tensors(ro / "m.safetensors", {{"w", zeros({2})}});
-    ADD_FAILURE() << "expected a SerializationError";
-  } catch (const SerializationError& e) {
-    EXPECT_NE(std::string(e.what()).find("cannot create a temporary file"), std::string::npos) << e.what();
-  }
+  std::string dropped, error;
+  bool writable = false, threw = false;
+  std::thread([&] {
+    dropped = drop_permission_overrides_of_this_thread();
+    if (!dropped.empty()) return;
+    writable = ::faccessat(AT_FDCWD, ro.c_str(), W_OK, AT_EACCESS) == 0;
+    try {
+      save_tensors(ro / "m.safetensors", {{"w", zeros({2})}});
+    } catch (const SerializationError& e) {
+      threw = true;
+      error = e.what();
+    }
+  }).join();
+  ASSERT_EQ(dropped, "") << "cannot take the permission overrides away from the saving thread";
+  EXPECT_FALSE(writable) << ro << " is writable without CAP_DAC_OVERRIDE: the test cannot make a read-only folder";
+  EXPECT_TRUE(threw) << "a save into a read-only folder succeeded";
+  EXPECT_NE(error.find("cannot create a temporary file"), std::string::npos) << error;
   EXPECT_EQ(load_tensors(ro / "m.safetensors").tensors[0].second.to_vector<float>(), (std::vector<float>{3, 3}));
 }
 

@@ -140,7 +140,7 @@ HostTensor numeric_vjp(const std::function<Tensor(const Tensor&)>& forward, cons
 }
 
 TEST_P(NN, BackwardOpsMatchFiniteDifferences) {
-  if (!runs(s::f64)) GTEST_SKIP() << "finite differences need f64, which " << GetParam() << " does not store";
+  if (!runs(s::f64)) GTEST_SKIP() << GetParam() << " does not store f64, which the finite differences need";
   const Tolerance tol{1e-6, 1e-7};
   for (const Shape& shape : {Shape{7}, Shape{2, 3}}) {
     STRATA_TRACE(shape_str(shape));

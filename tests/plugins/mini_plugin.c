@@ -34,6 +34,15 @@
 #include "commhost_collectives.h"
 #endif
 
+/* The versions its table claims: a build for another major (miniabi3) and a
+ * build that needs a newer host (mininewhost) must be refused. */
+#ifndef MINI_ABI_MAJOR
+#define MINI_ABI_MAJOR STRATA_ABI_MAJOR
+#endif
+#ifndef MINI_MIN_HOST_MINOR
+#define MINI_MIN_HOST_MINOR 0
+#endif
+
 #ifndef MINI_NAME
 #define MINI_NAME "mini"
 #endif
@@ -391,9 +400,9 @@ static const struct {
   uint64_t poison[8];
 } kTable = {
     {.struct_size = sizeof(strata_plugin_api),
-     .abi_major = STRATA_ABI_MAJOR,
+     .abi_major = MINI_ABI_MAJOR,
      .abi_minor = STRATA_ABI_MINOR,
-     .min_host_minor = 0,
+     .min_host_minor = MINI_MIN_HOST_MINOR,
      .name = MINI_NAME,
      .vendor = "Strata tests",
      .version = "2.0.0",

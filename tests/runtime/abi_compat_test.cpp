@@ -121,6 +121,33 @@ TEST_F(AbiCompat, PluginOfAbi1IsRefusedNamingBothVersions) {
   EXPECT_TRUE(contains(p.reason, "ABI major mismatch: plugin built for ABI 1.0, this Strata speaks ABI 2.0")) << p.reason;
 }
 
+// mini claiming ABI 3.0: a plugin of a newer major is refused as an older
+// one is, before its init runs.
+TEST_F(AbiCompat, PluginOfAbi3IsRefusedNamingBothVersions) {
+  PluginInfo p = plugin("miniabi3");
+  EXPECT_FALSE(p.loaded);
+  EXPECT_FALSE(p.initialized);
+  EXPECT_TRUE(p.devices.empty());
+  const std::string host = std::to_string(STRATA_ABI_MAJOR) + "." + std::to_string(STRATA_ABI_MINOR);
+  EXPECT_TRUE(contains(p.reason, "ABI major mismatch: plugin built for ABI 3." + std::to_string(STRATA_ABI_MINOR) +
+                                     ", this Strata speaks ABI " + host))
+      << p.reason;
+}
+
+// mini whose table says it needs a host one minor newer than this one
+// (min_host_minor): refused before its init runs, naming both minors.
+TEST_F(AbiCompat, PluginNeedingANewerHostMinorIsRefused) {
+  PluginInfo p = plugin("mininewhost");
+  EXPECT_FALSE(p.loaded);
+  EXPECT_FALSE(p.initialized);
+  EXPECT_TRUE(p.devices.empty());
+  const std::string needed = std::to_string(STRATA_ABI_MAJOR) + "." + std::to_string(STRATA_ABI_MINOR + 1);
+  const std::string host = std::to_string(STRATA_ABI_MAJOR) + "." + std::to_string(STRATA_ABI_MINOR);
+  EXPECT_TRUE(contains(p.reason, "the plugin needs a Strata core of ABI " + needed + " or later; this one speaks " +
+                                     host))
+      << p.reason;
+}
+
 // ---- other minors ---------------------------------------------------------------------
 
 // mini built against ABI 2.7: every struct it writes is larger than the host's

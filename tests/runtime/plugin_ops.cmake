@@ -12,7 +12,7 @@ if(NOT TARGET strata_opslib_plugin)
 endif()
 configure_file(plugin-ops-config.json.in ${CMAKE_CURRENT_BINARY_DIR}/plugin-ops-config.json @ONLY)
 add_executable(plugin_ops_test plugin_ops_test.cpp)
-target_link_libraries(plugin_ops_test PRIVATE strata::strata GTest::gtest_main strata_warnings)
+target_link_libraries(plugin_ops_test PRIVATE strata::strata strata_gtest_main strata_warnings)
 target_include_directories(plugin_ops_test PRIVATE ${PROJECT_SOURCE_DIR}/core/src)
 target_compile_definitions(plugin_ops_test PRIVATE
   STRATA_PLUGIN_OPS_CONFIG="${CMAKE_CURRENT_BINARY_DIR}/plugin-ops-config.json")
@@ -22,7 +22,7 @@ foreach(dep strata_plugin_cpu strata_configs)
     add_dependencies(plugin_ops_test ${dep})
   endif()
 endforeach()
-gtest_discover_tests(plugin_ops_test TEST_PREFIX "plugin_ops." DISCOVERY_MODE PRE_TEST DISCOVERY_TIMEOUT 60
+strata_discover_tests(plugin_ops_test TEST_PREFIX "plugin_ops." DISCOVERY_MODE PRE_TEST DISCOVERY_TIMEOUT 60
   PROPERTIES LABELS plugins)
 
 # plugin_oplib_test: the same ops from "opslibonly", a plugin that serves no
@@ -32,7 +32,7 @@ file(WRITE ${CMAKE_CURRENT_BINARY_DIR}/plugin-oplib-config.json
   "{\"plugins\": {\"paths\": [\"${STRATA_PLUGIN_OUTPUT_DIR}\", \"${STRATA_TEST_OPLIB_PLUGIN_DIR}\"], \"disabled\": [\"vulkan\", \"cuda\", \"hip\"]},
     \"prefer\": [\"cpu\"], \"fallback\": {\"policy\": \"error\"}, \"logging\": {\"level\": \"error\"}}\n")
 add_executable(plugin_oplib_test plugin_oplib_test.cpp)
-target_link_libraries(plugin_oplib_test PRIVATE strata::strata GTest::gtest_main strata_warnings)
+target_link_libraries(plugin_oplib_test PRIVATE strata::strata strata_gtest_main strata_warnings)
 target_compile_definitions(plugin_oplib_test PRIVATE
   STRATA_PLUGIN_OPLIB_CONFIG="${CMAKE_CURRENT_BINARY_DIR}/plugin-oplib-config.json")
 add_dependencies(plugin_oplib_test strata_opslib_plugin)
@@ -41,4 +41,4 @@ foreach(dep strata_plugin_cpu strata_configs)
     add_dependencies(plugin_oplib_test ${dep})
   endif()
 endforeach()
-gtest_discover_tests(plugin_oplib_test TEST_PREFIX "plugin_ops." DISCOVERY_MODE PRE_TEST PROPERTIES LABELS plugins)
+strata_discover_tests(plugin_oplib_test TEST_PREFIX "plugin_ops." DISCOVERY_MODE PRE_TEST PROPERTIES LABELS plugins)

@@ -12,11 +12,14 @@
 #   5. plugins/example_accelerator builds against it and passes
 #      `strata plugin check`; plugins/custom_ops builds against it and its
 #      demo checks the new op's derivatives to third order.
-# Usage: check_sdk.sh <build dir> <source dir> <work dir>
+# Usage: check_sdk.sh <build dir> <source dir> <work dir> [werror ON|OFF]
+# The last argument is the build's STRATA_WERROR, passed on to the projects
+# built here (warnings are errors only where developers and CI ask for it).
 set -euo pipefail
 build=$1
 source=$2
 work=$3
+werror=${4:-OFF}
 rm -rf "$work"
 mkdir -p "$work"
 cmake --install "$build" --prefix "$work/stage" > "$work/install.log"
@@ -69,7 +72,7 @@ tail -1 "$work/scaffold-check.log"
 
 echo "== plugins/example_accelerator against the moved install, and its conformance run"
 cmake -S "$source/plugins/example_accelerator" -B "$work/example" -G Ninja -DCMAKE_BUILD_TYPE=Release \
-  -DCMAKE_PREFIX_PATH="$sdk" > "$work/example-configure.log"
+  -DCMAKE_PREFIX_PATH="$sdk" -DSTRATA_WERROR="$werror" > "$work/example-configure.log"
 cmake --build "$work/example" > "$work/example-build.log"
 "$sdk/bin/strata" plugin check "$work/example/libstrata_plugin_example.so" > "$work/example-check.log" ||
   { tail -40 "$work/example-check.log"; exit 1; }
@@ -77,7 +80,7 @@ tail -1 "$work/example-check.log"
 
 echo "== plugins/custom_ops against the moved install: its demo (derivatives to third order)"
 cmake -S "$source/plugins/custom_ops" -B "$work/custom_ops" -G Ninja -DCMAKE_BUILD_TYPE=Release \
-  -DCMAKE_PREFIX_PATH="$sdk" > "$work/custom_ops-configure.log"
+  -DCMAKE_PREFIX_PATH="$sdk" -DSTRATA_WERROR="$werror" > "$work/custom_ops-configure.log"
 cmake --build "$work/custom_ops" > "$work/custom_ops-build.log"
 "$work/custom_ops/custom_ops_demo" --plugin "$work/custom_ops/libstrata_plugin_custom_ops.so" > "$work/custom_ops-demo.log" ||
   { tail -30 "$work/custom_ops-demo.log"; exit 1; }

@@ -72,9 +72,13 @@ enum class CheckpointStrategy {
 /// time and save no peak memory. memory_budget measures the bytes each
 /// stage leaves allocated on its device (its output and what it saved for
 /// backward); stages run normally while the total stays within the budget
-/// and, once the next stage would exceed it, the remaining stages are
-/// checkpointed in sqrt(remaining) segments. The segments' inputs, which
-/// checkpointing must keep, are not counted against the budget.
+/// and, once the next stage would exceed it (estimated at the largest stage
+/// so far), the remaining stages are checkpointed in sqrt(remaining)
+/// segments. So the kept stages hold at most the budget — unless a stage
+/// costs more than every one before it, or the first stage alone exceeds
+/// it — and the forward pass keeps that plus one activation per
+/// checkpointed segment (its output, the next one's input), which
+/// checkpointing must keep and the budget does not count.
 struct CheckpointPolicy {
   CheckpointStrategy strategy = CheckpointStrategy::none;
   int64_t every = 1;          // every_n: stages per segment (>= 1)

@@ -10,6 +10,7 @@
 #include <strata/error.hpp>
 #include <strata/runtime.hpp>
 
+#include <algorithm>
 #include <cmath>
 #include <memory>
 
@@ -176,20 +177,24 @@ void check_stages(const std::vector<Stage>& stages, const Tensor& input) {
 }
 
 /// memory_budget: stages run normally while the bytes they leave allocated
-/// fit the budget (the last stage's cost estimates the next one's); the rest
-/// are checkpointed in sqrt(rest) segments.
+/// fit the budget; the rest are checkpointed in sqrt(rest) segments. A
+/// stage's cost is known only after it ran, so the next one is estimated at
+/// the largest cost seen so far: the kept stages stay within the budget
+/// unless a stage costs more than every stage before it (and the first stage
+/// always runs).
 Tensor run_within_budget(const std::vector<Stage>& stages, Tensor x, uint64_t budget) {
   Device device = x.device();
   auto allocated = [&] { return runtime().memory_stats(device).allocated_bytes; };
   uint64_t used = 0;
-  uint64_t last = 0;
+  uint64_t largest = 0;
   size_t i = 0;
-  for (; i < stages.size() && used + last <= budget; ++i) {
+  for (; i < stages.size() && used + largest <= budget; ++i) {
     uint64_t before = allocated();
     Tensor y = stages[i](x);
     uint64_t after = allocated();
-    last = after > before ? after - before : 0;
-    used += last;
+    const uint64_t cost = after > before ? after - before : 0;
+    largest = std::max(largest, cost);
+    used += cost;
     x = y;
   }
   if (i == stages.size()) return x;
