@@ -15,7 +15,9 @@ cd "$(dirname "$0")/.."
 seconds=${1:-60}
 shift || true
 targets=("$@")
-if [ ${#targets[@]} -eq 0 ]; then targets=(fuzz_config fuzz_graph fuzz_checkpoint fuzz_plugin_table); fi
+if [ ${#targets[@]} -eq 0 ]; then
+  targets=(fuzz_config fuzz_graph fuzz_checkpoint fuzz_plugin_table fuzz_probe_cache)
+fi
 
 bin=build/fuzz/bin/fuzz
 run=build/fuzz/fuzz-run

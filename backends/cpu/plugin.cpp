@@ -495,6 +495,11 @@ const strata_ext_native_handles kNativeHandles = {
     .stream_handle = stream_handle,
 };
 
+/// What decides probe and init here (ABI 2.1, section 10): the thread
+/// count and oneDNN's ISA cap come from these.
+constexpr const char* kProbeEnvironment[] = {"STRATA_NUM_THREADS", "OMP_*", "GOMP_*", "KMP_*", "ONEDNN_*", "DNNL_*",
+                                             nullptr};
+
 const strata_plugin_api kApi = {
     .struct_size = sizeof(strata_plugin_api),
     .abi_major = STRATA_ABI_MAJOR,
@@ -526,6 +531,7 @@ const strata_plugin_api kApi = {
     .event_query = nullptr,
     .event_elapsed = nullptr,
     .extensions = &kNativeHandles.base,
+    .probe_environment = kProbeEnvironment,
 };
 
 }  // namespace

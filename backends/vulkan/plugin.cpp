@@ -139,6 +139,12 @@ const strata_ext_native_handles kNativeHandles = {
     .stream_handle = stream_handle,
 };
 
+/// What decides probe and init here (ABI 2.1, section 10): which loader and
+/// drivers load (the Vulkan loader's VK_* variables, Mesa's), the loader
+/// path the plugin takes, and where its pipeline cache lives.
+constexpr const char* kProbeEnvironment[] = {"STRATA_VULKAN_*", "VK_*", "MESA_*", "LP_*", "GALLIUM_*",
+                                             "XDG_CACHE_HOME", "HOME", nullptr};
+
 const strata_plugin_api kApi = {
     .struct_size = sizeof(strata_plugin_api),
     .abi_major = STRATA_ABI_MAJOR,
@@ -169,6 +175,7 @@ const strata_plugin_api kApi = {
     .event_query = event_query,
     .event_elapsed = event_elapsed,
     .extensions = &kNativeHandles.base,
+    .probe_environment = kProbeEnvironment,
 };
 
 }  // namespace

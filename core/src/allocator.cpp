@@ -6,6 +6,9 @@
 #include <strata/error.hpp>
 #include <strata/runtime.hpp>
 
+#include <limits>
+#include <string>
+
 namespace strata::detail {
 
 namespace {
@@ -18,6 +21,11 @@ constexpr size_t kLargeGranule = size_t{1} << 20;
 size_t CachingAllocator::round_size(size_t bytes) {
   if (bytes == 0) return kSmallGranule;
   size_t granule = bytes < kLargeThreshold ? kSmallGranule : kLargeGranule;
+  // A request within a granule of SIZE_MAX would wrap to a small block (a
+  // plugin's workspace request of SIZE_MAX - 1 became 0 bytes, granted).
+  if (bytes > std::numeric_limits<size_t>::max() - (granule - 1)) {
+    throw OutOfMemoryError("a request of " + std::to_string(bytes) + " bytes exceeds what any device can hold");
+  }
   return (bytes + granule - 1) / granule * granule;
 }
 
@@ -61,8 +69,10 @@ strata_buffer CachingAllocator::allocate(size_t bytes, size_t* out_bytes, strata
       return b;
     }
   }
-  if (limit_ && live_bytes_ + cached_bytes_ + size > *limit_) release_cache_locked();
-  if (limit_ && live_bytes_ + size > *limit_) {
+  // Compared by subtraction: live + size could wrap for a size near SIZE_MAX.
+  auto exceeds = [&](size_t held) { return held > *limit_ || size > *limit_ - held; };
+  if (limit_ && exceeds(live_bytes_ + cached_bytes_)) release_cache_locked();
+  if (limit_ && exceeds(live_bytes_)) {
     throw OutOfMemoryError(device_.id + ": allocating " + format_bytes(size) + " would exceed the configured memory_limit of " +
                            format_bytes(*limit_) + " (" + format_bytes(live_bytes_) + " in use)");
   }

@@ -20,9 +20,9 @@ namespace {
 constexpr size_t kMaxIdBytes = 4096;
 
 const strata_ext_collectives* find_collectives(const detail::DeviceRecord& d) {
-  const auto* ext = reinterpret_cast<const strata_ext_collectives*>(
-      d.plugin.extension(STRATA_EXT_COLLECTIVES, STRATA_EXT_COLLECTIVES_VERSION));
-  if (ext == nullptr || ext->base.struct_size < sizeof(strata_ext_collectives) || ext->comm_unique_id == nullptr ||
+  const auto* ext = d.plugin.extension_as<strata_ext_collectives>(
+      STRATA_EXT_COLLECTIVES, STRATA_EXT_COLLECTIVES_VERSION, sizeof(strata_ext_collectives));
+  if (ext == nullptr || ext->comm_unique_id == nullptr ||
       ext->comm_create == nullptr || ext->comm_destroy == nullptr || ext->all_reduce == nullptr ||
       ext->broadcast == nullptr || ext->all_gather == nullptr) {
     return nullptr;

@@ -50,6 +50,16 @@ struct LoadedPlugin {
   }
   /// The extension `name` with at least `min_version`, or nullptr.
   const strata_extension* extension(std::string_view name, uint32_t min_version) const;
+  /// The extension `wanted` as its struct `Ext`, or nullptr when it is absent
+  /// or its struct_size ends before `min_size` (the bytes up to the last
+  /// field the caller reads unconditionally). An extension is a struct like
+  /// any other that crosses the ABI: a field past its struct_size is read
+  /// only after a check of its own.
+  template <class Ext>
+  const Ext* extension_as(std::string_view wanted, uint32_t min_version, size_t min_size) const {
+    const strata_extension* e = extension(wanted, min_version);
+    return e != nullptr && e->struct_size >= min_size ? reinterpret_cast<const Ext*>(e) : nullptr;
+  }
 };
 
 /// A kernel for one dtype signature of one op.

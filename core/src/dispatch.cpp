@@ -52,13 +52,12 @@ std::vector<std::string> core_op_names() {
 }  // namespace
 
 const OpDef& define_op(OpDef def) {
-  if (find_op(def.name) != nullptr) {
-    std::fprintf(stderr, "strata: op '%.*s' defined twice\n", static_cast<int>(def.name.size()), def.name.data());
-    std::abort();
-  }
+  // Callers check both first (the core's ops are few and unique; a plugin's
+  // register_op names what it refuses): what reaches here is a bug, thrown
+  // rather than abort()ed so a plugin's init can never end the process.
+  if (find_op(def.name) != nullptr) throw Error("op '" + std::string(def.name) + "' is defined twice");
   if (registry().size() >= kMaxOps) {
-    std::fprintf(stderr, "strata: more than %zu ops\n", kMaxOps);
-    std::abort();
+    throw Error("op '" + std::string(def.name) + "' does not fit the op table of " + std::to_string(kMaxOps) + " ops");
   }
   auto* stored = new OpDef(def);
   stored->id = static_cast<int>(registry().size());
@@ -774,9 +773,16 @@ void prepare_call(OpCall& call, const OpDef& op, std::span<const Tensor> inputs,
   call.op = &op;
   call.attrs = attrs;
   call.n_outputs = op.n_outputs;
-  if (static_cast<int>(inputs.size()) != op.n_inputs || inputs.empty()) {
-    throw Error(std::string(op.name) + ": expected " + std::to_string(op.n_inputs) + " inputs, got " +
-                std::to_string(inputs.size()));
+  if (op.n_inputs == 0) {
+    // Creation ops (fill, arange, the random draws) take no tensor at all:
+    // they are called through their own functions, which give the shape.
+    throw Error(std::string(op.name) + ": creates its output from a shape and attributes and takes no input tensor; "
+                                       "call it through its own function (strata::full, strata::arange, "
+                                       "strata::randn, ...), not by name with inputs");
+  }
+  if (static_cast<int>(inputs.size()) != op.n_inputs) {
+    throw Error(std::string(op.name) + ": expected " + std::to_string(op.n_inputs) + " input" +
+                (op.n_inputs == 1 ? "" : "s") + ", got " + std::to_string(inputs.size()));
   }
   int k = 0;
   for (const Tensor& t : inputs) {

@@ -10,6 +10,7 @@
 #include <spdlog/sinks/stdout_color_sinks.h>
 #include <spdlog/spdlog.h>
 
+#include <atomic>
 #include <cstdlib>
 #include <map>
 #include <mutex>
@@ -41,8 +42,12 @@ spdlog::level::level_enum level_from_env(spdlog::level::level_enum fallback) {
                              {"error", spdlog::level::err}, {"off", spdlog::level::off}}) {
     if (v == name) return level;
   }
-  std::fprintf(stderr, "strata: ignoring STRATA_LOG_LEVEL=\"%s\" (expected trace, debug, info, warn, error or off)\n",
-               env);
+  // Said once per process, not once per logger that reads it.
+  static std::atomic<bool> said{false};
+  if (!said.exchange(true)) {
+    std::fprintf(stderr, "strata: ignoring STRATA_LOG_LEVEL=\"%s\" (expected trace, debug, info, warn, error or off)\n",
+                 env);
+  }
   return fallback;
 }
 

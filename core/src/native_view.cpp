@@ -16,11 +16,16 @@ NativeView native_view(const Tensor& t) {
   if (impl == nullptr || impl->storage == nullptr) throw ValueError("native_view: the tensor has no storage");
   detail::DeviceRecord& d = impl->record();
   d.ensure_alive();
-  const auto* ext = reinterpret_cast<const strata_ext_native_handles*>(
-      d.plugin.extension(STRATA_EXT_NATIVE_HANDLES, STRATA_EXT_NATIVE_HANDLES_VERSION));
+  const auto* ext = d.plugin.extension_as<strata_ext_native_handles>(
+      STRATA_EXT_NATIVE_HANDLES, STRATA_EXT_NATIVE_HANDLES_VERSION,
+      STRATA_SIZE_UP_TO(strata_ext_native_handles, buffer_pointer));
   if (ext == nullptr || ext->buffer_pointer == nullptr) {
-    throw DeviceError("native_view: " + d.id + "'s plugin \"" + d.plugin.name +
-                      "\" offers no strata.native_handles extension, so its memory has no native address");
+    const bool present = d.plugin.extension(STRATA_EXT_NATIVE_HANDLES, STRATA_EXT_NATIVE_HANDLES_VERSION) != nullptr;
+    throw DeviceError("native_view: " + d.id + "'s plugin \"" + d.plugin.name + "\" " +
+                      (present ? "offers a strata.native_handles extension whose struct_size ends before "
+                                 "buffer_pointer (or whose buffer_pointer is null)"
+                               : "offers no strata.native_handles extension") +
+                      ", so its memory has no native address");
   }
   strata_error err{sizeof(strata_error), ""};
   strata_native_args a{};
@@ -35,7 +40,10 @@ NativeView native_view(const Tensor& t) {
   NativeView v;
   v.api = a.api != nullptr ? a.api : "";
   v.data = static_cast<char*>(a.handle) + impl->offset * static_cast<int64_t>(dtype_size(impl->dtype));
-  if (ext->stream_handle != nullptr) {
+  // stream_handle lies past the minimum size read above: only where the
+  // plugin's struct reaches it.
+  if (ext->base.struct_size >= STRATA_SIZE_UP_TO(strata_ext_native_handles, stream_handle) &&
+      ext->stream_handle != nullptr) {
     strata_native_args s{};
     s.struct_size = sizeof(s);
     s.state = d.plugin.state;

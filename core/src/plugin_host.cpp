@@ -19,6 +19,7 @@
 #include <cctype>
 #include <cstring>
 #include <deque>
+#include <map>
 #include <atomic>
 #include <mutex>
 #include <set>
@@ -45,6 +46,7 @@ namespace {
 struct InitContext {
   const std::string* plugin_name = nullptr;
   PluginInfo* info = nullptr;
+  std::string* refusal = nullptr;  // the scope's refusal()
 };
 thread_local InitContext t_init;
 
@@ -319,13 +321,31 @@ std::vector<Tensor> plugin_derivative(const GradContext& ctx, bool reverse) {
     throw Error(po.name + (reverse ? " VJP" : " JVP") + " (plugin " + po.plugin +
                 "): " + message_of(st, err));
   }
+  // Each result must fit what it is the derivative of: a VJP's gradient
+  // its input, a JVP's tangent its output (shape, dtype and device, as the
+  // engine would otherwise carry a misfit into grad() or the next rule).
+  const std::span<const Tensor> like = reverse ? ctx.inputs : ctx.outputs;
+  const std::string who = po.name + (reverse ? " VJP" : " JVP") + " (plugin " + po.plugin + "): ";
+  const char* what = reverse ? "gradient" : "tangent";
+  const char* of = reverse ? "input" : "output";
   std::vector<Tensor> out(n_results);
   for (size_t k = 0; k < n_results; ++k) {
     if (results[k] == nullptr) continue;
     const Tensor* t = ValueArena::resolve(results[k]);
-    if (t == nullptr) {
-      throw Error(po.name + (reverse ? " VJP" : " JVP") + " (plugin " + po.plugin + "): result " + std::to_string(k) +
-                  " is not a value the host handed out");
+    if (t == nullptr) throw Error(who + "result " + std::to_string(k) + " is not a value the host handed out");
+    if (!is_differentiable(like[k].dtype())) continue;  // no gradient flows to an integer or bool input
+    const std::string which = std::string(" for ") + of + " " + std::to_string(k) + " ";
+    if (t->sizes() != like[k].sizes()) {
+      throw ShapeError(who + "returned a " + what + " of shape " + shape_string(t->shape()) + which + "of shape " +
+                       shape_string(like[k].shape()));
+    }
+    if (t->dtype() != like[k].dtype()) {
+      throw DTypeError(who + "returned a " + what + " of dtype " + std::string(dtype_name(t->dtype())) + which +
+                       "of dtype " + std::string(dtype_name(like[k].dtype())));
+    }
+    if (t->device() != like[k].device()) {
+      throw DeviceError(who + "returned a " + what + " on " + t->device().str() + which + "on " +
+                        like[k].device().str());
     }
     out[k] = *t;
   }
@@ -343,6 +363,22 @@ bool valid_op_part(std::string_view s) {
     }
   }
   return true;
+}
+
+/// Who holds the op table: "312 of the core's, 470 of plugin a, ...".
+std::string op_table_census() {
+  size_t core = 0;
+  std::map<std::string, size_t> by_plugin;
+  for (const OpDef* op : all_ops()) {
+    if (op->plugin_op == nullptr) {
+      ++core;
+    } else {
+      ++by_plugin[plugin_op_of(*op).plugin];
+    }
+  }
+  std::string out = std::to_string(core) + " of the core's";
+  for (const auto& [plugin, n] : by_plugin) out += ", " + std::to_string(n) + " of plugin " + plugin;
+  return out;
 }
 
 strata_status host_register_op(const strata_op_schema* schema, strata_error* error) noexcept {
@@ -364,11 +400,24 @@ strata_status host_register_op(const strata_op_schema* schema, strata_error* err
     if (sep == std::string::npos || !valid_op_part(name.substr(sep + 2))) {
       return refuse("op name \"" + name + "\" must be \"" + plugin + "::<op>\" (lower case, digits, _)");
     }
+    if (plugin == "strata") {
+      return refuse("op \"" + name + "\": a plugin named \"strata\" would define ops in the core's own namespace "
+                    "(strata::), which only the core defines; rename the plugin");
+    }
     if (name.substr(0, sep) != plugin) {
       return refuse("op \"" + name + "\" lies in namespace \"" + name.substr(0, sep) + "\", but plugin \"" + plugin +
                     "\" may only define ops in \"" + plugin + "::\"");
     }
     if (find_op(name) != nullptr) return refuse("op \"" + name + "\" is already registered");
+    if (all_ops().size() >= kMaxOps) {
+      // The table is fixed (dispatch reads it without a lock). The plugin is
+      // refused as a whole: loaded without some of its ops, it would fail
+      // later and further from the cause.
+      *t_init.refusal = "its op \"" + name + "\" does not fit the op table, which holds " + std::to_string(kMaxOps) +
+                        " ops (" + op_table_census() + "); remove a plugin that defines ops, or disable one "
+                        "(plugins.disabled)";
+      return refuse(*t_init.refusal);
+    }
     if (schema->version < 1) return refuse(name + ": version must be >= 1");
     // strata_op_schema promises 1..4 inputs and 1..2 outputs; the core's own
     // ops may have more outputs (adam_step: 3).
@@ -393,6 +442,16 @@ strata_status host_register_op(const strata_op_schema* schema, strata_error* err
       if (a == nullptr || a->struct_size < STRATA_ATTR_SCHEMA_MIN_SIZE || a->name == nullptr) {
         return refuse(name + ": attribute schema " + std::to_string(k) + " is malformed (struct_size below " +
                       std::to_string(STRATA_ATTR_SCHEMA_MIN_SIZE) + " or no name)");
+      }
+      const std::string attr = a->name;
+      if (attr.empty()) return refuse(name + ": attribute schema " + std::to_string(k) + " has an empty name");
+      if (a->kind < STRATA_ATTR_INT || a->kind > STRATA_ATTR_SCALAR) {
+        return refuse(name + ": attribute '" + attr + "' has an unknown kind " +
+                      std::to_string(static_cast<int>(a->kind)) + " (strata_attr_kind: 0.." +
+                      std::to_string(static_cast<int>(STRATA_ATTR_SCALAR)) + ")");
+      }
+      for (const AttrSpec& seen : po->attrs) {
+        if (seen.name == attr) return refuse(name + ": attribute '" + attr + "' is declared twice");
       }
       po->attrs.push_back({intern_name(a->name), a->kind, a->required != 0});
     }
@@ -512,6 +571,7 @@ const strata_host_api& host_api() {
 PluginInitScope::PluginInitScope(const std::string& plugin_name, PluginInfo& info) {
   t_init.plugin_name = &plugin_name;
   t_init.info = &info;
+  t_init.refusal = &refusal_;
 }
 
 PluginInitScope::~PluginInitScope() { t_init = {}; }

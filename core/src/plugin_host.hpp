@@ -32,6 +32,12 @@ class PluginInitScope {
   ~PluginInitScope();
   PluginInitScope(const PluginInitScope&) = delete;
   PluginInitScope& operator=(const PluginInitScope&) = delete;
+  /// Why the core must refuse the plugin whatever its init returns ("" when
+  /// nothing says so): its ops did not fit the op table.
+  const std::string& refusal() const { return refusal_; }
+
+ private:
+  std::string refusal_;
 };
 
 /// After the core refused a plugin whose init registered ops or kernels:

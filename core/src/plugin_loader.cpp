@@ -311,9 +311,11 @@ std::unique_ptr<LoadedPlugin> init_plugin(const Manifest& m, const Config& confi
   args.score = m.probe_score;
   args.error = &err;
   strata_status st;
+  std::string forced_refusal;
   {
     PluginInitScope scope(plugin->name, info);
     st = api->init(&args);
+    forced_refusal = scope.refusal();
   }
   auto refuse = [&](std::string reason, spdlog::level::level_enum level = spdlog::level::warn)
       -> std::unique_ptr<LoadedPlugin> {
@@ -336,6 +338,11 @@ std::unique_ptr<LoadedPlugin> init_plugin(const Manifest& m, const Config& confi
   plugin->state = args.state;
   plugin->score = args.score;
   info.score = args.score;
+  if (!forced_refusal.empty()) {
+    retire_plugin_registrations(plugin->name);
+    shutdown_plugin(*plugin);  // it ran init: it gets its shutdown
+    return refuse(forced_refusal);
+  }
   plugin->extensions_seen = known_extensions(*plugin);
   info.extensions = plugin->extensions_seen;
   // A plugin without devices is kept when it defined ops: an op library

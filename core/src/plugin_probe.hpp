@@ -4,13 +4,18 @@
 // (`strata-plugin-probe`), so that a plugin that crashes, exits or hangs is
 // refused with the reason and never takes the host down.
 //
-// Child probes are cached per file (docs/configuration.md, "Plugin
-// isolation"): a file whose path, size, inode, mtime and ctime are unchanged,
-// probed with the same options by the same Strata version, is not probed
-// again.
+// Good answers of child probes are cached (docs/configuration.md, "Plugin
+// isolation"): a file whose identity (device, inode, size, mtime, ctime)
+// and GNU build id are unchanged, probed with the same options and timeout
+// by the same Strata version, in an environment whose variables the plugin
+// declared (ABI 2.1 probe_environment; without a declaration, the whole
+// environment but the shell's own variables) are unchanged, is not probed
+// again. Refusals are never cached.
 #pragma once
 
+#include <optional>
 #include <string>
+#include <vector>
 
 namespace strata::detail {
 
@@ -30,6 +35,9 @@ struct ChildProbe {
   /// How the answer was obtained, for `strata devices`:
   /// "child process, 41 ms" or "cached child probe".
   std::string how;
+  /// The environment variables the plugin declared its probe depends on
+  /// (strata_plugin_api.probe_environment); none when it declared none.
+  std::optional<std::vector<std::string>> environment;
 };
 
 /// Probes `path` in a child process with the plugin's `options_json`,
@@ -37,6 +45,13 @@ struct ChildProbe {
 /// started (the probe helper is missing): the caller then probes in this
 /// process and says so.
 ChildProbe probe_in_child(const std::string& path, const std::string& options_json, int timeout_ms);
+
+/// What probe_in_child consults first: the cached good answer for probing
+/// `path` with these inputs, when the cache holds one and the environment
+/// it depends on is unchanged. For the tests and the fuzzer
+/// (fuzz_probe_cache), which also build entries under probe_cache_key.
+std::optional<ChildProbe> cached_child_probe(const std::string& path, const std::string& options_json, int timeout_ms);
+std::string probe_cache_key(const std::string& path, const std::string& options_json, int timeout_ms);
 
 /// The probe helper's side: loads `path`, checks it against the ABI, runs
 /// probe, init, device_props and get_kernels of every device and shutdown,

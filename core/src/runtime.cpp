@@ -156,6 +156,24 @@ void Runtime::Impl::load_plugins(const Config& cfg) {
     if (!c.error.empty()) c.error = "STRATA_PLUGIN_PATH entry: " + c.error;
     candidates.push_back(std::move(c));
   }
+  // 0. A pin that names no plugin found protects nothing: a misspelt name
+  //    would let the real plugin load unpinned while the user believes it is
+  //    pinned. Refused before anything loads.
+  for (const auto& pin : cfg.plugin_pins) {
+    const std::string& name = pin.first;  // not a structured binding: clang 14 cannot capture one in a lambda
+    const bool found = std::any_of(candidates.begin(), candidates.end(),
+                                   [&](const detail::Candidate& c) { return c.name == name; });
+    if (found) continue;
+    std::set<std::string> names;
+    for (const detail::Candidate& c : candidates) {
+      if (!c.name.empty()) names.insert(c.name);
+    }
+    std::string list;
+    for (const std::string& n : names) list += (list.empty() ? "" : ", ") + n;
+    throw ConfigError(cfg.source + ": /plugins/pins/" + name + ": no plugin named \"" + name +
+                      "\" was found in the plugin paths (found: " + (list.empty() ? std::string("none") : list) +
+                      "); a pin that matches no plugin protects nothing");
+  }
   // 1. Manifests: every new file's table is checked and probed; nothing that
   //    may touch a driver has run yet.
   struct Found {

@@ -140,9 +140,12 @@ int env_int(const char* name, const char* field, bool required, int fallback) {
   }
   char* end = nullptr;
   errno = 0;
-  long value = std::strtol(v, &end, 10);
-  if (errno != 0 || end == v || *end != '\0' || value < INT32_MIN || value > INT32_MAX)
+  long long value = std::strtoll(v, &end, 10);
+  if (end == v || *end != '\0')
     throw DistributedError(std::string("init_process_group: ") + name + "=\"" + v + "\" is not an integer");
+  if (errno == ERANGE || value < INT32_MIN || value > INT32_MAX)
+    throw DistributedError(std::string("init_process_group: ") + name + "=\"" + v + "\" is out of range (at most " +
+                           std::to_string(INT32_MAX) + ")");
   return static_cast<int>(value);
 }
 

@@ -358,6 +358,11 @@ strata::plugin::KernelTable& cpu_kernels() {
   return *table;
 }
 
+// Nothing in the environment decides what probe and init do (ABI 2.1,
+// strata_plugin.h section 10): the host may keep its answer while the file
+// and the options are unchanged.
+const char* const kProbeEnvironment[] = {nullptr};
+
 const strata_plugin_api kApi = {
     .struct_size = sizeof(strata_plugin_api),
     .abi_major = STRATA_ABI_MAJOR,
@@ -388,6 +393,7 @@ const strata_plugin_api kApi = {
     .event_query = nullptr,
     .event_elapsed = nullptr,
     .extensions = nullptr,
+    .probe_environment = kProbeEnvironment,
 };
 
 }  // namespace

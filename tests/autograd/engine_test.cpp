@@ -5,6 +5,7 @@
 #include <gtest/gtest.h>
 
 #include <cmath>
+#include <functional>
 #include <string>
 #include <thread>
 #include <utility>
@@ -274,6 +275,38 @@ TEST(Backward, HooksSeeAndReplaceGradients) {
   (w * 3.0).backward();
   EXPECT_DOUBLE_EQ(seen, 3.0);
   EXPECT_DOUBLE_EQ(value(w.grad()), 30.0);
+}
+
+// A tensor hook's replacement must fit the gradient it replaces: a leaf
+// hook that changed the shape or dtype would have put a misfit into grad().
+// Each is an error naming what changed, and grad() stays as it was.
+TEST(Backward, HooksThatChangeShapeOrDtypeAreErrors) {
+  struct Case {
+    const char* what;
+    std::function<Tensor(const Tensor&)> hook;
+    const char* message;
+  };
+  const std::vector<Case> cases = {
+      {"shape", [](const Tensor& g) { return sum(g); },
+       "a tensor hook (register_hook) returned a gradient of shape [] for a gradient of shape [2]"},
+      {"dtype", [](const Tensor& g) { return g.to(f32); },
+       "a tensor hook (register_hook) returned a gradient of dtype f32 for a gradient of dtype f64"},
+  };
+  for (const Case& c : cases) {
+    SCOPED_TRACE(c.what);
+    for (bool leaf : {true, false}) {
+      Tensor w = full({2}, 1.0, {.dtype = f64, .requires_grad = true});
+      Tensor hooked = leaf ? w : w * 2.0;
+      hooked.register_hook(c.hook);
+      try {
+        sum(hooked * 3.0).backward();
+        ADD_FAILURE() << "expected an error, " << (leaf ? "leaf" : "non-leaf");
+      } catch (const Error& e) {
+        EXPECT_NE(std::string(e.what()).find(c.message), std::string::npos) << e.what();
+      }
+      EXPECT_FALSE(w.grad().defined()) << (leaf ? "leaf" : "non-leaf");
+    }
+  }
 }
 
 std::vector<double> values(const Tensor& t) { return t.to_vector<double>(); }

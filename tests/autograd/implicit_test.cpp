@@ -9,6 +9,7 @@
 #include <gtest/gtest.h>
 
 #include <cmath>
+#include <limits>
 #include <string>
 #include <vector>
 
@@ -309,6 +310,33 @@ TEST(FixedPoint, BadInput) {
   EXPECT_THROW(fixed_point(heron, Tensor(), {theta}), ValueError);
   EXPECT_THROW(fixed_point(heron, ones_like(theta), {theta}, {.gmres_restart = 0}), ValueError);
   EXPECT_THROW(root(ImplicitFn(), ones_like(theta), {theta}), ValueError);
+  // NaN and infinite tolerances would make every comparison "not yet" or
+  // "converged at once".
+  const double nan = std::nan("");
+  for (double bad : {nan, std::numeric_limits<double>::infinity(), -1.0}) {
+    expect_error([&] { fixed_point(heron, ones_like(theta), {theta}, {.tolerance = bad}); },
+                 {"fixed_point: tolerance", "must be finite and >= 0"});
+    expect_error([&] { root(heron, ones_like(theta), {theta}, {.linear_tolerance = bad}); },
+                 {"root: tolerance", "linear_tolerance", "must be finite and >= 0"});
+  }
+}
+
+// A map whose norms overflow diverges: inf <= tol * inf must not read as
+// convergence (x -> x * 1e10 overflows f64 within 31 steps).
+TEST(FixedPoint, OverflowingNormsAreDivergenceNotConvergence) {
+  Tensor theta = vec({1.0});
+  ImplicitFn runaway = [](const Tensor& x, const std::vector<Tensor>& p) { return x * 1e10 + p[0]; };
+  ImplicitSolution s = fixed_point(runaway, zeros_like(theta), {theta},
+                                   {.max_iterations = 100, .on_nonconvergence = OnNonconvergence::accept});
+  EXPECT_FALSE(s.converged);
+  EXPECT_LT(s.iterations, 100) << "the iteration stops once a norm overflowed";
+  expect_error([&] { fixed_point(runaway, zeros_like(theta), {theta}, {.max_iterations = 100}); },
+               {"fixed_point: diverged after", "‖f(x) − x‖ = inf"});
+  // root: a residual that is infinite from the start has no Newton step.
+  ImplicitFn infinite = [](const Tensor& x, const std::vector<Tensor>& p) { return x * 0.0 + p[0]; };
+  ImplicitSolution r = root(infinite, vec({1.0}), {vec({INFINITY})}, {.on_nonconvergence = OnNonconvergence::accept});
+  EXPECT_FALSE(r.converged);
+  expect_error([&] { root(infinite, vec({1.0}), {vec({INFINITY})}); }, {"root: diverged after 0 Newton steps"});
 }
 
 }  // namespace

@@ -530,6 +530,27 @@ TEST(CheckpointSequential, ARecomputationThatRunsMoreOpsAfterTheLastIsReported) 
   }
 }
 
+// A function whose recomputation returns another shape is named as the
+// checkpoint's fault, with both shapes — not as a seed that does not fit
+// GradientTape::gradient.
+TEST(Checkpoint, ARecomputationOfAnotherShapeIsNamed) {
+  int calls = 0;
+  auto changing = [&](const Tensor& h) { return calls++ == 0 ? h * 2.0 : sum(h, {0}, true) * 2.0; };
+  Tensor x = randn({3, 4}).set_requires_grad();
+  Tensor y = checkpoint(changing, x);
+  try {
+    sum(y).backward();
+    FAIL() << "a recomputation of another shape was not reported";
+  } catch (const ShapeError& e) {
+    const std::string what = e.what();
+    EXPECT_NE(what.find("checkpoint: output 0 had shape [3, 4] the first time and [1, 4] when recomputed"),
+              std::string::npos)
+        << what;
+    EXPECT_EQ(what.find("GradientTape::gradient"), std::string::npos) << what;
+  }
+  EXPECT_FALSE(x.grad().defined());
+}
+
 TEST(CheckpointSequential, ARecomputationThatFailsAfterTheAnsweredOpCanBeRunAgain) {
   // The recomputation takes the kept output when it answers the segment's
   // last op. If the segment then fails, grad() is as before the pass, and a

@@ -505,9 +505,9 @@ TEST(FunctionalOptim, BadInputNamesTheFunctionTheListAndTheIndex) {
   expect_error<ValueError>([&] { F::adamw(params, bad, F::adam_init(params)); },
                            {"functional::adamw: grads[0] is undefined", "expected f64[3, 5]"});
   expect_error<ValueError>([&] { F::sgd(params, grads, {}, {.lr = -0.1}); },
-                           {"functional::sgd: lr must be >= 0, got -0.1"});
+                           {"functional::sgd: lr must be finite and >= 0, got -0.1"});
   expect_error<ValueError>([&] { F::adam(params, grads, F::adam_init(params), {.lr = -1.0}); },
-                           {"functional::adam: lr must be >= 0"});
+                           {"functional::adam: lr must be finite and >= 0"});
   expect_error<ValueError>([&] { F::adam(params, grads, F::adam_init(params), {.beta1 = 1.0}); },
                            {"functional::adam: beta1 must be in [0, 1)"});
   expect_error<ValueError>([&] { F::sgd(params, grads, {}, {.lr = 0.1, .dampening = 0.5, .nesterov = true}); },

@@ -4,6 +4,7 @@
 #include <gtest/gtest.h>
 
 #include <cmath>
+#include <limits>
 #include <numbers>
 #include <strata/strata.hpp>
 
@@ -178,6 +179,13 @@ TEST(Optimizer, ConstructionErrors) {
   expect_error<ValueError>([&] { nn::SGD({p}, {.lr = -1.0}); }, {"lr", "-1"});
   expect_error<ValueError>([&] { nn::SGD({p}, {.nesterov = true}); }, {"Nesterov"});
   expect_error<ValueError>([&] { nn::Adam({p}, {.beta1 = 1.0}); }, {"beta1"});
+  // Infinite or NaN hyperparameters would stop (eps = inf divides every
+  // update by inf) or poison the parameters: refused, named.
+  const double inf = std::numeric_limits<double>::infinity(), nan = std::nan("");
+  expect_error<ValueError>([&] { nn::Adam({p}, {.eps = inf}); }, {"eps must be finite and >= 0, got inf"});
+  expect_error<ValueError>([&] { nn::Adam({p}, {.weight_decay = nan}); }, {"weight_decay must be finite"});
+  expect_error<ValueError>([&] { nn::Adam({p}, {.lr = inf}); }, {"lr must be finite and >= 0"});
+  expect_error<ValueError>([&] { nn::SGD({p}, {.momentum = inf}); }, {"momentum must be finite and >= 0"});
   EXPECT_THROW(nn::SGD({zeros({2}, {.dtype = DType::i64})}, {}), DTypeError);
   nn::SGD ok({p}, {.lr = 0.5});
   ok.set_lr(0.25);

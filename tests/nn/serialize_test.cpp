@@ -537,6 +537,56 @@ TEST_F(Files, ChecksumCoversTheHeader) {
   expect_load_error(p, "is not written as");
 }
 
+// One flipped bit in the format tag must not turn the checksum off: a file
+// strata wrote carries three marks (the "strata-checkpoint" tag, the version
+// and crc32 keys), so with any one damaged it is still checked, and a data
+// bit flipped as well is caught. Every bit of the tag's key and value.
+TEST_F(Files, AFlippedFormatTagStillChecksTheFile) {
+  fs::path good = dir_ / "good.safetensors";
+  save_tensors(good, {{"w", randn({16})}}, {{"note", "x"}});
+  const std::string bytes = read_all(good);
+  const std::string tag = R"("format":"strata-checkpoint")";
+  const size_t at = bytes.find(tag);
+  ASSERT_NE(at, std::string::npos);
+  fs::path p = dir_ / "flipped.safetensors";
+  int refused = 0, cases = 0;
+  for (size_t i = at; i < at + tag.size(); ++i) {
+    for (int bit = 0; bit < 8; ++bit) {
+      std::string damaged = bytes;
+      damaged[i] = static_cast<char>(damaged[i] ^ (1 << bit));
+      damaged[damaged.size() - 2] = static_cast<char>(damaged[damaged.size() - 2] ^ 0x04);  // and one data bit
+      write_all(p, damaged);
+      ++cases;
+      try {
+        load_tensors(p);
+        ADD_FAILURE() << "byte " << i - at << " of the tag, bit " << bit << ": loaded";
+      } catch (const SerializationError&) {
+        ++refused;
+      }
+    }
+  }
+  EXPECT_EQ(refused, cases);
+  // A foreign file with only the common "format" key stays foreign (loaded
+  // unchecked): Hugging Face writes "format": "pt".
+  write_all(p, safetensors(R"({"__metadata__":{"format":"pt"},"a":{"dtype":"F32","shape":[1],"data_offsets":[0,4]}})",
+                           std::string(4, '\0')));
+  EXPECT_EQ(load_tensors(p).tensors.size(), 1u);
+}
+
+// A header nested deeper than any safetensors header is refused while it is
+// parsed (the fuzzing probe's 100,000-deep array crashed the reader), for
+// tensors and for training states.
+TEST_F(Files, DeeplyNestedHeadersAreRefused) {
+  fs::path p = dir_ / "deep.safetensors";
+  for (size_t depth : {size_t{65}, size_t{100000}}) {
+    const std::string header = R"({"a":)" + std::string(depth, '[') + std::string(depth, ']') + "}";
+    write_all(p, safetensors(header, ""));
+    expect_load_error(p, "nested deeper than 64 levels");
+  }
+  TrainingRun run = make_run("Adam", 5, 64.0);
+  expect_refused(p, run, {"nested deeper than 64 levels"});
+}
+
 TEST_F(Files, ReChecksummedDTypeTamperingIsRefusedNamingTheEntry) {
   for (const std::string& kind : kOptimizers) {
     SCOPED_TRACE(kind);

@@ -21,12 +21,24 @@
  *                processes over POSIX shared memory (commhost_collectives.c)
  *   minicomplex  -DMINI_COMPLEX: stores c64 and c128 too, with no kernel for
  *                them, so that every complex op follows the fallback policy
+ *   minishortext -DMINI_SHORT_EXTENSION: a strata.native_handles extension
+ *                whose struct_size ends before its functions (which crash):
+ *                the host must treat it as absent, not call past the size
+ *   minienv, minienvall  -DMINI_CRASH_ENV="VAR": init crashes (SIGSEGV) when
+ *                the environment variable VAR is set, as a plugin whose
+ *                driver is pointed at a broken library does; minienv
+ *                declares VAR as its probe_environment (ABI 2.1), minienvall
+ *                declares nothing (the host then counts the whole
+ *                environment). The probe cache must never let either into
+ *                the host unprobed once VAR is set.
  * MINI_NAME is the plugin's name (also its file's and its messages' name).
  */
 #include <strata/plugin/strata_ops.h>
 #include <strata/plugin/strata_plugin.h>
 
+#include <signal.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "common/test_plugin_common.h"
@@ -101,6 +113,9 @@ static strata_status mini_init(strata_init_args* args) {
     return tpc_fail(args->error, STRATA_ERROR_INVALID_ARGUMENT, MINI_NAME ": init: host services of %zu bytes, need %zu",
                     args->host != NULL ? args->host->struct_size : (size_t)0, (size_t)STRATA_HOST_API_MIN_SIZE);
   }
+#ifdef MINI_CRASH_ENV
+  if (getenv(MINI_CRASH_ENV) != NULL) raise(SIGSEGV);
+#endif
   g_state.magic = MINI_MAGIC;
   g_state.host = args->host;
   if (args->options_json != NULL && strcmp(args->options_json, "{}") != 0) mini_log(STRATA_LOG_DEBUG, "options ignored");
@@ -388,6 +403,22 @@ static strata_status mini_future_call(strata_probe_args* args) {
 #define MINI_TABLE_TAIL , .future_a = UINT64_C(0x2007), .future_b = &g_state, .future_call = mini_future_call
 #elif defined(MINI_COLLECTIVES)
 #define MINI_TABLE_TAIL , .extensions = &commhost_collectives.base
+#elif defined(MINI_SHORT_EXTENSION)
+/* strata.native_handles whose struct_size ends with its base: the function
+ * pointers behind it are poison the host must never call. */
+static strata_status mini_poisoned_native(strata_native_args* args) {
+  (void)args;
+  raise(SIGSEGV); /* reached only by a host that read past struct_size */
+  return STRATA_ERROR_INTERNAL;
+}
+static const strata_ext_native_handles kShortNativeHandles = {
+    .base = {.struct_size = sizeof(strata_extension), .name = STRATA_EXT_NATIVE_HANDLES, .version = 1, .next = NULL},
+    .buffer_pointer = mini_poisoned_native,
+    .stream_handle = mini_poisoned_native};
+#define MINI_TABLE_TAIL , .extensions = &kShortNativeHandles.base
+#elif defined(MINI_CRASH_ENV) && defined(MINI_DECLARES_ENV)
+static const char* const kProbeEnvironment[] = {MINI_CRASH_ENV, NULL};
+#define MINI_TABLE_TAIL , .probe_environment = kProbeEnvironment
 #else
 #define MINI_TABLE_TAIL
 #endif

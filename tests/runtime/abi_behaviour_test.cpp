@@ -30,7 +30,7 @@ namespace {
 using namespace strata;
 using namespace behaviour_test;
 
-#ifndef STRATA_BEHAVIOUR_WSP_OVER_LIMIT
+#if !defined(STRATA_BEHAVIOUR_WSP_OVER_LIMIT) && !defined(STRATA_BEHAVIOUR_WSP_HUGE)
 
 // ---- asyncfail: STRATA_ERROR_DEFERRED ------------------------------------------------------
 
@@ -356,6 +356,26 @@ TEST_F(Behaviour, WorkspaceWithinTheLimitIsCountedAndReleased) {
   EXPECT_GE(stats.peak_allocated_bytes, live + (uint64_t{512} << 10)) << "the workspace must count against the device";
   EXPECT_EQ(stats.allocated_bytes, live) << "the workspace and the result must be released";
   EXPECT_EQ(runtime().fallback_count(), 0u);
+}
+
+#elif defined(STRATA_BEHAVIOUR_WSP_HUGE)
+
+// ---- wsp: a workspace request near SIZE_MAX --------------------------------------------------
+
+// The configuration: memory_limit 1 MiB, workspace_bytes SIZE_MAX - 1. The
+// request must be refused as too large; an earlier core rounded it up past
+// SIZE_MAX to 0 bytes and granted that.
+TEST_F(Behaviour, AWorkspaceRequestNearSizeMaxIsRefused) {
+  loaded_plugin("wsp");
+  Device dev("wsp:0");
+  Tensor a = from_data(std::vector<float>{1, 2, 3}, {3}, {.device = dev});
+  Tensor b = from_data(std::vector<float>{10, 20, 30}, {3}, {.device = dev});
+  const uint64_t live = runtime().memory_stats(dev).allocated_bytes;
+  std::string m = message_of<OutOfMemoryError>("add with a workspace of SIZE_MAX - 1 bytes", [&] { Tensor c = a + b; });
+  EXPECT_TRUE(has(m, "18446744073709551614")) << m;
+  EXPECT_TRUE(has(m, "exceeds what any device can hold")) << m;
+  EXPECT_EQ(runtime().memory_stats(dev).allocated_bytes, live) << "the failed op's output must be released";
+  EXPECT_EQ(full({2}, 1.5, {.device = dev}).to_vector<float>(), (std::vector<float>{1.5f, 1.5f}));
 }
 
 #else  // STRATA_BEHAVIOUR_WSP_OVER_LIMIT

@@ -1,7 +1,9 @@
 // The `strata` command line: exit codes, JSON output, error messages.
 #include <gtest/gtest.h>
 #include <nlohmann/json.hpp>
+#include <strata/plugin/strata_plugin.h>
 
+#include <sys/stat.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -41,7 +43,9 @@ std::string write_temp(const std::string& name, const std::string& text) {
 TEST(Cli, Version) {
   Result r = run("version");
   EXPECT_EQ(r.exit_code, 0);
-  EXPECT_NE(r.out.find("plugin ABI 2.0"), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("plugin ABI " + std::to_string(STRATA_ABI_MAJOR) + "." + std::to_string(STRATA_ABI_MINOR)),
+            std::string::npos)
+      << r.out;
 }
 
 TEST(Cli, DevicesJsonDescribesEveryPlugin) {
@@ -284,4 +288,166 @@ TEST(CliNewBackend, RefusesNamesThatCannotNameAPlugin) {
     EXPECT_EQ(r.exit_code, 2) << name << ": " << r.out;
     EXPECT_NE(r.out.find(std::string("invalid name \"") + name + "\""), std::string::npos) << r.out;
   }
+}
+
+// ---- the plugin probe cache: a cached answer never outlives its causes ------------------
+
+namespace {
+
+/// A scratch folder for one test's probe cache, and a configuration that
+/// loads only the plugins of STRATA_PLUGIN_PATH.
+struct ProbeCacheScratch {
+  std::filesystem::path dir;
+  std::string config;
+  explicit ProbeCacheScratch(const std::string& name) {
+    dir = std::filesystem::temp_directory_path() / ("strata_probe_cache_" + name + "_" + std::to_string(::getpid()));
+    std::filesystem::remove_all(dir);
+    std::filesystem::create_directories(dir / "cache");
+    config = (dir / "config.json").string();
+    std::ofstream(config) << R"({"version": 1, "plugins": {"paths": []}, "logging": {"level": "error"}})";
+  }
+  ~ProbeCacheScratch() {
+    std::error_code ec;
+    std::filesystem::remove_all(dir, ec);
+  }
+  /// `strata devices --json` with `env`: the outcome of plugin `name`.
+  nlohmann::json plugin(const std::string& name, const std::string& env = "", const std::string& plugin_path = "") {
+    const std::string path = plugin_path.empty() ? std::string(STRATA_TEST_ENV_PLUGIN_DIR) : plugin_path;
+    Result r = run("devices --json --config " + config, false,
+                   "timeout 60 env STRATA_CACHE_DIR=" + (dir / "cache").string() + " STRATA_PLUGIN_PATH=" + path +
+                       " " + env);
+    // 1: no device to select (every plugin refused, or op libraries only);
+    // anything else — a signal, `timeout`'s 124 — is a failure.
+    EXPECT_TRUE(r.exit_code == 0 || r.exit_code == 1) << "exit " << r.exit_code << ": " << r.out;
+    nlohmann::json j = nlohmann::json::parse(r.out, nullptr, false);
+    if (!j.is_object()) return nlohmann::json::object();
+    for (const auto& p : j["plugins"]) {
+      if (p["name"] == name) return p;
+    }
+    ADD_FAILURE() << "no plugin " << name << " in " << r.out;
+    return nlohmann::json::object();
+  }
+};
+
+bool probed_in_child(const nlohmann::json& p) {
+  return p.value("probed", std::string()).rfind("child process", 0) == 0;
+}
+
+}  // namespace
+
+// A plugin that declares what its probe depends on (minienv:
+// STRATA_TEST_CRASH_INIT): cached while that is unchanged, whatever else
+// changes; probed again, and refused, once its init would crash — the host
+// never runs it unprobed.
+TEST(ProbeCache, ADeclaredVariableThatChangesProbesAgainInAChild) {
+  ProbeCacheScratch s("declared");
+  nlohmann::json p = s.plugin("minienv");
+  EXPECT_EQ(p["status"], "loaded") << p.dump();
+  EXPECT_TRUE(probed_in_child(p)) << p.dump();
+  p = s.plugin("minienv", "STRATA_TEST_UNRELATED=1");
+  EXPECT_EQ(p["status"], "loaded") << p.dump();
+  EXPECT_EQ(p["probed"], "cached child probe") << "a variable the plugin did not declare changed";
+  p = s.plugin("minienv", "STRATA_TEST_CRASH_INIT=1");
+  EXPECT_EQ(p["status"], "refused") << p.dump();
+  EXPECT_NE(p.value("reason", "").find("crashed in a child probe: signal 11"), std::string::npos) << p.dump();
+  // The refusal is not cached: with the cause gone the plugin loads again.
+  p = s.plugin("minienv");
+  EXPECT_EQ(p["status"], "loaded") << p.dump();
+}
+
+// A plugin that declares nothing (minienvall): every variable but the
+// shell's own counts, so any change probes again.
+TEST(ProbeCache, APluginThatDeclaresNothingCountsTheWholeEnvironment) {
+  ProbeCacheScratch s("undeclared");
+  EXPECT_TRUE(probed_in_child(s.plugin("minienvall")));
+  EXPECT_EQ(s.plugin("minienvall")["probed"], "cached child probe");
+  nlohmann::json p = s.plugin("minienvall", "STRATA_TEST_UNRELATED=1");
+  EXPECT_TRUE(probed_in_child(p)) << p.dump();
+  p = s.plugin("minienvall", "STRATA_TEST_CRASH_INIT=1");
+  EXPECT_EQ(p["status"], "refused") << p.dump();
+  EXPECT_NE(p.value("reason", "").find("crashed in a child probe"), std::string::npos) << p.dump();
+}
+
+// The fuzzing probe's case: a refusal caused by the environment
+// (STRATA_NUM_THREADS=abc) stuck after the variable was fixed. Refusals are
+// never cached, and a declared variable's new value probes again.
+TEST(ProbeCache, ARefusalIsNotCached) {
+  ProbeCacheScratch s("refusal");
+  const std::string cpu_dir =
+      (std::filesystem::path(STRATA_CLI).parent_path().parent_path() / "lib" / "strata" / "plugins").string();
+  nlohmann::json p = s.plugin("cpu", "STRATA_NUM_THREADS=abc", cpu_dir);
+  EXPECT_EQ(p["status"], "refused") << p.dump();
+  EXPECT_NE(p.value("reason", "").find("STRATA_NUM_THREADS"), std::string::npos) << p.dump();
+  p = s.plugin("cpu", "", cpu_dir);
+  EXPECT_EQ(p["status"], "loaded") << p.dump();
+  EXPECT_TRUE(probed_in_child(p)) << p.dump();
+  EXPECT_EQ(s.plugin("cpu", "", cpu_dir)["probed"], "cached child probe");
+  EXPECT_TRUE(probed_in_child(s.plugin("cpu", "STRATA_NUM_THREADS=1", cpu_dir)));
+}
+
+// A FIFO or a folder where the cache file belongs: no hang (`timeout 60`
+// would end it with 124), no exception; the plugins are probed in a child.
+// The answer is then written by renaming a new file into place, which
+// replaces a FIFO (the next run finds a real cache) and fails on a folder
+// (every run probes in a child).
+TEST(ProbeCache, AFifoOrAFolderInPlaceOfTheCacheIsIgnored) {
+  for (const char* kind : {"fifo", "folder"}) {
+    SCOPED_TRACE(kind);
+    ProbeCacheScratch s(kind);
+    const std::filesystem::path file = s.dir / "cache" / "plugin-probes.json";
+    if (std::string(kind) == "fifo") {
+      ASSERT_EQ(::mkfifo(file.c_str(), 0600), 0);
+    } else {
+      std::filesystem::create_directories(file / "inside");
+    }
+    nlohmann::json p = s.plugin("minienv");
+    EXPECT_EQ(p["status"], "loaded") << p.dump();
+    EXPECT_TRUE(probed_in_child(p)) << p.dump();
+    p = s.plugin("minienv");
+    EXPECT_EQ(p["status"], "loaded") << p.dump();
+    if (std::string(kind) == "fifo") {
+      EXPECT_EQ(p["probed"], "cached child probe") << p.dump();
+      EXPECT_TRUE(std::filesystem::is_regular_file(file));
+    } else {
+      EXPECT_TRUE(probed_in_child(p)) << p.dump();
+    }
+  }
+}
+
+// STRATA_LOG_LEVEL of an unknown level is said once per process.
+TEST(Cli, AnUnknownLogLevelIsSaidOnce) {
+  Result r = run("devices", true, "STRATA_LOG_LEVEL=bogus");
+  size_t count = 0;
+  for (size_t at = r.out.find("ignoring STRATA_LOG_LEVEL"); at != std::string::npos;
+       at = r.out.find("ignoring STRATA_LOG_LEVEL", at + 1)) {
+    ++count;
+  }
+  EXPECT_EQ(count, 1u) << r.out;
+}
+
+// A pin naming no plugin found protects nothing: refused, naming the pin.
+TEST(Cli, APinForAPluginThatIsNotThereIsRefused) {
+  const std::string config = write_temp(
+      "strata_pin_misspelt.json",
+      R"({"version": 1, "plugins": {"pins": {"cpuu": ")" + std::string(64, '0') + R"("}}})");
+  Result r = run("devices --config " + config);
+  EXPECT_NE(r.exit_code, 0) << r.out;
+  EXPECT_NE(r.out.find("/plugins/pins/cpuu: no plugin named \"cpuu\" was found"), std::string::npos) << r.out;
+}
+
+// Two op libraries of 600 ops each do not fit the op table together: the
+// process goes on (an earlier core called abort()), the first plugin keeps
+// its ops, and the second is refused, naming the op that did not fit and
+// who holds the table.
+TEST(ManyOps, APluginWhoseOpsDoNotFitIsRefusedByName) {
+  ProbeCacheScratch s("manyops");
+  nlohmann::json a = s.plugin("manyopsa", "", STRATA_TEST_MANYOPS_PLUGIN_DIR);
+  nlohmann::json b = s.plugin("manyopsb", "", STRATA_TEST_MANYOPS_PLUGIN_DIR);
+  EXPECT_EQ(a["status"], "loaded") << a.dump().substr(0, 400);
+  EXPECT_EQ(a["ops"].size(), 600u);
+  EXPECT_EQ(b["status"], "refused") << b.dump().substr(0, 400);
+  const std::string reason = b.value("reason", "");
+  EXPECT_NE(reason.find("does not fit the op table, which holds 1024 ops"), std::string::npos) << reason;
+  EXPECT_NE(reason.find("600 of plugin manyopsa"), std::string::npos) << reason;
+  EXPECT_NE(reason.find("of plugin manyopsb"), std::string::npos) << reason;
 }

@@ -44,9 +44,13 @@ class PluginIsolation : public ::testing::Test {
 
   /// Loads this test's folder (and the CPU plugin, already loaded) with a
   /// probe timeout; returns the outcome of each file of the folder.
-  std::map<std::string, PluginInfo> load(int timeout_ms = 2000, bool isolate = true) {
+  /// Configures the runtime with the plugins of dir_/plugins (and `pins`),
+  /// and returns their outcomes by file name.
+  std::map<std::string, PluginInfo> load(int timeout_ms = 2000, bool isolate = true,
+                                         std::map<std::string, std::string> pins = {}) {
     Config c = runtime().config();
     c.plugin_paths = {STRATA_PLUGIN_DIR, (dir_ / "plugins").string()};
+    c.plugin_pins = std::move(pins);
     c.probe_timeout_ms = timeout_ms;
     c.isolate_plugins = isolate;
     runtime().configure(c);
@@ -169,17 +173,14 @@ TEST_F(PluginIsolation, PinnedPluginsAreCheckedBeforeTheyRun) {
   add_crash_plugin("fpeinit");
   const std::string abort_hash = sha256sum(dir_ / "plugins" / "libstrata_plugin_abortinit.so");
   ASSERT_EQ(abort_hash.size(), 64u);
-  Config c = runtime().config();
-  c.plugin_pins["abortinit"] = std::string(64, '0');
-  c.plugin_pins["fpeinit"] = sha256sum(dir_ / "plugins" / "libstrata_plugin_fpeinit.so");
-  runtime().configure(c);
-  auto outcomes = load();
+  const std::string fpe_hash = sha256sum(dir_ / "plugins" / "libstrata_plugin_fpeinit.so");
+  auto outcomes = load(2000, true, {{"abortinit", std::string(64, '0')}, {"fpeinit", fpe_hash}});
   const PluginInfo& wrong = outcomes["libstrata_plugin_abortinit.so"];
   EXPECT_EQ(wrong.reason, "SHA-256 mismatch: the file's is " + abort_hash + ", plugins.pins.abortinit expects " +
                               std::string(64, '0'));
   EXPECT_TRUE(wrong.probed.empty()) << "a file refused by its pin must not be probed: " << wrong.probed;
   const PluginInfo& right = outcomes["libstrata_plugin_fpeinit.so"];
-  EXPECT_EQ(right.sha256, c.plugin_pins["fpeinit"]);
+  EXPECT_EQ(right.sha256, fpe_hash);
   EXPECT_TRUE(has(right.reason, "crashed in a child probe")) << "the pin matched, so the probe ran: " << right.reason;
   expect_cpu_works();
 }

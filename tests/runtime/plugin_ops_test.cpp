@@ -42,6 +42,7 @@ constexpr const char* kScale = "opslib::scale";
 constexpr double kA = 0.75;  // the attribute "a" of every call below
 
 constexpr const char* kBadRule = "opslib::scale_bad_rule";
+constexpr const char* kMisfit = "opslib::misfit";
 
 Tensor call(const char* name, const std::vector<Tensor>& inputs, const std::vector<OpAttr>& attrs) {
   std::vector<Tensor> out = call_op(name, inputs, attrs);
@@ -109,10 +110,10 @@ TEST_F(PluginOps, PluginLoadsAndListsItsOps) {
   PluginInfo p = opslib();
   ASSERT_TRUE(p.loaded) << p.reason;
   EXPECT_TRUE(p.initialized);
-  EXPECT_EQ(p.abi, "2.0");
+  EXPECT_EQ(p.abi, std::to_string(STRATA_ABI_MAJOR) + "." + std::to_string(STRATA_ABI_MINOR));
   std::vector<std::string> ops = p.ops;
   std::sort(ops.begin(), ops.end());
-  EXPECT_EQ(ops, (std::vector<std::string>{kCube, kCubeBackward, kScale, kBadRule}));
+  EXPECT_EQ(ops, (std::vector<std::string>{kCube, kCubeBackward, kMisfit, kScale, kBadRule}));
   ASSERT_EQ(p.devices.size(), 1u);
   EXPECT_EQ(p.devices[0].id, "opslib:0");
   EXPECT_EQ(p.devices[0].type, DeviceType::accelerator);
@@ -120,7 +121,8 @@ TEST_F(PluginOps, PluginLoadsAndListsItsOps) {
   int found = 0;
   for (const OpInfo& op : runtime().ops()) {
     EXPECT_NE(op.name, "cpu::evil");
-    if (op.name == kCube || op.name == kCubeBackward || op.name == kScale || op.name == kBadRule) {
+    if (op.name == kCube || op.name == kCubeBackward || op.name == kScale || op.name == kBadRule ||
+        op.name == kMisfit) {
       ++found;
       EXPECT_EQ(op.plugin, "opslib") << op.name;
       EXPECT_TRUE(op.differentiable) << op.name;
@@ -128,7 +130,7 @@ TEST_F(PluginOps, PluginLoadsAndListsItsOps) {
       EXPECT_EQ(op.version, 1u) << op.name;
     }
   }
-  EXPECT_EQ(found, 4);
+  EXPECT_EQ(found, 5);
 }
 
 TEST_F(PluginOps, RefusedRegistrationsAreWarnings) {
@@ -136,17 +138,23 @@ TEST_F(PluginOps, RefusedRegistrationsAreWarnings) {
   ASSERT_TRUE(p.loaded) << p.reason;
   std::string all;
   for (const std::string& w : p.warnings) all += w + "\n";
-  bool evil = false, twice = false, short_attr = false;
+  bool evil = false, twice = false, short_attr = false, attr_twice = false, alien_kind = false;
   for (const std::string& w : p.warnings) {
     evil = evil || (contains(w, "cpu::evil") && contains(w, "namespace"));
     twice = twice || (contains(w, kCube) && contains(w, "already registered"));
     short_attr = short_attr || (contains(w, "opslib::short_attr") && contains(w, "attribute schema 0") &&
                                 contains(w, "struct_size below"));
+    attr_twice = attr_twice || contains(w, "opslib::twice_attr: attribute 's' is declared twice");
+    alien_kind = alien_kind || contains(w, "opslib::alien_kind: attribute 's' has an unknown kind 99");
   }
   EXPECT_TRUE(evil) << "no warning naming cpu::evil and its namespace:\n" << all;
   EXPECT_TRUE(twice) << "no warning about the second registration of opslib::cube:\n" << all;
   EXPECT_TRUE(short_attr) << "no warning about the attribute schema below its minimum size:\n" << all;
-  EXPECT_EQ(p.warnings.size(), 3u) << all;
+  EXPECT_TRUE(attr_twice) << "no warning about an attribute declared twice:\n" << all;
+  EXPECT_TRUE(alien_kind) << "no warning about an unknown attribute kind:\n" << all;
+  EXPECT_EQ(p.warnings.size(), 5u) << all;
+  EXPECT_EQ(d::find_kernel_op("opslib::twice_attr"), nullptr);
+  EXPECT_EQ(d::find_kernel_op("opslib::alien_kind"), nullptr);
   EXPECT_EQ(d::find_kernel_op("cpu::evil"), nullptr);
   EXPECT_EQ(d::find_kernel_op("opslib::short_attr"), nullptr);
 }
@@ -398,6 +406,12 @@ TEST_F(PluginOps, CallOpErrorsNameTheOpAndTheAttribute) {
   EXPECT_TRUE(contains(e, "view or join")) << e;
   e = error_of([&] { call_op("strata::mul", {x}); });
   EXPECT_TRUE(contains(e, "expected 2 inputs, got 1")) << e;
+  // A creation op takes no tensor: said so, not "expected 0 inputs, got 0".
+  for (const std::vector<Tensor>& inputs : {std::vector<Tensor>{}, std::vector<Tensor>{x}}) {
+    e = error_of([&] { call_op("strata::fill", inputs); });
+    EXPECT_TRUE(contains(e, "fill: creates its output from a shape and attributes and takes no input tensor")) << e;
+    EXPECT_FALSE(contains(e, "expected 0 inputs")) << e;
+  }
   // A core op's integer attribute given as a real: named, with both kinds.
   e = error_of([&] { call_op("strata::sum", {x}, {{"dims", 1.5}, {"keepdim", false}}); });
   EXPECT_TRUE(contains(e, "'dims'")) << e;
@@ -422,6 +436,30 @@ TEST_F(PluginOps, ShortAttributeFromARuleIsRefused) {
     Tensor z = x.detach().set_requires_grad();
     sum(scale(z, 3.0)).backward();
     EXPECT_EQ(z.grad().to_vector<double>(), (std::vector<double>{3.0, 3.0}));
+  }
+}
+
+// opslib::misfit computes s·x, but its VJP returns the seed summed over
+// dim 0 and its JVP the tangent cast to f64: the host refuses both results,
+// naming the op, its plugin, the rule and what does not fit, on its own
+// device and on the CPU's; grad() stays as it was.
+TEST_F(PluginOps, DerivativesThatDoNotFitAreRefused) {
+  for (const char* device : {"opslib:0", "cpu:0"}) {
+    SCOPED_TRACE(device);
+    Tensor x = from_data(std::vector<float>{1, 2, 3, 4, 5, 6}, {2, 3}).to(Device(device)).set_requires_grad();
+    Tensor y = call(kMisfit, {x}, {{"s", 2.0}});
+    std::string e = error_of([&] { sum(y).backward(); });
+    EXPECT_TRUE(contains(e, "opslib::misfit VJP (plugin opslib): returned a gradient of shape [1, 3] for input 0 of "
+                            "shape [2, 3]"))
+        << e;
+    EXPECT_FALSE(x.grad().defined());
+    Tensor x0 = x.detach();
+    e = error_of([&] {
+      jvp([&](const Tensor& t) { return call(kMisfit, {t}, {{"s", 2.0}}); }, x0, ones_like(x0));
+    });
+    EXPECT_TRUE(contains(e, "opslib::misfit JVP (plugin opslib): returned a tangent of dtype f64 for output 0 of "
+                            "dtype f32"))
+        << e;
   }
 }
 

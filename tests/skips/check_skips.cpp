@@ -107,8 +107,8 @@ std::vector<Entry> read_list(const fs::path& file) {
     static const std::set<std::string> kinds = {"root", "device-missing", "device-lacks", "software-device",
                                                 "library-missing"};
     if (kinds.count(kind) == 0) {
-      throw std::runtime_error(file.string() + ": /skips/" + std::to_string(entry.index) + "/when: unknown condition \"" +
-                               entry.when + "\"");
+      throw std::runtime_error(file.string() + ": /skips/" + std::to_string(entry.index) +
+                               "/when: unknown condition \"" + entry.when + "\"");
     }
     out.push_back(std::move(entry));
   }

@@ -221,6 +221,12 @@ strata_status get_kernels(strata_device_args* a) noexcept {
   return kernels().publish(a);
 }
 
+// The environment variables that decide what probe and init do: the host
+// probes the plugin again, in a child process, whenever one changes
+// (strata_plugin.h section 10). List your driver's ("@NAME@_*", say); {nullptr}
+// says that nothing in the environment matters.
+const char* const kProbeEnvironment[] = {nullptr};
+
 const strata_plugin_api kApi = {
     .struct_size = sizeof(strata_plugin_api),
     .abi_major = STRATA_ABI_MAJOR,
@@ -251,6 +257,7 @@ const strata_plugin_api kApi = {
     .event_query = nullptr,
     .event_elapsed = nullptr,
     .extensions = nullptr,
+    .probe_environment = kProbeEnvironment,
 };
 
 }  // namespace

@@ -312,6 +312,12 @@ const strata_ext_native_handles kNativeHandles = {
     .stream_handle = stream_handle,
 };
 
+/// What decides probe and init here (ABI 2.1, section 10): the CUDA and
+/// NVIDIA driver variables (device visibility, ordering), ROCm's for the
+/// HIP build of these sources, and NCCL's library.
+constexpr const char* kProbeEnvironment[] = {"CUDA_*", "NVIDIA_*", "NCCL_*", "HIP_*", "ROCR_*",
+                                             "HSA_*",  "AMD_*",    "GPU_*",  "ROCM_*", "STRATA_NCCL_LIBRARY", nullptr};
+
 const strata_plugin_api kApi = {
     .struct_size = sizeof(strata_plugin_api),
     .abi_major = STRATA_ABI_MAJOR,
@@ -342,6 +348,7 @@ const strata_plugin_api kApi = {
     .event_query = event_query,
     .event_elapsed = event_elapsed,
     .extensions = &kNativeHandles.base,
+    .probe_environment = kProbeEnvironment,
 };
 
 }  // namespace

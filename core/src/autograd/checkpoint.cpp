@@ -70,6 +70,17 @@ std::vector<Tensor> checkpoint_vjp(const GradContext& c) {
     throw Error("checkpoint: the function returned " + std::to_string(outs.size()) + " tensors when recomputed, " +
                 std::to_string(c.outputs.size()) + " the first time (it must be deterministic)");
   }
+  // Named here: the tape below would only see a seed that does not fit.
+  // The first run's output may be gone (not kept); its gradient has its shape.
+  for (size_t k = 0; k < outs.size(); ++k) {
+    const Tensor& first = c.outputs[k].defined() ? c.outputs[k] : c.grads[k];
+    if (!first.defined() || !outs[k].defined()) continue;
+    if (outs[k].sizes() != first.sizes()) {
+      throw ShapeError("checkpoint: output " + std::to_string(k) + " had shape " + detail::shape_string(first.shape()) +
+                       " the first time and " + detail::shape_string(outs[k].shape()) +
+                       " when recomputed in backward (the function must be deterministic)");
+    }
+  }
   Tensor target;
   Tensor seed;
   if (outs.size() == 1) {

@@ -126,6 +126,23 @@ Tensor own_memory(const Tensor& g) {
 
 }  // namespace
 
+const Tensor& checked_hook_gradient(const Tensor& replaced, const Tensor& grad) {
+  if (replaced.sizes() != grad.sizes()) {
+    throw ShapeError("a tensor hook (register_hook) returned a gradient of shape " + shape_string(replaced.shape()) +
+                     " for a gradient of shape " + shape_string(grad.shape()));
+  }
+  if (replaced.dtype() != grad.dtype()) {
+    throw DTypeError("a tensor hook (register_hook) returned a gradient of dtype " +
+                     std::string(dtype_name(replaced.dtype())) + " for a gradient of dtype " +
+                     std::string(dtype_name(grad.dtype())));
+  }
+  if (replaced.device() != grad.device()) {
+    throw DeviceError("a tensor hook (register_hook) returned a gradient on " + replaced.device().str() +
+                      " for a gradient on " + grad.device().str());
+  }
+  return replaced;
+}
+
 void accumulate_grads(std::span<const std::pair<AutogradMeta*, Tensor>> grads) {
   static std::mutex mutex;
   std::lock_guard lock(mutex);
@@ -473,7 +490,7 @@ std::vector<Tensor> run_backward(BackwardRequest& req) {
       Tensor total = g;
       for (auto& hook : meta->hooks) {
         Tensor replaced = hook(total);
-        if (replaced.defined()) total = replaced;
+        if (replaced.defined()) total = checked_hook_gradient(replaced, total);
       }
       into_grad.emplace_back(meta, std::move(total));
     }

@@ -42,6 +42,12 @@ std::vector<Tensor> run_backward(BackwardRequest& request);
 /// same leaf at once.
 void accumulate_grads(std::span<const std::pair<AutogradMeta*, Tensor>> grads);
 
+/// What a tensor hook (Tensor::register_hook) returned in place of `grad`:
+/// `replaced` itself when it has grad's shape, dtype and device; otherwise
+/// an error naming the difference — a hook that changed any of them would
+/// give grad() (or the rest of the pass) a gradient that does not fit.
+const Tensor& checked_hook_gradient(const Tensor& replaced, const Tensor& grad);
+
 /// Whether level `id` belongs to a tape that is still alive (level 0 always).
 bool level_alive(uint64_t id);
 void set_level_alive(uint64_t id, bool alive);

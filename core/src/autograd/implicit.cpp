@@ -201,7 +201,11 @@ ImplicitSolution iterate_fixed_point(const Problem& p, const Tensor& x0, const s
     ++s.iterations;
     s.residual = detail::norm2(next - x);
     x = next;
-    if (s.residual <= p.tolerance * std::max(1.0, detail::norm2(x))) {
+    const double scale = std::max(1.0, detail::norm2(x));
+    // A norm that overflowed (or a NaN) is divergence, never convergence:
+    // inf <= tol * inf holds, and would report a runaway map as converged.
+    if (!std::isfinite(s.residual) || !std::isfinite(scale)) break;
+    if (s.residual <= p.tolerance * scale) {
       s.converged = true;
       break;
     }
@@ -216,6 +220,12 @@ ImplicitSolution newton_root(const Problem& p, const Tensor& x0, const std::vect
   Tensor r = p.evaluate(x, params);
   s.residual = detail::norm2(r);
   const double target = p.tolerance * std::max(1.0, s.residual);
+  // A non-finite starting residual has no Newton step to take, and its
+  // target (tol * inf) would call it converged.
+  if (!std::isfinite(s.residual)) {
+    s.x = x;
+    return s;
+  }
   while (s.residual > target && s.iterations < p.options.max_iterations) {
     // Newton step M d = −g, matrix-free; an inexact step is fine here.
     detail::KrylovResult step =
@@ -257,10 +267,18 @@ ImplicitSolution solve_problem(ProblemKind kind, const ImplicitFn& fn, const Ten
   const bool f64 = x0.dtype() == DType::f64;
   problem->tolerance = options.tolerance.value_or(f64 ? 1e-10 : 1e-5);
   problem->linear_tolerance = options.linear_tolerance.value_or(f64 ? 1e-12 : 1e-6);
-  if (problem->tolerance < 0 || problem->linear_tolerance < 0 || options.max_iterations < 0 ||
-      options.linear_max_iterations < 1 || options.gmres_restart < 1) {
-    throw ValueError(std::string(name) + ": tolerances must be >= 0, max_iterations >= 0, linear_max_iterations and "
-                                         "gmres_restart >= 1");
+  // !(t >= 0) also refuses NaN, which every comparison would take as "not converged yet" (or, for
+  // inf, as converged at once).
+  auto usable = [](double t) { return std::isfinite(t) && t >= 0; };
+  if (!usable(problem->tolerance) || !usable(problem->linear_tolerance)) {
+    throw ValueError(std::string(name) + ": tolerance " + format(problem->tolerance) + " and linear_tolerance " +
+                     format(problem->linear_tolerance) + " must be finite and >= 0");
+  }
+  if (options.max_iterations < 0 || options.linear_max_iterations < 1 || options.gmres_restart < 1) {
+    throw ValueError(std::string(name) +
+                     ": max_iterations must be >= 0, linear_max_iterations and gmres_restart >= 1 (found " +
+                     std::to_string(options.max_iterations) + ", " + std::to_string(options.linear_max_iterations) +
+                     ", " + std::to_string(options.gmres_restart) + ")");
   }
   problem->shape = x0.sizes();
   ProblemPtr p = problem;
@@ -272,7 +290,9 @@ ImplicitSolution solve_problem(ProblemKind kind, const ImplicitFn& fn, const Ten
     const std::vector<Tensor> params_d = detached(tail(in, 1));
     *info = p->kind == ProblemKind::fixed_point ? iterate_fixed_point(*p, x0d, params_d) : newton_root(*p, x0d, params_d);
     if (!info->converged && p->options.on_nonconvergence == OnNonconvergence::error) {
-      throw Error(std::string(p->name()) + ": did not converge in " + std::to_string(info->iterations) +
+      const bool diverged = !std::isfinite(info->residual);
+      throw Error(std::string(p->name()) + (diverged ? ": diverged after " : ": did not converge in ") +
+                  std::to_string(info->iterations) +
                   (p->kind == ProblemKind::fixed_point ? " iterations: ‖f(x) − x‖ = " : " Newton steps: ‖g(x)‖ = ") +
                   format(info->residual) + " (tolerance " + format(p->tolerance) +
                   "); raise max_iterations, loosen tolerance, or pass OnNonconvergence::accept");

@@ -14,11 +14,17 @@ namespace {
 
 double dot(const Tensor& a, const Tensor& b) { return sum(a * b).item<double>(); }
 
-/// x = 0, converged already when b = 0.
+/// x = 0, converged already when b = 0. A right-hand side whose norm
+/// overflowed (or is NaN) cannot converge: relative residuals against it
+/// would read 0 or NaN.
 KrylovResult start(const Tensor& b, double b_norm) {
   KrylovResult out;
   out.x = zeros_like(b);
   out.converged = b_norm == 0.0;
+  if (!std::isfinite(b_norm)) {
+    out.residual = b_norm;
+    out.note = "the right-hand side's norm is " + std::string(std::isnan(b_norm) ? "NaN" : "infinite");
+  }
   return out;
 }
 
@@ -29,7 +35,7 @@ double norm2(const Tensor& t) { return std::sqrt(dot(t, t)); }
 KrylovResult conjugate_gradient(const LinearOperator& A, const Tensor& b, double tolerance, int64_t max_iterations) {
   const double b_norm = norm2(b);
   KrylovResult out = start(b, b_norm);
-  if (out.converged) return out;
+  if (out.converged || !std::isfinite(b_norm)) return out;
   Tensor r = b;
   out.residual = 1.0;
   while (true) {
@@ -72,7 +78,7 @@ KrylovResult gmres(const LinearOperator& A, const Tensor& b, double tolerance, i
                    int64_t restart) {
   const double b_norm = norm2(b);
   KrylovResult out = start(b, b_norm);
-  if (out.converged) return out;
+  if (out.converged || !std::isfinite(b_norm)) return out;
   const size_t m = static_cast<size_t>(std::max<int64_t>(restart, 1));
   Tensor r = b;  // b − A x for x = 0
   double beta = b_norm;

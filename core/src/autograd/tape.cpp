@@ -303,8 +303,9 @@ void Tensor::register_hook(std::function<Tensor(const Tensor&)> hook) {
   int nr = m.output_nr;
   m.grad_fn->hooks.push_back([nr, hook = std::move(hook)](std::vector<Tensor>& grads) {
     if (static_cast<size_t>(nr) < grads.size() && grads[static_cast<size_t>(nr)].defined()) {
-      Tensor replaced = hook(grads[static_cast<size_t>(nr)]);
-      if (replaced.defined()) grads[static_cast<size_t>(nr)] = replaced;
+      Tensor& grad = grads[static_cast<size_t>(nr)];
+      Tensor replaced = hook(grad);
+      if (replaced.defined()) grad = detail::checked_hook_gradient(replaced, grad);
     }
   });
 }

@@ -199,11 +199,24 @@ struct Entry {
   uint64_t end;
 };
 
-/// Parses the header, refusing duplicate keys (nlohmann keeps the last).
+/// How deep a header may nest. A safetensors header is two levels deep
+/// (tensor entries and __metadata__ in the top object, their fields one
+/// below, shapes and offsets one more); nlohmann's parser keeps a stack, but
+/// destroying a value nested a hundred thousand deep recurses until the
+/// stack overflows, so deeper input is refused while it is parsed.
+constexpr int kMaxHeaderDepth = 64;
+
+/// Parses the header, refusing duplicate keys (nlohmann keeps the last) and
+/// nesting deeper than kMaxHeaderDepth.
 Json parse_header(const fs::path& path, const std::string& text) {
   std::vector<std::set<std::string>> keys;
   std::string duplicate;
-  auto callback = [&](int, Json::parse_event_t event, Json& parsed) {
+  auto callback = [&](int depth, Json::parse_event_t event, Json& parsed) {
+    if ((event == Json::parse_event_t::object_start || event == Json::parse_event_t::array_start) &&
+        depth >= kMaxHeaderDepth) {
+      throw SerializationError(path, "malformed header: nested deeper than " + std::to_string(kMaxHeaderDepth) +
+                                         " levels (a safetensors header has 3)");
+    }
     if (event == Json::parse_event_t::object_start) keys.emplace_back();
     if (event == Json::parse_event_t::object_end) keys.pop_back();
     if (event == Json::parse_event_t::key && !keys.empty() && duplicate.empty()) {
@@ -334,6 +347,20 @@ void read_exact(std::ifstream& in, const fs::path& path, void* dst, uint64_t siz
   }
 }
 
+/// Whether the metadata is a strata checkpoint's: two of its three marks —
+/// the format tag, the version key, the checksum key — present. A file
+/// strata wrote carries all three, and one flipped bit removes at most one,
+/// so a damaged file is still checked (and refused) rather than taken for a
+/// foreign one and loaded unchecked; a foreign file carries at most the
+/// common "format" key (Hugging Face writes "format": "pt").
+bool claims_strata_format(const std::map<std::string, std::string>& metadata) {
+  auto format = metadata.find(file_format::kFormatKey);
+  const int marks = (format != metadata.end() && format->second == file_format::kFormatName ? 1 : 0) +
+                    (metadata.count(file_format::kVersionKey) > 0 ? 1 : 0) +
+                    (metadata.count(file_format::kChecksumKey) > 0 ? 1 : 0);
+  return marks >= 2;
+}
+
 /// The strata checkpoint's checksum (format_version 2: the whole file with
 /// the checksum's digits as "00000000"; version 1: the data buffer only).
 void check_checksum(const fs::path& path, const std::map<std::string, std::string>& metadata,
@@ -460,10 +487,7 @@ LoadedTensors load_tensors(const fs::path& path, std::optional<Device> device) {
 
   std::vector<uint8_t> buffer(buffer_size);
   read_exact(in, path, buffer.data(), buffer_size, 8 + length, "the data buffer");
-  auto format = out.metadata.find(file_format::kFormatKey);
-  if (format != out.metadata.end() && format->second == file_format::kFormatName) {
-    check_checksum(path, out.metadata, prefix, text, buffer);
-  }
+  if (claims_strata_format(out.metadata)) check_checksum(path, out.metadata, prefix, text, buffer);
 
   out.tensors.reserve(entries.size());
   for (const Entry& e : entries) {

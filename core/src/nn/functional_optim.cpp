@@ -1,6 +1,7 @@
 // functional_optim.cpp — the functional optimizers of nn/functional_optim.hpp:
 // checks, state bookkeeping, and one out-of-place update op per parameter.
 #include <algorithm>
+#include <cmath>
 #include <strata/error.hpp>
 #include <strata/nn/functional_optim.hpp>
 #include <strata/ops.hpp>
@@ -60,7 +61,9 @@ void check_step(const char* function, const std::vector<Tensor>& params, const s
                      described(params[i]));
   }
   check_like_params(function, "grads", params, grads);
-  if (!(lr >= 0.0)) throw ValueError(std::string(function) + ": lr must be >= 0, got " + detail::num(lr));
+  if (!(lr >= 0.0 && std::isfinite(lr))) {
+    throw ValueError(std::string(function) + ": lr must be finite and >= 0, got " + detail::num(lr));
+  }
   if (step < 0) throw ValueError(std::string(function) + ": state.step must be >= 0, got " + std::to_string(step));
 }
 

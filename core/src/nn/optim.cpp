@@ -74,7 +74,9 @@ void check_sgd_hyperparameters(std::string_view owner, double momentum, double d
   const std::pair<const char*, double> reals[] = {
       {"momentum", momentum}, {"dampening", dampening}, {"weight_decay", weight_decay}};
   for (const auto& [key, value] : reals) {
-    if (!(value >= 0.0)) refuse(std::string(key) + " must be >= 0, got " + num(value));
+    if (!(value >= 0.0 && std::isfinite(value))) {
+      refuse(std::string(key) + " must be finite and >= 0, got " + num(value));
+    }
   }
   if (nesterov != 0.0 && nesterov != 1.0) refuse("nesterov must be 0 or 1, got " + num(nesterov));
   if (nesterov == 1.0 && (momentum <= 0.0 || dampening != 0.0)) {
@@ -91,8 +93,12 @@ void check_adam_hyperparameters(std::string_view owner, double beta1, double bet
     if (!(value >= 0.0 && value < 1.0)) refuse(std::string(key) + " must be in [0, 1), got " + num(value));
   }
   const std::pair<const char*, double> rest[] = {{"eps", eps}, {"weight_decay", weight_decay}};
+  // eps = inf divides every update by inf: the optimizer would silently
+  // stop; NaN would poison every parameter.
   for (const auto& [key, value] : rest) {
-    if (!(value >= 0.0)) refuse(std::string(key) + " must be >= 0, got " + num(value));
+    if (!(value >= 0.0 && std::isfinite(value))) {
+      refuse(std::string(key) + " must be finite and >= 0, got " + num(value));
+    }
   }
 }
 
@@ -137,7 +143,7 @@ Optimizer::Optimizer(std::vector<Tensor> params, double lr) : params_(std::move(
       throw ValueError("optimizer: parameter " + std::to_string(i) + " appears more than once");
     }
   }
-  if (!(lr >= 0.0)) throw ValueError("optimizer: lr must be >= 0, got " + num(lr));
+  if (!(lr >= 0.0 && std::isfinite(lr))) throw ValueError("optimizer: lr must be finite and >= 0, got " + num(lr));
   values_.reserve(params_.size());
   for (const Tensor& p : params_) values_.push_back(p.detach());
   state_.resize(params_.size());
@@ -149,7 +155,7 @@ void Optimizer::zero_grad() {
 }
 
 void Optimizer::set_lr(double lr) {
-  if (!(lr >= 0.0)) throw ValueError(name() + ": lr must be >= 0, got " + num(lr));
+  if (!(lr >= 0.0 && std::isfinite(lr))) throw ValueError(name() + ": lr must be finite and >= 0, got " + num(lr));
   lr_ = lr;
 }
 
@@ -194,7 +200,9 @@ void Optimizer::check_state_dict(const NamedTensors& state, const std::string& k
     return *it->second;
   };
   double lr = scalar("lr", DType::f64).item<double>();
-  if (!(lr >= 0.0)) throw ValueError(owner + ".load_state_dict: '" + key("lr") + "' must be >= 0, got " + num(lr));
+  if (!(lr >= 0.0 && std::isfinite(lr))) {
+    throw ValueError(owner + ".load_state_dict: '" + key("lr") + "' must be finite and >= 0, got " + num(lr));
+  }
   Hyperparameters values = hyperparameters();
   for (auto& [n, v] : values) v = scalar(n, DType::f64).item<double>();
   validate(values);

@@ -188,6 +188,11 @@ strata_status get_kernels(strata_device_args* a) noexcept {
   return strata::plugin::guarded(a->error, "example: get_kernels", [&] { return kernel_table().publish(a); });
 }
 
+// Nothing in the environment decides what probe and init do (ABI 2.1,
+// strata_plugin.h section 10; a plugin whose driver reads variables lists
+// them here, and the host probes it again whenever one changes).
+const char* const kProbeEnvironment[] = {nullptr};
+
 const strata_plugin_api kApi = [] {
   strata_plugin_api api{};
   api.struct_size = sizeof(api);
@@ -219,6 +224,7 @@ const strata_plugin_api kApi = [] {
   api.event_query = event_query;
   api.event_elapsed = event_elapsed;
   api.extensions = nullptr;
+  api.probe_environment = kProbeEnvironment;
   return api;
 }();
 

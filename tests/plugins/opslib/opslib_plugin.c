@@ -18,6 +18,10 @@
  *   opslib::scale_bad_rule(x; s)    y = s * x   (own device, f64; its VJP hands
  *       call_op an attribute cut below STRATA_ATTR_MIN_SIZE, which the host
  *       must refuse: the backward pass fails with an error naming the call)
+ *   opslib::misfit(x; s)            y = s * x   (f32, its own device and the
+ *       CPU's) whose derivatives do not fit: the VJP returns the seed
+ *       summed over dim 0, the JVP the tangent cast to f64. The host must
+ *       refuse both results, naming op, rule, shapes and dtypes.
  *
  * Every derivative is a call of ops through host->call_op, recorded by the
  * host like any op, so the ops are differentiable to any order. It registers
@@ -26,11 +30,12 @@
  * buffers, whose addresses they ask for through the CPU plugin's
  * strata.native_handles extension (host->find_extension).
  *
- * It also checks three refusals the host must make, and carries on after
+ * It also checks five refusals the host must make, and carries on after
  * them: an op in another plugin's namespace ("cpu::evil"), a second
- * registration of opslib::cube, and an op whose attribute schema is below
- * its minimum struct_size. The host records both in the plugin's
- * warnings (PluginInfo::warnings).
+ * registration of opslib::cube, an op whose attribute schema is below its
+ * minimum struct_size, one that declares an attribute name twice and one
+ * with an attribute kind the ABI does not define. The host records each in
+ * the plugin's warnings (PluginInfo::warnings).
  *
  * tests/runtime/plugin_ops_test.cpp is its test.
  */
@@ -54,6 +59,8 @@
 #define OPSLIB_OP_SCALE OPSLIB_NAME "::scale"
 /* s·x like scale, but its derivative hands call_op a short attribute. */
 #define OPSLIB_OP_SCALE_BAD_RULE OPSLIB_NAME "::scale_bad_rule"
+/* s·x like scale, but its derivatives return results that do not fit. */
+#define OPSLIB_OP_MISFIT OPSLIB_NAME "::misfit"
 
 static tpc_state g_state = {0, NULL};
 
@@ -228,6 +235,8 @@ static opslib_kernel_info g_cpu_cube = {OPSLIB_OP_CUBE, OPSLIB_OP_VERSION, KERNE
 static opslib_kernel_info g_cpu_cube_bw = {OPSLIB_OP_CUBE_BACKWARD, OPSLIB_OP_VERSION, KERNEL_CUBE_BACKWARD, 2,
                                                  MEMORY_CPU};
 static opslib_kernel_info g_cpu_scale = {OPSLIB_OP_SCALE, OPSLIB_OP_VERSION, KERNEL_SCALE, 1, MEMORY_CPU};
+static opslib_kernel_info g_misfit = {OPSLIB_OP_MISFIT, OPSLIB_OP_VERSION, KERNEL_SCALE, 1, MEMORY_OWN};
+static opslib_kernel_info g_cpu_misfit = {OPSLIB_OP_MISFIT, OPSLIB_OP_VERSION, KERNEL_SCALE, 1, MEMORY_CPU};
 
 #define MAX_OPERANDS 3 /* inputs + the output */
 
@@ -310,7 +319,8 @@ static strata_status prepare_call(const strata_kernel_call* c, opslib_operands* 
   if (c == NULL || c->struct_size < STRATA_KERNEL_CALL_MIN_SIZE) return STRATA_ERROR_INVALID_ARGUMENT;
   info = (const opslib_kernel_info*)c->user_data;
   if (info != &g_fill && info != &g_copy && info != &g_cube && info != &g_cube_bw && info != &g_scale &&
-      info != &g_bad_rule && info != &g_cpu_cube && info != &g_cpu_cube_bw && info != &g_cpu_scale) {
+      info != &g_bad_rule && info != &g_cpu_cube && info != &g_cpu_cube_bw && info != &g_cpu_scale &&
+      info != &g_misfit && info != &g_cpu_misfit) {
     return tpc_fail(c->error, STRATA_ERROR_INTERNAL, OPSLIB_NAME ": %s: user_data %p is none of this plugin's entries",
                     c->op != NULL ? c->op : "(null)", c->user_data);
   }
@@ -511,11 +521,12 @@ ENTRY(kCubeBwF64, OPSLIB_OP_CUBE_BACKWARD, OPSLIB_OP_VERSION, "f64,f64->f64", k_
 ENTRY(kScaleF32, OPSLIB_OP_SCALE, OPSLIB_OP_VERSION, "f32->f32", k_elementwise, &g_scale);
 ENTRY(kScaleF64, OPSLIB_OP_SCALE, OPSLIB_OP_VERSION, "f64->f64", k_elementwise, &g_scale);
 ENTRY(kBadRuleF64, OPSLIB_OP_SCALE_BAD_RULE, OPSLIB_OP_VERSION, "f64->f64", k_elementwise, &g_bad_rule);
+ENTRY(kMisfitF32, OPSLIB_OP_MISFIT, OPSLIB_OP_VERSION, "f32->f32", k_elementwise, &g_misfit);
 
 static const strata_kernel_entry* const kEntries[] = {&kFillF32, &kFillF64,  &kFillI64,   &kFillBool, &kCopyF32,
                                                       &kCopyF64, &kCopyI64,  &kCopyBool,  &kCubeF32,  &kCubeF64,
                                                       &kCubeBwF32, &kCubeBwF64, &kScaleF32, &kScaleF64,
-                                                      &kBadRuleF64};
+                                                      &kBadRuleF64, &kMisfitF32};
 
 /* The CPU plugin's devices (host->register_kernels). */
 ENTRY(kCpuCubeF32, OPSLIB_OP_CUBE, OPSLIB_OP_VERSION, "f32->f32", k_elementwise, &g_cpu_cube);
@@ -524,9 +535,11 @@ ENTRY(kCpuCubeBwF32, OPSLIB_OP_CUBE_BACKWARD, OPSLIB_OP_VERSION, "f32,f32->f32",
 ENTRY(kCpuCubeBwF64, OPSLIB_OP_CUBE_BACKWARD, OPSLIB_OP_VERSION, "f64,f64->f64", k_elementwise, &g_cpu_cube_bw);
 ENTRY(kCpuScaleF32, OPSLIB_OP_SCALE, OPSLIB_OP_VERSION, "f32->f32", k_elementwise, &g_cpu_scale);
 ENTRY(kCpuScaleF64, OPSLIB_OP_SCALE, OPSLIB_OP_VERSION, "f64->f64", k_elementwise, &g_cpu_scale);
+ENTRY(kCpuMisfitF32, OPSLIB_OP_MISFIT, OPSLIB_OP_VERSION, "f32->f32", k_elementwise, &g_cpu_misfit);
 
 static const strata_kernel_entry* const kCpuEntries[] = {&kCpuCubeF32,   &kCpuCubeF64,  &kCpuCubeBwF32,
-                                                         &kCpuCubeBwF64, &kCpuScaleF32, &kCpuScaleF64};
+                                                         &kCpuCubeBwF64, &kCpuScaleF32, &kCpuScaleF64,
+                                                         &kCpuMisfitF32};
 
 static strata_status opslib_get_kernels(strata_device_args* args) {
   strata_status st = device_args_ok(args, "get_kernels");
@@ -752,6 +765,41 @@ static strata_status scale_bad_rule_vjp(strata_derivative_args* d) {
   return call1(d, OPSLIB_OP_SCALE, seed(d, 0), NULL, &cut, &d->results[0]);
 }
 
+/* misfit's VJP: the seed summed over dim 0 (kept as size 1); for an input
+ * of more than one row the gradient does not have the input's shape, and
+ * the host must refuse it. */
+static strata_status misfit_vjp(strata_derivative_args* d) {
+  static const int64_t kDim0[] = {0};
+  strata_attr dims;
+  strata_status st = derivative_args_ok(d, 1);
+  if (st != STRATA_OK) return st;
+  d->results[0] = NULL;
+  if (seed(d, 0) == NULL || !needed(d, 0)) return STRATA_OK;
+  memset(&dims, 0, sizeof(dims));
+  dims.struct_size = sizeof(dims);
+  dims.name = "dims";
+  dims.kind = STRATA_ATTR_INTS;
+  dims.ints = kDim0;
+  dims.count = 1;
+  return call1(d, STRATA_OP_SUM, seed(d, 0), NULL, &dims, &d->results[0]);
+}
+
+/* misfit's JVP: the tangent cast to f64, for an f32 output: the host must
+ * refuse the dtype. */
+static strata_status misfit_jvp(strata_derivative_args* d) {
+  strata_attr dtype;
+  strata_status st = derivative_args_ok(d, 1);
+  if (st != STRATA_OK) return st;
+  d->results[0] = NULL;
+  if (seed(d, 0) == NULL) return STRATA_OK;
+  memset(&dtype, 0, sizeof(dtype));
+  dtype.struct_size = sizeof(dtype);
+  dtype.name = "dtype";
+  dtype.kind = STRATA_ATTR_DTYPE;
+  dtype.i = STRATA_F64;
+  return call1(d, STRATA_OP_CAST, seed(d, 0), NULL, &dtype, &d->results[0]);
+}
+
 /* ---- registration ----------------------------------------------------------------------- */
 
 static const strata_attr_schema kAttrA = {sizeof(strata_attr_schema), "a", STRATA_ATTR_FLOAT, 1};
@@ -815,43 +863,50 @@ static const strata_op_schema kScaleBadRuleSchema = {
     .user_data = NULL,
     .doc = "y = s * x, whose VJP passes call_op a short attribute (test of the host's refusal)"};
 
-/* An op in the CPU plugin's namespace: the host must refuse it. */
-static const strata_op_schema kEvilSchema = {
+static const strata_op_schema kMisfitSchema = {
     .struct_size = sizeof(strata_op_schema),
-    .name = "cpu::evil",
-    .version = 1,
+    .name = OPSLIB_OP_MISFIT,
+    .version = OPSLIB_OP_VERSION,
     .n_inputs = 1,
     .n_outputs = 1,
-    .attrs = NULL,
-    .n_attrs = 0,
+    .attrs = kAttrsS,
+    .n_attrs = 1,
     .infer = infer_unary,
-    .vjp = NULL,
-    .jvp = NULL,
+    .vjp = misfit_vjp,
+    .jvp = misfit_jvp,
     .user_data = NULL,
-    .doc = "must never be defined"};
+    .doc = "y = s * x, whose VJP and JVP return results that do not fit (test of the host's checks)"};
+
+/* Schemas the host must refuse (the plugin carries on after each): all
+ * unary, without rules. */
+#define REFUSED_SCHEMA(var_, name_, attrs_, n_attrs_)                                                              \
+  static const strata_op_schema var_ = {.struct_size = sizeof(strata_op_schema), .name = (name_), .version = 1,    \
+                                        .n_inputs = 1, .n_outputs = 1, .attrs = (attrs_), .n_attrs = (n_attrs_),   \
+                                        .infer = infer_unary, .vjp = NULL, .jvp = NULL, .user_data = NULL,         \
+                                        .doc = "must never be defined"}
+
+/* An op in the CPU plugin's namespace. */
+REFUSED_SCHEMA(kEvilSchema, "cpu::evil", NULL, 0);
 
 /* An op whose one attribute schema is cut below STRATA_ATTR_SCHEMA_MIN_SIZE
- * (a writer that forgot `required`): the host must refuse the op. */
+ * (a writer that forgot `required`). */
 static const strata_attr_schema kShortAttr = {
     .struct_size = STRATA_SIZE_UP_TO(strata_attr_schema, kind), .name = "s", .kind = STRATA_ATTR_FLOAT, .required = 1};
 static const strata_attr_schema* const kShortAttrs[] = {&kShortAttr};
-static const strata_op_schema kShortAttrSchema = {
-    .struct_size = sizeof(strata_op_schema),
-    .name = OPSLIB_NAME "::short_attr",
-    .version = 1,
-    .n_inputs = 1,
-    .n_outputs = 1,
-    .attrs = kShortAttrs,
-    .n_attrs = 1,
-    .infer = infer_unary,
-    .vjp = NULL,
-    .jvp = NULL,
-    .user_data = NULL,
-    .doc = "must never be defined"};
+REFUSED_SCHEMA(kShortAttrSchema, OPSLIB_NAME "::short_attr", kShortAttrs, 1);
+
+/* Two attributes of one name, and an attribute kind the ABI does not define. */
+static const strata_attr_schema* const kTwiceAttrs[] = {&kAttrS, &kAttrS};
+REFUSED_SCHEMA(kTwiceAttrSchema, OPSLIB_NAME "::twice_attr", kTwiceAttrs, 2);
+static const strata_attr_schema kAlienKindAttr = {sizeof(strata_attr_schema), "s", (strata_attr_kind)99, 1};
+static const strata_attr_schema* const kAlienKindAttrs[] = {&kAlienKindAttr};
+REFUSED_SCHEMA(kAlienKindSchema, OPSLIB_NAME "::alien_kind", kAlienKindAttrs, 1);
 
 static strata_status register_ops(const strata_host_api* host, strata_error* error) {
   static const strata_op_schema* const kOps[] = {&kCubeSchema, &kCubeBackwardSchema, &kScaleSchema,
-                                                  &kScaleBadRuleSchema};
+                                                  &kScaleBadRuleSchema, &kMisfitSchema};
+  static const strata_op_schema* const kRefused[] = {&kEvilSchema, &kCubeSchema, &kShortAttrSchema, &kTwiceAttrSchema,
+                                                      &kAlienKindSchema};
   strata_kernel_registration reg;
   strata_error refusal;
   strata_status st;
@@ -860,27 +915,17 @@ static strata_status register_ops(const strata_host_api* host, strata_error* err
     st = host->register_op(kOps[k], error);
     if (st != STRATA_OK) return st; /* the host wrote why */
   }
-  /* Refusals the host must make; the plugin carries on after each. */
-  memset(&refusal, 0, sizeof(refusal));
-  refusal.struct_size = sizeof(refusal);
-  if (host->register_op(&kEvilSchema, &refusal) == STRATA_OK) {
-    opslib_log(STRATA_LOG_ERROR, "the host accepted an op in another plugin's namespace (cpu::evil)");
-  } else {
-    opslib_log(STRATA_LOG_DEBUG, refusal.message);
-  }
-  memset(&refusal, 0, sizeof(refusal));
-  refusal.struct_size = sizeof(refusal);
-  if (host->register_op(&kCubeSchema, &refusal) == STRATA_OK) {
-    opslib_log(STRATA_LOG_ERROR, "the host accepted " OPSLIB_OP_CUBE " twice");
-  } else {
-    opslib_log(STRATA_LOG_DEBUG, refusal.message);
-  }
-  memset(&refusal, 0, sizeof(refusal));
-  refusal.struct_size = sizeof(refusal);
-  if (host->register_op(&kShortAttrSchema, &refusal) == STRATA_OK) {
-    opslib_log(STRATA_LOG_ERROR, "the host accepted an attribute schema below its minimum size");
-  } else {
-    opslib_log(STRATA_LOG_DEBUG, refusal.message);
+  /* Refusals the host must make (a second registration of cube among them);
+   * the plugin carries on after each. */
+  for (k = 0; k < sizeof(kRefused) / sizeof(kRefused[0]); ++k) {
+    memset(&refusal, 0, sizeof(refusal));
+    refusal.struct_size = sizeof(refusal);
+    if (host->register_op(kRefused[k], &refusal) == STRATA_OK) {
+      opslib_log(STRATA_LOG_ERROR, "the host accepted a schema it must refuse:");
+      opslib_log(STRATA_LOG_ERROR, kRefused[k]->name);
+    } else {
+      opslib_log(STRATA_LOG_DEBUG, refusal.message);
+    }
   }
   /* Kernels for the CPU plugin's devices. */
   memset(&reg, 0, sizeof(reg));

@@ -1,5 +1,5 @@
 /*
- * strata_plugin.h — the Strata plugin ABI, version 2.0.
+ * strata_plugin.h — the Strata plugin ABI, version 2.1.
  *
  * This C99 header is the whole contract between the Strata core ("the host")
  * and a backend plugin. A plugin is a shared library named
@@ -171,6 +171,24 @@
  * handed whole to the plugin), strata.collectives (all-reduce, broadcast,
  * all-gather for data-parallel training). Vendors name theirs
  * "<vendor>.<name>".
+ *
+ * 10. Probing in a child process, and what decides its answer
+ * -----------------------------------------------------------
+ * The host runs a plugin's entry, probe, init, device_props, get_kernels and
+ * shutdown first in a short-lived child process, and lets it into its own
+ * only when the child came back well (a crash or hang is refused with the
+ * reason). A good answer is cached, keyed by the file (identity and GNU
+ * build id), the plugin's options, the probe timeout and the host's version,
+ * and by the environment: the variables the table's `probe_environment`
+ * lists (ABI 2.1; NULL-terminated names, a trailing '*' matching a prefix:
+ * {"STRATA_NUM_THREADS", "OMP_*", NULL}) plus LD_LIBRARY_PATH and
+ * LD_PRELOAD. List every variable your plugin, its driver and the libraries
+ * it loads read while probing and initialising; when any of them changes
+ * the host probes again in a child. A table without the field (ABI 2.0), or
+ * with it NULL, makes the whole environment part of the key but for the
+ * shell's own bookkeeping (PWD, SHLVL, ...): always safe, cached less often.
+ * An empty list ({NULL}) declares that nothing in the environment matters.
+ * Refusals are never cached.
  */
 #ifndef STRATA_PLUGIN_H
 #define STRATA_PLUGIN_H
@@ -183,7 +201,7 @@ extern "C" {
 #endif
 
 #define STRATA_ABI_MAJOR 2
-#define STRATA_ABI_MINOR 0
+#define STRATA_ABI_MINOR 1
 
 /** The one symbol each plugin exports (type: strata_plugin_entry_fn). */
 #define STRATA_PLUGIN_ENTRY_SYMBOL "strata_plugin_entry"
@@ -909,6 +927,12 @@ typedef struct strata_plugin_api {
 
   /** Optional capabilities (NULL when none). */
   const strata_extension* extensions;
+
+  /* -- ABI 2.1. ------------------------------------------------------------ */
+  /** Optional. The environment variables that decide what probe and init do
+   *  (section 10): NULL-terminated names, "PREFIX_*" for a prefix. NULL: the
+   *  host counts the whole environment. Must live as long as the table. */
+  const char* const* probe_environment;
 } strata_plugin_api;
 #define STRATA_PLUGIN_API_MIN_SIZE STRATA_SIZE_UP_TO(strata_plugin_api, copy)
 

@@ -1,6 +1,8 @@
 /*
  * TEST COPY — tests/plugins/compat/future: the 2.0 header as a hypothetical
- * future minor, ABI 2.7, would look. Only the test plugin "minifuture" is
+ * future minor, ABI 2.7, would look (with 2.1's one addition,
+ * strata_plugin_api.probe_environment, in its place: a minor keeps every
+ * field of the minors before it). Only the test plugin "minifuture" is
  * built against it (placed first on its include path). Changes from 2.0,
  * all marked "ABI 2.7 (test header)":
  *  - STRATA_ABI_MINOR 7;
@@ -862,6 +864,8 @@ typedef struct strata_plugin_api {
 
   /** Optional capabilities (NULL when none). */
   const strata_extension* extensions;
+  /* ABI 2.1: what the future minor keeps of the minors before it. */
+  const char* const* probe_environment;
   /* -- ABI 2.7 (test header): appended by a future minor. ------------- */
   uint64_t future_a;
   void* future_b;
