@@ -713,6 +713,12 @@ std::unique_ptr<ProcessGroup> make_group(const Options& options) {
   }
   bool check = options.check_consistency;
   if (const char* c = std::getenv("STRATA_DIST_CHECK"); c && *c) check = std::string(c) != "0";
+  std::string token = !options.job_token.empty() ? options.job_token : env_or("STRATA_JOB_TOKEN", "");
+  if (token.size() > detail::wire::kMaxTokenBytes)
+    throw DistributedError("init_process_group: the job token (" +
+                           std::string(options.job_token.empty() ? "STRATA_JOB_TOKEN" : "Options::job_token") +
+                           ") has " + std::to_string(token.size()) + " bytes; at most " +
+                           std::to_string(detail::wire::kMaxTokenBytes));
 
   impl->rank = rank;
   impl->size = world;
@@ -720,19 +726,20 @@ std::unique_ptr<ProcessGroup> make_group(const Options& options) {
   impl->check = check;
   std::string who = "init_process_group on " + impl->who();
 
-  // The store.
+  // The store: rank 0 serves it on the master address itself, to at most
+  // one connection per rank and a few spares.
   if (!options.file_store.empty()) {
     impl->store = std::make_unique<detail::FileRendezvousStore>(options.file_store, timeout);
   } else {
     if (rank == 0) {
       try {
-        // The wildcard address, so that peers on other hosts reach it.
-        impl->server = std::make_unique<detail::TcpStoreServer>("", port);
+        impl->server = std::make_unique<detail::TcpStoreServer>(
+            detail::TcpStoreServer::Options{addr, port, token, timeout, static_cast<size_t>(world) + 32});
       } catch (const DistributedError& e) {
         throw DistributedError(who + ": " + e.what());
       }
     }
-    impl->store = std::make_unique<detail::TcpStoreClient>(addr, port, timeout, who);
+    impl->store = std::make_unique<detail::TcpStoreClient>(addr, port, timeout, who, token);
   }
   impl->store_where = impl->store->describe();
 

@@ -18,6 +18,7 @@
 #include <csignal>
 #include <cstdlib>
 #include <cstring>
+#include <fstream>
 #include <functional>
 #include <iostream>
 #include <string>
@@ -167,9 +168,7 @@ int collectives() {
 }
 
 // Collectives run in issue order: several issued, then waited in reverse.
-int async_order() {
-  dist::init_process_group(options());
-  auto& pg = dist::group();
+void check_async_order(dist::ProcessGroup& pg) {
   const int r = pg.rank(), n = pg.size();
   Tensor t = make(DType::f32, {1000}, [&](int64_t i) { return r + 1.0 + static_cast<double>(i % 3); });
   std::vector<dist::Work> works;
@@ -193,6 +192,11 @@ int async_order() {
                   [&](int64_t i) { return n * (k * 10.0 + static_cast<double>(i)) + n * (n - 1) / 2.0; });
   dist::Work done;
   if (!done.completed()) fail("a default Work is not completed");
+}
+
+int async_order() {
+  dist::init_process_group(options());
+  check_async_order(dist::group());
   dist::destroy_process_group();
   return failures ? 1 : 0;
 }
@@ -266,6 +270,31 @@ int peer_dies() {
   // noticed the loss later can still ask the store who is gone.
   if (pg.rank() == 0) std::this_thread::sleep_for(std::chrono::milliseconds(1500));
   dist::destroy_process_group();
+  return failures ? 1 : 0;
+}
+
+/// Waits until `path` exists (a test's signal), up to 30 s.
+bool await_file(const std::string& path) {
+  auto end = std::chrono::steady_clock::now() + std::chrono::seconds(30);
+  while (::access(path.c_str(), F_OK) != 0) {
+    if (std::chrono::steady_clock::now() > end) return false;
+    std::this_thread::sleep_for(std::chrono::milliseconds(10));
+  }
+  return true;
+}
+
+// Joins, waits for the test's go (DIST_TEST_GO, a file it creates once the
+// strangers it sent to the store have been refused), then trains: the
+// collectives of async_order.
+int after_strangers() {
+  dist::init_process_group(options());
+  if (!await_file(std::getenv("DIST_TEST_GO"))) fail("no go from the test");
+  check_async_order(dist::group());
+  dist::destroy_process_group();
+  // The most memory this process held (the strangers must not have cost any).
+  std::ifstream status("/proc/self/status");
+  for (std::string line; std::getline(status, line);)
+    if (line.rfind("VmHWM:", 0) == 0) std::cout << "peak_rss_kb=" << std::stol(line.substr(6)) << std::endl;
   return failures ? 1 : 0;
 }
 
@@ -429,6 +458,7 @@ int main(int argc, char** argv) {
     if (scenario == "peer_stalls") return peer_stalls();
     if (scenario == "launch_probe") return launch_probe();
     if (scenario == "device_collectives") return device_collectives();
+    if (scenario == "after_strangers") return after_strangers();
   } catch (const std::exception& e) {
     std::cerr << "FAIL: uncaught " << e.what() << std::endl;
     return 1;

@@ -227,6 +227,36 @@ TEST(Launch, ARankKilledBySignalGives128PlusSignal) {
   EXPECT_TRUE(contains(r[0].output, "strata launch: rank 1 was killed by signal 9")) << r[0].output;
 }
 
+/// The job tokens the ranks of a launch printed ("[rank k] token=...").
+std::vector<std::string> tokens(const std::string& output) {
+  std::vector<std::string> out;
+  for (size_t at = output.find("] token="); at != std::string::npos; at = output.find("] token=", at + 1))
+    out.push_back(output.substr(at + 8, output.find('\n', at) - at - 8));
+  return out;
+}
+
+bool is_hex_token(const std::string& t) {
+  return t.size() == 32 && t.find_first_not_of("0123456789abcdef") == std::string::npos;
+}
+
+// Every rank of a run gets the run's job token (128 random bits, in hex);
+// another run gets another; a token launch is given is passed on.
+TEST(Launch, EveryRankGetsTheRunsJobToken) {
+  const std::vector<std::string> echo{"-n", "2", "/bin/sh", "-c", "echo token=$STRATA_JOB_TOKEN"};
+  auto first = launch(echo);
+  auto second = launch(echo);
+  ASSERT_EQ(first[0].status, 0) << first[0].output;
+  auto a = tokens(first[0].output), b = tokens(second[0].output);
+  ASSERT_EQ(a.size(), 2u) << first[0].output;
+  ASSERT_EQ(b.size(), 2u) << second[0].output;
+  EXPECT_TRUE(is_hex_token(a[0])) << a[0];
+  EXPECT_EQ(a[0], a[1]);
+  EXPECT_EQ(b[0], b[1]);
+  EXPECT_NE(a[0], b[0]);
+  auto given = launch(echo, {{"STRATA_JOB_TOKEN", "ours"}});
+  EXPECT_EQ(tokens(given[0].output), (std::vector<std::string>{"ours", "ours"})) << given[0].output;
+}
+
 TEST(Launch, AMissingProgramIsAClearError) {
   auto r = launch({"-n", "2", "/nonexistent/program", "x"});
   EXPECT_EQ(r[0].status, 127) << r[0].output;
@@ -298,11 +328,17 @@ TEST(Launch, HostsCarryTheStrataEnvironmentAndTheDirectory) {
   // in launch's working directory; other variables stay behind.
   auto r = launch(hosts_launch("127.0.0.1,localhost", std::to_string(free_port()),
                                {"/bin/sh", "-c", "echo \"mark=$STRATA_TEST_MARK omp=$OMP_NUM_THREADS "
-                                                 "other=$DIST_TEST_OTHER cwd=$(pwd)\""}),
+                                                 "other=$DIST_TEST_OTHER cwd=$(pwd)\"; echo token=$STRATA_JOB_TOKEN"}),
                   {{"STRATA_TEST_MARK", "it's here"}, {"OMP_NUM_THREADS", "3"}, {"DIST_TEST_OTHER", "x"}});
   ASSERT_EQ(r[0].status, 0) << r[0].output;
   const std::string cwd = std::filesystem::current_path().string();
   EXPECT_TRUE(contains(r[0].output, "[rank 3] mark=it's here omp=3 other= cwd=" + cwd)) << r[0].output;
+  // One job token for the ranks of every node (passed on the remote shell's
+  // standard input, not its command line).
+  auto t = tokens(r[0].output);
+  ASSERT_EQ(t.size(), 4u) << r[0].output;
+  EXPECT_TRUE(is_hex_token(t[0])) << r[0].output;
+  for (const auto& k : t) EXPECT_EQ(k, t[0]) << r[0].output;
 }
 
 TEST(Launch, HostsAFailingNodeEndsTheOthersWithItsStatus) {

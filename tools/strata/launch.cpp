@@ -4,8 +4,12 @@
 // shell (`--launcher`, default ssh), node k on host k, and supervises them
 // as it supervises local ranks ("Multi-host").
 //
-// Each rank gets STRATA_RANK, STRATA_WORLD_SIZE, STRATA_MASTER_ADDR=127.0.0.1
-// and STRATA_MASTER_PORT (the given port, else a free one the kernel picks).
+// Each rank gets STRATA_RANK, STRATA_WORLD_SIZE, STRATA_MASTER_ADDR=127.0.0.1,
+// STRATA_MASTER_PORT (the given port, else a free one the kernel picks) and
+// STRATA_JOB_TOKEN, the secret rank 0's store asks of every connection: 128
+// random bits per run, or launch's own STRATA_JOB_TOKEN when it has one
+// (--hosts hands its token to every node that way, on the remote shell's
+// standard input rather than its command line).
 // Several nodes: run launch once per node with --nnodes K --node-rank R
 // --master-addr A --master-port P; node R starts ranks R*N .. R*N+N-1 of a
 // world of K*N, all meeting at rank 0's TCP store on A:P (node 0).
@@ -37,6 +41,7 @@
 #include <cstdlib>
 #include <cstring>
 #include <filesystem>
+#include <fstream>
 #include <iostream>
 #include <string>
 #include <vector>
@@ -66,6 +71,21 @@ int free_port() {
   return port;
 }
 
+/// A fresh job token: 128 bits from /dev/urandom in hex; "" when it
+/// cannot be read.
+std::string random_token() {
+  std::ifstream in("/dev/urandom", std::ios::binary);
+  unsigned char raw[16];
+  if (!in.read(reinterpret_cast<char*>(raw), sizeof raw)) return "";
+  static const char* digits = "0123456789abcdef";
+  std::string hex;
+  for (unsigned char b : raw) {
+    hex += digits[b >> 4];
+    hex += digits[b & 15];
+  }
+  return hex;
+}
+
 struct Stream {
   int fd = -1;
   std::string pending;  // a partial line
@@ -79,6 +99,7 @@ struct ChildSpec {
   std::vector<std::pair<std::string, std::string>> env;  // set in the child
   std::string prefix;                                     // before each output line
   std::string name;                                       // in messages: "rank 3", "node 1 (hostb)"
+  std::string input;  // non-empty: the child's standard input, then end of file
 };
 
 struct Child {
@@ -137,8 +158,9 @@ int supervise(const std::vector<ChildSpec>& specs, const std::string& what) {
     std::vector<char*> argv;
     for (const auto& a : spec.argv) argv.push_back(const_cast<char*>(a.c_str()));
     argv.push_back(nullptr);
-    int out[2], err[2], exec_err[2];
-    if (::pipe2(out, O_CLOEXEC) || ::pipe2(err, O_CLOEXEC) || ::pipe2(exec_err, O_CLOEXEC)) {
+    int out[2], err[2], exec_err[2], in[2] = {-1, -1};
+    if (::pipe2(out, O_CLOEXEC) || ::pipe2(err, O_CLOEXEC) || ::pipe2(exec_err, O_CLOEXEC) ||
+        (!spec.input.empty() && ::pipe2(in, O_CLOEXEC))) {
       std::cerr << "strata launch: pipe: " << std::strerror(errno) << "\n";
       signal_all(children, SIGKILL);
       return kFailure;
@@ -154,6 +176,7 @@ int supervise(const std::vector<ChildSpec>& specs, const std::string& what) {
       for (int sig : {SIGINT, SIGTERM, SIGHUP}) ::signal(sig, SIG_DFL);
       ::dup2(out[1], STDOUT_FILENO);
       ::dup2(err[1], STDERR_FILENO);
+      if (in[0] >= 0) ::dup2(in[0], STDIN_FILENO);
       for (const auto& [name, value] : spec.env) ::setenv(name.c_str(), value.c_str(), 1);
       ::execvp(argv[0], argv.data());
       int e = errno;
@@ -164,6 +187,18 @@ int supervise(const std::vector<ChildSpec>& specs, const std::string& what) {
     ::close(out[1]);
     ::close(err[1]);
     ::close(exec_err[1]);
+    if (in[0] >= 0) {
+      // A line or two: fits the pipe's buffer, so the write does not block.
+      // The child may be gone already (a launcher that failed): SIGPIPE is
+      // ignored for the write, whose failure the child's status tells.
+      ::close(in[0]);
+      struct sigaction ignore{}, previous{};
+      ignore.sa_handler = SIG_IGN;
+      ::sigaction(SIGPIPE, &ignore, &previous);
+      [[maybe_unused]] ssize_t w = ::write(in[1], spec.input.data(), spec.input.size());
+      ::sigaction(SIGPIPE, &previous, nullptr);
+      ::close(in[1]);
+    }
     int e = 0;
     ssize_t got;
     do {
@@ -255,6 +290,17 @@ int supervise(const std::vector<ChildSpec>& specs, const std::string& what) {
   return kOk;
 }
 
+/// The job token for the ranks: launch's own STRATA_JOB_TOKEN, else a fresh
+/// random one when `fresh` (else ""). Sets `error` when /dev/urandom fails.
+std::string job_token(bool fresh, std::string& error) {
+  const char* given = std::getenv("STRATA_JOB_TOKEN");
+  if (given && *given) return given;
+  if (!fresh) return "";
+  std::string token = random_token();
+  if (token.empty()) error = std::string("cannot read /dev/urandom for the job token: ") + std::strerror(errno);
+  return token;
+}
+
 /// `word` quoted for a POSIX shell.
 std::string shell_quote(const std::string& word) {
   std::string q = "'";
@@ -305,6 +351,12 @@ int run_hosts(const LaunchOptions& options) {
     std::cerr << "strata launch: --master-port " << port << " is not in 1..65535\n";
     return kBadInput;
   }
+  std::string error;
+  const std::string token = job_token(true, error);
+  if (token.empty()) {
+    std::cerr << "strata launch: " << error << "\n";
+    return kFailure;
+  }
   const std::string master = options.master_addr.empty() ? hosts[0] : options.master_addr;
   std::error_code ec;
   const std::string self = std::filesystem::read_symlink("/proc/self/exe", ec).string();
@@ -317,13 +369,16 @@ int run_hosts(const LaunchOptions& options) {
   for (char** e = environ; *e; ++e) {
     std::string kv = *e;
     std::string name = kv.substr(0, kv.find('='));
+    // The token travels on standard input: a command line is visible to
+    // every user of the remote host.
     bool strata = name.rfind("STRATA_", 0) == 0 && name != "STRATA_RANK" && name != "STRATA_WORLD_SIZE" &&
-                  name != "STRATA_MASTER_ADDR" && name != "STRATA_MASTER_PORT";
+                  name != "STRATA_MASTER_ADDR" && name != "STRATA_MASTER_PORT" && name != "STRATA_JOB_TOKEN";
     if (strata || name == "OMP_NUM_THREADS") env += " " + shell_quote(kv);
   }
   std::vector<ChildSpec> specs;
   for (size_t k = 0; k < hosts.size(); ++k) {
-    std::string remote = "cd " + shell_quote(cwd) + " && exec " + env + " " + shell_quote(self) + " launch -n " +
+    std::string remote = "IFS= read -r STRATA_JOB_TOKEN && export STRATA_JOB_TOKEN && cd " + shell_quote(cwd) +
+                         " && exec " + env + " " + shell_quote(self) + " launch -n " +
                          std::to_string(options.nprocs) + " --nnodes " + std::to_string(hosts.size()) +
                          " --node-rank " + std::to_string(k) + " --master-addr " + shell_quote(master) +
                          " --master-port " + std::to_string(port);
@@ -333,6 +388,7 @@ int run_hosts(const LaunchOptions& options) {
     spec.argv.push_back(hosts[k]);
     spec.argv.push_back(remote);
     spec.name = "node " + std::to_string(k) + " (" + hosts[k] + ")";
+    spec.input = token + "\n";
     specs.push_back(std::move(spec));
   }
   std::cerr << "strata launch: " << hosts.size() << " nodes x " << options.nprocs << " ranks, rank 0's store at "
@@ -376,6 +432,17 @@ int run_launch(const LaunchOptions& options) {
     std::cerr << "strata launch: --master-port " << port << " is not in 1..65535\n";
     return kBadInput;
   }
+  // Several nodes each run a launch: a token made here would be this
+  // node's alone, so it must come from outside (--hosts passes its own).
+  std::string error;
+  const std::string token = job_token(options.nnodes == 1, error);
+  if (!error.empty()) {
+    std::cerr << "strata launch: " << error << "\n";
+    return kFailure;
+  }
+  if (token.empty())
+    std::cerr << "strata launch: STRATA_JOB_TOKEN is not set: rank 0's store admits any process that speaks its "
+                 "protocol; set the same secret on every node (e.g. STRATA_JOB_TOKEN=$(openssl rand -hex 16))\n";
 
   const bool one_thread_each = options.nprocs > 1 && std::getenv("OMP_NUM_THREADS") == nullptr;
   if (one_thread_each) {
@@ -390,6 +457,7 @@ int run_launch(const LaunchOptions& options) {
                 {"STRATA_WORLD_SIZE", std::to_string(world)},
                 {"STRATA_MASTER_ADDR", master_addr},
                 {"STRATA_MASTER_PORT", std::to_string(port)}};
+    if (!token.empty()) spec.env.emplace_back("STRATA_JOB_TOKEN", token);
     if (one_thread_each) spec.env.emplace_back("OMP_NUM_THREADS", "1");
     spec.prefix = "[rank " + std::to_string(first_rank + k) + "] ";
     spec.name = "rank " + std::to_string(first_rank + k);

@@ -48,8 +48,16 @@ class DistributedError : public strata::Error {
 struct Options {
   int rank = -1;            // -1: STRATA_RANK
   int world_size = -1;      // -1: STRATA_WORLD_SIZE
+  /// Where rank 0 serves the TCP store, and the one address it listens on
+  /// (so a loopback master is reachable from this host only).
   std::string master_addr;  // "": STRATA_MASTER_ADDR, default "127.0.0.1"
   int master_port = -1;     // -1: STRATA_MASTER_PORT, default 29500
+  /// The job's secret: every rank must present it to rank 0's TCP store,
+  /// which refuses connections without it. `strata launch` sets a fresh
+  /// random one per run. Empty (and no STRATA_JOB_TOKEN): the store admits
+  /// any process that speaks its protocol (docs/distributed.md, "The TCP
+  /// store"). At most 256 bytes.
+  std::string job_token;  // "": STRATA_JOB_TOKEN
   /// Non-empty: rendezvous through files in this directory (ranks on one
   /// host, or a shared file system), no TCP store. The directory must exist
   /// and be empty of an earlier run's files.
