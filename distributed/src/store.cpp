@@ -11,12 +11,14 @@
 #include <gloo/common/error.h>
 #include <gloo/rendezvous/file_store.h>
 
+#include <fcntl.h>
 #include <netinet/in.h>
 #include <netinet/tcp.h>
 #include <poll.h>
 #include <sys/socket.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <cstring>
 
@@ -153,10 +155,20 @@ void TcpStoreServer::serve(Connection& c) {
       if (net::write_frame(fd, reply, net::Clock::now() + options_.io_timeout) != net::Io::ok || !keep) break;
     }
   }  // the session ends here: the keys it owned are gone before the connection closes
-  std::lock_guard lock(mu_);
-  ::close(fd);
-  c.fd = -1;
-  c.done = true;
+  {
+    std::lock_guard lock(mu_);
+    ::close(fd);
+    c.fd = -1;
+    c.done = true;
+  }
+  ended_.notify_all();
+}
+
+void TcpStoreServer::linger(std::chrono::milliseconds most) {
+  std::unique_lock lock(mu_);
+  ended_.wait_for(lock, most, [this] {
+    return std::all_of(connections_.begin(), connections_.end(), [](const Connection& c) { return c.done.load(); });
+  });
 }
 
 // --- client -----------------------------------------------------------------
@@ -360,6 +372,20 @@ std::vector<bool> FileRendezvousStore::check(const std::vector<std::string>& key
   auto& s = static_cast<OpenFileStore&>(*store_);
   for (const auto& k : keys) out.push_back(s.check({k}));
   return out;
+}
+
+bool FileRendezvousStore::claim(const std::string& key) {
+  std::string name = "claim-" + key;
+  for (char& ch : name)
+    if (ch == '/') ch = '_';
+  std::string file = path_ + "/" + name;
+  int fd = ::open(file.c_str(), O_CREAT | O_EXCL | O_WRONLY | O_CLOEXEC, 0600);
+  if (fd >= 0) {
+    ::close(fd);
+    return true;
+  }
+  if (errno == EEXIST) return false;
+  throw DistributedError("file store " + path_ + ": cannot create " + file + ": " + std::strerror(errno));
 }
 
 std::string FileRendezvousStore::describe() const { return "file store " + path_; }

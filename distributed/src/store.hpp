@@ -33,6 +33,9 @@ class RendezvousStore : public gloo::rendezvous::Store {
   /// that other ranks can tell who is gone. False when the store cannot
   /// (a file store); then nothing is set.
   virtual bool set_owned(const std::string& key, const std::vector<char>& data) { return false; }
+  /// True for the first caller only: the first process to claim `key`
+  /// (a rank number) owns it for the run.
+  virtual bool claim(const std::string& key) = 0;
 };
 
 /// The key-value server rank 0 runs (docs/distributed.md, "The TCP
@@ -57,6 +60,10 @@ class TcpStoreServer {
   TcpStoreServer(const TcpStoreServer&) = delete;
   TcpStoreServer& operator=(const TcpStoreServer&) = delete;
 
+  /// Waits until no connection is open, for at most `most`: rank 0 failing
+  /// its rendezvous keeps serving until the other ranks have read why.
+  void linger(std::chrono::milliseconds most);
+
  private:
   struct Connection {
     int fd = -1;  // closed (and -1) by its thread, under mu_
@@ -75,6 +82,7 @@ class TcpStoreServer {
   std::atomic<bool> stopping_{false};
   StoreState state_;
   std::mutex mu_;                  // guards connections_
+  std::condition_variable ended_;  // a connection ended
   std::list<Connection> connections_;
   std::atomic<int> refusals_{0};
   std::thread acceptor_;
@@ -96,6 +104,7 @@ class TcpStoreClient : public RendezvousStore {
 
   void set(const std::string& key, const std::vector<char>& data) override;
   bool set_owned(const std::string& key, const std::vector<char>& data) override;
+  bool claim(const std::string& key) override { return add(key, 1) == 1; }
   /// Waits (up to the timeout) for the key, then returns its value.
   std::vector<char> get(const std::string& key) override;
   void wait(const std::vector<std::string>& keys) override { wait(keys, timeout_); }
@@ -135,6 +144,8 @@ class FileRendezvousStore : public RendezvousStore {
   void wait(const std::vector<std::string>& keys) override { wait(keys, timeout_); }
   void wait(const std::vector<std::string>& keys, const std::chrono::milliseconds& timeout) override;
   std::vector<bool> check(const std::vector<std::string>& keys) override;
+  /// Creates a file named after `key` in the directory, exclusively.
+  bool claim(const std::string& key) override;
   std::string describe() const override;
 
  private:
@@ -158,6 +169,7 @@ class PrefixedStore : public RendezvousStore {
   bool set_owned(const std::string& key, const std::vector<char>& data) override {
     return base_.set_owned(prefix_ + key, data);
   }
+  bool claim(const std::string& key) override { return base_.claim(prefix_ + key); }
 
  private:
   std::vector<std::string> prefixed(const std::vector<std::string>& keys) const {

@@ -283,6 +283,23 @@ bool await_file(const std::string& path) {
   return true;
 }
 
+// Joins the group, or reports why not (a second process claiming a rank);
+// when joined, runs a collective with the others.
+int join_or_refused() {
+  try {
+    dist::init_process_group(options());
+  } catch (const dist::DistributedError& e) {
+    std::cout << "ERROR: " << e.what() << std::endl;
+    return 0;
+  }
+  auto& pg = dist::group();
+  Tensor t = strata::ones({10}, on_cpu(DType::f32));
+  pg.all_reduce(t).wait();
+  expect_values("all_reduce after a refused duplicate", t, [&](int64_t) { return pg.size(); });
+  dist::destroy_process_group();
+  return failures ? 1 : 0;
+}
+
 // Joins, waits for the test's go (DIST_TEST_GO, a file it creates once the
 // strangers it sent to the store have been refused), then trains: the
 // collectives of async_order.
@@ -458,6 +475,7 @@ int main(int argc, char** argv) {
     if (scenario == "peer_stalls") return peer_stalls();
     if (scenario == "launch_probe") return launch_probe();
     if (scenario == "device_collectives") return device_collectives();
+    if (scenario == "join_or_refused") return join_or_refused();
     if (scenario == "after_strangers") return after_strangers();
   } catch (const std::exception& e) {
     std::cerr << "FAIL: uncaught " << e.what() << std::endl;

@@ -16,6 +16,7 @@
 #include <chrono>
 #include <filesystem>
 #include <string>
+#include <tuple>
 #include <vector>
 
 namespace {
@@ -112,6 +113,43 @@ TEST(Distributed, ADeadRankIsNamedThroughTheStoresLivenessKeys) {
   }
 }
 
+// Ranks started with different world sizes fail at once, naming the sizes,
+// on both sides (they once ended in Gloo's abort); the rank that notices
+// first tells the other through the store.
+TEST(Distributed, RanksWithDifferentWorldSizesAreNamed) {
+  auto start = std::chrono::steady_clock::now();
+  auto results = run_ranks({.world = 2, .scenario = "init_error", .rank_env = {{1, {{"STRATA_WORLD_SIZE", "3"}}}}});
+  expect_all_pass(results);
+  for (const auto& r : results) EXPECT_TRUE(contains(r.output, " was started with a world size of ")) << describe(results);
+  EXPECT_TRUE(contains(results[1].output, "init_process_group on rank 1 of 3: ")) << describe(results);
+  results = run_ranks({.world = 2, .scenario = "init_error", .rank_env = {{0, {{"STRATA_WORLD_SIZE", "3"}}}}});
+  expect_all_pass(results);
+  EXPECT_TRUE(contains(results[1].output, "rank 0 was started with a world size of 3, rank 1 with 2 "
+                                          "(STRATA_WORLD_SIZE or Options::world_size)"))
+      << describe(results);
+  EXPECT_TRUE(contains(results[0].output, "init_process_group on rank 0 of 3: another rank gave up: rank 0 was "
+                                          "started with a world size of 3, rank 1 with 2"))
+      << describe(results);
+  // Nobody waited for the 20 s timeout.
+  EXPECT_LT(std::chrono::steady_clock::now() - start, std::chrono::seconds(15)) << describe(results);
+}
+
+// Two processes given the same rank: the second to claim it is refused
+// with a DistributedError saying so, and the job goes on with the first.
+TEST(Distributed, TwoProcessesClaimingOneRankAreRefusedNotAborted) {
+  for (int run = 0; run < 3; ++run) {
+    auto results = run_ranks({.world = 2, .scenario = "join_or_refused", .rank_env = {{2, {{"STRATA_RANK", "1"}}}},
+                              .ranks_started = 3});
+    expect_all_pass(results);
+    int refused = 0;
+    for (size_t r : {1, 2})
+      refused += contains(results[r].output, "ERROR: init_process_group on rank 1 of 2: another process already "
+                                             "joined as rank 1 at the TCP store at 127.0.0.1:");
+    EXPECT_EQ(refused, 1) << describe(results);
+    EXPECT_FALSE(contains(results[0].output, "ERROR")) << describe(results);
+  }
+}
+
 TEST(Distributed, AStalledPeerTimesOut) {
   auto results = run_ranks({.world = 2, .scenario = "peer_stalls", .env = {{"STRATA_DIST_TIMEOUT_MS", "1500"}}});
   expect_all_pass(results);
@@ -134,14 +172,21 @@ TEST(Distributed, WorldSizeBelowOne) {
 }
 
 TEST(Distributed, MissingEnvironmentIsNamed) {
-  auto results = run_ranks({.world = 2, .scenario = "init_error", .rank_env = {{0, {{"STRATA_WORLD_SIZE", ""}}}},
-                            .ranks_started = 1});
-  expect_all_pass(results);
-  EXPECT_TRUE(contains(results[0].output, "STRATA_WORLD_SIZE is not set")) << describe(results);
-  results = run_ranks({.world = 2, .scenario = "init_error", .rank_env = {{0, {{"STRATA_RANK", "x1"}}}},
-                       .ranks_started = 1});
-  expect_all_pass(results);
-  EXPECT_TRUE(contains(results[0].output, "STRATA_RANK=\"x1\" is not an integer")) << describe(results);
+  // Rank 0 alone, one variable set: the message names it and what is wrong.
+  const std::vector<std::tuple<std::string, std::string, std::string>> cases{
+      {"STRATA_WORLD_SIZE", "", "STRATA_WORLD_SIZE is not set"},
+      {"STRATA_RANK", "x1", "STRATA_RANK=\"x1\" is not an integer"},
+      // A number beyond an int is out of range, not "not an integer".
+      {"STRATA_WORLD_SIZE", "2147483648",
+       "STRATA_WORLD_SIZE=\"2147483648\" is out of range (-2147483648..2147483647)"},
+      {"STRATA_RANK", "-1", "rank -1 (STRATA_RANK) must be >= 0"},
+      {"STRATA_WORLD_SIZE", "2147483647", "world size 2147483647 (STRATA_WORLD_SIZE) is more than 1048576"}};
+  for (const auto& [name, value, message] : cases) {
+    auto results = run_ranks({.world = 2, .scenario = "init_error", .rank_env = {{0, {{name, value}}}},
+                              .ranks_started = 1});
+    expect_all_pass(results);
+    EXPECT_TRUE(contains(results[0].output, message)) << describe(results);
+  }
 }
 
 TEST(Distributed, PortInUseIsNamed) {

@@ -1,6 +1,7 @@
 // The TCP store against hostile and broken peers, with real processes
 // (harness.hpp): strangers on the master port while a job trains, a store
-// that stalls mid-reply, a rank of another job. The test plays the stranger or the broken store itself
+// that stalls mid-reply, a rank of another job, and a "rank" that arrives
+// but never connects. The test plays the stranger or the broken store itself
 // with the store's own wire format (distributed/src/store_wire.hpp).
 #include "harness.hpp"
 
@@ -256,6 +257,38 @@ TEST(Store, ARankWithAnotherJobsTokenIsRefused) {
   EXPECT_TRUE(contains(results[1].output, "refused this rank's job token (STRATA_JOB_TOKEN)")) << describe(results);
   EXPECT_TRUE(contains(results[0].output, "its job token is not this job's")) << describe(results);
   EXPECT_TRUE(contains(results[0].output, "timed out after 1500 ms waiting for rank 1 to arrive")) << describe(results);
+}
+
+// A "rank" that claims rank 1 and arrives but never builds its side of
+// Gloo's mesh (a slow or broken peer): rank 0's connectFullMesh fails, and
+// the half-built Gloo context it leaves must become a DistributedError, not
+// an abort while the group is torn down ("Transport context not set!").
+TEST(Distributed, AFailedMeshIsAnErrorNotAnAbort) {
+  const int port = free_port();
+  bool spoke = false;
+  std::thread fake([&] {
+    int fd = connect_when_up(port);
+    if (fd < 0) return;
+    wire::Bytes storage;
+    auto deadline = Clock::now() + std::chrono::seconds(10);
+    net::write_frame(fd, wire::encode_hello(""), deadline);
+    net::read_frame(fd, wire::kMaxHelloFrame, storage, {deadline, std::chrono::seconds(10), deadline});
+    spoke = request(fd, wire::kAdd, {"strata/default/rank/1", std::string("\x01\0\0\0\0\0\0\0", 8)}, storage) &&
+            request(fd, wire::kSet, {"strata/default/arrived/1", "2\n[127.0.0.1]:1"}, storage);
+    closed_by_peer(fd, std::chrono::seconds(30));  // until rank 0 gives up
+    ::close(fd);
+  });
+  auto results = run_ranks({.world = 2,
+                            .scenario = "init_error",
+                            .env = {{"STRATA_DIST_TIMEOUT_MS", "1500"}, {"STRATA_MASTER_PORT", std::to_string(port)}},
+                            .ranks_started = 1});
+  fake.join();
+  EXPECT_TRUE(spoke);
+  expect_all_pass(results);
+  EXPECT_TRUE(contains(results[0].output, "init_process_group on rank 0 of 2: connecting the ranks: "))
+      << describe(results);
+  EXPECT_TRUE(contains(results[0].output, "\"strata/default/mesh/1\"")) << describe(results);
+  EXPECT_FALSE(contains(results[0].output, "terminate")) << describe(results);
 }
 
 }  // namespace

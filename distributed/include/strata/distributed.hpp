@@ -142,15 +142,19 @@ class ProcessGroup {
 /// Returns once every rank has arrived and every pair of ranks is connected.
 /// Throws DistributedError for bad options (rank >= world size, world size
 /// < 1, a missing or malformed environment variable, named), a port in use,
-/// a store it cannot reach within the timeout, or ranks that never arrive
-/// (named, with the address). Error when already initialised.
+/// a store it cannot reach within the timeout or that refuses the job
+/// token, ranks that never arrive (named, with the address), ranks started
+/// with different world sizes, a rank another process already joined as,
+/// or Gloo failing to connect the ranks. Error when already initialised.
 void init_process_group(const Options& options = {});
 bool is_initialized();
 /// The default group; DistributedError when not initialised.
 ProcessGroup& group();
 /// Waits for the default group's queued collectives (their errors are
 /// dropped: wait on their Work to see them), closes its connections and, on
-/// rank 0, stops the store. A no-op when not initialised.
+/// rank 0, stops the store. A no-op when not initialised. When Gloo fails
+/// to close the connections, the group is destroyed all the same and
+/// DistributedError says what failed.
 void destroy_process_group();
 /// The default group's rank and size; DistributedError when not initialised.
 int rank();
