@@ -45,6 +45,12 @@ Header make_header(Kind kind, const Tensor* t, int64_t arg) {
   return h;
 }
 
+uint32_t layout_tag(const Tensor& t) {
+  size_t element = dtype_size(t.dtype());
+  uint32_t size_code = element >= 8 ? 3 : element >= 4 ? 2 : element >= 2 ? 1 : 0;
+  return 0x80000000u | (size_code << 29) | (static_cast<uint32_t>(t.numel()) & 0x1fffffffu);
+}
+
 namespace {
 
 std::string header_tensor(const Header& h) {
@@ -242,6 +248,13 @@ void ProcessGroup::Impl::guarded(Kind kind, const std::string& what, const std::
       text = prefix(kind) + ": lost " + (peer.empty() ? std::string("a peer") : peer) + " during " + what +
              " (it exited or its connection failed)";
     }
+    // Without the check, tensors of other sizes on the ranks meet here: the
+    // ranks wait on each other until the first times out and closes its
+    // connections (layout_tag).
+    if (!check)
+      text += " (the consistency check is off, STRATA_DIST_CHECK=0: ranks that pass tensors of different sizes or "
+              "element sizes also end here, the first to time out dropping its connections to the others; turn "
+              "the check on to have them named)";
     text += " [Gloo: " + msg + "]";
     broken = text;
     throw DistributedError(text);

@@ -52,6 +52,14 @@ enum LocalError : int64_t {
 
 Header make_header(Kind kind, const Tensor* t, int64_t arg);
 
+/// The Gloo tag of a collective's data, made of its element size and
+/// element count (modulo 2^29). Gloo matches messages by tag, so ranks that
+/// pass tensors of different sizes wait on different slots and time out
+/// instead of sending one rank more bytes than it posted (which Gloo
+/// answers with an assertion on its event-loop thread: an abort). The
+/// consistency check's own exchange uses tag 1, which this never is.
+uint32_t layout_tag(const Tensor& t);
+
 /// Joins the default group (init_process_group; rendezvous.cpp).
 std::unique_ptr<ProcessGroup> make_group(const Options& options);
 

@@ -50,6 +50,7 @@ using detail::Header;
 using detail::Kind;
 using detail::kDevicePath;
 using detail::kBadTensor;
+using detail::layout_tag;
 using detail::make_header;
 
 ProcessGroup::ProcessGroup(std::unique_ptr<Impl> impl) : impl_(std::move(impl)) {}
@@ -148,7 +149,7 @@ Work ProcessGroup::all_reduce(Tensor& t, ReduceOp op) {
         default: opts.setOutput(static_cast<uint16_t*>(data), n); break;
       }
       opts.setReduceFunction(detail::reduce_function(keep.dtype(), op));
-      opts.setTag(0);
+      opts.setTag(layout_tag(keep));
       opts.setTimeout(g.timeout);
       gloo::allreduce(opts);
     });
@@ -183,7 +184,7 @@ Work ProcessGroup::broadcast(Tensor& t, int root) {
       gloo::BroadcastOptions opts(g.context);
       opts.setOutput(static_cast<uint8_t*>(data), bytes);
       opts.setRoot(root);
-      opts.setTag(0);
+      opts.setTag(layout_tag(keep));
       opts.setTimeout(g.timeout);
       gloo::broadcast(opts);
     });
@@ -232,7 +233,7 @@ Work ProcessGroup::all_gather(Tensor& out, const Tensor& in) {
       gloo::AllgatherOptions opts(g.context);
       opts.setInput(static_cast<uint8_t*>(in_data), bytes);
       opts.setOutput(static_cast<uint8_t*>(out_data), bytes * static_cast<size_t>(g.size));
-      opts.setTag(0);
+      opts.setTag(layout_tag(keep_in));
       opts.setTimeout(g.timeout);
       gloo::allgather(opts);
     });
@@ -277,7 +278,7 @@ Work ProcessGroup::reduce_scatter(Tensor& out, const Tensor& in, ReduceOp op) {
         gloo::AlltoallOptions opts(g.context);
         opts.setInput(static_cast<uint8_t*>(in_data), chunk * static_cast<size_t>(g.size));
         opts.setOutput(reinterpret_cast<uint8_t*>(gathered.data()), gathered.size());
-        opts.setTag(0);
+        opts.setTag(layout_tag(keep_in));
         opts.setTimeout(g.timeout);
         gloo::alltoall(opts);
       });

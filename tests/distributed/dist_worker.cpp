@@ -16,6 +16,7 @@
 #include <chrono>
 #include <cmath>
 #include <csignal>
+#include <cstdio>
 #include <cstdlib>
 #include <cstring>
 #include <fstream>
@@ -283,6 +284,33 @@ bool await_file(const std::string& path) {
   return true;
 }
 
+/// Marks this rank done in DIST_TEST_DONE_DIR (a file named after it); with
+/// `wait`, then waits for the marks of every rank of `ranks`: ranks that
+/// must not exit before the others have seen their own error.
+void done_and_wait(int rank, const std::vector<int>& ranks, bool wait) {
+  const std::string dir = std::getenv("DIST_TEST_DONE_DIR");
+  std::fclose(std::fopen((dir + "/" + std::to_string(rank)).c_str(), "w"));
+  if (!wait) return;
+  for (int r : ranks)
+    if (r != rank && !await_file(dir + "/" + std::to_string(r))) fail("rank " + std::to_string(r) + " never finished");
+}
+
+// With the consistency check off (STRATA_DIST_CHECK=0), rank 1 passes a
+// tensor of another dtype (DIST_TEST_MISMATCH=dtype) or size (=numel):
+// every rank must get a DistributedError (a timeout, or the lost connection
+// of the rank that timed out first), not an abort in Gloo.
+int unchecked_mismatch() {
+  dist::init_process_group(options());
+  auto& pg = dist::group();
+  const bool other = pg.rank() == 1;
+  const std::string what = std::getenv("DIST_TEST_MISMATCH");
+  Tensor t = strata::ones({other && what == "numel" ? 1001 : 1000}, on_cpu(other && what == "dtype" ? DType::f64 : DType::f32));
+  expect_error("unchecked mismatch", [&] { pg.all_reduce(t).wait(); }, "STRATA_DIST_CHECK=0");
+  done_and_wait(pg.rank(), {0, 1}, true);  // no rank exits before the other has its error
+  dist::destroy_process_group();
+  return failures ? 1 : 0;
+}
+
 // Joins the group, or reports why not (a second process claiming a rank);
 // when joined, runs a collective with the others.
 int join_or_refused() {
@@ -475,6 +503,7 @@ int main(int argc, char** argv) {
     if (scenario == "peer_stalls") return peer_stalls();
     if (scenario == "launch_probe") return launch_probe();
     if (scenario == "device_collectives") return device_collectives();
+    if (scenario == "unchecked_mismatch") return unchecked_mismatch();
     if (scenario == "join_or_refused") return join_or_refused();
     if (scenario == "after_strangers") return after_strangers();
   } catch (const std::exception& e) {

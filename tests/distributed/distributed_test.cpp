@@ -113,6 +113,32 @@ TEST(Distributed, ADeadRankIsNamedThroughTheStoresLivenessKeys) {
   }
 }
 
+// With the consistency check off, a rank passing f64 (or one more element)
+// where the others pass f32 used to abort a rank inside Gloo (a message
+// larger than the receive buffer, asserted on Gloo's event-loop thread). The
+// data's Gloo tag now carries its layout: the ranks wait on different
+// slots, the first to time out drops its connections, and every rank gets a
+// DistributedError that names the check being off.
+TEST(Distributed, UncheckedMismatchedTensorsTimeOutInsteadOfAborting) {
+  for (const char* what : {"dtype", "numel"}) {
+    const std::string done = file_store_dir();  // an empty directory for the ranks' marks
+    auto results = run_ranks({.world = 2,
+                              .scenario = "unchecked_mismatch",
+                              .env = {{"STRATA_DIST_CHECK", "0"},
+                                      {"STRATA_DIST_TIMEOUT_MS", "1500"},
+                                      {"DIST_TEST_MISMATCH", what},
+                                      {"DIST_TEST_DONE_DIR", done}}});
+    std::filesystem::remove_all(done);
+    expect_all_pass(results);  // each rank got a DistributedError that names STRATA_DIST_CHECK=0
+    // The first to time out closes its connections: the other may learn it so.
+    int timed_out = 0;
+    for (int r = 0; r < 2; ++r)
+      timed_out += contains(results[static_cast<size_t>(r)].output,
+                            "ERROR: all_reduce on rank " + std::to_string(r) + " of 2: timed out after 1500 ms");
+    EXPECT_GE(timed_out, 1) << what << "\n" << describe(results);
+  }
+}
+
 // Ranks started with different world sizes fail at once, naming the sizes,
 // on both sides (they once ended in Gloo's abort); the rank that notices
 // first tells the other through the store.

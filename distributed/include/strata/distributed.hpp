@@ -70,8 +70,9 @@ struct Options {
   /// ranks and shapes, when they differ. Costs one small all-gather per
   /// collective: a round trip of latency, which on a loaded machine was
   /// measured at several milliseconds (docs/distributed.md, "Performance").
-  /// STRATA_DIST_CHECK=0 turns it off; without it, mismatched tensors give Gloo errors, hangs
-  /// until the timeout, or wrong results.
+  /// STRATA_DIST_CHECK=0 turns it off; without it, tensors of different
+  /// sizes or element sizes make every rank wait until the timeout (the
+  /// error says so), and tensors that differ otherwise give wrong results.
   bool check_consistency = true;
 };
 
