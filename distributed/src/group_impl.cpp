@@ -238,13 +238,16 @@ void ProcessGroup::Impl::guarded(Kind kind, const std::string& what, const std::
       // lookup, so that the store's liveness keys must name the peer.
       static const bool by_store_only = std::getenv("STRATA_DIST_TEST_NAME_BY_STORE") != nullptr;
       int r = by_store_only ? -1 : peer_rank_in(msg);
+      // The address names the connection that broke, which may be a
+      // survivor that exited after its own error; the store knows which
+      // rank is gone without having reported a failure, and is believed
+      // first (with two ranks there is no one else to blame).
+      std::vector<int> gone = size == 2 ? std::vector<int>{} : gone_peers();
       std::string peer;
-      if (r >= 0) {
+      if (!gone.empty() && std::find(gone.begin(), gone.end(), r) == gone.end())
+        peer = detail::rank_list(gone);
+      else if (r >= 0)
         peer = peer_name(r);
-      } else {
-        std::vector<int> gone = gone_peers();
-        if (!gone.empty()) peer = detail::rank_list(gone);
-      }
       text = prefix(kind) + ": lost " + (peer.empty() ? std::string("a peer") : peer) + " during " + what +
              " (it exited or its connection failed)";
     }

@@ -295,6 +295,28 @@ void done_and_wait(int rank, const std::vector<int>& ranks, bool wait) {
     if (r != rank && !await_file(dir + "/" + std::to_string(r))) fail("rank " + std::to_string(r) + " never finished");
 }
 
+// Rank DIST_TEST_VICTIM is killed (SIGKILL) after the first collective;
+// every survivor must name it. Each survivor then creates
+// DIST_TEST_DONE_DIR/<rank>, and rank 0, which serves the store the
+// survivors ask, stays until every survivor has.
+int peer_killed() {
+  dist::init_process_group(options());
+  auto& pg = dist::group();
+  const int victim = std::atoi(std::getenv("DIST_TEST_VICTIM"));
+  Tensor t = strata::ones({1000}, on_cpu(DType::f32));
+  pg.all_reduce(t).wait();
+  if (pg.rank() == victim) std::raise(SIGKILL);
+  std::vector<dist::Work> works;
+  for (int k = 0; k < 3; ++k) works.push_back(pg.all_reduce(t));
+  expect_error("after a peer was killed", [&] { works[0].wait(); }, "lost rank " + std::to_string(victim));
+  std::vector<int> survivors;
+  for (int r = 0; r < pg.size(); ++r)
+    if (r != victim) survivors.push_back(r);
+  done_and_wait(pg.rank(), survivors, pg.rank() == 0);
+  dist::destroy_process_group();
+  return failures ? 1 : 0;
+}
+
 // With the consistency check off (STRATA_DIST_CHECK=0), rank 1 passes a
 // tensor of another dtype (DIST_TEST_MISMATCH=dtype) or size (=numel):
 // every rank must get a DistributedError (a timeout, or the lost connection
@@ -503,6 +525,7 @@ int main(int argc, char** argv) {
     if (scenario == "peer_stalls") return peer_stalls();
     if (scenario == "launch_probe") return launch_probe();
     if (scenario == "device_collectives") return device_collectives();
+    if (scenario == "peer_killed") return peer_killed();
     if (scenario == "unchecked_mismatch") return unchecked_mismatch();
     if (scenario == "join_or_refused") return join_or_refused();
     if (scenario == "after_strangers") return after_strangers();

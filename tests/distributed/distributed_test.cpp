@@ -113,6 +113,31 @@ TEST(Distributed, ADeadRankIsNamedThroughTheStoresLivenessKeys) {
   }
 }
 
+// Four ranks, one killed with SIGKILL after the first collective, a few
+// times over (a survivor once named another survivor — one that had exited
+// after its own error — in 14 of 48 cases): every survivor must name the
+// rank that died.
+TEST(Distributed, EverySurvivorNamesTheKilledRankOf4) {
+  for (int victim : {1, 2, 3, 2}) {
+    const std::string done = file_store_dir();  // an empty directory for the survivors' marks
+    auto results = run_ranks({.world = 4,
+                              .scenario = "peer_killed",
+                              .env = {{"STRATA_DIST_TIMEOUT_MS", "15000"},
+                                      {"DIST_TEST_VICTIM", std::to_string(victim)},
+                                      {"DIST_TEST_DONE_DIR", done}}});
+    std::filesystem::remove_all(done);
+    EXPECT_EQ(results[static_cast<size_t>(victim)].status, 128 + SIGKILL) << describe(results);
+    for (int r = 0; r < 4; ++r) {
+      if (r == victim) continue;
+      const std::string& out = results[static_cast<size_t>(r)].output;
+      EXPECT_EQ(results[static_cast<size_t>(r)].status, 0) << "victim " << victim << "\n" << describe(results);
+      const std::string me = "ERROR: all_reduce on rank " + std::to_string(r) + " of 4: lost rank " + std::to_string(victim);
+      EXPECT_TRUE(contains(out, me + " (") || contains(out, me + " during")) << "victim " << victim << "\n"
+                                                                            << describe(results);
+    }
+  }
+}
+
 // With the consistency check off, a rank passing f64 (or one more element)
 // where the others pass f32 used to abort a rank inside Gloo (a message
 // larger than the receive buffer, asserted on Gloo's event-loop thread). The
