@@ -317,6 +317,22 @@ int peer_killed() {
   return failures ? 1 : 0;
 }
 
+// Under `strata launch`: rank 1 is killed after the first collective, the
+// others exit 1 as soon as they notice. launch must report rank 1's signal.
+int die_together() {
+  dist::init_process_group(options());
+  auto& pg = dist::group();
+  Tensor t = strata::ones({100}, on_cpu(DType::f32));
+  pg.all_reduce(t).wait();
+  if (pg.rank() == 1) std::raise(SIGKILL);
+  try {
+    pg.all_reduce(t).wait();
+  } catch (const dist::DistributedError& e) {
+    std::cout << "ERROR: " << e.what() << std::endl;
+  }
+  std::_Exit(1);
+}
+
 // With the consistency check off (STRATA_DIST_CHECK=0), rank 1 passes a
 // tensor of another dtype (DIST_TEST_MISMATCH=dtype) or size (=numel):
 // every rank must get a DistributedError (a timeout, or the lost connection
@@ -526,6 +542,7 @@ int main(int argc, char** argv) {
     if (scenario == "launch_probe") return launch_probe();
     if (scenario == "device_collectives") return device_collectives();
     if (scenario == "peer_killed") return peer_killed();
+    if (scenario == "die_together") return die_together();
     if (scenario == "unchecked_mismatch") return unchecked_mismatch();
     if (scenario == "join_or_refused") return join_or_refused();
     if (scenario == "after_strangers") return after_strangers();

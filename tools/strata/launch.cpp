@@ -17,7 +17,9 @@
 // to launch's own stdout and stderr. When a rank exits non-zero or is killed
 // by a signal, launch names it, sends SIGTERM to the others, SIGKILL after
 // a grace period, and exits with that rank's status (128 + signal for a
-// signal). A program that cannot be started: exit 127. SIGINT, SIGTERM and
+// signal); "first" is the order the ranks ended in, which a thread blocked
+// in waitpid(-1) sees, except that a rank killed by a signal within 250 ms
+// after a rank failed is named instead (supervise says why). A program that cannot be started: exit 127. SIGINT, SIGTERM and
 // SIGHUP (a remote shell that goes away) to launch are forwarded to the ranks.
 //
 // With more than one rank and OMP_NUM_THREADS unset, every rank gets
@@ -37,19 +39,27 @@
 
 #include <cerrno>
 #include <chrono>
+#include <climits>
 #include <csignal>
 #include <cstdlib>
 #include <cstring>
+#include <deque>
 #include <filesystem>
 #include <fstream>
 #include <iostream>
+#include <mutex>
 #include <string>
+#include <thread>
+#include <utility>
 #include <vector>
 
 namespace strata::cli {
 namespace {
 
 constexpr auto kGracePeriod = std::chrono::seconds(5);
+/// After a rank fails, how long launch waits for others to end on their own
+/// before it names the one that failed first (see supervise).
+constexpr auto kSettleTime = std::chrono::milliseconds(250);
 
 volatile std::sig_atomic_t g_forward_signal = 0;
 
@@ -132,6 +142,58 @@ std::string describe_status(int status) {
 
 int exit_code(int status) { return WIFSIGNALED(status) ? 128 + WTERMSIG(status) : WEXITSTATUS(status); }
 
+/// Reaps children on a thread blocked in waitpid(-1), so that they are
+/// reaped in the order they end (a loop polling each child in turn would
+/// report whichever it looked at first when several had ended), and wakes
+/// the supervising loop through a pipe.
+class Reaper {
+ public:
+  Reaper() {
+    if (::pipe2(wake_, O_CLOEXEC | O_NONBLOCK) != 0) wake_[0] = wake_[1] = -1;
+  }
+  ~Reaper() {
+    if (thread_.joinable()) thread_.join();
+    for (int fd : wake_)
+      if (fd >= 0) ::close(fd);
+  }
+  /// Call once every child was started: the thread ends when none is left.
+  void start() {
+    thread_ = std::thread([this] {
+      sigset_t forwarded;
+      ::sigemptyset(&forwarded);
+      for (int sig : {SIGINT, SIGTERM, SIGHUP}) ::sigaddset(&forwarded, sig);
+      ::pthread_sigmask(SIG_BLOCK, &forwarded, nullptr);  // they are the main loop's
+      while (true) {
+        int status = 0;
+        pid_t pid = ::waitpid(-1, &status, 0);
+        if (pid < 0 && errno == EINTR) continue;
+        if (pid < 0) return;  // ECHILD: every child was reaped
+        {
+          std::lock_guard lock(mu_);
+          ended_.emplace_back(pid, status);
+        }
+        char one = 1;
+        [[maybe_unused]] ssize_t w = ::write(wake_[1], &one, 1);
+      }
+    });
+  }
+  int wake_fd() const { return wake_[0]; }
+  /// The children that ended since the last call, in the order they ended.
+  std::deque<std::pair<pid_t, int>> take() {
+    char buf[64];
+    while (::read(wake_[0], buf, sizeof buf) > 0) {
+    }
+    std::lock_guard lock(mu_);
+    return std::exchange(ended_, {});
+  }
+
+ private:
+  int wake_[2] = {-1, -1};
+  std::thread thread_;
+  std::mutex mu_;
+  std::deque<std::pair<pid_t, int>> ended_;
+};
+
 /// Signals each child's process group (every child leads its own), so that
 /// what a rank started itself (a shell's commands) ends with it. Groups of
 /// children already reaped are signalled too: a process they left behind
@@ -151,6 +213,11 @@ int supervise(const std::vector<ChildSpec>& specs, const std::string& what) {
   for (int sig : {SIGINT, SIGTERM, SIGHUP}) ::sigaction(sig, &sa, nullptr);
 
   std::vector<Child> children(specs.size());
+  Reaper reaper;
+  if (reaper.wake_fd() < 0) {
+    std::cerr << "strata launch: pipe: " << std::strerror(errno) << "\n";
+    return kFailure;
+  }
   std::cout.flush();
   std::cerr.flush();
   for (size_t k = 0; k < specs.size(); ++k) {
@@ -225,8 +292,13 @@ int supervise(const std::vector<ChildSpec>& specs, const std::string& what) {
 
   int failed = -1, failed_status = 0;
   bool terminating = false;
+  // Set by the first failure: the ranks that end until `decide_at` are
+  // weighed before one is named (below).
+  bool deciding = false;
+  std::chrono::steady_clock::time_point decide_at{};
   std::chrono::steady_clock::time_point kill_at{};
   size_t running = children.size();
+  reaper.start();
   while (true) {
     // Output.
     std::vector<pollfd> fds;
@@ -238,8 +310,10 @@ int supervise(const std::vector<ChildSpec>& specs, const std::string& what) {
           which.emplace_back(k, s);
         }
     if (running == 0 && fds.empty()) break;
-    int ready = fds.empty() ? (::usleep(50000), 0) : ::poll(fds.data(), fds.size(), 50);
-    for (size_t j = 0; ready > 0 && j < fds.size(); ++j) {
+    const size_t streams = fds.size();
+    fds.push_back({reaper.wake_fd(), POLLIN, 0});
+    int ready = ::poll(fds.data(), fds.size(), 50);
+    for (size_t j = 0; ready > 0 && j < streams; ++j) {
       if (!(fds[j].revents & (POLLIN | POLLHUP | POLLERR))) continue;
       auto [k, s] = which[j];
       char buf[8192];
@@ -253,24 +327,38 @@ int supervise(const std::vector<ChildSpec>& specs, const std::string& what) {
         s->fd = -1;
       }
     }
-    // Exits.
-    for (size_t k = 0; k < children.size(); ++k) {
+    // Exits, in the order the children ended.
+    for (auto [pid, status] : reaper.take()) {
+      size_t k = 0;
+      while (k < children.size() && children[k].pid != pid) ++k;
+      if (k == children.size() || !children[k].running) continue;
       Child& c = children[k];
-      if (!c.running) continue;
-      int status = 0;
-      if (::waitpid(c.pid, &status, WNOHANG) != c.pid) continue;
       c.running = false;
       --running;
       bool bad = !WIFEXITED(status) || WEXITSTATUS(status) != 0;
-      if (bad && failed < 0 && !terminating) {
+      if (!bad || terminating) continue;
+      if (!deciding) {
+        deciding = true;
+        decide_at = std::chrono::steady_clock::now() + kSettleTime;
         failed = static_cast<int>(k);
         failed_status = status;
-        std::cerr << "strata launch: " << specs[k].name << " " << describe_status(status)
-                  << (running > 0 ? "; terminating the other " + what : "") << "\n";
-        terminating = true;
-        signal_all(children, SIGTERM);
-        kill_at = std::chrono::steady_clock::now() + kGracePeriod;
+      } else if (WIFSIGNALED(status) && !WIFSIGNALED(failed_status)) {
+        failed = static_cast<int>(k);
+        failed_status = status;
       }
+    }
+    // The first failure, except that a rank killed by a signal in the
+    // moments after (launch has signalled nobody yet) is named instead: a
+    // killed rank's sockets close before the kernel lets its parent reap
+    // it, so the ranks that lost it may exit 1 before it can be reaped, and
+    // its death is the cause of theirs.
+    if (deciding && !terminating &&
+        (std::chrono::steady_clock::now() >= decide_at || running == 0 || g_forward_signal)) {
+      std::cerr << "strata launch: " << specs[static_cast<size_t>(failed)].name << " " << describe_status(failed_status)
+                << (running > 0 ? "; terminating the other " + what : "") << "\n";
+      terminating = true;
+      signal_all(children, SIGTERM);
+      kill_at = std::chrono::steady_clock::now() + kGracePeriod;
     }
     if (g_forward_signal && !terminating) {
       std::cerr << "strata launch: got signal " << g_forward_signal << "; terminating the " << what << "\n";
@@ -280,7 +368,7 @@ int supervise(const std::vector<ChildSpec>& specs, const std::string& what) {
     }
     // After the grace period, SIGKILL whatever is left: ranks, or processes
     // they left behind that still hold the output pipes.
-    if (terminating && (running > 0 || !fds.empty()) && std::chrono::steady_clock::now() >= kill_at) {
+    if (terminating && (running > 0 || streams > 0) && std::chrono::steady_clock::now() >= kill_at) {
       signal_all(children, SIGKILL);
       kill_at = std::chrono::steady_clock::time_point::max();
     }
@@ -288,6 +376,22 @@ int supervise(const std::vector<ChildSpec>& specs, const std::string& what) {
   if (failed >= 0) return exit_code(failed_status);
   if (g_forward_signal) return 128 + g_forward_signal;
   return kOk;
+}
+
+/// False (after saying why) unless `port` is a TCP port, or -1 (none given).
+bool port_ok(int port) {
+  if (port == -1 || (port >= 1 && port <= 65535)) return true;
+  std::cerr << "strata launch: --master-port " << port << " is not in 1..65535\n";
+  return false;
+}
+
+/// False (after saying why) when `nodes` x `per_node` ranks do not fit a
+/// world size (an int): ranks would get negative numbers.
+bool world_fits(int64_t nodes, int64_t per_node, const std::string& nodes_given) {
+  if (nodes * per_node <= INT_MAX) return true;
+  std::cerr << "strata launch: " << nodes_given << " x -n " << per_node << " = " << nodes * per_node
+            << " ranks: more than " << INT_MAX << ", the largest world size\n";
+  return false;
 }
 
 /// The job token for the ranks: launch's own STRATA_JOB_TOKEN, else a fresh
@@ -346,11 +450,10 @@ int run_hosts(const LaunchOptions& options) {
     std::cerr << "strata launch: --launcher is empty (default: \"ssh -o BatchMode=yes\")\n";
     return kBadInput;
   }
-  const int port = options.master_port < 0 ? 29500 : options.master_port;
-  if (port == 0 || port > 65535) {
-    std::cerr << "strata launch: --master-port " << port << " is not in 1..65535\n";
+  if (!port_ok(options.master_port) ||
+      !world_fits(static_cast<int64_t>(hosts.size()), options.nprocs, std::to_string(hosts.size()) + " hosts"))
     return kBadInput;
-  }
+  const int port = options.master_port < 0 ? 29500 : options.master_port;
   std::string error;
   const std::string token = job_token(true, error);
   if (token.empty()) {
@@ -418,9 +521,12 @@ int run_launch(const LaunchOptions& options) {
               << " needs --master-addr and --master-port (node 0's address and a port every node uses)\n";
     return kBadInput;
   }
+  if (!port_ok(options.master_port) ||
+      !world_fits(options.nnodes, options.nprocs, "--nnodes " + std::to_string(options.nnodes)))
+    return kBadInput;
   const std::string master_addr = options.master_addr.empty() ? "127.0.0.1" : options.master_addr;
-  const int world = options.nnodes * options.nprocs;
-  const int first_rank = options.node_rank * options.nprocs;
+  const int world = options.nnodes * options.nprocs;            // fits: checked above
+  const int first_rank = options.node_rank * options.nprocs;   // below world
   int port = options.master_port;
   if (port < 0) {
     port = free_port();
@@ -428,9 +534,6 @@ int run_launch(const LaunchOptions& options) {
       std::cerr << "strata launch: found no free TCP port: " << std::strerror(errno) << "\n";
       return kFailure;
     }
-  } else if (port == 0 || port > 65535) {
-    std::cerr << "strata launch: --master-port " << port << " is not in 1..65535\n";
-    return kBadInput;
   }
   // Several nodes each run a launch: a token made here would be this
   // node's alone, so it must come from outside (--hosts passes its own).
