@@ -366,6 +366,21 @@ TEST(Launch, EveryRankGetsTheRunsJobToken) {
   EXPECT_EQ(tokens(given[0].output), (std::vector<std::string>{"ours", "ours"})) << given[0].output;
 }
 
+#ifdef EXAMPLE_DIGITS
+// The demo under launch with another --batch on each rank: it would train
+// on slices that do not fit together without a word; it must refuse,
+// naming the flag and every rank's value.
+TEST(Launch, TheDigitsDemoRefusesRanksWithDifferentArguments) {
+  auto r = launch({"-n", "2", "/bin/sh", "-c", "exec \"$0\" --quiet --epochs 1 --distributed --batch $((32 + 32 * STRATA_RANK))",
+                   EXAMPLE_DIGITS},
+                  {{"OMP_NUM_THREADS", "1"}});
+  EXPECT_NE(r[0].status, 0) << r[0].output;
+  EXPECT_TRUE(contains(r[0].output, "--batch differs across the ranks (rank 0: 32, rank 1: 64): start every rank "
+                                    "with the same arguments"))
+      << r[0].output;
+}
+#endif
+
 TEST(Launch, AMissingProgramIsAClearError) {
   auto r = launch({"-n", "2", "/nonexistent/program", "x"});
   EXPECT_EQ(r[0].status, 127) << r[0].output;
