@@ -21,7 +21,11 @@
 #include <chrono>
 #include <cstdio>
 #include <filesystem>
+#include <functional>
 #include <iostream>
+#include <string>
+#include <utility>
+#include <vector>
 
 #include <unistd.h>
 
@@ -80,6 +84,48 @@ void progress(int epoch, int epochs, int64_t done, int64_t total, double loss, b
   if (done == total) std::fprintf(stderr, "\n");
 }
 
+#ifdef STRATA_HAVE_DISTRIBUTED
+/// Ranks started with different arguments would each train "correctly" on
+/// data that does not fit together (--batch is the global batch: ranks with
+/// different values slice different batches and take different numbers of
+/// steps), and no collective would notice. Gathers every rank's settings
+/// and fails on every rank, naming the first that differs and each rank's
+/// value.
+void check_same_settings(const std::vector<std::pair<std::string, std::string>>& settings) {
+  auto& pg = distributed::group();
+  // Each setting as a 64-bit hash of its text: one all_gather for all.
+  std::vector<int64_t> mine;
+  for (const auto& [flag, value] : settings) mine.push_back(static_cast<int64_t>(std::hash<std::string>{}(value)));
+  const auto k = static_cast<int64_t>(mine.size());
+  const TensorOptions host{.dtype = DType::i64, .device = Device("cpu:0")};
+  Tensor all = zeros({pg.size(), k}, host);
+  pg.all_gather(all, from_data(mine, {k}, host)).wait();
+  std::vector<int64_t> every = all.to_vector<int64_t>();
+  for (int64_t i = 0; i < k; ++i) {
+    bool same = true;
+    for (int r = 1; r < pg.size(); ++r) same = same && every[static_cast<size_t>(r * k + i)] == every[static_cast<size_t>(i)];
+    if (same) continue;
+    // The texts themselves, to name them: one more gather of fixed-size rows.
+    constexpr int64_t kWidth = 32;
+    std::string text = settings[static_cast<size_t>(i)].second.substr(0, kWidth - 1);
+    std::vector<int64_t> row(kWidth, 0);
+    for (size_t c = 0; c < text.size(); ++c) row[c] = static_cast<unsigned char>(text[c]);
+    Tensor texts = zeros({pg.size(), kWidth}, host);
+    pg.all_gather(texts, from_data(row, {kWidth}, host)).wait();
+    std::vector<int64_t> chars = texts.to_vector<int64_t>();
+    std::string values;
+    for (int r = 0; r < pg.size(); ++r) {
+      std::string v;
+      for (int64_t c = 0; c < kWidth && chars[static_cast<size_t>(r * kWidth + c)] != 0; ++c)
+        v += static_cast<char>(chars[static_cast<size_t>(r * kWidth + c)]);
+      values += (r ? ", rank " : "rank ") + std::to_string(r) + ": " + v;
+    }
+    throw ValueError(settings[static_cast<size_t>(i)].first + " differs across the ranks (" + values +
+                     "): start every rank with the same arguments");
+  }
+}
+#endif
+
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -130,6 +176,19 @@ int main(int argc, char** argv) {
     }
     const bool lead = rank == 0;
     if (!config.empty()) runtime().load_config(config);
+#ifdef STRATA_HAVE_DISTRIBUTED
+    if (distributed) {
+      char lr_text[32];
+      std::snprintf(lr_text, sizeof lr_text, "%.17g", lr);
+      check_same_settings({{"--batch", std::to_string(batch)},
+                           {"--epochs", std::to_string(epochs)},
+                           {"--hidden", std::to_string(hidden)},
+                           {"--lr", lr_text},
+                           {"--seed", std::to_string(seed)},
+                           {"--amp", amp},
+                           {"--checkpoint", use_checkpoint ? "on" : "off"}});
+    }
+#endif
     Device device = device_flag.empty() ? runtime().default_device() : Device(device_flag);
     digits::Dataset ds = digits::load(digits::data_file(data), device, 0.2, seed);
     if (lead) std::fprintf(stderr, "device %s (%s); %lld training and %lld test images; checkpointing %s, amp %s\n",

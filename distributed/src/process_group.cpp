@@ -1,8 +1,9 @@
-// process_group.cpp — the process group: rendezvous, the worker thread that
-// runs collectives in issue order, the cross-rank consistency check, and
-// the translation of Gloo's exceptions into DistributedError.
+// process_group.cpp — the collectives of a process group and the default
+// group. Each collective checks its tensors here, then runs on the group's
+// worker (group_impl.cpp): the consistency check, then Gloo or a device
+// communicator. Rendezvous is rendezvous.cpp's.
+#include "group_impl.hpp"
 #include "reduce.hpp"
-#include "store.hpp"
 
 #include <strata/distributed.hpp>
 #include <strata/runtime.hpp>
@@ -12,22 +13,10 @@
 #include <gloo/alltoall.h>
 #include <gloo/barrier.h>
 #include <gloo/broadcast.h>
-#include <gloo/common/error.h>
-#include <gloo/rendezvous/context.h>
-#include <gloo/transport/tcp/device.h>
 
-#include <unistd.h>
-
-#include <condition_variable>
-#include <cstdlib>
 #include <cstring>
-#include <deque>
-#include <map>
 #include <future>
 #include <mutex>
-#include <regex>
-#include <thread>
-#include <csignal>
 
 namespace strata::distributed {
 
@@ -43,10 +32,6 @@ std::string_view reduce_op_name(ReduceOp op) {
 
 // --- Work -------------------------------------------------------------------
 
-struct Work::State {
-  std::shared_future<void> future;
-};
-
 Work::Work() {
   std::promise<void> done;
   done.set_value();
@@ -61,355 +46,12 @@ bool Work::completed() const {
   return state_->future.wait_for(std::chrono::seconds(0)) == std::future_status::ready;
 }
 
-namespace {
-
-// --- the consistency header ---------------------------------------------------
-
-enum class Kind : int64_t { all_reduce = 1, broadcast, all_gather, reduce_scatter, barrier };
-
-const char* kind_name(Kind k) {
-  switch (k) {
-    case Kind::all_reduce: return "all_reduce";
-    case Kind::broadcast: return "broadcast";
-    case Kind::all_gather: return "all_gather";
-    case Kind::reduce_scatter: return "reduce_scatter";
-    case Kind::barrier: return "barrier";
-  }
-  return "?";
-}
-
-/// What a rank announces before a collective: 16 int64 (128 bytes).
-/// Shapes are compared on their element count and first kMaxDims dims.
-constexpr int kHeaderWords = 16;
-constexpr int kMaxDims = 10;
-struct Header {
-  int64_t w[kHeaderWords] = {};
-  // w[0] kind, w[1] dtype (-1 none), w[2] op or root, w[3] local error code
-  // (0 none), w[4] rank (dims), w[5] numel, w[6..15] dims.
-};
-
-/// Set in w[2] when the rank runs the collective through a device
-/// communicator (strata.collectives) rather than Gloo: ranks that disagree
-/// on the path fail the consistency check instead of waiting on each other.
-constexpr int64_t kDevicePath = int64_t{1} << 40;
-
-enum LocalError : int64_t {
-  kNone = 0,
-  kBadTensor = 1,  // undefined, device, dtype, contiguity, shape of out
-  kBadArgument = 2,
-};
-
-Header make_header(Kind kind, const Tensor* t, int64_t arg) {
-  Header h;
-  h.w[0] = static_cast<int64_t>(kind);
-  h.w[1] = -1;
-  h.w[2] = arg;
-  if (t && t->defined()) {
-    h.w[1] = static_cast<int64_t>(t->dtype());
-    h.w[4] = t->dim();
-    h.w[5] = t->numel();
-    for (int64_t d = 0; d < std::min<int64_t>(t->dim(), kMaxDims); ++d) h.w[6 + d] = t->size(d);
-  }
-  return h;
-}
-
-std::string header_tensor(const Header& h) {
-  if (h.w[1] < 0) return "no tensor";
-  std::string s = std::string(dtype_name(static_cast<DType>(h.w[1]))) + "[";
-  for (int64_t d = 0; d < std::min<int64_t>(h.w[4], kMaxDims); ++d) s += (d ? ", " : "") + std::to_string(h.w[6 + d]);
-  if (h.w[4] > kMaxDims) s += ", ...";
-  return s + "]";
-}
-
-bool same_header(const Header& a, const Header& b) {
-  return std::memcmp(a.w, b.w, sizeof a.w) == 0;
-}
-
-std::string env_or(const char* name, const std::string& fallback) {
-  const char* v = std::getenv(name);
-  return v && *v ? std::string(v) : fallback;
-}
-
-int env_int(const char* name, const char* field, bool required, int fallback) {
-  const char* v = std::getenv(name);
-  if (!v || !*v) {
-    if (required)
-      throw DistributedError(std::string("init_process_group: ") + name + " is not set and Options::" + field +
-                             " was not given (run under `strata launch -n N` or set " + name + ")");
-    return fallback;
-  }
-  char* end = nullptr;
-  errno = 0;
-  long long value = std::strtoll(v, &end, 10);
-  if (end == v || *end != '\0')
-    throw DistributedError(std::string("init_process_group: ") + name + "=\"" + v + "\" is not an integer");
-  if (errno == ERANGE || value < INT32_MIN || value > INT32_MAX)
-    throw DistributedError(std::string("init_process_group: ") + name + "=\"" + v + "\" is out of range (at most " +
-                           std::to_string(INT32_MAX) + ")");
-  return static_cast<int>(value);
-}
-
-bool is_loopback(const std::string& addr) {
-  return addr == "localhost" || addr.rfind("127.", 0) == 0 || addr == "::1";
-}
-
-}  // namespace
-
-// --- the group ----------------------------------------------------------------
-
-struct ProcessGroup::Impl {
-  int rank = 0;
-  int size = 1;
-  std::chrono::milliseconds timeout{60000};
-  bool check = true;
-  std::string store_where;                 // for messages
-  bool liveness = false;                   // "strata/default/alive/<rank>" keys live with each rank's store connection
-  std::vector<std::string> peer_addresses;  // rank -> the listening address of its pair with this rank
-  std::unique_ptr<detail::TcpStoreServer> server;
-  std::unique_ptr<detail::RendezvousStore> store;
-  std::shared_ptr<gloo::rendezvous::Context> context;
-
-  // The worker.
-  std::mutex mu;
-  std::condition_variable cv;
-  std::deque<std::packaged_task<void()>> queue;
-  bool stopping = false;
-  std::thread worker;
-  // Set (on the worker) after a transport failure: the group cannot be used.
-  std::string broken;
-  // Device communicators (strata.collectives), made on the worker when a
-  // collective first meets a device tensor, by device; `devcomm_count`
-  // numbers them for the store key under which rank 0 publishes each id.
-  std::map<std::string, std::unique_ptr<DeviceCommunicator>> devcomms;
-  int devcomm_count = 0;
-
-  ~Impl() {
-    {
-      std::lock_guard lock(mu);
-      stopping = true;
-    }
-    cv.notify_all();
-    if (worker.joinable()) worker.join();
-    devcomms.clear();
-    if (context) context->closeConnections();
-  }
-
-  /// The device communicator of `device` (on the worker): rank 0 makes the
-  /// unique id and publishes it under "strata/default/devcomm/<k>" (k: the
-  /// group's k-th device communicator), the others read it, every rank
-  /// joins. Ranks meet their device tensors in the same collective, so each
-  /// rank's k-th communicator is the same communicator.
-  DeviceCommunicator& device_comm(Kind kind, Device device) {
-    std::string id = device.str();
-    if (auto it = devcomms.find(id); it != devcomms.end()) return *it->second;
-    std::string key = "strata/default/devcomm/" + std::to_string(devcomm_count);
-    try {
-      std::vector<char> bytes;
-      if (rank == 0) {
-        std::vector<uint8_t> uid = DeviceCommunicator::unique_id(device);
-        bytes.assign(uid.begin(), uid.end());
-        store->set(key, bytes);
-      } else {
-        bytes = store->get(key);
-      }
-      std::vector<uint8_t> uid(bytes.begin(), bytes.end());
-      auto comm = std::make_unique<DeviceCommunicator>(device, uid, rank, size);
-      ++devcomm_count;
-      return *devcomms.emplace(id, std::move(comm)).first->second;
-    } catch (const DistributedError& e) {
-      throw DistributedError(prefix(kind) + ": setting up the device communicator of " + id + " (store key " + key +
-                             "): " + e.what());
-    } catch (const Error& e) {
-      throw DistributedError(prefix(kind) + ": setting up the device communicator of " + id + ": " + e.what());
-    }
-  }
-
-  /// Runs `fn` (device collectives), turning the core's errors into
-  /// DistributedError, and waits for the device.
-  template <typename Fn>
-  void on_device(Kind kind, Device device, Fn&& fn) {
-    DeviceCommunicator& comm = device_comm(kind, device);
-    try {
-      fn(comm);
-      runtime().synchronize(device);
-    } catch (const Error& e) {
-      broken = prefix(kind) + ": " + e.what();
-      throw DistributedError(broken);
-    }
-  }
-
-  std::string who() const { return "rank " + std::to_string(rank) + " of " + std::to_string(size); }
-  std::string prefix(Kind kind) const { return std::string(kind_name(kind)) + " on " + who(); }
-
-  void start_worker() {
-    worker = std::thread([this] {
-      while (true) {
-        std::packaged_task<void()> task;
-        {
-          std::unique_lock lock(mu);
-          cv.wait(lock, [this] { return stopping || !queue.empty(); });
-          if (queue.empty()) return;
-          task = std::move(queue.front());
-          queue.pop_front();
-        }
-        task();
-      }
-    });
-  }
-
-  Work enqueue(std::function<void()> body) {
-    std::packaged_task<void()> task(std::move(body));
-    auto state = std::make_shared<Work::State>(Work::State{task.get_future().share()});
-    {
-      std::lock_guard lock(mu);
-      queue.push_back(std::move(task));
-    }
-    cv.notify_one();
-    return Work(state);
-  }
-
-  /// Names the rank whose Gloo address appears in a Gloo message.
-  std::string peer_in(const std::string& message) const {
-    if (size == 2) return "rank " + std::to_string(1 - rank);  // the only peer
-    for (int r = 0; r < size; ++r) {
-      if (r == rank || peer_addresses.size() != static_cast<size_t>(size) || peer_addresses[r].empty()) continue;
-      if (message.find(peer_addresses[r]) != std::string::npos)
-        return "rank " + std::to_string(r) + " (" + peer_addresses[r] + ")";
-    }
-    return "";
-  }
-
-  /// The ranks that are gone, by their liveness keys in the TCP store
-  /// ("rank 2", "ranks 1, 3"), for a broken connection whose Gloo message
-  /// quotes an address no rank published. A rank's "alive/<r>" key lives as
-  /// long as its connection to the store; a rank that saw the failure itself
-  /// first sets "failed/<r>" (note_failure), so that its own exit afterwards
-  /// does not make it look like the cause to a slower rank. The store
-  /// notices a closed connection a moment after the peer's Gloo sockets
-  /// close: asks for up to a second. "" when unknown: a file store, a store
-  /// that cannot be reached (rank 0, which serves it, is gone too or has
-  /// exited), or no key gone yet.
-  std::string gone_peers() const {
-    if (!liveness) return "";
-    std::vector<std::string> keys;
-    std::vector<int> ranks;
-    for (int r = 0; r < size; ++r) {
-      if (r == rank) continue;
-      keys.push_back("strata/default/alive/" + std::to_string(r));
-      keys.push_back("strata/default/failed/" + std::to_string(r));
-      ranks.push_back(r);
-    }
-    for (int attempt = 0; attempt < 20; ++attempt) {
-      std::vector<bool> present;
-      try {
-        present = store->check(keys);
-      } catch (const DistributedError&) {
-        return "";
-      }
-      if (present.size() != keys.size()) return "";
-      std::string gone;
-      int count = 0;
-      for (size_t k = 0; k < ranks.size(); ++k) {
-        if (present[2 * k] || present[2 * k + 1]) continue;  // connected, or saw the failure itself
-        gone += (gone.empty() ? "" : ", ") + std::to_string(ranks[k]);
-        ++count;
-      }
-      if (count > 0) return (count > 1 ? "ranks " : "rank ") + gone;
-      std::this_thread::sleep_for(std::chrono::milliseconds(50));
-    }
-    return "";
-  }
-
-  /// Records in the store that this rank is alive and saw a transport
-  /// failure (see gone_peers); errors are ignored (the store may be gone).
-  void note_failure() const {
-    if (!liveness) return;
-    try {
-      store->set("strata/default/failed/" + std::to_string(rank), {});
-    } catch (const DistributedError&) {  // NOLINT(bugprone-empty-catch): best effort
-    }
-  }
-
-  /// Runs `fn` (Gloo calls), turning Gloo's exceptions into DistributedError.
-  template <typename Fn>
-  void guarded(Kind kind, const std::string& what, Fn&& fn) {
-    try {
-      fn();
-    } catch (const gloo::IoException& e) {
-      std::string msg = e.what();
-      // STRATA_DIST_TEST_NAME_BY_STORE=1 (tests only) skips the address
-      // lookup, so that the store's liveness keys must name the peer.
-      static const bool by_store_only = std::getenv("STRATA_DIST_TEST_NAME_BY_STORE") != nullptr;
-      std::string peer = by_store_only ? std::string() : peer_in(msg);
-      const bool timed_out = msg.find("Timed out") != std::string::npos ||
-                             msg.find("timed out") != std::string::npos || msg.find("Timeout") != std::string::npos;
-      if (!timed_out) note_failure();
-      if (peer.empty() && !timed_out) peer = gone_peers();
-      std::string text;
-      if (timed_out)
-        text = prefix(kind) + ": timed out after " + std::to_string(timeout.count()) + " ms waiting for " +
-               (peer.empty() ? std::string("its peers") : peer) + " during " + what;
-      else
-        text = prefix(kind) + ": lost " + (peer.empty() ? std::string("a peer") : peer) + " during " + what +
-               " (it exited or its connection failed)";
-      text += " [Gloo: " + msg + "]";
-      broken = text;
-      throw DistributedError(text);
-    } catch (const gloo::Exception& e) {
-      throw DistributedError(prefix(kind) + ": Gloo failed during " + what + ": " + e.what());
-    }
-  }
-
-  /// Exchanges headers; throws on every rank when they differ.
-  void exchange(Kind kind, const Header& mine, const std::string& local_error) {
-    std::vector<Header> all(static_cast<size_t>(size));
-    guarded(kind, "the consistency check", [&] {
-      gloo::AllgatherOptions opts(context);
-      opts.setInput(const_cast<int64_t*>(mine.w), kHeaderWords);
-      opts.setOutput(all.data()->w, static_cast<size_t>(kHeaderWords) * static_cast<size_t>(size));
-      opts.setTag(1);
-      opts.setTimeout(timeout);
-      gloo::allgather(opts);
-    });
-    if (!local_error.empty()) throw DistributedError(prefix(kind) + ": " + local_error);
-    std::vector<int> failed;
-    for (int r = 0; r < size; ++r)
-      if (all[r].w[3] != kNone) failed.push_back(r);
-    if (!failed.empty()) {
-      std::string list;
-      for (int r : failed) list += (list.empty() ? "" : ", ") + std::to_string(r);
-      throw DistributedError(prefix(kind) + ": rank" + (failed.size() > 1 ? "s " : " ") + list +
-                             " could not take part (bad tensor or argument; its own error says which)");
-    }
-    bool same = true;
-    for (int r = 0; r < size; ++r) same = same && same_header(all[r], all[0]);
-    if (same) return;
-    // Name every rank's view, grouping ranks that agree.
-    std::string detail;
-    std::vector<bool> done(static_cast<size_t>(size), false);
-    for (int r = 0; r < size; ++r) {
-      if (done[r]) continue;
-      std::string ranks;
-      for (int q = r; q < size; ++q)
-        if (!done[q] && same_header(all[q], all[r])) {
-          done[q] = true;
-          ranks += (ranks.empty() ? "" : ", ") + std::to_string(q);
-        }
-      const Header& h = all[r];
-      std::string what = static_cast<Kind>(h.w[0]) != kind ? std::string("called ") + kind_name(static_cast<Kind>(h.w[0]))
-                                                           : "";
-      std::string desc = header_tensor(h);
-      int64_t arg = h.w[2] & ~kDevicePath;
-      if (kind == Kind::all_reduce || kind == Kind::reduce_scatter)
-        desc += " op " + std::string(reduce_op_name(static_cast<ReduceOp>(arg)));
-      if (kind == Kind::broadcast) desc += " root " + std::to_string(arg);
-      if (h.w[2] & kDevicePath) desc += " on a device communicator";
-      detail += std::string(detail.empty() ? "" : "; ") + "rank" + (ranks.find(',') != std::string::npos ? "s " : " ") +
-                ranks + ": " + (what.empty() ? desc : what + " with " + desc);
-    }
-    throw DistributedError(prefix(kind) + ": the ranks disagree on the collective's tensors: " + detail);
-  }
-};
+using detail::Header;
+using detail::Kind;
+using detail::kDevicePath;
+using detail::kBadTensor;
+using detail::layout_tag;
+using detail::make_header;
 
 ProcessGroup::ProcessGroup(std::unique_ptr<Impl> impl) : impl_(std::move(impl)) {}
 ProcessGroup::~ProcessGroup() = default;
@@ -507,7 +149,7 @@ Work ProcessGroup::all_reduce(Tensor& t, ReduceOp op) {
         default: opts.setOutput(static_cast<uint16_t*>(data), n); break;
       }
       opts.setReduceFunction(detail::reduce_function(keep.dtype(), op));
-      opts.setTag(0);
+      opts.setTag(layout_tag(keep));
       opts.setTimeout(g.timeout);
       gloo::allreduce(opts);
     });
@@ -542,7 +184,7 @@ Work ProcessGroup::broadcast(Tensor& t, int root) {
       gloo::BroadcastOptions opts(g.context);
       opts.setOutput(static_cast<uint8_t*>(data), bytes);
       opts.setRoot(root);
-      opts.setTag(0);
+      opts.setTag(layout_tag(keep));
       opts.setTimeout(g.timeout);
       gloo::broadcast(opts);
     });
@@ -591,7 +233,7 @@ Work ProcessGroup::all_gather(Tensor& out, const Tensor& in) {
       gloo::AllgatherOptions opts(g.context);
       opts.setInput(static_cast<uint8_t*>(in_data), bytes);
       opts.setOutput(static_cast<uint8_t*>(out_data), bytes * static_cast<size_t>(g.size));
-      opts.setTag(0);
+      opts.setTag(layout_tag(keep_in));
       opts.setTimeout(g.timeout);
       gloo::allgather(opts);
     });
@@ -636,7 +278,7 @@ Work ProcessGroup::reduce_scatter(Tensor& out, const Tensor& in, ReduceOp op) {
         gloo::AlltoallOptions opts(g.context);
         opts.setInput(static_cast<uint8_t*>(in_data), chunk * static_cast<size_t>(g.size));
         opts.setOutput(reinterpret_cast<uint8_t*>(gathered.data()), gathered.size());
-        opts.setTag(0);
+        opts.setTag(layout_tag(keep_in));
         opts.setTimeout(g.timeout);
         gloo::alltoall(opts);
       });
@@ -675,172 +317,6 @@ std::mutex g_default_mu;
 // must not be joined during static destruction.
 ProcessGroup* g_default = nullptr;
 
-/// Gloo's TCP transport writes to its sockets without MSG_NOSIGNAL in
-/// places, so a write to a peer that has gone raises SIGPIPE, whose default
-/// action kills this process (seen: a survivor killed while the dead rank's
-/// connection closed). A group turns that into an error instead: SIGPIPE is
-/// ignored when the program left it at its default (a handler the program
-/// installed is kept), as Python does for every program.
-void ignore_sigpipe() {
-  struct sigaction current{};
-  if (::sigaction(SIGPIPE, nullptr, &current) == 0 && current.sa_handler == SIG_DFL &&
-      (current.sa_flags & SA_SIGINFO) == 0) {
-    struct sigaction ignore{};
-    ignore.sa_handler = SIG_IGN;
-    ::sigemptyset(&ignore.sa_mask);
-    ::sigaction(SIGPIPE, &ignore, nullptr);
-  }
-}
-
-std::unique_ptr<ProcessGroup> make_group(const Options& options) {
-  ignore_sigpipe();
-  auto impl = std::make_unique<ProcessGroup::Impl>();
-  int world = options.world_size >= 0 ? options.world_size : env_int("STRATA_WORLD_SIZE", "world_size", true, 0);
-  int rank = options.rank >= 0 ? options.rank : env_int("STRATA_RANK", "rank", true, 0);
-  if (world < 1)
-    throw DistributedError("init_process_group: world size " + std::to_string(world) + " (" +
-                           (options.world_size >= 0 ? "Options::world_size" : "STRATA_WORLD_SIZE") + ") must be >= 1");
-  if (rank >= world)
-    throw DistributedError("init_process_group: rank " + std::to_string(rank) + " (" +
-                           (options.rank >= 0 ? "Options::rank" : "STRATA_RANK") + ") is not below the world size " +
-                           std::to_string(world));
-  std::string addr = !options.master_addr.empty() ? options.master_addr : env_or("STRATA_MASTER_ADDR", "127.0.0.1");
-  int port = options.master_port >= 0 ? options.master_port : env_int("STRATA_MASTER_PORT", "master_port", false, 29500);
-  if (port < 1 || port > 65535)
-    throw DistributedError("init_process_group: master port " + std::to_string(port) + " is not in 1..65535");
-  auto timeout = options.timeout;
-  if (const char* t = std::getenv("STRATA_DIST_TIMEOUT_MS"); t && *t) {
-    int ms = env_int("STRATA_DIST_TIMEOUT_MS", "timeout", false, 0);
-    if (ms <= 0) throw DistributedError(std::string("init_process_group: STRATA_DIST_TIMEOUT_MS=\"") + t + "\" must be > 0");
-    timeout = std::chrono::milliseconds(ms);
-  }
-  bool check = options.check_consistency;
-  if (const char* c = std::getenv("STRATA_DIST_CHECK"); c && *c) check = std::string(c) != "0";
-
-  impl->rank = rank;
-  impl->size = world;
-  impl->timeout = timeout;
-  impl->check = check;
-  std::string who = "init_process_group on " + impl->who();
-
-  // The store.
-  if (!options.file_store.empty()) {
-    impl->store = std::make_unique<detail::FileRendezvousStore>(options.file_store, timeout);
-  } else {
-    if (rank == 0) {
-      try {
-        // The wildcard address, so that peers on other hosts reach it.
-        impl->server = std::make_unique<detail::TcpStoreServer>("", port);
-      } catch (const DistributedError& e) {
-        throw DistributedError(who + ": " + e.what());
-      }
-    }
-    impl->store = std::make_unique<detail::TcpStoreClient>(addr, port, timeout, who);
-  }
-  impl->store_where = impl->store->describe();
-
-  // Gloo's device: loopback when the master is, else this host's name
-  // (STRATA_DIST_HOSTNAME or STRATA_DIST_IFACE override it).
-  gloo::transport::tcp::attr attr;
-  if (const char* iface = std::getenv("STRATA_DIST_IFACE"); iface && *iface) {
-    attr.iface = iface;
-  } else {
-    std::string host = env_or("STRATA_DIST_HOSTNAME", "");
-    if (host.empty()) {
-      if (is_loopback(addr) || !options.file_store.empty()) {
-        host = "127.0.0.1";
-      } else {
-        char name[256] = {};
-        ::gethostname(name, sizeof name - 1);
-        host = name;
-      }
-    }
-    attr.hostname = host;
-  }
-  std::shared_ptr<gloo::transport::Device> device;
-  try {
-    device = gloo::transport::tcp::CreateDevice(attr);
-  } catch (const std::exception& e) {
-    throw DistributedError(who + ": cannot create Gloo's TCP device on \"" +
-                           (attr.iface.empty() ? attr.hostname : "interface " + attr.iface) + "\": " + e.what() +
-                           " (set STRATA_DIST_HOSTNAME or STRATA_DIST_IFACE)");
-  }
-
-  // Arrival: every rank announces itself with its Gloo address, then waits
-  // for the others, so that a missing rank is named.
-  detail::PrefixedStore store("strata/default/", *impl->store);
-  const std::string device_address = device->str();
-  store.set("arrived/" + std::to_string(rank), std::vector<char>(device_address.begin(), device_address.end()));
-  std::vector<std::string> keys;
-  for (int r = 0; r < world; ++r) keys.push_back("arrived/" + std::to_string(r));
-  try {
-    store.wait(keys, timeout);
-  } catch (const DistributedError&) {
-    std::vector<bool> present = store.check(keys);
-    std::string missing;
-    int count = 0;
-    for (int r = 0; r < world; ++r)
-      if (!present[r]) {
-        missing += (missing.empty() ? "" : ", ") + std::to_string(r);
-        ++count;
-      }
-    throw DistributedError(who + ": timed out after " + std::to_string(timeout.count()) + " ms waiting for rank" +
-                           (count > 1 ? "s " : " ") + missing + " to arrive at the " +
-                           (options.file_store.empty() ? "TCP store at " : "") + impl->store_where +
-                           " (not started, crashed, or given another address or port?)");
-  }
-  impl->peer_addresses.resize(static_cast<size_t>(world));
-  for (int r = 0; r < world; ++r) {
-    auto bytes = store.get(keys[r]);
-    impl->peer_addresses[r] = std::string(bytes.begin(), bytes.end());
-  }
-
-  // Connect every pair of ranks; a barrier, so that no rank needs the
-  // store once init returns.
-  impl->context = std::make_shared<gloo::rendezvous::Context>(rank, world);
-  impl->context->setTimeout(timeout);
-  try {
-    detail::PrefixedStore mesh("strata/default/mesh/", *impl->store);
-    impl->context->connectFullMesh(mesh, device);
-    // Every pair's listening address, so that a Gloo message naming a peer's
-    // address can be turned into its rank: rank q publishes, line by line,
-    // the address of its pair with each rank.
-    std::string mine;
-    for (int r = 0; r < world; ++r) mine += (r == rank ? std::string() : impl->context->getPair(r)->address().str()) + "\n";
-    store.set("pairs/" + std::to_string(rank), std::vector<char>(mine.begin(), mine.end()));
-    for (int q = 0; q < world; ++q) {
-      if (q == rank) continue;
-      auto bytes = store.get("pairs/" + std::to_string(q));
-      std::string lines(bytes.begin(), bytes.end());
-      size_t pos = 0;
-      for (int r = 0; r < world && pos <= lines.size(); ++r) {
-        size_t nl = lines.find('\n', pos);
-        if (nl == std::string::npos) break;
-        if (r == rank) impl->peer_addresses[q] = lines.substr(pos, nl - pos);
-        pos = nl + 1;
-      }
-    }
-    // Liveness: a key that lives as long as this rank's connection to the
-    // TCP store, so that when a Gloo connection breaks the survivors can
-    // ask which rank is gone (Impl::gone_peers). Set before the barrier,
-    // so every rank's key exists once init returns.
-    impl->liveness = store.set_owned("alive/" + std::to_string(rank), {});
-    if (world > 1) {
-      gloo::BarrierOptions opts(impl->context);
-      opts.setTimeout(timeout);
-      gloo::barrier(opts);
-    }
-  } catch (const DistributedError& e) {
-    throw DistributedError(who + ": connecting the ranks: " + e.what());
-  } catch (const gloo::Exception& e) {
-    std::string peer = impl->peer_in(e.what());
-    throw DistributedError(who + ": connecting the ranks failed" + (peer.empty() ? "" : " (with " + peer + ")") +
-                           ": " + e.what());
-  }
-  impl->start_worker();
-  return std::make_unique<ProcessGroup>(std::move(impl));
-}
-
 }  // namespace
 
 void init_process_group(const Options& options) {
@@ -849,7 +325,7 @@ void init_process_group(const Options& options) {
     throw DistributedError("init_process_group: the default group is already initialised (rank " +
                            std::to_string(g_default->rank()) + " of " + std::to_string(g_default->size()) +
                            "); call destroy_process_group() first");
-  g_default = make_group(options).release();
+  g_default = detail::make_group(options).release();
 }
 
 bool is_initialized() {
@@ -870,7 +346,12 @@ void destroy_process_group() {
     g = g_default;
     g_default = nullptr;
   }
+  if (!g) return;
+  const std::string who = g->impl().who();
+  const std::string error = g->impl().close();
   delete g;
+  if (!error.empty())
+    throw DistributedError("destroy_process_group on " + who + ": Gloo failed closing the connections: " + error);
 }
 
 int rank() { return group().rank(); }

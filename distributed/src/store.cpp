@@ -1,119 +1,40 @@
-// store.cpp — the TCP rendezvous store and the file store adaptor.
-//
-// Wire format (both directions), little-endian: a frame is a u32 byte count
-// followed by that many bytes. A request is u8 command, i64 timeout in
-// milliseconds, u32 part count, then parts (u32 length + bytes). A reply is
-// u8 status (0 ok, 1 timed out, 2 bad request) and parts the same way.
-//   SET  [key, value]      -> []
-//   GET  [key]             -> [value]        waits for the key up to the timeout
-//   WAIT [key...]          -> [] | missing   waits for every key up to the timeout
-//   CHECK [key...]         -> ["0"|"1"...]
-//   ADD  [key, i64 delta]  -> [i64 value]
+// store.cpp — the TCP rendezvous store's server and client, and the file
+// store adaptor. The wire format is store_wire.hpp's, what the server does
+// with a connection's frames store_session.cpp's; this file moves the
+// bytes, with every transfer bounded (socket_io.hpp).
 #include "store.hpp"
+
+#include "log.hpp"
 
 #include <strata/distributed.hpp>
 
 #include <gloo/common/error.h>
 #include <gloo/rendezvous/file_store.h>
 
-#include <arpa/inet.h>
-#include <netdb.h>
+#include <fcntl.h>
 #include <netinet/in.h>
 #include <netinet/tcp.h>
 #include <poll.h>
 #include <sys/socket.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <cstring>
-#include <sstream>
 
 namespace strata::distributed::detail {
 namespace {
 
-enum Command : uint8_t { kSet = 1, kGet = 2, kWait = 3, kCheck = 4, kAdd = 5, kSetOwned = 6 };
-enum Status : uint8_t { kOk = 0, kTimedOut = 1, kBadRequest = 2 };
+using wire::Bytes;
+using wire::View;
 
-using Parts = std::vector<std::vector<char>>;
-
-std::string errno_text(int err) { return std::strerror(err); }
-
-void put_u32(std::vector<char>& out, uint32_t v) {
-  for (int i = 0; i < 4; ++i) out.push_back(static_cast<char>((v >> (8 * i)) & 0xff));
-}
-void put_i64(std::vector<char>& out, int64_t v) {
-  auto u = static_cast<uint64_t>(v);
-  for (int i = 0; i < 8; ++i) out.push_back(static_cast<char>((u >> (8 * i)) & 0xff));
-}
-uint64_t get_le(const char* p, int n) {
-  uint64_t v = 0;
-  for (int i = 0; i < n; ++i) v |= static_cast<uint64_t>(static_cast<unsigned char>(p[i])) << (8 * i);
-  return v;
-}
-
-std::vector<char> to_bytes(const std::string& s) { return {s.begin(), s.end()}; }
-std::string to_string(const std::vector<char>& v) { return {v.begin(), v.end()}; }
-
-void put_parts(std::vector<char>& out, const Parts& parts) {
-  put_u32(out, static_cast<uint32_t>(parts.size()));
-  for (const auto& p : parts) {
-    put_u32(out, static_cast<uint32_t>(p.size()));
-    out.insert(out.end(), p.begin(), p.end());
-  }
-}
-
-/// Parses parts from [pos, end); false when malformed.
-bool get_parts(const std::vector<char>& in, size_t pos, Parts& parts) {
-  if (pos + 4 > in.size()) return false;
-  uint32_t n = static_cast<uint32_t>(get_le(in.data() + pos, 4));
-  pos += 4;
-  for (uint32_t i = 0; i < n; ++i) {
-    if (pos + 4 > in.size()) return false;
-    uint32_t len = static_cast<uint32_t>(get_le(in.data() + pos, 4));
-    pos += 4;
-    if (pos + len > in.size()) return false;
-    parts.emplace_back(in.begin() + static_cast<long>(pos), in.begin() + static_cast<long>(pos + len));
-    pos += len;
-  }
-  return pos == in.size();
-}
-
-bool write_all(int fd, const char* data, size_t n) {
-  while (n > 0) {
-    ssize_t w = ::send(fd, data, n, MSG_NOSIGNAL);
-    if (w < 0 && errno == EINTR) continue;
-    if (w <= 0) return false;
-    data += w;
-    n -= static_cast<size_t>(w);
-  }
-  return true;
-}
-
-bool read_all(int fd, char* data, size_t n) {
-  while (n > 0) {
-    ssize_t r = ::recv(fd, data, n, 0);
-    if (r < 0 && errno == EINTR) continue;
-    if (r <= 0) return false;
-    data += r;
-    n -= static_cast<size_t>(r);
-  }
-  return true;
-}
-
-bool write_frame(int fd, const std::vector<char>& payload) {
-  std::vector<char> header;
-  put_u32(header, static_cast<uint32_t>(payload.size()));
-  return write_all(fd, header.data(), header.size()) && write_all(fd, payload.data(), payload.size());
-}
-
-bool read_frame(int fd, std::vector<char>& payload) {
-  char header[4];
-  if (!read_all(fd, header, 4)) return false;
-  uint32_t n = static_cast<uint32_t>(get_le(header, 4));
-  if (n > (1u << 30)) return false;
-  payload.resize(n);
-  return read_all(fd, payload.data(), n);
-}
+/// How long a connection may take to say hello (at most; the I/O timeout
+/// when shorter): a rank sends it right after connecting.
+constexpr auto kHelloTime = std::chrono::seconds(10);
+/// Refused connections logged before the server stops logging them.
+constexpr int kMaxRefusalsLogged = 50;
+/// What a client allows the server beyond a wait's own length to answer it.
+constexpr auto kReplyMargin = std::chrono::milliseconds(2000);
 
 std::string join_keys(const std::vector<std::string>& keys) {
   std::string s;
@@ -121,37 +42,24 @@ std::string join_keys(const std::vector<std::string>& keys) {
   return s;
 }
 
+std::string size_text(uint32_t bytes) { return std::to_string(bytes) + " bytes"; }
+
 }  // namespace
 
 // --- server -----------------------------------------------------------------
 
-TcpStoreServer::TcpStoreServer(const std::string& host, int port) {
-  listen_fd_ = ::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
-  if (listen_fd_ < 0) throw DistributedError("TCP store: socket(): " + errno_text(errno));
-  int one = 1;
-  ::setsockopt(listen_fd_, SOL_SOCKET, SO_REUSEADDR, &one, sizeof one);
-  sockaddr_in addr{};
-  addr.sin_family = AF_INET;
-  addr.sin_port = htons(static_cast<uint16_t>(port));
-  addr.sin_addr.s_addr = htonl(INADDR_ANY);
-  if (!host.empty() && ::inet_pton(AF_INET, host.c_str(), &addr.sin_addr) != 1) {
-    ::close(listen_fd_);
-    throw DistributedError("TCP store: cannot listen on \"" + host + "\": not an IPv4 address");
-  }
-  std::string where = (host.empty() ? std::string("*") : host) + ":" + std::to_string(port);
-  if (::bind(listen_fd_, reinterpret_cast<sockaddr*>(&addr), sizeof addr) != 0) {
-    int err = errno;
-    ::close(listen_fd_);
-    if (err == EADDRINUSE)
-      throw DistributedError("TCP store: port " + std::to_string(port) + " is in use (binding " + where +
-                             "): choose another STRATA_MASTER_PORT / Options::master_port");
-    throw DistributedError("TCP store: cannot bind " + where + ": " + errno_text(err));
-  }
-  if (::listen(listen_fd_, 128) != 0) {
-    int err = errno;
-    ::close(listen_fd_);
-    throw DistributedError("TCP store: listen on " + where + ": " + errno_text(err));
-  }
+TcpStoreServer::TcpStoreServer(Options options) : options_(std::move(options)) {
+  listen_fd_ = net::listen_on(options_.host, options_.port, bound_);
+  // A host name that resolves to loopback on rank 0's own host (Debian's
+  // /etc/hosts maps the host name to 127.0.1.1) cannot be reached from
+  // other hosts, while it looks right in the ranks' environment.
+  const std::string& host = options_.host;
+  const bool loopback_name = host == "localhost" || host.rfind("127.", 0) == 0 || host == "::1";
+  if (!loopback_name && (bound_.rfind("127.", 0) == 0 || bound_.rfind("[::1]", 0) == 0))
+    log().warn(
+        "the TCP store listens on {}, a loopback address, because STRATA_MASTER_ADDR \"{}\" resolves to it "
+        "on rank 0's host: ranks on other hosts cannot reach it; give rank 0's reachable address instead",
+        bound_, host);
   acceptor_ = std::thread([this] { accept_loop(); });
 }
 
@@ -160,157 +68,154 @@ TcpStoreServer::~TcpStoreServer() {
   ::shutdown(listen_fd_, SHUT_RDWR);
   acceptor_.join();
   ::close(listen_fd_);
-  std::vector<std::thread> threads;
+  state_.stop();
   {
     std::lock_guard lock(mu_);
-    for (int fd : clients_) ::shutdown(fd, SHUT_RDWR);
-    threads = std::move(client_threads_);
+    for (auto& c : connections_)
+      if (c.fd >= 0) ::shutdown(c.fd, SHUT_RDWR);
   }
-  changed_.notify_all();
-  for (auto& t : threads) t.join();
-  for (int fd : clients_) ::close(fd);
+  for (auto& c : connections_) c.thread.join();
+}
+
+void TcpStoreServer::refuse(const std::string& peer, const std::string& why) {
+  int n = ++refusals_;
+  if (n <= kMaxRefusalsLogged)
+    log().warn("the TCP store at {} refused the connection from {}: {}{}", bound_, peer, why,
+               n == kMaxRefusalsLogged ? " (further refusals are not logged)" : "");
 }
 
 void TcpStoreServer::accept_loop() {
   while (!stopping_) {
     pollfd p{listen_fd_, POLLIN, 0};
-    int r = ::poll(&p, 1, 200);
-    if (r <= 0) continue;
+    if (::poll(&p, 1, 200) <= 0) continue;
     int fd = ::accept4(listen_fd_, nullptr, nullptr, SOCK_CLOEXEC);
     if (fd < 0) continue;
     int one = 1;
     ::setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof one);
     std::lock_guard lock(mu_);
-    if (stopping_) {
-      ::close(fd);
-      break;
+    // Reap the connections that ended, so that strangers cost nothing once gone.
+    for (auto it = connections_.begin(); it != connections_.end();) {
+      if (!it->done) {
+        ++it;
+        continue;
+      }
+      it->thread.join();
+      it = connections_.erase(it);
     }
-    clients_.push_back(fd);
-    client_threads_.emplace_back([this, fd] { serve(fd); });
+    if (stopping_ || connections_.size() >= options_.max_connections) {
+      if (!stopping_)
+        refuse(net::peer_address(fd), "the store serves at most " + std::to_string(options_.max_connections) +
+                                          " connections at a time (the world size plus spares)");
+      ::close(fd);
+      continue;
+    }
+    Connection& c = connections_.emplace_back();
+    c.fd = fd;
+    try {
+      c.thread = std::thread([this, &c] { serve(c); });
+    } catch (const std::system_error& e) {
+      refuse(net::peer_address(fd), std::string("cannot start a thread for it: ") + e.what());
+      ::close(fd);
+      connections_.pop_back();
+    }
   }
 }
 
-void TcpStoreServer::serve(int fd) {
-  std::vector<char> request;
-  std::vector<std::string> owned;  // keys that live as long as this connection
-  struct ReleaseOwned {
-    TcpStoreServer& server;
-    std::vector<std::string>& keys;
-    ~ReleaseOwned() {
-      std::lock_guard lock(server.mu_);
-      for (const auto& k : keys) server.data_.erase(k);
-      server.changed_.notify_all();
-    }
-  } release{*this, owned};
-  while (!stopping_ && read_frame(fd, request)) {
-    Parts parts;
-    std::vector<char> reply;
-    if (request.size() < 9 || !get_parts(request, 9, parts)) {
-      reply.push_back(static_cast<char>(kBadRequest));
-      put_parts(reply, {});
-      if (!write_frame(fd, reply)) return;
-      continue;
-    }
-    auto command = static_cast<uint8_t>(request[0]);
-    auto timeout = std::chrono::milliseconds(static_cast<int64_t>(get_le(request.data() + 1, 8)));
-    auto deadline = std::chrono::steady_clock::now() + timeout;
-    Status status = kOk;
-    Parts out;
-    std::unique_lock lock(mu_);
-    auto all_present = [&] {
-      for (const auto& k : parts)
-        if (!data_.count(to_string(k))) return false;
-      return true;
-    };
-    switch (command) {
-      case kSet:
-      case kSetOwned:
-        if (parts.size() != 2) {
-          status = kBadRequest;
-          break;
-        }
-        data_[to_string(parts[0])] = parts[1];
-        if (command == kSetOwned) owned.push_back(to_string(parts[0]));
-        changed_.notify_all();
-        break;
-      case kGet:
-      case kWait:
-        if (command == kGet && parts.size() != 1) {
-          status = kBadRequest;
-          break;
-        }
-        if (!changed_.wait_until(lock, deadline, [&] { return stopping_.load() || all_present(); }) || stopping_) {
-          status = kTimedOut;
-          for (const auto& k : parts)
-            if (!data_.count(to_string(k))) out.push_back(k);
-        } else if (command == kGet) {
-          out.push_back(data_[to_string(parts[0])]);
-        }
-        break;
-      case kCheck:
-        for (const auto& k : parts) out.push_back(to_bytes(data_.count(to_string(k)) ? "1" : "0"));
-        break;
-      case kAdd: {
-        if (parts.size() != 2 || parts[1].size() != 8) {
-          status = kBadRequest;
-          break;
-        }
-        auto& slot = data_[to_string(parts[0])];
-        int64_t value = slot.size() == 8 ? static_cast<int64_t>(get_le(slot.data(), 8)) : 0;
-        value += static_cast<int64_t>(get_le(parts[1].data(), 8));
-        slot.clear();
-        put_i64(slot, value);
-        out.push_back(slot);
-        changed_.notify_all();
+void TcpStoreServer::serve(Connection& c) {
+  const int fd = c.fd;
+  const std::string peer = net::peer_address(fd);
+  {
+    StoreSession session(state_, options_.token);
+    const auto hello_time = std::min<std::chrono::milliseconds>(options_.io_timeout, kHelloTime);
+    const auto hello_deadline = net::Clock::now() + hello_time;
+    Bytes payload, reply;
+    while (!stopping_) {
+      const bool before_hello = !session.accepted();
+      const auto last = before_hello ? hello_deadline : net::kNoDeadline;
+      uint32_t announced = 0;
+      int err = 0;
+      net::Io r =
+          net::read_frame(fd, session.max_frame(), payload, {last, options_.io_timeout, last}, &err, &announced);
+      if (r != net::Io::ok) {
+        if (stopping_) break;
+        if (r == net::Io::too_large)
+          refuse(peer, "it announced a frame of " + size_text(announced) + (before_hello ? " before its hello" : "") +
+                           " (at most " + size_text(session.max_frame()) + ")");
+        else if (before_hello)
+          refuse(peer, r == net::Io::timed_out ? "it sent no hello within " + std::to_string(hello_time.count()) + " ms"
+                                               : "it sent no hello (" + net::describe(r, err) + ")");
+        else if (r != net::Io::closed)
+          log().warn("the TCP store at {}: the connection from {} failed ({}): closing it", bound_, peer,
+                     net::describe(r, err));
         break;
       }
-      default:
-        status = kBadRequest;
+      std::string why;
+      bool keep = session.handle(wire::view(payload), reply, why);
+      if (!keep) refuse(peer, why);
+      if (net::write_frame(fd, reply, net::Clock::now() + options_.io_timeout) != net::Io::ok || !keep) break;
     }
-    lock.unlock();
-    reply.clear();
-    reply.push_back(static_cast<char>(status));
-    put_parts(reply, out);
-    if (!write_frame(fd, reply)) return;
+  }  // the session ends here: the keys it owned are gone before the connection closes
+  {
+    std::lock_guard lock(mu_);
+    ::close(fd);
+    c.fd = -1;
+    c.done = true;
   }
+  ended_.notify_all();
+}
+
+void TcpStoreServer::linger(std::chrono::milliseconds most) {
+  std::unique_lock lock(mu_);
+  ended_.wait_for(lock, most, [this] {
+    return std::all_of(connections_.begin(), connections_.end(), [](const Connection& c) { return c.done.load(); });
+  });
 }
 
 // --- client -----------------------------------------------------------------
 
-TcpStoreClient::TcpStoreClient(const std::string& host, int port, std::chrono::milliseconds timeout, std::string who)
-    : host_(host), port_(port), timeout_(timeout), who_(std::move(who)) {
-  auto deadline = std::chrono::steady_clock::now() + timeout;
+TcpStoreClient::TcpStoreClient(const std::string& host, int port, std::chrono::milliseconds timeout, std::string who,
+                               std::string token)
+    : host_(host), port_(port), timeout_(timeout), who_(std::move(who)), token_(std::move(token)) {
+  const auto deadline = net::Clock::now() + timeout;
   std::string last_error = "no attempt";
-  addrinfo hints{};
-  hints.ai_family = AF_UNSPEC;
-  hints.ai_socktype = SOCK_STREAM;
   while (true) {
-    addrinfo* found = nullptr;
-    int rc = ::getaddrinfo(host.c_str(), std::to_string(port).c_str(), &hints, &found);
-    if (rc != 0) {
-      last_error = std::string("cannot resolve \"") + host + "\": " + ::gai_strerror(rc);
-    } else {
-      for (addrinfo* a = found; a && fd_ < 0; a = a->ai_next) {
-        int fd = ::socket(a->ai_family, a->ai_socktype | SOCK_CLOEXEC, a->ai_protocol);
-        if (fd < 0) continue;
-        if (::connect(fd, a->ai_addr, a->ai_addrlen) == 0) {
-          fd_ = fd;
-        } else {
-          last_error = errno_text(errno);
-          ::close(fd);
-        }
+    int fd = net::connect_to(host, port, deadline, last_error);
+    if (fd >= 0) {
+      std::string why = hello(fd, deadline);  // throws when the token is refused
+      if (why.empty()) {
+        fd_ = fd;
+        return;
       }
-      ::freeaddrinfo(found);
+      last_error = why;
+      ::close(fd);
     }
-    if (fd_ >= 0) break;
-    if (std::chrono::steady_clock::now() >= deadline)
+    if (net::Clock::now() >= deadline)
       throw DistributedError(who_ + ": could not reach the TCP store at " + describe() + " within " +
                              std::to_string(timeout.count()) + " ms (last error: " + last_error +
                              "); is rank 0 running with the same STRATA_MASTER_ADDR and STRATA_MASTER_PORT?");
-    std::this_thread::sleep_for(std::chrono::milliseconds(50));
+    std::this_thread::sleep_for(std::chrono::milliseconds(50));  // rank 0 may not listen yet: retry
   }
-  int one = 1;
-  ::setsockopt(fd_, IPPROTO_TCP, TCP_NODELAY, &one, sizeof one);
+}
+
+std::string TcpStoreClient::hello(int fd, net::Clock::time_point deadline) {
+  int err = 0;
+  net::Io w = net::write_frame(fd, wire::encode_hello(token_), deadline, &err);
+  if (w != net::Io::ok) return "saying hello: " + net::describe(w, err);
+  Bytes payload;
+  uint32_t announced = 0;
+  net::Io r = net::read_frame(fd, wire::kMaxHelloFrame, payload, {deadline, timeout_, deadline}, &err, &announced);
+  if (r == net::Io::too_large)
+    return "the server answered the hello with a frame of " + size_text(announced) + ": not a Strata store?";
+  if (r != net::Io::ok) return "waiting for the answer to the hello: " + net::describe(r, err);
+  std::optional<wire::Reply> welcome = wire::decode_reply(wire::view(payload));
+  if (!welcome) return "the server's answer to the hello is not a Strata store's";
+  if (welcome->status == wire::kRefused) {
+    ::close(fd);
+    throw DistributedError(who_ + ": the TCP store at " + describe() + " refused this rank's job token (" +
+                           (token_.empty() ? std::string("STRATA_JOB_TOKEN is not set here") : "STRATA_JOB_TOKEN") +
+                           ") : it serves another job, or the ranks were given different tokens");
+  }
+  return welcome->status == wire::kOk ? "" : "the server's answer to the hello is not a Strata store's";
 }
 
 TcpStoreClient::~TcpStoreClient() {
@@ -319,94 +224,102 @@ TcpStoreClient::~TcpStoreClient() {
 
 std::string TcpStoreClient::describe() const { return host_ + ":" + std::to_string(port_); }
 
-std::vector<char> TcpStoreClient::request(const std::vector<char>& message, std::chrono::milliseconds timeout) {
+wire::Reply TcpStoreClient::request(wire::Command command, std::chrono::milliseconds wait,
+                                    const std::vector<View>& parts, const std::string& what, Bytes& storage) {
   std::lock_guard lock(mu_);
-  if (!write_frame(fd_, message))
-    throw DistributedError(who_ + ": lost the connection to the TCP store at " + describe() + " (rank 0 exited?)");
-  // The server answers by the timeout; allow it a margin before giving up on it.
-  pollfd p{fd_, POLLIN, 0};
-  int wait_ms = static_cast<int>(std::min<int64_t>(timeout.count() + 5000, 1 << 30));
-  int r;
-  do {
-    r = ::poll(&p, 1, wait_ms);
-  } while (r < 0 && errno == EINTR);
-  std::vector<char> reply;
-  if (r <= 0 || !read_frame(fd_, reply))
-    throw DistributedError(who_ + ": lost the connection to the TCP store at " + describe() + " (rank 0 exited?)");
-  return reply;
+  auto fail = [&](const std::string& why) {
+    broken_ = why;
+    ::close(fd_);
+    fd_ = -1;
+    return DistributedError(who_ + ": " + what + " in the TCP store at " + describe() + ": " + why);
+  };
+  if (!broken_.empty())
+    throw DistributedError(who_ + ": " + what + " in the TCP store at " + describe() +
+                           ": the connection is unusable after an earlier failure (" + broken_ + ")");
+  const auto start = net::Clock::now();
+  int err = 0;
+  net::Io w = net::write_frame(fd_, wire::encode_request(command, wait.count(), parts), start + timeout_, &err);
+  if (w == net::Io::timed_out)
+    throw fail("the request could not be sent within " + std::to_string(timeout_.count()) +
+               " ms (STRATA_DIST_TIMEOUT_MS)");
+  if (w != net::Io::ok) throw fail("lost the connection (" + net::describe(w, err) + "; rank 0 exited?)");
+  // The server answers a wait when it ends; other requests at once.
+  const bool waits = command == wire::kGet || command == wire::kWait;
+  const auto allowed = waits ? wait + std::min<std::chrono::milliseconds>(timeout_, kReplyMargin) : timeout_;
+  const auto deadline = start + allowed;
+  uint32_t announced = 0;
+  net::Io r = net::read_frame(fd_, wire::kMaxFrame, storage, {deadline, allowed, deadline}, &err, &announced);
+  if (r == net::Io::timed_out)
+    throw fail("no reply within " + std::to_string(allowed.count()) + " ms (STRATA_DIST_TIMEOUT_MS" +
+               (waits ? " and a margin" : "") + ")");
+  if (r == net::Io::too_large)
+    throw fail("the reply announces " + size_text(announced) + ", more than " + size_text(wire::kMaxFrame) +
+               ": not a Strata store?");
+  if (r != net::Io::ok) throw fail("lost the connection (" + net::describe(r, err) + "; rank 0 exited?)");
+  std::optional<wire::Reply> reply = wire::decode_reply(wire::view(storage));
+  if (!reply) throw fail("a malformed reply of " + size_text(static_cast<uint32_t>(storage.size())));
+  if (reply->status == wire::kBadRequest)
+    throw DistributedError(who_ + ": the TCP store at " + describe() + " refused " + what + " as malformed");
+  return *reply;
 }
-
-namespace {
-std::vector<char> make_request(Command command, std::chrono::milliseconds timeout, const Parts& parts) {
-  std::vector<char> m;
-  m.push_back(static_cast<char>(command));
-  put_i64(m, timeout.count());
-  put_parts(m, parts);
-  return m;
-}
-}  // namespace
 
 void TcpStoreClient::set(const std::string& key, const std::vector<char>& data) {
-  auto reply = request(make_request(kSet, timeout_, {to_bytes(key), data}), timeout_);
-  if (reply.empty() || reply[0] != kOk) throw DistributedError(who_ + ": the TCP store refused set(\"" + key + "\")");
+  Bytes storage;
+  request(wire::kSet, timeout_, {wire::view(key), wire::view(data)}, "set(\"" + key + "\")", storage);
 }
 
 bool TcpStoreClient::set_owned(const std::string& key, const std::vector<char>& data) {
-  std::vector<char> reply = request(make_request(kSetOwned, timeout_, {to_bytes(key), data}), timeout_);
-  if (reply.empty() || reply[0] != kOk)
-    throw DistributedError(who_ + ": the TCP store at " + describe() + " refused to set \"" + key + "\"");
+  Bytes storage;
+  request(wire::kSetOwned, timeout_, {wire::view(key), wire::view(data)}, "set(\"" + key + "\")", storage);
   return true;
 }
 
 std::vector<char> TcpStoreClient::get(const std::string& key) {
-  auto reply = request(make_request(kGet, timeout_, {to_bytes(key)}), timeout_);
-  Parts parts;
-  if (reply.empty() || !get_parts(reply, 1, parts))
-    throw DistributedError(who_ + ": malformed reply from the TCP store at " + describe());
-  if (reply[0] == kTimedOut)
-    throw DistributedError(who_ + ": timed out after " + std::to_string(timeout_.count()) +
-                           " ms waiting for key \"" + key + "\" in the TCP store at " + describe());
-  if (reply[0] != kOk || parts.size() != 1)
-    throw DistributedError(who_ + ": the TCP store refused get(\"" + key + "\")");
-  return parts[0];
+  Bytes storage;
+  wire::Reply reply = request(wire::kGet, timeout_, {wire::view(key)}, "get(\"" + key + "\")", storage);
+  if (reply.status == wire::kTimedOut)
+    throw DistributedError(who_ + ": timed out after " + std::to_string(timeout_.count()) + " ms waiting for key \"" +
+                           key + "\" in the TCP store at " + describe());
+  if (reply.status != wire::kOk || reply.parts.size() != 1)
+    throw DistributedError(who_ + ": the TCP store at " + describe() + " gave a malformed reply to get(\"" + key +
+                           "\")");
+  return {reply.parts[0].begin(), reply.parts[0].end()};
 }
 
 void TcpStoreClient::wait(const std::vector<std::string>& keys, const std::chrono::milliseconds& timeout) {
-  Parts parts;
-  for (const auto& k : keys) parts.push_back(to_bytes(k));
-  auto reply = request(make_request(kWait, timeout, parts), timeout);
-  Parts missing;
-  if (reply.empty() || !get_parts(reply, 1, missing))
-    throw DistributedError(who_ + ": malformed reply from the TCP store at " + describe());
-  if (reply[0] == kTimedOut) {
+  std::vector<View> parts;
+  for (const auto& k : keys) parts.push_back(wire::view(k));
+  Bytes storage;
+  wire::Reply reply = request(wire::kWait, timeout, parts, "wait(" + join_keys(keys) + ")", storage);
+  if (reply.status == wire::kTimedOut) {
     std::vector<std::string> names;
-    for (const auto& m : missing) names.push_back(to_string(m));
+    for (const auto& m : reply.parts) names.push_back(wire::text(m));
     throw DistributedError(who_ + ": timed out after " + std::to_string(timeout.count()) + " ms waiting for key(s) " +
                            join_keys(names) + " in the TCP store at " + describe());
   }
-  if (reply[0] != kOk) throw DistributedError(who_ + ": the TCP store refused wait()");
 }
 
 std::vector<bool> TcpStoreClient::check(const std::vector<std::string>& keys) {
-  Parts parts;
-  for (const auto& k : keys) parts.push_back(to_bytes(k));
-  auto reply = request(make_request(kCheck, timeout_, parts), timeout_);
-  Parts flags;
-  if (reply.empty() || reply[0] != kOk || !get_parts(reply, 1, flags) || flags.size() != keys.size())
-    throw DistributedError(who_ + ": malformed reply from the TCP store at " + describe());
+  std::vector<View> parts;
+  for (const auto& k : keys) parts.push_back(wire::view(k));
+  Bytes storage;
+  wire::Reply reply = request(wire::kCheck, timeout_, parts, "check(" + join_keys(keys) + ")", storage);
+  if (reply.status != wire::kOk || reply.parts.size() != keys.size())
+    throw DistributedError(who_ + ": the TCP store at " + describe() + " gave a malformed reply to check()");
   std::vector<bool> out;
-  for (const auto& f : flags) out.push_back(to_string(f) == "1");
+  for (const auto& f : reply.parts) out.push_back(f.size() == 1 && f[0] == '1');
   return out;
 }
 
 int64_t TcpStoreClient::add(const std::string& key, int64_t delta) {
-  std::vector<char> d;
-  put_i64(d, delta);
-  auto reply = request(make_request(kAdd, timeout_, {to_bytes(key), d}), timeout_);
-  Parts parts;
-  if (reply.empty() || reply[0] != kOk || !get_parts(reply, 1, parts) || parts.size() != 1 || parts[0].size() != 8)
-    throw DistributedError(who_ + ": the TCP store refused add(\"" + key + "\")");
-  return static_cast<int64_t>(get_le(parts[0].data(), 8));
+  Bytes d;
+  wire::put_i64(d, delta);
+  Bytes storage;
+  wire::Reply reply = request(wire::kAdd, timeout_, {wire::view(key), wire::view(d)}, "add(\"" + key + "\")", storage);
+  if (reply.status != wire::kOk || reply.parts.size() != 1 || reply.parts[0].size() != 8)
+    throw DistributedError(who_ + ": the TCP store at " + describe() + " gave a malformed reply to add(\"" + key +
+                           "\")");
+  return wire::get_i64(reply.parts[0]);
 }
 
 // --- file store -----------------------------------------------------------------
@@ -459,6 +372,20 @@ std::vector<bool> FileRendezvousStore::check(const std::vector<std::string>& key
   auto& s = static_cast<OpenFileStore&>(*store_);
   for (const auto& k : keys) out.push_back(s.check({k}));
   return out;
+}
+
+bool FileRendezvousStore::claim(const std::string& key) {
+  std::string name = "claim-" + key;
+  for (char& ch : name)
+    if (ch == '/') ch = '_';
+  std::string file = path_ + "/" + name;
+  int fd = ::open(file.c_str(), O_CREAT | O_EXCL | O_WRONLY | O_CLOEXEC, 0600);
+  if (fd >= 0) {
+    ::close(fd);
+    return true;
+  }
+  if (errno == EEXIST) return false;
+  throw DistributedError("file store " + path_ + ": cannot create " + file + ": " + std::strerror(errno));
 }
 
 std::string FileRendezvousStore::describe() const { return "file store " + path_; }

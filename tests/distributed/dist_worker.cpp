@@ -16,8 +16,10 @@
 #include <chrono>
 #include <cmath>
 #include <csignal>
+#include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <fstream>
 #include <functional>
 #include <iostream>
 #include <string>
@@ -167,9 +169,7 @@ int collectives() {
 }
 
 // Collectives run in issue order: several issued, then waited in reverse.
-int async_order() {
-  dist::init_process_group(options());
-  auto& pg = dist::group();
+void check_async_order(dist::ProcessGroup& pg) {
   const int r = pg.rank(), n = pg.size();
   Tensor t = make(DType::f32, {1000}, [&](int64_t i) { return r + 1.0 + static_cast<double>(i % 3); });
   std::vector<dist::Work> works;
@@ -193,6 +193,11 @@ int async_order() {
                   [&](int64_t i) { return n * (k * 10.0 + static_cast<double>(i)) + n * (n - 1) / 2.0; });
   dist::Work done;
   if (!done.completed()) fail("a default Work is not completed");
+}
+
+int async_order() {
+  dist::init_process_group(options());
+  check_async_order(dist::group());
   dist::destroy_process_group();
   return failures ? 1 : 0;
 }
@@ -266,6 +271,113 @@ int peer_dies() {
   // noticed the loss later can still ask the store who is gone.
   if (pg.rank() == 0) std::this_thread::sleep_for(std::chrono::milliseconds(1500));
   dist::destroy_process_group();
+  return failures ? 1 : 0;
+}
+
+/// Waits until `path` exists (a test's signal), up to 30 s.
+bool await_file(const std::string& path) {
+  auto end = std::chrono::steady_clock::now() + std::chrono::seconds(30);
+  while (::access(path.c_str(), F_OK) != 0) {
+    if (std::chrono::steady_clock::now() > end) return false;
+    std::this_thread::sleep_for(std::chrono::milliseconds(10));
+  }
+  return true;
+}
+
+/// Marks this rank done in DIST_TEST_DONE_DIR (a file named after it); with
+/// `wait`, then waits for the marks of every rank of `ranks`: ranks that
+/// must not exit before the others have seen their own error.
+void done_and_wait(int rank, const std::vector<int>& ranks, bool wait) {
+  const std::string dir = std::getenv("DIST_TEST_DONE_DIR");
+  std::fclose(std::fopen((dir + "/" + std::to_string(rank)).c_str(), "w"));
+  if (!wait) return;
+  for (int r : ranks)
+    if (r != rank && !await_file(dir + "/" + std::to_string(r))) fail("rank " + std::to_string(r) + " never finished");
+}
+
+// Rank DIST_TEST_VICTIM is killed (SIGKILL) after the first collective;
+// every survivor must name it. Each survivor then creates
+// DIST_TEST_DONE_DIR/<rank>, and rank 0, which serves the store the
+// survivors ask, stays until every survivor has.
+int peer_killed() {
+  dist::init_process_group(options());
+  auto& pg = dist::group();
+  const int victim = std::atoi(std::getenv("DIST_TEST_VICTIM"));
+  Tensor t = strata::ones({1000}, on_cpu(DType::f32));
+  pg.all_reduce(t).wait();
+  if (pg.rank() == victim) std::raise(SIGKILL);
+  std::vector<dist::Work> works;
+  for (int k = 0; k < 3; ++k) works.push_back(pg.all_reduce(t));
+  expect_error("after a peer was killed", [&] { works[0].wait(); }, "lost rank " + std::to_string(victim));
+  std::vector<int> survivors;
+  for (int r = 0; r < pg.size(); ++r)
+    if (r != victim) survivors.push_back(r);
+  done_and_wait(pg.rank(), survivors, pg.rank() == 0);
+  dist::destroy_process_group();
+  return failures ? 1 : 0;
+}
+
+// Under `strata launch`: rank 1 is killed after the first collective, the
+// others exit 1 as soon as they notice. launch must report rank 1's signal.
+int die_together() {
+  dist::init_process_group(options());
+  auto& pg = dist::group();
+  Tensor t = strata::ones({100}, on_cpu(DType::f32));
+  pg.all_reduce(t).wait();
+  if (pg.rank() == 1) std::raise(SIGKILL);
+  try {
+    pg.all_reduce(t).wait();
+  } catch (const dist::DistributedError& e) {
+    std::cout << "ERROR: " << e.what() << std::endl;
+  }
+  std::_Exit(1);
+}
+
+// With the consistency check off (STRATA_DIST_CHECK=0), rank 1 passes a
+// tensor of another dtype (DIST_TEST_MISMATCH=dtype) or size (=numel):
+// every rank must get a DistributedError (a timeout, or the lost connection
+// of the rank that timed out first), not an abort in Gloo.
+int unchecked_mismatch() {
+  dist::init_process_group(options());
+  auto& pg = dist::group();
+  const bool other = pg.rank() == 1;
+  const std::string what = std::getenv("DIST_TEST_MISMATCH");
+  Tensor t = strata::ones({other && what == "numel" ? 1001 : 1000}, on_cpu(other && what == "dtype" ? DType::f64 : DType::f32));
+  expect_error("unchecked mismatch", [&] { pg.all_reduce(t).wait(); }, "STRATA_DIST_CHECK=0");
+  done_and_wait(pg.rank(), {0, 1}, true);  // no rank exits before the other has its error
+  dist::destroy_process_group();
+  return failures ? 1 : 0;
+}
+
+// Joins the group, or reports why not (a second process claiming a rank);
+// when joined, runs a collective with the others.
+int join_or_refused() {
+  try {
+    dist::init_process_group(options());
+  } catch (const dist::DistributedError& e) {
+    std::cout << "ERROR: " << e.what() << std::endl;
+    return 0;
+  }
+  auto& pg = dist::group();
+  Tensor t = strata::ones({10}, on_cpu(DType::f32));
+  pg.all_reduce(t).wait();
+  expect_values("all_reduce after a refused duplicate", t, [&](int64_t) { return pg.size(); });
+  dist::destroy_process_group();
+  return failures ? 1 : 0;
+}
+
+// Joins, waits for the test's go (DIST_TEST_GO, a file it creates once the
+// strangers it sent to the store have been refused), then trains: the
+// collectives of async_order.
+int after_strangers() {
+  dist::init_process_group(options());
+  if (!await_file(std::getenv("DIST_TEST_GO"))) fail("no go from the test");
+  check_async_order(dist::group());
+  dist::destroy_process_group();
+  // The most memory this process held (the strangers must not have cost any).
+  std::ifstream status("/proc/self/status");
+  for (std::string line; std::getline(status, line);)
+    if (line.rfind("VmHWM:", 0) == 0) std::cout << "peak_rss_kb=" << std::stol(line.substr(6)) << std::endl;
   return failures ? 1 : 0;
 }
 
@@ -429,6 +541,11 @@ int main(int argc, char** argv) {
     if (scenario == "peer_stalls") return peer_stalls();
     if (scenario == "launch_probe") return launch_probe();
     if (scenario == "device_collectives") return device_collectives();
+    if (scenario == "peer_killed") return peer_killed();
+    if (scenario == "die_together") return die_together();
+    if (scenario == "unchecked_mismatch") return unchecked_mismatch();
+    if (scenario == "join_or_refused") return join_or_refused();
+    if (scenario == "after_strangers") return after_strangers();
   } catch (const std::exception& e) {
     std::cerr << "FAIL: uncaught " << e.what() << std::endl;
     return 1;

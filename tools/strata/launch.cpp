@@ -4,8 +4,12 @@
 // shell (`--launcher`, default ssh), node k on host k, and supervises them
 // as it supervises local ranks ("Multi-host").
 //
-// Each rank gets STRATA_RANK, STRATA_WORLD_SIZE, STRATA_MASTER_ADDR=127.0.0.1
-// and STRATA_MASTER_PORT (the given port, else a free one the kernel picks).
+// Each rank gets STRATA_RANK, STRATA_WORLD_SIZE, STRATA_MASTER_ADDR=127.0.0.1,
+// STRATA_MASTER_PORT (the given port, else a free one the kernel picks) and
+// STRATA_JOB_TOKEN, the secret rank 0's store asks of every connection: 128
+// random bits per run, or launch's own STRATA_JOB_TOKEN when it has one
+// (--hosts hands its token to every node that way, on the remote shell's
+// standard input rather than its command line).
 // Several nodes: run launch once per node with --nnodes K --node-rank R
 // --master-addr A --master-port P; node R starts ranks R*N .. R*N+N-1 of a
 // world of K*N, all meeting at rank 0's TCP store on A:P (node 0).
@@ -13,7 +17,9 @@
 // to launch's own stdout and stderr. When a rank exits non-zero or is killed
 // by a signal, launch names it, sends SIGTERM to the others, SIGKILL after
 // a grace period, and exits with that rank's status (128 + signal for a
-// signal). A program that cannot be started: exit 127. SIGINT, SIGTERM and
+// signal); "first" is the order the ranks ended in, which a thread blocked
+// in waitpid(-1) sees, except that a rank killed by a signal within 250 ms
+// after a rank failed is named instead (supervise says why). A program that cannot be started: exit 127. SIGINT, SIGTERM and
 // SIGHUP (a remote shell that goes away) to launch are forwarded to the ranks.
 //
 // With more than one rank and OMP_NUM_THREADS unset, every rank gets
@@ -33,18 +39,27 @@
 
 #include <cerrno>
 #include <chrono>
+#include <climits>
 #include <csignal>
 #include <cstdlib>
 #include <cstring>
+#include <deque>
 #include <filesystem>
+#include <fstream>
 #include <iostream>
+#include <mutex>
 #include <string>
+#include <thread>
+#include <utility>
 #include <vector>
 
 namespace strata::cli {
 namespace {
 
 constexpr auto kGracePeriod = std::chrono::seconds(5);
+/// After a rank fails, how long launch waits for others to end on their own
+/// before it names the one that failed first (see supervise).
+constexpr auto kSettleTime = std::chrono::milliseconds(250);
 
 volatile std::sig_atomic_t g_forward_signal = 0;
 
@@ -66,6 +81,21 @@ int free_port() {
   return port;
 }
 
+/// A fresh job token: 128 bits from /dev/urandom in hex; "" when it
+/// cannot be read.
+std::string random_token() {
+  std::ifstream in("/dev/urandom", std::ios::binary);
+  unsigned char raw[16];
+  if (!in.read(reinterpret_cast<char*>(raw), sizeof raw)) return "";
+  static const char* digits = "0123456789abcdef";
+  std::string hex;
+  for (unsigned char b : raw) {
+    hex += digits[b >> 4];
+    hex += digits[b & 15];
+  }
+  return hex;
+}
+
 struct Stream {
   int fd = -1;
   std::string pending;  // a partial line
@@ -79,6 +109,7 @@ struct ChildSpec {
   std::vector<std::pair<std::string, std::string>> env;  // set in the child
   std::string prefix;                                     // before each output line
   std::string name;                                       // in messages: "rank 3", "node 1 (hostb)"
+  std::string input;  // non-empty: the child's standard input, then end of file
 };
 
 struct Child {
@@ -111,6 +142,58 @@ std::string describe_status(int status) {
 
 int exit_code(int status) { return WIFSIGNALED(status) ? 128 + WTERMSIG(status) : WEXITSTATUS(status); }
 
+/// Reaps children on a thread blocked in waitpid(-1), so that they are
+/// reaped in the order they end (a loop polling each child in turn would
+/// report whichever it looked at first when several had ended), and wakes
+/// the supervising loop through a pipe.
+class Reaper {
+ public:
+  Reaper() {
+    if (::pipe2(wake_, O_CLOEXEC | O_NONBLOCK) != 0) wake_[0] = wake_[1] = -1;
+  }
+  ~Reaper() {
+    if (thread_.joinable()) thread_.join();
+    for (int fd : wake_)
+      if (fd >= 0) ::close(fd);
+  }
+  /// Call once every child was started: the thread ends when none is left.
+  void start() {
+    thread_ = std::thread([this] {
+      sigset_t forwarded;
+      ::sigemptyset(&forwarded);
+      for (int sig : {SIGINT, SIGTERM, SIGHUP}) ::sigaddset(&forwarded, sig);
+      ::pthread_sigmask(SIG_BLOCK, &forwarded, nullptr);  // they are the main loop's
+      while (true) {
+        int status = 0;
+        pid_t pid = ::waitpid(-1, &status, 0);
+        if (pid < 0 && errno == EINTR) continue;
+        if (pid < 0) return;  // ECHILD: every child was reaped
+        {
+          std::lock_guard lock(mu_);
+          ended_.emplace_back(pid, status);
+        }
+        char one = 1;
+        [[maybe_unused]] ssize_t w = ::write(wake_[1], &one, 1);
+      }
+    });
+  }
+  int wake_fd() const { return wake_[0]; }
+  /// The children that ended since the last call, in the order they ended.
+  std::deque<std::pair<pid_t, int>> take() {
+    char buf[64];
+    while (::read(wake_[0], buf, sizeof buf) > 0) {
+    }
+    std::lock_guard lock(mu_);
+    return std::exchange(ended_, {});
+  }
+
+ private:
+  int wake_[2] = {-1, -1};
+  std::thread thread_;
+  std::mutex mu_;
+  std::deque<std::pair<pid_t, int>> ended_;
+};
+
 /// Signals each child's process group (every child leads its own), so that
 /// what a rank started itself (a shell's commands) ends with it. Groups of
 /// children already reaped are signalled too: a process they left behind
@@ -130,6 +213,11 @@ int supervise(const std::vector<ChildSpec>& specs, const std::string& what) {
   for (int sig : {SIGINT, SIGTERM, SIGHUP}) ::sigaction(sig, &sa, nullptr);
 
   std::vector<Child> children(specs.size());
+  Reaper reaper;
+  if (reaper.wake_fd() < 0) {
+    std::cerr << "strata launch: pipe: " << std::strerror(errno) << "\n";
+    return kFailure;
+  }
   std::cout.flush();
   std::cerr.flush();
   for (size_t k = 0; k < specs.size(); ++k) {
@@ -137,8 +225,9 @@ int supervise(const std::vector<ChildSpec>& specs, const std::string& what) {
     std::vector<char*> argv;
     for (const auto& a : spec.argv) argv.push_back(const_cast<char*>(a.c_str()));
     argv.push_back(nullptr);
-    int out[2], err[2], exec_err[2];
-    if (::pipe2(out, O_CLOEXEC) || ::pipe2(err, O_CLOEXEC) || ::pipe2(exec_err, O_CLOEXEC)) {
+    int out[2], err[2], exec_err[2], in[2] = {-1, -1};
+    if (::pipe2(out, O_CLOEXEC) || ::pipe2(err, O_CLOEXEC) || ::pipe2(exec_err, O_CLOEXEC) ||
+        (!spec.input.empty() && ::pipe2(in, O_CLOEXEC))) {
       std::cerr << "strata launch: pipe: " << std::strerror(errno) << "\n";
       signal_all(children, SIGKILL);
       return kFailure;
@@ -154,6 +243,7 @@ int supervise(const std::vector<ChildSpec>& specs, const std::string& what) {
       for (int sig : {SIGINT, SIGTERM, SIGHUP}) ::signal(sig, SIG_DFL);
       ::dup2(out[1], STDOUT_FILENO);
       ::dup2(err[1], STDERR_FILENO);
+      if (in[0] >= 0) ::dup2(in[0], STDIN_FILENO);
       for (const auto& [name, value] : spec.env) ::setenv(name.c_str(), value.c_str(), 1);
       ::execvp(argv[0], argv.data());
       int e = errno;
@@ -164,6 +254,18 @@ int supervise(const std::vector<ChildSpec>& specs, const std::string& what) {
     ::close(out[1]);
     ::close(err[1]);
     ::close(exec_err[1]);
+    if (in[0] >= 0) {
+      // A line or two: fits the pipe's buffer, so the write does not block.
+      // The child may be gone already (a launcher that failed): SIGPIPE is
+      // ignored for the write, whose failure the child's status tells.
+      ::close(in[0]);
+      struct sigaction ignore{}, previous{};
+      ignore.sa_handler = SIG_IGN;
+      ::sigaction(SIGPIPE, &ignore, &previous);
+      [[maybe_unused]] ssize_t w = ::write(in[1], spec.input.data(), spec.input.size());
+      ::sigaction(SIGPIPE, &previous, nullptr);
+      ::close(in[1]);
+    }
     int e = 0;
     ssize_t got;
     do {
@@ -190,8 +292,13 @@ int supervise(const std::vector<ChildSpec>& specs, const std::string& what) {
 
   int failed = -1, failed_status = 0;
   bool terminating = false;
+  // Set by the first failure: the ranks that end until `decide_at` are
+  // weighed before one is named (below).
+  bool deciding = false;
+  std::chrono::steady_clock::time_point decide_at{};
   std::chrono::steady_clock::time_point kill_at{};
   size_t running = children.size();
+  reaper.start();
   while (true) {
     // Output.
     std::vector<pollfd> fds;
@@ -203,8 +310,10 @@ int supervise(const std::vector<ChildSpec>& specs, const std::string& what) {
           which.emplace_back(k, s);
         }
     if (running == 0 && fds.empty()) break;
-    int ready = fds.empty() ? (::usleep(50000), 0) : ::poll(fds.data(), fds.size(), 50);
-    for (size_t j = 0; ready > 0 && j < fds.size(); ++j) {
+    const size_t streams = fds.size();
+    fds.push_back({reaper.wake_fd(), POLLIN, 0});
+    int ready = ::poll(fds.data(), fds.size(), 50);
+    for (size_t j = 0; ready > 0 && j < streams; ++j) {
       if (!(fds[j].revents & (POLLIN | POLLHUP | POLLERR))) continue;
       auto [k, s] = which[j];
       char buf[8192];
@@ -218,24 +327,38 @@ int supervise(const std::vector<ChildSpec>& specs, const std::string& what) {
         s->fd = -1;
       }
     }
-    // Exits.
-    for (size_t k = 0; k < children.size(); ++k) {
+    // Exits, in the order the children ended.
+    for (auto [pid, status] : reaper.take()) {
+      size_t k = 0;
+      while (k < children.size() && children[k].pid != pid) ++k;
+      if (k == children.size() || !children[k].running) continue;
       Child& c = children[k];
-      if (!c.running) continue;
-      int status = 0;
-      if (::waitpid(c.pid, &status, WNOHANG) != c.pid) continue;
       c.running = false;
       --running;
       bool bad = !WIFEXITED(status) || WEXITSTATUS(status) != 0;
-      if (bad && failed < 0 && !terminating) {
+      if (!bad || terminating) continue;
+      if (!deciding) {
+        deciding = true;
+        decide_at = std::chrono::steady_clock::now() + kSettleTime;
         failed = static_cast<int>(k);
         failed_status = status;
-        std::cerr << "strata launch: " << specs[k].name << " " << describe_status(status)
-                  << (running > 0 ? "; terminating the other " + what : "") << "\n";
-        terminating = true;
-        signal_all(children, SIGTERM);
-        kill_at = std::chrono::steady_clock::now() + kGracePeriod;
+      } else if (WIFSIGNALED(status) && !WIFSIGNALED(failed_status)) {
+        failed = static_cast<int>(k);
+        failed_status = status;
       }
+    }
+    // The first failure, except that a rank killed by a signal in the
+    // moments after (launch has signalled nobody yet) is named instead: a
+    // killed rank's sockets close before the kernel lets its parent reap
+    // it, so the ranks that lost it may exit 1 before it can be reaped, and
+    // its death is the cause of theirs.
+    if (deciding && !terminating &&
+        (std::chrono::steady_clock::now() >= decide_at || running == 0 || g_forward_signal)) {
+      std::cerr << "strata launch: " << specs[static_cast<size_t>(failed)].name << " " << describe_status(failed_status)
+                << (running > 0 ? "; terminating the other " + what : "") << "\n";
+      terminating = true;
+      signal_all(children, SIGTERM);
+      kill_at = std::chrono::steady_clock::now() + kGracePeriod;
     }
     if (g_forward_signal && !terminating) {
       std::cerr << "strata launch: got signal " << g_forward_signal << "; terminating the " << what << "\n";
@@ -245,7 +368,7 @@ int supervise(const std::vector<ChildSpec>& specs, const std::string& what) {
     }
     // After the grace period, SIGKILL whatever is left: ranks, or processes
     // they left behind that still hold the output pipes.
-    if (terminating && (running > 0 || !fds.empty()) && std::chrono::steady_clock::now() >= kill_at) {
+    if (terminating && (running > 0 || streams > 0) && std::chrono::steady_clock::now() >= kill_at) {
       signal_all(children, SIGKILL);
       kill_at = std::chrono::steady_clock::time_point::max();
     }
@@ -253,6 +376,33 @@ int supervise(const std::vector<ChildSpec>& specs, const std::string& what) {
   if (failed >= 0) return exit_code(failed_status);
   if (g_forward_signal) return 128 + g_forward_signal;
   return kOk;
+}
+
+/// False (after saying why) unless `port` is a TCP port, or -1 (none given).
+bool port_ok(int port) {
+  if (port == -1 || (port >= 1 && port <= 65535)) return true;
+  std::cerr << "strata launch: --master-port " << port << " is not in 1..65535\n";
+  return false;
+}
+
+/// False (after saying why) when `nodes` x `per_node` ranks do not fit a
+/// world size (an int): ranks would get negative numbers.
+bool world_fits(int64_t nodes, int64_t per_node, const std::string& nodes_given) {
+  if (nodes * per_node <= INT_MAX) return true;
+  std::cerr << "strata launch: " << nodes_given << " x -n " << per_node << " = " << nodes * per_node
+            << " ranks: more than " << INT_MAX << ", the largest world size\n";
+  return false;
+}
+
+/// The job token for the ranks: launch's own STRATA_JOB_TOKEN, else a fresh
+/// random one when `fresh` (else ""). Sets `error` when /dev/urandom fails.
+std::string job_token(bool fresh, std::string& error) {
+  const char* given = std::getenv("STRATA_JOB_TOKEN");
+  if (given && *given) return given;
+  if (!fresh) return "";
+  std::string token = random_token();
+  if (token.empty()) error = std::string("cannot read /dev/urandom for the job token: ") + std::strerror(errno);
+  return token;
 }
 
 /// `word` quoted for a POSIX shell.
@@ -300,10 +450,15 @@ int run_hosts(const LaunchOptions& options) {
     std::cerr << "strata launch: --launcher is empty (default: \"ssh -o BatchMode=yes\")\n";
     return kBadInput;
   }
-  const int port = options.master_port < 0 ? 29500 : options.master_port;
-  if (port == 0 || port > 65535) {
-    std::cerr << "strata launch: --master-port " << port << " is not in 1..65535\n";
+  if (!port_ok(options.master_port) ||
+      !world_fits(static_cast<int64_t>(hosts.size()), options.nprocs, std::to_string(hosts.size()) + " hosts"))
     return kBadInput;
+  const int port = options.master_port < 0 ? 29500 : options.master_port;
+  std::string error;
+  const std::string token = job_token(true, error);
+  if (token.empty()) {
+    std::cerr << "strata launch: " << error << "\n";
+    return kFailure;
   }
   const std::string master = options.master_addr.empty() ? hosts[0] : options.master_addr;
   std::error_code ec;
@@ -317,13 +472,16 @@ int run_hosts(const LaunchOptions& options) {
   for (char** e = environ; *e; ++e) {
     std::string kv = *e;
     std::string name = kv.substr(0, kv.find('='));
+    // The token travels on standard input: a command line is visible to
+    // every user of the remote host.
     bool strata = name.rfind("STRATA_", 0) == 0 && name != "STRATA_RANK" && name != "STRATA_WORLD_SIZE" &&
-                  name != "STRATA_MASTER_ADDR" && name != "STRATA_MASTER_PORT";
+                  name != "STRATA_MASTER_ADDR" && name != "STRATA_MASTER_PORT" && name != "STRATA_JOB_TOKEN";
     if (strata || name == "OMP_NUM_THREADS") env += " " + shell_quote(kv);
   }
   std::vector<ChildSpec> specs;
   for (size_t k = 0; k < hosts.size(); ++k) {
-    std::string remote = "cd " + shell_quote(cwd) + " && exec " + env + " " + shell_quote(self) + " launch -n " +
+    std::string remote = "IFS= read -r STRATA_JOB_TOKEN && export STRATA_JOB_TOKEN && cd " + shell_quote(cwd) +
+                         " && exec " + env + " " + shell_quote(self) + " launch -n " +
                          std::to_string(options.nprocs) + " --nnodes " + std::to_string(hosts.size()) +
                          " --node-rank " + std::to_string(k) + " --master-addr " + shell_quote(master) +
                          " --master-port " + std::to_string(port);
@@ -333,6 +491,7 @@ int run_hosts(const LaunchOptions& options) {
     spec.argv.push_back(hosts[k]);
     spec.argv.push_back(remote);
     spec.name = "node " + std::to_string(k) + " (" + hosts[k] + ")";
+    spec.input = token + "\n";
     specs.push_back(std::move(spec));
   }
   std::cerr << "strata launch: " << hosts.size() << " nodes x " << options.nprocs << " ranks, rank 0's store at "
@@ -362,9 +521,12 @@ int run_launch(const LaunchOptions& options) {
               << " needs --master-addr and --master-port (node 0's address and a port every node uses)\n";
     return kBadInput;
   }
+  if (!port_ok(options.master_port) ||
+      !world_fits(options.nnodes, options.nprocs, "--nnodes " + std::to_string(options.nnodes)))
+    return kBadInput;
   const std::string master_addr = options.master_addr.empty() ? "127.0.0.1" : options.master_addr;
-  const int world = options.nnodes * options.nprocs;
-  const int first_rank = options.node_rank * options.nprocs;
+  const int world = options.nnodes * options.nprocs;            // fits: checked above
+  const int first_rank = options.node_rank * options.nprocs;   // below world
   int port = options.master_port;
   if (port < 0) {
     port = free_port();
@@ -372,10 +534,18 @@ int run_launch(const LaunchOptions& options) {
       std::cerr << "strata launch: found no free TCP port: " << std::strerror(errno) << "\n";
       return kFailure;
     }
-  } else if (port == 0 || port > 65535) {
-    std::cerr << "strata launch: --master-port " << port << " is not in 1..65535\n";
-    return kBadInput;
   }
+  // Several nodes each run a launch: a token made here would be this
+  // node's alone, so it must come from outside (--hosts passes its own).
+  std::string error;
+  const std::string token = job_token(options.nnodes == 1, error);
+  if (!error.empty()) {
+    std::cerr << "strata launch: " << error << "\n";
+    return kFailure;
+  }
+  if (token.empty())
+    std::cerr << "strata launch: STRATA_JOB_TOKEN is not set: rank 0's store admits any process that speaks its "
+                 "protocol; set the same secret on every node (e.g. STRATA_JOB_TOKEN=$(openssl rand -hex 16))\n";
 
   const bool one_thread_each = options.nprocs > 1 && std::getenv("OMP_NUM_THREADS") == nullptr;
   if (one_thread_each) {
@@ -390,6 +560,7 @@ int run_launch(const LaunchOptions& options) {
                 {"STRATA_WORLD_SIZE", std::to_string(world)},
                 {"STRATA_MASTER_ADDR", master_addr},
                 {"STRATA_MASTER_PORT", std::to_string(port)}};
+    if (!token.empty()) spec.env.emplace_back("STRATA_JOB_TOKEN", token);
     if (one_thread_each) spec.env.emplace_back("OMP_NUM_THREADS", "1");
     spec.prefix = "[rank " + std::to_string(first_rank + k) + "] ";
     spec.name = "rank " + std::to_string(first_rank + k);

@@ -92,7 +92,8 @@ int main(int argc, char** argv) {
   // PROGRAM and everything after it go to the program, options included.
   launch->prefix_command();
   launch->footer("PROGRAM ARGS...: the program each rank runs (searched in PATH), with its arguments.\n"
-                 "Each rank gets STRATA_RANK, STRATA_WORLD_SIZE, STRATA_MASTER_ADDR, STRATA_MASTER_PORT.\n"
+                 "Each rank gets STRATA_RANK, STRATA_WORLD_SIZE, STRATA_MASTER_ADDR, STRATA_MASTER_PORT and\n"
+                 "STRATA_JOB_TOKEN (a random secret per run, or launch's own STRATA_JOB_TOKEN).\n"
                  "Exit status: the first failing rank's (128+signal when killed), 127 when PROGRAM cannot run.");
 
   try {

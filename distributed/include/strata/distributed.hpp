@@ -48,8 +48,16 @@ class DistributedError : public strata::Error {
 struct Options {
   int rank = -1;            // -1: STRATA_RANK
   int world_size = -1;      // -1: STRATA_WORLD_SIZE
+  /// Where rank 0 serves the TCP store, and the one address it listens on
+  /// (so a loopback master is reachable from this host only).
   std::string master_addr;  // "": STRATA_MASTER_ADDR, default "127.0.0.1"
   int master_port = -1;     // -1: STRATA_MASTER_PORT, default 29500
+  /// The job's secret: every rank must present it to rank 0's TCP store,
+  /// which refuses connections without it. `strata launch` sets a fresh
+  /// random one per run. Empty (and no STRATA_JOB_TOKEN): the store admits
+  /// any process that speaks its protocol (docs/distributed.md, "The TCP
+  /// store"). At most 256 bytes.
+  std::string job_token;  // "": STRATA_JOB_TOKEN
   /// Non-empty: rendezvous through files in this directory (ranks on one
   /// host, or a shared file system), no TCP store. The directory must exist
   /// and be empty of an earlier run's files.
@@ -62,8 +70,9 @@ struct Options {
   /// ranks and shapes, when they differ. Costs one small all-gather per
   /// collective: a round trip of latency, which on a loaded machine was
   /// measured at several milliseconds (docs/distributed.md, "Performance").
-  /// STRATA_DIST_CHECK=0 turns it off; without it, mismatched tensors give Gloo errors, hangs
-  /// until the timeout, or wrong results.
+  /// STRATA_DIST_CHECK=0 turns it off; without it, tensors of different
+  /// sizes or element sizes make every rank wait until the timeout (the
+  /// error says so), and tensors that differ otherwise give wrong results.
   bool check_consistency = true;
 };
 
@@ -134,15 +143,19 @@ class ProcessGroup {
 /// Returns once every rank has arrived and every pair of ranks is connected.
 /// Throws DistributedError for bad options (rank >= world size, world size
 /// < 1, a missing or malformed environment variable, named), a port in use,
-/// a store it cannot reach within the timeout, or ranks that never arrive
-/// (named, with the address). Error when already initialised.
+/// a store it cannot reach within the timeout or that refuses the job
+/// token, ranks that never arrive (named, with the address), ranks started
+/// with different world sizes, a rank another process already joined as,
+/// or Gloo failing to connect the ranks. Error when already initialised.
 void init_process_group(const Options& options = {});
 bool is_initialized();
 /// The default group; DistributedError when not initialised.
 ProcessGroup& group();
 /// Waits for the default group's queued collectives (their errors are
 /// dropped: wait on their Work to see them), closes its connections and, on
-/// rank 0, stops the store. A no-op when not initialised.
+/// rank 0, stops the store. A no-op when not initialised. When Gloo fails
+/// to close the connections, the group is destroyed all the same and
+/// DistributedError says what failed.
 void destroy_process_group();
 /// The default group's rank and size; DistributedError when not initialised.
 int rank();
