@@ -4,6 +4,7 @@
 #include "config_internal.hpp"
 
 #include <strata/error.hpp>
+#include <strata/log.hpp>
 
 #include <spdlog/sinks/basic_file_sink.h>
 #include <spdlog/sinks/dist_sink.h>
@@ -93,3 +94,17 @@ void configure_logging(const Config& config) {
 }
 
 }  // namespace strata::detail
+
+namespace strata {
+
+void log_message(std::string_view subsystem, LogLevel level, std::string_view message) noexcept {
+  static constexpr spdlog::level::level_enum kLevels[] = {spdlog::level::trace, spdlog::level::debug,
+                                                          spdlog::level::info, spdlog::level::warn,
+                                                          spdlog::level::err};
+  try {
+    detail::logger(std::string(subsystem))->log(kLevels[static_cast<int>(level)], "{}", message);
+  } catch (...) {  // logging never throws into its caller
+  }
+}
+
+}  // namespace strata

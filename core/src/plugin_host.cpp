@@ -14,6 +14,7 @@
 #include "runtime_internal.hpp"
 
 #include <strata/error.hpp>
+#include <strata/log.hpp>
 #include <strata/plugin/strata_plugin.hpp>
 
 #include <cctype>
@@ -549,14 +550,11 @@ const strata_extension* host_find_extension(const char* plugin_name, const char*
 }
 
 void host_log(strata_log_level level, const char* plugin_name, const char* message) noexcept {
-  static constexpr spdlog::level::level_enum kLevels[] = {spdlog::level::trace, spdlog::level::debug,
-                                                          spdlog::level::info, spdlog::level::warn,
-                                                          spdlog::level::err};
-  auto lvl = static_cast<int>(level) >= 0 && static_cast<int>(level) <= 4 ? kLevels[level] : spdlog::level::info;
-  try {
-    logger(plugin_name != nullptr ? plugin_name : "plugin")->log(lvl, "{}", message != nullptr ? message : "");
-  } catch (...) {  // logging never throws into a plugin
-  }
+  // strata_log_level's values are LogLevel's; anything else is logged at info.
+  const int l = static_cast<int>(level);
+  log_message(plugin_name != nullptr ? plugin_name : "plugin",
+              l >= 0 && l <= static_cast<int>(LogLevel::error) ? static_cast<LogLevel>(l) : LogLevel::info,
+              message != nullptr ? message : "");
 }
 
 }  // namespace

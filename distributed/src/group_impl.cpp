@@ -77,7 +77,7 @@ using detail::Kind;
 
 ProcessGroup::Impl::~Impl() {
   std::string error = close();
-  if (!error.empty()) detail::log().warn("rank {} of {}: Gloo failed closing the connections: {}", rank, size, error);
+  if (!error.empty()) detail::log_warn("rank {} of {}: Gloo failed closing the connections: {}", rank, size, error);
 }
 
 std::string ProcessGroup::Impl::close() {

@@ -1,23 +1,21 @@
-// log.hpp — the library's logger, "strata.distributed": the core's logger
-// for that subsystem, so that the store's warnings (a refused connection)
-// go to the sinks and level of the configuration or STRATA_LOG_LEVEL like
-// every other subsystem's. strata::detail::logger is the core's own
-// (core/src/logging.hpp), exported from libstrata.so; it is the one
-// function of the core outside its public API that this library uses.
+// log.hpp — the library's messages, through the core's logger
+// "strata.distributed" (strata/log.hpp, public API), so that the store's
+// warnings (a refused connection) go to the sinks and level of the
+// configuration or STRATA_LOG_LEVEL like every other subsystem's.
 #pragma once
 
-#include <spdlog/logger.h>
+#include <strata/log.hpp>
 
-#include <memory>
-#include <string>
+#include <fmt/format.h>
 
-namespace strata::detail {
-std::shared_ptr<spdlog::logger> logger(const std::string& subsystem);
-}  // namespace strata::detail
+#include <utility>
 
 namespace strata::distributed::detail {
-inline spdlog::logger& log() {
-  static const std::shared_ptr<spdlog::logger> logger = strata::detail::logger("distributed");
-  return *logger;
+
+/// A warning on "strata.distributed", formatted as fmt::format does.
+template <class... Args>
+void log_warn(fmt::format_string<Args...> format, Args&&... args) {
+  strata::log_message("distributed", LogLevel::warn, fmt::format(format, std::forward<Args>(args)...));
 }
+
 }  // namespace strata::distributed::detail

@@ -56,7 +56,7 @@ TcpStoreServer::TcpStoreServer(Options options) : options_(std::move(options)) {
   const std::string& host = options_.host;
   const bool loopback_name = host == "localhost" || host.rfind("127.", 0) == 0 || host == "::1";
   if (!loopback_name && (bound_.rfind("127.", 0) == 0 || bound_.rfind("[::1]", 0) == 0))
-    log().warn(
+    log_warn(
         "the TCP store listens on {}, a loopback address, because STRATA_MASTER_ADDR \"{}\" resolves to it "
         "on rank 0's host: ranks on other hosts cannot reach it; give rank 0's reachable address instead",
         bound_, host);
@@ -80,7 +80,7 @@ TcpStoreServer::~TcpStoreServer() {
 void TcpStoreServer::refuse(const std::string& peer, const std::string& why) {
   int n = ++refusals_;
   if (n <= kMaxRefusalsLogged)
-    log().warn("the TCP store at {} refused the connection from {}: {}{}", bound_, peer, why,
+    log_warn("the TCP store at {} refused the connection from {}: {}{}", bound_, peer, why,
                n == kMaxRefusalsLogged ? " (further refusals are not logged)" : "");
 }
 
@@ -145,7 +145,7 @@ void TcpStoreServer::serve(Connection& c) {
           refuse(peer, r == net::Io::timed_out ? "it sent no hello within " + std::to_string(hello_time.count()) + " ms"
                                                : "it sent no hello (" + net::describe(r, err) + ")");
         else if (r != net::Io::closed)
-          log().warn("the TCP store at {}: the connection from {} failed ({}): closing it", bound_, peer,
+          log_warn("the TCP store at {}: the connection from {} failed ({}): closing it", bound_, peer,
                      net::describe(r, err));
         break;
       }

@@ -12,6 +12,7 @@
 #include <strata/transforms.hpp>
 #include <strata/graph.hpp>
 #include <strata/implicit.hpp>
+#include <strata/log.hpp>
 #include <strata/nn.hpp>
 #include <strata/ops.hpp>
 #include <strata/runtime.hpp>
