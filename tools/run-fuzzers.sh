@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Runs each libFuzzer target of the fuzz preset for a bounded time on a copy
-# of its seed corpus (docs/testing.md). Build first:
+# of its seed corpus (docs/testing.md), one per core at a time. Build first:
 #
 #   cmake --preset fuzz && cmake --build --preset fuzz
 #   tools/run-fuzzers.sh [seconds per target, default 60] [target...]
@@ -25,27 +25,47 @@ run=build/fuzz/fuzz-run
 export ASAN_OPTIONS=${ASAN_OPTIONS:-intercept_tls_get_addr=0:detect_leaks=1}
 export UBSAN_OPTIONS=${UBSAN_OPTIONS:-print_stacktrace=1:halt_on_error=1}
 
-failed=()
+# One target per core at a time (STRATA_FUZZ_JOBS, default: the core
+# count): a libFuzzer run is single-threaded, and CI has two cores.
+jobs=${STRATA_FUZZ_JOBS:-$(nproc)}
+
+# run_target <target>: one bounded run; its summary, or its failure, on stdout.
+run_target() {
+  local t=$1
+  rm -rf "${run:?}/$t"
+  mkdir -p "$run/$t/corpus" "$run/$t/artifacts"
+  cp fuzz/corpus/"$t"/* "$run/$t/corpus/"
+  local log="$run/$t/log.txt"
+  echo "run-fuzzers: $t for ${seconds}s ($(ls "$run/$t/corpus" | wc -l) seeds)"
+  if "$bin/$t" "$run/$t/corpus" -max_total_time="$seconds" -rss_limit_mb=2048 -timeout=30 \
+       -artifact_prefix="$run/$t/artifacts/" -print_final_stats=1 >"$log" 2>&1; then
+    echo "run-fuzzers: $t: $(grep -E '^#[0-9]+[[:space:]]+DONE' "$log" | tail -1 || true)"
+    touch "$run/$t/passed"
+  else
+    echo "run-fuzzers: $t FAILED; the end of $log:"
+    tail -n 60 "$log"
+    ls -l "$run/$t/artifacts" || true
+  fi
+}
+
 for t in "${targets[@]}"; do
   if [ ! -x "$bin/$t" ]; then
     echo "run-fuzzers: $bin/$t is missing (cmake --preset fuzz && cmake --build --preset fuzz)" >&2
     exit 2
   fi
-  rm -rf "${run:?}/$t"
-  mkdir -p "$run/$t/corpus" "$run/$t/artifacts"
-  cp fuzz/corpus/"$t"/* "$run/$t/corpus/"
-  log="$run/$t/log.txt"
-  echo "run-fuzzers: $t for ${seconds}s ($(ls "$run/$t/corpus" | wc -l) seeds)"
-  if "$bin/$t" "$run/$t/corpus" -max_total_time="$seconds" -rss_limit_mb=2048 -timeout=30 \
-       -artifact_prefix="$run/$t/artifacts/" -print_final_stats=1 >"$log" 2>&1; then
-    grep -E '^#[0-9]+[[:space:]]+DONE' "$log" | tail -1 || true
-    grep -E '^stat::number_of_executed_units' "$log" || true
-  else
-    failed+=("$t")
-    echo "run-fuzzers: $t FAILED; the end of $log:" >&2
-    tail -n 60 "$log" >&2
-    ls -l "$run/$t/artifacts" >&2 || true
-  fi
+done
+mkdir -p "$run"
+pids=()
+for t in "${targets[@]}"; do
+  while [ "$(jobs -rp | wc -l)" -ge "$jobs" ]; do wait -n || true; done
+  run_target "$t" > "$run/$t.out" 2>&1 &
+  pids+=($!)
+done
+wait "${pids[@]}" || true
+failed=()
+for t in "${targets[@]}"; do
+  cat "$run/$t.out"
+  [ -e "$run/$t/passed" ] || failed+=("$t")
 done
 
 if [ ${#failed[@]} -ne 0 ]; then

@@ -207,6 +207,8 @@ std::string run_probe(const strata_plugin_api* api, const std::string& options_j
   return {};
 }
 
+constexpr const char* kDisabledReason = "disabled by the configuration (plugins.disabled)";
+
 std::unique_ptr<Manifest> read_manifest(const Candidate& candidate, const Config& config, PluginInfo& info) {
   info.path = candidate.path;
   info.name = candidate.name;
@@ -214,16 +216,17 @@ std::unique_ptr<Manifest> read_manifest(const Candidate& candidate, const Config
     info.loaded = false;
     info.reason = std::move(reason);
     // A child probe's "no usable device: ..." is the plugin's init finding no
-    // hardware, logged at info as in load_plugin; every other refusal warns.
-    const bool no_device = info.reason.rfind(kNoDevicePrefix, 0) == 0;
-    logger("plugin")->log(no_device ? spdlog::level::info : spdlog::level::warn, "refused {}: {}", candidate.path,
+    // hardware, and a plugin the configuration disables is the user's choice:
+    // both logged at info, as in load_plugin; every other refusal warns.
+    const bool expected = info.reason.rfind(kNoDevicePrefix, 0) == 0 || info.reason == kDisabledReason;
+    logger("plugin")->log(expected ? spdlog::level::info : spdlog::level::warn, "refused {}: {}", candidate.path,
                           info.reason);
     return nullptr;
   };
   if (!candidate.error.empty()) return refuse(candidate.error);
   if (std::find(config.disabled_plugins.begin(), config.disabled_plugins.end(), candidate.name) !=
       config.disabled_plugins.end()) {
-    return refuse("disabled by the configuration (plugins.disabled)");
+    return refuse(kDisabledReason);
   }
   // Before anything opens it: dlopen of a FIFO blocks until a writer comes.
   if (std::string why = plugin_file_problem(candidate.path); !why.empty()) return refuse(why);

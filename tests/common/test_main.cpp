@@ -8,17 +8,22 @@
 // written here, where the reason is known. One file per process, one line
 // per case that ran:
 //
-//   <program> \t <Suite.Case> \t passed|failed|skipped \t <reason> \t <peers>
+//   <program> \t <Suite.Case> \t passed|failed|skipped \t <reason> \t <peers> \t <device>
 //
 // <reason> is the skip message (or, for a case that passed with some of its
 // dtypes left out, "dtypes: " and the dtypes the device does not store);
 // <peers> is how many cases of the suite share this case's device
 // parameter (the last "/<x>" of its name), so the check can tell that a
-// device ran none of a suite's cases even when each ran in its own process.
+// device ran none of a suite's cases even when each ran in its own process;
+// <device> is the runtime's default device when the case ended (empty in a
+// program without the runtime): the device a case without a device
+// parameter ran on (STRATA_TEST_DEVICE, docs/testing.md).
 //
 // The folder is STRATA_TEST_RESULTS_DIR when set, else the build tree's
 // Testing/results (compiled in); the CTest "expected_skips_reset" test
 // empties it before a run.
+#include "test_main.hpp"
+
 #include <gtest/gtest.h>
 #include <unistd.h>
 
@@ -27,6 +32,11 @@
 #include <filesystem>
 #include <fstream>
 #include <string>
+
+namespace strata_test {
+void (*before_tests)() = nullptr;
+std::string (*default_device)() = nullptr;
+}  // namespace strata_test
 
 namespace {
 
@@ -64,8 +74,10 @@ class OutcomeRecorder : public ::testing::EmptyTestEventListener {
       }
     }
     std::ofstream out(file_, std::ios::app);
+    std::string device;
+    if (strata_test::default_device != nullptr) device = strata_test::default_device();
     out << program_ << '\t' << info.test_suite_name() << '.' << info.name() << '\t' << status << '\t'
-        << one_line(reason) << '\t' << peers(info) << '\n';
+        << one_line(reason) << '\t' << peers(info) << '\t' << device << '\n';
   }
 
  private:
@@ -107,5 +119,6 @@ int main(int argc, char** argv) {
       ::testing::UnitTest::GetInstance()->listeners().Append(recorder);  // owned by GoogleTest
     }
   }
+  if (strata_test::before_tests != nullptr && !::testing::GTEST_FLAG(list_tests)) strata_test::before_tests();
   return RUN_ALL_TESTS();
 }

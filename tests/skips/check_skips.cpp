@@ -18,7 +18,8 @@
 // running as root, "software-device vulkan:0" when vulkan:0 is a CPU
 // (lavapipe), "library-missing libnccl.so.2" when the library does not
 // load. "$device" in a condition stands for the case's device parameter
-// ("Devices/Binary.Add/vulkan_0" -> vulkan:0). A reason made of parts
+// ("Devices/Binary.Add/vulkan_0" -> vulkan:0), or for a case without one
+// the default device it ran on (STRATA_TEST_DEVICE). A reason made of parts
 // joined by "; " (one per dtype a device does not store) needs an entry for
 // every part.
 //
@@ -48,6 +49,7 @@ namespace fs = std::filesystem;
 struct Outcome {
   std::string program, name, status, reason;
   int peers = 1;
+  std::string device;  // the default device when the case ended ("" when unknown)
   std::string id() const { return program + ":" + name; }
 };
 
@@ -77,7 +79,7 @@ std::vector<Outcome> read_outcomes(const fs::path& dir) {
     while (std::getline(in, line)) {
       std::vector<std::string> cols = split(line, '\t');
       if (cols.size() < 5) continue;
-      Outcome o{cols[0], cols[1], cols[2], cols[3], std::atoi(cols[4].c_str())};
+      Outcome o{cols[0], cols[1], cols[2], cols[3], std::atoi(cols[4].c_str()), cols.size() > 5 ? cols[5] : ""};
       out.push_back(std::move(o));
     }
   }
@@ -172,11 +174,15 @@ class Machine {
   std::map<std::string, strata::DeviceInfo> devices_;
 };
 
-/// The entry's condition for outcome `o` ("$device" replaced).
+/// The entry's condition for outcome `o` ("$device" replaced by the case's
+/// device parameter, else by the default device it ran on).
 std::string condition_for(const Entry& e, const Outcome& o) {
   std::string when = e.when;
   const size_t at = when.find("$device");
-  if (at != std::string::npos) when.replace(at, 7, device_of(o.name));
+  if (at != std::string::npos) {
+    const std::string param = device_of(o.name);
+    when.replace(at, 7, param.empty() ? o.device : param);
+  }
   return when;
 }
 

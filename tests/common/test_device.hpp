@@ -1,0 +1,58 @@
+// test_device.hpp — what a device-generic case needs to know about the
+// device it runs on (docs/testing.md, "Every suite on every device").
+//
+// The device-generic suites (CTest label "device_generic") create their
+// tensors on the runtime's default device, which STRATA_TEST_DEVICE chooses
+// (test_device.cpp). A case that needs a dtype the device does not store
+// says so with STRATA_REQUIRE_DTYPES; the answer comes from the device's own
+// dtype list, and the skip reads
+//
+//   not applicable on vulkan:0: does not store f64
+//
+// which the expected-skip list (tests/expected-skips.json) explains with the
+// condition "device-lacks $device f64", decided on the machine.
+#pragma once
+
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <initializer_list>
+#include <strata/strata.hpp>
+#include <string>
+
+namespace strata_test {
+
+/// The device the device-generic cases run on: the runtime's default.
+inline strata::Device test_device() { return strata::runtime().default_device(); }
+
+/// "" when the default device stores every dtype of `dtypes`; otherwise
+/// one "not applicable on <device>: does not store <dtype>" per dtype it
+/// lacks, joined by "; ".
+inline std::string missing_dtypes(std::initializer_list<strata::DType> dtypes) {
+  const strata::DeviceInfo info = strata::runtime().device_info(test_device());
+  std::string why;
+  for (strata::DType dt : dtypes) {
+    if (std::find(info.dtypes.begin(), info.dtypes.end(), dt) != info.dtypes.end()) continue;
+    if (!why.empty()) why += "; ";
+    why += "not applicable on " + info.id + ": does not store " + std::string(strata::dtype_name(dt));
+  }
+  return why;
+}
+
+/// The widest floating-point dtype the default device stores (f64 where it
+/// has it, else f32), and the tolerance a comparison with an f64 reference
+/// computed on cpu:0 gets in it: `f64_tol` in f64, `f32_tol` in f32.
+inline strata::DType widest_float() {
+  return missing_dtypes({strata::DType::f64}).empty() ? strata::DType::f64 : strata::DType::f32;
+}
+inline double tolerance(double f64_tol, double f32_tol) {
+  return widest_float() == strata::DType::f64 ? f64_tol : f32_tol;
+}
+
+}  // namespace strata_test
+
+/// Skips the case when the default device lacks one of the dtypes, naming
+/// the device and each dtype (from the device's own list); a statement.
+#define STRATA_REQUIRE_DTYPES(...)                                                                                \
+  if (const std::string strata_missing_ = ::strata_test::missing_dtypes({__VA_ARGS__}); !strata_missing_.empty()) \
+  GTEST_SKIP() << strata_missing_
