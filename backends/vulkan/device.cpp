@@ -220,6 +220,18 @@ strata_status open_device(Device& d, strata_error* error) {
 
 void close_device(Device& d) {
   if (d.device == VK_NULL_HANDLE) return;
+  // Work recorded but never submitted is dropped, not submitted now: nobody
+  // can read its results any more, and at a program's exit the driver may
+  // already be torn down (the host shuts plugins down from an exit handler
+  // registered before the driver's own ran: lavapipe would JIT-compile the
+  // dispatch with an LLVM whose statics are gone, and crash or hang).
+  {
+    std::lock_guard lock(d.streams_mutex);
+    for (Stream* s : d.streams) {
+      std::lock_guard stream_lock(s->mutex());
+      s->abandon_recorded();
+    }
+  }
   {
     // The function table may be partial when open_device failed early.
     std::lock_guard lock(d.lost_mutex);

@@ -42,18 +42,23 @@ void host_barrier(const DeviceApi& vk, VkCommandBuffer cb) {
 
 Stream::Stream(Device& device) : device_(device) {}
 
+void Stream::abandon_recorded() {
+  if (current_ == nullptr) return;
+  release_frees(*current_);
+  for (Buffer* b : current_->staging) device_.staging->release(b);
+  current_->staging.clear();
+  if (current_->arena != nullptr) device_.staging->release(current_->arena);
+  current_->arena = nullptr;
+  spare_.push_back(current_);  // its command buffer dies with the pool
+  current_ = nullptr;
+}
+
 Stream::~Stream() {
   strata_error ignored{sizeof(strata_error), {}};
   {
     std::lock_guard lock(mutex_);
     (void)synchronize(&ignored);
-    if (current_ != nullptr) {
-      release_frees(*current_);
-      for (Buffer* b : current_->staging) device_.staging->release(b);
-      if (current_->arena != nullptr) device_.staging->release(current_->arena);
-      spare_.push_back(current_);
-      current_ = nullptr;
-    }
+    abandon_recorded();
     // Everything in flight is complete after synchronize() unless the device
     // was lost; then the ranges are simply leaked with the device.
     reclaim();

@@ -67,6 +67,10 @@ class Stream {
   strata_status flush(strata_error* error, uint64_t* seq = nullptr);
   /// flush() and wait until everything submitted from this stream is done.
   strata_status synchronize(strata_error* error);
+  /// Drops the batch being recorded without submitting it, releasing what
+  /// it held (close_device: the device is going away, and nobody can read
+  /// what the batch would have computed).
+  void abandon_recorded();
   /// Nothing recorded and nothing of this stream still running.
   bool idle();
   /// Timeline value of the last submission from this stream.

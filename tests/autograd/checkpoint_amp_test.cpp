@@ -10,6 +10,8 @@
 #include <set>
 #include <strata/strata.hpp>
 
+#include "../common/test_device.hpp"
+
 namespace {
 
 using namespace strata;
@@ -108,6 +110,7 @@ TEST(Checkpoint, BackwardAccumulatesIntoLeaves) {
 }
 
 TEST(Checkpoint, HigherOrderGradientsMatch) {
+  STRATA_REQUIRE_DTYPES(strata::DType::f64);
   Mlp m(4, 8, DType::f64);
   Tensor x = randn({3, 8}, {.dtype = DType::f64});
   Tensor v = randn({3, 8}, {.dtype = DType::f64});
@@ -159,6 +162,7 @@ TEST(Checkpoint, DropoutReplaysTheSameMask) {
 }
 
 TEST(Checkpoint, UnderAutocastGradientsMatch) {
+  STRATA_REQUIRE_DTYPES(strata::DType::bf16);
   Mlp m(4);
   Tensor x = randn({4, 16});
   std::vector<Tensor> plain, ckpt;
@@ -185,6 +189,7 @@ TEST(Checkpoint, UnderAutocastGradientsMatch) {
 }
 
 TEST(Checkpoint, ForwardModeMatches) {
+  STRATA_REQUIRE_DTYPES(strata::DType::f64);
   Mlp m(2, 8, DType::f64);
   Tensor x = randn({2, 8}, {.dtype = DType::f64});
   Tensor v = randn({2, 8}, {.dtype = DType::f64});
@@ -216,6 +221,7 @@ TEST(Checkpoint, AThrowingFunctionLeavesNoState) {
 // --- mixed precision ------------------------------------------------------------
 
 TEST(Autocast, AppliesTheOpPolicies) {
+  STRATA_REQUIRE_DTYPES(strata::DType::bf16);
   Tensor a = randn({4, 4});
   Tensor b = randn({4, 4});
   {
@@ -258,6 +264,7 @@ size_t count_nodes(const Tensor& t, const std::string& op) {
 
 // Inside one autocast region a parameter is cast once, whatever reads it.
 TEST(Autocast, CastsAParameterOncePerRegion) {
+  STRATA_REQUIRE_DTYPES(strata::DType::bf16);
   Tensor w = randn({4, 4}, {.requires_grad = true});
   Tensor x = randn({2, 4});
   Tensor y;
@@ -292,6 +299,7 @@ TEST(Autocast, CastsAParameterOncePerRegion) {
 }
 
 TEST(Autocast, AParameterWrittenInPlaceIsCastAgain) {
+  STRATA_REQUIRE_DTYPES(strata::DType::bf16);
   Tensor w = ones({2, 2}, {.requires_grad = true});
   Tensor x = ones({1, 2});
   Autocast ac({.dtype = DType::bf16});
@@ -304,6 +312,7 @@ TEST(Autocast, AParameterWrittenInPlaceIsCastAgain) {
 }
 
 TEST(Autocast, BackwardInsideTheRegionTwiceAccumulates) {
+  STRATA_REQUIRE_DTYPES(strata::DType::bf16);
   // The cast's node is freed by the first backward: the second use casts again.
   Tensor w = ones({2, 2}, {.requires_grad = true});
   Tensor x = ones({1, 2});
@@ -313,6 +322,7 @@ TEST(Autocast, BackwardInsideTheRegionTwiceAccumulates) {
 }
 
 TEST(Autocast, ATapeStartedInsideTheRegionSeesItsOwnCast) {
+  STRATA_REQUIRE_DTYPES(strata::DType::bf16);
   Tensor w = full({2, 2}, 0.5, {.requires_grad = true});
   Tensor x = ones({1, 2});
   Autocast ac({.dtype = DType::bf16});
@@ -337,6 +347,7 @@ TEST(Autocast, DefaultPolicyComesFromTheOpTable) {
 }
 
 TEST(Autocast, PolicyIsDataAndBadDtypesAreRefused) {
+  STRATA_REQUIRE_DTYPES(strata::DType::bf16);
   AutocastPolicy saved = autocast_policy();
   AutocastPolicy p = AutocastPolicy::defaults();
   p.lower_precision.insert("tanh");
@@ -387,6 +398,7 @@ TEST(Autocast, ConfigurationOverridesTheLists) {
 }
 
 TEST(AmpUnscale, UnscalesAndFlagsNonFiniteValuesInOnePass) {
+  STRATA_REQUIRE_DTYPES(strata::DType::bf16);
   Tensor inv = full({}, 0.25);
   auto [y, found] = amp_unscale(from_data(std::vector<float>{4, 8, -2}, {3}), inv);
   EXPECT_EQ(y.to_vector<float>(), (std::vector<float>{1, 2, -0.5f}));

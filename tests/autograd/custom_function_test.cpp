@@ -13,6 +13,8 @@
 #include <string>
 #include <unistd.h>
 
+#include "../common/test_device.hpp"
+
 namespace {
 
 using namespace strata;
@@ -150,6 +152,7 @@ Tensor naive_softplus(const Tensor& x) { return NaiveSoftplus::apply(x); }
 Tensor softplus(const Tensor& x) { return Softplus::apply(x); }
 
 TEST(CustomFunction, ClassRuleGivesTheGradientAndIsUsed) {
+  STRATA_REQUIRE_DTYPES(strata::DType::f64);
   Tensor x = vec({-2.0, 0.5, 3.0});
   counts = {};
   Tensor g = grad([](const Tensor& t) { return sum(softplus(t)); })(x);
@@ -159,6 +162,7 @@ TEST(CustomFunction, ClassRuleGivesTheGradientAndIsUsed) {
 }
 
 TEST(CustomFunction, WithoutDifferentiationNothingIsRecorded) {
+  STRATA_REQUIRE_DTYPES(strata::DType::f64);
   Tensor x = vec({1.0, 2.0});
   Tensor y = softplus(x);
   EXPECT_FALSE(y.requires_grad());
@@ -170,6 +174,7 @@ TEST(CustomFunction, WithoutDifferentiationNothingIsRecorded) {
 }
 
 TEST(CustomFunction, StableRuleIsFiniteWhereTheNaiveOneOverflows) {
+  STRATA_REQUIRE_DTYPES(strata::DType::f64);
   Tensor x = vec({1000.0, -1000.0, 0.0});
   Fn stable = [](const Tensor& t) { return sum(softplus(t)); };
   Fn naive = [](const Tensor& t) { return sum(naive_softplus(t)); };
@@ -182,6 +187,7 @@ TEST(CustomFunction, StableRuleIsFiniteWhereTheNaiveOneOverflows) {
 }
 
 TEST(CustomFunction, GradcheckToThirdOrder) {
+  STRATA_REQUIRE_DTYPES(strata::DType::f64);
   manual_seed(1);
   Tensor x = randn({5}, {.dtype = f64});
   for (Fn f : {Fn([](const Tensor& t) { return sum(softplus(t) * t); }),
@@ -197,6 +203,7 @@ TEST(CustomFunction, GradcheckToThirdOrder) {
 }
 
 TEST(CustomFunction, SavedIntermediatesAreRecomputedForHigherOrders) {
+  STRATA_REQUIRE_DTYPES(strata::DType::f64);
   // d³/dx³ x·sin x = -3 sin x - x cos x: only right when cos x carries its history.
   double xv = 0.7;
   counts = {};
@@ -210,6 +217,7 @@ TEST(CustomFunction, SavedIntermediatesAreRecomputedForHigherOrders) {
 }
 
 TEST(CustomFunction, ForwardModeIsDerivedFromBackward) {
+  STRATA_REQUIRE_DTYPES(strata::DType::f64);
   Tensor x = vec({-1.0, 0.2, 2.0});
   Tensor v = vec({1.0, -2.0, 0.5});
   auto [y, t] = jvp([](const Tensor& a) { return softplus(a); }, x, v);
@@ -225,6 +233,7 @@ TEST(CustomFunction, ForwardModeIsDerivedFromBackward) {
 }
 
 TEST(CustomFunction, HessianVectorProductForwardOverReverse) {
+  STRATA_REQUIRE_DTYPES(strata::DType::f64);
   // f(x) = sum(softplus(x)·x): H = diag(2σ(x) + x σ(x)(1 - σ(x))).
   Tensor x = vec({-1.5, 0.3, 2.2});
   Tensor v = vec({0.5, -1.0, 2.0});
@@ -239,6 +248,7 @@ TEST(CustomFunction, HessianVectorProductForwardOverReverse) {
 }
 
 TEST(CustomFunction, NestedTapes) {
+  STRATA_REQUIRE_DTYPES(strata::DType::f64);
   Tensor x = scalar(0.4);
   GradientTape outer;
   outer.watch(x);
@@ -254,6 +264,7 @@ TEST(CustomFunction, NestedTapes) {
 }
 
 TEST(CustomFunction, TwoOutputsWithOneUnused) {
+  STRATA_REQUIRE_DTYPES(strata::DType::f64);
   Tensor a = vec({1.0, 2.0}), b = vec({3.0, -1.0});
   GradientTape tape;
   tape.watch(a);
@@ -274,6 +285,7 @@ TEST(CustomFunction, TwoOutputsWithOneUnused) {
 
 // DESIGN.md: d/dx [x · (d/dy (x + y))(y=1)] at x = 1 is 1, not 2, in every nesting.
 TEST(CustomFunction, PerturbationConfusionWithACustomFunctionInside) {
+  STRATA_REQUIRE_DTYPES(strata::DType::f64);
   Tensor one = scalar(1.0);
   auto add = [](const Tensor& a, const Tensor& b) { return Add::apply({a, b})[0]; };
   auto rev_rev = [&](const Tensor& x) { return x * grad([&](const Tensor& y) { return add(x, y); })(one); };
@@ -294,6 +306,7 @@ TEST(CustomFunction, PerturbationConfusionWithACustomFunctionInside) {
 }
 
 TEST(CustomVjp, FunctionalFormToThirdOrder) {
+  STRATA_REQUIRE_DTYPES(strata::DType::f64);
   // f(x) = exp(2x) with residual exp(2x) (an output): any order through the rule.
   int fwd_runs = 0, primal_runs = 0;
   CustomFunction f = custom_vjp(
@@ -323,6 +336,7 @@ TEST(CustomVjp, FunctionalFormToThirdOrder) {
 }
 
 TEST(CustomJvp, ReverseModeTransposesTheRule) {
+  STRATA_REQUIRE_DTYPES(strata::DType::f64);
   int rule_runs = 0;
   // tanh with the rule t·(1 - y²) in terms of its output.
   CustomFunction f = custom_jvp([](const std::vector<Tensor>& in) { return std::vector<Tensor>{tanh(in[0])}; },
@@ -353,6 +367,7 @@ TEST(CustomJvp, ReverseModeTransposesTheRule) {
 }
 
 TEST(CustomFunction, AttributesReachTheRules) {
+  STRATA_REQUIRE_DTYPES(strata::DType::f64);
   Tensor x = scalar(2.0);
   GradientTape tape;
   tape.watch(x);
@@ -365,6 +380,7 @@ TEST(CustomFunction, AttributesReachTheRules) {
 }
 
 TEST(CustomFunction, NonDifferentiableOutputs) {
+  STRATA_REQUIRE_DTYPES(strata::DType::f64);
   Tensor x = vec({-1.0, 2.0}).set_requires_grad();
   std::vector<Tensor> out = WithMask::apply(std::vector<Tensor>{x});
   EXPECT_TRUE(out[0].requires_grad());
@@ -374,6 +390,7 @@ TEST(CustomFunction, NonDifferentiableOutputs) {
 }
 
 TEST(CustomFunction, FirstOrderOnlyErrsOnlyWhenDifferentiatedTwice) {
+  STRATA_REQUIRE_DTYPES(strata::DType::f64);
   Tensor x = scalar(2.0);
   Fn cube = [](const Tensor& t) { return FirstOrderCube::apply(t); };
   EXPECT_DOUBLE_EQ(value(grad(cube)(x)), 12.0);  // grad() records with higher order on: no error yet
@@ -393,6 +410,7 @@ TEST(CustomFunction, FirstOrderOnlyErrsOnlyWhenDifferentiatedTwice) {
 }
 
 TEST(CustomFunction, WrongGradientsAreErrorsNamingTheFunction) {
+  STRATA_REQUIRE_DTYPES(strata::DType::f64);
   auto make = [](std::function<std::vector<Tensor>(const std::vector<Tensor>&)> bwd) {
     return custom_vjp({},
                       [](const std::vector<Tensor>& in) {
@@ -425,6 +443,7 @@ TEST(CustomFunction, WrongGradientsAreErrorsNamingTheFunction) {
 }
 
 TEST(CustomFunction, BadDefinitionsAndCalls) {
+  STRATA_REQUIRE_DTYPES(strata::DType::f64);
   EXPECT_THROW(CustomFunction({.name = "", .forward = [](FunctionContext&, const std::vector<Tensor>& in) { return in; }}),
                ValueError);
   expect_error(
@@ -436,6 +455,7 @@ TEST(CustomFunction, BadDefinitionsAndCalls) {
 }
 
 TEST(CustomFunction, AThrowingForwardLeavesNoNode) {
+  STRATA_REQUIRE_DTYPES(strata::DType::f64);
   CustomFunction boom({.name = "boom",
                        .forward = [](FunctionContext&, const std::vector<Tensor>&) -> std::vector<Tensor> {
                          throw ValueError("boom inside");
@@ -448,6 +468,7 @@ TEST(CustomFunction, AThrowingForwardLeavesNoNode) {
 }
 
 TEST(CustomFunction, InsideACheckpointedFunction) {
+  STRATA_REQUIRE_DTYPES(strata::DType::f64);
   manual_seed(5);
   Tensor w = randn({4, 4}, {.dtype = f64});
   Tensor x = randn({3, 4}, {.dtype = f64});
@@ -472,6 +493,7 @@ TEST(CustomFunction, InsideACheckpointedFunction) {
 }
 
 TEST(CustomFunction, BackwardRunsUnderTheForwardsAutocastState) {
+  STRATA_REQUIRE_DTYPES(strata::DType::bf16);
   bool autocast_in_backward = false;
   DType product_dtype = DType::f64;
   CustomFunction f({.name = "mm",
@@ -502,6 +524,7 @@ TEST(CustomFunction, BackwardRunsUnderTheForwardsAutocastState) {
 }
 
 TEST(CustomFunction, TracedCallsReplayTheFunctionAndItsRule) {
+  STRATA_REQUIRE_DTYPES(strata::DType::f64);
   auto fn = [](const std::vector<Tensor>& in) { return std::vector<Tensor>{softplus(in[0] * 2.0) * 3.0}; };
   Tensor example = vec({0.5, 1.0});
   Graph g = trace(fn, {example});
@@ -549,6 +572,7 @@ TEST(CustomFunction, TracedCallsReplayTheFunctionAndItsRule) {
 }
 
 TEST(CustomFunction, LoadingAGraphWithAnUnknownFunctionNamesIt) {
+  STRATA_REQUIRE_DTYPES(strata::DType::f64);
   static int runs = 0;  // a fresh name per run: the registry lives as long as the process
   CustomFunction f = custom_jvp([](const std::vector<Tensor>& in) { return std::vector<Tensor>{in[0] * 2.0}; },
                                 [](const std::vector<Tensor>&, const std::vector<Tensor>&, const std::vector<Tensor>& t) {
@@ -576,6 +600,7 @@ namespace {
 // the real inner product Re Σ conj(a)·b, so f(z) = z² defined either way
 // differentiates like z * z.
 TEST(CustomFunctionComplex, WrittenAndDerivedRulesMatchTheBuiltInOps) {
+  STRATA_REQUIRE_DTYPES(strata::DType::c128);
   using C = std::complex<double>;
   const std::vector<C> zv{{0.5, -1.0}, {2.0, 0.25}, {-1.5, 0.75}}, wv{{1.0, 2.0}, {-0.5, 0.5}, {0.25, -1.0}};
   const Tensor z = from_data(std::span<const C>(zv), {3}), w = from_data(std::span<const C>(wv), {3});

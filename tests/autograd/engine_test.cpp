@@ -10,6 +10,8 @@
 #include <thread>
 #include <utility>
 
+#include "../common/test_device.hpp"
+
 namespace {
 
 using namespace strata;
@@ -18,6 +20,7 @@ Tensor scalar(double v) { return full({}, v, {.dtype = f64}); }
 double value(const Tensor& t) { return t.item<double>(); }
 
 TEST(Tape, GradientOfAPolynomial) {
+  STRATA_REQUIRE_DTYPES(strata::DType::f64);
   Tensor x = scalar(3.0);
   GradientTape tape;
   tape.watch(x);
@@ -26,6 +29,7 @@ TEST(Tape, GradientOfAPolynomial) {
 }
 
 TEST(Tape, BroadcastGradientsAreSummedToTheInputShape) {
+  STRATA_REQUIRE_DTYPES(strata::DType::f64);
   Tensor a = from_data(std::vector<double>{1, 2, 3, 4, 5, 6}, {2, 3});
   Tensor b = from_data(std::vector<double>{10, 20, 30}, {3});
   GradientTape tape;
@@ -38,6 +42,7 @@ TEST(Tape, BroadcastGradientsAreSummedToTheInputShape) {
 }
 
 TEST(Tape, ViewsAndMatmulGradients) {
+  STRATA_REQUIRE_DTYPES(strata::DType::f64);
   manual_seed(3);
   Tensor w = randn({3, 4}, {.dtype = f64});
   Tensor x = randn({2, 3}, {.dtype = f64});
@@ -57,6 +62,7 @@ TEST(Tape, ViewsAndMatmulGradients) {
 }
 
 TEST(Tape, AnUndefinedTargetIsNamedByBothOverloads) {
+  STRATA_REQUIRE_DTYPES(strata::DType::f64);
   Tensor x = full({2}, 1.0, {.dtype = f64});
   for (bool temporary : {false, true}) {
     GradientTape tape;
@@ -76,6 +82,7 @@ TEST(Tape, AnUndefinedTargetIsNamedByBothOverloads) {
 }
 
 TEST(Tape, NestedTapesGiveSecondOrder) {
+  STRATA_REQUIRE_DTYPES(strata::DType::f64);
   Tensor x = scalar(2.0);
   GradientTape outer;
   outer.watch(x);
@@ -91,6 +98,7 @@ TEST(Tape, NestedTapesGiveSecondOrder) {
 }
 
 TEST(Tape, ThirdOrderThroughThreeNestedTapes) {
+  STRATA_REQUIRE_DTYPES(strata::DType::f64);
   Tensor x = scalar(0.5);
   GradientTape t1;
   t1.watch(x);
@@ -108,6 +116,7 @@ TEST(Tape, ThirdOrderThroughThreeNestedTapes) {
 }
 
 TEST(Tape, WithoutHigherOrderTheGradientIsAConstant) {
+  STRATA_REQUIRE_DTYPES(strata::DType::f64);
   Tensor x = scalar(2.0);
   GradientTape outer;
   outer.watch(x);
@@ -118,6 +127,7 @@ TEST(Tape, WithoutHigherOrderTheGradientIsAConstant) {
 }
 
 TEST(Tape, SecondGradientOnNonPersistentTapeIsAnError) {
+  STRATA_REQUIRE_DTYPES(strata::DType::f64);
   Tensor x = scalar(1.0);
   GradientTape tape;
   tape.watch(x);
@@ -132,6 +142,7 @@ TEST(Tape, SecondGradientOnNonPersistentTapeIsAnError) {
 }
 
 TEST(Tape, PersistentTapeAllowsSeveralGradients) {
+  STRATA_REQUIRE_DTYPES(strata::DType::f64);
   Tensor x = scalar(1.5);
   GradientTape tape({.persistent = true});
   tape.watch(x);
@@ -142,6 +153,7 @@ TEST(Tape, PersistentTapeAllowsSeveralGradients) {
 }
 
 TEST(Tape, NonScalarTargetNeedsOutputGradients) {
+  STRATA_REQUIRE_DTYPES(strata::DType::f64);
   Tensor x = from_data(std::vector<double>{1, 2}, {2});
   GradientTape tape({.persistent = true});
   tape.watch(x);
@@ -153,6 +165,7 @@ TEST(Tape, NonScalarTargetNeedsOutputGradients) {
 }
 
 TEST(Tape, UnconnectedSourcesAreZerosOrAnError) {
+  STRATA_REQUIRE_DTYPES(strata::DType::f64);
   Tensor x = scalar(1.0);
   Tensor unrelated = scalar(5.0);
   {
@@ -168,6 +181,7 @@ TEST(Tape, UnconnectedSourcesAreZerosOrAnError) {
 }
 
 TEST(Tape, Jacobian) {
+  STRATA_REQUIRE_DTYPES(strata::DType::f64);
   Tensor x = from_data(std::vector<double>{1, 2, 3}, {3});
   GradientTape tape({.persistent = true});
   tape.watch(x);
@@ -178,6 +192,7 @@ TEST(Tape, Jacobian) {
 }
 
 TEST(Backward, AccumulatesIntoLeaves) {
+  STRATA_REQUIRE_DTYPES(strata::DType::f64);
   Tensor w = full({2}, 3.0, {.dtype = f64, .requires_grad = true});
   Tensor loss = sum(w * w);
   loss.backward();
@@ -189,12 +204,14 @@ TEST(Backward, AccumulatesIntoLeaves) {
 }
 
 TEST(Backward, RequiresGradWatchedByTapesToo) {
+  STRATA_REQUIRE_DTYPES(strata::DType::f64);
   Tensor w = full({}, 2.0, {.dtype = f64, .requires_grad = true});
   GradientTape tape;
   EXPECT_DOUBLE_EQ(value(tape.gradient(w * w * w, {w})[0]), 12.0);
 }
 
 TEST(Backward, SecondBackwardThroughFreedGraphIsAnError) {
+  STRATA_REQUIRE_DTYPES(strata::DType::f64);
   Tensor w = full({}, 2.0, {.dtype = f64, .requires_grad = true});
   Tensor y = w * w;
   y.backward();
@@ -210,6 +227,7 @@ TEST(Backward, IntegerTensorsCannotRequireGrad) {
 }
 
 TEST(Backward, InPlaceChangeOfASavedTensorIsAnError) {
+  STRATA_REQUIRE_DTYPES(strata::DType::f64);
   Tensor w = full({2}, 2.0, {.dtype = f64, .requires_grad = true});
   Tensor a = w * 1.0;
   Tensor y = sum(a * a);  // saves a
@@ -224,6 +242,7 @@ TEST(Backward, InPlaceChangeOfASavedTensorIsAnError) {
 }
 
 TEST(Backward, InPlaceChangeOfAnOperandWhoseValuesAreNotKeptIsAllowed) {
+  STRATA_REQUIRE_DTYPES(strata::DType::f64);
   // add's VJP reads no operand's values (docs/autograd.md, "What a node
   // keeps"): changing a after the add does not change its gradient, as in
   // PyTorch. mul reads both operands, so the same change there is an error
@@ -238,6 +257,7 @@ TEST(Backward, InPlaceChangeOfAnOperandWhoseValuesAreNotKeptIsAllowed) {
 }
 
 TEST(Backward, ABroadcastGradientIsStoredCompact) {
+  STRATA_REQUIRE_DTYPES(strata::DType::f64);
   // mean's and sum's gradients are expanded views of one value; grad() holds
   // its own memory, so writing into it in place writes every element.
   Tensor x = full({4, 3}, 1.0, {.dtype = f64, .requires_grad = true});
@@ -252,6 +272,7 @@ TEST(Backward, ABroadcastGradientIsStoredCompact) {
 }
 
 TEST(Backward, NoGradRecordsNothing) {
+  STRATA_REQUIRE_DTYPES(strata::DType::f64);
   Tensor w = full({}, 2.0, {.dtype = f64, .requires_grad = true});
   Tensor y;
   {
@@ -266,6 +287,7 @@ TEST(Backward, NoGradRecordsNothing) {
 }
 
 TEST(Backward, HooksSeeAndReplaceGradients) {
+  STRATA_REQUIRE_DTYPES(strata::DType::f64);
   Tensor w = full({}, 1.0, {.dtype = f64, .requires_grad = true});
   double seen = 0;
   w.register_hook([&](const Tensor& g) {
@@ -281,6 +303,7 @@ TEST(Backward, HooksSeeAndReplaceGradients) {
 // hook that changed the shape or dtype would have put a misfit into grad().
 // Each is an error naming what changed, and grad() stays as it was.
 TEST(Backward, HooksThatChangeShapeOrDtypeAreErrors) {
+  STRATA_REQUIRE_DTYPES(strata::DType::f64);
   struct Case {
     const char* what;
     std::function<Tensor(const Tensor&)> hook;
@@ -312,6 +335,7 @@ TEST(Backward, HooksThatChangeShapeOrDtypeAreErrors) {
 std::vector<double> values(const Tensor& t) { return t.to_vector<double>(); }
 
 TEST(NodeHooks, SeeAndReplaceTheGradientsANodeSendsToItsInputs) {
+  STRATA_REQUIRE_DTYPES(strata::DType::f64);
   Tensor a = from_data(std::vector<double>{1, 2}, {2}).set_requires_grad();
   Tensor b = from_data(std::vector<double>{3, 4}, {2}).set_requires_grad();
   Tensor y = a * b;
@@ -330,6 +354,7 @@ TEST(NodeHooks, SeeAndReplaceTheGradientsANodeSendsToItsInputs) {
 }
 
 TEST(NodeHooks, FireOnTapesToo) {
+  STRATA_REQUIRE_DTYPES(strata::DType::f64);
   Tensor x = from_data(std::vector<double>{1, 2}, {2});
   GradientTape tape;
   tape.watch(x);
@@ -341,6 +366,7 @@ TEST(NodeHooks, FireOnTapesToo) {
 }
 
 TEST(NodeHooks, BadUseIsAClearError) {
+  STRATA_REQUIRE_DTYPES(strata::DType::f64);
   Tensor leaf = full({2}, 1.0, {.dtype = f64, .requires_grad = true});
   try {
     leaf.register_node_hook([](std::vector<Tensor>&, const std::vector<Tensor>&) {});
@@ -364,6 +390,7 @@ TEST(NodeHooks, BadUseIsAClearError) {
 }
 
 TEST(Retention, RetainGradKeepsTheMarkedIntermediatesOnly) {
+  STRATA_REQUIRE_DTYPES(strata::DType::f64);
   Tensor w = from_data(std::vector<double>{1, 2}, {2}).set_requires_grad();
   Tensor h = w * w;
   Tensor u = h * 3.0;
@@ -377,6 +404,7 @@ TEST(Retention, RetainGradKeepsTheMarkedIntermediatesOnly) {
 }
 
 TEST(Retention, KeepRetainsEveryIntermediateAndDiscardNone) {
+  STRATA_REQUIRE_DTYPES(strata::DType::f64);
   Tensor w = from_data(std::vector<double>{1, 2}, {2}).set_requires_grad();
   Tensor h = w * w;
   Tensor u = h * 3.0;
@@ -393,6 +421,7 @@ TEST(Retention, KeepRetainsEveryIntermediateAndDiscardNone) {
 }
 
 TEST(Retention, RetainGradNeedsGradientHistory) {
+  STRATA_REQUIRE_DTYPES(strata::DType::f64);
   Tensor plain = full({2}, 1.0, {.dtype = f64});
   try {
     (plain * 2.0).retain_grad();
@@ -407,6 +436,7 @@ TEST(Retention, RetainGradNeedsGradientHistory) {
 }
 
 TEST(Retention, TapesKeepTheirIntermediatesApartFromGrad) {
+  STRATA_REQUIRE_DTYPES(strata::DType::f64);
   Tensor x = from_data(std::vector<double>{0.5, 1.0}, {2});
   for (GradRetention policy : {GradRetention::discard, GradRetention::selective, GradRetention::keep}) {
     GradientTape tape({.retention = policy});
@@ -433,6 +463,7 @@ TEST(Retention, TapesKeepTheirIntermediatesApartFromGrad) {
 }
 
 TEST(Retention, ATapeRetainsOnlyWhatItRecorded) {
+  STRATA_REQUIRE_DTYPES(strata::DType::f64);
   Tensor x = full({2}, 1.0, {.dtype = f64});
   Tensor before = x * 2.0;
   GradientTape tape;
@@ -451,6 +482,7 @@ TEST(Retention, ATapeRetainsOnlyWhatItRecorded) {
 // A hook that runs a backward of its own over nodes the outer pass is still
 // walking: both passes keep separate scratch for the shared node.
 TEST(Backward, ABackwardInsideAHookSharesNodesWithTheOuterPass) {
+  STRATA_REQUIRE_DTYPES(strata::DType::f64);
   Tensor w = full({}, 1.5, {.dtype = f64, .requires_grad = true});
   Tensor y = w * w;  // the node both passes run
   Tensor z = y * 3.0;
@@ -468,6 +500,7 @@ TEST(Backward, ABackwardInsideAHookSharesNodesWithTheOuterPass) {
 }
 
 TEST(Backward, AHookThatFreesItsNodeGivesAnErrorNotACrash) {
+  STRATA_REQUIRE_DTYPES(strata::DType::f64);
   Tensor w = full({}, 1.5, {.dtype = f64, .requires_grad = true});
   Tensor y = w * w;
   Tensor z = y * 3.0;
@@ -486,6 +519,7 @@ TEST(Backward, AHookThatFreesItsNodeGivesAnErrorNotACrash) {
 }
 
 TEST(ForwardMode, JvpOfAFunction) {
+  STRATA_REQUIRE_DTYPES(strata::DType::f64);
   Tensor x = from_data(std::vector<double>{0.1, 0.2}, {2});
   Tensor v = from_data(std::vector<double>{1.0, -2.0}, {2});
   auto [y, t] = jvp([](const Tensor& a) { return sin(a) * a; }, x, v);
@@ -498,6 +532,7 @@ TEST(ForwardMode, JvpOfAFunction) {
 
 // D(x ↦ x · D(y ↦ x + y)(1))(1) = 1, not 2.
 TEST(PerturbationConfusion, ForwardOverForward) {
+  STRATA_REQUIRE_DTYPES(strata::DType::f64);
   Tensor one = scalar(1.0);
   auto outer = [&](const Tensor& x) {
     Tensor inner = jvp([&](const Tensor& y) { return x + y; }, one, one).second;
@@ -507,12 +542,14 @@ TEST(PerturbationConfusion, ForwardOverForward) {
 }
 
 TEST(PerturbationConfusion, ReverseOverReverse) {
+  STRATA_REQUIRE_DTYPES(strata::DType::f64);
   Tensor one = scalar(1.0);
   auto outer = [&](const Tensor& x) { return x * grad([&](const Tensor& y) { return x + y; })(one); };
   EXPECT_DOUBLE_EQ(value(grad(outer)(one)), 1.0);
 }
 
 TEST(PerturbationConfusion, Mixed) {
+  STRATA_REQUIRE_DTYPES(strata::DType::f64);
   Tensor one = scalar(1.0);
   auto rev_inner = [&](const Tensor& x) { return x * grad([&](const Tensor& y) { return x + y; })(one); };
   EXPECT_DOUBLE_EQ(value(jvp(rev_inner, one, one).second), 1.0);
@@ -521,6 +558,7 @@ TEST(PerturbationConfusion, Mixed) {
 }
 
 TEST(Transforms, NthDerivativesClosedForms) {
+  STRATA_REQUIRE_DTYPES(strata::DType::f64);
   Tensor x = scalar(0.7);
   auto pow5 = [](const Tensor& a) { return a * a * a * a * a; };
   double xv = 0.7;
@@ -546,6 +584,7 @@ Tensor rosenbrock(const Tensor& v) {
 }
 
 TEST(Transforms, RosenbrockHessianMatchesItsClosedForm) {
+  STRATA_REQUIRE_DTYPES(strata::DType::f64);
   double x = 0.3, y = -0.4;
   Tensor v = from_data(std::vector<double>{x, y}, {2});
   Tensor h = hessian(rosenbrock, v);
@@ -555,6 +594,7 @@ TEST(Transforms, RosenbrockHessianMatchesItsClosedForm) {
 }
 
 TEST(Transforms, HvpEqualsHessianTimesVectorInBothModes) {
+  STRATA_REQUIRE_DTYPES(strata::DType::f64);
   Tensor x = from_data(std::vector<double>{0.3, -0.4}, {2});
   Tensor v = from_data(std::vector<double>{0.5, 2.0}, {2});
   Tensor hv = matmul(hessian(rosenbrock, x), v);
@@ -567,6 +607,7 @@ TEST(Transforms, HvpEqualsHessianTimesVectorInBothModes) {
 }
 
 TEST(Transforms, JacfwdEqualsJacrevAndLaplacianIsTraceOfHessian) {
+  STRATA_REQUIRE_DTYPES(strata::DType::f64);
   manual_seed(11);
   Tensor x = randn({3}, {.dtype = f64});
   auto f = [](const Tensor& a) { return tanh(a) * sum(a * a); };
@@ -584,6 +625,7 @@ TEST(Transforms, JacfwdEqualsJacrevAndLaplacianIsTraceOfHessian) {
 }
 
 TEST(Transforms, GradcheckReportsTheWorstElement) {
+  STRATA_REQUIRE_DTYPES(strata::DType::f64);
   manual_seed(5);
   Tensor x = randn({4}, {.dtype = f64});
   GradcheckResult ok = gradcheck([](const Tensor& a) { return sum(tanh(a) * exp(a)); }, x);
@@ -593,6 +635,7 @@ TEST(Transforms, GradcheckReportsTheWorstElement) {
 }
 
 TEST(Threads, IndependentTapesGiveTheSameResults) {
+  STRATA_REQUIRE_DTYPES(strata::DType::f64);
   auto work = [](double seed) {
     Tensor x = full({8}, seed, {.dtype = f64});
     double total = 0;
@@ -617,6 +660,7 @@ TEST(Threads, IndependentTapesGiveTheSameResults) {
 // passes claim the shared nodes in turn (or look them up apart) and
 // accumulate into the same leaf without losing an addition.
 TEST(Threads, BackwardOverASharedGraphAccumulatesEveryPass) {
+  STRATA_REQUIRE_DTYPES(strata::DType::f64);
   Tensor w = from_data(std::vector<double>{1, 2, 3}, {3}).set_requires_grad();
   Tensor shared = tanh(w) * w;  // nodes every thread's pass walks
   constexpr int kThreads = 4, kPasses = 400;
@@ -639,6 +683,7 @@ TEST(Threads, BackwardOverASharedGraphAccumulatesEveryPass) {
 }
 
 TEST(Anomaly, NamesTheOpWhoseBackwardMadeANaN) {
+  STRATA_REQUIRE_DTYPES(strata::DType::f64);
   set_anomaly_mode(true);
   Tensor x = full({}, 0.0, {.dtype = f64, .requires_grad = true});
   Tensor y = sqrt(x);  // d/dx sqrt(0) = inf
@@ -654,6 +699,7 @@ TEST(Anomaly, NamesTheOpWhoseBackwardMadeANaN) {
 }
 
 TEST(Anomaly, NamesTheForwardOpThatFirstMadeANaN) {
+  STRATA_REQUIRE_DTYPES(strata::DType::f64);
   set_anomaly_mode(true);
   Tensor x = full({2}, -1.0, {.dtype = f64, .requires_grad = true});
   Tensor y = exp(x);  // finite: no error
@@ -672,6 +718,7 @@ TEST(Anomaly, NamesTheForwardOpThatFirstMadeANaN) {
 }
 
 TEST(Memory, TapeReportsTheBytesItsGraphHolds) {
+  STRATA_REQUIRE_DTYPES(strata::DType::f64);
   Tensor x = full({256}, 0.5, {.dtype = f64});
   GradientTape tape;
   tape.watch(x);
@@ -761,6 +808,7 @@ bool names(const std::string& msg, std::initializer_list<const char*> parts) {
 // record_reverse. It is a ShapeError naming the view and the shape, before
 // anything is recorded: the tape and the inputs are unchanged.
 TEST(Memory, RankAboveTheMaximumIsAShapeErrorWithGradAndTapes) {
+  STRATA_REQUIRE_DTYPES(strata::DType::f64);
   const char* nine = "[1, 1, 1, 1, 1, 1, 1, 2, 3]";
   const char* limit = "rank 9 exceeds the maximum rank 8";
   Tensor x = full({6}, 2.0, {.dtype = f64, .requires_grad = true});
@@ -817,6 +865,7 @@ TEST(Memory, ImplicitGraphBytesDropWhenTheGraphDies) {
 }
 
 TEST(Memory, LongChainsAreFreedWithoutRecursion) {
+  STRATA_REQUIRE_DTYPES(strata::DType::f64);
   Tensor x = full({}, 1.0, {.dtype = f64, .requires_grad = true});
   Tensor y = x;
   for (int i = 0; i < 200000; ++i) y = y * 1.0;
@@ -829,6 +878,7 @@ TEST(Memory, LongChainsAreFreedWithoutRecursion) {
 namespace {
 
 TEST(Graph, InspectPruneAndExport) {
+  STRATA_REQUIRE_DTYPES(strata::DType::f64);
   Tensor w = full({2}, 1.0, {.dtype = f64, .requires_grad = true});
   Tensor a = w * 2.0;
   Tensor unused = exp(w);  // does not reach `loss`: pruned

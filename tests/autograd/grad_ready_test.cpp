@@ -8,6 +8,8 @@
 #include <string>
 #include <vector>
 
+#include "../common/test_device.hpp"
+
 namespace {
 
 using namespace strata;
@@ -18,6 +20,7 @@ Tensor vec(std::vector<double> v) {
 }
 
 TEST(GradReady, FiresWhenTheLeafIsCompleteBeforeTheRestOfThePassRuns) {
+  STRATA_REQUIRE_DTYPES(strata::DType::f64);
   // loss = sum(b * (a * x)): the last node to send `b` its gradient is the
   // outermost mul; `a`'s gradient needs the inner mul, which runs after it.
   Tensor x = vec({1, 2, 3});
@@ -46,6 +49,7 @@ TEST(GradReady, FiresWhenTheLeafIsCompleteBeforeTheRestOfThePassRuns) {
 }
 
 TEST(GradReady, SeesTheTotalOfALeafUsedSeveralTimes) {
+  STRATA_REQUIRE_DTYPES(strata::DType::f64);
   Tensor w = vec({1, 2}).set_requires_grad();
   int calls = 0;
   w.register_grad_ready_hook([&](const Tensor& g, const GradReadyInfo&) {
@@ -57,6 +61,7 @@ TEST(GradReady, SeesTheTotalOfALeafUsedSeveralTimes) {
 }
 
 TEST(GradReady, FiresForTapeSourcesWithTheTapeLevelAndNotForOthers) {
+  STRATA_REQUIRE_DTYPES(strata::DType::f64);
   Tensor w = vec({1, 2}).set_requires_grad();
   Tensor v = vec({3, 4}).set_requires_grad();
   std::vector<GradReadyInfo> seen;
@@ -74,6 +79,7 @@ TEST(GradReady, FiresForTapeSourcesWithTheTapeLevelAndNotForOthers) {
 }
 
 TEST(GradReady, NotFiredWhenNoGradientReachesTheLeaf) {
+  STRATA_REQUIRE_DTYPES(strata::DType::f64);
   Tensor w = vec({1, 2}).set_requires_grad();
   Tensor u = vec({1, 2}).set_requires_grad();
   int calls = 0;
@@ -83,6 +89,7 @@ TEST(GradReady, NotFiredWhenNoGradientReachesTheLeaf) {
 }
 
 TEST(GradReady, AThrowingHookFailsThePassAndLeavesGradUnchanged) {
+  STRATA_REQUIRE_DTYPES(strata::DType::f64);
   Tensor w = vec({1, 2}).set_requires_grad();
   w.register_grad_ready_hook([](const Tensor&, const GradReadyInfo&) { throw ValueError("boom"); });
   EXPECT_THROW(sum(w * w).backward(), ValueError);
@@ -90,6 +97,7 @@ TEST(GradReady, AThrowingHookFailsThePassAndLeavesGradUnchanged) {
 }
 
 TEST(SetGrad, ReplacesAndClearsWithChecks) {
+  STRATA_REQUIRE_DTYPES(strata::DType::f64);
   Tensor w = vec({1, 2}).set_requires_grad();
   w.set_grad(vec({7, 8}));
   EXPECT_EQ(w.grad().to_vector<double>(), (std::vector<double>{7, 8}));

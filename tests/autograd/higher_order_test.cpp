@@ -15,6 +15,8 @@
 
 #include "op_cases.hpp"
 
+#include "../common/test_device.hpp"
+
 namespace {
 
 using op_cases::case_names;
@@ -45,6 +47,7 @@ class HigherOrderSecond : public HigherOrder {};
 class HigherOrderThird : public HigherOrder {};
 
 TEST_P(HigherOrder, EachOrderMatchesFiniteDifferences) {
+  STRATA_REQUIRE_DTYPES(strata::DType::f64);
   const OpCase c = case_named(GetParam());
   Tensor x = f64_uniform(c.shape, c.lo, c.hi, 1);
   Tensor w_out;
@@ -74,6 +77,7 @@ TEST_P(HigherOrder, EachOrderMatchesFiniteDifferences) {
 // The claim for linear ops themselves: their second derivatives are exactly
 // zero (the composed cases above check the rules' own derivatives).
 TEST(HigherOrderLinear, LinearOpsHaveExactlyZeroSecondDerivatives) {
+  STRATA_REQUIRE_DTYPES(strata::DType::f64);
   Tensor b = f64_uniform({2, 3}, 0.5, 1.5, 21), w = f64_uniform({2, 3}, -1.0, 1.0, 22);
   Tensor x = f64_uniform({2, 3}, -1.0, 1.0, 23), v = f64_uniform({2, 3}, -1.0, 1.0, 24);
   const std::vector<std::pair<std::string, std::function<Tensor(const Tensor&)>>> linear = {
@@ -99,6 +103,7 @@ TEST(HigherOrderLinear, LinearOpsHaveExactlyZeroSecondDerivatives) {
 // Forward-over-reverse needs the tangents of outputs that rules saved (tanh,
 // exp, softmax save y): it must agree with reverse-over-reverse for every op.
 TEST_P(HigherOrderSecond, ForwardOverReverseHvpEqualsReverseOverReverse) {
+  STRATA_REQUIRE_DTYPES(strata::DType::f64);
   const OpCase c = case_named(GetParam());
   Tensor x = f64_uniform(c.shape, c.lo, c.hi, 1);
   Tensor w_out = f64_uniform(c.op(x).sizes(), 0.5, 1.5, 2);
@@ -115,6 +120,7 @@ TEST_P(HigherOrderSecond, ForwardOverReverseHvpEqualsReverseOverReverse) {
 // saved outputs (exp, tanh, sigmoid use y); it must equal the jvp of the
 // reverse-over-reverse one, and finite differences of either.
 TEST_P(HigherOrderThird, JvpOfForwardOverReverseHvpEqualsReverseOverReverse) {
+  STRATA_REQUIRE_DTYPES(strata::DType::f64);
   const OpCase c = case_named(GetParam());
   Tensor x = f64_uniform(c.shape, c.lo, c.hi, 1);
   Tensor w_out = f64_uniform(c.op(x).sizes(), 0.5, 1.5, 2);
@@ -142,6 +148,7 @@ INSTANTIATE_TEST_SUITE_P(Ops, HigherOrderSecond, ::testing::ValuesIn(case_names(
 INSTANTIATE_TEST_SUITE_P(Ops, HigherOrderThird, ::testing::ValuesIn(case_names(3)), case_test_name);
 
 TEST(JoinTest, CatGradientsAreSlicesOfTheOutputGradient) {
+  STRATA_REQUIRE_DTYPES(strata::DType::f64);
   Tensor a = strata::ones({2, 1}, {.dtype = DType::f64, .requires_grad = true});
   Tensor b = strata::ones({2, 2}, {.dtype = DType::f64, .requires_grad = true});
   Tensor w = strata::from_data(std::vector<double>{1, 2, 3, 4, 5, 6}, {2, 3});
@@ -173,6 +180,7 @@ namespace {
 std::vector<double> values(const Tensor& t) { return t.to_vector<double>(); }
 
 TEST(JoinTest, PadMatchesAHandComputedTensor) {
+  STRATA_REQUIRE_DTYPES(strata::DType::f64);
   // (2, 3) padded by {1, 2} on the last dim and {0, 1} on the first, with 0.5.
   Tensor x = strata::from_data(std::vector<double>{1, 2, 3, 4, 5, 6}, {2, 3});
   Tensor p = strata::pad(x, {1, 2, 0, 1}, 0.5);
@@ -187,6 +195,7 @@ TEST(JoinTest, PadMatchesAHandComputedTensor) {
 }
 
 TEST(GradientFlow, DetachCutsItsPath) {
+  STRATA_REQUIRE_DTYPES(strata::DType::f64);
   Tensor x = strata::from_data(std::vector<double>{0.5, -1.0, 2.0}, {3});
   // d/dx sum(exp(x) * detach(x)) = exp(x) * x: the detached factor is a constant.
   Tensor g = strata::grad([](const Tensor& t) { return strata::sum(strata::exp(t) * t.detach()); })(x);
@@ -200,6 +209,7 @@ TEST(GradientFlow, DetachCutsItsPath) {
 }
 
 TEST(GradientFlow, CastGradientsCastBack) {
+  STRATA_REQUIRE_DTYPES(strata::DType::f64);
   for (auto [from, to_binding] : {std::pair{DType::f32, DType::f64}, std::pair{DType::f64, DType::f32}}) {
     const DType to = to_binding;  // clang 14 (the fuzz preset) cannot capture a structured binding
     Tensor x = strata::cast(strata::from_data(std::vector<double>{0.5, -1.5, 2.0}, {3}), from);

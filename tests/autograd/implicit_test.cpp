@@ -13,6 +13,8 @@
 #include <string>
 #include <vector>
 
+#include "../common/test_device.hpp"
+
 namespace {
 
 using namespace strata;
@@ -24,6 +26,7 @@ Tensor heron(const Tensor& x, const std::vector<Tensor>& p) { return (x + p[0] /
 Tensor implicit_sqrt(const Tensor& a, const ImplicitOptions& o = {}) { return fixed_point(heron, ones_like(a), {a}, o).x; }
 
 TEST(FixedPoint, SquareRootAndItsDerivativesToThirdOrder) {
+  STRATA_REQUIRE_DTYPES(strata::DType::f64);
   const std::vector<double> as{0.5, 2.0, 9.0};
   Tensor a = vec(as);
   ImplicitSolution s = fixed_point(heron, ones_like(a), {a});
@@ -65,6 +68,7 @@ TEST(FixedPoint, SinglePrecisionUsesLooserDefaultTolerances) {
 }
 
 TEST(FixedPoint, GradcheckOfTheSecondDerivative) {
+  STRATA_REQUIRE_DTYPES(strata::DType::f64);
   Tensor a = vec({0.7, 1.6});
   Fn f = [](const Tensor& t) { return sum(implicit_sqrt(t, {.tolerance = 1e-14})); };
   GradcheckOptions o{.eps = 1e-4, .atol = 1e-7, .rtol = 1e-5, .four_point = true};
@@ -88,6 +92,7 @@ struct Contraction {
 };
 
 TEST(FixedPoint, MatchesUnrolledDifferentiation) {
+  STRATA_REQUIRE_DTYPES(strata::DType::f64);
   Contraction c(6);
   manual_seed(8);
   Tensor theta = randn({6}, {.dtype = f64});
@@ -154,6 +159,7 @@ std::vector<double> dense_solve(std::vector<double> A, std::vector<double> b) {
 }
 
 TEST(Root, RidgeRegressionGradientInTheRegulariser) {
+  STRATA_REQUIRE_DTYPES(strata::DType::f64);
   // w*(λ) solves Aᵀ(A w − b) + λ w = 0, i.e. (AᵀA + λI) w = Aᵀb; with the
   // loss L = c·w*, dL/dλ = −cᵀ (AᵀA + λI)⁻¹ w* and dL/db = A (AᵀA + λI)⁻¹ c.
   const int64_t m = 8, n = 5;
@@ -200,6 +206,7 @@ TEST(Root, RidgeRegressionGradientInTheRegulariser) {
 }
 
 TEST(Root, NonlinearRootToSecondOrderAndForwardMode) {
+  STRATA_REQUIRE_DTYPES(strata::DType::f64);
   // x³ + x = θ: x' = 1/(3x² + 1), x'' = −6x·x'³.
   auto g = [](const Tensor& x, const std::vector<Tensor>& p) { return x * x * x + x - p[0]; };
   Fn solution = [&](const Tensor& th) { return root(g, zeros_like(th), {th}).x; };
@@ -227,6 +234,7 @@ uint64_t peak_during(F&& f) {
 }
 
 TEST(FixedPoint, MemoryDoesNotGrowWithTheIterations) {
+  STRATA_REQUIRE_DTYPES(strata::DType::f64);
   // A slowly contracting map on 8000 doubles (64 kB a tensor), run for a
   // fixed number of iterations (tolerance 0, unconverged results accepted).
   const int64_t n = 8000;
@@ -260,6 +268,7 @@ TEST(FixedPoint, MemoryDoesNotGrowWithTheIterations) {
 }
 
 TEST(FixedPoint, NonConvergenceIsAnErrorOrAFlag) {
+  STRATA_REQUIRE_DTYPES(strata::DType::f64);
   ImplicitFn diverging = [](const Tensor& x, const std::vector<Tensor>& p) { return x * 2.0 + p[0]; };
   Tensor theta = vec({1.0});
   expect_error([&] { fixed_point(diverging, zeros_like(theta), {theta}, {.max_iterations = 50}); },
@@ -274,6 +283,7 @@ TEST(FixedPoint, NonConvergenceIsAnErrorOrAFlag) {
 }
 
 TEST(FixedPoint, UnconvergedDerivativeSolveIsAnError) {
+  STRATA_REQUIRE_DTYPES(strata::DType::f64);
   Contraction c(6);
   Tensor theta = vec({0.1, 0.2, 0.3, 0.4, 0.5, 0.6});
   GradientTape tape;
@@ -304,6 +314,7 @@ TEST(FixedPoint, UnconvergedDerivativeSolveIsAnError) {
 }
 
 TEST(FixedPoint, BadInput) {
+  STRATA_REQUIRE_DTYPES(strata::DType::f64);
   Tensor theta = vec({1.0, 2.0});
   expect_error([&] { fixed_point([](const Tensor& x, const std::vector<Tensor>&) { return sum(x); }, zeros_like(theta), {theta}); },
                {"fixed_point", "returned f64[]", "shape [2]"});
@@ -324,6 +335,7 @@ TEST(FixedPoint, BadInput) {
 // A map whose norms overflow diverges: inf <= tol * inf must not read as
 // convergence (x -> x * 1e10 overflows f64 within 31 steps).
 TEST(FixedPoint, OverflowingNormsAreDivergenceNotConvergence) {
+  STRATA_REQUIRE_DTYPES(strata::DType::f64);
   Tensor theta = vec({1.0});
   ImplicitFn runaway = [](const Tensor& x, const std::vector<Tensor>& p) { return x * 1e10 + p[0]; };
   ImplicitSolution s = fixed_point(runaway, zeros_like(theta), {theta},

@@ -13,6 +13,8 @@
 #include <strata/strata.hpp>
 #include <vector>
 
+#include "../common/test_device.hpp"
+
 namespace {
 
 using namespace strata;
@@ -197,6 +199,7 @@ TEST(TraceLoad, ReferencesKeysAndArityAreChecked) {
 }
 
 TEST(TraceLoad, CastDtypeAttributeIsChecked) {
+  STRATA_REQUIRE_DTYPES(strata::DType::f64);
   Tensor x = ones({2});
   std::string text = saved_text(traced({x}, [](const std::vector<Tensor>& in) {
     return std::vector<Tensor>{cast(in[0], DType::f64) + 1.0};
@@ -214,6 +217,7 @@ TEST(TraceLoad, CastDtypeAttributeIsChecked) {
 /// strata::Error or loaded and replayed (replay may throw strata::Error
 /// only). A crash or another exception fails the test.
 TEST(TraceLoad, SingleTokenMutationsLoadAndReplayOrAreRefused) {
+  STRATA_REQUIRE_DTYPES(strata::DType::f64);
   manual_seed(11);
   Tensor x = randn({3, 4}, {.dtype = DType::f64});
   Tensor idx = from_data(std::vector<int64_t>{2, 0, 1}, {3});

@@ -5,7 +5,10 @@
 #include <cstdio>
 #include <filesystem>
 #include <fstream>
+#include <optional>
 #include <strata/strata.hpp>
+
+#include "../common/test_device.hpp"
 
 namespace {
 
@@ -24,8 +27,12 @@ void expect_near(const Tensor& a, const Tensor& b, double tol) {
 
 /// A small network with captured weights, joins, views and a composite.
 struct Model {
-  Tensor w1 = randn({4, 6}, {.dtype = DType::f64});
-  Tensor w2 = randn({7, 3}, {.dtype = DType::f64});
+  /// On `device` (default: the default device).
+  explicit Model(std::optional<Device> device = std::nullopt)
+      : w1(randn({4, 6}, {.dtype = DType::f64, .device = device})),
+        w2(randn({7, 3}, {.dtype = DType::f64, .device = device})) {}
+  Model(Tensor a, Tensor b) : w1(std::move(a)), w2(std::move(b)) {}
+  Tensor w1, w2;
   std::vector<Tensor> operator()(const std::vector<Tensor>& in) const {
     Tensor h = tanh(matmul(in[0], w1));
     h = pad(h, {0, 1}, 1.0);  // a bias column
@@ -36,6 +43,7 @@ struct Model {
 };
 
 TEST(Trace, ReplayMatchesTheFunctionAfterSaveAndLoad) {
+  STRATA_REQUIRE_DTYPES(strata::DType::f64);
   manual_seed(3);
   Model model;
   Tensor x = randn({5, 4}, {.dtype = DType::f64});
@@ -60,15 +68,16 @@ TEST(Trace, ReplayMatchesTheFunctionAfterSaveAndLoad) {
 // that dtype's tolerance: no device is passed over.
 TEST(Trace, ReplayOnEveryDeviceIsDifferentiableToSecondOrder) {
   manual_seed(4);
-  Model model;
+  const Device cpu("cpu:0");  // the reference, in f64, whatever the default device
+  Model model(cpu);
   const Model model32{model.w1.to(DType::f32), model.w2.to(DType::f32)};
-  Tensor x = randn({5, 4}, {.dtype = DType::f64});
+  Tensor x = randn({5, 4}, {.dtype = DType::f64, .device = cpu});
   auto traced = [](const Model& m, const Tensor& input) {
     return Graph::from_json(trace([&](const std::vector<Tensor>& in) { return m(in); }, {input}).to_json());
   };
   const Graph g64 = traced(model, x), g32 = traced(model32, x.to(DType::f32));
   Fn direct = [&](const Tensor& t) { return model({t})[0]; };
-  const Tensor v = ones({5, 4}, {.dtype = DType::f64});
+  const Tensor v = ones({5, 4}, {.dtype = DType::f64, .device = cpu});
   const Tensor want_grad = grad(direct)(x), want_hvp = hvp(direct, x, v);
   int replayed_in_f32 = 0;
   for (const DeviceInfo& info : runtime().devices()) {

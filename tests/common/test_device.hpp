@@ -39,6 +39,23 @@ inline std::string missing_dtypes(std::initializer_list<strata::DType> dtypes) {
   return why;
 }
 
+/// "" when the default device has a kernel of every op of `ops` ("linear",
+/// or "acme::swiglu"); otherwise one "not applicable on <device>: no
+/// kernel of <op> (it decomposes there)" per op it lacks, joined by "; ".
+inline std::string missing_kernels(std::initializer_list<const char*> ops) {
+  const strata::DeviceInfo info = strata::runtime().device_info(test_device());
+  std::string why;
+  for (const char* op : ops) {
+    const std::string name = std::string(op).find("::") == std::string::npos ? "strata::" + std::string(op) : op;
+    const bool has = std::any_of(info.kernels.begin(), info.kernels.end(),
+                                 [&](const strata::KernelInfo& k) { return k.op == name; });
+    if (has) continue;
+    if (!why.empty()) why += "; ";
+    why += "not applicable on " + info.id + ": no kernel of " + op + " (it decomposes there)";
+  }
+  return why;
+}
+
 /// The widest floating-point dtype the default device stores (f64 where it
 /// has it, else f32), and the tolerance a comparison with an f64 reference
 /// computed on cpu:0 gets in it: `f64_tol` in f64, `f32_tol` in f32.
@@ -55,4 +72,11 @@ inline double tolerance(double f64_tol, double f32_tol) {
 /// the device and each dtype (from the device's own list); a statement.
 #define STRATA_REQUIRE_DTYPES(...)                                                                                \
   if (const std::string strata_missing_ = ::strata_test::missing_dtypes({__VA_ARGS__}); !strata_missing_.empty()) \
+  GTEST_SKIP() << strata_missing_
+
+/// Skips the case when the default device has no kernel of one of the ops
+/// (a case about the op's own node, which a decomposition does not record).
+#define STRATA_REQUIRE_KERNELS(...)                                                              \
+  if (const std::string strata_missing_ = ::strata_test::missing_kernels({__VA_ARGS__});         \
+      !strata_missing_.empty())                                                                  \
   GTEST_SKIP() << strata_missing_

@@ -8,6 +8,8 @@
 
 #include "nn_test_util.hpp"
 
+#include "../common/test_device.hpp"
+
 namespace {
 
 using namespace strata;
@@ -65,6 +67,7 @@ struct NaiveConv {
 class Conv2dCases : public ::testing::TestWithParam<ConvCase> {};
 
 TEST_P(Conv2dCases, MatchesNaiveLoops) {
+  STRATA_REQUIRE_DTYPES(strata::DType::f64);
   const ConvCase k = GetParam();
   Tensor x = random_f64({k.n, k.c, k.h, k.w}, 1).set_requires_grad();
   Tensor w = random_f64({k.o, k.c, k.kh, k.kw}, 2).set_requires_grad();
@@ -92,6 +95,7 @@ INSTANTIATE_TEST_SUITE_P(
                       ConvCase{1, 2, 3, 4, 1, 3, 4, {}}));  // kernel = input
 
 TEST(Conv2d, GradcheckThroughPadding) {
+  STRATA_REQUIRE_DTYPES(strata::DType::f64);
   nn::functional::Conv2dOptions opt{.stride = {2, 1}, .padding = {1, 1}};
   Tensor x = random_f64({1, 2, 4, 4}, 5);
   Tensor w = random_f64({2, 2, 3, 3}, 6);
@@ -165,6 +169,7 @@ struct NaivePool {
 };
 
 TEST(MaxPool2d, MatchesNaiveLoops) {
+  STRATA_REQUIRE_DTYPES(strata::DType::f64);
   struct Case {
     Shape shape;
     int64_t k, stride, pad;

@@ -11,6 +11,8 @@
 
 #include "nn_test_util.hpp"
 
+#include "../common/test_device.hpp"
+
 namespace {
 
 using namespace strata;
@@ -40,6 +42,7 @@ Tensor by_hand(const std::vector<Tensor>& w, const Tensor& x) {
 }
 
 TEST(FunctionalCall, RunsWithTheGivenParametersAndPutsTheModulesOwnBack) {
+  STRATA_REQUIRE_DTYPES(strata::DType::f64);
   Mlp m;
   const std::vector<const TensorImpl*> own = identities(m.model);
   const std::vector<Tensor> own_values = m.model.parameters();
@@ -60,6 +63,7 @@ TEST(FunctionalCall, RunsWithTheGivenParametersAndPutsTheModulesOwnBack) {
 }
 
 TEST(FunctionalCall, ByNameReplacesOnlyTheNamedOnes) {
+  STRATA_REQUIRE_DTYPES(strata::DType::f64);
   Mlp m;
   Tensor x = random_f64({5, 3}, 2);
   Tensor new_bias = random_f64({2}, 3);
@@ -70,6 +74,7 @@ TEST(FunctionalCall, ByNameReplacesOnlyTheNamedOnes) {
 }
 
 TEST(FunctionalCall, GradientsReachWhatTheReplacementsWereComputedFrom) {
+  STRATA_REQUIRE_DTYPES(strata::DType::f64);
   // θ' = θ − 0.5·θ² elementwise: d out / dθ = (1 − θ)·d out / dθ'.
   Mlp m;
   Tensor x = random_f64({4, 3}, 4);
@@ -88,6 +93,7 @@ TEST(FunctionalCall, GradientsReachWhatTheReplacementsWereComputedFrom) {
 }
 
 TEST(FunctionalCall, TheModulesOwnTensorsComeBackWhenForwardThrows) {
+  STRATA_REQUIRE_DTYPES(strata::DType::f64);
   Mlp m;
   const std::vector<const TensorImpl*> own = identities(m.model);
   std::vector<Tensor> replacement;
@@ -100,6 +106,7 @@ TEST(FunctionalCall, TheModulesOwnTensorsComeBackWhenForwardThrows) {
 }
 
 TEST(FunctionalCall, BadArgumentsAreRefusedBeforeAnythingIsReplaced) {
+  STRATA_REQUIRE_DTYPES(strata::DType::f64);
   Mlp m;
   const std::vector<const TensorImpl*> own = identities(m.model);
   Tensor x = random_f64({2, 3}, 7);
@@ -146,6 +153,7 @@ class Tied : public nn::Module {
 };
 
 TEST(FunctionalCall, TiedParametersAreReplacedEverywhereAndBuffersByName) {
+  STRATA_REQUIRE_DTYPES(strata::DType::f64);
   Tied t;
   ASSERT_EQ(t.named_parameters().size(), 1u);  // "a" only: b is the same tensor
   Tensor x = random_f64({3, 2}, 10);
@@ -169,6 +177,7 @@ TEST(FunctionalCall, TiedParametersAreReplacedEverywhereAndBuffersByName) {
 }
 
 TEST(FunctionalCall, TheModulesOwnTensorsCanBeSwappedAround) {
+  STRATA_REQUIRE_DTYPES(strata::DType::f64);
   // Layer a (registered twice) gets layer b's parameters and b gets a's:
   // every member is matched to its replacement before any is written, so
   // a's members, visited twice, are not matched again after the swap.

@@ -19,6 +19,8 @@
 #include "nn_test_util.hpp"
 #include "optim_cases.hpp"
 
+#include "../common/test_device.hpp"
+
 namespace {
 
 using namespace strata;
@@ -64,6 +66,7 @@ Tensor stateful_buffer(const nn::Optimizer& opt, size_t i, const std::string& na
 double lr_of_step(double lr, int s) { return lr * (1.0 + 0.25 * s); }
 
 TEST(FunctionalOptim, SgdEqualsTheStatefulSgdBitForBit) {
+  STRATA_REQUIRE_DTYPES(strata::DType::f64);
   for (DType dtype : nn_test::kUpdateDtypes) {
     for (const nn::SGDOptions& o : nn_test::kSgdCases) {
       SCOPED_TRACE(std::string(dtype_name(dtype)) + " momentum " + std::to_string(o.momentum) + " wd " +
@@ -98,6 +101,7 @@ TEST(FunctionalOptim, SgdEqualsTheStatefulSgdBitForBit) {
 }
 
 TEST(FunctionalOptim, AdamAndAdamWEqualTheStatefulOnesBitForBit) {
+  STRATA_REQUIRE_DTYPES(strata::DType::f64);
   for (DType dtype : nn_test::kUpdateDtypes) {
     for (bool decoupled : {false, true}) {
       for (const nn::AdamOptions& o : nn_test::kAdamCases) {
@@ -135,6 +139,7 @@ TEST(FunctionalOptim, AdamAndAdamWEqualTheStatefulOnesBitForBit) {
 }
 
 TEST(FunctionalOptim, AdamWDefaultsToTheStatefulAdamWWeightDecay) {
+  STRATA_REQUIRE_DTYPES(strata::DType::f64);
   std::vector<Tensor> stateful = start_params(DType::f64);
   for (Tensor& p : stateful) p.set_requires_grad();
   nn::AdamW opt(stateful);
@@ -171,6 +176,7 @@ void expect_pure(const std::vector<Tensor>& arguments, const std::function<std::
 }
 
 TEST(FunctionalOptim, StepsNeverWriteTheirArguments) {
+  STRATA_REQUIRE_DTYPES(strata::DType::f64);
   std::vector<Tensor> params = start_params(DType::f64);
   std::vector<Tensor> grads = grads_of_step(0, DType::f64);
   auto concat = [](std::vector<Tensor> a, const std::vector<Tensor>& b) {
@@ -211,6 +217,7 @@ TEST(FunctionalOptim, StepsNeverWriteTheirArguments) {
 }
 
 TEST(FunctionalOptim, ResultsCarryGradientHistory) {
+  STRATA_REQUIRE_DTYPES(strata::DType::f64);
   Tensor p = make_f64({1.0, -2.0}, {2}).set_requires_grad();
   Tensor g = make_f64({0.5, 0.25}, {2}).set_requires_grad();
   F::SGDStepResult r = F::sgd({p}, {g}, {}, {.lr = 0.1});
@@ -250,6 +257,7 @@ std::vector<Tensor> inner_gradient(const TinyNet& net, const std::vector<Tensor>
 using Stepper = std::function<std::vector<Tensor>(const std::vector<Tensor>& params, const std::vector<Tensor>& grads)>;
 
 TEST(FunctionalOptim, GradientsThroughOneTwoAndThreeStepsMatchFiniteDifferences) {
+  STRATA_REQUIRE_DTYPES(strata::DType::f64);
   TinyNet net;
   const Tensor start = random_f64({TinyNet::kParams}, 25);
   struct Case {
@@ -411,6 +419,7 @@ double max_abs(const std::vector<Tensor>& a) {
 }
 
 TEST(FunctionalOptimMaml, SecondOrderMetaGradientEqualsTheUnrolledDoubleBackward) {
+  STRATA_REQUIRE_DTYPES(strata::DType::f64);
   MamlSetup s;
   for (int steps : {1, 2, 3}) {
     SCOPED_TRACE(std::to_string(steps) + " inner steps");
@@ -422,6 +431,7 @@ TEST(FunctionalOptimMaml, SecondOrderMetaGradientEqualsTheUnrolledDoubleBackward
 }
 
 TEST(FunctionalOptimMaml, OneStepMetaGradientEqualsTheClosedForm) {
+  STRATA_REQUIRE_DTYPES(strata::DType::f64);
   // One inner step θ' = θ − α∇Ls(θ): dLq(θ')/dθ = (I − α·H_Ls(θ))·∇Lq(θ'),
   // with the Hessian-vector product from forward over reverse mode — a
   // different route through the autograd than the double backward.
@@ -455,6 +465,7 @@ TEST(FunctionalOptimMaml, OneStepMetaGradientEqualsTheClosedForm) {
 }
 
 TEST(FunctionalOptimMaml, FirstOrderMetaGradientIsTheQueryGradientAtTheAdaptedParameters) {
+  STRATA_REQUIRE_DTYPES(strata::DType::f64);
   MamlSetup s;
   for (int steps : {1, 3}) {
     SCOPED_TRACE(std::to_string(steps) + " inner steps");
@@ -487,6 +498,7 @@ TEST(FunctionalOptimMaml, FirstOrderMetaGradientIsTheQueryGradientAtTheAdaptedPa
 // --- errors ------------------------------------------------------------------
 
 TEST(FunctionalOptim, BadInputNamesTheFunctionTheListAndTheIndex) {
+  STRATA_REQUIRE_DTYPES(strata::DType::f64);
   std::vector<Tensor> params = start_params(DType::f64);
   std::vector<Tensor> grads = grads_of_step(0, DType::f64);
   const nn::SGDOptions sgd{.lr = 0.1};
@@ -535,6 +547,7 @@ TEST(FunctionalOptim, BadInputNamesTheFunctionTheListAndTheIndex) {
 }
 
 TEST(FunctionalOptim, ArgumentsOnAnotherDeviceAreRefused) {
+  STRATA_REQUIRE_DTYPES(strata::DType::f64);
   std::vector<Tensor> params = start_params(DType::f32);
   Device here = params[0].device();
   Device other;
@@ -553,6 +566,7 @@ TEST(FunctionalOptim, ArgumentsOnAnotherDeviceAreRefused) {
 }
 
 TEST(FunctionalOptim, OutOfPlaceUpdateOpsCheckTheirOperands) {
+  STRATA_REQUIRE_DTYPES(strata::DType::f64);
   Tensor p = make_f64({1.0, 2.0}, {2});
   expect_error<ShapeError>([&] { sgd_step(p, make_f64({1.0}, {1}), 0.1); },
                            {"sgd_step: grad must be", "f64[2]", "got f64[1]"});
@@ -573,6 +587,7 @@ namespace {
 // parameters (docs/complex.md), functional and stateful alike; Adam squares
 // the gradient, which is not |g|² for complex values, and refuses them.
 TEST(FunctionalSgd, TakesComplexParametersLikeTheStatefulSgd) {
+  STRATA_REQUIRE_DTYPES(strata::DType::c128);
   using C = std::complex<double>;
   const std::vector<C> pv{{1.0, 2.0}, {-0.5, 0.25}}, gv{{0.5, -1.0}, {2.0, 0.0}};
   auto complex_tensor = [](const std::vector<C>& v) { return strata::from_data(std::span<const C>(v), {2}); };

@@ -15,6 +15,8 @@
 
 #include "optim_cases.hpp"
 
+#include "../common/test_device.hpp"
+
 namespace {
 
 using namespace strata;
@@ -120,6 +122,7 @@ struct AdamReference : UnfusedAdam {
 };
 
 TEST(FusedOptim, SgdEqualsTheUnfusedUpdateBitForBit) {
+  STRATA_REQUIRE_DTYPES(strata::DType::f64);
   for (DType dtype : nn_test::kUpdateDtypes) {
     for (bool specials : {false, true}) {
       for (const nn::SGDOptions& o : nn_test::kSgdCases) {
@@ -137,6 +140,7 @@ TEST(FusedOptim, SgdEqualsTheUnfusedUpdateBitForBit) {
 }
 
 TEST(FusedOptim, AdamAndAdamWEqualTheUnfusedUpdateBitForBit) {
+  STRATA_REQUIRE_DTYPES(strata::DType::f64);
   for (DType dtype : nn_test::kUpdateDtypes) {
     for (bool specials : {false, true}) {
       for (const nn::AdamOptions& o : nn_test::kAdamCases) {
@@ -160,6 +164,7 @@ TEST(FusedOptim, AdamAndAdamWEqualTheUnfusedUpdateBitForBit) {
 }
 
 TEST(FusedOptim, AStridedParameterIsUpdatedThroughItsView) {
+  STRATA_REQUIRE_DTYPES(strata::DType::f64);
   // Every other element of a buffer: the update cannot be handed to a
   // kernel in place; the rest of the buffer must stay as it was.
   Tensor base = initial(DType::f32).reshape({-1}).slice(0, 0, 1036).reshape({518, 2});
@@ -183,6 +188,7 @@ TEST(FusedOptim, AStridedParameterIsUpdatedThroughItsView) {
 }
 
 TEST(FusedOptim, StateIsNeverSharedWithTheCallersTensors) {
+  STRATA_REQUIRE_DTYPES(strata::DType::f64);
   Tensor p = initial(DType::f64).set_requires_grad();
   nn::Adam opt({p}, {.lr = 0.01});
   p.set_grad(gradient(0, DType::f64, false));

@@ -18,6 +18,8 @@
 
 #include "optim_cases.hpp"
 
+#include "../common/test_device.hpp"
+
 namespace {
 
 using namespace strata;
@@ -58,6 +60,7 @@ void expect_same(const std::vector<Tensor>& group, const std::vector<Tensor>& al
 constexpr int kSteps = 3;
 
 TEST(GroupedOptim, SgdOfAGroupEqualsOneUpdatePerParameterBitForBit) {
+  STRATA_REQUIRE_DTYPES(strata::DType::f64);
   for (DType dtype : nn_test::kUpdateDtypes) {
     for (const nn::SGDOptions& o : nn_test::kSgdCases) {
       const std::string what = std::string(dtype_name(dtype)) + " SGD momentum " + std::to_string(o.momentum) +
@@ -85,6 +88,7 @@ TEST(GroupedOptim, SgdOfAGroupEqualsOneUpdatePerParameterBitForBit) {
 }
 
 TEST(GroupedOptim, AdamOfAGroupEqualsOneUpdatePerParameterBitForBit) {
+  STRATA_REQUIRE_DTYPES(strata::DType::f64);
   const AdamUpdate updates[] = {
       {.step_size = 1e-3 / 0.1, .inv_sqrt_bias2 = 1.0 / std::sqrt(0.001)},
       {.decay_mode = WeightDecay::l2, .weight_decay = 0.01, .step_size = 0.01, .inv_sqrt_bias2 = 2.0},
@@ -166,6 +170,7 @@ void expect_optimizer_groups_equal_alone(
 }
 
 TEST(GroupedOptim, OptimizersEqualOneOptimizerPerParameter) {
+  STRATA_REQUIRE_DTYPES(strata::DType::f64);
   for (DType dtype : {DType::f32, DType::f64, DType::bf16}) {
     expect_optimizer_groups_equal_alone(
         dtype, [](std::vector<Tensor> p) { return std::make_unique<nn::Adam>(std::move(p), nn::AdamOptions{.lr = 1e-2}); },

@@ -10,6 +10,8 @@
 
 #include "nn_test_util.hpp"
 
+#include "../common/test_device.hpp"
+
 namespace {
 
 using namespace strata;
@@ -40,6 +42,7 @@ std::vector<std::vector<double>> run(nn::Optimizer& opt, Tensor& p, int steps) {
 }
 
 TEST(SGD, HandComputedSteps) {
+  STRATA_REQUIRE_DTYPES(strata::DType::f64);
   // p = 1, loss p², lr 0.1: plain p ← p − 0.2p; momentum 0.9: buffer 2 then
   // 0.9·2 + 1.6 = 3.4.
   Tensor p = make_f64({1.0}, {1}).set_requires_grad();
@@ -69,6 +72,7 @@ void PrintTo(const SGDCase& c, std::ostream* os) { *os << c.label; }
 class SGDVariants : public ::testing::TestWithParam<SGDCase> {};
 
 TEST_P(SGDVariants, MatchReferenceSequence) {
+  STRATA_REQUIRE_DTYPES(strata::DType::f64);
   const nn::SGDOptions o = GetParam().o;
   Tensor p = make_f64(kP0, {4}).set_requires_grad();
   nn::SGD opt({p}, o);
@@ -121,6 +125,7 @@ std::vector<std::vector<double>> reference_adam(const nn::AdamOptions& o, bool d
 }
 
 TEST(Adam, ThreeStepsOnAQuadratic) {
+  STRATA_REQUIRE_DTYPES(strata::DType::f64);
   const nn::AdamOptions o{.lr = 0.1};
   Tensor p = make_f64(kP0, {4}).set_requires_grad();
   nn::Adam opt({p}, o);
@@ -136,6 +141,7 @@ TEST(Adam, ThreeStepsOnAQuadratic) {
 }
 
 TEST(Adam, WeightDecayCoupledAndDecoupled) {
+  STRATA_REQUIRE_DTYPES(strata::DType::f64);
   const nn::AdamOptions o{.lr = 0.05, .beta1 = 0.8, .beta2 = 0.99, .eps = 1e-6, .weight_decay = 0.3};
   Tensor p = make_f64(kP0, {4}).set_requires_grad();
   nn::Adam adam({p}, o);
@@ -156,6 +162,7 @@ TEST(Adam, WeightDecayCoupledAndDecoupled) {
 }
 
 TEST(Optimizer, SkipsParametersWithoutGradientAndRecordsNothing) {
+  STRATA_REQUIRE_DTYPES(strata::DType::f64);
   Tensor used = make_f64({1.0, 2.0}, {2}).set_requires_grad();
   Tensor unused = make_f64({5.0}, {1}).set_requires_grad();
   nn::Adam opt({used, unused}, {.lr = 0.1});
@@ -194,6 +201,7 @@ TEST(Optimizer, ConstructionErrors) {
 }
 
 TEST(Optimizer, StateDictRoundTripContinuesIdentically) {
+  STRATA_REQUIRE_DTYPES(strata::DType::f64);
   for (bool adam : {true, false}) {
     auto make = [&](Tensor& p) -> std::unique_ptr<nn::Optimizer> {
       if (adam) return std::make_unique<nn::AdamW>(std::vector<Tensor>{p}, nn::AdamOptions{.lr = 0.05});
@@ -218,6 +226,7 @@ TEST(Optimizer, StateDictRoundTripContinuesIdentically) {
 }
 
 TEST(Optimizer, StateDictErrorsNameTheEntry) {
+  STRATA_REQUIRE_DTYPES(strata::DType::f64);
   Tensor p = make_f64(kP0, {4}).set_requires_grad();
   nn::Adam opt({p}, {.lr = 0.1});
   run(opt, p, 1);

@@ -20,6 +20,8 @@
 
 #include "nn_test_util.hpp"
 
+#include "../common/test_device.hpp"
+
 namespace {
 
 using namespace strata;
@@ -114,6 +116,7 @@ class Files : public ::testing::Test {
 };
 
 TEST_F(Files, RoundTripOfEveryDTypeAndLayout) {
+  STRATA_REQUIRE_DTYPES(strata::DType::f64);
   manual_seed(1);
   Tensor base = randn({3, 4}, {.dtype = DType::f64});
   std::vector<std::pair<std::string, Tensor>> tensors = {
@@ -588,6 +591,7 @@ TEST_F(Files, DeeplyNestedHeadersAreRefused) {
 }
 
 TEST_F(Files, ReChecksummedDTypeTamperingIsRefusedNamingTheEntry) {
+  STRATA_REQUIRE_DTYPES(strata::DType::f64);
   for (const std::string& kind : kOptimizers) {
     SCOPED_TRACE(kind);
     fs::path good = dir_ / (kind + ".safetensors");
@@ -630,6 +634,7 @@ TEST_F(Files, ReChecksummedDTypeTamperingIsRefusedNamingTheEntry) {
 }
 
 TEST_F(Files, MissingStateEntryIsRefusedAndChangesNothing) {
+  STRATA_REQUIRE_DTYPES(strata::DType::f64);
   // One entry of each kind the optimizers need: a moment buffer, a
   // per-parameter step, a hyperparameter, the step count, the lr.
   const std::vector<std::pair<std::string, std::string>> cases = {
@@ -664,6 +669,7 @@ TEST_F(Files, MissingStateEntryIsRefusedAndChangesNothing) {
 }
 
 TEST_F(Files, UnknownStateEntryIsRefused) {
+  STRATA_REQUIRE_DTYPES(strata::DType::f64);
   const std::vector<std::tuple<std::string, std::string, Tensor>> cases = {
       {"Adam", "optimizer.param.0.momentum_buffer", zeros({8, 3})},
       {"SGD", "optimizer.param.0.exp_avg", zeros({8, 3})},
@@ -716,6 +722,7 @@ TEST_F(Files, ScalerStateLoadsWithTheTrainingState) {
 }
 
 TEST_F(Files, PreviousFormatVersionStillLoads) {
+  STRATA_REQUIRE_DTYPES(strata::DType::f64);
   // Written by the format_version 1 code (data-only checksum): nn::Linear(2,
   // 1) after one SGD step (lr 0.125, momentum 0.5), a default GradScaler.
   const fs::path v1 = fs::path(STRATA_NN_TEST_DATA_DIR) / "training_state_v1.safetensors";

@@ -15,7 +15,9 @@
 // own message: "device-missing cuda:0" holds when the runtime has no cuda:0
 // and STRATA_REQUIRED_DEVICES does not list it, "device-lacks vulkan:0 f64"
 // when vulkan:0 is available and its own dtype list lacks f64, "root" when
-// running as root, "software-device vulkan:0" when vulkan:0 is a CPU
+// running as root, "device-lacks-kernel vulkan:0 linear" when the device
+// has no kernel of the op (it decomposes there, per its own kernel list),
+// "software-device vulkan:0" when vulkan:0 is a CPU
 // (lavapipe), "library-missing libnccl.so.2" when the library does not
 // load. "$device" in a condition stands for the case's device parameter
 // ("Devices/Binary.Add/vulkan_0" -> vulkan:0), or for a case without one
@@ -106,8 +108,8 @@ std::vector<Entry> read_list(const fs::path& file) {
     Entry entry{e.at("tests").get<std::string>(), e.value("reason", ""), e.at("when").get<std::string>(),
                 e.at("why").get<std::string>(), i++};
     const std::string kind = entry.when.substr(0, entry.when.find(' '));
-    static const std::set<std::string> kinds = {"root", "device-missing", "device-lacks", "software-device",
-                                                "library-missing"};
+    static const std::set<std::string> kinds = {"root", "device-missing", "device-lacks", "device-lacks-kernel",
+                                                "software-device", "library-missing"};
     if (kinds.count(kind) == 0) {
       throw std::runtime_error(file.string() + ": /skips/" + std::to_string(entry.index) +
                                "/when: unknown condition \"" + entry.when + "\"");
@@ -117,13 +119,18 @@ std::vector<Entry> read_list(const fs::path& file) {
   return out;
 }
 
-/// "cpu_0" -> "cpu:0" (the device parameter of a case name); "" otherwise.
+/// "Devices/Binary.Add/cpu_0" -> "cpu:0" (the device parameter of a case
+/// name); "" for a name without one ("Ops/HigherOrder.X/add_a_broadcast").
 std::string device_of(const std::string& name) {
   const size_t slash = name.rfind('/');
   if (slash == std::string::npos) return "";
   std::string id = name.substr(slash + 1);
   const size_t us = id.rfind('_');
-  if (us == std::string::npos) return "";
+  // A device parameter ends in "_<index>"; "add_a_broadcast" is an op case.
+  if (us == std::string::npos || us + 1 == id.size() ||
+      id.find_first_not_of("0123456789", us + 1) != std::string::npos) {
+    return "";
+  }
   id[us] = ':';
   return id;
 }
@@ -151,6 +158,13 @@ class Machine {
       if (it == devices_.end()) return false;
       const strata::DType t = strata::dtype_from_name(arg(2));
       return std::find(it->second.dtypes.begin(), it->second.dtypes.end(), t) == it->second.dtypes.end();
+    }
+    if (what == "device-lacks-kernel") {  // device-lacks-kernel <id> <op>: no kernel of the op (it decomposes)
+      auto it = devices_.find(arg(1));
+      if (it == devices_.end()) return false;
+      const std::string op = arg(2).find("::") == std::string::npos ? "strata::" + arg(2) : arg(2);
+      return std::none_of(it->second.kernels.begin(), it->second.kernels.end(),
+                          [&](const strata::KernelInfo& k) { return k.op == op; });
     }
     if (what == "software-device") {
       auto it = devices_.find(arg(1));

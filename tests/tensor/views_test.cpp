@@ -5,6 +5,8 @@
 
 #include "reference.hpp"
 
+#include "../common/test_device.hpp"
+
 
 namespace strata_test {
 namespace {
@@ -251,6 +253,7 @@ TEST(Views, CloneIsIndependent) {
 }
 
 TEST(Views, ToDtypeAndDevice) {
+  STRATA_REQUIRE_DTYPES(strata::DType::f64);
   Tensor a = s::tensor({1.5f, -2.5f, 0.0f, 3.0f});
   EXPECT_EQ(a.to(s::f32).impl(), a.impl());
   Tensor i = a.to(s::i32);
