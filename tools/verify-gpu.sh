@@ -77,6 +77,7 @@ if [ "$mode" = pack ]; then
   cp -r "$build/lib" "$build/share" "$tree/"
   for d in "$build"/test-plugins*; do [ -d "$d" ] && cp -r "$d" "$tree/"; done
   find "$tree" -name '*.a' -delete
+  rm -f "$tree/lib/strata/plugins/libstrata_plugin_hip.so"  # an NVIDIA machine has no use for it
   # Debug information is most of a -g build; the report needs none of it.
   find "$tree" -type f \( -perm -u+x -o -name '*.so*' \) -exec strip --strip-debug {} + 2>/dev/null || true
   # The shared libraries they need from this machine (not those of the build).
@@ -205,7 +206,7 @@ cmd_step() {
 # --- the machine ---
 machine="$work/machine.txt"
 {
-  echo "host: $(hostname), $(nproc) cores; mode: $mode; device: $device"
+  echo "host: $(hostname), $(nproc) cores; mode: $mode; device: $device; $(ldd --version 2>&1 | head -1)"
   echo "commit: $(cat "${unpacked:-/nonexistent}/commit" 2>/dev/null || git rev-parse HEAD 2>/dev/null || echo unknown)"
   if command -v nvidia-smi > /dev/null; then
     nvidia-smi --query-gpu=name,driver_version,memory.total --format=csv,noheader 2>&1

@@ -21,7 +21,7 @@ namespace {
 /// within the case. A case may end with work in flight (a result it never
 /// read); at the program's exit the driver may be torn down under it
 /// (lavapipe JIT-compiles a dispatch when it runs, with an LLVM whose exit
-/// handlers have run: backends/vulkan/README.md, "Known limits").
+/// handlers have run: backends/vulkan/README.md, "Limits").
 class SynchronizeAfterEachCase : public ::testing::EmptyTestEventListener {
   void OnTestEnd(const ::testing::TestInfo&) override {
     try {

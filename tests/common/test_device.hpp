@@ -56,16 +56,6 @@ inline std::string missing_kernels(std::initializer_list<const char*> ops) {
   return why;
 }
 
-/// The widest floating-point dtype the default device stores (f64 where it
-/// has it, else f32), and the tolerance a comparison with an f64 reference
-/// computed on cpu:0 gets in it: `f64_tol` in f64, `f32_tol` in f32.
-inline strata::DType widest_float() {
-  return missing_dtypes({strata::DType::f64}).empty() ? strata::DType::f64 : strata::DType::f32;
-}
-inline double tolerance(double f64_tol, double f32_tol) {
-  return widest_float() == strata::DType::f64 ? f64_tol : f32_tol;
-}
-
 }  // namespace strata_test
 
 /// Skips the case when the default device lacks one of the dtypes, naming
