@@ -250,7 +250,11 @@ nlohmann::json read_cache(const std::string& file) {
     cache_unusable(file, std::string("not a cache file (") + e.what() + ")");
     return nlohmann::json::object();
   }
-  if (!doc.is_object() || doc.value("version", 0) != 2 || !doc.contains("entries") || !doc["entries"].is_object()) {
+  // Every member's type is checked before it is read: json::value() throws
+  // on a member of another type ("version": {}), found by fuzz_probe_cache.
+  const auto version = doc.is_object() ? doc.find("version") : doc.end();
+  if (!doc.is_object() || version == doc.end() || !version->is_number_integer() || *version != 2 ||
+      !doc.contains("entries") || !doc["entries"].is_object()) {
     return nlohmann::json::object();  // another version's file: rewritten by the next probe
   }
   return doc["entries"];
@@ -552,7 +556,11 @@ ChildProbe probe_in_child(const std::string& path, const std::string& options_js
                stderr_tail(run.err);
   } else if (report.result.is_object() && report.result.contains("ok") && report.result["ok"].is_boolean()) {
     p.ok = report.result["ok"].get<bool>();
-    if (!p.ok) p.reason = report.result.value("reason", std::string("refused by the child probe"));
+    if (!p.ok) {
+      const auto reason = report.result.find("reason");
+      p.reason = reason != report.result.end() && reason->is_string() ? reason->get<std::string>()
+                                                                      : "refused by the child probe";
+    }
     // What the plugin declared decides what its cached answer depends on;
     // a malformed declaration counts as none (the whole environment).
     if (p.ok && report.result.contains("environment")) {

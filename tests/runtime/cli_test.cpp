@@ -414,6 +414,21 @@ TEST(ProbeCache, AFifoOrAFolderInPlaceOfTheCacheIsIgnored) {
   }
 }
 
+// A cache file whose members have other types than a cache's ("version"
+// an object, found by fuzz_probe_cache: json::value() threw past the
+// reader and ended the process) is another file: ignored, probed again.
+TEST(ProbeCache, MembersOfAnotherTypeAreIgnored) {
+  for (const char* text : {R"({"version": {"major": 2}, "entries": {}})", R"({"version": "2", "entries": []})",
+                           R"({"version": 2, "entries": {"k": {"environment": 5, "fingerprint": []}}})"}) {
+    SCOPED_TRACE(text);
+    ProbeCacheScratch s("types");
+    std::ofstream(s.dir / "cache" / "plugin-probes.json") << text;
+    const nlohmann::json p = s.plugin("minienv");
+    EXPECT_EQ(p["status"], "loaded") << p.dump();
+    EXPECT_TRUE(probed_in_child(p)) << p.dump();
+  }
+}
+
 // STRATA_LOG_LEVEL of an unknown level is said once per process.
 TEST(Cli, AnUnknownLogLevelIsSaidOnce) {
   Result r = run("devices", true, "STRATA_LOG_LEVEL=bogus");
