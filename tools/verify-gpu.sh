@@ -81,9 +81,10 @@ if [ "$mode" = pack ]; then
   # Debug information is most of a -g build; the report needs none of it.
   find "$tree" -type f \( -perm -u+x -o -name '*.so*' \) -exec strip --strip-debug {} + 2>/dev/null || true
   # The shared libraries they need from this machine (not those of the build).
-  find "$tree" -type f \( -perm -u+x -o -name '*.so*' \) -print0 | xargs -0 ldd 2>/dev/null |
+  # (ldd fails on the scripts and data among them: not an error here.)
+  { find "$tree" -type f \( -perm -u+x -o -name '*.so*' \) -print0 | xargs -0 ldd 2>/dev/null || true; } |
     awk '/=> \// { print $1, $3 }' | sort -u | while read -r name path; do
-      case "$path" in "$repo"/* | "$(realpath "$build")"/*) continue ;; esac
+      case "$path" in "$repo"/* | "$(realpath "$build")"/* | "$stage"/*) continue ;; esac
       [[ "$name" =~ $system_libs ]] && continue
       cp -L "$path" "$stage/deps/$name"
     done
@@ -133,6 +134,9 @@ else
 fi
 bin="$build/bin"
 plugins="$build/lib/strata/plugins"
+# A device case whose device is missing fails instead of skipping
+# (docs/testing.md, "Required devices").
+export STRATA_REQUIRED_DEVICES=$device
 if [ -z "$report" ]; then
   if [ -n "${OUT:-}" ]; then report="$OUT/verify-gpu.md"; else report="$build/../verify-gpu.md"; fi
 fi
