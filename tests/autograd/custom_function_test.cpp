@@ -18,9 +18,10 @@
 namespace {
 
 using namespace strata;
+using strata_test::real_dtype;
 using namespace autograd_test;
 
-Tensor scalar(double v) { return full({}, v, {.dtype = f64}); }
+Tensor scalar(double v) { return full({}, v, {.dtype = real_dtype()}); }
 
 /// Counts the rules that ran, so that a test can tell the rule from autodiff.
 struct Counters {
@@ -140,7 +141,7 @@ struct WithMask : Function<WithMask> {
   static std::vector<Tensor> forward(FunctionContext& ctx, const std::vector<Tensor>& in) {
     ctx.mark_non_differentiable({1});
     ctx.save_for_backward({in[0]});
-    return {in[0] * in[0], cast(gt(in[0], zeros_like(in[0])), f64)};
+    return {in[0] * in[0], cast(gt(in[0], zeros_like(in[0])), in[0].dtype())};
   }
   static std::vector<Tensor> backward(FunctionContext& ctx, const std::vector<Tensor>& g) {
     EXPECT_EQ(value(sum(abs(g[1]))), 0.0);  // zeros for the non-differentiable output
@@ -152,7 +153,6 @@ Tensor naive_softplus(const Tensor& x) { return NaiveSoftplus::apply(x); }
 Tensor softplus(const Tensor& x) { return Softplus::apply(x); }
 
 TEST(CustomFunction, ClassRuleGivesTheGradientAndIsUsed) {
-  STRATA_REQUIRE_DTYPES(strata::DType::f64);
   Tensor x = vec({-2.0, 0.5, 3.0});
   counts = {};
   Tensor g = grad([](const Tensor& t) { return sum(softplus(t)); })(x);
@@ -162,7 +162,6 @@ TEST(CustomFunction, ClassRuleGivesTheGradientAndIsUsed) {
 }
 
 TEST(CustomFunction, WithoutDifferentiationNothingIsRecorded) {
-  STRATA_REQUIRE_DTYPES(strata::DType::f64);
   Tensor x = vec({1.0, 2.0});
   Tensor y = softplus(x);
   EXPECT_FALSE(y.requires_grad());
@@ -174,7 +173,6 @@ TEST(CustomFunction, WithoutDifferentiationNothingIsRecorded) {
 }
 
 TEST(CustomFunction, StableRuleIsFiniteWhereTheNaiveOneOverflows) {
-  STRATA_REQUIRE_DTYPES(strata::DType::f64);
   Tensor x = vec({1000.0, -1000.0, 0.0});
   Fn stable = [](const Tensor& t) { return sum(softplus(t)); };
   Fn naive = [](const Tensor& t) { return sum(naive_softplus(t)); };
@@ -203,21 +201,19 @@ TEST(CustomFunction, GradcheckToThirdOrder) {
 }
 
 TEST(CustomFunction, SavedIntermediatesAreRecomputedForHigherOrders) {
-  STRATA_REQUIRE_DTYPES(strata::DType::f64);
   // d³/dx³ x·sin x = -3 sin x - x cos x: only right when cos x carries its history.
   double xv = 0.7;
   counts = {};
   double third = value(nth_grad([](const Tensor& t) { return XSinX::apply(t); }, 3)(scalar(xv)));
-  EXPECT_NEAR(third, -3 * std::sin(xv) - xv * std::cos(xv), 1e-12);
+  EXPECT_REAL_EQ(third, -3 * std::sin(xv) - xv * std::cos(xv));
   EXPECT_GT(counts.forward, 1);  // the forward ran again for the higher orders
   counts = {};
   double first = value(grad([](const Tensor& t) { return XSinX::apply(t); })(scalar(xv)));
-  EXPECT_NEAR(first, std::sin(xv) + xv * std::cos(xv), 1e-14);
+  EXPECT_REAL_EQ(first, std::sin(xv) + xv * std::cos(xv));
   EXPECT_EQ(counts.forward, 1);  // ... but not for a first derivative
 }
 
 TEST(CustomFunction, ForwardModeIsDerivedFromBackward) {
-  STRATA_REQUIRE_DTYPES(strata::DType::f64);
   Tensor x = vec({-1.0, 0.2, 2.0});
   Tensor v = vec({1.0, -2.0, 0.5});
   auto [y, t] = jvp([](const Tensor& a) { return softplus(a); }, x, v);
@@ -229,11 +225,10 @@ TEST(CustomFunction, ForwardModeIsDerivedFromBackward) {
   std::vector<double> jf = jacfwd(f, x).to_vector<double>();
   std::vector<double> jr = jacrev(f, x).to_vector<double>();
   ASSERT_EQ(jf.size(), 9u);
-  for (size_t i = 0; i < jf.size(); ++i) EXPECT_NEAR(jf[i], jr[i], 1e-14);
+  for (size_t i = 0; i < jf.size(); ++i) EXPECT_REAL_EQ(jf[i], jr[i]);
 }
 
 TEST(CustomFunction, HessianVectorProductForwardOverReverse) {
-  STRATA_REQUIRE_DTYPES(strata::DType::f64);
   // f(x) = sum(softplus(x)·x): H = diag(2σ(x) + x σ(x)(1 - σ(x))).
   Tensor x = vec({-1.5, 0.3, 2.2});
   Tensor v = vec({0.5, -1.0, 2.0});
@@ -248,7 +243,6 @@ TEST(CustomFunction, HessianVectorProductForwardOverReverse) {
 }
 
 TEST(CustomFunction, NestedTapes) {
-  STRATA_REQUIRE_DTYPES(strata::DType::f64);
   Tensor x = scalar(0.4);
   GradientTape outer;
   outer.watch(x);
@@ -260,11 +254,10 @@ TEST(CustomFunction, NestedTapes) {
     dy = inner.gradient(y, {x})[0];
   }
   Tensor d2 = outer.gradient(dy, {x})[0];
-  EXPECT_NEAR(value(d2), 2 * std::cos(0.4) - 0.4 * std::sin(0.4), 1e-14);
+  EXPECT_REAL_EQ(value(d2), 2 * std::cos(0.4) - 0.4 * std::sin(0.4));
 }
 
 TEST(CustomFunction, TwoOutputsWithOneUnused) {
-  STRATA_REQUIRE_DTYPES(strata::DType::f64);
   Tensor a = vec({1.0, 2.0}), b = vec({3.0, -1.0});
   GradientTape tape;
   tape.watch(a);
@@ -285,28 +278,26 @@ TEST(CustomFunction, TwoOutputsWithOneUnused) {
 
 // DESIGN.md: d/dx [x · (d/dy (x + y))(y=1)] at x = 1 is 1, not 2, in every nesting.
 TEST(CustomFunction, PerturbationConfusionWithACustomFunctionInside) {
-  STRATA_REQUIRE_DTYPES(strata::DType::f64);
   Tensor one = scalar(1.0);
   auto add = [](const Tensor& a, const Tensor& b) { return Add::apply({a, b})[0]; };
   auto rev_rev = [&](const Tensor& x) { return x * grad([&](const Tensor& y) { return add(x, y); })(one); };
-  EXPECT_DOUBLE_EQ(value(grad(rev_rev)(one)), 1.0);
+  EXPECT_REAL_EQ(value(grad(rev_rev)(one)), 1.0);
   auto fwd_fwd = [&](const Tensor& x) { return x * jvp([&](const Tensor& y) { return add(x, y); }, one, one).second; };
-  EXPECT_DOUBLE_EQ(value(jvp(fwd_fwd, one, one).second), 1.0);
-  EXPECT_DOUBLE_EQ(value(jvp(rev_rev, one, one).second), 1.0);
-  EXPECT_DOUBLE_EQ(value(grad(fwd_fwd)(one)), 1.0);
+  EXPECT_REAL_EQ(value(jvp(fwd_fwd, one, one).second), 1.0);
+  EXPECT_REAL_EQ(value(jvp(rev_rev, one, one).second), 1.0);
+  EXPECT_REAL_EQ(value(grad(fwd_fwd)(one)), 1.0);
   // With a product inside: d/dx [x · d/dy (x·y)] = d/dx x² = 2x.
   auto mul = [](const Tensor& a, const Tensor& b) { return Mul::apply({a, b})[0]; };
   Tensor three = scalar(3.0);
   auto prod_rev = [&](const Tensor& x) { return x * grad([&](const Tensor& y) { return mul(x, y); })(one); };
-  EXPECT_DOUBLE_EQ(value(grad(prod_rev)(three)), 6.0);
+  EXPECT_REAL_EQ(value(grad(prod_rev)(three)), 6.0);
   auto prod_fwd = [&](const Tensor& x) { return x * jvp([&](const Tensor& y) { return mul(x, y); }, one, one).second; };
-  EXPECT_DOUBLE_EQ(value(jvp(prod_fwd, three, one).second), 6.0);
-  EXPECT_DOUBLE_EQ(value(grad(prod_fwd)(three)), 6.0);
-  EXPECT_DOUBLE_EQ(value(jvp(prod_rev, three, one).second), 6.0);
+  EXPECT_REAL_EQ(value(jvp(prod_fwd, three, one).second), 6.0);
+  EXPECT_REAL_EQ(value(grad(prod_fwd)(three)), 6.0);
+  EXPECT_REAL_EQ(value(jvp(prod_rev, three, one).second), 6.0);
 }
 
 TEST(CustomVjp, FunctionalFormToThirdOrder) {
-  STRATA_REQUIRE_DTYPES(strata::DType::f64);
   // f(x) = exp(2x) with residual exp(2x) (an output): any order through the rule.
   int fwd_runs = 0, primal_runs = 0;
   CustomFunction f = custom_vjp(
@@ -326,13 +317,13 @@ TEST(CustomVjp, FunctionalFormToThirdOrder) {
   EXPECT_EQ(primal_runs, 1);
   EXPECT_EQ(fwd_runs, 0);
   for (int n = 1; n <= 3; ++n) {
-    EXPECT_NEAR(value(nth_grad([&](const Tensor& t) { return f(t); }, n)(scalar(xv))), std::pow(2.0, n) * std::exp(2 * xv),
-                1e-12)
+    EXPECT_REAL_NEAR(value(nth_grad([&](const Tensor& t) { return f(t); }, n)(scalar(xv))),
+                     std::pow(2.0, n) * std::exp(2 * xv), 1e-12)
         << n;
   }
   EXPECT_GT(fwd_runs, 0);
   auto [y, t] = jvp([&](const Tensor& a) { return f(a); }, scalar(xv), scalar(1.5));
-  EXPECT_NEAR(value(t), 3.0 * std::exp(2 * xv), 1e-13);
+  EXPECT_REAL_EQ(value(t), 3.0 * std::exp(2 * xv));
 }
 
 TEST(CustomJvp, ReverseModeTransposesTheRule) {
@@ -367,20 +358,18 @@ TEST(CustomJvp, ReverseModeTransposesTheRule) {
 }
 
 TEST(CustomFunction, AttributesReachTheRules) {
-  STRATA_REQUIRE_DTYPES(strata::DType::f64);
   Tensor x = scalar(2.0);
   GradientTape tape;
   tape.watch(x);
   Tensor y = Scale::apply({x}, {{"alpha", 2.5}})[0];
-  EXPECT_DOUBLE_EQ(value(y), 5.0);
-  EXPECT_DOUBLE_EQ(value(tape.gradient(y, {x})[0]), 2.5);
+  EXPECT_REAL_EQ(value(y), 5.0);
+  EXPECT_REAL_EQ(value(tape.gradient(y, {x})[0]), 2.5);
   expect_error([&] { Scale::apply({x}); }, {"custom function 'scale'", "no attribute 'alpha'"});
   expect_error([&] { Scale::apply({x}, {{"alpha", std::string("big")}}); }, {"'alpha'", "another kind"});
   expect_error([&] { Scale::apply({x}, {{"function", 1.0}}); }, {"'scale'", "reserved"});
 }
 
 TEST(CustomFunction, NonDifferentiableOutputs) {
-  STRATA_REQUIRE_DTYPES(strata::DType::f64);
   Tensor x = vec({-1.0, 2.0}).set_requires_grad();
   std::vector<Tensor> out = WithMask::apply(std::vector<Tensor>{x});
   EXPECT_TRUE(out[0].requires_grad());
@@ -390,10 +379,9 @@ TEST(CustomFunction, NonDifferentiableOutputs) {
 }
 
 TEST(CustomFunction, FirstOrderOnlyErrsOnlyWhenDifferentiatedTwice) {
-  STRATA_REQUIRE_DTYPES(strata::DType::f64);
   Tensor x = scalar(2.0);
   Fn cube = [](const Tensor& t) { return FirstOrderCube::apply(t); };
-  EXPECT_DOUBLE_EQ(value(grad(cube)(x)), 12.0);  // grad() records with higher order on: no error yet
+  EXPECT_REAL_EQ(value(grad(cube)(x)), 12.0);  // grad() records with higher order on: no error yet
   for (const auto& second : std::vector<std::function<void()>>{
            [&] { nth_grad(cube, 2)(x); },
            [&] { hvp([&](const Tensor& a) { return cube(a); }, x, scalar(1.0)); },
@@ -410,7 +398,6 @@ TEST(CustomFunction, FirstOrderOnlyErrsOnlyWhenDifferentiatedTwice) {
 }
 
 TEST(CustomFunction, WrongGradientsAreErrorsNamingTheFunction) {
-  STRATA_REQUIRE_DTYPES(strata::DType::f64);
   auto make = [](std::function<std::vector<Tensor>(const std::vector<Tensor>&)> bwd) {
     return custom_vjp({},
                       [](const std::vector<Tensor>& in) {
@@ -419,7 +406,7 @@ TEST(CustomFunction, WrongGradientsAreErrorsNamingTheFunction) {
                       [bwd](const std::vector<Tensor>&, const std::vector<Tensor>& g) { return bwd(g); },
                       {.name = "bad_mul"});
   };
-  Tensor a = zeros({2, 3}, {.dtype = f64}), b = ones({3}, {.dtype = f64});
+  Tensor a = zeros({2, 3}, {.dtype = real_dtype()}), b = ones({3}, {.dtype = real_dtype()});
   auto run = [&](const CustomFunction& f) {
     GradientTape tape;
     tape.watch(a);
@@ -443,7 +430,6 @@ TEST(CustomFunction, WrongGradientsAreErrorsNamingTheFunction) {
 }
 
 TEST(CustomFunction, BadDefinitionsAndCalls) {
-  STRATA_REQUIRE_DTYPES(strata::DType::f64);
   EXPECT_THROW(CustomFunction({.name = "", .forward = [](FunctionContext&, const std::vector<Tensor>& in) { return in; }}),
                ValueError);
   expect_error(
@@ -455,7 +441,6 @@ TEST(CustomFunction, BadDefinitionsAndCalls) {
 }
 
 TEST(CustomFunction, AThrowingForwardLeavesNoNode) {
-  STRATA_REQUIRE_DTYPES(strata::DType::f64);
   CustomFunction boom({.name = "boom",
                        .forward = [](FunctionContext&, const std::vector<Tensor>&) -> std::vector<Tensor> {
                          throw ValueError("boom inside");
@@ -468,10 +453,9 @@ TEST(CustomFunction, AThrowingForwardLeavesNoNode) {
 }
 
 TEST(CustomFunction, InsideACheckpointedFunction) {
-  STRATA_REQUIRE_DTYPES(strata::DType::f64);
   manual_seed(5);
-  Tensor w = randn({4, 4}, {.dtype = f64});
-  Tensor x = randn({3, 4}, {.dtype = f64});
+  Tensor w = randn({4, 4}, {.dtype = real_dtype()});
+  Tensor x = randn({3, 4}, {.dtype = real_dtype()});
   auto block = [&](const Tensor& in) { return XSinX::apply(matmul(in, w)) + softplus(in); };
   GradientTape plain_tape;
   plain_tape.watch(w);
@@ -487,9 +471,9 @@ TEST(CustomFunction, InsideACheckpointedFunction) {
   // Higher order through the checkpoint and the custom rules.
   Fn f = [&](const Tensor& t) { return sum(checkpoint(block, t)); };
   Fn g = [&](const Tensor& t) { return sum(block(t)); };
-  Tensor v = randn({3, 4}, {.dtype = f64});
+  Tensor v = randn({3, 4}, {.dtype = real_dtype()});
   std::vector<double> a = hvp(f, x, v).to_vector<double>(), b = hvp(g, x, v).to_vector<double>();
-  for (size_t i = 0; i < a.size(); ++i) EXPECT_NEAR(a[i], b[i], 1e-13);
+  for (size_t i = 0; i < a.size(); ++i) EXPECT_REAL_EQ(a[i], b[i]);
 }
 
 TEST(CustomFunction, BackwardRunsUnderTheForwardsAutocastState) {
@@ -524,7 +508,6 @@ TEST(CustomFunction, BackwardRunsUnderTheForwardsAutocastState) {
 }
 
 TEST(CustomFunction, TracedCallsReplayTheFunctionAndItsRule) {
-  STRATA_REQUIRE_DTYPES(strata::DType::f64);
   auto fn = [](const std::vector<Tensor>& in) { return std::vector<Tensor>{softplus(in[0] * 2.0) * 3.0}; };
   Tensor example = vec({0.5, 1.0});
   Graph g = trace(fn, {example});
@@ -572,7 +555,6 @@ TEST(CustomFunction, TracedCallsReplayTheFunctionAndItsRule) {
 }
 
 TEST(CustomFunction, LoadingAGraphWithAnUnknownFunctionNamesIt) {
-  STRATA_REQUIRE_DTYPES(strata::DType::f64);
   static int runs = 0;  // a fresh name per run: the registry lives as long as the process
   CustomFunction f = custom_jvp([](const std::vector<Tensor>& in) { return std::vector<Tensor>{in[0] * 2.0}; },
                                 [](const std::vector<Tensor>&, const std::vector<Tensor>&, const std::vector<Tensor>& t) {

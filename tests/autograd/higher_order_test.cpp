@@ -27,6 +27,7 @@ using strata::DType;
 using strata::Fn;
 using strata::Shape;
 using strata::Tensor;
+using strata_test::real_dtype;
 
 /// d/dx of <∇g(x), w>: one order up from g, still a scalar function of x.
 Fn order_up(const Fn& g, const Tensor& w) {
@@ -148,13 +149,12 @@ INSTANTIATE_TEST_SUITE_P(Ops, HigherOrderSecond, ::testing::ValuesIn(case_names(
 INSTANTIATE_TEST_SUITE_P(Ops, HigherOrderThird, ::testing::ValuesIn(case_names(3)), case_test_name);
 
 TEST(JoinTest, CatGradientsAreSlicesOfTheOutputGradient) {
-  STRATA_REQUIRE_DTYPES(strata::DType::f64);
-  Tensor a = strata::ones({2, 1}, {.dtype = DType::f64, .requires_grad = true});
-  Tensor b = strata::ones({2, 2}, {.dtype = DType::f64, .requires_grad = true});
-  Tensor w = strata::from_data(std::vector<double>{1, 2, 3, 4, 5, 6}, {2, 3});
+  Tensor a = strata::ones({2, 1}, {.dtype = real_dtype(), .requires_grad = true});
+  Tensor b = strata::ones({2, 2}, {.dtype = real_dtype(), .requires_grad = true});
+  Tensor w = strata::from_data(std::vector<double>{1, 2, 3, 4, 5, 6}, {2, 3}, {.dtype = real_dtype()});
   strata::sum(strata::cat({a, b}, 1) * w).backward();
-  EXPECT_EQ(a.grad().to_vector<double>(), (std::vector<double>{1, 4}));
-  EXPECT_EQ(b.grad().to_vector<double>(), (std::vector<double>{2, 3, 5, 6}));
+  EXPECT_REALS_EQ(a.grad().to_vector<double>(), (std::vector<double>{1, 4}));
+  EXPECT_REALS_EQ(b.grad().to_vector<double>(), (std::vector<double>{2, 3, 5, 6}));
 }
 
 TEST(JoinTest, PadRejectsBadPaddingsNamingThem) {
@@ -180,9 +180,8 @@ namespace {
 std::vector<double> values(const Tensor& t) { return t.to_vector<double>(); }
 
 TEST(JoinTest, PadMatchesAHandComputedTensor) {
-  STRATA_REQUIRE_DTYPES(strata::DType::f64);
   // (2, 3) padded by {1, 2} on the last dim and {0, 1} on the first, with 0.5.
-  Tensor x = strata::from_data(std::vector<double>{1, 2, 3, 4, 5, 6}, {2, 3});
+  Tensor x = strata::from_data(std::vector<double>{1, 2, 3, 4, 5, 6}, {2, 3}, {.dtype = real_dtype()});
   Tensor p = strata::pad(x, {1, 2, 0, 1}, 0.5);
   ASSERT_EQ(p.sizes(), (Shape{3, 6}));
   EXPECT_EQ(values(p), (std::vector<double>{0.5, 1, 2, 3, 0.5, 0.5,  //
@@ -195,14 +194,13 @@ TEST(JoinTest, PadMatchesAHandComputedTensor) {
 }
 
 TEST(GradientFlow, DetachCutsItsPath) {
-  STRATA_REQUIRE_DTYPES(strata::DType::f64);
-  Tensor x = strata::from_data(std::vector<double>{0.5, -1.0, 2.0}, {3});
+  Tensor x = strata::from_data(std::vector<double>{0.5, -1.0, 2.0}, {3}, {.dtype = real_dtype()});
   // d/dx sum(exp(x) * detach(x)) = exp(x) * x: the detached factor is a constant.
   Tensor g = strata::grad([](const Tensor& t) { return strata::sum(strata::exp(t) * t.detach()); })(x);
   std::vector<double> xv = values(x), gv = values(g);
-  for (size_t i = 0; i < xv.size(); ++i) EXPECT_NEAR(gv[i], std::exp(xv[i]) * xv[i], 1e-12) << i;
+  for (size_t i = 0; i < xv.size(); ++i) EXPECT_REAL_EQ(gv[i], std::exp(xv[i]) * xv[i]) << i;
   // Through the detached path alone there is no gradient: zero, or no path at all.
-  Tensor leaf = strata::from_data(std::vector<double>{1, 2}, {2}).set_requires_grad(true);
+  Tensor leaf = strata::from_data(std::vector<double>{1, 2}, {2}, {.dtype = real_dtype()}).set_requires_grad(true);
   Tensor y = strata::sum(leaf.detach() * 3.0);
   EXPECT_FALSE(y.requires_grad());
   EXPECT_FALSE(leaf.detach().requires_grad());

@@ -13,6 +13,7 @@
 namespace {
 
 using namespace strata;
+using strata_test::real_dtype;
 
 std::filesystem::path temp_file(const std::string& name) {
   return std::filesystem::temp_directory_path() / ("strata_trace_test_" + std::to_string(::getpid()) + "_" + name);
@@ -27,10 +28,11 @@ void expect_near(const Tensor& a, const Tensor& b, double tol) {
 
 /// A small network with captured weights, joins, views and a composite.
 struct Model {
-  /// On `device` (default: the default device).
-  explicit Model(std::optional<Device> device = std::nullopt)
-      : w1(randn({4, 6}, {.dtype = DType::f64, .device = device})),
-        w2(randn({7, 3}, {.dtype = DType::f64, .device = device})) {}
+  /// On `device` (default: the default device), in `dtype` (default: the
+  /// widest float the default device stores).
+  explicit Model(std::optional<Device> device = std::nullopt, std::optional<DType> dtype = std::nullopt)
+      : w1(randn({4, 6}, {.dtype = dtype.value_or(real_dtype()), .device = device})),
+        w2(randn({7, 3}, {.dtype = dtype.value_or(real_dtype()), .device = device})) {}
   Model(Tensor a, Tensor b) : w1(std::move(a)), w2(std::move(b)) {}
   Tensor w1, w2;
   std::vector<Tensor> operator()(const std::vector<Tensor>& in) const {
@@ -43,10 +45,9 @@ struct Model {
 };
 
 TEST(Trace, ReplayMatchesTheFunctionAfterSaveAndLoad) {
-  STRATA_REQUIRE_DTYPES(strata::DType::f64);
   manual_seed(3);
   Model model;
-  Tensor x = randn({5, 4}, {.dtype = DType::f64});
+  Tensor x = randn({5, 4}, {.dtype = real_dtype()});
   Graph g = trace([&](const std::vector<Tensor>& in) { return model(in); }, {x});
   EXPECT_TRUE(g.traced);
   EXPECT_EQ(g.outputs.size(), 2u);
@@ -55,12 +56,12 @@ TEST(Trace, ReplayMatchesTheFunctionAfterSaveAndLoad) {
   g.save(path);
   Graph loaded = Graph::load(path);
   std::filesystem::remove(path);
-  Tensor x2 = randn({5, 4}, {.dtype = DType::f64});
+  Tensor x2 = randn({5, 4}, {.dtype = real_dtype()});
   std::vector<Tensor> want = model({x2});
   std::vector<Tensor> got = loaded.run({x2});
   ASSERT_EQ(got.size(), 2u);
-  expect_near(got[0], want[0], 1e-12);
-  expect_near(got[1], want[1], 1e-12);
+  expect_near(got[0], want[0], strata_test::tolerance(real_dtype()).rtol);  // 1e-12 in f64
+  expect_near(got[1], want[1], strata_test::tolerance(real_dtype()).rtol);
 }
 
 // Every device replays the graph traced in the widest dtype it stores — f64,
@@ -69,7 +70,7 @@ TEST(Trace, ReplayMatchesTheFunctionAfterSaveAndLoad) {
 TEST(Trace, ReplayOnEveryDeviceIsDifferentiableToSecondOrder) {
   manual_seed(4);
   const Device cpu("cpu:0");  // the reference, in f64, whatever the default device
-  Model model(cpu);
+  Model model(cpu, DType::f64);
   const Model model32{model.w1.to(DType::f32), model.w2.to(DType::f32)};
   Tensor x = randn({5, 4}, {.dtype = DType::f64, .device = cpu});
   auto traced = [](const Model& m, const Tensor& input) {

@@ -16,9 +16,12 @@
 #include <gtest/gtest.h>
 
 #include <algorithm>
+#include <cmath>
+#include <cstddef>
 #include <initializer_list>
 #include <strata/strata.hpp>
 #include <string>
+#include <vector>
 
 namespace strata_test {
 
@@ -56,7 +59,91 @@ inline std::string missing_kernels(std::initializer_list<const char*> ops) {
   return why;
 }
 
+/// The floating dtype a device-generic case computes in when its subject is
+/// not a dtype: f64 where the default device stores it (cpu:0, where the
+/// hand-computed references hold to the last bits), f32 elsewhere. Read it
+/// in the case, not at static initialization: the default device is chosen
+/// before the first case runs.
+inline strata::DType real_dtype() {
+  return missing_dtypes({strata::DType::f64}).empty() ? strata::DType::f64 : strata::DType::f32;
+}
+
+/// How far a value computed in a dtype may lie from an exact (or f64)
+/// reference: |actual - expected| <= atol + rtol * |expected|. The one
+/// table of the tests (the op suites' `close` uses it too).
+struct Tolerance {
+  double rtol = 0.0;
+  double atol = 0.0;
+  Tolerance scaled(double factor) const { return {rtol * factor, atol * factor}; }
+  /// atol + rtol * |expected|.
+  double bound(double expected) const { return atol + rtol * std::fabs(expected); }
+};
+
+/// ~1e-5 relative for f32, 1e-12 for f64, 1e-2 for f16/bf16, exact for integers.
+inline Tolerance tolerance(strata::DType dtype) {
+  switch (dtype) {
+    case strata::DType::f32:
+      return {1e-5, 1e-6};
+    case strata::DType::f64:
+      return {1e-12, 1e-13};
+    case strata::DType::f16:
+      return {1e-2, 1e-2};
+    case strata::DType::bf16:
+      return {3e-2, 3e-2};
+    default:
+      return {0.0, 0.0};
+  }
+}
+
+/// GoogleTest predicate of EXPECT_REAL_NEAR: |actual - expected| within
+/// `f64_bound` when the case computes in f64; in a narrower real_dtype()
+/// within that dtype's tolerance where that is looser.
+/// The failure names the device and dtype the bound belongs to.
+inline ::testing::AssertionResult real_near_bound(const char* actual_text, const char* expected_text,
+                                                  const char* /*bound_text*/, double actual, double expected,
+                                                  double f64_bound) {
+  const strata::DType dt = real_dtype();
+  double bound = f64_bound;
+  if (dt != strata::DType::f64) bound = std::max(bound, tolerance(dt).bound(expected));
+  if (std::fabs(actual - expected) <= bound) return ::testing::AssertionSuccess();
+  return ::testing::AssertionFailure() << actual_text << " = " << actual << ", expected " << expected_text << " = "
+                                       << expected << " within " << bound << " (" << strata::dtype_name(dt)
+                                       << " on " << test_device().str() << ")";
+}
+
+/// GoogleTest predicate of EXPECT_REAL_EQ: |actual - expected| within
+/// tolerance(real_dtype()).
+inline ::testing::AssertionResult real_near(const char* actual_text, const char* expected_text, double actual,
+                                            double expected) {
+  return real_near_bound(actual_text, expected_text, "", actual, expected,
+                         tolerance(strata::DType::f64).bound(expected));
+}
+
+/// The same, element by element, for two equally long vectors.
+inline ::testing::AssertionResult reals_near(const char* actual_text, const char* expected_text,
+                                             const std::vector<double>& actual, const std::vector<double>& expected) {
+  if (actual.size() != expected.size())
+    return ::testing::AssertionFailure() << actual_text << " has " << actual.size() << " elements, " << expected_text
+                                         << " " << expected.size();
+  for (std::size_t i = 0; i < actual.size(); ++i) {
+    ::testing::AssertionResult one = real_near(actual_text, expected_text, actual[i], expected[i]);
+    if (!one) return one << " at element " << i;
+  }
+  return ::testing::AssertionSuccess();
+}
+
 }  // namespace strata_test
+
+/// EXPECT_DOUBLE_EQ for a value the case computed in real_dtype(): on cpu:0
+/// within f64's tolerance (1e-12 relative), on a device without f64 within
+/// f32's (1e-5).
+#define EXPECT_REAL_EQ(actual, expected) EXPECT_PRED_FORMAT2(::strata_test::real_near, actual, expected)
+/// The same for std::vector<double>s (a tensor's to_vector<double>()).
+#define EXPECT_REALS_EQ(actual, expected) EXPECT_PRED_FORMAT2(::strata_test::reals_near, actual, expected)
+/// EXPECT_NEAR with the bound an f64 result is held to; a case computing in
+/// f32 (a device without f64) is held to f32's tolerance where it is looser.
+#define EXPECT_REAL_NEAR(actual, expected, f64_bound) \
+  EXPECT_PRED_FORMAT3(::strata_test::real_near_bound, actual, expected, f64_bound)
 
 /// Skips the case when the default device lacks one of the dtypes, naming
 /// the device and each dtype (from the device's own list); a statement.

@@ -449,21 +449,6 @@ double round_half_even(double x) {
   return r;
 }
 
-Tolerance tolerance(DType dtype) {
-  switch (dtype) {
-    case DType::f32:
-      return {1e-5, 1e-6};
-    case DType::f64:
-      return {1e-12, 1e-13};
-    case DType::f16:
-      return {1e-2, 1e-2};
-    case DType::bf16:
-      return {3e-2, 3e-2};
-    default:
-      return {0.0, 0.0};
-  }
-}
-
 ::testing::AssertionResult close(const Tensor& actual, const HostTensor& expected, DType dtype) {
   return close(actual, expected, dtype, tolerance(dtype));
 }

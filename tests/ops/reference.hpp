@@ -17,6 +17,8 @@
 #include <string>
 #include <vector>
 
+#include "../common/test_device.hpp"  // Tolerance, tolerance(dtype)
+
 namespace strata_test {
 
 using strata::DType;
@@ -112,14 +114,6 @@ double normal_pdf(double x);
 double round_half_even(double x);
 
 // --- comparison ------------------------------------------------------------------
-
-struct Tolerance {
-  double rtol = 0.0;
-  double atol = 0.0;
-  Tolerance scaled(double factor) const { return {rtol * factor, atol * factor}; }
-};
-/// ~1e-5 relative for f32, 1e-12 for f64, 1e-2 for f16/bf16, exact for integers.
-Tolerance tolerance(DType dtype);
 
 /// Checks actual's dtype and shape, then every element:
 /// |a - e| <= atol + rtol * |e| (NaN matches NaN, infinities must be equal).
