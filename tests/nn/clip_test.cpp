@@ -19,7 +19,7 @@ using namespace nn_test;
 /// A leaf parameter whose grad() is `g`.
 Tensor param_with_grad(const std::vector<double>& g) {
   Tensor p = zeros({static_cast<int64_t>(g.size())}, {.dtype = DType::f64, .requires_grad = true});
-  p.set_grad(make_f64(g, {static_cast<int64_t>(g.size())}));
+  p.set_grad(make_real(g, {static_cast<int64_t>(g.size())}));
   return p;
 }
 
@@ -90,7 +90,7 @@ TEST(ClipGradNorm, NonFiniteGradientsPropagateOrAreNamed) {
 TEST(ClipGradNorm, HalfPrecisionGradientsAreNormedInF32) {
   STRATA_REQUIRE_DTYPES(strata::DType::f64);
   Tensor p = zeros({2}, {.dtype = DType::f16, .requires_grad = true});
-  p.set_grad(cast(make_f64({300.0, 400.0}, {2}), DType::f16));  // 300² overflows f16
+  p.set_grad(cast(make_real({300.0, 400.0}, {2}), DType::f16));  // 300² overflows f16
   EXPECT_NEAR(nn::clip_grad_norm_({p}, 1000.0), 500.0, 1e-3);
 }
 
@@ -109,9 +109,9 @@ TEST(ClipGradValue, ClampsEveryElement) {
 TEST(GradStats, PerParameterSummaries) {
   STRATA_REQUIRE_DTYPES(strata::DType::f64);
   nn::Linear layer(3, 2);
-  Tensor x = make_f64({1.0, 2.0, 3.0}, {1, 3});
+  Tensor x = make_real({1.0, 2.0, 3.0}, {1, 3});
   sum(layer(cast(x, layer.weight.dtype()))).backward();
-  layer.bias.set_grad(cast(make_f64({NAN, 1.0}, {2}), layer.bias.dtype()));
+  layer.bias.set_grad(cast(make_real({NAN, 1.0}, {2}), layer.bias.dtype()));
   std::vector<nn::GradStats> stats = nn::grad_stats(layer);
   ASSERT_EQ(stats.size(), 2u);
   EXPECT_EQ(stats[0].name, "weight");

@@ -69,14 +69,14 @@ class Conv2dCases : public ::testing::TestWithParam<ConvCase> {};
 TEST_P(Conv2dCases, MatchesNaiveLoops) {
   STRATA_REQUIRE_DTYPES(strata::DType::f64);
   const ConvCase k = GetParam();
-  Tensor x = random_f64({k.n, k.c, k.h, k.w}, 1).set_requires_grad();
-  Tensor w = random_f64({k.o, k.c, k.kh, k.kw}, 2).set_requires_grad();
-  Tensor b = random_f64({k.o}, 3).set_requires_grad();
+  Tensor x = random_real({k.n, k.c, k.h, k.w}, 1).set_requires_grad();
+  Tensor w = random_real({k.o, k.c, k.kh, k.kw}, 2).set_requires_grad();
+  Tensor b = random_real({k.o}, 3).set_requires_grad();
   Tensor y = nn::functional::conv2d(x, w, b, k.opt);
   const int64_t ho = out_len(k.h, k.kh, k.opt.stride[0], k.opt.padding[0], k.opt.dilation[0]);
   const int64_t wo = out_len(k.w, k.kw, k.opt.stride[1], k.opt.padding[1], k.opt.dilation[1]);
   ASSERT_EQ(y.sizes(), (Shape{k.n, k.o, ho, wo}));
-  Tensor gy = random_f64(y.sizes(), 4);
+  Tensor gy = random_real(y.sizes(), 4);
   NaiveConv ref(k, x.to_vector<double>(), w.to_vector<double>(), b.to_vector<double>(), gy.to_vector<double>());
   expect_values(y, ref.y, 1e-12, "y");
   y.backward(gy);
@@ -97,9 +97,9 @@ INSTANTIATE_TEST_SUITE_P(
 TEST(Conv2d, GradcheckThroughPadding) {
   STRATA_REQUIRE_DTYPES(strata::DType::f64);
   nn::functional::Conv2dOptions opt{.stride = {2, 1}, .padding = {1, 1}};
-  Tensor x = random_f64({1, 2, 4, 4}, 5);
-  Tensor w = random_f64({2, 2, 3, 3}, 6);
-  Tensor probe = random_f64({1, 2, 2, 4}, 7);
+  Tensor x = random_real({1, 2, 4, 4}, 5);
+  Tensor w = random_real({2, 2, 3, 3}, 6);
+  Tensor probe = random_real({1, 2, 2, 4}, 7);
   auto fx = [&](const Tensor& in) { return sum(nn::functional::conv2d(in, w, Tensor(), opt) * probe); };
   auto fw = [&](const Tensor& in) { return sum(nn::functional::conv2d(x, in, Tensor(), opt) * probe); };
   GradcheckResult rx = gradcheck(fx, x);
@@ -175,9 +175,9 @@ TEST(MaxPool2d, MatchesNaiveLoops) {
     int64_t k, stride, pad;
   };
   for (const Case& c : {Case{{2, 3, 6, 6}, 2, 2, 0}, Case{{1, 2, 7, 5}, 3, 2, 1}, Case{{1, 1, 5, 5}, 3, 1, 0}}) {
-    Tensor x = random_f64(c.shape, 11).set_requires_grad();
+    Tensor x = random_real(c.shape, 11).set_requires_grad();
     Tensor y = nn::MaxPool2d(c.k, c.stride, c.pad)(x);
-    Tensor gy = random_f64(y.sizes(), 12);
+    Tensor gy = random_real(y.sizes(), 12);
     NaivePool ref(c.shape, x.to_vector<double>(), c.k, c.stride, c.pad, gy.to_vector<double>());
     expect_values(y, ref.y, 0.0, "y");
     y.backward(gy);

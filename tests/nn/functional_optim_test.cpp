@@ -37,7 +37,7 @@ const Shape kShapes[] = {{3, 5}, {5}, {1}};
 std::vector<Tensor> start_params(DType dtype) {
   std::vector<Tensor> out;
   uint32_t seed = 1;
-  for (const Shape& s : kShapes) out.push_back(random_f64(s, seed++).to(dtype));
+  for (const Shape& s : kShapes) out.push_back(random_real(s, seed++).to(dtype));
   return out;
 }
 std::vector<Tensor> grads_of_step(int step, DType dtype) {
@@ -47,7 +47,7 @@ std::vector<Tensor> grads_of_step(int step, DType dtype) {
     std::vector<double> v = random_values(count(s), seed++, -2.0, 2.0);
     v[0] = 0.0;
     if (v.size() > 1) v[1] = -0.0;
-    out.push_back(make_f64(v, s).to(dtype));
+    out.push_back(make_real(v, s).to(dtype));
   }
   return out;
 }
@@ -218,8 +218,8 @@ TEST(FunctionalOptim, StepsNeverWriteTheirArguments) {
 
 TEST(FunctionalOptim, ResultsCarryGradientHistory) {
   STRATA_REQUIRE_DTYPES(strata::DType::f64);
-  Tensor p = make_f64({1.0, -2.0}, {2}).set_requires_grad();
-  Tensor g = make_f64({0.5, 0.25}, {2}).set_requires_grad();
+  Tensor p = make_real({1.0, -2.0}, {2}).set_requires_grad();
+  Tensor g = make_real({0.5, 0.25}, {2}).set_requires_grad();
   F::SGDStepResult r = F::sgd({p}, {g}, {}, {.lr = 0.1});
   ASSERT_TRUE(r.params[0].requires_grad());
   sum(r.params[0]).backward();
@@ -234,8 +234,8 @@ TEST(FunctionalOptim, ResultsCarryGradientHistory) {
 /// one f64 vector.
 struct TinyNet {
   static constexpr int64_t kParams = 3 * 2 + 3 + 1 * 3 + 1;
-  Tensor x_support = random_f64({6, 2}, 21, -1.5, 1.5), y_support = random_f64({6, 1}, 22);
-  Tensor x_query = random_f64({5, 2}, 23, -1.5, 1.5), y_query = random_f64({5, 1}, 24);
+  Tensor x_support = random_real({6, 2}, 21, -1.5, 1.5), y_support = random_real({6, 1}, 22);
+  Tensor x_query = random_real({5, 2}, 23, -1.5, 1.5), y_query = random_real({5, 1}, 24);
 
   static std::vector<Tensor> unpack(const Tensor& flat) {
     return {flat.slice(0, 0, 6).reshape({3, 2}), flat.slice(0, 6, 9), flat.slice(0, 9, 12).reshape({1, 3}),
@@ -259,7 +259,7 @@ using Stepper = std::function<std::vector<Tensor>(const std::vector<Tensor>& par
 TEST(FunctionalOptim, GradientsThroughOneTwoAndThreeStepsMatchFiniteDifferences) {
   STRATA_REQUIRE_DTYPES(strata::DType::f64);
   TinyNet net;
-  const Tensor start = random_f64({TinyNet::kParams}, 25);
+  const Tensor start = random_real({TinyNet::kParams}, 25);
   struct Case {
     std::string name;
     std::function<Stepper()> make;  // a fresh stepper (with its own state) per evaluation
@@ -336,7 +336,7 @@ struct MamlSetup {
     model.emplace_back<nn::Linear>(8, 1);
     model.to(DType::f64);
     for (uint32_t t = 0; t < 2; ++t) {
-      Tensor xs = random_f64({10, 1}, 40 + t, -5.0, 5.0), xq = random_f64({10, 1}, 50 + t, -5.0, 5.0);
+      Tensor xs = random_real({10, 1}, 40 + t, -5.0, 5.0), xq = random_real({10, 1}, 50 + t, -5.0, 5.0);
       const double amplitude = 1.0 + t, phase = 0.5 * t;
       auto wave = [&](const Tensor& x) { return sin(x + phase) * amplitude; };
       tasks.push_back({xs, wave(xs), xq, wave(xq)});
@@ -567,8 +567,8 @@ TEST(FunctionalOptim, ArgumentsOnAnotherDeviceAreRefused) {
 
 TEST(FunctionalOptim, OutOfPlaceUpdateOpsCheckTheirOperands) {
   STRATA_REQUIRE_DTYPES(strata::DType::f64);
-  Tensor p = make_f64({1.0, 2.0}, {2});
-  expect_error<ShapeError>([&] { sgd_step(p, make_f64({1.0}, {1}), 0.1); },
+  Tensor p = make_real({1.0, 2.0}, {2});
+  expect_error<ShapeError>([&] { sgd_step(p, make_real({1.0}, {1}), 0.1); },
                            {"sgd_step: grad must be", "f64[2]", "got f64[1]"});
   expect_error<DTypeError>([&] { sgd_momentum_step(p, p, p.to(DType::f32), {.lr = 0.1, .momentum = 0.9}); },
                            {"sgd_momentum_step: buffer must be", "got f32[2]"});

@@ -3,19 +3,24 @@
 
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cmath>
 #include <strata/strata.hpp>
 #include <string>
 #include <vector>
+
+#include "../common/test_device.hpp"
 
 namespace nn_test {
 
 using strata::Shape;
 using strata::Tensor;
 
-/// An f64 tensor from values.
-inline Tensor make_f64(const std::vector<double>& values, const Shape& shape) {
-  return strata::from_data(std::span<const double>(values), shape);
+/// A tensor of strata_test::real_dtype() from values: f64 where the default
+/// device stores it, f32 elsewhere (docs/testing.md, "Every suite on every
+/// device").
+inline Tensor make_real(const std::vector<double>& values, const Shape& shape) {
+  return strata::from_data(std::span<const double>(values), shape, {.dtype = strata_test::real_dtype()});
 }
 
 /// An i64 tensor from values.
@@ -41,18 +46,23 @@ inline size_t count(const Shape& shape) {
   return n;
 }
 
-/// A random f64 tensor.
-inline Tensor random_f64(const Shape& shape, uint32_t seed, double lo = -1.0, double hi = 1.0) {
-  return make_f64(random_values(count(shape), seed, lo, hi), shape);
+/// A random tensor of strata_test::real_dtype().
+inline Tensor random_real(const Shape& shape, uint32_t seed, double lo = -1.0, double hi = 1.0) {
+  return make_real(random_values(count(shape), seed, lo, hi), shape);
 }
 
-/// Expects `t`'s values to equal `expected` within `tol` (absolute + relative).
+/// Expects `t`'s values to equal `expected` within `tol` (absolute + relative),
+/// the bound of an f64 result; `t` in a narrower dtype (f32 on a device
+/// without f64) is held to that dtype's tolerance where it is looser.
 inline void expect_values(const Tensor& t, const std::vector<double>& expected, double tol,
                           const std::string& what = "") {
   std::vector<double> got = t.to_vector<double>();
   ASSERT_EQ(got.size(), expected.size()) << what;
+  const bool narrower = t.dtype() != strata::DType::f64;
   for (size_t i = 0; i < got.size(); ++i) {
-    EXPECT_NEAR(got[i], expected[i], tol * (1.0 + std::abs(expected[i]))) << what << " at flat index " << i;
+    double bound = tol * (1.0 + std::abs(expected[i]));
+    if (narrower) bound = std::max(bound, strata_test::tolerance(t.dtype()).bound(expected[i]));
+    EXPECT_NEAR(got[i], expected[i], bound) << what << " at flat index " << i;
   }
 }
 

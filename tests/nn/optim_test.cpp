@@ -15,6 +15,7 @@
 namespace {
 
 using namespace strata;
+using strata_test::real_dtype;
 using namespace nn_test;
 
 /// The quadratic L(p) = Σ c·(p − t)², gradient 2c(p − t), for the tests.
@@ -22,7 +23,7 @@ const std::vector<double> kC = {1.0, 0.5, 2.0, 0.25};
 const std::vector<double> kT = {0.3, -1.0, 2.0, 0.5};
 const std::vector<double> kP0 = {1.0, 2.0, -0.5, 0.0};
 
-Tensor quadratic(const Tensor& p) { return sum(make_f64(kC, {4}) * square(p - make_f64(kT, {4}))); }
+Tensor quadratic(const Tensor& p) { return sum(make_real(kC, {4}) * square(p - make_real(kT, {4}))); }
 std::vector<double> quadratic_grad(const std::vector<double>& p) {
   std::vector<double> g;
   for (size_t i = 0; i < p.size(); ++i) g.push_back(2.0 * kC[i] * (p[i] - kT[i]));
@@ -42,24 +43,23 @@ std::vector<std::vector<double>> run(nn::Optimizer& opt, Tensor& p, int steps) {
 }
 
 TEST(SGD, HandComputedSteps) {
-  STRATA_REQUIRE_DTYPES(strata::DType::f64);
   // p = 1, loss p², lr 0.1: plain p ← p − 0.2p; momentum 0.9: buffer 2 then
   // 0.9·2 + 1.6 = 3.4.
-  Tensor p = make_f64({1.0}, {1}).set_requires_grad();
+  Tensor p = make_real({1.0}, {1}).set_requires_grad();
   nn::SGD plain({p}, {.lr = 0.1});
   for (double expected : {0.8, 0.64}) {
     plain.zero_grad();
     sum(square(p)).backward();
     plain.step();
-    EXPECT_NEAR(p.item<double>(), expected, 1e-15);
+    EXPECT_REAL_NEAR(p.item<double>(), expected, 1e-15);
   }
-  Tensor q = make_f64({1.0}, {1}).set_requires_grad();
+  Tensor q = make_real({1.0}, {1}).set_requires_grad();
   nn::SGD momentum({q}, {.lr = 0.1, .momentum = 0.9});
   for (double expected : {0.8, 0.46}) {
     momentum.zero_grad();
     sum(square(q)).backward();
     momentum.step();
-    EXPECT_NEAR(q.item<double>(), expected, 1e-15);
+    EXPECT_REAL_NEAR(q.item<double>(), expected, 1e-15);
   }
 }
 
@@ -72,9 +72,8 @@ void PrintTo(const SGDCase& c, std::ostream* os) { *os << c.label; }
 class SGDVariants : public ::testing::TestWithParam<SGDCase> {};
 
 TEST_P(SGDVariants, MatchReferenceSequence) {
-  STRATA_REQUIRE_DTYPES(strata::DType::f64);
   const nn::SGDOptions o = GetParam().o;
-  Tensor p = make_f64(kP0, {4}).set_requires_grad();
+  Tensor p = make_real(kP0, {4}).set_requires_grad();
   nn::SGD opt({p}, o);
   std::vector<std::vector<double>> got = run(opt, p, 5);
   std::vector<double> ref = kP0, buf;
@@ -90,7 +89,7 @@ TEST_P(SGDVariants, MatchReferenceSequence) {
       for (size_t i = 0; i < 4; ++i) g[i] = o.nesterov ? g[i] + o.momentum * buf[i] : buf[i];
     }
     for (size_t i = 0; i < 4; ++i) ref[i] -= o.lr * g[i];
-    for (size_t i = 0; i < 4; ++i) EXPECT_NEAR(got[static_cast<size_t>(s)][i], ref[i], 1e-14) << "step " << s;
+    for (size_t i = 0; i < 4; ++i) EXPECT_REAL_NEAR(got[static_cast<size_t>(s)][i], ref[i], 1e-14) << "step " << s;
   }
 }
 
@@ -125,9 +124,8 @@ std::vector<std::vector<double>> reference_adam(const nn::AdamOptions& o, bool d
 }
 
 TEST(Adam, ThreeStepsOnAQuadratic) {
-  STRATA_REQUIRE_DTYPES(strata::DType::f64);
   const nn::AdamOptions o{.lr = 0.1};
-  Tensor p = make_f64(kP0, {4}).set_requires_grad();
+  Tensor p = make_real(kP0, {4}).set_requires_grad();
   nn::Adam opt({p}, o);
   auto got = run(opt, p, 3);
   auto ref = reference_adam(o, false, 3);
@@ -135,36 +133,34 @@ TEST(Adam, ThreeStepsOnAQuadratic) {
   // (m̂/√v̂ = g/|g|).
   for (size_t i = 0; i < 4; ++i) EXPECT_NEAR(got[0][i], kP0[i] - 0.1 * (kP0[i] > kT[i] ? 1 : -1), 1e-7);
   for (size_t s = 0; s < 3; ++s) {
-    for (size_t i = 0; i < 4; ++i) EXPECT_NEAR(got[s][i], ref[s][i], 1e-13) << "step " << s;
+    for (size_t i = 0; i < 4; ++i) EXPECT_REAL_NEAR(got[s][i], ref[s][i], 1e-13) << "step " << s;
   }
   EXPECT_EQ(opt.step_count(), 3);
 }
 
 TEST(Adam, WeightDecayCoupledAndDecoupled) {
-  STRATA_REQUIRE_DTYPES(strata::DType::f64);
   const nn::AdamOptions o{.lr = 0.05, .beta1 = 0.8, .beta2 = 0.99, .eps = 1e-6, .weight_decay = 0.3};
-  Tensor p = make_f64(kP0, {4}).set_requires_grad();
+  Tensor p = make_real(kP0, {4}).set_requires_grad();
   nn::Adam adam({p}, o);
   auto got = run(adam, p, 4);
   auto ref = reference_adam(o, false, 4);
   for (size_t s = 0; s < 4; ++s) {
-    for (size_t i = 0; i < 4; ++i) EXPECT_NEAR(got[s][i], ref[s][i], 1e-13) << "Adam step " << s;
+    for (size_t i = 0; i < 4; ++i) EXPECT_REAL_NEAR(got[s][i], ref[s][i], 1e-13) << "Adam step " << s;
   }
-  Tensor q = make_f64(kP0, {4}).set_requires_grad();
+  Tensor q = make_real(kP0, {4}).set_requires_grad();
   nn::AdamW adamw({q}, o);
   EXPECT_EQ(adamw.name(), "AdamW");
   auto got_w = run(adamw, q, 4);
   auto ref_w = reference_adam(o, true, 4);
   for (size_t s = 0; s < 4; ++s) {
-    for (size_t i = 0; i < 4; ++i) EXPECT_NEAR(got_w[s][i], ref_w[s][i], 1e-13) << "AdamW step " << s;
+    for (size_t i = 0; i < 4; ++i) EXPECT_REAL_NEAR(got_w[s][i], ref_w[s][i], 1e-13) << "AdamW step " << s;
   }
   EXPECT_NE(got_w[3][0], got[3][0]);  // the two decays differ
 }
 
 TEST(Optimizer, SkipsParametersWithoutGradientAndRecordsNothing) {
-  STRATA_REQUIRE_DTYPES(strata::DType::f64);
-  Tensor used = make_f64({1.0, 2.0}, {2}).set_requires_grad();
-  Tensor unused = make_f64({5.0}, {1}).set_requires_grad();
+  Tensor used = make_real({1.0, 2.0}, {2}).set_requires_grad();
+  Tensor unused = make_real({5.0}, {1}).set_requires_grad();
   nn::Adam opt({used, unused}, {.lr = 0.1});
   const TensorImpl* impl = used.impl();
   sum(square(used)).backward();
@@ -201,20 +197,19 @@ TEST(Optimizer, ConstructionErrors) {
 }
 
 TEST(Optimizer, StateDictRoundTripContinuesIdentically) {
-  STRATA_REQUIRE_DTYPES(strata::DType::f64);
   for (bool adam : {true, false}) {
     auto make = [&](Tensor& p) -> std::unique_ptr<nn::Optimizer> {
       if (adam) return std::make_unique<nn::AdamW>(std::vector<Tensor>{p}, nn::AdamOptions{.lr = 0.05});
       return std::make_unique<nn::SGD>(std::vector<Tensor>{p}, nn::SGDOptions{.lr = 0.05, .momentum = 0.9});
     };
-    Tensor p = make_f64(kP0, {4}).set_requires_grad();
+    Tensor p = make_real(kP0, {4}).set_requires_grad();
     auto opt = make(p);
     run(*opt, p, 3);
     nn::NamedTensors saved = opt->state_dict();
     std::vector<double> saved_p = p.to_vector<double>();
     auto continued = run(*opt, p, 2);
 
-    Tensor q = make_f64(saved_p, {4}).set_requires_grad();
+    Tensor q = make_real(saved_p, {4}).set_requires_grad();
     auto fresh = make(q);
     fresh->set_lr(1.0);  // overwritten by the load
     fresh->load_state_dict(saved);
@@ -226,8 +221,7 @@ TEST(Optimizer, StateDictRoundTripContinuesIdentically) {
 }
 
 TEST(Optimizer, StateDictErrorsNameTheEntry) {
-  STRATA_REQUIRE_DTYPES(strata::DType::f64);
-  Tensor p = make_f64(kP0, {4}).set_requires_grad();
+  Tensor p = make_real(kP0, {4}).set_requires_grad();
   nn::Adam opt({p}, {.lr = 0.1});
   run(opt, p, 1);
   nn::NamedTensors good = opt.state_dict();
@@ -238,17 +232,19 @@ TEST(Optimizer, StateDictErrorsNameTheEntry) {
     }
     return s;
   };
-  expect_error<ShapeError>([&] { opt.load_state_dict(with("param.0.exp_avg", zeros({3}, {.dtype = DType::f64}))); },
+  expect_error<ShapeError>([&] { opt.load_state_dict(with("param.0.exp_avg", zeros({3}, {.dtype = real_dtype()}))); },
                            {"param.0.exp_avg", "[4]", "[3]"});
-  expect_error<DTypeError>([&] { opt.load_state_dict(with("param.0.exp_avg_sq", zeros({4}))); },
-                           {"param.0.exp_avg_sq", "f64", "f32"});
-  expect_error<ValueError>([&] { opt.load_state_dict(with("beta2", scalar_tensor(1.5, {.dtype = DType::f64}))); },
-                           {"beta2"});
+  expect_error<DTypeError>(
+      [&] { opt.load_state_dict(with("param.0.exp_avg_sq", zeros({4}, {.dtype = DType::f16}))); },
+      {"param.0.exp_avg_sq", std::string(dtype_name(real_dtype())), "f16"});
+  // Hyperparameters are 0-d f64 tensors on the host, whatever the parameters' device.
+  const Tensor beta2 = scalar_tensor(1.5, {.dtype = DType::f64, .device = Device("cpu:0")});
+  expect_error<ValueError>([&] { opt.load_state_dict(with("beta2", beta2)); }, {"beta2"});
   nn::NamedTensors extra = good;
-  extra.emplace_back("param.1.exp_avg", zeros({4}, {.dtype = DType::f64}));
+  extra.emplace_back("param.1.exp_avg", zeros({4}, {.dtype = real_dtype()}));
   expect_error<ValueError>([&] { opt.load_state_dict(extra); }, {"param.1.exp_avg", "parameter 1"});
   nn::NamedTensors unknown = good;
-  unknown.emplace_back("param.0.momentum_buffer", zeros({4}, {.dtype = DType::f64}));
+  unknown.emplace_back("param.0.momentum_buffer", zeros({4}, {.dtype = real_dtype()}));
   expect_error<ValueError>([&] { opt.load_state_dict(unknown); }, {"momentum_buffer"});
   nn::NamedTensors missing;
   for (const auto& e : good) {
