@@ -216,7 +216,7 @@ struct OpDef {
   /// loader refuses entries for another one (docs/ops.md, "Versions").
   uint32_t version = 1;
   /// Set for ops a plugin defined through the host services (its schema
-  /// and callbacks, see plugin_ops.cpp); null for the core's own ops.
+  /// and callbacks, see plugin_host.cpp); null for the core's own ops.
   const void* plugin_op = nullptr;
   int id = -1;  // assigned at registration
   /// The name kernels are registered under: "strata::<name>" for the core's

@@ -41,7 +41,7 @@ struct CheckpointConfig {
   std::string policy = "none";  // none, every_n, sqrt_n, min_peak, memory_budget, selective
   int64_t every = 1;            // every_n
   uint64_t budget = 0;          // memory_budget, bytes
-  std::optional<std::vector<std::string>> save_ops;  // selective; absent: matmul, conv2d
+  std::optional<std::vector<std::string>> save_ops;  // selective; absent: linear, matmul
 };
 
 struct Config {
