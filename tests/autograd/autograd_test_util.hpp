@@ -31,10 +31,8 @@ inline double value(const strata::Tensor& t) { return t.item<double>(); }
 inline void expect_near(const strata::Tensor& a, const std::vector<double>& b, double tol) {
   std::vector<double> x = a.to_vector<double>();
   ASSERT_EQ(x.size(), b.size());
-  const bool narrower = a.dtype() != strata::DType::f64;
   for (size_t i = 0; i < x.size(); ++i) {
-    const double bound = narrower ? std::max(tol, strata_test::tolerance(a.dtype()).bound(b[i])) : tol;
-    EXPECT_NEAR(x[i], b[i], bound) << "element " << i;
+    EXPECT_NEAR(x[i], b[i], strata_test::bound_in(a.dtype(), tol, b[i])) << "element " << i;
   }
 }
 

@@ -95,6 +95,13 @@ inline Tolerance tolerance(strata::DType dtype) {
   }
 }
 
+/// The bound a value computed in `dt` is held to when an f64 result would be
+/// held to `f64_bound`: that bound, or `dt`'s tolerance of `expected` where
+/// `dt` is narrower and its tolerance looser.
+inline double bound_in(strata::DType dt, double f64_bound, double expected) {
+  return dt == strata::DType::f64 ? f64_bound : std::max(f64_bound, tolerance(dt).bound(expected));
+}
+
 /// GoogleTest predicate of EXPECT_REAL_NEAR: |actual - expected| within
 /// `f64_bound` when the case computes in f64; in a narrower real_dtype()
 /// within that dtype's tolerance where that is looser.
@@ -103,8 +110,7 @@ inline ::testing::AssertionResult real_near_bound(const char* actual_text, const
                                                   const char* /*bound_text*/, double actual, double expected,
                                                   double f64_bound) {
   const strata::DType dt = real_dtype();
-  double bound = f64_bound;
-  if (dt != strata::DType::f64) bound = std::max(bound, tolerance(dt).bound(expected));
+  const double bound = bound_in(dt, f64_bound, expected);
   if (std::fabs(actual - expected) <= bound) return ::testing::AssertionSuccess();
   return ::testing::AssertionFailure() << actual_text << " = " << actual << ", expected " << expected_text << " = "
                                        << expected << " within " << bound << " (" << strata::dtype_name(dt)

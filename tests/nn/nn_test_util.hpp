@@ -58,10 +58,8 @@ inline void expect_values(const Tensor& t, const std::vector<double>& expected, 
                           const std::string& what = "") {
   std::vector<double> got = t.to_vector<double>();
   ASSERT_EQ(got.size(), expected.size()) << what;
-  const bool narrower = t.dtype() != strata::DType::f64;
   for (size_t i = 0; i < got.size(); ++i) {
-    double bound = tol * (1.0 + std::abs(expected[i]));
-    if (narrower) bound = std::max(bound, strata_test::tolerance(t.dtype()).bound(expected[i]));
+    const double bound = strata_test::bound_in(t.dtype(), tol * (1.0 + std::abs(expected[i])), expected[i]);
     EXPECT_NEAR(got[i], expected[i], bound) << what << " at flat index " << i;
   }
 }
