@@ -3,7 +3,7 @@
 // run_probe (what read_manifest runs after the entry point), init_plugin,
 // then open_device (device_props and the kernel table, DeviceRecord::
 // add_kernel for each entry). The checks are the core's own
-// (core/src/plugin_loader.cpp); nothing of them is copied here.
+// (core/src/runtime/plugins/plugin_loader.cpp); nothing of them is copied here.
 //
 // Every function pointer of a fuzzed table points at a stub below, which
 // answers with statuses, scores, counts, messages and structs read from the
@@ -11,8 +11,8 @@
 // (a reason string) is the expected outcome; a crash, a sanitizer report or
 // an exception out of the loader is a bug (the loader never throws for a bad
 // plugin).
-#include "logging.hpp"
-#include "plugin_loader.hpp"
+#include "base/logging.hpp"
+#include "runtime/plugins/plugin_loader.hpp"
 
 #include <fuzzer/FuzzedDataProvider.h>
 #include <strata/config.hpp>

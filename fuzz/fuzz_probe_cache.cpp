@@ -6,7 +6,7 @@
 // and — when it is JSON — as the entry for a real key, so that the entry
 // checks run on fuzzed values too. A miss or a hit is the expected outcome;
 // a crash, a hang, a sanitizer report or an exception is a bug.
-#include "plugin_probe.hpp"
+#include "runtime/plugins/plugin_probe.hpp"
 
 #include <strata/error.hpp>
 

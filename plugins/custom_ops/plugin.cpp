@@ -4,7 +4,7 @@
 // Why a device of its own. The plugin exists for its ops (swiglu.cpp), whose
 // kernels it adds to the CPU plugin's devices with host->register_kernels.
 // But the Strata loader refuses a plugin whose init reports no device
-// ("the plugin reports no devices", core/src/plugin_loader.cpp) and retires
+// ("the plugin reports no devices", core/src/runtime/plugins/plugin_loader.cpp) and retires
 // the ops it registered, so the plugin serves one small device, custom_ops:0:
 // host memory (Blocks from operator new), the two ops' kernels, and
 // strata::fill and strata::copy so that tensors can be created on it and

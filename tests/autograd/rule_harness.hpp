@@ -8,7 +8,7 @@
 // and perturbing an input perturbs what the op computes on.
 #pragma once
 
-#include "op.hpp"
+#include "runtime/dispatch/op.hpp"
 
 #include <gtest/gtest.h>
 

@@ -1,4 +1,4 @@
-// Tests of the configuration loader (core/src/config.cpp): what good
+// Tests of the configuration loader (core/src/base/config.cpp): what good
 // documents parse into, the exact shape of every class of error, the shipped
 // configurations and the agreement between the loader and the JSON Schema.
 #include <strata/config.hpp>

@@ -18,7 +18,7 @@
 // The ops are reached by name through the public strata::call_op, the
 // twin of what host->call_op does for a plugin. (op.hpp only for checking
 // that refused registrations left no op in the core's registry.)
-#include "op.hpp"
+#include "runtime/dispatch/op.hpp"
 
 #include <gtest/gtest.h>
 

@@ -1,8 +1,8 @@
 // The loader's checks of a plugin table, run on in-memory tables (core/src
 // internals, as fuzz_plugin_table drives them): regressions of what the
 // fuzzer found, each with the input it took written out.
-#include "device_record.hpp"
-#include "plugin_loader.hpp"
+#include "runtime/device/device_record.hpp"
+#include "runtime/plugins/plugin_loader.hpp"
 
 #include <strata/runtime.hpp>
 

@@ -3,8 +3,8 @@
 // stream only after an event recorded on its stream has completed. Driven
 // through an in-process plugin table whose events complete only when the
 // test says so (core/src internals, as plugin_ops_test does).
-#include "allocator.hpp"
-#include "device_record.hpp"
+#include "runtime/device/allocator.hpp"
+#include "runtime/device/device_record.hpp"
 
 #include <strata/error.hpp>
 

@@ -1,7 +1,7 @@
 // amp.cpp — amp_unscale, the op of mixed-precision training: one pass over
 // a gradient that multiplies it by the inverse loss scale and reports
-// whether it held an Inf or NaN (GradScaler, core/src/amp.cpp).
-#include "../op.hpp"
+// whether it held an Inf or NaN (GradScaler, core/src/autograd/autocast.cpp).
+#include "runtime/dispatch/op.hpp"
 
 #include <strata/amp.hpp>
 #include <strata/error.hpp>

@@ -2,10 +2,10 @@
 #include "derivatives.hpp"
 #include "rules.hpp"
 
-#include "../device_record.hpp"
-#include "../dispatch_hooks.hpp"
-#include "../host_data.hpp"
-#include "../runtime_internal.hpp"
+#include "runtime/device/device_record.hpp"
+#include "runtime/device/device_table.hpp"
+#include "runtime/dispatch/dispatch_hooks.hpp"
+#include "runtime/tensor/host_data.hpp"
 
 #include <strata/error.hpp>
 #include <strata/ops.hpp>

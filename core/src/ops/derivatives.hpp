@@ -8,7 +8,7 @@
 // differentiating a rule gives higher-order derivatives.
 #pragma once
 
-#include "../op.hpp"
+#include "runtime/dispatch/op.hpp"
 
 #include <strata/ops.hpp>
 

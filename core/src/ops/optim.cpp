@@ -20,7 +20,7 @@
 // (sgd_step, sgd_momentum_step, adam_step: the functional optimizers of
 // nn/functional_optim.hpp) are the decompositions themselves, run as
 // recorded ops, so the formulas live here once.
-#include "../op.hpp"
+#include "runtime/dispatch/op.hpp"
 
 #include <strata/error.hpp>
 #include <strata/ops.hpp>

@@ -10,7 +10,7 @@
 // with the same bits too. The generator is just (seed, offset): every call
 // takes the next offset, so calls never share counters, and its state is two
 // integers that checkpointing saves and replays.
-#include "../op.hpp"
+#include "runtime/dispatch/op.hpp"
 
 #include <strata/error.hpp>
 #include <strata/ops.hpp>

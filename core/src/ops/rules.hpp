@@ -1,7 +1,7 @@
 // rules.hpp — the shape and dtype rules op definitions are built from.
 #pragma once
 
-#include "../op.hpp"
+#include "runtime/dispatch/op.hpp"
 
 namespace strata::detail::rules {
 

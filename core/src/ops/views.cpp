@@ -4,9 +4,9 @@
 #include <strata/error.hpp>
 #include <strata/ops.hpp>
 
-#include "../dispatch_hooks.hpp"
-#include "../op.hpp"
-#include "../tensor_impl.hpp"
+#include "runtime/dispatch/dispatch_hooks.hpp"
+#include "runtime/dispatch/op.hpp"
+#include "runtime/tensor/tensor_impl.hpp"
 
 namespace strata {
 

@@ -1,0 +1,66 @@
+// plugin_info.hpp — what happened to each plugin file, the ops of the registry,
+// and the calls that fell back to the CPU, as the runtime reports them.
+#pragma once
+
+#include <strata/device_info.hpp>
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+namespace strata {
+
+/// What happened to one plugin file (or search path).
+struct PluginInfo {
+  std::string name;  // from the table when loaded, else from the file name
+  std::string path;
+  bool loaded = false;
+  std::string reason;  // why it was refused
+  std::string vendor;
+  std::string version;
+  std::string abi;  // the plugin's ABI version, "2.0"
+  int score = 0;
+  /// Whether its init succeeded (its shutdown then runs: at exit, or at once
+  /// when the core refuses the plugin afterwards). Superseded builds are
+  /// never initialised.
+  bool initialized = false;
+  /// Parts of the plugin refused while the rest was kept, with the reason
+  /// (a malformed kernel entry, an op registered under another namespace).
+  std::vector<std::string> warnings;
+  /// Ops the plugin defined through the host services ("acme::swiglu").
+  std::vector<std::string> ops;
+  /// Extensions on its table that the core knows, "strata.native_handles v1".
+  std::vector<std::string> extensions;
+  std::vector<DeviceInfo> devices;
+  /// How the plugin was checked before it entered this process:
+  /// "child process, 41 ms", "cached child probe", or "in this process
+  /// (plugins.isolate is false)" (docs/configuration.md, "Plugin isolation").
+  std::string probed;
+  /// The file's SHA-256 when the configuration pins the plugin
+  /// ("plugins.pins"), else empty.
+  std::string sha256;
+};
+
+/// One op of the registry, as `strata ops` lists it.
+struct OpInfo {
+  std::string name;          // the kernel name: "strata::add", "acme::swiglu"
+  std::string kind;          // "primitive", "composite", "view", "join", "transfer"
+  int n_inputs = 0;          // -1: any number
+  int n_outputs = 0;
+  uint32_t version = 1;      // contract version kernels declare
+  bool differentiable = false;  // has a reverse-mode rule
+  bool forward_mode = false;    // has a forward-mode rule
+  std::string plugin;        // the plugin that defined it ("" for the core's)
+  std::string doc;           // the plugin's one-line description
+};
+
+/// One (device, op) pair that ran on the CPU because the device had no
+/// kernel for it.
+struct FallbackRecord {
+  std::string device;
+  std::string op;
+  std::string signature;
+  uint64_t count = 0;
+};
+
+}  // namespace strata

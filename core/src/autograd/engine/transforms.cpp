@@ -1,0 +1,180 @@
+// transforms.cpp — grad, jvp, vjp, jacobians, Hessian products, gradcheck.
+#include "autograd/engine/differentiate.hpp"
+#include "autograd/engine/nodes.hpp"
+
+#include "runtime/tensor/tensor_impl.hpp"
+
+#include <strata/autograd.hpp>
+#include <strata/error.hpp>
+#include <strata/transforms.hpp>
+#include <strata/ops.hpp>
+
+#include <cmath>
+#include <complex>
+#include <cstdio>
+#include <vector>
+
+namespace strata {
+
+namespace detail {
+Tensor tracked_alias(const Tensor& x);  // views.cpp
+}  // namespace detail
+
+namespace {
+
+/// Runs f under a fresh tape watching (an alias of) x; the gradient is
+/// recorded on enclosing tapes so that transforms nest.
+std::pair<Tensor, Tensor> value_and_gradient(const Fn& f, const Tensor& x, const Tensor& cotangent) {
+  GradientTape tape({.persistent = false, .higher_order = true, .unconnected = Unconnected::zero});
+  Tensor xw = detail::tracked_alias(x);
+  tape.watch(xw);
+  Tensor y = f(xw);
+  Tensor g = tape.gradient(y, {xw}, cotangent)[0];
+  return {y, g};
+}
+
+std::vector<double> real_parts(const std::vector<std::complex<double>>& values) {
+  std::vector<double> out(values.size());
+  for (size_t i = 0; i < values.size(); ++i) out[i] = values[i].real();
+  return out;
+}
+
+/// The i-th basis tensor shaped like x.
+Tensor basis(const Tensor& x, int64_t i) {
+  Tensor e = zeros({x.numel()}, {.dtype = x.dtype(), .device = x.device()});
+  e.slice(0, i, i + 1).copy_(ones({1}, {.dtype = x.dtype(), .device = x.device()}));
+  return e.reshape(x.sizes());
+}
+
+}  // namespace
+
+Fn grad(Fn f) {
+  return [f = std::move(f)](const Tensor& x) { return value_and_gradient(f, x, Tensor()).second; };
+}
+
+std::function<std::pair<Tensor, Tensor>(const Tensor&)> value_and_grad(Fn f) {
+  return [f = std::move(f)](const Tensor& x) { return value_and_gradient(f, x, Tensor()); };
+}
+
+Fn nth_grad(Fn f, int n) {
+  if (n < 0) throw Error("nth_grad: order must be non-negative, got " + std::to_string(n));
+  Fn g = std::move(f);
+  for (int k = 0; k < n; ++k) {
+    Fn previous = g;
+    g = [previous, first = k == 0](const Tensor& x) {
+      return value_and_gradient([&](const Tensor& xx) { return first ? previous(xx) : sum(previous(xx)); }, x,
+                                Tensor())
+          .second;
+    };
+  }
+  return g;
+}
+
+std::pair<Tensor, Tensor> vjp(const Fn& f, const Tensor& x, const Tensor& v) { return value_and_gradient(f, x, v); }
+
+std::pair<Tensor, Tensor> jvp(const Fn& f, const Tensor& x, const Tensor& v) {
+  if (v.sizes() != x.sizes()) {
+    throw ShapeError("jvp: tangent shape " + detail::shape_string(v.shape()) + " differs from input shape " +
+                     detail::shape_string(x.shape()));
+  }
+  std::vector<Tensor> y;
+  std::vector<Tensor> t = detail::pushforward([&](const std::vector<Tensor>& in) { return std::vector<Tensor>{f(in[0])}; },
+                                              {x}, {v}, &y);
+  return {y[0], t[0]};
+}
+
+Tensor jacrev(const Fn& f, const Tensor& x) {
+  GradientTape tape({.persistent = true, .higher_order = true, .unconnected = Unconnected::zero});
+  Tensor xw = detail::tracked_alias(x);
+  tape.watch(xw);
+  Tensor y = f(xw);
+  return tape.jacobian(y, xw);
+}
+
+Tensor jacfwd(const Fn& f, const Tensor& x) {
+  std::vector<Tensor> columns;
+  Shape out_shape;
+  for (int64_t i = 0; i < x.numel(); ++i) {
+    auto [y, t] = jvp(f, x, basis(x, i));
+    out_shape = y.sizes();
+    columns.push_back(t.reshape({-1}));
+  }
+  Tensor j = stack(columns, 1);  // [numel(y), numel(x)]
+  Shape shape = out_shape;
+  for (int64_t s : x.shape()) shape.push_back(s);
+  return j.reshape(shape);
+}
+
+Tensor hvp(const Fn& f, const Tensor& x, const Tensor& v, HvpMode mode) {
+  if (mode == HvpMode::forward_over_reverse) return jvp(grad(f), x, v).second;
+  return grad([&](const Tensor& xx) { return sum(grad(f)(xx) * v); })(x);
+}
+
+Tensor vhv(const Fn& f, const Tensor& x, const Tensor& v) { return sum(v * hvp(f, x, v)); }
+
+Tensor hessian(const Fn& f, const Tensor& x) { return jacfwd(grad(f), x); }
+
+Tensor hessian_diagonal(const Fn& f, const Tensor& x) {
+  std::vector<Tensor> diag;
+  for (int64_t i = 0; i < x.numel(); ++i) {
+    Tensor e = basis(x, i);
+    diag.push_back(sum(hvp(f, x, e) * e).reshape({1}));
+  }
+  return cat(diag, 0).reshape(x.sizes());
+}
+
+Tensor laplacian(const Fn& f, const Tensor& x) { return sum(hessian_diagonal(f, x)); }
+
+GradcheckResult gradcheck(const Fn& f, const Tensor& x, const GradcheckOptions& o) {
+  GradcheckResult r;
+  const bool complex_x = is_complex(x.dtype());
+  // Complex values throughout: a real x is the case of imaginary parts 0,
+  // perturbed along the real axis only.
+  std::vector<std::complex<double>> a = grad(f)(x).detach().to_vector<std::complex<double>>();
+  std::vector<std::complex<double>> base = x.to_vector<std::complex<double>>();
+  auto eval = [&](size_t i, std::complex<double> delta) {
+    std::vector<std::complex<double>> moved = base;
+    moved[i] += delta;
+    // No NoGradGuard: f may take gradients itself (checking a gradient's
+    // gradient); xm is not watched, so nothing outside f records it.
+    const TensorOptions options{.dtype = x.dtype(), .device = x.device()};
+    Tensor xm = complex_x ? from_data(std::span<const std::complex<double>>(moved), x.sizes(), options)
+                          : from_data(std::span<const double>(real_parts(moved)), x.sizes(), options);
+    Tensor y = f(xm);
+    if (is_complex(y.dtype())) {
+      throw DTypeError("gradcheck: f must return a real scalar, got " + type_string(y) +
+                       " (differentiate real(), abs() or another real function of it)");
+    }
+    return y.item<double>();
+  };
+  // The derivative along `direction` (1, or i for the imaginary part).
+  auto derivative = [&](size_t i, std::complex<double> direction) {
+    const std::complex<double> h = o.eps * direction;
+    return o.four_point ? (-eval(i, 2.0 * h) + 8 * eval(i, h) - 8 * eval(i, -h) + eval(i, -2.0 * h)) / (12 * o.eps)
+                        : (eval(i, h) - eval(i, -h)) / (2 * o.eps);
+  };
+  auto compare = [&](size_t i, bool imaginary, double analytic, double numeric) {
+    double error = std::fabs(numeric - analytic);
+    if (!(error <= o.atol + o.rtol * std::fabs(numeric))) r.ok = false;
+    if (error > r.max_error || r.worst_index < 0) {
+      r.max_error = error;
+      r.worst_index = static_cast<int64_t>(i);
+      r.worst_imaginary = imaginary;
+      r.analytic = analytic;
+      r.numeric = numeric;
+    }
+  };
+  for (size_t i = 0; i < base.size(); ++i) {
+    compare(i, false, a[i].real(), derivative(i, 1.0));
+    if (complex_x) compare(i, true, a[i].imag(), derivative(i, std::complex<double>(0.0, 1.0)));
+  }
+  char buf[256];
+  std::snprintf(buf, sizeof(buf), "%s: worst element %lld%s: analytic %.10g, numeric %.10g, |error| %.3g",
+                r.ok ? "gradcheck passed" : "gradcheck FAILED", static_cast<long long>(r.worst_index),
+                !complex_x ? "" : r.worst_imaginary ? " (imaginary part)" : " (real part)", r.analytic, r.numeric,
+                r.max_error);
+  r.message = buf;
+  return r;
+}
+
+}  // namespace strata

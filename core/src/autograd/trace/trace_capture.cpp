@@ -1,0 +1,198 @@
+// trace_capture.cpp — recording the ops a function runs: trace() builds a
+// replayable Graph from them; checkpoint's capture finds the weights a function
+// reads. Selective checkpointing lives in trace_selective.cpp, the graph's
+// replay in trace_run.cpp, its file format in trace_format.cpp.
+#include "autograd/trace/trace_internal.hpp"
+
+#include "runtime/tensor/tensor_impl.hpp"
+
+#include <strata/error.hpp>
+#include <strata/graph.hpp>
+
+#include <complex>
+#include <string>
+
+namespace strata {
+
+namespace detail {
+
+namespace {
+
+GraphAttr::Kind graph_kind(const detail::Attr& a) {
+  switch (a.kind) {
+    case STRATA_ATTR_INT: return GraphAttr::Kind::integer;
+    case STRATA_ATTR_FLOAT: return GraphAttr::Kind::real;
+    case STRATA_ATTR_INTS: return GraphAttr::Kind::integers;
+    case STRATA_ATTR_BOOL: return GraphAttr::Kind::flag;
+    case STRATA_ATTR_DTYPE: return GraphAttr::Kind::dtype;
+    case STRATA_ATTR_FLOATS: return GraphAttr::Kind::reals;
+    case STRATA_ATTR_STRING: return GraphAttr::Kind::text;
+    case STRATA_ATTR_SCALAR:
+      return a.scalar_dtype == STRATA_F64 ? GraphAttr::Kind::scalar_real : GraphAttr::Kind::scalar_int;
+    default: return GraphAttr::Kind::integer;  // the core writes only the kinds above
+  }
+}
+
+}  // namespace
+
+int64_t TraceState::define(const Tensor& t) {
+  int64_t id = next_value++;
+  ids[t.impl()] = id;
+  if (!capture) alive.push_back(t);
+  return id;
+}
+
+int64_t TraceState::value_of(const Tensor& t) {
+  auto it = ids.find(t.impl());
+  if (it != ids.end()) return it->second;
+  if (capture) {
+    if (t.impl()->autograd != nullptr && is_differentiable(t.dtype())) externals.push_back(t);
+    return define(t);
+  }
+  GraphConstant c;
+  c.dtype = t.dtype();
+  c.shape = t.sizes();
+  if (t.dtype() == DType::i32 || t.dtype() == DType::i64) {
+    c.ints = t.to_vector<int64_t>();
+  } else if (is_complex(t.dtype())) {
+    for (std::complex<double> v : t.to_vector<std::complex<double>>()) c.data.insert(c.data.end(), {v.real(), v.imag()});
+  } else {
+    c.data = t.to_vector<double>();
+  }
+  c.value = define(t);
+  graph.constants.push_back(std::move(c));
+  return graph.constants.back().value;
+}
+
+void TraceState::record(std::string_view op, std::span<const Tensor> inputs, std::span<const Tensor> outputs,
+                        const Attrs* attrs) {
+  if (capture) {
+    for (const Tensor& t : inputs) value_of(t);
+    for (const Tensor& t : outputs) define(t);
+    return;
+  }
+  GraphNode n;
+  n.id = next_node++;
+  n.op = std::string(op);
+  for (const Tensor& t : inputs) n.inputs.push_back(value_of(t));
+  for (const Tensor& t : outputs) {
+    n.outputs.push_back(define(t));
+    n.output_shapes.push_back(t.sizes());
+  }
+  if (attrs != nullptr) {
+    for (const Attr& a : *attrs) {
+      GraphAttr g;
+      g.name = a.name;
+      g.kind = graph_kind(a);
+      g.i = a.i;
+      g.f = a.f;
+      g.ints = a.ints;
+      g.reals = a.floats;
+      g.text = a.text;
+      n.attrs.push_back(std::move(g));
+    }
+  }
+  graph.nodes.push_back(std::move(n));
+}
+
+std::atomic<int> g_active_traces{0};
+
+TraceState*& active_trace() {
+  thread_local TraceState* state = nullptr;
+  return state;
+}
+
+OpResult traced_dispatch(OpCall& call, OpResult (*run)(OpCall&)) {
+  TraceState& s = *active_trace();
+  if (s.depth > 0 || call.n_inputs == 0 || call.op->n_inputs == 0) {  // nested, or a creation op (a constant)
+    TraceNested nested;
+    return run(call);
+  }
+  if (s.replay != nullptr) {  // recomputation: answer from the first run where it can, else run
+    if (OpResult out; s.replay->reuse_output && reuse_last(s, call, out)) return out;
+    if (selective_op(s.replay, s, call)) return replay_cached(s, call);
+    TraceNested nested;
+    return run(call);
+  }
+  if (!s.capture && call.preset[0].defined() && s.ids.count(call.preset[0].impl()) != 0) {
+    trace_unsupported(("in-place op '" + std::string(call.op->name) + "' writing a traced value").c_str());
+  }
+  // The inputs as the caller passed them (prepare will promote and
+  // broadcast them again on replay). copy_ passes its target as input 1
+  // only for checks: a copy has one input.
+  int n = call.op->n_inputs;
+  std::vector<Tensor> inputs(call.inputs.begin(), call.inputs.begin() + n);
+  for (const Tensor& t : inputs) s.value_of(t);  // constants are captured before the op runs
+  OpResult result;
+  {
+    TraceNested nested;
+    result = run(call);
+  }
+  if (selective_op(s.keep, s, call)) keep_cached(s, call, result);
+  if (s.keep != nullptr && s.keep->reuse_output && s.suspended == 0) note_top_level(s, call, result);
+  s.record(call.op->name, inputs, std::span<const Tensor>(result.tensors.data(), static_cast<size_t>(result.count)),
+           call.attrs);
+  return result;
+}
+
+void trace_op(const OpDef& op, std::span<const Tensor> inputs, const Tensor& output, const Attrs& attrs) {
+  TraceState* s = active_trace();
+  if (s == nullptr || s->depth > 0 || s->replay != nullptr) return;
+  s->record(op.name, inputs, std::span<const Tensor>(&output, 1), &attrs);
+}
+
+TraceNested::TraceNested() : state_(active_trace()) {
+  if (state_ != nullptr) ++state_->depth;
+}
+TraceNested::~TraceNested() {
+  if (state_ != nullptr) --state_->depth;
+}
+
+void trace_unsupported(const char* what) {
+  TraceState* s = active_trace();
+  if (s == nullptr || s->depth > 0 || s->capture || s->replay != nullptr) return;
+  throw Error(std::string("trace: ") + what + " cannot be replayed from a graph; keep it outside the traced function");
+}
+
+bool tracing_graph() {
+  TraceState* s = active_trace();
+  return s != nullptr && !s->capture && s->replay == nullptr;
+}
+
+std::vector<Tensor> capture_external_reads(const std::vector<Tensor>& known, const std::function<void()>& f,
+                                           SelectiveCache* cache) {
+  TraceState state;
+  state.capture = true;
+  state.keep = cache;
+  for (const Tensor& t : known) state.define(t);
+  ActiveTrace active(state);
+  f();
+  return std::move(state.externals);
+}
+
+}  // namespace detail
+
+Graph trace(const TraceFn& f, const std::vector<Tensor>& example_inputs) {
+  if (detail::active_trace() != nullptr) throw Error("trace: already tracing on this thread (trace does not nest)");
+  detail::TraceState state;
+  for (const Tensor& t : example_inputs) {
+    if (!t.defined()) throw Error("trace: example input " + std::to_string(state.next_value) + " is undefined");
+    state.graph.input_dtypes.push_back(t.dtype());
+    state.graph.input_shapes.push_back(t.sizes());
+    state.define(t);
+  }
+  std::vector<Tensor> outputs;
+  {
+    detail::ActiveTrace active(state);
+    outputs = f(example_inputs);
+  }
+  state.depth = 0;
+  for (const Tensor& t : outputs) {
+    if (!t.defined()) throw Error("trace: the function returned an undefined tensor");
+    state.graph.outputs.push_back(state.value_of(t));
+  }
+  state.graph.traced = true;
+  return std::move(state.graph);
+}
+
+}  // namespace strata

@@ -1,0 +1,211 @@
+// trace_run.cpp — Graph::run: replaying a traced (or loaded) Graph on new
+// inputs, node by node, through the dispatcher and the public view and join
+// functions.
+#include "autograd/trace/trace_internal.hpp"
+
+#include "runtime/dispatch/op.hpp"
+
+#include <strata/error.hpp>
+#include <strata/graph.hpp>
+#include <strata/ops.hpp>
+
+#include <complex>
+#include <exception>
+#include <optional>
+#include <string>
+#include <vector>
+
+namespace strata {
+
+namespace detail {
+
+namespace {
+
+strata_attr_kind abi_kind(GraphAttr::Kind k) {
+  switch (k) {
+    case GraphAttr::Kind::integer: return STRATA_ATTR_INT;
+    case GraphAttr::Kind::real: return STRATA_ATTR_FLOAT;
+    case GraphAttr::Kind::integers: return STRATA_ATTR_INTS;
+    case GraphAttr::Kind::flag: return STRATA_ATTR_BOOL;
+    case GraphAttr::Kind::dtype: return STRATA_ATTR_DTYPE;
+    case GraphAttr::Kind::reals: return STRATA_ATTR_FLOATS;
+    case GraphAttr::Kind::text: return STRATA_ATTR_STRING;
+    case GraphAttr::Kind::scalar_int:
+    case GraphAttr::Kind::scalar_real: return STRATA_ATTR_SCALAR;
+  }
+  return STRATA_ATTR_INT;
+}
+
+}  // namespace
+
+}  // namespace detail
+
+namespace {
+
+std::string node_name(const GraphNode& n) { return "graph node #" + std::to_string(n.id) + " (" + n.op + ")"; }
+
+const GraphAttr& attr(const GraphNode& n, const char* name) {
+  for (const GraphAttr& a : n.attrs)
+    if (a.name == name) return a;
+  throw Error(node_name(n) + ": missing attribute '" + name + "'");
+}
+int64_t attr_int(const GraphNode& n, const char* name) { return attr(n, name).i; }
+
+const Tensor& only_input(const GraphNode& n, const std::vector<Tensor>& in) {
+  if (in.size() != 1) throw Error(node_name(n) + ": expected 1 input, got " + std::to_string(in.size()));
+  return in.front();
+}
+
+}  // namespace
+
+namespace detail {
+
+bool structural_replayable(std::string_view op) {
+  for (std::string_view s : {"reshape", "expand", "permute", "select", "slice", "detach", "cat", "pad"})
+    if (op == s) return true;
+  return false;
+}
+
+/// Views and joins by name, through their public functions.
+Tensor replay_structural(const GraphNode& n, const std::vector<Tensor>& in) {
+  if (n.output_shapes.size() != 1) throw Error(node_name(n) + ": expected one output shape");
+  const Shape& out = n.output_shapes.front();
+  if (n.op == "reshape") return only_input(n, in).reshape(out);
+  if (n.op == "expand") return only_input(n, in).expand(out);
+  if (n.op == "permute") return only_input(n, in).permute(attr(n, "dims").ints);
+  if (n.op == "select") return only_input(n, in).select(attr_int(n, "dim"), attr_int(n, "index"));
+  if (n.op == "slice") {
+    const Tensor& x = only_input(n, in);
+    int64_t dim = normalize_dim(attr_int(n, "dim"), x.dim(), "slice");
+    int64_t start = attr_int(n, "start");
+    int64_t step = attr_int(n, "step");
+    if (static_cast<int64_t>(out.size()) != x.dim()) {
+      throw ShapeError(node_name(n) + ": output shape " + shape_string(out) + " has another rank than input " +
+                       shape_string(x.shape()));
+    }
+    int64_t len = out[static_cast<size_t>(dim)];
+    int64_t end = start;
+    if (len > 0 && (__builtin_mul_overflow(len - 1, step, &end) || __builtin_add_overflow(end, start + 1, &end))) {
+      throw IndexError(node_name(n) + ": slice of " + std::to_string(len) + " elements from " + std::to_string(start) +
+                       " by " + std::to_string(step) + " overflows int64");
+    }
+    return x.slice(dim, start, end, step);
+  }
+  if (n.op == "detach") return only_input(n, in).detach();
+  if (n.op == "cat") return cat(in, attr_int(n, "dim"));
+  if (n.op == "pad") return pad(only_input(n, in), attr(n, "pads").ints, attr(n, "value").f);
+  throw Error(node_name(n) + ": op '" + n.op + "' cannot be replayed");
+}
+
+Attrs node_attrs(const GraphNode& n) {
+  Attrs attrs;
+  for (const GraphAttr& a : n.attrs) {
+    Attr x{nullptr, STRATA_ATTR_INT};
+    x.name = a.name.c_str();  // the node outlives the call
+    x.kind = abi_kind(a.kind);
+    x.scalar_dtype = a.kind == GraphAttr::Kind::scalar_real ? STRATA_F64 : STRATA_I64;
+    x.i = a.i;
+    x.f = a.f;
+    x.ints = a.ints;
+    x.floats = a.reals;
+    x.text = a.text;
+    attrs.push_back(std::move(x));
+  }
+  return attrs;
+}
+
+}  // namespace detail
+
+namespace {
+
+/// Replays one node, its results stored in `set`.
+template <typename Set>
+void replay_node(const Graph& g, const GraphNode& n, std::vector<Tensor>& in, Set set) {
+  if (detail::is_custom_node(n)) {
+    std::vector<Tensor> out = detail::replay_custom(g, n, in);
+    for (size_t k = 0; k < out.size(); ++k) set(n.outputs[k], std::move(out[k]));
+    return;
+  }
+  const detail::OpDef* op = detail::find_op(n.op);
+  if (op == nullptr) throw Error("Graph::run: unknown op '" + n.op + "'");
+  if (op->kind == detail::OpKind::view || op->kind == detail::OpKind::join) {
+    if (n.outputs.size() != 1) throw Error(node_name(n) + ": a view or join defines one value");
+    set(n.outputs.front(), detail::replay_structural(n, in));
+    return;
+  }
+  detail::Attrs attrs = detail::node_attrs(n);
+  detail::OpResult r = detail::dispatch_span(*op, in, attrs.empty() ? nullptr : &attrs);
+  if (r.count != static_cast<int>(n.outputs.size())) {
+    throw Error("Graph::run: node #" + std::to_string(n.id) + " (" + n.op + ") made " + std::to_string(r.count) +
+                " outputs, the graph names " + std::to_string(n.outputs.size()));
+  }
+  for (int k = 0; k < r.count; ++k) set(n.outputs[static_cast<size_t>(k)], r[k]);
+}
+
+}  // namespace
+
+std::vector<Tensor> Graph::run(const std::vector<Tensor>& inputs) const {
+  if (!traced) throw Error("Graph::run: only graphs made by trace() (or loaded) can be replayed");
+  if (inputs.size() != input_dtypes.size()) {
+    throw Error("Graph::run: expected " + std::to_string(input_dtypes.size()) + " inputs, got " +
+                std::to_string(inputs.size()));
+  }
+  std::vector<Tensor> values;
+  auto set = [&values](int64_t id, Tensor t) {
+    if (id < 0 || id > (int64_t{1} << 40)) throw Error("Graph::run: value id " + std::to_string(id) + " out of range");
+    if (static_cast<size_t>(id) >= values.size()) values.resize(static_cast<size_t>(id) + 1);
+    values[static_cast<size_t>(id)] = std::move(t);
+  };
+  std::optional<Device> device;
+  for (size_t k = 0; k < inputs.size(); ++k) {
+    const Tensor& t = inputs[k];
+    if (!t.defined()) throw Error("Graph::run: input " + std::to_string(k) + " is undefined");
+    if (t.dtype() != input_dtypes[k] || t.sizes() != input_shapes[k]) {
+      throw ShapeError("Graph::run: input " + std::to_string(k) + " is " + std::string(dtype_name(t.dtype())) +
+                       detail::shape_string(t.shape()) + ", the graph was traced with " +
+                       std::string(dtype_name(input_dtypes[k])) + detail::shape_string(input_shapes[k]));
+    }
+    if (device && *device != t.device()) {
+      throw DeviceError("Graph::run: inputs on " + device->str() + " and " + t.device().str());
+    }
+    device = t.device();
+    set(static_cast<int64_t>(k), t);
+  }
+  for (const GraphConstant& c : constants) {
+    // Converted on the host straight to the constant's dtype (its values are
+    // exact in it), so no f64 or i64 tensor is made on a device that may not
+    // store one.
+    bool integral = c.dtype == DType::i32 || c.dtype == DType::i64;
+    const TensorOptions options{.dtype = c.dtype, .device = device};
+    if (is_complex(c.dtype)) {  // (real, imaginary) pairs: std::complex's layout
+      std::span<const std::complex<double>> pairs(reinterpret_cast<const std::complex<double>*>(c.data.data()),
+                                                  c.data.size() / 2);
+      set(c.value, from_data(pairs, c.shape, options));
+      continue;
+    }
+    set(c.value, integral ? from_data(std::span<const int64_t>(c.ints), c.shape, options)
+                          : from_data(std::span<const double>(c.data), c.shape, options));
+  }
+  auto value = [&values](int64_t id) -> const Tensor& {
+    if (id < 0 || static_cast<size_t>(id) >= values.size() || !values[static_cast<size_t>(id)].defined()) {
+      throw Error("Graph::run: value " + std::to_string(id) + " is used before it is defined");
+    }
+    return values[static_cast<size_t>(id)];
+  };
+  for (const GraphNode& n : nodes) {
+    std::vector<Tensor> in;
+    for (int64_t v : n.inputs) in.push_back(value(v));
+    try {
+      replay_node(*this, n, in, set);
+    } catch (const Error&) {
+      throw;
+    } catch (const std::exception& e) {  // a graph built by hand can reach what load() did not check
+      throw Error("Graph::run: " + node_name(n) + ": " + e.what());
+    }
+  }
+  std::vector<Tensor> out;
+  for (int64_t v : outputs) out.push_back(value(v));
+  return out;
+}
+
+}  // namespace strata

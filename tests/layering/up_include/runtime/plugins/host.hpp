@@ -1,0 +1,2 @@
+// Included from below by the planted record.cpp.
+#pragma once
