@@ -316,7 +316,7 @@ TEST(SpecialPoints, FlatOpsHaveZeroDerivatives) {
 
 TEST(CastTest, GradientsCastBackAndTangentsCastAlong) {
   Tensor x = s::cast(f64({1.5, -2.25}, {2}), s::f32);
-  d::Attrs to_f64{d::Attr::integer("dtype", static_cast<int64_t>(s::f64))};
+  d::Attrs to_f64{d::Attr::dtype("dtype", s::f64)};
   Tensor g = f64({0.5, 4}, {2});
   Tensor back = vjp_of("cast", {x}, g, &to_f64)[0];
   EXPECT_EQ(back.dtype(), s::f32);
@@ -325,7 +325,7 @@ TEST(CastTest, GradientsCastBackAndTangentsCastAlong) {
   EXPECT_EQ(forward.dtype(), s::f64);
   EXPECT_EQ(host(forward), (V{0.5, 4}));
   // Integer sides carry no gradient.
-  d::Attrs to_i64{d::Attr::integer("dtype", static_cast<int64_t>(s::i64))};
+  d::Attrs to_i64{d::Attr::dtype("dtype", s::i64)};
   EXPECT_FALSE(jvp_of("cast", {f64({1.5}, {1})}, {f64({1}, {1})}, &to_i64).defined());
   EXPECT_FALSE(vjp_of("cast", {s::from_data(std::vector<int64_t>{3}, {1})}, g.slice(0, 0, 1), &to_f64)[0].defined());
 }

@@ -391,7 +391,7 @@ TEST_F(PluginOps, CallOpReachesTheCoreOpsByName) {
   EXPECT_EQ(x.grad().to_vector<double>(), b.to_vector<double>());
   // An integer attribute of a core op.
   Tensor m = from_data(std::vector<double>{1.0, 5.0, 2.0, 4.0}, {2, 2});
-  std::vector<Tensor> s = call_op("strata::sum", {m}, {{"dims", std::vector<int64_t>{1}}, {"keepdim", false}});
+  std::vector<Tensor> s = call_op("strata::sum", {m}, {{"dims", std::vector<int64_t>{1}}});
   EXPECT_EQ(s.at(0).to_vector<double>(), (std::vector<double>{6.0, 6.0}));
 }
 
@@ -413,10 +413,19 @@ TEST_F(PluginOps, CallOpErrorsNameTheOpAndTheAttribute) {
     EXPECT_FALSE(contains(e, "expected 0 inputs")) << e;
   }
   // A core op's integer attribute given as a real: named, with both kinds.
-  e = error_of([&] { call_op("strata::sum", {x}, {{"dims", 1.5}, {"keepdim", false}}); });
+  e = error_of([&] { call_op("strata::sum", {x}, {{"dims", 1.5}}); });
   EXPECT_TRUE(contains(e, "'dims'")) << e;
   EXPECT_TRUE(contains(e, "INTS")) << e;
   EXPECT_TRUE(contains(e, "FLOAT")) << e;
+  // An attribute a core op does not declare (sum keeps its reduced dims;
+  // keepdim is the public function's): refused, naming what it takes,
+  // rather than ignored.
+  e = error_of([&] { call_op("strata::sum", {x}, {{"dims", std::vector<int64_t>{0}}, {"keepdim", true}}); });
+  EXPECT_TRUE(contains(e, "sum(f64[2]) on cpu:0: attribute 'keepdim' is not one the op takes (it takes: dims INTS)"))
+      << e;
+  // A required attribute missing: named with its declared kind.
+  e = error_of([&] { call_op("strata::sum", {x}); });
+  EXPECT_TRUE(contains(e, "missing attribute 'dims' (INTS)")) << e;
   e = error_of([&] { call_op(kCube, {x}, {{"a", 1.0}, {"a", 2.0}}); });
   EXPECT_TRUE(contains(e, "'a' given twice")) << e;
 }

@@ -41,6 +41,13 @@ struct PluginInfo {
   std::string sha256;
 };
 
+/// One attribute an op takes (its declared schema).
+struct OpAttrInfo {
+  std::string name;      // "dims"
+  std::string kind;      // the ABI kind's name: "INT", "INTS", "FLOAT", "SCALAR", "DTYPE", ...
+  bool required = true;  // every call carries it
+};
+
 /// One op of the registry, as `strata ops` lists it.
 struct OpInfo {
   std::string name;          // the kernel name: "strata::add", "acme::swiglu"
@@ -52,7 +59,19 @@ struct OpInfo {
   bool forward_mode = false;    // has a forward-mode rule
   std::string plugin;        // the plugin that defined it ("" for the core's)
   std::string doc;           // the plugin's one-line description
+  /// What the op is (docs/ops.md, "Tags"): "pointwise", "broadcasting",
+  /// "reduction", "view", "data_movement", "linalg", "indexing", "random",
+  /// "creation", "optimizer", "along_dim", "backward", "predicate", "complex",
+  /// "autograd". Empty for plugin-defined ops.
+  std::vector<std::string> tags;
+  /// The same as bits: bit k is op_tag_list()[k].
+  uint32_t tag_bits = 0;
+  /// The attributes it takes.
+  std::vector<OpAttrInfo> attrs;
 };
+
+/// Every tag's name, in bit order (OpInfo::tag_bits).
+std::vector<std::string> op_tag_list();
 
 /// One (device, op) pair that ran on the CPU because the device had no
 /// kernel for it.

@@ -12,6 +12,8 @@ namespace strata {
 namespace detail {
 namespace {
 
+namespace tag = detail::op_tag;
+
 void unscale_rule(OpCall& call) {
   const Tensor& g = call.in(0);
   if (!is_floating(g.dtype())) {
@@ -37,6 +39,7 @@ std::vector<Tensor> unscale_decompose(const OpCall& call) {
 
 const OpDef& kAmpUnscale = define_op({.name = "amp_unscale",
                                       .kind = OpKind::composite,
+                                      .tags = tag::optimizer,
                                       .autocast = AutocastCategory::fp32,
                                       .n_inputs = 2,
                                       .n_outputs = 2,

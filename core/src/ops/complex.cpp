@@ -18,6 +18,9 @@
 namespace strata {
 
 namespace {
+
+namespace tag = detail::op_tag;
+
 using detail::define_op;
 using detail::GradContext;
 using detail::OpCall;
@@ -82,24 +85,28 @@ std::vector<Tensor> polar_decomposition(const OpCall& call) {
 }
 
 const OpDef& kReal = define_op({.name = "real",
+                                .tags = tag::complex | tag::pointwise,
                                 .takes_complex = true,
                                 .complex_only = true,
                                 .prepare = part_rule,
                                 .vjp = STRATA_VJP(cast(g, c.in(0).dtype())),  // (g, 0)
                                 .jvp = STRATA_JVP(STRATA_TANGENT(real(t)))});
 const OpDef& kImag = define_op({.name = "imag",
+                                .tags = tag::complex | tag::pointwise,
                                 .takes_complex = true,
                                 .complex_only = true,
                                 .prepare = part_rule,
                                 .vjp = STRATA_VJP(complex(zeros_like(g), g)),  // i·g
                                 .jvp = STRATA_JVP(STRATA_TANGENT(imag(t)))});
 const OpDef& kConj = define_op({.name = "conj",
+                                .tags = tag::complex | tag::pointwise,
                                 .takes_complex = true,
                                 .complex_only = true,
                                 .prepare = conj_rule,
                                 .vjp = STRATA_VJP(conj(g)),
                                 .jvp = STRATA_JVP(STRATA_TANGENT(conj(t)))});
 const OpDef& kAngle = define_op({.name = "angle",
+                                 .tags = tag::complex | tag::pointwise,
                                  .takes_complex = true,
                                  .complex_only = true,
                                  .prepare = part_rule,
@@ -108,6 +115,7 @@ const OpDef& kAngle = define_op({.name = "angle",
 // complex and polar take real inputs; takes_complex lets a complex one
 // reach their rule, which names what it expected.
 const OpDef& kComplex = define_op({.name = "complex",
+                                   .tags = tag::complex | tag::pointwise | tag::broadcasting,
                                    .n_inputs = 2,
                                    .takes_complex = true,
                                    .complex_only = true,
@@ -118,6 +126,7 @@ const OpDef& kComplex = define_op({.name = "complex",
 const OpDef& kPolar = define_op(
     {.name = "polar",
      .kind = OpKind::composite,
+     .tags = tag::complex | tag::pointwise | tag::broadcasting,
      .n_inputs = 2,
      .takes_complex = true,
      .prepare = parts_rule,

@@ -17,6 +17,14 @@
 namespace strata {
 
 namespace {
+
+namespace tag = detail::op_tag;
+using detail::AttrDecl;
+constexpr AttrDecl kCastAttrs[] = {{"dtype", STRATA_ATTR_DTYPE}};
+constexpr AttrDecl kFillAttrs[] = {{"value", STRATA_ATTR_SCALAR}};
+constexpr AttrDecl kCatAttrs[] = {{"dim", STRATA_ATTR_INT}, {"sizes", STRATA_ATTR_INTS}};
+constexpr AttrDecl kPadAttrs[] = {{"pads", STRATA_ATTR_INTS}, {"value", STRATA_ATTR_FLOAT}};
+
 using detail::Attr;
 using detail::Attrs;
 using detail::GradContext;
@@ -54,6 +62,7 @@ Tensor cast_back(const Tensor& g, DType input) {
 Tensor cast_along(const Tensor& t, DType output) { return is_differentiable(output) ? cast(t, output) : Tensor(); }
 
 const OpDef& kCopy = detail::define_op({.name = "copy",
+                                        .tags = tag::data_movement | tag::pointwise,
                                         .takes_complex = true,
                                         .prepare = same_meta,
                                         .vjp = STRATA_VJP(g),
@@ -61,6 +70,8 @@ const OpDef& kCopy = detail::define_op({.name = "copy",
                                         .vjp_reads_inputs = 0,
                                         .vjp_reads_outputs = 0});
 const OpDef& kCast = detail::define_op({.name = "cast",
+                                        .tags = tag::data_movement | tag::pointwise,
+                                        .attrs = kCastAttrs,
                                         .takes_complex = true,
                                         .prepare = cast_rule,
                                         .vjp = STRATA_VJP(cast_back(g, c.in(0).dtype())),
@@ -68,7 +79,8 @@ const OpDef& kCast = detail::define_op({.name = "cast",
                                         .vjp_reads_inputs = 0,  // its dtype only
                                         .vjp_reads_outputs = 0});
 // No inputs to differentiate; a complex fill holds (value, 0).
-const OpDef& kFill = detail::define_op({.name = "fill", .n_inputs = 0, .takes_complex = true});
+const OpDef& kFill = detail::define_op(
+    {.name = "fill", .tags = tag::creation, .attrs = kFillAttrs, .n_inputs = 0, .takes_complex = true});
 
 }  // namespace
 
@@ -152,6 +164,7 @@ namespace {
 const OpDef& kToDevice = detail::define_op(
     {.name = "to_device",
      .kind = detail::OpKind::transfer,
+     .tags = tag::data_movement,
      .vjp = [](const detail::GradContext& c) { return std::vector<Tensor>{c.grad(0).to(c.in(0).device())}; },
      .jvp =
          [](const detail::GradContext& c) {
@@ -224,6 +237,8 @@ std::vector<Tensor> cat_jvp(const GradContext& c) {
 const OpDef& kCat = detail::define_op(
     {.name = "cat",
      .kind = detail::OpKind::join,
+     .tags = tag::data_movement | tag::along_dim,
+     .attrs = kCatAttrs,
      .autocast = detail::AutocastCategory::promote,
      .n_inputs = -1, .vjp = cat_vjp, .jvp = cat_jvp});
 
@@ -241,6 +256,8 @@ Tensor crop(const Tensor& g, const std::vector<int64_t>& pads) {
 const OpDef& kPad = detail::define_op(
     {.name = "pad",
      .kind = detail::OpKind::join,
+     .tags = tag::data_movement,
+     .attrs = kPadAttrs,
      .vjp = [](const GradContext& c) { return std::vector<Tensor>{crop(c.grad(0), c.attr_ints("pads"))}; },
      .jvp = [](const GradContext& c) { return std::vector<Tensor>{pad(c.grad(0), c.attr_ints("pads"), 0.0)}; }});
 

@@ -42,6 +42,7 @@ OpDef elementwise(std::string_view name, int n_inputs, void (*rule)(detail::OpCa
                   detail::AutocastCategory autocast) {
   return OpDef{.name = name,
                .kind = OpKind::primitive,
+               .tags = detail::op_tag::pointwise | (n_inputs > 1 ? detail::op_tag::broadcasting : 0),
                .autocast = autocast,
                .n_inputs = n_inputs,
                .prepare = rule,
@@ -59,6 +60,11 @@ OpDef binary(std::string_view name, void (*rule)(detail::OpCall&), Derivative d 
 /// `def` with a complex definition too.
 OpDef complex_too(OpDef def) {
   def.takes_complex = true;
+  return def;
+}
+/// `def` as a boolean comparison or logical combination (no derivative).
+OpDef predicate(OpDef def) {
+  def.tags |= detail::op_tag::predicate;
   return def;
 }
 
@@ -134,7 +140,7 @@ const OpDef& kRound = define_op(reads_no_values(unary("round", rules::unary_floa
 const OpDef& kReciprocal =
     define_op(reads_outputs(
         complex_too(unary("reciprocal", rules::unary_float, STRATA_DERIVATIVE(-g * y * y), kFp32))));
-const OpDef& kLogicalNot = define_op(unary("logical_not", rules::logical));
+const OpDef& kLogicalNot = define_op(predicate(unary("logical_not", rules::logical)));
 
 // --- binary: STRATA_PARTIALS(g through d/da, g through d/db), output y ------------
 const OpDef& kAdd =
@@ -154,14 +160,14 @@ const OpDef& kMaximum = define_op(reads_inputs(
 const OpDef& kMinimum = define_op(reads_inputs(
     binary("minimum", rules::binary_arith, STRATA_PARTIALS(pick(g, lt(a, b), eq(a, b)), pick(g, gt(a, b), eq(a, b))),
            kPromote)));
-const OpDef& kLogicalAnd = define_op(binary("logical_and", rules::logical));
-const OpDef& kLogicalOr = define_op(binary("logical_or", rules::logical));
-const OpDef& kEq = define_op(complex_too(binary("eq", rules::compare)));
-const OpDef& kNe = define_op(complex_too(binary("ne", rules::compare)));
-const OpDef& kLt = define_op(binary("lt", rules::compare_ordered));
-const OpDef& kLe = define_op(binary("le", rules::compare_ordered));
-const OpDef& kGt = define_op(binary("gt", rules::compare_ordered));
-const OpDef& kGe = define_op(binary("ge", rules::compare_ordered));
+const OpDef& kLogicalAnd = define_op(predicate(binary("logical_and", rules::logical)));
+const OpDef& kLogicalOr = define_op(predicate(binary("logical_or", rules::logical)));
+const OpDef& kEq = define_op(predicate(complex_too(binary("eq", rules::compare))));
+const OpDef& kNe = define_op(predicate(complex_too(binary("ne", rules::compare))));
+const OpDef& kLt = define_op(predicate(binary("lt", rules::compare_ordered)));
+const OpDef& kLe = define_op(predicate(binary("le", rules::compare_ordered)));
+const OpDef& kGt = define_op(predicate(binary("gt", rules::compare_ordered)));
+const OpDef& kGe = define_op(predicate(binary("ge", rules::compare_ordered)));
 
 // --- selection -------------------------------------------------------------
 void where_rule(detail::OpCall& call) {
@@ -179,6 +185,7 @@ void where_rule(detail::OpCall& call) {
 const OpDef& kWhere = define_op({
     .name = "where",
     .kind = OpKind::primitive,
+    .tags = detail::op_tag::pointwise | detail::op_tag::broadcasting,
     .autocast = kPromote,
     .n_inputs = 3,
     .takes_complex = true,  // the branches; the condition must be real

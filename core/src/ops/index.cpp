@@ -8,6 +8,10 @@
 namespace strata {
 
 namespace {
+
+namespace tag = detail::op_tag;
+constexpr detail::AttrDecl kDimAttrs[] = {{"dim", STRATA_ATTR_INT}};
+
 using detail::Attr;
 using detail::Attrs;
 using detail::GradContext;
@@ -88,6 +92,8 @@ using detail::derivatives::no_tangent;
 // the rules are linear with real coefficients, so they need no conj.
 const OpDef& kIndexSelect = detail::define_op({
     .name = "index_select",
+    .tags = tag::indexing | tag::along_dim,
+    .attrs = kDimAttrs,
     .n_inputs = 2,
     .takes_complex = true,
     .prepare = index_select_rule,
@@ -96,6 +102,8 @@ const OpDef& kIndexSelect = detail::define_op({
 });
 const OpDef& kGather = detail::define_op({
     .name = "gather",
+    .tags = tag::indexing | tag::along_dim,
+    .attrs = kDimAttrs,
     .n_inputs = 2,
     .takes_complex = true,
     .prepare = gather_rule,
@@ -104,6 +112,8 @@ const OpDef& kGather = detail::define_op({
 });
 const OpDef& kScatterAdd = detail::define_op({
     .name = "scatter_add",
+    .tags = tag::indexing | tag::along_dim,
+    .attrs = kDimAttrs,
     .n_inputs = 3,
     .takes_complex = true,
     .prepare = scatter_add_rule,

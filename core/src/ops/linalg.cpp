@@ -8,6 +8,10 @@
 namespace strata {
 
 namespace {
+
+namespace tag = detail::op_tag;
+constexpr detail::AttrDecl kLinearAttrs[] = {{"activation", STRATA_ATTR_STRING, false}};
+
 using detail::OpCall;
 using detail::OpDef;
 
@@ -71,6 +75,7 @@ Tensor matmul_grad_b(const Tensor& g, const Tensor& a, const Tensor& b) {
 // (PyTorch's convention; conj is a no-op on real tensors).
 const OpDef& kMatmul = detail::define_op({
     .name = "matmul",
+    .tags = tag::linalg,
     .autocast = detail::AutocastCategory::lower_precision,
     .n_inputs = 2,
     .takes_complex = true,
@@ -137,6 +142,8 @@ Tensor rows_of(const Tensor& t) { return t.reshape({-1, t.size(-1)}); }
 const OpDef& kLinear = detail::define_op({
     .name = "linear",
     .kind = detail::OpKind::composite,
+    .tags = tag::linalg,
+    .attrs = kLinearAttrs,
     .autocast = detail::AutocastCategory::lower_precision,
     .n_inputs = 3,
     .prepare = linear_rule,

@@ -16,6 +16,10 @@
 namespace strata {
 
 namespace {
+
+namespace tag = detail::op_tag;
+constexpr detail::AttrDecl kDimAttrs[] = {{"dim", STRATA_ATTR_INT}};
+
 using detail::Attr;
 using detail::Attrs;
 using detail::GradContext;
@@ -33,6 +37,7 @@ OpDef composite(std::string_view name, int n_inputs, std::vector<Tensor> (*decom
                 Derivative d = {}, detail::AutocastCategory autocast = detail::AutocastCategory::none) {
   return OpDef{.name = name,
                .kind = OpKind::composite,
+               .tags = tag::pointwise,
                .autocast = autocast,
                .n_inputs = n_inputs,
                .prepare = detail::rules::same_shape_float,
@@ -49,8 +54,16 @@ void along_dim_rule(OpCall& call) {
 }
 /// softmax and kin also compute in f32 under autocast.
 OpDef along_dim(OpDef def) {
+  def.tags = (def.tags & ~tag::pointwise) | tag::along_dim;
+  def.attrs = kDimAttrs;
   def.prepare = along_dim_rule;
   def.autocast = detail::AutocastCategory::fp32;
+  return def;
+}
+
+/// A rule's helper op: the gradient of another op.
+OpDef backward_of(OpDef def) {
+  def.tags |= tag::backward;
   return def;
 }
 
@@ -103,42 +116,43 @@ const OpDef& kSilu = detail::define_op(reads_inputs(composite("silu", 1, [](cons
 // --- backward ops: inputs (grad, saved) -----------------------------------
 // All are linear in grad. The elementwise ones take STRATA_PARTIALS with
 // a = grad and b = saved.
-const OpDef& kReluBackward = detail::define_op(composite("relu_backward", 2, [](const OpCall& c) {
+const OpDef& kReluBackward = detail::define_op(backward_of(composite("relu_backward", 2, [](const OpCall& c) {
   Tensor zero = zeros_like(c.in(0));
   return std::vector<Tensor>{where(gt(c.in(1), zero), c.in(0), zero)};
-}, STRATA_PARTIALS(relu_backward(g, b), zeros_like(g))));  // the mask (x > 0) is flat in x
+}, STRATA_PARTIALS(relu_backward(g, b), zeros_like(g)))));  // the mask (x > 0) is flat in x
 
-const OpDef& kSigmoidBackward = detail::define_op(composite("sigmoid_backward", 2, [](const OpCall& c) {
+const OpDef& kSigmoidBackward = detail::define_op(backward_of(composite("sigmoid_backward", 2, [](const OpCall& c) {
   return std::vector<Tensor>{c.in(0) * c.in(1) * (1.0 - c.in(1))};
-}, STRATA_PARTIALS(sigmoid_backward(g, b), g * a * (1.0 - b * 2.0))));
+}, STRATA_PARTIALS(sigmoid_backward(g, b), g * a * (1.0 - b * 2.0)))));
 
-const OpDef& kTanhBackward = detail::define_op(composite("tanh_backward", 2, [](const OpCall& c) {
+const OpDef& kTanhBackward = detail::define_op(backward_of(composite("tanh_backward", 2, [](const OpCall& c) {
   return std::vector<Tensor>{c.in(0) * (1.0 - c.in(1) * c.in(1))};
-}, STRATA_PARTIALS(tanh_backward(g, b), g * a * b * -2.0)));
+}, STRATA_PARTIALS(tanh_backward(g, b), g * a * b * -2.0))));
 
-const OpDef& kGeluBackward = detail::define_op(composite("gelu_backward", 2, [](const OpCall& c) {
+const OpDef& kGeluBackward = detail::define_op(backward_of(composite("gelu_backward", 2, [](const OpCall& c) {
   const Tensor& x = c.in(1);
   return std::vector<Tensor>{c.in(0) * (normal_cdf(x) + x * normal_pdf(x))};
-}, STRATA_PARTIALS(gelu_backward(g, b), g * a * gelu_second(b)), detail::AutocastCategory::fp32));
+}, STRATA_PARTIALS(gelu_backward(g, b), g * a * gelu_second(b)), detail::AutocastCategory::fp32)));
 
 // Below, c.in(0) is the op's grad input and g the gradient of its output.
-const OpDef& kSoftmaxBackward = detail::define_op(along_dim(composite("softmax_backward", 2, [](const OpCall& c) {
+const OpDef& kSoftmaxBackward =
+    detail::define_op(backward_of(along_dim(composite("softmax_backward", 2, [](const OpCall& c) {
   const Tensor& g = c.in(0);
   const Tensor& y = c.in(1);
   return std::vector<Tensor>{y * (g - sum(g * y, {dim_of(c)}, true))};
 }, {.vjp = STRATA_VJP_EACH(STRATA_INPUT_GRAD(softmax_backward(g, c.in(1), dim_of(c))),  // symmetric in grad
                            STRATA_INPUT_GRAD(softmax_backward_dy_transposed(c.in(0), c.in(1), g, dim_of(c)))),
     .jvp = STRATA_JVP(STRATA_TANGENT(softmax_backward(t, c.in(1), dim_of(c))),
-                      STRATA_TANGENT(softmax_backward_dy(c.in(0), c.in(1), t, dim_of(c))))})));
+                      STRATA_TANGENT(softmax_backward_dy(c.in(0), c.in(1), t, dim_of(c))))}))));
 
 const OpDef& kLogSoftmaxBackward =
-    detail::define_op(along_dim(composite("log_softmax_backward", 2, [](const OpCall& c) {
+    detail::define_op(backward_of(along_dim(composite("log_softmax_backward", 2, [](const OpCall& c) {
   const Tensor& g = c.in(0);
   return std::vector<Tensor>{g - exp(c.in(1)) * sum(g, {dim_of(c)}, true)};
 }, {.vjp = STRATA_VJP_EACH(STRATA_INPUT_GRAD(log_softmax_jvp(g, c.in(1), dim_of(c))),  // the transpose in grad
                            STRATA_INPUT_GRAD(-g * exp(c.in(1)) * sum(c.in(0), {dim_of(c)}, true))),
     .jvp = STRATA_JVP(STRATA_TANGENT(log_softmax_backward(t, c.in(1), dim_of(c))),
-                      STRATA_TANGENT(-t * exp(c.in(1)) * sum(c.in(0), {dim_of(c)}, true)))})));
+                      STRATA_TANGENT(-t * exp(c.in(1)) * sum(c.in(0), {dim_of(c)}, true)))}))));
 
 Tensor with_dim(const OpDef& op, std::initializer_list<Tensor> inputs, int64_t dim) {
   const Tensor& x = *inputs.begin();

@@ -37,6 +37,17 @@ namespace strata {
 namespace detail {
 namespace {
 
+namespace tag = detail::op_tag;
+constexpr AttrDecl kSgdAttrs[] = {{"lr", STRATA_ATTR_FLOAT}, {"weight_decay", STRATA_ATTR_FLOAT}};
+constexpr AttrDecl kSgdMomentumAttrs[] = {{"lr", STRATA_ATTR_FLOAT},       {"weight_decay", STRATA_ATTR_FLOAT},
+                                          {"momentum", STRATA_ATTR_FLOAT}, {"dampening", STRATA_ATTR_FLOAT},
+                                          {"nesterov", STRATA_ATTR_INT},   {"first", STRATA_ATTR_INT}};
+constexpr AttrDecl kAdamAttrs[] = {{"decay_mode", STRATA_ATTR_INT},   {"weight_decay", STRATA_ATTR_FLOAT},
+                                   {"decay", STRATA_ATTR_FLOAT},      {"beta1", STRATA_ATTR_FLOAT},
+                                   {"beta2", STRATA_ATTR_FLOAT},      {"step_size", STRATA_ATTR_FLOAT},
+                                   {"inv_sqrt_bias2", STRATA_ATTR_FLOAT}, {"eps", STRATA_ATTR_FLOAT},
+                                   {"first", STRATA_ATTR_INT}};
+
 double real(const OpCall& call, const char* name) {
   const Attr* a = call.attr(name);
   if (a == nullptr) throw ValueError(call.describe() + ": missing attribute '" + name + "'");
@@ -74,6 +85,8 @@ std::vector<Tensor> sgd_decompose(const OpCall& call) {
 // parameters as they are (PyTorch's SGD does the same); adam_step does not.
 const OpDef& kSgdStep = define_op({.name = "sgd_step",
                                    .kind = OpKind::composite,
+                                   .tags = tag::optimizer,
+                                   .attrs = kSgdAttrs,
                                    .n_inputs = 2,
                                    .takes_complex = true,
                                    .groupable = true,
@@ -95,6 +108,8 @@ std::vector<Tensor> sgd_momentum_decompose(const OpCall& call) {
 
 const OpDef& kSgdMomentumStep = define_op({.name = "sgd_momentum_step",
                                            .kind = OpKind::composite,
+                                           .tags = tag::optimizer,
+                                           .attrs = kSgdMomentumAttrs,
                                            .n_inputs = 3,
                                            .n_outputs = 2,
                                            .takes_complex = true,
@@ -120,6 +135,8 @@ std::vector<Tensor> adam_decompose(const OpCall& call) {
 
 const OpDef& kAdamStep = define_op({.name = "adam_step",
                                     .kind = OpKind::composite,
+                                    .tags = tag::optimizer,
+                                    .attrs = kAdamAttrs,
                                     .n_inputs = 4,
                                     .n_outputs = 3,
                                     .groupable = true,

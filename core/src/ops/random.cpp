@@ -26,6 +26,11 @@ namespace strata {
 
 namespace {
 
+namespace tag = detail::op_tag;
+constexpr detail::AttrDecl kDrawAttrs[] = {{"seed", STRATA_ATTR_INT}, {"offset", STRATA_ATTR_INT}};
+constexpr detail::AttrDecl kBernoulliAttrs[] = {
+    {"seed", STRATA_ATTR_INT}, {"offset", STRATA_ATTR_INT}, {"p", STRATA_ATTR_FLOAT}};
+
 using detail::Attr;
 using detail::Attrs;
 using detail::OpCall;
@@ -63,10 +68,21 @@ void bernoulli_rule(OpCall& call) {
 }
 
 // No derivative rules: a random draw has no inputs and is a constant.
-const OpDef& kRandomUniform =
-    detail::define_op({.name = "random_uniform", .n_inputs = 0, .prepare = float_output_rule});
-const OpDef& kRandomNormal = detail::define_op({.name = "random_normal", .n_inputs = 0, .prepare = float_output_rule});
-const OpDef& kBernoulli = detail::define_op({.name = "bernoulli", .n_inputs = 0, .prepare = bernoulli_rule});
+const OpDef& kRandomUniform = detail::define_op({.name = "random_uniform",
+                                                 .tags = tag::random | tag::creation,
+                                                 .attrs = kDrawAttrs,
+                                                 .n_inputs = 0,
+                                                 .prepare = float_output_rule});
+const OpDef& kRandomNormal = detail::define_op({.name = "random_normal",
+                                                .tags = tag::random | tag::creation,
+                                                .attrs = kDrawAttrs,
+                                                .n_inputs = 0,
+                                                .prepare = float_output_rule});
+const OpDef& kBernoulli = detail::define_op({.name = "bernoulli",
+                                             .tags = tag::random | tag::creation,
+                                             .attrs = kBernoulliAttrs,
+                                             .n_inputs = 0,
+                                             .prepare = bernoulli_rule});
 
 /// The global generator: a seed and the offset the next call takes.
 struct Generator {

@@ -13,6 +13,10 @@
 namespace strata {
 
 namespace {
+
+namespace tag = detail::op_tag;
+constexpr detail::AttrDecl kDimsAttrs[] = {{"dims", STRATA_ATTR_INTS}};
+
 using detail::Attr;
 using detail::Attrs;
 using detail::define_op;
@@ -98,6 +102,8 @@ double mean_scale(const GradContext& c) {
 // sum, prod and mean take complex tensors (docs/complex.md); prod is
 // holomorphic, so its VJP conjugates the partials.
 const OpDef& kSum = define_op({.name = "sum",
+                               .tags = tag::reduction,
+                               .attrs = kDimsAttrs,
                                .autocast = detail::AutocastCategory::fp32,
                                .takes_complex = true,
                                .prepare = accumulate_rule,
@@ -107,6 +113,8 @@ const OpDef& kSum = define_op({.name = "sum",
                                .vjp_reads_inputs = 0,  // its shape only
                                .vjp_reads_outputs = 0});
 const OpDef& kProd = define_op({.name = "prod",
+                                .tags = tag::reduction,
+                                .attrs = kDimsAttrs,
                                 .autocast = detail::AutocastCategory::fp32,
                                 .takes_complex = true,
                                 .prepare = accumulate_rule,
@@ -114,17 +122,24 @@ const OpDef& kProd = define_op({.name = "prod",
                                 .vjp = STRATA_VJP(g * conj(prod_partials(c))),
                                 .jvp = STRATA_JVP(STRATA_TANGENT(weighted_sum(t, prod_partials(c), c)))});
 const OpDef& kMax = define_op({.name = "max",
+                               .tags = tag::reduction,
+                               .attrs = kDimsAttrs,
                                .prepare = extremum_rule,
                                .vjp = STRATA_VJP(g * extremum_partials(c)),
                                .jvp = STRATA_JVP(STRATA_TANGENT(weighted_sum(t, extremum_partials(c), c)))});
 const OpDef& kMin = define_op({.name = "min",
+                               .tags = tag::reduction,
+                               .attrs = kDimsAttrs,
                                .prepare = extremum_rule,
                                .vjp = STRATA_VJP(g * extremum_partials(c)),
                                .jvp = STRATA_JVP(STRATA_TANGENT(weighted_sum(t, extremum_partials(c), c)))});
-const OpDef& kArgmax = define_op({.name = "argmax", .prepare = arg_rule});  // not differentiable
-const OpDef& kArgmin = define_op({.name = "argmin", .prepare = arg_rule});
+// Not differentiable.
+const OpDef& kArgmax = define_op({.name = "argmax", .tags = tag::reduction, .attrs = kDimsAttrs, .prepare = arg_rule});
+const OpDef& kArgmin = define_op({.name = "argmin", .tags = tag::reduction, .attrs = kDimsAttrs, .prepare = arg_rule});
 const OpDef& kMean = define_op({.name = "mean",
                                 .kind = OpKind::composite,
+                                .tags = tag::reduction,
+                                .attrs = kDimsAttrs,
                                 .autocast = detail::AutocastCategory::fp32,
                                 .takes_complex = true,
                                 .prepare = mean_rule,

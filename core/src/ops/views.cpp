@@ -21,6 +21,12 @@ using detail::shape_string;
 
 namespace {
 
+namespace tag = detail::op_tag;
+constexpr detail::AttrDecl kPermuteAttrs[] = {{"dims", STRATA_ATTR_INTS}};
+constexpr detail::AttrDecl kSliceAttrs[] = {
+    {"dim", STRATA_ATTR_INT}, {"start", STRATA_ATTR_INT}, {"step", STRATA_ATTR_INT}};
+constexpr detail::AttrDecl kSelectAttrs[] = {{"dim", STRATA_ATTR_INT}, {"index", STRATA_ATTR_INT}};
+
 // --- views as differentiable ops (no kernel: kind view) ---------------------
 
 /// The same view applied to a tangent (every view is linear).
@@ -57,11 +63,14 @@ Tensor scatter_back(const Tensor& base, const Tensor& grad, int64_t dim, int64_t
 const OpDef& kReshapeView = detail::define_op(
     {.name = "reshape",
      .kind = OpKind::view,
+     .tags = tag::view,
      .vjp = [](const GradContext& c) { return std::vector<Tensor>{c.grad(0).reshape(c.in(0).sizes())}; },
      .jvp = view_jvp<reshape_like_output>});
 
 const OpDef& kPermuteView = detail::define_op({.name = "permute",
                                                .kind = OpKind::view,
+                                               .tags = tag::view,
+                                               .attrs = kPermuteAttrs,
                                                .vjp =
                                                    [](const GradContext& c) {
                                                      const auto& dims = c.attr_ints("dims");
@@ -75,6 +84,8 @@ const OpDef& kPermuteView = detail::define_op({.name = "permute",
 const OpDef& kSliceView =
     detail::define_op({.name = "slice",
                        .kind = OpKind::view,
+                       .tags = tag::view,
+                       .attrs = kSliceAttrs,
                        .vjp =
                            [](const GradContext& c) {
                              return std::vector<Tensor>{scatter_back(c.in(0), c.grad(0), c.attr_int("dim"),
@@ -85,6 +96,8 @@ const OpDef& kSliceView =
 const OpDef& kSelectView = detail::define_op(
     {.name = "select",
      .kind = OpKind::view,
+     .tags = tag::view,
+     .attrs = kSelectAttrs,
      .vjp =
          [](const GradContext& c) {
            int64_t dim = c.attr_int("dim");
@@ -94,6 +107,7 @@ const OpDef& kSelectView = detail::define_op(
 
 const OpDef& kExpandView = detail::define_op({.name = "expand",
                                               .kind = OpKind::view,
+                                              .tags = tag::view,
                                               .vjp =
                                                   [](const GradContext& c) {
                                                     // Sum over the new leading dims and the dims that were broadcast

@@ -12,6 +12,7 @@
 #include "runtime/plugins/plugin_probe.hpp"
 
 #include <strata/error.hpp>
+#include <strata/plugin/strata_plugin.hpp>
 
 #include <map>
 #include <string>
@@ -123,6 +124,11 @@ std::vector<OpInfo> Runtime::ops() {
     info.forward_mode = op->jvp != nullptr;
     if (auto it = defined_by.find(info.name); it != defined_by.end()) info.plugin = it->second;
     info.doc = detail::op_doc(*op);
+    info.tags = detail::op_tag_names(op->tags);
+    info.tag_bits = op->tags;
+    for (const detail::AttrDecl& a : op->attrs) {
+      info.attrs.push_back({a.name, plugin::attr_kind_name(a.kind), a.required});
+    }
     out.push_back(std::move(info));
   }
   return out;

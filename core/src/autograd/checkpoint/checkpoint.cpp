@@ -150,6 +150,7 @@ std::vector<Tensor> checkpoint_jvp(const GradContext& c) {
 
 const detail::OpDef& kCheckpoint = detail::define_op({.name = "checkpoint",
                                                       .kind = detail::OpKind::join,
+                                                      .tags = detail::op_tag::autograd,
                                                       .n_inputs = -1,
                                                       .n_outputs = -1,
                                                       .vjp = checkpoint_vjp,

@@ -23,6 +23,7 @@ namespace {
 
 const OpDef& kCustomFunction = define_op({.name = "custom_function",
                                           .kind = OpKind::join,
+                                          .tags = detail::op_tag::autograd,
                                           .n_inputs = -1,
                                           .n_outputs = -1,
                                           .vjp = custom_node_vjp,

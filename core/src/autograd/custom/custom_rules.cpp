@@ -171,6 +171,7 @@ std::vector<Tensor> first_order_error(const GradContext& c) {
 
 const OpDef& kFirstOrderResult = define_op({.name = "custom_function_first_order",
                                             .kind = OpKind::join,
+                                            .tags = detail::op_tag::autograd,
                                             .n_inputs = -1,
                                             .n_outputs = -1,
                                             .vjp = first_order_error,

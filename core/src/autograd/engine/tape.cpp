@@ -274,7 +274,8 @@ void Tensor::backward(const Tensor& gradient, BackwardOptions options) const {
 
 namespace {
 /// detach as an op only so that trace() can replay it: no derivative rules.
-const detail::OpDef& kDetach = detail::define_op({.name = "detach", .kind = detail::OpKind::view});
+const detail::OpDef& kDetach = detail::define_op(
+    {.name = "detach", .kind = detail::OpKind::view, .tags = detail::op_tag::view | detail::op_tag::autograd});
 }  // namespace
 
 Tensor Tensor::detach() const {

@@ -18,6 +18,7 @@
 #include <cstdint>
 #include <limits>
 #include <optional>
+#include <span>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -166,9 +167,64 @@ using DerivativeRule = std::vector<Tensor> (*)(const GradContext& ctx);
 /// lists override it.
 enum class AutocastCategory : uint8_t { none, lower_precision, fp32, promote };
 
+/// What an op is, as the consumers that work on families of ops read it:
+/// vmap's batching rules, fusion, the generated op tables and the test
+/// cases derived from the registry (bits of OpDef::tags, docs/ops.md).
+using OpTags = uint32_t;
+namespace op_tag {
+/// Each output element reads only the input elements at its own index
+/// (after broadcasting): a chain of such ops fuses into one kernel.
+inline constexpr OpTags pointwise = 1u << 0;
+/// The inputs broadcast to the output's shape (binary arithmetic, where).
+inline constexpr OpTags broadcasting = 1u << 1;
+/// Reduces over the dimensions its "dims" or "dim" attribute names.
+inline constexpr OpTags reduction = 1u << 2;
+/// Its result shares its input's storage (no kernel).
+inline constexpr OpTags view = 1u << 3;
+/// Moves data without computing on it: copies, casts, transfers, joins.
+inline constexpr OpTags data_movement = 1u << 4;
+/// Matrix products.
+inline constexpr OpTags linalg = 1u << 5;
+/// Reads or writes elements at positions an i64 index operand gives.
+inline constexpr OpTags indexing = 1u << 6;
+/// Draws random numbers (a Philox stream named by "seed" and "offset").
+inline constexpr OpTags random = 1u << 7;
+/// Makes its output from a shape and attributes: no tensor input.
+inline constexpr OpTags creation = 1u << 8;
+/// An optimizer's update: writes its preset outputs (parameter, state) in place.
+inline constexpr OpTags optimizer = 1u << 9;
+/// Works along one dimension of its input ("dim": softmax, cat, gather).
+inline constexpr OpTags along_dim = 1u << 10;
+/// A rule's helper: the gradient of another op (relu_backward, ...).
+inline constexpr OpTags backward = 1u << 11;
+/// A boolean result that compares or combines (not differentiable).
+inline constexpr OpTags predicate = 1u << 12;
+/// Complex numbers are its subject (real, imag, conj, angle, complex, polar).
+inline constexpr OpTags complex = 1u << 13;
+/// A node of the autograd layer rather than a computation (checkpoint,
+/// custom functions, detach): no kernel, its rules are closures.
+inline constexpr OpTags autograd = 1u << 14;
+}  // namespace op_tag
+/// The tags' names, bit by bit ("pointwise", "broadcasting", ...).
+std::vector<std::string> op_tag_names(OpTags tags);
+
+/// One attribute an op takes: its name, its ABI kind and whether every call
+/// carries it. Dispatch checks each call's attributes against these (docs/ops.md).
+struct AttrDecl {
+  const char* name;
+  strata_attr_kind kind;
+  bool required = true;
+};
+
 struct OpDef {
   std::string_view name;
   OpKind kind = OpKind::primitive;
+  /// What the op is (op_tag::*): at least one bit for every core op.
+  OpTags tags = 0;
+  /// The attributes a call may carry; a call with another name, or a kind
+  /// other than declared, is refused naming both. Empty for ops without
+  /// attributes. Plugin-defined ops check their own schema (plugin_ops.cpp).
+  std::span<const AttrDecl> attrs{};
   AutocastCategory autocast = AutocastCategory::none;
   int n_inputs = 1;  // -1: any number (join ops such as cat)
   int n_outputs = 1;
@@ -283,6 +339,9 @@ Tensor dispatch_creation(const OpDef& op, Device device, DType dtype, std::span<
 Shape broadcast_shapes(std::span<const int64_t> a, std::span<const int64_t> b, const OpCall& call);
 /// Throws DeviceError unless every defined input lives on one device.
 void check_same_device(const OpCall& call);
+/// Throws ValueError unless `call`'s attributes are the ones its op declares
+/// (OpDef::attrs), each of its declared kind, the required ones present.
+void check_declared_attrs(const OpCall& call);
 /// Casts input k to dtype (no-op when equal).
 void cast_input(OpCall& call, int k, DType dtype);
 /// Expands input k to shape (no-op when equal).

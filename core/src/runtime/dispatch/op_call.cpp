@@ -10,6 +10,7 @@
 #include <strata/plugin/strata_plugin.hpp>
 
 #include <algorithm>
+#include <cstring>
 #include <string>
 #include <vector>
 
@@ -55,6 +56,50 @@ const Attr& require_attr(const Attrs* attrs, std::string_view name, std::string_
 }  // namespace
 
 const Attr* OpCall::attr(std::string_view name) const { return find_attr(attrs, name); }
+
+namespace {
+
+std::string declared_list(std::span<const AttrDecl> decls) {
+  if (decls.empty()) return "none";
+  std::string out;
+  for (const AttrDecl& d : decls) {
+    if (!out.empty()) out += ", ";
+    out += std::string(d.name) + " " + plugin::attr_kind_name(d.kind) + (d.required ? "" : " (optional)");
+  }
+  return out;
+}
+
+}  // namespace
+
+void check_declared_attrs(const OpCall& call) {
+  const std::span<const AttrDecl> decls = call.op->attrs;
+  // Cheap on the dispatch path: names compare by pointer first (the core's
+  // calls pass the literals their op declares), then by strcmp; which
+  // declarations were met is a bit mask, so required ones need no search.
+  uint64_t met = 0;
+  if (call.attrs != nullptr) {
+    for (const Attr& a : *call.attrs) {
+      size_t k = 0;
+      while (k < decls.size() && decls[k].name != a.name && std::strcmp(decls[k].name, a.name) != 0) ++k;
+      if (k == decls.size()) [[unlikely]] {
+        throw ValueError(call.describe() + ": attribute '" + std::string(a.name) +
+                         "' is not one the op takes (it takes: " + declared_list(decls) + ")");
+      }
+      if (a.kind != decls[k].kind) [[unlikely]] {
+        throw ValueError(call.describe() + ": attribute '" + std::string(a.name) + "' must be " +
+                         plugin::attr_kind_name(decls[k].kind) + " (its declared kind), got " +
+                         plugin::attr_kind_name(a.kind));
+      }
+      if (k < 64) met |= uint64_t{1} << k;
+    }
+  }
+  for (size_t k = 0; k < decls.size() && k < 64; ++k) {
+    if (decls[k].required && (met & (uint64_t{1} << k)) == 0) [[unlikely]] {
+      throw ValueError(call.describe() + ": missing attribute '" + std::string(decls[k].name) + "' (" +
+                       plugin::attr_kind_name(decls[k].kind) + ")");
+    }
+  }
+}
 
 int64_t GradContext::attr_int(std::string_view name) const {
   return require_attr(attrs, name, "derivative rule", false).i;

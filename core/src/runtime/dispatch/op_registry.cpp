@@ -7,6 +7,7 @@
 #include "runtime/device/device_record.hpp"
 
 #include <strata/error.hpp>
+#include <strata/plugin_info.hpp>
 
 #include <cstring>
 #include <string>
@@ -82,6 +83,22 @@ const OpDef* find_kernel_op(std::string_view qualified) {
   return find_op(qualified);
 }
 
+namespace {
+/// op_tag's bits by name, in bit order.
+constexpr const char* kTagNames[] = {"pointwise", "broadcasting", "reduction", "view",     "data_movement",
+                                     "linalg",    "indexing",     "random",    "creation", "optimizer",
+                                     "along_dim", "backward",     "predicate", "complex",  "autograd"};
+static_assert(op_tag::autograd == OpTags{1} << (std::size(kTagNames) - 1), "a tag without its name in kTagNames");
+}  // namespace
+
+std::vector<std::string> op_tag_names(OpTags tags) {
+  std::vector<std::string> out;
+  for (size_t bit = 0; bit < std::size(kTagNames); ++bit) {
+    if ((tags & (OpTags{1} << bit)) != 0) out.emplace_back(kTagNames[bit]);
+  }
+  return out;
+}
+
 KernelOpRef kernel_op_ref(const char* qualified) {
   KernelOpRef ref;
   if (const OpDef* op = find_kernel_op(qualified)) {
@@ -95,3 +112,9 @@ KernelOpRef kernel_op_ref(const char* qualified) {
 }
 
 }  // namespace strata::detail
+
+namespace strata {
+
+std::vector<std::string> op_tag_list() { return {std::begin(detail::kTagNames), std::end(detail::kTagNames)}; }
+
+}  // namespace strata

@@ -31,11 +31,8 @@ using plugin::fail;
 
 // --- Plugin-defined ops ------------------------------------------------------------
 
-struct AttrSpec {
-  const char* name;
-  strata_attr_kind kind;
-  bool required;
-};
+/// A plugin op's attribute schema has the core ops' form (OpDef::attrs).
+using AttrSpec = AttrDecl;
 
 struct PluginOp {
   std::string name;  // "acme::swiglu"
@@ -440,6 +437,7 @@ strata_status host_register_op(const strata_op_schema* schema, strata_error* err
     }
     OpDef def{.name = intern_name(name),
               .kind = OpKind::primitive,
+              .attrs = po->attrs,  // read by `strata ops`; the plugin's own check runs in plugin_prepare
               .n_inputs = schema->n_inputs,
               .n_outputs = schema->n_outputs,
               .takes_complex = true,  // the plugin's shape rule sees the dtypes and decides
