@@ -12,23 +12,13 @@ using detail::DeviceRecord;
 
 MemoryStats Runtime::memory_stats(Device device) { return detail::device_record(device).allocator.stats(); }
 
-namespace {
-strata_memory_args memory_args(const DeviceRecord& r, strata_error& err) {
-  strata_memory_args a{};
-  a.struct_size = sizeof(a);
-  a.state = r.plugin.state;
-  a.device = r.index;
-  a.error = &err;
-  return a;
-}
-}  // namespace
 
 DeviceMemoryInfo Runtime::device_memory_info(Device device) {
   DeviceRecord& r = detail::device_record(device);
   r.ensure_alive();
   DeviceMemoryInfo out;
   strata_error err = detail::fresh_error();
-  strata_memory_args a = memory_args(r, err);
+  strata_memory_args a = r.call_args<strata_memory_args>(err);
   if (r.plugin.has(&strata_plugin_api::memory_info)) {
     r.check(r.plugin.api->memory_info(&a), err, "memory_info");
     out.free_bytes = a.free_bytes;
@@ -53,7 +43,7 @@ void Runtime::trim_memory(Device device) {
   r.staging.trim();
   if (!r.plugin.has(&strata_plugin_api::memory_trim) || r.lost()) return;
   strata_error err = detail::fresh_error();
-  strata_memory_args a = memory_args(r, err);
+  strata_memory_args a = r.call_args<strata_memory_args>(err);
   r.check(r.plugin.api->memory_trim(&a), err, "memory_trim");
 }
 

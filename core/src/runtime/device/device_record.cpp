@@ -182,13 +182,9 @@ DeviceRecord::IssueLock::~IssueLock() {
 
 namespace {
 strata_alloc_args alloc_args(const DeviceRecord& d, strata_stream on_stream, strata_error& err) {
-  strata_alloc_args a{};
-  a.struct_size = sizeof(a);
-  a.state = d.plugin.state;
-  a.device = d.index;
+  strata_alloc_args a = d.call_args<strata_alloc_args>(err);
   a.kind = STRATA_MEMORY_DEVICE;
   a.stream = on_stream;
-  a.error = &err;
   return a;
 }
 }  // namespace
@@ -230,13 +226,8 @@ template <class Fill>
 void run_copy(DeviceRecord& d, strata_copy_kind kind, const char* what, Fill&& fill) {
   d.ensure_alive();
   strata_error err = fresh_error();
-  strata_copy_args a{};
-  a.struct_size = sizeof(a);
-  a.state = d.plugin.state;
-  a.device = d.index;
+  strata_copy_args a = d.call_args<strata_copy_args>(err);
   a.kind = kind;
-  a.stream = d.stream;
-  a.error = &err;
   fill(a);
   strata_status st;
   {
@@ -296,30 +287,19 @@ void DeviceRecord::copy_async_to_host(void* pinned_dst, strata_buffer src, size_
 
 // --- Streams and events ----------------------------------------------------------
 
-namespace {
-strata_stream_args stream_args(const DeviceRecord& d, strata_error& err) {
-  strata_stream_args a{};
-  a.struct_size = sizeof(a);
-  a.state = d.plugin.state;
-  a.device = d.index;
-  a.stream = d.stream;
-  a.error = &err;
-  return a;
-}
-}  // namespace
 
 void DeviceRecord::synchronize() {
   ensure_alive();
   if (!has_streams) return;
   strata_error err = fresh_error();
-  strata_stream_args a = stream_args(*this, err);
+  strata_stream_args a = call_args<strata_stream_args>(err);
   check(plugin.api->stream_synchronize(&a), err, "synchronize");
 }
 
 strata_event DeviceRecord::create_event(uint32_t flags) {
   ensure_alive();
   strata_error err = fresh_error();
-  strata_stream_args a = stream_args(*this, err);
+  strata_stream_args a = call_args<strata_stream_args>(err);
   a.flags = flags;
   check(plugin.api->event_create(&a), err, "event_create");
   return a.event;
@@ -329,7 +309,7 @@ namespace {
 /// event_record on `on_stream`; throws (the event stays the caller's) when it fails.
 void record_on(DeviceRecord& d, strata_event event, strata_stream on_stream) {
   strata_error err = fresh_error();
-  strata_stream_args a = stream_args(d, err);
+  strata_stream_args a = d.call_args<strata_stream_args>(err);
   a.event = event;
   a.stream = on_stream;
   strata_status st;
@@ -361,7 +341,7 @@ void DeviceRecord::record(strata_event event) {
 double DeviceRecord::elapsed_ms(strata_event start, strata_event end) {
   ensure_alive();
   strata_error err = fresh_error();
-  strata_stream_args a = stream_args(*this, err);
+  strata_stream_args a = call_args<strata_stream_args>(err);
   a.event = start;
   a.end = end;
   check(plugin.api->event_elapsed(&a), err, "event_elapsed");
@@ -372,7 +352,7 @@ bool DeviceRecord::event_done(strata_event event) {
   if (event == nullptr) return true;
   ensure_alive();
   strata_error err = fresh_error();
-  strata_stream_args a = stream_args(*this, err);
+  strata_stream_args a = call_args<strata_stream_args>(err);
   a.event = event;
   if (plugin.has(&strata_plugin_api::event_query)) {
     check(plugin.api->event_query(&a), err, "event_query");
@@ -386,7 +366,7 @@ void DeviceRecord::wait_event(strata_event event) {
   if (event == nullptr) return;
   ensure_alive();
   strata_error err = fresh_error();
-  strata_stream_args a = stream_args(*this, err);
+  strata_stream_args a = call_args<strata_stream_args>(err);
   a.event = event;
   check(plugin.api->event_synchronize(&a), err, "event_synchronize");
 }
@@ -394,7 +374,7 @@ void DeviceRecord::wait_event(strata_event event) {
 void DeviceRecord::destroy_event(strata_event event) {
   if (event == nullptr || lost()) return;
   strata_error err = fresh_error();
-  strata_stream_args a = stream_args(*this, err);
+  strata_stream_args a = call_args<strata_stream_args>(err);
   a.event = event;
   plugin.api->event_destroy(&a);
 }

@@ -119,6 +119,21 @@ struct DeviceRecord {
   /// why the entry is refused.
   std::string add_kernel(const strata_kernel_entry* entry, int index_in_table, KernelOpLookup lookup);
 
+  /// An ABI argument struct for a call on this device: its struct_size, the
+  /// plugin's state, the device's index, the error out-parameter and, where
+  /// the struct has a stream, the device's default stream. Callers set the
+  /// rest.
+  template <class Args>
+  Args call_args(strata_error& err) const {
+    Args a{};
+    a.struct_size = sizeof(a);
+    a.state = plugin.state;
+    a.device = index;
+    a.error = &err;
+    if constexpr (requires { a.stream; }) a.stream = stream;
+    return a;
+  }
+
   // --- Calls into the plugin (each throws on failure) ------------------------
   /// `host` receives a PINNED_HOST block's host address.
   strata_buffer alloc(size_t bytes, strata_stream on_stream, strata_memory_kind kind = STRATA_MEMORY_DEVICE,

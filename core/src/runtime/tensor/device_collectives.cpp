@@ -39,16 +39,6 @@ const strata_ext_collectives& require_collectives(const detail::DeviceRecord& d,
   return *ext;
 }
 
-strata_collective_args base_args(const detail::DeviceRecord& d, strata_error& err) {
-  strata_collective_args a{};
-  a.struct_size = sizeof(a);
-  a.state = d.plugin.state;
-  a.device = d.index;
-  a.stream = d.stream;
-  a.error = &err;
-  return a;
-}
-
 strata_reduce_op reduce_of(CollectiveOp op) {
   switch (op) {
     case CollectiveOp::sum: return STRATA_REDUCE_SUM;
@@ -95,7 +85,7 @@ struct DeviceCommunicator::Impl {
 
   /// The arguments of a call on this communicator.
   strata_collective_args args(strata_error& err) const {
-    strata_collective_args a = base_args(*d, err);
+    strata_collective_args a = d->call_args<strata_collective_args>(err);
     a.comm = comm;
     a.rank = rank;
     a.world_size = world;
@@ -125,7 +115,7 @@ std::vector<uint8_t> DeviceCommunicator::unique_id(Device device) {
   d.ensure_alive();
   std::vector<uint8_t> id(kMaxIdBytes, 0);
   strata_error err = detail::fresh_error();
-  strata_collective_args a = base_args(d, err);
+  strata_collective_args a = d.call_args<strata_collective_args>(err);
   a.unique_id = id.data();
   a.id_bytes = id.size();
   d.check(ext.comm_unique_id(&a), err, "DeviceCommunicator::unique_id (comm_unique_id)");
@@ -154,7 +144,7 @@ DeviceCommunicator::DeviceCommunicator(Device device, std::span<const uint8_t> u
   }
   std::vector<uint8_t> id(unique_id.begin(), unique_id.end());
   strata_error err = detail::fresh_error();
-  strata_collective_args a = base_args(*m.d, err);
+  strata_collective_args a = m.d->call_args<strata_collective_args>(err);
   a.unique_id = id.data();
   a.id_bytes = id.size();
   a.rank = rank;

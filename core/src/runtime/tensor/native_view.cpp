@@ -28,12 +28,8 @@ NativeView native_view(const Tensor& t) {
                       ", so its memory has no native address");
   }
   strata_error err{sizeof(strata_error), ""};
-  strata_native_args a{};
-  a.struct_size = sizeof(a);
-  a.state = d.plugin.state;
-  a.device = d.index;
+  strata_native_args a = d.call_args<strata_native_args>(err);
   a.buffer = impl->storage->buffer;
-  a.error = &err;
   if (ext->buffer_pointer(&a) != STRATA_OK) {
     throw DeviceError("native_view on " + d.id + ": buffer_pointer failed: " + std::string(err.message));
   }
@@ -44,12 +40,7 @@ NativeView native_view(const Tensor& t) {
   // plugin's struct reaches it.
   if (ext->base.struct_size >= STRATA_SIZE_UP_TO(strata_ext_native_handles, stream_handle) &&
       ext->stream_handle != nullptr) {
-    strata_native_args s{};
-    s.struct_size = sizeof(s);
-    s.state = d.plugin.state;
-    s.device = d.index;
-    s.stream = d.stream;
-    s.error = &err;
+    strata_native_args s = d.call_args<strata_native_args>(err);
     if (ext->stream_handle(&s) == STRATA_OK) v.stream = s.handle;
   }
   return v;
