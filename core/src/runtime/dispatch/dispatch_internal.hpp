@@ -59,9 +59,9 @@ inline void check_inputs(const OpCall& call) {
 /// Before a call runs: complex inputs refused, autocast, the op's shape rule.
 inline void prepare_dispatch(OpCall& call, const DispatchHooks& hooks) {
   check_inputs(call);
-  // Attributes against the op's declaration (plugin-defined ops check their
-  // own schema). Out of the way of the elementwise ops, which take none.
-  if ((call.attrs != nullptr || !call.op->attrs.empty()) && call.op->plugin_op == nullptr) [[unlikely]] {
+  // Attributes against the op's declaration (a plugin op's: the schema it
+  // registered). Out of the way of the elementwise ops, which take none.
+  if (call.attrs != nullptr || !call.op->attrs.empty()) [[unlikely]] {
     check_declared_attrs(call);
   }
   if (hooks.before_prepare != nullptr) hooks.before_prepare(call);

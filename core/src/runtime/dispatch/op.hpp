@@ -223,7 +223,7 @@ struct OpDef {
   OpTags tags = 0;
   /// The attributes a call may carry; a call with another name, or a kind
   /// other than declared, is refused naming both. Empty for ops without
-  /// attributes. Plugin-defined ops check their own schema (plugin_ops.cpp).
+  /// attributes; a plugin-defined op's is the schema it registered.
   std::span<const AttrDecl> attrs{};
   AutocastCategory autocast = AutocastCategory::none;
   int n_inputs = 1;  // -1: any number (join ops such as cat)

@@ -31,13 +31,10 @@ using plugin::fail;
 
 // --- Plugin-defined ops ------------------------------------------------------------
 
-/// A plugin op's attribute schema has the core ops' form (OpDef::attrs).
-using AttrSpec = AttrDecl;
-
 struct PluginOp {
   std::string name;  // "acme::swiglu"
   std::string plugin;
-  std::vector<AttrSpec> attrs;
+  std::vector<AttrDecl> attrs;
   strata_infer_fn infer = nullptr;
   strata_derivative_fn vjp = nullptr;
   strata_derivative_fn jvp = nullptr;
@@ -54,31 +51,6 @@ std::vector<PluginOp*>& plugin_ops() {
 }
 
 const PluginOp& plugin_op_of(const OpDef& op) { return *static_cast<const PluginOp*>(op.plugin_op); }
-
-const char* kind_name(strata_attr_kind k) { return plugin::attr_kind_name(k); }
-
-/// Checks a call's attributes against the schema: required ones present,
-/// kinds as declared, no unknown names.
-void check_attrs(const OpCall& call, const PluginOp& po) {
-  if (call.attrs != nullptr) {
-    for (const Attr& a : *call.attrs) {
-      const AttrSpec* spec = nullptr;
-      for (const AttrSpec& s : po.attrs) {
-        if (std::string_view(s.name) == a.name) spec = &s;
-      }
-      if (spec == nullptr) throw ValueError(call.describe() + ": unknown attribute '" + a.name + "'");
-      if (spec->kind != a.kind) {
-        throw ValueError(call.describe() + ": attribute '" + a.name + "' must be " + kind_name(spec->kind) + ", got " +
-                         kind_name(a.kind));
-      }
-    }
-  }
-  for (const AttrSpec& s : po.attrs) {
-    if (s.required && call.attr(s.name) == nullptr) {
-      throw ValueError(call.describe() + ": missing required attribute '" + s.name + "'");
-    }
-  }
-}
 
 /// A plugin's strata_attr as a core Attr (names interned). Throws on a
 /// malformed one, naming `where`.
@@ -127,7 +99,6 @@ void plugin_prepare(OpCall& call) {
   if (po.retired.load(std::memory_order_acquire)) {
     throw DeviceError(call.describe() + ": the op's plugin \"" + po.plugin + "\" was refused after its init");
   }
-  check_attrs(call, po);
   std::array<strata_tensor_meta, kMaxInputs> in_meta{};
   std::array<const strata_tensor_meta*, kMaxInputs> in_ptr{};
   for (int k = 0; k < call.n_inputs; ++k) {
@@ -411,7 +382,7 @@ strata_status host_register_op(const strata_op_schema* schema, strata_error* err
     if (schema->infer == nullptr) return refuse(name + ": no shape rule (infer)");
     // Braces, not make_unique's parentheses: clang 14 (the fuzz preset) lacks
     // C++20's parenthesised aggregate initialisation.
-    auto po = std::unique_ptr<PluginOp>(new PluginOp{name, plugin, std::vector<AttrSpec>{}, schema->infer, schema->vjp,
+    auto po = std::unique_ptr<PluginOp>(new PluginOp{name, plugin, std::vector<AttrDecl>{}, schema->infer, schema->vjp,
                                                      schema->jvp, schema->user_data,
                                                      schema->doc != nullptr ? schema->doc : ""});
     if (schema->n_attrs < 0 || (schema->n_attrs > 0 && schema->attrs == nullptr)) {
@@ -430,14 +401,14 @@ strata_status host_register_op(const strata_op_schema* schema, strata_error* err
                       std::to_string(static_cast<int>(a->kind)) + " (strata_attr_kind: 0.." +
                       std::to_string(static_cast<int>(STRATA_ATTR_SCALAR)) + ")");
       }
-      for (const AttrSpec& seen : po->attrs) {
+      for (const AttrDecl& seen : po->attrs) {
         if (seen.name == attr) return refuse(name + ": attribute '" + attr + "' is declared twice");
       }
       po->attrs.push_back({intern_name(a->name), a->kind, a->required != 0});
     }
     OpDef def{.name = intern_name(name),
               .kind = OpKind::primitive,
-              .attrs = po->attrs,  // read by `strata ops`; the plugin's own check runs in plugin_prepare
+              .attrs = po->attrs,  // dispatch holds every call to it (check_declared_attrs)
               .n_inputs = schema->n_inputs,
               .n_outputs = schema->n_outputs,
               .takes_complex = true,  // the plugin's shape rule sees the dtypes and decides
