@@ -51,6 +51,7 @@ STRATA_CPU_UNARY(Sqrt, STRATA_OP_SQRT, 2, std::sqrt(x));
 STRATA_CPU_UNARY(Rsqrt, STRATA_OP_RSQRT, 2, C(1) / std::sqrt(x));
 STRATA_CPU_UNARY(Sin, STRATA_OP_SIN, 8, std::sin(x));
 STRATA_CPU_UNARY(Cos, STRATA_OP_COS, 8, std::cos(x));
+STRATA_CPU_UNARY(Atan, STRATA_OP_ATAN, 8, std::atan(x));
 STRATA_CPU_UNARY(Tanh, STRATA_OP_TANH, 8, tanh_of(x));
 STRATA_CPU_UNARY(Sigmoid, STRATA_OP_SIGMOID, 8, sigmoid_of(x));
 STRATA_CPU_UNARY(Erf, STRATA_OP_ERF, 8, std::erf(x));
@@ -105,6 +106,7 @@ void register_unary_kernels(plugin::KernelTable& table) {
   add_unary<Log>(table, f_but_f32);
   add_unary<Log1p>(table, f);
   add_unary<Expm1>(table, f);
+  add_unary<Atan>(table, f);
   add_unary<Sqrt>(table, f);
   add_unary<Rsqrt>(table, f);
   add_unary<Sin>(table, f);

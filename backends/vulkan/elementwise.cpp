@@ -167,6 +167,7 @@ void register_elementwise_kernels(Registry& r) {
   add_unary(r, STRATA_OP_RSQRT, OP_RSQRT, f);
   add_unary(r, STRATA_OP_SIN, OP_SIN, f);
   add_unary(r, STRATA_OP_COS, OP_COS, f);
+  add_unary(r, STRATA_OP_ATAN, OP_ATAN, f);
   add_unary(r, STRATA_OP_TANH, OP_TANH, f);
   add_unary(r, STRATA_OP_SIGMOID, OP_SIGMOID, f);
   add_unary(r, STRATA_OP_ERF, OP_ERF, f);

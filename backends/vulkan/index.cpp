@@ -36,10 +36,10 @@ strata_status check_shapes(const Call& c, int op, int dim) {
   const strata_tensor& x = c.input(0);
   const strata_tensor& index = c.input(1);
   const strata_tensor& y = c.out;
-  const bool scatter = op == IX_SCATTER_ADD;
+  const bool scatter = op == OP_SCATTER_ADD;
   bool ok = !scatter || c.input(2).rank == index.rank;
   for (int32_t d = 0; ok && d < x.rank; ++d) {
-    if (op == IX_INDEX_SELECT) {
+    if (op == OP_INDEX_SELECT) {
       ok = y.shape[d] == (d == dim ? index.shape[0] : x.shape[d]);
     } else {
       ok = (d == dim || index.shape[d] <= x.shape[d]) && y.shape[d] == (scatter ? x.shape[d] : index.shape[d]);
@@ -53,11 +53,11 @@ strata_status check_shapes(const Call& c, int op, int dim) {
               describe(y).c_str(), dim, c.device.id().c_str());
 }
 
-/// index_select, gather, scatter_add: the opcode IX_* is the entry's.
+/// index_select, gather, scatter_add: the opcode OP_* is the entry's.
 struct Indexing {
   static strata_status run(Call& c) {
     const int op = c.spec.code;
-    const int arity = op == IX_SCATTER_ADD ? 3 : 2;
+    const int arity = op == OP_SCATTER_ADD ? 3 : 2;
     const std::string& dev = c.device.id();
     if (strata_status s = expect_inputs(c, arity); s != STRATA_OK) return s;
     const strata_tensor& x = c.input(0);  // x, or base for scatter_add
@@ -69,11 +69,11 @@ struct Indexing {
                   describe(x).c_str(), describe(index).c_str(), dim < 0 ? "missing or out of range" : "ok",
                   dev.c_str());
     }
-    if (op == IX_INDEX_SELECT && index.rank != 1) {
+    if (op == OP_INDEX_SELECT && index.rank != 1) {
       return fail(c.error, STRATA_ERROR_INVALID_ARGUMENT, "%s: index %s must be 1-D on %s", c.op,
                   describe(index).c_str(), dev.c_str());
     }
-    if (op != IX_INDEX_SELECT && index.rank != x.rank) {
+    if (op != OP_INDEX_SELECT && index.rank != x.rank) {
       return fail(c.error, STRATA_ERROR_INVALID_ARGUMENT, "%s: index %s must have the rank of %s on %s", c.op,
                   describe(index).c_str(), describe(x).c_str(), dev.c_str());
     }
@@ -85,16 +85,16 @@ struct Indexing {
     p.n = static_cast<uint32_t>(plugin::numel(y));
     p.index_stride = static_cast<uint32_t>(index.rank == 1 ? index.strides[0] : 0);
     p.bound = static_cast<uint32_t>(x.shape[dim]);
-    const strata_tensor& values = op == IX_SCATTER_ADD ? c.input(2) : x;
+    const strata_tensor& values = op == OP_SCATTER_ADD ? c.input(2) : x;
     for (int d = 0; d < x.rank; ++d) {
       p.y_shape[d] = static_cast<uint32_t>(y.shape[d]);
       p.x_stride[d] = static_cast<uint32_t>(values.strides[d]);
-      if (op != IX_INDEX_SELECT) {
+      if (op != OP_INDEX_SELECT) {
         p.index_shape[d] = static_cast<uint32_t>(index.shape[d]);
         p.index_strides[d] = static_cast<uint32_t>(index.strides[d]);
       }
     }
-    if (op == IX_SCATTER_ADD) {
+    if (op == OP_SCATTER_ADD) {
       // y = base first; the scatter then adds into y.
       const std::string copy = std::string("unary_") + tag(y.dtype) + "_" + tag(x.dtype);
       const strata_tensor* base[1] = {&x};
@@ -111,10 +111,10 @@ struct Indexing {
 
 void register_index_kernels(Registry& r) {
   for (strata_dtype d : kAllTypes) {
-    r.add<Indexing>(STRATA_OP_INDEX_SELECT, IX_INDEX_SELECT, {d, STRATA_I64}, d);
-    r.add<Indexing>(STRATA_OP_GATHER, IX_GATHER, {d, STRATA_I64}, d);
+    r.add<Indexing>(STRATA_OP_INDEX_SELECT, OP_INDEX_SELECT, {d, STRATA_I64}, d);
+    r.add<Indexing>(STRATA_OP_GATHER, OP_GATHER, {d, STRATA_I64}, d);
   }
-  for (strata_dtype d : kNumericTypes) r.add<Indexing>(STRATA_OP_SCATTER_ADD, IX_SCATTER_ADD, {d, STRATA_I64, d}, d);
+  for (strata_dtype d : kNumericTypes) r.add<Indexing>(STRATA_OP_SCATTER_ADD, OP_SCATTER_ADD, {d, STRATA_I64, d}, d);
 }
 
 }  // namespace strata::vulkan

@@ -21,7 +21,7 @@ struct RandomPush {
 };
 static_assert(sizeof(RandomPush) == 32);
 
-/// One random op: the opcode RNG_* is the entry's.
+/// One random op: the opcode OP_* is the entry's.
 struct Random {
   static strata_status run(Call& c) {
     if (strata_status s = expect_inputs(c, 0); s != STRATA_OK) return s;
@@ -37,7 +37,7 @@ struct Random {
                   describe(c.out).c_str(), dev.c_str());
     }
     RandomPush push{};
-    if (c.spec.code == RNG_BERNOULLI) {
+    if (c.spec.code == OP_BERNOULLI) {
       const strata_attr* p = plugin::attr_of_kind(c.abi, "p", STRATA_ATTR_FLOAT);
       if (p == nullptr) {
         return fail(c.error, STRATA_ERROR_INVALID_ARGUMENT, "%s: missing attribute 'p' (FLOAT) on %s", c.op,
@@ -67,10 +67,10 @@ struct Random {
 
 void register_random_kernels(Registry& r) {
   for (strata_dtype d : kFloatTypes) {
-    r.add<Random>(STRATA_OP_RANDOM_UNIFORM, RNG_UNIFORM, {}, d, 0);
-    r.add<Random>(STRATA_OP_RANDOM_NORMAL, RNG_NORMAL, {}, d, 0);
+    r.add<Random>(STRATA_OP_RANDOM_UNIFORM, OP_RANDOM_UNIFORM, {}, d, 0);
+    r.add<Random>(STRATA_OP_RANDOM_NORMAL, OP_RANDOM_NORMAL, {}, d, 0);
   }
-  for (strata_dtype d : kAllTypes) r.add<Random>(STRATA_OP_BERNOULLI, RNG_BERNOULLI, {}, d, 0);
+  for (strata_dtype d : kAllTypes) r.add<Random>(STRATA_OP_BERNOULLI, OP_BERNOULLI, {}, d, 0);
 }
 
 }  // namespace strata::vulkan

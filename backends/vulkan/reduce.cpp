@@ -29,8 +29,8 @@ struct ReducePush {
 /// reduces one output on its own instead of a work group per output.
 constexpr int64_t kThreadPerOutput = 64;
 
-/// sum, prod, max, min, argmax, argmin (the opcode RED_* is the entry's),
-/// and mean (RED_SUM scaled by 1/n).
+/// sum, prod, max, min, argmax, argmin (the opcode OP_* is the entry's),
+/// and mean (OP_SUM scaled by 1/n).
 template <bool Mean = false>
 struct Reduce {
   static strata_status run(Call& c) {
@@ -115,11 +115,11 @@ struct SoftmaxPush {
   uint32_t outer, n, inner;
 };
 
-/// softmax and log_softmax (SM_*, one input) and their backward ops (two).
+/// softmax and log_softmax (OP_*, one input) and their backward ops (two).
 struct AlongDim {
   static strata_status run(Call& c) {
     const char* name = c.op;
-    const int arity = c.spec.code == SM_SOFTMAX || c.spec.code == SM_LOG_SOFTMAX ? 1 : 2;
+    const int arity = c.spec.code == OP_SOFTMAX || c.spec.code == OP_LOG_SOFTMAX ? 1 : 2;
     const strata_tensor& y = c.out;
     const std::string& dev = c.device.id();
     if (c.n_in != arity) {
@@ -162,21 +162,21 @@ struct AlongDim {
 void register_reduce_kernels(Registry& r) {
   for (strata_dtype d : kNumericTypes) {
     const bool integer = d == STRATA_I32 || d == STRATA_I64;
-    r.add<Reduce<>>(STRATA_OP_SUM, RED_SUM, {d}, integer ? STRATA_I64 : d);
-    r.add<Reduce<>>(STRATA_OP_PROD, RED_PROD, {d}, d);
-    r.add<Reduce<>>(STRATA_OP_MAX, RED_MAX, {d}, d);
-    r.add<Reduce<>>(STRATA_OP_MIN, RED_MIN, {d}, d);
-    r.add<Reduce<>>(STRATA_OP_ARGMAX, RED_ARGMAX, {d}, STRATA_I64);
-    r.add<Reduce<>>(STRATA_OP_ARGMIN, RED_ARGMIN, {d}, STRATA_I64);
+    r.add<Reduce<>>(STRATA_OP_SUM, OP_SUM, {d}, integer ? STRATA_I64 : d);
+    r.add<Reduce<>>(STRATA_OP_PROD, OP_PROD, {d}, d);
+    r.add<Reduce<>>(STRATA_OP_MAX, OP_MAX, {d}, d);
+    r.add<Reduce<>>(STRATA_OP_MIN, OP_MIN, {d}, d);
+    r.add<Reduce<>>(STRATA_OP_ARGMAX, OP_ARGMAX, {d}, STRATA_I64);
+    r.add<Reduce<>>(STRATA_OP_ARGMIN, OP_ARGMIN, {d}, STRATA_I64);
   }
-  r.add<Reduce<>>(STRATA_OP_SUM, RED_SUM, {STRATA_BOOL}, STRATA_I64);
+  r.add<Reduce<>>(STRATA_OP_SUM, OP_SUM, {STRATA_BOOL}, STRATA_I64);
   for (strata_dtype d : kFloatTypes) {
-    r.add<Reduce<true>>(STRATA_OP_MEAN, RED_SUM, {d}, d);
+    r.add<Reduce<true>>(STRATA_OP_MEAN, OP_SUM, {d}, d);
     // Composites receive compact inputs (flags 0).
-    r.add<AlongDim>(STRATA_OP_SOFTMAX, SM_SOFTMAX, {d}, d, 0);
-    r.add<AlongDim>(STRATA_OP_LOG_SOFTMAX, SM_LOG_SOFTMAX, {d}, d, 0);
-    r.add<AlongDim>(STRATA_OP_SOFTMAX_BACKWARD, SM_SOFTMAX_BACKWARD, {d, d}, d, 0);
-    r.add<AlongDim>(STRATA_OP_LOG_SOFTMAX_BACKWARD, SM_LOG_SOFTMAX_BACKWARD, {d, d}, d, 0);
+    r.add<AlongDim>(STRATA_OP_SOFTMAX, OP_SOFTMAX, {d}, d, 0);
+    r.add<AlongDim>(STRATA_OP_LOG_SOFTMAX, OP_LOG_SOFTMAX, {d}, d, 0);
+    r.add<AlongDim>(STRATA_OP_SOFTMAX_BACKWARD, OP_SOFTMAX_BACKWARD, {d, d}, d, 0);
+    r.add<AlongDim>(STRATA_OP_LOG_SOFTMAX_BACKWARD, OP_LOG_SOFTMAX_BACKWARD, {d, d}, d, 0);
   }
 }
 

@@ -218,8 +218,8 @@ inline Tensors random_like(Rng& rng, const Tensors& like, const std::vector<bool
 inline void check_first_order(const Case& c, Rng& rng) {
   SCOPED_TRACE(describe(c));
   const d::OpDef& op = op_named(c.op);
-  ASSERT_NE(op.vjp, nullptr);
-  ASSERT_NE(op.jvp, nullptr);
+  ASSERT_NE(op.derivative.vjp, nullptr);
+  ASSERT_NE(op.derivative.jvp, nullptr);
   Evaluated e = run(op, c.inputs, c.attr_ptr());
   size_t n_in = c.inputs.size();
   std::vector<bool> diff(n_in), outs(e.outputs.size(), true);
@@ -227,7 +227,7 @@ inline void check_first_order(const Case& c, Rng& rng) {
 
   // Reverse mode.
   Tensors v = random_like(rng, e.outputs, outs);
-  Tensors grads = apply(op.vjp, e, v, c.attr_ptr());
+  Tensors grads = apply(op.derivative.vjp, e, v, c.attr_ptr());
   ASSERT_EQ(grads.size(), n_in);
   for (size_t k = 0; k < n_in; ++k) {
     if (!diff[k]) {
@@ -242,7 +242,7 @@ inline void check_first_order(const Case& c, Rng& rng) {
 
   // Forward mode: every tangent, then one input at a time.
   Tensors t = random_like(rng, c.inputs, diff);
-  Tensors tangent = apply(op.jvp, e, t, c.attr_ptr());
+  Tensors tangent = apply(op.derivative.jvp, e, t, c.attr_ptr());
   ASSERT_EQ(tangent.size(), e.outputs.size());
   for (size_t j = 0; j < tangent.size(); ++j) {
     expect_close(tangent[j], numeric_tangent(c, t, j), "JVP output " + std::to_string(j));
@@ -254,7 +254,7 @@ inline void check_first_order(const Case& c, Rng& rng) {
     if (!diff[k] || n_in == 1) continue;
     Tensors only(n_in);
     only[k] = t[k];
-    Tensors partial = apply(op.jvp, e, only, c.attr_ptr());
+    Tensors partial = apply(op.derivative.jvp, e, only, c.attr_ptr());
     for (size_t j = 0; j < partial.size(); ++j) {
       std::vector<double> numeric = numeric_tangent(c, only, j);
       if (!partial[j].defined()) {  // allowed only when the partial is zero
@@ -271,12 +271,12 @@ inline void check_first_order(const Case& c, Rng& rng) {
   EXPECT_TRUE(close(lhs, rhs, 1e-10)) << "adjoint identity: <v, JVP(t)> = " << lhs << ", <VJP(v), t> = " << rhs;
 
   // Zero (undefined) in gives zero out.
-  for (const Tensor& g : apply(op.vjp, e, Tensors(e.outputs.size()), c.attr_ptr())) {
+  for (const Tensor& g : apply(op.derivative.vjp, e, Tensors(e.outputs.size()), c.attr_ptr())) {
     if (g.defined()) {
       EXPECT_EQ(s::amax(s::abs(g)).item<double>(), 0.0);
     }
   }
-  for (const Tensor& g : apply(op.jvp, e, Tensors(n_in), c.attr_ptr())) EXPECT_FALSE(g.defined());
+  for (const Tensor& g : apply(op.derivative.jvp, e, Tensors(n_in), c.attr_ptr())) EXPECT_FALSE(g.defined());
 }
 
 }  // namespace rules_test

@@ -52,7 +52,7 @@ class SecondOrder : public ::testing::TestWithParam<Chain> {
 
   /// The rule under test, as a function: h(x, v) = VJP_f(x)(v).
   Tensor h(const Tensor& x, const Tensor& v) const {
-    return apply(f().vjp, run(f(), {x}, attrs()), {v}, attrs())[0];
+    return apply(f().derivative.vjp, run(f(), {x}, attrs()), {v}, attrs())[0];
   }
   /// The saved tensor of B, and how a gradient or tangent in it reaches x.
   Tensor saved(const Evaluated& ef) const {
@@ -62,15 +62,15 @@ class SecondOrder : public ::testing::TestWithParam<Chain> {
   }
   Tensor saved_to_x(const Evaluated& ef, const Tensor& g_saved) const {  // reverse
     if (chain().saved == "input") return g_saved;
-    if (chain().saved == "output") return apply(f().vjp, ef, {g_saved}, attrs())[0];
+    if (chain().saved == "output") return apply(f().derivative.vjp, ef, {g_saved}, attrs())[0];
     const d::OpDef& op = op_named(chain().saved);
-    return apply(op.vjp, run(op, {ef.inputs[0]}, nullptr), {g_saved}, nullptr)[0];
+    return apply(op.derivative.vjp, run(op, {ef.inputs[0]}, nullptr), {g_saved}, nullptr)[0];
   }
   Tensor x_to_saved(const Evaluated& ef, const Tensor& tx) const {  // forward
     if (chain().saved == "input") return tx;
-    if (chain().saved == "output") return apply(f().jvp, ef, {tx}, attrs())[0];
+    if (chain().saved == "output") return apply(f().derivative.jvp, ef, {tx}, attrs())[0];
     const d::OpDef& op = op_named(chain().saved);
-    return apply(op.jvp, run(op, {ef.inputs[0]}, nullptr), {tx}, nullptr)[0];
+    return apply(op.derivative.jvp, run(op, {ef.inputs[0]}, nullptr), {tx}, nullptr)[0];
   }
 
   Tensor draw_x(Rng& rng) const {
@@ -92,7 +92,7 @@ TEST_P(SecondOrder, ReverseOverReverseMatchesFiniteDifferences) {
   Tensor x = draw_x(rng), v = uniform(rng, chain().shape), w = uniform(rng, chain().shape, -1.0, 1.0);
   Evaluated ef = run(f(), {x}, attrs());
   Evaluated eb = run(backward(), {v, saved(ef)}, attrs());
-  Tensors g = apply(backward().vjp, eb, {w}, attrs());  // {d/dv, d/dsaved} of <w, B(v, saved)>
+  Tensors g = apply(backward().derivative.vjp, eb, {w}, attrs());  // {d/dv, d/dsaved} of <w, B(v, saved)>
   ASSERT_EQ(g.size(), 2u);
   Tensor gx = saved_to_x(ef, g[1]);
 
@@ -111,7 +111,7 @@ TEST_P(SecondOrder, ForwardOverReverseMatchesFiniteDifferences) {
   Tensor tx = uniform(rng, chain().shape, -1.0, 1.0), tv = uniform(rng, chain().shape, -1.0, 1.0);
   Evaluated ef = run(f(), {x}, attrs());
   Evaluated eb = run(backward(), {v, saved(ef)}, attrs());
-  Tensor th = apply(backward().jvp, eb, {tv, x_to_saved(ef, tx)}, attrs())[0];
+  Tensor th = apply(backward().derivative.jvp, eb, {tv, x_to_saved(ef, tx)}, attrs())[0];
   std::vector<double> hi = host(h(along(x, tx, kEps), along(v, tv, kEps)));
   std::vector<double> lo = host(h(along(x, tx, -kEps), along(v, tv, -kEps)));
   for (size_t i = 0; i < hi.size(); ++i) hi[i] = (hi[i] - lo[i]) / (2 * kEps);
@@ -126,7 +126,7 @@ TEST_P(SecondOrder, MixedSecondDerivativesAreSymmetric) {
   Tensor t1 = uniform(rng, chain().shape, -1.0, 1.0), t2 = uniform(rng, chain().shape, -1.0, 1.0);
   Evaluated ef = run(f(), {x}, attrs());
   Evaluated eb = run(backward(), {v, saved(ef)}, attrs());
-  Tensor dh2 = apply(backward().jvp, eb, {Tensor(), x_to_saved(ef, t2)}, attrs())[0];
+  Tensor dh2 = apply(backward().derivative.jvp, eb, {Tensor(), x_to_saved(ef, t2)}, attrs())[0];
   if (chain().zero_second) {
     // The real claim: D²f = 0 (an undefined tangent means zero).
     if (dh2.defined()) {
@@ -136,7 +136,7 @@ TEST_P(SecondOrder, MixedSecondDerivativesAreSymmetric) {
   }
   ASSERT_TRUE(dh2.defined()) << "the JVP of the VJP along x is undefined, but " << chain().op << " is not linear";
   auto second = [&](const Tensor& a, const Tensor& b) {
-    Tensor dh = apply(backward().jvp, eb, {Tensor(), x_to_saved(ef, b)}, attrs())[0];
+    Tensor dh = apply(backward().derivative.jvp, eb, {Tensor(), x_to_saved(ef, b)}, attrs())[0];
     EXPECT_TRUE(dh.defined());
     return dh.defined() ? dot(a, dh) : 0.0;
   };

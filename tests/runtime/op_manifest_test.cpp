@@ -2,13 +2,15 @@
 // which attributes it takes (docs/ops.md, "Tags and attributes"), the two
 // agree with its kind and arity, and a call is held to the attributes its op
 // declares: another name or another kind is refused, naming the declared
-// kind, rather than ignored.
+// kind, rather than ignored. Each op's dtype family is what its shape rule
+// does, and its test domain is one the checks can draw from.
 #include <gtest/gtest.h>
 
 #include <strata/strata.hpp>
 
 #include <algorithm>
 #include <functional>
+#include <map>
 #include <string>
 #include <vector>
 
@@ -95,6 +97,60 @@ TEST(OpManifest, ACallIsHeldToTheAttributesItsOpDeclares) {
   Tensor y = call_op("strata::cast", {x}, {{"dtype", DType::i64}})[0];
   EXPECT_EQ(y.dtype(), DType::i64);
   EXPECT_EQ(y.to_vector<int64_t>(), (std::vector<int64_t>{1, 2}));
+}
+
+TEST(OpManifest, EveryCoreOpNamesItsDtypeFamilyAndADomain) {
+  for (const OpInfo& op : runtime().ops()) {
+    if (!op.plugin.empty()) continue;
+    SCOPED_TRACE(op.name);
+    EXPECT_NE(op.dtypes, "unspecified");
+    EXPECT_LT(op.domain.lo, op.domain.hi);
+    EXPECT_GE(op.domain.orders, 0);
+    EXPECT_LE(op.domain.orders, 3);
+    EXPECT_LT(op.domain.nonzero_input, std::max(op.n_inputs, 0));
+    if (op.dtypes == "index") {
+      EXPECT_FALSE(op.differentiable);
+    }
+  }
+}
+
+/// The dtype of op(inputs of `dtype`), or "refused".
+std::string result_dtype(const OpInfo& op, DType dtype) {
+  std::vector<Tensor> inputs;
+  for (int k = 0; k < op.n_inputs; ++k) inputs.push_back(ones({2}, {.dtype = dtype}));
+  try {
+    return std::string(dtype_name(call_op(op.name, inputs)[0].dtype()));
+  } catch (const DTypeError&) {
+    return "refused";
+  }
+}
+
+// A family is a claim about the shape rule: held to it for every pointwise
+// op that takes no attributes, on an integer, a bool and a float input.
+TEST(OpManifest, APointwiseOpsRuleKeepsToItsDtypeFamily) {
+  struct Expect {
+    std::string i32, boolean, f64;
+  };
+  const std::map<std::string, Expect> families{
+      {"any", {"i32", "bool", "f64"}},          {"numeric", {"i32", "refused", "f64"}},
+      {"floating", {"f32", "f32", "f64"}},      {"float_only", {"refused", "refused", "f64"}},
+      {"logical", {"bool", "bool", "bool"}},    {"compare", {"bool", "", "bool"}},  // eq takes bool, lt not
+  };
+  int checked = 0;
+  for (const OpInfo& op : runtime().ops()) {
+    // complex, polar: the family is their real parts'; the result is complex.
+    if (!op.plugin.empty() || !has(op.tags, "pointwise") || has(op.tags, "complex") || !op.attrs.empty()) continue;
+    SCOPED_TRACE(op.name + " (" + op.dtypes + ")");
+    auto it = families.find(op.dtypes);
+    ASSERT_NE(it, families.end()) << "a pointwise op of a family this test does not know";
+    EXPECT_EQ(result_dtype(op, DType::i32), it->second.i32);
+    if (!it->second.boolean.empty()) {
+      EXPECT_EQ(result_dtype(op, DType::boolean), it->second.boolean);
+    }
+    EXPECT_EQ(result_dtype(op, DType::f64), it->second.f64);
+    ++checked;
+  }
+  EXPECT_GE(checked, 40);
 }
 
 }  // namespace

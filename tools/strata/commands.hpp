@@ -18,6 +18,7 @@ struct DevicesOptions {
 
 struct OpsOptions {
   bool c_header = false;
+  bool markdown = false;  // the op table of docs/ops.md
 };
 
 int run_devices(const DevicesOptions& options);

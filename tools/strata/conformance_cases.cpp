@@ -7,6 +7,7 @@
 #include <strata/nn/functional.hpp>
 #include <strata/plugin/philox.h>
 
+#include <algorithm>
 #include <cmath>
 #include <cstring>
 #include <map>
@@ -36,52 +37,63 @@ struct OpSpec {
 
 const std::vector<DType> kFloats{DType::f32, DType::f64, DType::f16, DType::bf16};
 
-Fn unary(Tensor (*f)(const Tensor&)) {
-  return [f](const std::vector<Tensor>& in) { return f(in[0]); };
-}
 Fn binary(Tensor (*f)(const Tensor&, const Tensor&)) {
   return [f](const std::vector<Tensor>& in) { return f(in[0], in[1]); };
+}
+
+bool tagged(const OpInfo& op, const char* tag) { return std::ranges::find(op.tags, tag) != op.tags.end(); }
+
+/// The range input `k` of `op` is drawn from: its test domain (docs/ops.md,
+/// "Test domains").
+ValueRange domain_range(const OpInfo& op, int k) {
+  const OpTestDomain& d = op.domain;
+  if (d.nonzero_input == k) return {0.5, 2.0, false, 0.0, true};
+  if (d.grid >= 1.0) return {d.lo, d.hi, true};
+  return {d.lo, d.hi, false, d.grid};
+}
+
+/// The pointwise ops' specs, derived from the registry: every primitive or
+/// composite the core tags pointwise that takes no attributes (copy and
+/// cast have families of their own, complex ops are not in the matrix).
+/// Unary ops, binary ops (comparisons of the compare family) and backward
+/// ops (differentiated in their saved input) by arity and tags; ranges from
+/// each op's test domain; derivatives checked for ops smooth to third order.
+void add_pointwise_specs(std::map<std::string, OpSpec>& t) {
+  for (const OpInfo& op : runtime().ops()) {
+    if (!op.plugin.empty() || (op.kind != "primitive" && op.kind != "composite")) continue;
+    if (!tagged(op, "pointwise") || tagged(op, "complex") || tagged(op, "data_movement") || !op.attrs.empty()) continue;
+    if (op.n_inputs != 1 && op.n_inputs != 2) continue;
+    Family family = op.n_inputs == 1         ? Family::unary
+                    : tagged(op, "backward") ? Family::pointwise_backward
+                    : op.dtypes == "compare" ? Family::compare
+                                             : Family::binary;
+    Fn fn = [name = op.name](const std::vector<Tensor>& in) { return call_op(name, in)[0]; };
+    const bool smooth = op.differentiable && op.domain.orders >= 3;
+    t[op.name] = {family, std::move(fn), domain_range(op, 0), op.n_inputs == 2 ? domain_range(op, 1) : ValueRange{},
+                  smooth, family == Family::pointwise_backward ? 1 : 0};
+  }
 }
 
 const std::map<std::string, OpSpec>& op_table() {
   static const std::map<std::string, OpSpec> table = [] {
     std::map<std::string, OpSpec> t;
-    const ValueRange positive{0.1, 3.0}, nonzero{0.5, 2.0}, quarters{-3.0, 3.0, false, 0.25}, small{-3.0, 3.0};
-    const ValueRange ints{-3.0, 3.0, true};
-    auto u = [&](const char* name, Tensor (*f)(const Tensor&), ValueRange r, bool smooth) {
-      t[std::string("strata::") + name] = {Family::unary, unary(f), r, {}, smooth, 0};
+    add_pointwise_specs(t);
+    auto domain = [](const char* name, int k) {  // the test domain of input k of a core op
+      for (const OpInfo& op : runtime().ops()) {
+        if (op.name == name) return domain_range(op, k);
+      }
+      throw Error(std::string("conformance: no op ") + name);
     };
-    u("neg", neg, {}, true); u("abs", abs, {}, true); u("sign", sign, {}, false); u("relu", relu, {}, true);
-    u("exp", exp, small, true); u("log", log, positive, true); u("log1p", log1p, {-0.5, 3.0}, true);
-    u("expm1", expm1, small, true); u("sqrt", sqrt, positive, true); u("rsqrt", rsqrt, positive, true);
-    u("sin", sin, small, true); u("cos", cos, small, true); u("tanh", tanh, {}, true);
-    u("sigmoid", sigmoid, {}, true); u("erf", erf, {}, true); u("floor", floor, quarters, false);
-    u("ceil", ceil, quarters, false); u("round", round, quarters, false);
-    u("reciprocal", reciprocal, nonzero, true); u("logical_not", logical_not, {}, false);
-    u("gelu", gelu, {}, true); u("silu", silu, {}, true);
-    auto b = [&](const char* name, Tensor (*f)(const Tensor&, const Tensor&), Family fam, ValueRange r1,
-                 ValueRange r2, bool smooth) { t[std::string("strata::") + name] = {fam, binary(f), r1, r2, smooth, 0}; };
-    b("add", add, Family::binary, {}, {}, true); b("sub", sub, Family::binary, {}, {}, true);
-    b("mul", mul, Family::binary, {}, {}, true); b("div", div, Family::binary, {}, nonzero, true);
-    Tensor (*pow_tt)(const Tensor&, const Tensor&) = pow;
-    b("pow", pow_tt, Family::binary, nonzero, {-2.0, 2.0}, true);
-    b("maximum", maximum, Family::binary, {}, {}, false); b("minimum", minimum, Family::binary, {}, {}, false);
-    b("logical_and", logical_and, Family::binary, {}, {}, false);
-    b("logical_or", logical_or, Family::binary, {}, {}, false);
-    for (auto [name, f] : std::initializer_list<std::pair<const char*, Tensor (*)(const Tensor&, const Tensor&)>>{
-             {"eq", eq}, {"ne", ne}, {"lt", lt}, {"le", le}, {"gt", gt}, {"ge", ge}}) {
-      b(name, f, Family::compare, ints, ints, false);
-    }
     t["strata::where"] = {Family::where, [](const std::vector<Tensor>& in) { return where(in[0], in[1], in[2]); },
                           {}, {}, true, 1};
     // Reductions take their dims from the case (see reduce_cases); fn unused.
     t["strata::sum"] = {Family::reduce, nullptr, {}, {}, true, 0};
     t["strata::mean"] = {Family::reduce, nullptr, {}, {}, true, 0};
-    t["strata::prod"] = {Family::reduce, nullptr, {0.5, 1.5}, {}, true, 0};
+    t["strata::prod"] = {Family::reduce, nullptr, domain("strata::prod", 0), {}, true, 0};
     t["strata::max"] = {Family::reduce, nullptr, {}, {}, false, 0};
     t["strata::min"] = {Family::reduce, nullptr, {}, {}, false, 0};
-    t["strata::argmax"] = {Family::arg_reduce, nullptr, ints, {}, false, 0};
-    t["strata::argmin"] = {Family::arg_reduce, nullptr, ints, {}, false, 0};
+    t["strata::argmax"] = {Family::arg_reduce, nullptr, domain("strata::argmax", 0), {}, false, 0};
+    t["strata::argmin"] = {Family::arg_reduce, nullptr, domain("strata::argmin", 0), {}, false, 0};
     t["strata::matmul"] = {Family::matmul, binary(matmul), {}, {}, true, 0};
     t["strata::linear"] = {Family::linear,
                            [](const std::vector<Tensor>& in) { return linear(in[0], in[1], in[2]); }, {}, {}, true, 0};
@@ -90,13 +102,10 @@ const std::map<std::string, OpSpec>& op_table() {
     t["strata::scatter_add"] = {Family::scatter_add, nullptr, {}, {}, true, 0};
     t["strata::softmax"] = {Family::softmax, nullptr, {}, {}, true, 0};
     t["strata::log_softmax"] = {Family::softmax, nullptr, {}, {}, true, 0};
-    auto pb = [&](const char* name, Tensor (*f)(const Tensor&, const Tensor&), ValueRange r2) {
-      t[std::string("strata::") + name] = {Family::pointwise_backward, binary(f), {}, r2, true, 1};
-    };
-    pb("relu_backward", relu_backward, {}); pb("sigmoid_backward", sigmoid_backward, {0.05, 0.95});
-    pb("tanh_backward", tanh_backward, {-0.95, 0.95}); pb("gelu_backward", gelu_backward, {});
-    t["strata::softmax_backward"] = {Family::softmax_backward, nullptr, {}, {0.01, 1.0}, true, 1};
-    t["strata::log_softmax_backward"] = {Family::softmax_backward, nullptr, {}, {-4.0, -0.05}, true, 1};
+    t["strata::softmax_backward"] = {Family::softmax_backward, nullptr, {}, domain("strata::softmax_backward", 1),
+                                     true, 1};
+    t["strata::log_softmax_backward"] = {Family::softmax_backward, nullptr, {},
+                                         domain("strata::log_softmax_backward", 1), true, 1};
     t["strata::amp_unscale"] = {Family::amp_unscale, nullptr, {}, {}, false, 0};
     t["strata::sgd_step"] = {Family::optim_update, nullptr, {}, {}, false, 0};
     t["strata::sgd_momentum_step"] = {Family::optim_update, nullptr, {}, {}, false, 0};
@@ -771,12 +780,35 @@ Signature default_signature(const std::string& op, Family family, DType t) {
   }
 }
 
-/// Wraps a case body: counts the op's fallbacks around it and turns
-/// exceptions into failures. A claimed kernel whose call fell back declined
+/// The attributes `op`'s kernel on `dut` looked for that the op does not declare.
+std::vector<AttrMisread> misreads_of(Device dut, const std::string& op) {
+  std::vector<AttrMisread> out;
+  for (AttrMisread& m : runtime().attr_misreads()) {
+    if (m.device == dut.str() && m.op == op) out.push_back(std::move(m));
+  }
+  return out;
+}
+
+/// A failure message when `after` holds a read `before` did not (or more of one).
+std::optional<std::string> new_misread(const std::vector<AttrMisread>& before, const std::vector<AttrMisread>& after) {
+  for (const AttrMisread& m : after) {
+    auto it = std::ranges::find_if(before, [&](const AttrMisread& b) { return b.attribute == m.attribute; });
+    if (it == before.end() || it->count < m.count) {
+      return "the kernel read attribute '" + m.attribute + "', which " + m.op + " does not declare (it takes: " +
+             m.declared + ")";
+    }
+  }
+  return std::nullopt;
+}
+
+/// Wraps a case body: counts the op's fallbacks around it, turns
+/// exceptions into failures, and fails a kernel that looked for an
+/// attribute its op does not declare. A claimed kernel whose call fell back declined
 /// it (STRATA_ERROR_UNSUPPORTED); an op without a kernel falls back.
 std::function<Outcome()> observed(const Context& ctx, const std::string& op, bool claimed, std::function<Outcome()> body) {
   return [&ctx, op, claimed, body = std::move(body)] {
     const uint64_t before = fallbacks_of(ctx.dut, op);
+    const std::vector<AttrMisread> misread_before = misreads_of(ctx.dut, op);
     Outcome o;
     try {
       o = body();
@@ -790,6 +822,11 @@ std::function<Outcome()> observed(const Context& ctx, const std::string& op, boo
                           : "no kernel on " + ctx.dut.str() + "; the core fell back to cpu:0";
     } else if (!fell_back && !claimed && o.status == Status::pass && !ctx.reference_is_dut) {
       o.message = "no kernel claimed, yet nothing fell back";
+    }
+    if (o.status != Status::fail) {
+      if (std::optional<std::string> misread = new_misread(misread_before, misreads_of(ctx.dut, op))) {
+        o = {Status::fail, *misread, 0.0};
+      }
     }
     return o;
   };

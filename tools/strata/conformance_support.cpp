@@ -56,6 +56,10 @@ Operand random_operand(std::mt19937_64& rng, const Shape& shape, DType dtype, La
       v = dist(rng);
       if (range.quantum > 0.0) v = std::round(v / range.quantum) * range.quantum;
     }
+    if (range.either_sign) {
+      std::bernoulli_distribution coin(0.5);
+      for (double& v : op.values) v = coin(rng) ? -v : v;
+    }
   }
   return op;
 }

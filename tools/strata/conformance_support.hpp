@@ -41,6 +41,8 @@ struct ValueRange {
   bool integral = false;
   /// When > 0, values are multiples of it (exact halves for round()).
   double quantum = 0.0;
+  /// Each value's sign drawn at random too (a divisor: [0.5, 2] either side of 0).
+  bool either_sign = false;
 };
 
 /// An operand whose view has shape `shape`, of random values.

@@ -29,6 +29,10 @@ int main(int argc, char** argv) {
   CLI::App* ops = app.add_subcommand("ops", "List the ops (the core's and plugin-defined ones)");
   ops->add_flag("--c-header", ops_options.c_header,
                 "Print the SDK header strata/plugin/strata_ops.h (op-name constants for kernel tables)");
+  CLI::Option* c_header_flag = ops->get_option("--c-header");
+  ops->add_flag("--markdown", ops_options.markdown,
+                "Print the op table of docs/ops.md (kind, arity, dtypes, tags, attributes, derivatives, test domain)")
+      ->excludes(c_header_flag);
   ops->add_option("--config", config_path, "JSON configuration file")->check(CLI::ExistingFile);
 
   CLI::App* config = app.add_subcommand("config", "Configuration tools");

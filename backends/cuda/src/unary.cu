@@ -34,6 +34,7 @@ struct Sqrt { template <class C> __device__ C operator()(C x) const { return ::s
 struct Rsqrt { template <class C> __device__ C operator()(C x) const { return C(1) / ::sqrt(x); } };
 struct Sin { template <class C> __device__ C operator()(C x) const { return ::sin(x); } };
 struct Cos { template <class C> __device__ C operator()(C x) const { return ::cos(x); } };
+struct Atan { template <class C> __device__ C operator()(C x) const { return ::atan(x); } };
 struct Tanh { template <class C> __device__ C operator()(C x) const { return ::tanh(x); } };
 struct Sigmoid { template <class C> __device__ C operator()(C x) const { return C(1) / (C(1) + ::exp(-x)); } };
 struct Erf { template <class C> __device__ C operator()(C x) const { return ::erf(x); } };
@@ -81,6 +82,7 @@ constexpr const char* kSqrt = STRATA_OP_SQRT;
 constexpr const char* kRsqrt = STRATA_OP_RSQRT;
 constexpr const char* kSin = STRATA_OP_SIN;
 constexpr const char* kCos = STRATA_OP_COS;
+constexpr const char* kAtan = STRATA_OP_ATAN;
 constexpr const char* kTanh = STRATA_OP_TANH;
 constexpr const char* kSigmoid = STRATA_OP_SIGMOID;
 constexpr const char* kErf = STRATA_OP_ERF;
@@ -105,6 +107,7 @@ void add_float_unary(plugin::KernelTable& t) {
   add<UnaryKernel<kRsqrt, T, Rsqrt>>(t);
   add<UnaryKernel<kSin, T, Sin>>(t);
   add<UnaryKernel<kCos, T, Cos>>(t);
+  add<UnaryKernel<kAtan, T, Atan>>(t);
   add<UnaryKernel<kTanh, T, Tanh>>(t);
   add<UnaryKernel<kSigmoid, T, Sigmoid>>(t);
   add<UnaryKernel<kErf, T, Erf>>(t);

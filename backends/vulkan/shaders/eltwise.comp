@@ -56,6 +56,7 @@ YC unary_op(AC x) {
     case OP_RSQRT: return 1.0 / sqrt(x);
     case OP_SIN: return sin(x);
     case OP_COS: return cos(x);
+    case OP_ATAN: return atan(x);
     case OP_TANH: return tanh_f(x);
     case OP_SIGMOID: return sigmoid_f(x);
     case OP_RELU: return x > 0.0 ? x : 0.0;

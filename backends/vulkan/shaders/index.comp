@@ -1,6 +1,6 @@
 #version 460
 // index.comp — index_select, gather and scatter_add (specialization constant
-// 0: IX_*). K is the kind of the values; indices are i64, read as pairs of
+// 0: OP_*). K is the kind of the values; indices are i64, read as pairs of
 // 32-bit words.
 //
 // An index outside [0, bound) is never followed: index_select and gather
@@ -79,9 +79,9 @@ void main() {
       pos[d] = rest % pc.p.y_shape[d];
       rest /= pc.p.y_shape[d];
     }
-    if (OP == IX_INDEX_SELECT || OP == IX_GATHER) {
+    if (OP == OP_INDEX_SELECT || OP == OP_GATHER) {
       uint at = 0u;
-      if (OP == IX_INDEX_SELECT) {
+      if (OP == OP_INDEX_SELECT) {
         at = pos[dim] * pc.p.index_stride;
       } else {
         for (uint d = 0u; d < rank; ++d) at += pos[d] * pc.p.index_strides[d];

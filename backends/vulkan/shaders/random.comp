@@ -1,6 +1,6 @@
 #version 460
 // random.comp — random_uniform, random_normal and bernoulli (specialization
-// constant 0: RNG_*), compiled once per output kind K.
+// constant 0: OP_*), compiled once per output kind K.
 //
 // A line-by-line port of the reference core/include/strata/plugin/philox.h,
 // which defines these ops bit for bit (docs/ops.md, "Random numbers"). Every
@@ -155,9 +155,9 @@ void main() {
     const uvec4 w = philox4x32_10(blk, 0u);  // n < 2^31: the block index's high word is 0
     const uint first = 4u * blk;
     const uint count = min(4u, n - first);
-    if (OP == RNG_BERNOULLI) {
+    if (OP == OP_BERNOULLI) {
       for (uint j = 0u; j < count; ++j) store_bit(first + j, (w[j] >> 8) < pc.threshold);
-    } else if (OP == RNG_UNIFORM) {
+    } else if (OP == OP_RANDOM_UNIFORM) {
 #if IS_FLOAT(K)
       for (uint j = 0u; j < count; ++j) store_float(first + j, philox_uniform(w[j]));
 #endif

@@ -1,7 +1,7 @@
 #version 460
 // reduce.comp — sum, prod, max, min, argmax, argmin over any set of dims.
 // Compiled per (input kind A_K, output kind Y_K); the op is specialization
-// constant 0 (RED_*). The host splits the input's dims into kept dims (the
+// constant 0 (OP_*). The host splits the input's dims into kept dims (the
 // output positions, row-major) and reduced dims, merging dims where the
 // strides allow. Mode 0 reduces one output per work group (strided partial
 // results per thread, then a tree in shared memory), mode 1 one output per
@@ -36,7 +36,7 @@ layout(push_constant) uniform Push {
 #define YC COMP_T(Y_K)
 #define AC COMP_T(A_K)
 
-const bool ARG = OP == RED_ARGMAX || OP == RED_ARGMIN;
+const bool ARG = OP == OP_ARGMAX || OP == OP_ARGMIN;
 const uint NO_INDEX = 0xffffffffu;
 
 shared YC s_acc[REDUCE_GROUP];
@@ -44,27 +44,27 @@ shared AC s_val[REDUCE_GROUP];
 shared uint s_idx[REDUCE_GROUP];
 
 YC identity() {
-  if (OP == RED_SUM) return YC(0);
-  if (OP == RED_PROD) return YC(1);
+  if (OP == OP_SUM) return YC(0);
+  if (OP == OP_PROD) return YC(1);
 #if IS_FLOAT(Y_K)
-  return OP == RED_MAX ? uintBitsToFloat(0xff800000u) : uintBitsToFloat(0x7f800000u);
+  return OP == OP_MAX ? uintBitsToFloat(0xff800000u) : uintBitsToFloat(0x7f800000u);
 #elif Y_K == KIND_I32
-  return OP == RED_MAX ? int(0x80000000u) : int(0x7fffffff);
+  return OP == OP_MAX ? int(0x80000000u) : int(0x7fffffff);
 #elif Y_K == KIND_I64
-  return OP == RED_MAX ? int64_t(0x8000000000000000ul) : int64_t(0x7ffffffffffffffful);
+  return OP == OP_MAX ? int64_t(0x8000000000000000ul) : int64_t(0x7ffffffffffffffful);
 #else
   return YC(0);
 #endif
 }
 
 YC combine(YC x, YC v) {
-  if (OP == RED_SUM) return x + v;
-  if (OP == RED_PROD) return x * v;
+  if (OP == OP_SUM) return x + v;
+  if (OP == OP_PROD) return x * v;
 #if IS_FLOAT(Y_K)
   if (isnan(x)) return x;  // NaN propagates
   if (isnan(v)) return v;
 #endif
-  return OP == RED_MAX ? max(x, v) : min(x, v);
+  return OP == OP_MAX ? max(x, v) : min(x, v);
 }
 
 /// Whether candidate (v, i) replaces (best, bi): NaN wins (first one), then
@@ -77,7 +77,7 @@ bool better(AC best, uint bi, AC v, uint i) {
   if (isnan(v)) return true;
 #endif
   if (v == best) return i < bi;
-  return OP == RED_ARGMAX ? v > best : v < best;
+  return OP == OP_ARGMAX ? v > best : v < best;
 }
 
 uint keep_offset(uint o) {
@@ -104,7 +104,7 @@ void store_arg(uint o, uint idx) { pc.y.v[o] = STORE(Y_K, YC(idx)); }
 
 void store_acc(uint o, YC acc) {
 #if IS_FLOAT(Y_K)
-  if (OP == RED_SUM) acc *= pc.scale;
+  if (OP == OP_SUM) acc *= pc.scale;
 #endif
   pc.y.v[o] = STORE(Y_K, acc);
 }

@@ -61,7 +61,7 @@ void main() {
   const uint rows = pc.outer * inner;
   for (uint r = gl_WorkGroupID.x; r < rows; r += gl_NumWorkGroups.x) {
     const uint base = (r / inner) * n * inner + r % inner;
-    if (OP == SM_SOFTMAX || OP == SM_LOG_SOFTMAX) {
+    if (OP == OP_SOFTMAX || OP == OP_LOG_SOFTMAX) {
       float m = uintBitsToFloat(0xff800000u);
       for (uint i = t; i < n; i += SOFTMAX_GROUP) {
         float v = ld_a(base + i * inner);
@@ -71,7 +71,7 @@ void main() {
       float s = 0.0;
       for (uint i = t; i < n; i += SOFTMAX_GROUP) s += exp(ld_a(base + i * inner) - m);
       s = group_sum(s);
-      if (OP == SM_SOFTMAX) {
+      if (OP == OP_SOFTMAX) {
         const float inv = 1.0 / s;
         for (uint i = t; i < n; i += SOFTMAX_GROUP) {
           pc.y.v[base + i * inner] = STORE(K, exp(ld_a(base + i * inner) - m) * inv);
@@ -83,7 +83,7 @@ void main() {
           pc.y.v[base + i * inner] = STORE(K, (ld_a(base + i * inner) - m) - ls);
         }
       }
-    } else if (OP == SM_SOFTMAX_BACKWARD) {
+    } else if (OP == OP_SOFTMAX_BACKWARD) {
       float d = 0.0;
       for (uint i = t; i < n; i += SOFTMAX_GROUP) d += ld_a(base + i * inner) * ld_b(base + i * inner);
       d = group_sum(d);

@@ -48,6 +48,16 @@ struct OpAttrInfo {
   bool required = true;  // every call carries it
 };
 
+/// Where an op's checks draw its inputs (docs/ops.md, "Test domains"): the
+/// conformance cases of `strata plugin check` and the gradient checks read it.
+struct OpTestDomain {
+  double lo = -1.5, hi = 1.5;  // float inputs drawn uniformly from [lo, hi]
+  double grid = 0.0;           // > 0: on multiples of grid (ties included)
+  int orders = 3;              // derivative orders checked: 3 smooth, 1 kinks, 0 none
+  int nonzero_input = -1;      // this input drawn with |v| in [0.5, 2] instead; -1: none
+  uint32_t flat_inputs = 0;    // bit k: the op is flat in input k (not differentiated)
+};
+
 /// One op of the registry, as `strata ops` lists it.
 struct OpInfo {
   std::string name;          // the kernel name: "strata::add", "acme::swiglu"
@@ -68,10 +78,29 @@ struct OpInfo {
   uint32_t tag_bits = 0;
   /// The attributes it takes.
   std::vector<OpAttrInfo> attrs;
+  /// The dtypes it computes in (docs/ops.md, "Dtype families"): "any",
+  /// "numeric", "floating", "accumulate", "compare", "logical",
+  /// "float_only", "index"; "unspecified" for plugin-defined ops.
+  std::string dtypes;
+  bool takes_complex = false;  // c64 and c128 too
+  bool complex_only = false;   // only the complex dtypes of its family
+  /// Under autocast: "none", "lower_precision", "fp32" or "promote".
+  std::string autocast;
+  OpTestDomain domain;
 };
 
 /// Every tag's name, in bit order (OpInfo::tag_bits).
 std::vector<std::string> op_tag_list();
+
+/// An attribute a device's kernel looked for that its op does not declare
+/// (a kernel bug: ABI 2.2's strata_kernel_call::attr_missing), with how often.
+struct AttrMisread {
+  std::string device;     // "mini:0"
+  std::string op;         // "strata::add"
+  std::string attribute;  // the name the kernel looked for: "alpha"
+  std::string declared;   // what the op takes: "none", "dim INT"
+  uint64_t count = 0;
+};
 
 /// One (device, op) pair that ran on the CPU because the device had no
 /// kernel for it.

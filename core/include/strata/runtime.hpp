@@ -62,6 +62,9 @@ class Runtime {
   std::vector<FallbackRecord> fallback_stats();
   uint64_t fallback_count();
   void reset_fallback_stats();
+  /// Attributes kernels looked for that their ops do not declare, since the
+  /// process started (`strata plugin check` fails such a kernel).
+  std::vector<AttrMisread> attr_misreads();
 
   /// Waits until all work queued on the device has finished.
   void synchronize(Device device);

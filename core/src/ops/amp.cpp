@@ -40,6 +40,7 @@ std::vector<Tensor> unscale_decompose(const OpCall& call) {
 const OpDef& kAmpUnscale = define_op({.name = "amp_unscale",
                                       .kind = OpKind::composite,
                                       .tags = tag::optimizer,
+                                      .dtypes = detail::DTypeFamily::float_only,
                                       .autocast = AutocastCategory::fp32,
                                       .n_inputs = 2,
                                       .n_outputs = 2,

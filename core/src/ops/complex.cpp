@@ -86,54 +86,61 @@ std::vector<Tensor> polar_decomposition(const OpCall& call) {
 
 const OpDef& kReal = define_op({.name = "real",
                                 .tags = tag::complex | tag::pointwise,
+                                .dtypes = detail::DTypeFamily::floating,
                                 .takes_complex = true,
                                 .complex_only = true,
                                 .prepare = part_rule,
-                                .vjp = STRATA_VJP(cast(g, c.in(0).dtype())),  // (g, 0)
-                                .jvp = STRATA_JVP(STRATA_TANGENT(real(t)))});
+                                .derivative = {.vjp = STRATA_VJP(cast(g, c.in(0).dtype())),  // (g, 0)
+                                               .jvp = STRATA_JVP(STRATA_TANGENT(real(t)))}});
 const OpDef& kImag = define_op({.name = "imag",
                                 .tags = tag::complex | tag::pointwise,
+                                .dtypes = detail::DTypeFamily::floating,
                                 .takes_complex = true,
                                 .complex_only = true,
                                 .prepare = part_rule,
-                                .vjp = STRATA_VJP(complex(zeros_like(g), g)),  // i·g
-                                .jvp = STRATA_JVP(STRATA_TANGENT(imag(t)))});
+                                .derivative = {.vjp = STRATA_VJP(complex(zeros_like(g), g)),  // i·g
+                                               .jvp = STRATA_JVP(STRATA_TANGENT(imag(t)))}});
 const OpDef& kConj = define_op({.name = "conj",
                                 .tags = tag::complex | tag::pointwise,
+                                .dtypes = detail::DTypeFamily::floating,
                                 .takes_complex = true,
                                 .complex_only = true,
                                 .prepare = conj_rule,
-                                .vjp = STRATA_VJP(conj(g)),
-                                .jvp = STRATA_JVP(STRATA_TANGENT(conj(t)))});
+                                .derivative = {.vjp = STRATA_VJP(conj(g)),
+                                .jvp = STRATA_JVP(STRATA_TANGENT(conj(t)))}});
 const OpDef& kAngle = define_op({.name = "angle",
                                  .tags = tag::complex | tag::pointwise,
+                                 .dtypes = detail::DTypeFamily::floating,
                                  .takes_complex = true,
                                  .complex_only = true,
                                  .prepare = part_rule,
-                                 .vjp = STRATA_VJP(angle_vjp(g, c.in(0))),
-                                 .jvp = STRATA_JVP(STRATA_TANGENT(angle_jvp(t, c.in(0))))});
+                                 .derivative = {.vjp = STRATA_VJP(angle_vjp(g, c.in(0))),
+                                 .jvp = STRATA_JVP(STRATA_TANGENT(angle_jvp(t, c.in(0))))}});
 // complex and polar take real inputs; takes_complex lets a complex one
 // reach their rule, which names what it expected.
 const OpDef& kComplex = define_op({.name = "complex",
                                    .tags = tag::complex | tag::pointwise | tag::broadcasting,
+                                   .dtypes = detail::DTypeFamily::floating,
                                    .n_inputs = 2,
                                    .takes_complex = true,
                                    .complex_only = true,
                                    .prepare = parts_rule,
-                                   .vjp = STRATA_VJP_EACH(STRATA_INPUT_GRAD(real(g)), STRATA_INPUT_GRAD(imag(g))),
-                                   .jvp = STRATA_JVP(STRATA_TANGENT(complex(t, zeros_like(t))),
-                                                     STRATA_TANGENT(complex(zeros_like(t), t)))});
+                                   .derivative = {.vjp = STRATA_VJP_EACH(STRATA_INPUT_GRAD(real(g)),
+                                                                         STRATA_INPUT_GRAD(imag(g))),
+                                                  .jvp = STRATA_JVP(STRATA_TANGENT(complex(t, zeros_like(t))),
+                                                                    STRATA_TANGENT(complex(zeros_like(t), t)))}});
 const OpDef& kPolar = define_op(
     {.name = "polar",
      .kind = OpKind::composite,
      .tags = tag::complex | tag::pointwise | tag::broadcasting,
+     .dtypes = detail::DTypeFamily::floating,
      .n_inputs = 2,
      .takes_complex = true,
      .prepare = parts_rule,
      .decompose = polar_decomposition,
-     .vjp = STRATA_VJP_EACH(STRATA_INPUT_GRAD(real(g) * cos(c.in(1)) + imag(g) * sin(c.in(1))),
+     .derivative = {.vjp = STRATA_VJP_EACH(STRATA_INPUT_GRAD(real(g) * cos(c.in(1)) + imag(g) * sin(c.in(1))),
                             STRATA_INPUT_GRAD(imag(g * conj(c.out())))),
-     .jvp = STRATA_JVP(STRATA_TANGENT(polar(t, c.in(1))), STRATA_TANGENT(times_i(c.out()) * t))});
+     .jvp = STRATA_JVP(STRATA_TANGENT(polar(t, c.in(1))), STRATA_TANGENT(times_i(c.out()) * t))}});
 
 }  // namespace
 

@@ -63,24 +63,27 @@ Tensor cast_along(const Tensor& t, DType output) { return is_differentiable(outp
 
 const OpDef& kCopy = detail::define_op({.name = "copy",
                                         .tags = tag::data_movement | tag::pointwise,
+                                        .dtypes = detail::DTypeFamily::any,
                                         .takes_complex = true,
                                         .prepare = same_meta,
-                                        .vjp = STRATA_VJP(g),
-                                        .jvp = STRATA_JVP(STRATA_TANGENT(t)),
+                                        .derivative = {.vjp = STRATA_VJP(g),
+                                        .jvp = STRATA_JVP(STRATA_TANGENT(t))},
                                         .vjp_reads_inputs = 0,
                                         .vjp_reads_outputs = 0});
 const OpDef& kCast = detail::define_op({.name = "cast",
                                         .tags = tag::data_movement | tag::pointwise,
                                         .attrs = kCastAttrs,
+                                        .dtypes = detail::DTypeFamily::any,
                                         .takes_complex = true,
                                         .prepare = cast_rule,
-                                        .vjp = STRATA_VJP(cast_back(g, c.in(0).dtype())),
-                                        .jvp = STRATA_JVP(STRATA_TANGENT(cast_along(t, c.out().dtype()))),
+                                        .derivative = {.vjp = STRATA_VJP(cast_back(g, c.in(0).dtype())),
+                                        .jvp = STRATA_JVP(STRATA_TANGENT(cast_along(t, c.out().dtype())))},
                                         .vjp_reads_inputs = 0,  // its dtype only
                                         .vjp_reads_outputs = 0});
 // No inputs to differentiate; a complex fill holds (value, 0).
 const OpDef& kFill = detail::define_op(
-    {.name = "fill", .tags = tag::creation, .attrs = kFillAttrs, .n_inputs = 0, .takes_complex = true});
+    {.name = "fill", .tags = tag::creation, .attrs = kFillAttrs, .dtypes = detail::DTypeFamily::any, .n_inputs = 0,
+    .takes_complex = true});
 
 }  // namespace
 
@@ -165,11 +168,13 @@ const OpDef& kToDevice = detail::define_op(
     {.name = "to_device",
      .kind = detail::OpKind::transfer,
      .tags = tag::data_movement,
-     .vjp = [](const detail::GradContext& c) { return std::vector<Tensor>{c.grad(0).to(c.in(0).device())}; },
-     .jvp =
-         [](const detail::GradContext& c) {
-           return std::vector<Tensor>{c.grad(0).defined() ? c.grad(0).to(c.out(0).device()) : Tensor()};
-         }});
+     .dtypes = detail::DTypeFamily::any,
+     .derivative = {.vjp = [](const detail::GradContext& c) {
+                      return std::vector<Tensor>{c.grad(0).to(c.in(0).device())};
+                    },
+                    .jvp = [](const detail::GradContext& c) {
+                      return std::vector<Tensor>{c.grad(0).defined() ? c.grad(0).to(c.out(0).device()) : Tensor()};
+                    }}});
 }  // namespace
 
 Tensor Tensor::to(Device target) const {
@@ -239,8 +244,9 @@ const OpDef& kCat = detail::define_op(
      .kind = detail::OpKind::join,
      .tags = tag::data_movement | tag::along_dim,
      .attrs = kCatAttrs,
+     .dtypes = detail::DTypeFamily::any,
      .autocast = detail::AutocastCategory::promote,
-     .n_inputs = -1, .vjp = cat_vjp, .jvp = cat_jvp});
+     .n_inputs = -1, .derivative = {.vjp = cat_vjp, .jvp = cat_jvp}});
 
 /// pad's derivatives: the gradient is the interior slice of the output
 /// gradient; the tangent is the padded input tangent (padded with zeros).
@@ -258,8 +264,13 @@ const OpDef& kPad = detail::define_op(
      .kind = detail::OpKind::join,
      .tags = tag::data_movement,
      .attrs = kPadAttrs,
-     .vjp = [](const GradContext& c) { return std::vector<Tensor>{crop(c.grad(0), c.attr_ints("pads"))}; },
-     .jvp = [](const GradContext& c) { return std::vector<Tensor>{pad(c.grad(0), c.attr_ints("pads"), 0.0)}; }});
+     .dtypes = detail::DTypeFamily::any,
+     .derivative = {.vjp = [](const GradContext& c) {
+                      return std::vector<Tensor>{crop(c.grad(0), c.attr_ints("pads"))};
+                    },
+                    .jvp = [](const GradContext& c) {
+                      return std::vector<Tensor>{pad(c.grad(0), c.attr_ints("pads"), 0.0)};
+                    }}});
 
 }  // namespace
 

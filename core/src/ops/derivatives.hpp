@@ -31,33 +31,12 @@ inline Tensor scalar(const Tensor& like, double value) {
   return scalar_tensor(value, {.dtype = like.dtype(), .device = like.device()});
 }
 
-/// Both rules of an op, to hand to an op-definition helper in one argument.
-struct Derivative {
-  DerivativeRule vjp = nullptr;
-  DerivativeRule jvp = nullptr;
-};
-
 // --- what a node keeps ----------------------------------------------------------
-// OpDef::vjp_reads_inputs / vjp_reads_outputs, set next to the rule that
-// justifies them: a recorded node keeps the values of only the operands its
-// VJP reads (the others as shape-only placeholders).
-
-/// The VJP reads the inputs' values, not the outputs' (mul: g·b, g·a).
-inline OpDef reads_inputs(OpDef def) {
-  def.vjp_reads_outputs = 0;
-  return def;
-}
-/// The VJP reads the outputs' values, not the inputs' (exp: g·y).
-inline OpDef reads_outputs(OpDef def) {
-  def.vjp_reads_inputs = 0;
-  return def;
-}
-/// The VJP reads no operand's values, only shapes and dtypes (add: g, g).
-inline OpDef reads_no_values(OpDef def) {
-  def.vjp_reads_inputs = 0;
-  def.vjp_reads_outputs = 0;
-  return def;
-}
+// OpDef::vjp_reads_inputs / vjp_reads_outputs, set in each record next to the
+// rule that justifies them: a recorded node keeps the values of only the
+// operands its VJP reads (the others as shape-only placeholders). `0` on
+// inputs: the VJP reads the output (exp: g·y); `0` on outputs: the inputs
+// (mul: g·b, g·a); both `0`: shapes and dtypes only (add: g, g).
 
 // --- elementwise ops: diagonal Jacobians -------------------------------------
 // The derivative of an elementwise op is a pointwise product g·f'(x), so the
@@ -96,9 +75,9 @@ Grads binary_jvp(const GradContext& c) {
 }
 
 template <auto D>
-inline constexpr Derivative unary_derivative{&unary_vjp<D>, &unary_jvp<D>};
+inline constexpr detail::Derivative unary_derivative{&unary_vjp<D>, &unary_jvp<D>};
 template <auto Da, auto Db>
-inline constexpr Derivative binary_derivative{&binary_vjp<Da, Db>, &binary_jvp<Da, Db>};
+inline constexpr detail::Derivative binary_derivative{&binary_vjp<Da, Db>, &binary_jvp<Da, Db>};
 
 // --- general ops ---------------------------------------------------------------
 

@@ -21,52 +21,31 @@ namespace strata {
 
 namespace {
 using detail::define_op;
-using detail::derivatives::Derivative;
 using detail::dispatch1;
 using detail::GradContext;
 using detail::OpDef;
-using detail::OpKind;
 using detail::derivatives::Grads;
-using detail::derivatives::reads_inputs;
-using detail::derivatives::reads_no_values;
-using detail::derivatives::reads_outputs;
 using detail::derivatives::scalar;
+using Family = detail::DTypeFamily;
 namespace rules = detail::rules;
+namespace tag = detail::op_tag;
 
-// Autocast categories (docs/mixed-precision-and-checkpointing.md, "Autocast"), the last argument of the builders.
+// Autocast categories (docs/mixed-precision-and-checkpointing.md, "Autocast").
 constexpr auto kFp32 = detail::AutocastCategory::fp32;        // computed in f32 under autocast
 constexpr auto kPromote = detail::AutocastCategory::promote;  // inputs promoted to the widest
 
-/// A primitive elementwise op of `n_inputs` operands.
-OpDef elementwise(std::string_view name, int n_inputs, void (*rule)(detail::OpCall&), Derivative d,
-                  detail::AutocastCategory autocast) {
-  return OpDef{.name = name,
-               .kind = OpKind::primitive,
-               .tags = detail::op_tag::pointwise | (n_inputs > 1 ? detail::op_tag::broadcasting : 0),
-               .autocast = autocast,
-               .n_inputs = n_inputs,
-               .prepare = rule,
-               .vjp = d.vjp,
-               .jvp = d.jvp};
-}
-OpDef unary(std::string_view name, void (*rule)(detail::OpCall&), Derivative d = {},
-            detail::AutocastCategory autocast = detail::AutocastCategory::none) {
-  return elementwise(name, 1, rule, d, autocast);
-}
-OpDef binary(std::string_view name, void (*rule)(detail::OpCall&), Derivative d = {},
-             detail::AutocastCategory autocast = detail::AutocastCategory::none) {
-  return elementwise(name, 2, rule, d, autocast);
-}
-/// `def` with a complex definition too.
-OpDef complex_too(OpDef def) {
-  def.takes_complex = true;
-  return def;
-}
-/// `def` as a boolean comparison or logical combination (no derivative).
-OpDef predicate(OpDef def) {
-  def.tags |= detail::op_tag::predicate;
-  return def;
-}
+// The tags of the op families below.
+constexpr detail::OpTags kUnary = tag::pointwise;
+constexpr detail::OpTags kBinary = tag::pointwise | tag::broadcasting;
+constexpr detail::OpTags kPredicate = tag::pointwise | tag::broadcasting | tag::predicate;
+
+// Test domains (OpDef::domain): where the checks draw inputs.
+constexpr detail::TestDomain kWide{.lo = -3.0, .hi = 3.0};
+constexpr detail::TestDomain kPositive{.lo = 0.1, .hi = 3.0};
+constexpr detail::TestDomain kKinked{.orders = 1};  // abs, relu, maximum
+constexpr detail::TestDomain kFlat{.orders = 0};    // zero derivative: hand-written checks
+constexpr detail::TestDomain kQuarters{.lo = -3.0, .hi = 3.0, .grid = 0.25, .orders = 0};  // ties of floor, round
+constexpr detail::TestDomain kIntegers{.lo = -3.0, .hi = 3.0, .grid = 1.0, .orders = 0};   // ties of comparisons
 
 /// maximum/minimum: g goes to the operand that `wins`; ties split it evenly.
 Tensor pick(const Tensor& g, const Tensor& wins, const Tensor& tie) {
@@ -107,67 +86,123 @@ Grads abs_jvp(const GradContext& c) {
 }
 
 // --- unary: STRATA_DERIVATIVE(g through f'(x)), x input, y output ----------------
-const OpDef& kNeg = define_op(reads_no_values(complex_too(unary("neg", rules::unary_numeric, STRATA_DERIVATIVE(-g)))));
-const OpDef& kAbs = define_op(complex_too(unary("abs", abs_rule, {abs_vjp, abs_jvp})));
-const OpDef& kSign = define_op(reads_no_values(unary("sign", rules::unary_numeric, STRATA_DERIVATIVE(zeros_like(g)))));
+// vjp_reads_inputs = 0: the VJP reads the output only; vjp_reads_outputs = 0:
+// the input only; both: neither value (derivatives.hpp, "what a node keeps").
+const OpDef& kNeg = define_op({.name = "neg", .tags = kUnary, .dtypes = Family::numeric, .takes_complex = true,
+                               .prepare = rules::unary_numeric, .derivative = STRATA_DERIVATIVE(-g),
+                               .vjp_reads_inputs = 0, .vjp_reads_outputs = 0});
+const OpDef& kAbs = define_op({.name = "abs", .tags = kUnary, .dtypes = Family::numeric, .takes_complex = true,
+                               .prepare = abs_rule, .derivative = {abs_vjp, abs_jvp}, .domain = kKinked});
+const OpDef& kSign = define_op({.name = "sign", .tags = kUnary, .dtypes = Family::numeric,
+                                .prepare = rules::unary_numeric,
+                                .derivative = STRATA_DERIVATIVE(zeros_like(g)), .vjp_reads_inputs = 0,
+                                .vjp_reads_outputs = 0, .domain = kFlat});
 // relu's mask reads the output (y > 0 exactly where x > 0), as PyTorch saves
 // the result: the input is then free to go when nothing else keeps it.
-const OpDef& kRelu =
-    define_op(reads_outputs(unary("relu", rules::unary_numeric, STRATA_DERIVATIVE(relu_backward(g, y)))));
-const OpDef& kExp =
-    define_op(reads_outputs(complex_too(unary("exp", rules::unary_float, STRATA_DERIVATIVE(g * y), kFp32))));
-const OpDef& kLog =
-    define_op(reads_inputs(complex_too(unary("log", rules::unary_float, STRATA_DERIVATIVE(g / x), kFp32))));
-const OpDef& kLog1p =
-    define_op(reads_inputs(unary("log1p", rules::unary_float, STRATA_DERIVATIVE(g / (x + 1.0)), kFp32)));
-const OpDef& kExpm1 =
-    define_op(reads_outputs(unary("expm1", rules::unary_float, STRATA_DERIVATIVE(g * (y + 1.0)), kFp32)));
-const OpDef& kSqrt =
-    define_op(reads_outputs(complex_too(unary("sqrt", rules::unary_float, STRATA_DERIVATIVE(g / (y * 2.0)), kFp32))));
-const OpDef& kRsqrt =
-    define_op(reads_outputs(unary("rsqrt", rules::unary_float, STRATA_DERIVATIVE(g * (y * y * y) * -0.5), kFp32)));
-const OpDef& kSin = define_op(reads_inputs(unary("sin", rules::unary_float, STRATA_DERIVATIVE(g * cos(x)))));
-const OpDef& kCos = define_op(reads_inputs(unary("cos", rules::unary_float, STRATA_DERIVATIVE(-g * sin(x)))));
-const OpDef& kTanh =
-    define_op(reads_outputs(unary("tanh", rules::unary_float, STRATA_DERIVATIVE(tanh_backward(g, y)))));
-const OpDef& kSigmoid =
-    define_op(reads_outputs(unary("sigmoid", rules::unary_float, STRATA_DERIVATIVE(sigmoid_backward(g, y)))));
-const OpDef& kErf = define_op(reads_inputs(
-    unary("erf", rules::unary_float, STRATA_DERIVATIVE(g * exp(-(x * x)) * (2.0 * std::numbers::inv_sqrtpi)), kFp32)));
-const OpDef& kFloor = define_op(reads_no_values(unary("floor", rules::unary_float, STRATA_DERIVATIVE(zeros_like(g)))));
-const OpDef& kCeil = define_op(reads_no_values(unary("ceil", rules::unary_float, STRATA_DERIVATIVE(zeros_like(g)))));
-const OpDef& kRound = define_op(reads_no_values(unary("round", rules::unary_float, STRATA_DERIVATIVE(zeros_like(g)))));
-const OpDef& kReciprocal =
-    define_op(reads_outputs(
-        complex_too(unary("reciprocal", rules::unary_float, STRATA_DERIVATIVE(-g * y * y), kFp32))));
-const OpDef& kLogicalNot = define_op(predicate(unary("logical_not", rules::logical)));
+const OpDef& kRelu = define_op({.name = "relu", .tags = kUnary, .dtypes = Family::numeric,
+                                .prepare = rules::unary_numeric,
+                                .derivative = STRATA_DERIVATIVE(relu_backward(g, y)), .vjp_reads_inputs = 0,
+                                .domain = kKinked});
+const OpDef& kExp = define_op({.name = "exp", .tags = kUnary, .dtypes = Family::floating, .autocast = kFp32,
+                               .takes_complex = true, .prepare = rules::unary_float,
+                               .derivative = STRATA_DERIVATIVE(g * y), .vjp_reads_inputs = 0, .domain = kWide});
+const OpDef& kLog = define_op({.name = "log", .tags = kUnary, .dtypes = Family::floating, .autocast = kFp32,
+                               .takes_complex = true, .prepare = rules::unary_float,
+                               .derivative = STRATA_DERIVATIVE(g / x), .vjp_reads_outputs = 0, .domain = kPositive});
+const OpDef& kLog1p = define_op({.name = "log1p", .tags = kUnary, .dtypes = Family::floating, .autocast = kFp32,
+                                 .prepare = rules::unary_float, .derivative = STRATA_DERIVATIVE(g / (x + 1.0)),
+                                 .vjp_reads_outputs = 0, .domain = {.lo = -0.5, .hi = 3.0}});
+const OpDef& kExpm1 = define_op({.name = "expm1", .tags = kUnary, .dtypes = Family::floating, .autocast = kFp32,
+                                 .prepare = rules::unary_float, .derivative = STRATA_DERIVATIVE(g * (y + 1.0)),
+                                 .vjp_reads_inputs = 0, .domain = kWide});
+const OpDef& kSqrt = define_op({.name = "sqrt", .tags = kUnary, .dtypes = Family::floating, .autocast = kFp32,
+                                .takes_complex = true, .prepare = rules::unary_float,
+                                .derivative = STRATA_DERIVATIVE(g / (y * 2.0)), .vjp_reads_inputs = 0,
+                                .domain = kPositive});
+const OpDef& kRsqrt = define_op({.name = "rsqrt", .tags = kUnary, .dtypes = Family::floating, .autocast = kFp32,
+                                 .prepare = rules::unary_float, .derivative = STRATA_DERIVATIVE(g * (y * y * y) * -0.5),
+                                 .vjp_reads_inputs = 0, .domain = kPositive});
+const OpDef& kSin = define_op({.name = "sin", .tags = kUnary, .dtypes = Family::floating, .prepare = rules::unary_float,
+                               .derivative = STRATA_DERIVATIVE(g * cos(x)), .vjp_reads_outputs = 0, .domain = kWide});
+const OpDef& kCos = define_op({.name = "cos", .tags = kUnary, .dtypes = Family::floating, .prepare = rules::unary_float,
+                               .derivative = STRATA_DERIVATIVE(-g * sin(x)), .vjp_reads_outputs = 0, .domain = kWide});
+const OpDef& kAtan = define_op({.name = "atan", .tags = kUnary, .dtypes = Family::floating,
+                                .prepare = rules::unary_float,
+                                .derivative = STRATA_DERIVATIVE(g / (x * x + 1.0)), .vjp_reads_outputs = 0,
+                                .domain = kWide});
+const OpDef& kTanh = define_op({.name = "tanh", .tags = kUnary, .dtypes = Family::floating,
+                                .prepare = rules::unary_float,
+                                .derivative = STRATA_DERIVATIVE(tanh_backward(g, y)), .vjp_reads_inputs = 0});
+const OpDef& kSigmoid = define_op({.name = "sigmoid", .tags = kUnary, .dtypes = Family::floating,
+                                   .prepare = rules::unary_float,
+                                   .derivative = STRATA_DERIVATIVE(sigmoid_backward(g, y)),
+                                   .vjp_reads_inputs = 0});
+const OpDef& kErf = define_op({.name = "erf", .tags = kUnary, .dtypes = Family::floating, .autocast = kFp32,
+                               .prepare = rules::unary_float,
+                               .derivative = STRATA_DERIVATIVE(g * exp(-(x * x)) * (2.0 * std::numbers::inv_sqrtpi)),
+                               .vjp_reads_outputs = 0});
+const OpDef& kFloor = define_op({.name = "floor", .tags = kUnary, .dtypes = Family::floating,
+                                 .prepare = rules::unary_float, .derivative = STRATA_DERIVATIVE(zeros_like(g)),
+                                 .vjp_reads_inputs = 0, .vjp_reads_outputs = 0, .domain = kQuarters});
+const OpDef& kCeil = define_op({.name = "ceil", .tags = kUnary, .dtypes = Family::floating,
+                                .prepare = rules::unary_float,
+                                .derivative = STRATA_DERIVATIVE(zeros_like(g)), .vjp_reads_inputs = 0,
+                                .vjp_reads_outputs = 0, .domain = kQuarters});
+const OpDef& kRound = define_op({.name = "round", .tags = kUnary, .dtypes = Family::floating,
+                                 .prepare = rules::unary_float, .derivative = STRATA_DERIVATIVE(zeros_like(g)),
+                                 .vjp_reads_inputs = 0, .vjp_reads_outputs = 0, .domain = kQuarters});
+const OpDef& kReciprocal = define_op({.name = "reciprocal", .tags = kUnary, .dtypes = Family::floating,
+                                      .autocast = kFp32, .takes_complex = true, .prepare = rules::unary_float,
+                                      .derivative = STRATA_DERIVATIVE(-g * y * y), .vjp_reads_inputs = 0,
+                                      .domain = {.nonzero_input = 0}});
+const OpDef& kLogicalNot = define_op({.name = "logical_not", .tags = kUnary | tag::predicate,
+                                      .dtypes = Family::logical, .prepare = rules::logical, .domain = kFlat});
 
 // --- binary: STRATA_PARTIALS(g through d/da, g through d/db), output y ------------
-const OpDef& kAdd =
-    define_op(reads_no_values(complex_too(binary("add", rules::binary_arith, STRATA_PARTIALS(g, g), kPromote))));
-const OpDef& kSub =
-    define_op(reads_no_values(complex_too(binary("sub", rules::binary_arith, STRATA_PARTIALS(g, -g), kPromote))));
-const OpDef& kMul =
-    define_op(reads_inputs(complex_too(binary("mul", rules::binary_arith, STRATA_PARTIALS(g * b, g * a), kPromote))));
-const OpDef& kDiv = define_op(reads_inputs(
-    complex_too(binary("div", rules::binary_float, STRATA_PARTIALS(g / b, -g * a / (b * b)), kPromote))));
-const OpDef& kPow = define_op(complex_too(
-    binary("pow", rules::binary_float,
-           STRATA_PARTIALS(pow_base_partial(g, a, b), pow_exponent_partial(g, a, b, y)), kFp32)));
-const OpDef& kMaximum = define_op(reads_inputs(
-    binary("maximum", rules::binary_arith, STRATA_PARTIALS(pick(g, gt(a, b), eq(a, b)), pick(g, lt(a, b), eq(a, b))),
-           kPromote)));
-const OpDef& kMinimum = define_op(reads_inputs(
-    binary("minimum", rules::binary_arith, STRATA_PARTIALS(pick(g, lt(a, b), eq(a, b)), pick(g, gt(a, b), eq(a, b))),
-           kPromote)));
-const OpDef& kLogicalAnd = define_op(predicate(binary("logical_and", rules::logical)));
-const OpDef& kLogicalOr = define_op(predicate(binary("logical_or", rules::logical)));
-const OpDef& kEq = define_op(predicate(complex_too(binary("eq", rules::compare))));
-const OpDef& kNe = define_op(predicate(complex_too(binary("ne", rules::compare))));
-const OpDef& kLt = define_op(predicate(binary("lt", rules::compare_ordered)));
-const OpDef& kLe = define_op(predicate(binary("le", rules::compare_ordered)));
-const OpDef& kGt = define_op(predicate(binary("gt", rules::compare_ordered)));
-const OpDef& kGe = define_op(predicate(binary("ge", rules::compare_ordered)));
+const OpDef& kAdd = define_op({.name = "add", .tags = kBinary, .dtypes = Family::numeric, .autocast = kPromote,
+                               .n_inputs = 2, .takes_complex = true, .prepare = rules::binary_arith,
+                               .derivative = STRATA_PARTIALS(g, g), .vjp_reads_inputs = 0, .vjp_reads_outputs = 0});
+const OpDef& kSub = define_op({.name = "sub", .tags = kBinary, .dtypes = Family::numeric, .autocast = kPromote,
+                               .n_inputs = 2, .takes_complex = true, .prepare = rules::binary_arith,
+                               .derivative = STRATA_PARTIALS(g, -g), .vjp_reads_inputs = 0, .vjp_reads_outputs = 0});
+const OpDef& kMul = define_op({.name = "mul", .tags = kBinary, .dtypes = Family::numeric, .autocast = kPromote,
+                               .n_inputs = 2, .takes_complex = true, .prepare = rules::binary_arith,
+                               .derivative = STRATA_PARTIALS(g * b, g * a), .vjp_reads_outputs = 0});
+const OpDef& kDiv = define_op({.name = "div", .tags = kBinary, .dtypes = Family::floating, .autocast = kPromote,
+                               .n_inputs = 2, .takes_complex = true, .prepare = rules::binary_float,
+                               .derivative = STRATA_PARTIALS(g / b, -g * a / (b * b)), .vjp_reads_outputs = 0,
+                               .domain = {.nonzero_input = 1}});
+const OpDef& kPow = define_op({.name = "pow", .tags = kBinary, .dtypes = Family::floating, .autocast = kFp32,
+                               .n_inputs = 2, .takes_complex = true, .prepare = rules::binary_float,
+                               .derivative = STRATA_PARTIALS(pow_base_partial(g, a, b),
+                                                             pow_exponent_partial(g, a, b, y)),
+                               .domain = {.lo = 0.5, .hi = 2.0}});
+const OpDef& kMaximum = define_op({.name = "maximum", .tags = kBinary, .dtypes = Family::numeric, .autocast = kPromote,
+                                   .n_inputs = 2, .prepare = rules::binary_arith,
+                                   .derivative = STRATA_PARTIALS(pick(g, gt(a, b), eq(a, b)),
+                                                                 pick(g, lt(a, b), eq(a, b))),
+                                   .vjp_reads_outputs = 0, .domain = kKinked});
+const OpDef& kMinimum = define_op({.name = "minimum", .tags = kBinary, .dtypes = Family::numeric, .autocast = kPromote,
+                                   .n_inputs = 2, .prepare = rules::binary_arith,
+                                   .derivative = STRATA_PARTIALS(pick(g, lt(a, b), eq(a, b)),
+                                                                 pick(g, gt(a, b), eq(a, b))),
+                                   .vjp_reads_outputs = 0, .domain = kKinked});
+const OpDef& kLogicalAnd = define_op({.name = "logical_and", .tags = kPredicate, .dtypes = Family::logical,
+                                      .n_inputs = 2, .prepare = rules::logical, .domain = kFlat});
+const OpDef& kLogicalOr = define_op({.name = "logical_or", .tags = kPredicate, .dtypes = Family::logical,
+                                     .n_inputs = 2, .prepare = rules::logical, .domain = kFlat});
+const OpDef& kEq = define_op({.name = "eq", .tags = kPredicate, .dtypes = Family::compare, .n_inputs = 2,
+                              .takes_complex = true, .prepare = rules::compare, .domain = kIntegers});
+const OpDef& kNe = define_op({.name = "ne", .tags = kPredicate, .dtypes = Family::compare, .n_inputs = 2,
+                              .takes_complex = true, .prepare = rules::compare, .domain = kIntegers});
+const OpDef& kLt = define_op({.name = "lt", .tags = kPredicate, .dtypes = Family::compare, .n_inputs = 2,
+                              .prepare = rules::compare_ordered, .domain = kIntegers});
+const OpDef& kLe = define_op({.name = "le", .tags = kPredicate, .dtypes = Family::compare, .n_inputs = 2,
+                              .prepare = rules::compare_ordered, .domain = kIntegers});
+const OpDef& kGt = define_op({.name = "gt", .tags = kPredicate, .dtypes = Family::compare, .n_inputs = 2,
+                              .prepare = rules::compare_ordered, .domain = kIntegers});
+const OpDef& kGe = define_op({.name = "ge", .tags = kPredicate, .dtypes = Family::compare, .n_inputs = 2,
+                              .prepare = rules::compare_ordered, .domain = kIntegers});
 
 // --- selection -------------------------------------------------------------
 void where_rule(detail::OpCall& call) {
@@ -184,19 +219,19 @@ void where_rule(detail::OpCall& call) {
 }
 const OpDef& kWhere = define_op({
     .name = "where",
-    .kind = OpKind::primitive,
-    .tags = detail::op_tag::pointwise | detail::op_tag::broadcasting,
+    .tags = kBinary,
+    .dtypes = Family::any,
     .autocast = kPromote,
     .n_inputs = 3,
     .takes_complex = true,  // the branches; the condition must be real
     .prepare = where_rule,
     // The condition (input 0) is not differentiable.
-    .vjp = STRATA_VJP(Tensor(), where(c.in(0), g, scalar(g, 0.0)), where(c.in(0), scalar(g, 0.0), g)),
-    .jvp = [](const GradContext& c) -> Grads {
-      const Tensor &ta = c.grad(1), &tb = c.grad(2);
-      if (!ta.defined() && !tb.defined()) return {Tensor()};
-      return {where(c.in(0), ta.defined() ? ta : scalar(tb, 0.0), tb.defined() ? tb : scalar(ta, 0.0))};
-    },
+    .derivative = {.vjp = STRATA_VJP(Tensor(), where(c.in(0), g, scalar(g, 0.0)), where(c.in(0), scalar(g, 0.0), g)),
+                   .jvp = [](const GradContext& c) -> Grads {
+                     const Tensor &ta = c.grad(1), &tb = c.grad(2);
+                     if (!ta.defined() && !tb.defined()) return {Tensor()};
+                     return {where(c.in(0), ta.defined() ? ta : scalar(tb, 0.0), tb.defined() ? tb : scalar(ta, 0.0))};
+                   }},
     .vjp_reads_inputs = 0b001,  // the condition; the branches' shapes only
     .vjp_reads_outputs = 0});
 
@@ -227,6 +262,7 @@ Tensor sqrt(const Tensor& x) { return dispatch1(kSqrt, {x}); }
 Tensor rsqrt(const Tensor& x) { return dispatch1(kRsqrt, {x}); }
 Tensor sin(const Tensor& x) { return dispatch1(kSin, {x}); }
 Tensor cos(const Tensor& x) { return dispatch1(kCos, {x}); }
+Tensor atan(const Tensor& x) { return dispatch1(kAtan, {x}); }
 Tensor tanh(const Tensor& x) { return dispatch1(kTanh, {x}); }
 Tensor sigmoid(const Tensor& x) { return dispatch1(kSigmoid, {x}); }
 Tensor erf(const Tensor& x) { return dispatch1(kErf, {x}); }

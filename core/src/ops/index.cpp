@@ -94,33 +94,36 @@ const OpDef& kIndexSelect = detail::define_op({
     .name = "index_select",
     .tags = tag::indexing | tag::along_dim,
     .attrs = kDimAttrs,
+    .dtypes = detail::DTypeFamily::any,
     .n_inputs = 2,
     .takes_complex = true,
     .prepare = index_select_rule,
-    .vjp = STRATA_VJP(scatter_add(zeros_like(c.in(0)), dim_of(c), spread_index(c, g), g), Tensor()),
-    .jvp = STRATA_JVP(STRATA_TANGENT(index_select(t, dim_of(c), c.in(1))), no_tangent),
+    .derivative = {.vjp = STRATA_VJP(scatter_add(zeros_like(c.in(0)), dim_of(c), spread_index(c, g), g), Tensor()),
+    .jvp = STRATA_JVP(STRATA_TANGENT(index_select(t, dim_of(c), c.in(1))), no_tangent)},
 });
 const OpDef& kGather = detail::define_op({
     .name = "gather",
     .tags = tag::indexing | tag::along_dim,
     .attrs = kDimAttrs,
+    .dtypes = detail::DTypeFamily::any,
     .n_inputs = 2,
     .takes_complex = true,
     .prepare = gather_rule,
-    .vjp = STRATA_VJP(scatter_add(zeros_like(c.in(0)), dim_of(c), c.in(1), g), Tensor()),
-    .jvp = STRATA_JVP(STRATA_TANGENT(gather(t, dim_of(c), c.in(1))), no_tangent),
+    .derivative = {.vjp = STRATA_VJP(scatter_add(zeros_like(c.in(0)), dim_of(c), c.in(1), g), Tensor()),
+    .jvp = STRATA_JVP(STRATA_TANGENT(gather(t, dim_of(c), c.in(1))), no_tangent)},
 });
 const OpDef& kScatterAdd = detail::define_op({
     .name = "scatter_add",
     .tags = tag::indexing | tag::along_dim,
     .attrs = kDimAttrs,
+    .dtypes = detail::DTypeFamily::any,
     .n_inputs = 3,
     .takes_complex = true,
     .prepare = scatter_add_rule,
     .empty_passthrough = 0,
-    .vjp = STRATA_VJP(g, Tensor(), gather(g, dim_of(c), c.in(1))),
+    .derivative = {.vjp = STRATA_VJP(g, Tensor(), gather(g, dim_of(c), c.in(1))),
     .jvp = STRATA_JVP(STRATA_TANGENT(t), no_tangent,
-                      STRATA_TANGENT(scatter_add(zeros_like(c.in(0)), dim_of(c), c.in(1), t))),
+                      STRATA_TANGENT(scatter_add(zeros_like(c.in(0)), dim_of(c), c.in(1), t)))},
 });
 
 Attrs dim_attr(const Tensor& x, int64_t dim, std::string_view op) {

@@ -76,14 +76,15 @@ Tensor matmul_grad_b(const Tensor& g, const Tensor& a, const Tensor& b) {
 const OpDef& kMatmul = detail::define_op({
     .name = "matmul",
     .tags = tag::linalg,
+    .dtypes = detail::DTypeFamily::float_only,
     .autocast = detail::AutocastCategory::lower_precision,
     .n_inputs = 2,
     .takes_complex = true,
     .prepare = matmul_rule,
     .empty_fill = 0.0,
-    .vjp = STRATA_VJP_EACH(STRATA_INPUT_GRAD(matmul_grad_a(g, c.in(0), conj(c.in(1)))),
+    .derivative = {.vjp = STRATA_VJP_EACH(STRATA_INPUT_GRAD(matmul_grad_a(g, c.in(0), conj(c.in(1)))),
                            STRATA_INPUT_GRAD(matmul_grad_b(g, conj(c.in(0)), c.in(1)))),
-    .jvp = STRATA_JVP(STRATA_TANGENT(matmul(t, c.in(1))), STRATA_TANGENT(matmul(c.in(0), t))),
+    .jvp = STRATA_JVP(STRATA_TANGENT(matmul(t, c.in(1))), STRATA_TANGENT(matmul(c.in(0), t)))},
     .vjp_reads_outputs = 0,
 });
 
@@ -144,6 +145,7 @@ const OpDef& kLinear = detail::define_op({
     .kind = detail::OpKind::composite,
     .tags = tag::linalg,
     .attrs = kLinearAttrs,
+    .dtypes = detail::DTypeFamily::float_only,
     .autocast = detail::AutocastCategory::lower_precision,
     .n_inputs = 3,
     .prepare = linear_rule,
@@ -152,7 +154,7 @@ const OpDef& kLinear = detail::define_op({
       return std::vector<Tensor>{activation_of(c.attrs, c.describe()) == Activation::relu ? relu(y) : y};
     },
     .empty_fill = 0.0,
-    .vjp = STRATA_VJP_EACH(
+    .derivative = {.vjp = STRATA_VJP_EACH(
         STRATA_INPUT_GRAD(matmul(linear_pre_activation(c, g), c.in(1))),
         STRATA_INPUT_GRAD(matmul(rows_of(linear_pre_activation(c, g)).mT(), rows_of(c.in(0)))),
         STRATA_INPUT_GRAD(sum(rows_of(linear_pre_activation(c, g)), {0}))),
@@ -165,7 +167,7 @@ const OpDef& kLinear = detail::define_op({
       if (!t.defined()) return {Tensor()};
       if (!tx.defined() && !tw.defined()) t = t.expand(c.out().sizes());
       return {activation_of(c.attrs, "linear") == Activation::relu ? relu_backward(t, c.out()) : t};
-    },
+    }},
     .vjp_reads_inputs = 0b011,  // x and the weight; the bias's shape only (relu's mask reads the output)
 });
 

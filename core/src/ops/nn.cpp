@@ -26,45 +26,17 @@ using detail::GradContext;
 using detail::OpCall;
 using detail::OpDef;
 using detail::OpKind;
-using detail::derivatives::Derivative;
-using detail::derivatives::reads_inputs;
-using detail::derivatives::reads_outputs;
+using Family = detail::DTypeFamily;
+constexpr auto kFp32 = detail::AutocastCategory::fp32;  // computed in f32 under autocast
 
 int64_t dim_of(const OpCall& call) { return call.attr_int("dim"); }
 int64_t dim_of(const GradContext& c) { return c.attr_int("dim"); }
 
-OpDef composite(std::string_view name, int n_inputs, std::vector<Tensor> (*decompose)(const OpCall&),
-                Derivative d = {}, detail::AutocastCategory autocast = detail::AutocastCategory::none) {
-  return OpDef{.name = name,
-               .kind = OpKind::composite,
-               .tags = tag::pointwise,
-               .autocast = autocast,
-               .n_inputs = n_inputs,
-               .prepare = detail::rules::same_shape_float,
-               .decompose = decompose,
-               .vjp = d.vjp,
-               .jvp = d.jvp};
-}
-
-/// softmax and its kin: the shape rule of `composite` plus a range check of
-/// their normalised "dim".
+/// softmax and its kin: every input float with the first one's shape, and
+/// their "dim" in range.
 void along_dim_rule(OpCall& call) {
   detail::rules::same_shape_float(call);
   call.attr_dim("dim", call.in(0).dim());
-}
-/// softmax and kin also compute in f32 under autocast.
-OpDef along_dim(OpDef def) {
-  def.tags = (def.tags & ~tag::pointwise) | tag::along_dim;
-  def.attrs = kDimAttrs;
-  def.prepare = along_dim_rule;
-  def.autocast = detail::AutocastCategory::fp32;
-  return def;
-}
-
-/// A rule's helper op: the gradient of another op.
-OpDef backward_of(OpDef def) {
-  def.tags |= tag::backward;
-  return def;
 }
 
 // Standard normal density and distribution, as tensors.
@@ -91,68 +63,108 @@ Tensor softmax_backward_dy_transposed(const Tensor& grad, const Tensor& y, const
   return g * (grad - sum(grad * y, {dim}, true)) - grad * sum(g * y, {dim}, true);
 }
 
-const OpDef& kSoftmax = detail::define_op(reads_outputs(along_dim(composite("softmax", 1, [](const OpCall& c) {
-  Tensor x = c.in(0);
-  Tensor e = exp(x - amax(x, {dim_of(c)}, true));
-  return std::vector<Tensor>{e / sum(e, {dim_of(c)}, true)};
-}, {.vjp = STRATA_VJP(softmax_backward(g, c.out(), dim_of(c))),  // symmetric Jacobian
-    .jvp = STRATA_JVP(STRATA_TANGENT(softmax_backward(t, c.out(), dim_of(c))))}))));
+const OpDef& kSoftmax = detail::define_op({
+    .name = "softmax", .kind = OpKind::composite, .tags = tag::along_dim, .attrs = kDimAttrs,
+    .dtypes = Family::float_only, .autocast = kFp32, .prepare = along_dim_rule,
+    .decompose = [](const OpCall& c) {
+      Tensor x = c.in(0);
+      Tensor e = exp(x - amax(x, {dim_of(c)}, true));
+      return std::vector<Tensor>{e / sum(e, {dim_of(c)}, true)};
+    },
+    .derivative = {.vjp = STRATA_VJP(softmax_backward(g, c.out(), dim_of(c))),  // symmetric Jacobian
+                   .jvp = STRATA_JVP(STRATA_TANGENT(softmax_backward(t, c.out(), dim_of(c))))},
+    .vjp_reads_inputs = 0});
 
-const OpDef& kLogSoftmax = detail::define_op(reads_outputs(along_dim(composite("log_softmax", 1, [](const OpCall& c) {
-  Tensor x = c.in(0);
-  Tensor shifted = x - amax(x, {dim_of(c)}, true);
-  return std::vector<Tensor>{shifted - log(sum(exp(shifted), {dim_of(c)}, true))};
-}, {.vjp = STRATA_VJP(log_softmax_backward(g, c.out(), dim_of(c))),
-    .jvp = STRATA_JVP(STRATA_TANGENT(log_softmax_jvp(t, c.out(), dim_of(c))))}))));
+const OpDef& kLogSoftmax = detail::define_op({
+    .name = "log_softmax", .kind = OpKind::composite, .tags = tag::along_dim, .attrs = kDimAttrs,
+    .dtypes = Family::float_only, .autocast = kFp32, .prepare = along_dim_rule,
+    .decompose = [](const OpCall& c) {
+      Tensor x = c.in(0);
+      Tensor shifted = x - amax(x, {dim_of(c)}, true);
+      return std::vector<Tensor>{shifted - log(sum(exp(shifted), {dim_of(c)}, true))};
+    },
+    .derivative = {.vjp = STRATA_VJP(log_softmax_backward(g, c.out(), dim_of(c))),
+                   .jvp = STRATA_JVP(STRATA_TANGENT(log_softmax_jvp(t, c.out(), dim_of(c))))},
+    .vjp_reads_inputs = 0});
 
-const OpDef& kGelu = detail::define_op(reads_inputs(composite("gelu", 1, [](const OpCall& c) {
-  return std::vector<Tensor>{c.in(0) * normal_cdf(c.in(0))};
-}, STRATA_DERIVATIVE(gelu_backward(g, x)), detail::AutocastCategory::fp32)));
+const OpDef& kGelu = detail::define_op({
+    .name = "gelu", .kind = OpKind::composite, .tags = tag::pointwise, .dtypes = Family::float_only,
+    .autocast = kFp32, .prepare = detail::rules::same_shape_float,
+    .decompose = [](const OpCall& c) { return std::vector<Tensor>{c.in(0) * normal_cdf(c.in(0))}; },
+    .derivative = STRATA_DERIVATIVE(gelu_backward(g, x)), .vjp_reads_outputs = 0});
 
-const OpDef& kSilu = detail::define_op(reads_inputs(composite("silu", 1, [](const OpCall& c) {
-  return std::vector<Tensor>{c.in(0) * sigmoid(c.in(0))};
-}, STRATA_DERIVATIVE(silu_partial(g, x)))));
+const OpDef& kSilu = detail::define_op({
+    .name = "silu", .kind = OpKind::composite, .tags = tag::pointwise, .dtypes = Family::float_only,
+    .prepare = detail::rules::same_shape_float,
+    .decompose = [](const OpCall& c) { return std::vector<Tensor>{c.in(0) * sigmoid(c.in(0))}; },
+    .derivative = STRATA_DERIVATIVE(silu_partial(g, x)), .vjp_reads_outputs = 0});
 
 // --- backward ops: inputs (grad, saved) -----------------------------------
 // All are linear in grad. The elementwise ones take STRATA_PARTIALS with
 // a = grad and b = saved.
-const OpDef& kReluBackward = detail::define_op(backward_of(composite("relu_backward", 2, [](const OpCall& c) {
-  Tensor zero = zeros_like(c.in(0));
-  return std::vector<Tensor>{where(gt(c.in(1), zero), c.in(0), zero)};
-}, STRATA_PARTIALS(relu_backward(g, b), zeros_like(g)))));  // the mask (x > 0) is flat in x
+constexpr detail::OpTags kPointwiseBackward = tag::pointwise | tag::backward;
 
-const OpDef& kSigmoidBackward = detail::define_op(backward_of(composite("sigmoid_backward", 2, [](const OpCall& c) {
-  return std::vector<Tensor>{c.in(0) * c.in(1) * (1.0 - c.in(1))};
-}, STRATA_PARTIALS(sigmoid_backward(g, b), g * a * (1.0 - b * 2.0)))));
+const OpDef& kReluBackward = detail::define_op({
+    .name = "relu_backward", .kind = OpKind::composite, .tags = kPointwiseBackward, .dtypes = Family::float_only,
+    .n_inputs = 2, .prepare = detail::rules::same_shape_float,
+    .decompose = [](const OpCall& c) {
+      Tensor zero = zeros_like(c.in(0));
+      return std::vector<Tensor>{where(gt(c.in(1), zero), c.in(0), zero)};
+    },
+    .derivative = STRATA_PARTIALS(relu_backward(g, b), zeros_like(g)),  // the mask (x > 0) is flat in x
+    .domain = {.orders = 1, .flat_inputs = 0b10}});
 
-const OpDef& kTanhBackward = detail::define_op(backward_of(composite("tanh_backward", 2, [](const OpCall& c) {
-  return std::vector<Tensor>{c.in(0) * (1.0 - c.in(1) * c.in(1))};
-}, STRATA_PARTIALS(tanh_backward(g, b), g * a * b * -2.0))));
+const OpDef& kSigmoidBackward = detail::define_op({
+    .name = "sigmoid_backward", .kind = OpKind::composite, .tags = kPointwiseBackward, .dtypes = Family::float_only,
+    .n_inputs = 2, .prepare = detail::rules::same_shape_float,
+    .decompose = [](const OpCall& c) { return std::vector<Tensor>{c.in(0) * c.in(1) * (1.0 - c.in(1))}; },
+    .derivative = STRATA_PARTIALS(sigmoid_backward(g, b), g * a * (1.0 - b * 2.0)),
+    .domain = {.lo = 0.05, .hi = 0.95}});  // y = sigmoid(x)
 
-const OpDef& kGeluBackward = detail::define_op(backward_of(composite("gelu_backward", 2, [](const OpCall& c) {
-  const Tensor& x = c.in(1);
-  return std::vector<Tensor>{c.in(0) * (normal_cdf(x) + x * normal_pdf(x))};
-}, STRATA_PARTIALS(gelu_backward(g, b), g * a * gelu_second(b)), detail::AutocastCategory::fp32)));
+const OpDef& kTanhBackward = detail::define_op({
+    .name = "tanh_backward", .kind = OpKind::composite, .tags = kPointwiseBackward, .dtypes = Family::float_only,
+    .n_inputs = 2, .prepare = detail::rules::same_shape_float,
+    .decompose = [](const OpCall& c) { return std::vector<Tensor>{c.in(0) * (1.0 - c.in(1) * c.in(1))}; },
+    .derivative = STRATA_PARTIALS(tanh_backward(g, b), g * a * b * -2.0),
+    .domain = {.lo = -0.95, .hi = 0.95}});  // y = tanh(x)
+
+const OpDef& kGeluBackward = detail::define_op({
+    .name = "gelu_backward", .kind = OpKind::composite, .tags = kPointwiseBackward, .dtypes = Family::float_only,
+    .autocast = kFp32, .n_inputs = 2, .prepare = detail::rules::same_shape_float,
+    .decompose = [](const OpCall& c) {
+      const Tensor& x = c.in(1);
+      return std::vector<Tensor>{c.in(0) * (normal_cdf(x) + x * normal_pdf(x))};
+    },
+    .derivative = STRATA_PARTIALS(gelu_backward(g, b), g * a * gelu_second(b))});
 
 // Below, c.in(0) is the op's grad input and g the gradient of its output.
-const OpDef& kSoftmaxBackward =
-    detail::define_op(backward_of(along_dim(composite("softmax_backward", 2, [](const OpCall& c) {
-  const Tensor& g = c.in(0);
-  const Tensor& y = c.in(1);
-  return std::vector<Tensor>{y * (g - sum(g * y, {dim_of(c)}, true))};
-}, {.vjp = STRATA_VJP_EACH(STRATA_INPUT_GRAD(softmax_backward(g, c.in(1), dim_of(c))),  // symmetric in grad
-                           STRATA_INPUT_GRAD(softmax_backward_dy_transposed(c.in(0), c.in(1), g, dim_of(c)))),
-    .jvp = STRATA_JVP(STRATA_TANGENT(softmax_backward(t, c.in(1), dim_of(c))),
-                      STRATA_TANGENT(softmax_backward_dy(c.in(0), c.in(1), t, dim_of(c))))}))));
+const OpDef& kSoftmaxBackward = detail::define_op({
+    .name = "softmax_backward", .kind = OpKind::composite, .tags = tag::along_dim | tag::backward,
+    .attrs = kDimAttrs, .dtypes = Family::float_only, .autocast = kFp32, .n_inputs = 2, .prepare = along_dim_rule,
+    .decompose = [](const OpCall& c) {
+      const Tensor& g = c.in(0);
+      const Tensor& y = c.in(1);
+      return std::vector<Tensor>{y * (g - sum(g * y, {dim_of(c)}, true))};
+    },
+    .derivative = {.vjp = STRATA_VJP_EACH(
+                       STRATA_INPUT_GRAD(softmax_backward(g, c.in(1), dim_of(c))),  // symmetric in grad
+                       STRATA_INPUT_GRAD(softmax_backward_dy_transposed(c.in(0), c.in(1), g, dim_of(c)))),
+                   .jvp = STRATA_JVP(STRATA_TANGENT(softmax_backward(t, c.in(1), dim_of(c))),
+                                     STRATA_TANGENT(softmax_backward_dy(c.in(0), c.in(1), t, dim_of(c))))},
+    .domain = {.lo = 0.01, .hi = 1.0}});  // y = softmax(x)
 
-const OpDef& kLogSoftmaxBackward =
-    detail::define_op(backward_of(along_dim(composite("log_softmax_backward", 2, [](const OpCall& c) {
-  const Tensor& g = c.in(0);
-  return std::vector<Tensor>{g - exp(c.in(1)) * sum(g, {dim_of(c)}, true)};
-}, {.vjp = STRATA_VJP_EACH(STRATA_INPUT_GRAD(log_softmax_jvp(g, c.in(1), dim_of(c))),  // the transpose in grad
-                           STRATA_INPUT_GRAD(-g * exp(c.in(1)) * sum(c.in(0), {dim_of(c)}, true))),
-    .jvp = STRATA_JVP(STRATA_TANGENT(log_softmax_backward(t, c.in(1), dim_of(c))),
-                      STRATA_TANGENT(-t * exp(c.in(1)) * sum(c.in(0), {dim_of(c)}, true)))}))));
+const OpDef& kLogSoftmaxBackward = detail::define_op({
+    .name = "log_softmax_backward", .kind = OpKind::composite, .tags = tag::along_dim | tag::backward,
+    .attrs = kDimAttrs, .dtypes = Family::float_only, .autocast = kFp32, .n_inputs = 2, .prepare = along_dim_rule,
+    .decompose = [](const OpCall& c) {
+      const Tensor& g = c.in(0);
+      return std::vector<Tensor>{g - exp(c.in(1)) * sum(g, {dim_of(c)}, true)};
+    },
+    .derivative = {.vjp = STRATA_VJP_EACH(STRATA_INPUT_GRAD(log_softmax_jvp(g, c.in(1), dim_of(c))),  // transposed
+                                          STRATA_INPUT_GRAD(-g * exp(c.in(1)) * sum(c.in(0), {dim_of(c)}, true))),
+                   .jvp = STRATA_JVP(STRATA_TANGENT(log_softmax_backward(t, c.in(1), dim_of(c))),
+                                     STRATA_TANGENT(-t * exp(c.in(1)) * sum(c.in(0), {dim_of(c)}, true)))},
+    .domain = {.lo = -4.0, .hi = -0.05}});  // y = log_softmax(x)
 
 Tensor with_dim(const OpDef& op, std::initializer_list<Tensor> inputs, int64_t dim) {
   const Tensor& x = *inputs.begin();

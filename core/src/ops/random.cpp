@@ -71,16 +71,19 @@ void bernoulli_rule(OpCall& call) {
 const OpDef& kRandomUniform = detail::define_op({.name = "random_uniform",
                                                  .tags = tag::random | tag::creation,
                                                  .attrs = kDrawAttrs,
+                                                 .dtypes = detail::DTypeFamily::float_only,
                                                  .n_inputs = 0,
                                                  .prepare = float_output_rule});
 const OpDef& kRandomNormal = detail::define_op({.name = "random_normal",
                                                 .tags = tag::random | tag::creation,
                                                 .attrs = kDrawAttrs,
+                                                .dtypes = detail::DTypeFamily::float_only,
                                                 .n_inputs = 0,
                                                 .prepare = float_output_rule});
 const OpDef& kBernoulli = detail::define_op({.name = "bernoulli",
                                              .tags = tag::random | tag::creation,
                                              .attrs = kBernoulliAttrs,
+                                             .dtypes = detail::DTypeFamily::any,
                                              .n_inputs = 0,
                                              .prepare = bernoulli_rule});
 

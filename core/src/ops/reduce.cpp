@@ -104,49 +104,59 @@ double mean_scale(const GradContext& c) {
 const OpDef& kSum = define_op({.name = "sum",
                                .tags = tag::reduction,
                                .attrs = kDimsAttrs,
+                               .dtypes = detail::DTypeFamily::accumulate,
                                .autocast = detail::AutocastCategory::fp32,
                                .takes_complex = true,
                                .prepare = accumulate_rule,
                                .empty_fill = 0.0,
-                               .vjp = STRATA_VJP(g.expand(c.in(0).sizes())),
-                               .jvp = STRATA_JVP(STRATA_TANGENT(sum(t, reduced_dims(c), true))),
+                               .derivative = {.vjp = STRATA_VJP(g.expand(c.in(0).sizes())),
+                               .jvp = STRATA_JVP(STRATA_TANGENT(sum(t, reduced_dims(c), true)))},
                                .vjp_reads_inputs = 0,  // its shape only
                                .vjp_reads_outputs = 0});
 const OpDef& kProd = define_op({.name = "prod",
                                 .tags = tag::reduction,
                                 .attrs = kDimsAttrs,
+                                .dtypes = detail::DTypeFamily::accumulate,
                                 .autocast = detail::AutocastCategory::fp32,
                                 .takes_complex = true,
                                 .prepare = accumulate_rule,
                                 .empty_fill = 1.0,
-                                .vjp = STRATA_VJP(g * conj(prod_partials(c))),
-                                .jvp = STRATA_JVP(STRATA_TANGENT(weighted_sum(t, prod_partials(c), c)))});
+                                .derivative = {.vjp = STRATA_VJP(g * conj(prod_partials(c))),
+                                               .jvp = STRATA_JVP(STRATA_TANGENT(weighted_sum(t, prod_partials(c), c)))},
+                                .domain = {.lo = 0.5, .hi = 1.5}});  // products of many terms stay in range
 const OpDef& kMax = define_op({.name = "max",
                                .tags = tag::reduction,
                                .attrs = kDimsAttrs,
+                               .dtypes = detail::DTypeFamily::numeric,
                                .prepare = extremum_rule,
-                               .vjp = STRATA_VJP(g * extremum_partials(c)),
-                               .jvp = STRATA_JVP(STRATA_TANGENT(weighted_sum(t, extremum_partials(c), c)))});
+                               .derivative = {.vjp = STRATA_VJP(g * extremum_partials(c)),
+                               .jvp = STRATA_JVP(STRATA_TANGENT(weighted_sum(t, extremum_partials(c), c)))}});
 const OpDef& kMin = define_op({.name = "min",
                                .tags = tag::reduction,
                                .attrs = kDimsAttrs,
+                               .dtypes = detail::DTypeFamily::numeric,
                                .prepare = extremum_rule,
-                               .vjp = STRATA_VJP(g * extremum_partials(c)),
-                               .jvp = STRATA_JVP(STRATA_TANGENT(weighted_sum(t, extremum_partials(c), c)))});
-// Not differentiable.
-const OpDef& kArgmax = define_op({.name = "argmax", .tags = tag::reduction, .attrs = kDimsAttrs, .prepare = arg_rule});
-const OpDef& kArgmin = define_op({.name = "argmin", .tags = tag::reduction, .attrs = kDimsAttrs, .prepare = arg_rule});
+                               .derivative = {.vjp = STRATA_VJP(g * extremum_partials(c)),
+                               .jvp = STRATA_JVP(STRATA_TANGENT(weighted_sum(t, extremum_partials(c), c)))}});
+// Not differentiable; drawn from integers, so that ties pick the first.
+constexpr detail::TestDomain kTies{.lo = -3.0, .hi = 3.0, .grid = 1.0, .orders = 0};
+const OpDef& kArgmax = define_op({.name = "argmax", .tags = tag::reduction, .attrs = kDimsAttrs,
+                                  .dtypes = detail::DTypeFamily::index, .prepare = arg_rule, .domain = kTies});
+const OpDef& kArgmin = define_op({.name = "argmin", .tags = tag::reduction, .attrs = kDimsAttrs,
+                                  .dtypes = detail::DTypeFamily::index, .prepare = arg_rule, .domain = kTies});
 const OpDef& kMean = define_op({.name = "mean",
                                 .kind = OpKind::composite,
                                 .tags = tag::reduction,
                                 .attrs = kDimsAttrs,
+                                .dtypes = detail::DTypeFamily::floating,
                                 .autocast = detail::AutocastCategory::fp32,
                                 .takes_complex = true,
                                 .prepare = mean_rule,
                                 .decompose = mean_decomposition,
                                 .empty_fill = std::numeric_limits<double>::quiet_NaN(),
-                                .vjp = STRATA_VJP((g * mean_scale(c)).expand(c.in(0).sizes())),  // a view, not a tensor
-                                .jvp = STRATA_JVP(STRATA_TANGENT(mean(t, reduced_dims(c), true))),
+                                // The VJP's result is a view (expand), not a new tensor.
+                                .derivative = {.vjp = STRATA_VJP((g * mean_scale(c)).expand(c.in(0).sizes())),
+                                               .jvp = STRATA_JVP(STRATA_TANGENT(mean(t, reduced_dims(c), true)))},
                                 .vjp_reads_inputs = 0,
                                 .vjp_reads_outputs = 0});
 

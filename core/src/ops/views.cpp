@@ -64,52 +64,53 @@ const OpDef& kReshapeView = detail::define_op(
     {.name = "reshape",
      .kind = OpKind::view,
      .tags = tag::view,
-     .vjp = [](const GradContext& c) { return std::vector<Tensor>{c.grad(0).reshape(c.in(0).sizes())}; },
-     .jvp = view_jvp<reshape_like_output>});
+     .dtypes = detail::DTypeFamily::any,
+     .derivative = {.vjp = [](const GradContext& c) { return std::vector<Tensor>{c.grad(0).reshape(c.in(0).sizes())}; },
+     .jvp = view_jvp<reshape_like_output>}});
 
 const OpDef& kPermuteView = detail::define_op({.name = "permute",
                                                .kind = OpKind::view,
                                                .tags = tag::view,
                                                .attrs = kPermuteAttrs,
-                                               .vjp =
-                                                   [](const GradContext& c) {
+                                               .dtypes = detail::DTypeFamily::any,
+                                               .derivative = {.vjp = [](const GradContext& c) {
                                                      const auto& dims = c.attr_ints("dims");
                                                      Shape inverse(dims.size());
                                                      for (size_t k = 0; k < dims.size(); ++k)
                                                        inverse[static_cast<size_t>(dims[k])] = static_cast<int64_t>(k);
                                                      return std::vector<Tensor>{c.grad(0).permute(inverse)};
                                                    },
-                                               .jvp = view_jvp<permute_as_forward>});
+                                               .jvp = view_jvp<permute_as_forward>}});
 
 const OpDef& kSliceView =
     detail::define_op({.name = "slice",
                        .kind = OpKind::view,
                        .tags = tag::view,
                        .attrs = kSliceAttrs,
-                       .vjp =
-                           [](const GradContext& c) {
+                       .dtypes = detail::DTypeFamily::any,
+                       .derivative = {.vjp = [](const GradContext& c) {
                              return std::vector<Tensor>{scatter_back(c.in(0), c.grad(0), c.attr_int("dim"),
                                                                      c.attr_int("start"), c.attr_int("step"))};
                            },
-                       .jvp = view_jvp<slice_as_forward>});
+                       .jvp = view_jvp<slice_as_forward>}});
 
 const OpDef& kSelectView = detail::define_op(
     {.name = "select",
      .kind = OpKind::view,
      .tags = tag::view,
      .attrs = kSelectAttrs,
-     .vjp =
-         [](const GradContext& c) {
+     .dtypes = detail::DTypeFamily::any,
+     .derivative = {.vjp = [](const GradContext& c) {
            int64_t dim = c.attr_int("dim");
            return std::vector<Tensor>{scatter_back(c.in(0), c.grad(0).unsqueeze(dim), dim, c.attr_int("index"), 1)};
          },
-     .jvp = view_jvp<select_as_forward>});
+     .jvp = view_jvp<select_as_forward>}});
 
 const OpDef& kExpandView = detail::define_op({.name = "expand",
                                               .kind = OpKind::view,
                                               .tags = tag::view,
-                                              .vjp =
-                                                  [](const GradContext& c) {
+                                              .dtypes = detail::DTypeFamily::any,
+                                              .derivative = {.vjp = [](const GradContext& c) {
                                                     // Sum over the new leading dims and the dims that were broadcast
                                                     // from 1.
                                                     Tensor g = c.grad(0);
@@ -122,7 +123,7 @@ const OpDef& kExpandView = detail::define_op({.name = "expand",
                                                     if (!dims.empty()) g = sum(g, dims, true);
                                                     return std::vector<Tensor>{g.reshape(c.in(0).sizes())};
                                                   },
-                                              .jvp = view_jvp<expand_as_forward>});
+                                              .jvp = view_jvp<expand_as_forward>}});
 
 /// Records the view on the graph when its base is tracked; `attrs` builds
 /// the attributes only then, keeping untracked views allocation-free.

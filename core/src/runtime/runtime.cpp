@@ -120,8 +120,8 @@ std::vector<OpInfo> Runtime::ops() {
     info.n_inputs = op->n_inputs;
     info.n_outputs = op->n_outputs;
     info.version = op->version;
-    info.differentiable = op->vjp != nullptr;
-    info.forward_mode = op->jvp != nullptr;
+    info.differentiable = op->derivative.vjp != nullptr;
+    info.forward_mode = op->derivative.jvp != nullptr;
     if (auto it = defined_by.find(info.name); it != defined_by.end()) info.plugin = it->second;
     info.doc = detail::op_doc(*op);
     info.tags = detail::op_tag_names(op->tags);
@@ -129,6 +129,13 @@ std::vector<OpInfo> Runtime::ops() {
     for (const detail::AttrDecl& a : op->attrs) {
       info.attrs.push_back({a.name, plugin::attr_kind_name(a.kind), a.required});
     }
+    info.dtypes = detail::dtype_family_name(op->dtypes);
+    info.takes_complex = op->takes_complex;
+    info.complex_only = op->complex_only;
+    info.autocast = detail::autocast_category_name(op->autocast);
+    const detail::TestDomain& d = op->domain;
+    info.domain = {.lo = d.lo, .hi = d.hi, .grid = d.grid, .orders = d.orders, .nonzero_input = d.nonzero_input,
+                   .flat_inputs = d.flat_inputs};
     out.push_back(std::move(info));
   }
   return out;
@@ -148,6 +155,14 @@ uint64_t Runtime::fallback_count() {
   uint64_t n = 0;
   for (const auto& [key, count] : impl_->fallback_counts) n += count;
   return n;
+}
+
+std::vector<AttrMisread> Runtime::attr_misreads() {
+  std::vector<AttrMisread> out;
+  for (detail::AttrMisread& m : detail::attr_misreads()) {
+    out.push_back({std::move(m.device), std::move(m.op), std::move(m.attribute), std::move(m.declared), m.count});
+  }
+  return out;
 }
 
 void Runtime::reset_fallback_stats() {

@@ -13,6 +13,9 @@
  *   liar      -DCONF_LIAR:      claims strata::exp but its kernel writes
  *             nothing and returns STRATA_OK, and claims strata::log but
  *             declines every call with STRATA_ERROR_UNSUPPORTED
+ *   readsalpha -DCONF_UNDECLARED_ATTR: strata::add looks for an attribute
+ *             "alpha", which strata::add does not declare (it would add
+ *             alpha·b if present; never, so its results are right)
  *
  * Everything else works, so that the checker's report names exactly the
  * defect. Without a CONF_* define the build is correct ("conformok").
@@ -191,7 +194,14 @@ static strata_status binary(const strata_kernel_call* c, enum conf_binary which)
   return STRATA_OK;
 }
 
-static strata_status k_add(const strata_kernel_call* c) { return binary(c, CONF_ADD); }
+static strata_status k_add(const strata_kernel_call* c) {
+#ifdef CONF_UNDECLARED_ATTR
+  if (strata_kernel_attr(c, "alpha") != NULL) { /* the defect: a name strata::add does not declare */
+    return tpc_fail(c->error, STRATA_ERROR_UNSUPPORTED, CONF_NAME ": add with alpha is not implemented");
+  }
+#endif
+  return binary(c, CONF_ADD);
+}
 
 static strata_status k_sub(const strata_kernel_call* c) {
 #ifdef CONF_HANG_SUB

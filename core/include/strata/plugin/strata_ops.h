@@ -14,6 +14,7 @@
 #define STRATA_OP_ANGLE "strata::angle"
 #define STRATA_OP_ARGMAX "strata::argmax"
 #define STRATA_OP_ARGMIN "strata::argmin"
+#define STRATA_OP_ATAN "strata::atan"
 #define STRATA_OP_BERNOULLI "strata::bernoulli"
 #define STRATA_OP_CAST "strata::cast"
 #define STRATA_OP_CEIL "strata::ceil"
@@ -116,6 +117,7 @@
   X(ANGLE, "strata::angle", 1, 1, STRATA_OP_TAG_POINTWISE | STRATA_OP_TAG_COMPLEX) \
   X(ARGMAX, "strata::argmax", 1, 1, STRATA_OP_TAG_REDUCTION) \
   X(ARGMIN, "strata::argmin", 1, 1, STRATA_OP_TAG_REDUCTION) \
+  X(ATAN, "strata::atan", 1, 1, STRATA_OP_TAG_POINTWISE) \
   X(BERNOULLI, "strata::bernoulli", 0, 1, STRATA_OP_TAG_RANDOM | STRATA_OP_TAG_CREATION) \
   X(CAST, "strata::cast", 1, 1, STRATA_OP_TAG_POINTWISE | STRATA_OP_TAG_DATA_MOVEMENT) \
   X(CEIL, "strata::ceil", 1, 1, STRATA_OP_TAG_POINTWISE) \

@@ -195,13 +195,14 @@
 
 #include <stddef.h>
 #include <stdint.h>
+#include <string.h>
 
 #ifdef __cplusplus
 extern "C" {
 #endif
 
 #define STRATA_ABI_MAJOR 2
-#define STRATA_ABI_MINOR 1
+#define STRATA_ABI_MINOR 2
 
 /** The one symbol each plugin exports (type: strata_plugin_entry_fn). */
 #define STRATA_PLUGIN_ENTRY_SYMBOL "strata_plugin_entry"
@@ -457,8 +458,32 @@ typedef struct strata_kernel_call {
   strata_status (*workspace)(strata_workspace_args* args);
   void* host_context; /* opaque to the plugin: the host's, for workspace  */
   strata_error* error;
+  /** Added in 2.2 (absent when struct_size ends before it, or NULL). A
+   *  kernel reports here each attribute it looked for and did not find
+   *  (strata_kernel_attr and the C++ SDK's find_attr do it for you). A
+   *  declared optional attribute may be absent; a name the op's schema does
+   *  not declare is a kernel bug — the host records it, `strata plugin
+   *  check` fails the kernel naming the op and both names, and the run
+   *  logs it once (docs/ops.md, "Tags and attributes"). */
+  void (*attr_missing)(const struct strata_kernel_call* call, const char* name);
 } strata_kernel_call;
 #define STRATA_KERNEL_CALL_MIN_SIZE STRATA_SIZE_UP_TO(strata_kernel_call, error)
+
+/**
+ * The attribute `name` of a kernel call, or NULL when the call does not
+ * carry it — then reported to the host through attr_missing (2.2), which
+ * tells a declared optional attribute from a name the op does not declare.
+ */
+static inline const strata_attr* strata_kernel_attr(const strata_kernel_call* call, const char* name) {
+  for (int32_t k = 0; call->attrs != NULL && k < call->n_attrs; ++k) {
+    const strata_attr* a = call->attrs[k];
+    if (a != NULL && a->struct_size >= STRATA_ATTR_MIN_SIZE && a->name != NULL && strcmp(a->name, name) == 0) return a;
+  }
+  if (STRATA_HAS_FIELD(call, strata_kernel_call, attr_missing) && call->attr_missing != NULL) {
+    call->attr_missing(call, name);
+  }
+  return NULL;
+}
 
 /**
  * A kernel. Return STRATA_ERROR_UNSUPPORTED (with a message) to decline a

@@ -170,15 +170,25 @@ inline bool attr_name_is(const char* s, std::string_view name) {
   return *s == '\0';
 }
 
-/// Looks up an attribute of a call by name; nullptr when absent.
+/// Reports a name find_attr did not find to the host (strata_kernel_call::
+/// attr_missing, ABI 2.2), which tells a declared optional attribute from a
+/// name the op does not declare. Cold: only misses reach it.
+[[gnu::cold, gnu::noinline]] inline void report_missing_attr(const strata_kernel_call& call, std::string_view name) {
+  if (STRATA_HAS_FIELD(&call, strata_kernel_call, attr_missing) && call.attr_missing != nullptr) {
+    call.attr_missing(&call, std::string(name).c_str());
+  }
+}
+
+/// Looks up an attribute of a call by name; nullptr when absent (then
+/// reported to the host: report_missing_attr).
 inline const strata_attr* find_attr(const strata_kernel_call& call, std::string_view name) {
-  if (call.attrs == nullptr) return nullptr;
-  for (int32_t k = 0; k < call.n_attrs; ++k) {
+  for (int32_t k = 0; call.attrs != nullptr && k < call.n_attrs; ++k) {
     const strata_attr* a = call.attrs[k];
     if (a != nullptr && a->struct_size >= STRATA_ATTR_MIN_SIZE && a->name != nullptr && attr_name_is(a->name, name)) {
       return a;
     }
   }
+  report_missing_attr(call, name);
   return nullptr;
 }
 

@@ -151,10 +151,11 @@ std::vector<Tensor> checkpoint_jvp(const GradContext& c) {
 const detail::OpDef& kCheckpoint = detail::define_op({.name = "checkpoint",
                                                       .kind = detail::OpKind::join,
                                                       .tags = detail::op_tag::autograd,
+                                                      .dtypes = detail::DTypeFamily::any,
                                                       .n_inputs = -1,
                                                       .n_outputs = -1,
-                                                      .vjp = checkpoint_vjp,
-                                                      .jvp = checkpoint_jvp,
+                                                      .derivative = {.vjp = checkpoint_vjp,
+                                                      .jvp = checkpoint_jvp},
                                                       // it recomputes its outputs: only their count
                                                       .vjp_reads_outputs = 0});
 

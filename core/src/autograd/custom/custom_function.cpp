@@ -24,10 +24,11 @@ namespace {
 const OpDef& kCustomFunction = define_op({.name = "custom_function",
                                           .kind = OpKind::join,
                                           .tags = detail::op_tag::autograd,
+                                          .dtypes = detail::DTypeFamily::any,
                                           .n_inputs = -1,
                                           .n_outputs = -1,
-                                          .vjp = custom_node_vjp,
-                                          .jvp = custom_node_jvp});
+                                          .derivative = {.vjp = custom_node_vjp,
+                                          .jvp = custom_node_jvp}});
 
 /// A handle of `t`'s storage and geometry without autograd metadata: the
 /// outputs a call returns never share a handle with a tensor the forward

@@ -172,10 +172,11 @@ std::vector<Tensor> first_order_error(const GradContext& c) {
 const OpDef& kFirstOrderResult = define_op({.name = "custom_function_first_order",
                                             .kind = OpKind::join,
                                             .tags = detail::op_tag::autograd,
+                                            .dtypes = detail::DTypeFamily::any,
                                             .n_inputs = -1,
                                             .n_outputs = -1,
-                                            .vjp = first_order_error,
-                                            .jvp = first_order_error});
+                                            .derivative = {.vjp = first_order_error,
+                                            .jvp = first_order_error}});
 
 /// `results` (computed with recording off) tied to `sources`, the tensors
 /// they depend on, through a node whose derivatives are an error.

@@ -369,7 +369,7 @@ class BackwardPass {
                     node->op};
     std::vector<Tensor> input_grads;
     try {
-      input_grads = node->op->vjp(ctx);
+      input_grads = node->op->derivative.vjp(ctx);
     } catch (const Error& e) {
       // An anomaly check on an op inside the rule: name the op it differentiates.
       std::string what = e.what();

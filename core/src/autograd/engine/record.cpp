@@ -184,7 +184,7 @@ bool reads(uint8_t mask, size_t k) { return k >= 8 || ((mask >> k) & 1U) != 0; }
 
 void record_reverse(const OpDef& op, std::span<const Tensor> inputs, std::span<Tensor> outputs, const Attrs* attrs,
                     const AutogradState& st, const std::shared_ptr<const void>& closure) {
-  if (!st.grad_enabled || op.vjp == nullptr) return;
+  if (!st.grad_enabled || op.derivative.vjp == nullptr) return;
   LevelSet levels = node_levels(inputs, st);
   if (levels.empty()) return;
   std::shared_ptr<Node> node = make_node();
@@ -237,7 +237,7 @@ void record_reverse(const OpDef& op, std::span<const Tensor> inputs, std::span<T
 
 void record_forward(const OpDef& op, std::span<const Tensor> inputs, std::span<Tensor> outputs, const Attrs* attrs,
                     AutogradState& st, const void* closure) {
-  if (st.forward.empty() || op.jvp == nullptr) return;
+  if (st.forward.empty() || op.derivative.jvp == nullptr) return;
   // Oldest (outermost) level first: an inner level's rule then sees the
   // outputs' outer tangents (below), as nested forward mode needs — the
   // jvp of a forward-over-reverse hvp differentiates the inner tangent
@@ -284,7 +284,7 @@ void record_forward(const OpDef& op, std::span<const Tensor> inputs, std::span<T
     st.forward.remove(level);  // the rule's own ops must not carry this level
     try {
       GradContext ctx{inputs, outs, tangents, attrs, {}, closure, &op};
-      results = op.jvp(ctx);
+      results = op.derivative.jvp(ctx);
     } catch (...) {
       st.forward.add(level);
       throw;

@@ -275,7 +275,8 @@ void Tensor::backward(const Tensor& gradient, BackwardOptions options) const {
 namespace {
 /// detach as an op only so that trace() can replay it: no derivative rules.
 const detail::OpDef& kDetach = detail::define_op(
-    {.name = "detach", .kind = detail::OpKind::view, .tags = detail::op_tag::view | detail::op_tag::autograd});
+    {.name = "detach", .kind = detail::OpKind::view, .tags = detail::op_tag::view | detail::op_tag::autograd,
+    .dtypes = detail::DTypeFamily::any});
 }  // namespace
 
 Tensor Tensor::detach() const {

@@ -166,6 +166,8 @@ using DerivativeRule = std::vector<Tensor> (*)(const GradContext& ctx);
 /// The default policy is read off the op table; the configuration's "amp"
 /// lists override it.
 enum class AutocastCategory : uint8_t { none, lower_precision, fp32, promote };
+/// "none", "lower_precision", "fp32", "promote".
+const char* autocast_category_name(AutocastCategory category);
 
 /// What an op is, as the consumers that work on families of ops read it:
 /// vmap's batching rules, fusion, the generated op tables and the test
@@ -208,6 +210,54 @@ inline constexpr OpTags autograd = 1u << 14;
 /// The tags' names, bit by bit ("pointwise", "broadcasting", ...).
 std::vector<std::string> op_tag_names(OpTags tags);
 
+/// Both derivative rules of an op: reverse mode (VJP) and forward mode
+/// (JVP). nullptr where the op has none (a comparison has neither; an op
+/// with only one mode refuses the other, naming the op).
+struct Derivative {
+  DerivativeRule vjp = nullptr;
+  DerivativeRule jvp = nullptr;
+};
+
+/// The dtypes an op computes in, as its shape rule enforces them
+/// (docs/ops.md, "Dtype families"; OpManifest tests hold every pointwise
+/// op's rule to its family). Complex dtypes are a separate flag
+/// (OpDef::takes_complex): a family names the real dtypes.
+enum class DTypeFamily : uint8_t {
+  unspecified,  // plugin-defined ops: their own shape rule decides
+  any,          // every dtype, kept as it is (copies, views, joins, indexing's data)
+  numeric,      // integers and floats keep their dtype; bool is refused (neg, add, max)
+  floating,     // float math: integer and bool inputs compute in f32 (exp, div, softmax)
+  accumulate,   // floats keep their dtype; integers and bool accumulate in i64 (sum, prod)
+  compare,      // operands promote to a common dtype; the result is bool (eq, lt)
+  logical,      // operands read as bool; the result is bool (logical_and)
+  float_only,   // float dtypes only, others refused (optimizer updates, random draws)
+  index,        // the result is i64 positions (argmax, argmin)
+};
+/// "numeric", "floating", ... (the names docs/ops.md and `strata ops` print).
+const char* dtype_family_name(DTypeFamily family);
+
+/// Where an op's checks draw its inputs (the conformance cases of `strata
+/// plugin check` and the gradient checks derived from the registry): the
+/// range where the op is defined and, for differentiable ops, smooth.
+struct TestDomain {
+  double lo = -1.5, hi = 1.5;  // every float input drawn uniformly from [lo, hi]
+  /// > 0: values on multiples of `grid` (the ties of floor, round and the
+  /// comparisons included).
+  double grid = 0.0;
+  /// Derivative orders the derived gradient checks compare: 3 for smooth
+  /// ops, 1 for ops with kinks (abs, relu, maximum), 0 for none (ops that are
+  /// not differentiable, and flat ops such as floor, whose checks compose
+  /// them with a smooth op by hand: tests/autograd/op_cases.hpp). Read only
+  /// for ops with a VJP.
+  int orders = 3;
+  /// An input drawn away from zero instead (|v| in [0.5, 2], either sign):
+  /// div's divisor, reciprocal's input; -1 for none.
+  int nonzero_input = -1;
+  /// Bit k: the op is flat in input k (relu_backward in its saved input:
+  /// the mask's derivative is 0), so derived checks differentiate the others.
+  uint8_t flat_inputs = 0;
+};
+
 /// One attribute an op takes: its name, its ABI kind and whether every call
 /// carries it. Dispatch checks each call's attributes against these (docs/ops.md).
 struct AttrDecl {
@@ -225,6 +275,8 @@ struct OpDef {
   /// other than declared, is refused naming both. Empty for ops without
   /// attributes; a plugin-defined op's is the schema it registered.
   std::span<const AttrDecl> attrs{};
+  /// The dtypes it computes in; every core op names its family.
+  DTypeFamily dtypes = DTypeFamily::unspecified;
   AutocastCategory autocast = AutocastCategory::none;
   int n_inputs = 1;  // -1: any number (join ops such as cat)
   int n_outputs = 1;
@@ -253,10 +305,9 @@ struct OpDef {
   /// Instead of empty_fill: the (single) output is a copy of this input when
   /// another input is empty (scatter_add of nothing is its base).
   int empty_passthrough = -1;
-  /// Reverse mode (nullptr: the op is not differentiable, e.g. comparisons).
-  DerivativeRule vjp = nullptr;
-  /// Forward mode.
-  DerivativeRule jvp = nullptr;
+  /// Its derivative rules (none: the op is not differentiable, e.g.
+  /// comparisons).
+  Derivative derivative{};
   /// Which operands' values the VJP reads: bit k for input k (inputs past
   /// the eighth always count as read) and for output k. A recorded node
   /// keeps those; of the others it keeps a placeholder with their shape,
@@ -268,6 +319,8 @@ struct OpDef {
   /// The JVP runs while the op runs and sees every operand.
   uint8_t vjp_reads_inputs = 0xff;
   uint8_t vjp_reads_outputs = 0xff;
+  /// Where checks draw its inputs (conformance, gradient checks).
+  TestDomain domain{};
   /// Contract version: kernels declare the version they implement, and the
   /// loader refuses entries for another one (docs/ops.md, "Versions").
   uint32_t version = 1;
@@ -342,6 +395,17 @@ void check_same_device(const OpCall& call);
 /// Throws ValueError unless `call`'s attributes are the ones its op declares
 /// (OpDef::attrs), each of its declared kind, the required ones present.
 void check_declared_attrs(const OpCall& call);
+/// "dim INT, keepdim BOOL (optional)", or "none": an op's attribute schema
+/// as errors name it.
+std::string declared_list(std::span<const AttrDecl> decls);
+
+/// An attribute a kernel looked for that its op does not declare
+/// (strata_kernel_call::attr_missing), with how often (Runtime::attr_misreads).
+struct AttrMisread {
+  std::string device, op, attribute, declared;
+  uint64_t count = 0;
+};
+std::vector<AttrMisread> attr_misreads();
 /// Casts input k to dtype (no-op when equal).
 void cast_input(OpCall& call, int k, DType dtype);
 /// Expands input k to shape (no-op when equal).

@@ -57,8 +57,6 @@ const Attr& require_attr(const Attrs* attrs, std::string_view name, std::string_
 
 const Attr* OpCall::attr(std::string_view name) const { return find_attr(attrs, name); }
 
-namespace {
-
 std::string declared_list(std::span<const AttrDecl> decls) {
   if (decls.empty()) return "none";
   std::string out;
@@ -68,8 +66,6 @@ std::string declared_list(std::span<const AttrDecl> decls) {
   }
   return out;
 }
-
-}  // namespace
 
 void check_declared_attrs(const OpCall& call) {
   const std::span<const AttrDecl> decls = call.op->attrs;

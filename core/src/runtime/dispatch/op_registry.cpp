@@ -99,6 +99,31 @@ std::vector<std::string> op_tag_names(OpTags tags) {
   return out;
 }
 
+const char* dtype_family_name(DTypeFamily family) {
+  switch (family) {
+    case DTypeFamily::unspecified: return "unspecified";
+    case DTypeFamily::any: return "any";
+    case DTypeFamily::numeric: return "numeric";
+    case DTypeFamily::floating: return "floating";
+    case DTypeFamily::accumulate: return "accumulate";
+    case DTypeFamily::compare: return "compare";
+    case DTypeFamily::logical: return "logical";
+    case DTypeFamily::float_only: return "float_only";
+    case DTypeFamily::index: return "index";
+  }
+  return "?";
+}
+
+const char* autocast_category_name(AutocastCategory category) {
+  switch (category) {
+    case AutocastCategory::none: return "none";
+    case AutocastCategory::lower_precision: return "lower_precision";
+    case AutocastCategory::fp32: return "fp32";
+    case AutocastCategory::promote: return "promote";
+  }
+  return "?";
+}
+
 KernelOpRef kernel_op_ref(const char* qualified) {
   KernelOpRef ref;
   if (const OpDef* op = find_kernel_op(qualified)) {

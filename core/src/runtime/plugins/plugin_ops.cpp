@@ -413,8 +413,8 @@ strata_status host_register_op(const strata_op_schema* schema, strata_error* err
               .n_outputs = schema->n_outputs,
               .takes_complex = true,  // the plugin's shape rule sees the dtypes and decides
               .prepare = plugin_prepare,
-              .vjp = schema->vjp != nullptr ? plugin_vjp : nullptr,
-              .jvp = schema->jvp != nullptr ? plugin_jvp : nullptr,
+              .derivative = {.vjp = schema->vjp != nullptr ? plugin_vjp : nullptr,
+              .jvp = schema->jvp != nullptr ? plugin_jvp : nullptr},
               .version = schema->version,
               .plugin_op = po.get()};
     define_op(def);

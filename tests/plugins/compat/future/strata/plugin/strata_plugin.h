@@ -1,7 +1,8 @@
 /*
  * TEST COPY — tests/plugins/compat/future: the 2.0 header as a hypothetical
  * future minor, ABI 2.7, would look (with 2.1's one addition,
- * strata_plugin_api.probe_environment, in its place: a minor keeps every
+ * strata_plugin_api.probe_environment, and 2.2's,
+ * strata_kernel_call.attr_missing, in their places: a minor keeps every
  * field of the minors before it). Only the test plugin "minifuture" is
  * built against it (placed first on its include path). Changes from 2.0,
  * all marked "ABI 2.7 (test header)":
@@ -397,6 +398,7 @@ typedef struct strata_kernel_call {
   strata_status (*workspace)(strata_workspace_args* args);
   void* host_context; /* opaque to the plugin: the host's, for workspace  */
   strata_error* error;
+  void (*attr_missing)(const struct strata_kernel_call* call, const char* name); /* ABI 2.2 */
   uint64_t future_a; /* ABI 2.7 (test header) */
   void* future_b;    /* ABI 2.7 (test header) */
 } strata_kernel_call;
