@@ -12,10 +12,25 @@
 
 #include <span>
 #include <string>
+#include <utility>
+#include <vector>
 
 namespace strata::detail {
 
 // --- Running a call (kernel_call.cpp) ------------------------------------------
+
+/// The host side of one kernel call (strata_kernel_call::host_context): what
+/// the workspace service needs, and the blocks it handed out (released when
+/// the kernel returns); the attr_missing service reads the op and device.
+struct KernelHostContext {
+  DeviceRecord* device;
+  const OpCall* call;
+  std::vector<std::pair<strata_buffer, size_t>> workspace;
+};
+/// strata_kernel_call::attr_missing (ABI 2.2; attr_misreads.cpp): a name the
+/// call's op declares is an optional attribute the call left out; any other
+/// is recorded for attr_misreads() and logged once per device, op and name.
+void attr_missing_service(const strata_kernel_call* call, const char* name) noexcept;
 
 /// Runs a prepared call on its device: results of dtypes the device does not
 /// store are refused, empty tensors never reach a kernel, then the kernel for

@@ -5,7 +5,6 @@
 #include "runtime/dispatch/dispatch_internal.hpp"
 
 #include "base/config_internal.hpp"
-#include "base/logging.hpp"
 #include "runtime/device/device_table.hpp"
 #include "runtime/dispatch/abi_attrs.hpp"
 #include "runtime/tensor/host_data.hpp"
@@ -17,12 +16,8 @@
 #include <algorithm>
 #include <array>
 #include <cstdio>
-#include <cstring>
-#include <map>
 #include <memory>
-#include <mutex>
 #include <string>
-#include <tuple>
 #include <vector>
 
 namespace strata::detail {
@@ -56,14 +51,6 @@ Tensor new_output(DeviceRecord& dev, const OpCall& call, int k) {
   return make_tensor(dev, out.dtype, out.sizes(), call.op->name);
 }
 
-/// The host side of one kernel call: what the workspace service needs, and
-/// the blocks it handed out (released when the kernel returns).
-struct KernelHostContext {
-  DeviceRecord* device;
-  const OpCall* call;
-  std::vector<std::pair<strata_buffer, size_t>> workspace;
-};
-
 strata_status workspace_service(strata_workspace_args* args) noexcept {
   if (args == nullptr || args->struct_size < STRATA_WORKSPACE_ARGS_MIN_SIZE || args->call == nullptr ||
       args->call->struct_size < STRATA_KERNEL_CALL_MIN_SIZE || args->call->host_context == nullptr) {
@@ -85,56 +72,7 @@ strata_status workspace_service(strata_workspace_args* args) noexcept {
   }
 }
 
-/// The attributes kernels looked for that their op does not declare, by
-/// (device, op, name), with counts.
-struct Misreads {
-  std::mutex mutex;
-  std::map<std::tuple<std::string, std::string, std::string>, uint64_t> counts;
-};
-Misreads& misreads() {
-  static Misreads* m = new Misreads;  // never destroyed: kernels may run during exit
-  return *m;
-}
-
-/// strata_kernel_call::attr_missing: a name the call's op declares is an
-/// optional attribute the call left out; any other is recorded (and logged
-/// once per device, op and name).
-void attr_missing_service(const strata_kernel_call* kc, const char* name) noexcept {
-  if (kc == nullptr || name == nullptr || kc->struct_size < STRATA_KERNEL_CALL_MIN_SIZE ||
-      kc->host_context == nullptr) {
-    return;
-  }
-  const auto* ctx = static_cast<const KernelHostContext*>(kc->host_context);
-  const OpDef& op = *ctx->call->op;
-  for (const AttrDecl& d : op.attrs) {
-    if (std::strcmp(d.name, name) == 0) return;
-  }
-  try {
-    Misreads& m = misreads();
-    std::lock_guard lock(m.mutex);
-    auto [it, first] = m.counts.try_emplace({ctx->device->id, std::string(op.kernel_name), name}, 0);
-    ++it->second;
-    if (first) {
-      logger("dispatch")->warn("the kernel of {} on {} read attribute '{}', which {} does not declare (it takes: {})",
-                               op.kernel_name, ctx->device->id, name, op.kernel_name, declared_list(op.attrs));
-    }
-  } catch (...) {  // out of memory: the record is lost, the kernel runs on
-  }
-}
-
 }  // namespace
-
-std::vector<AttrMisread> attr_misreads() {
-  Misreads& m = misreads();
-  std::lock_guard lock(m.mutex);
-  std::vector<AttrMisread> out;
-  for (const auto& [key, count] : m.counts) {
-    const auto& [device, op, attribute] = key;
-    const OpDef* def = find_kernel_op(op);
-    out.push_back({device, op, attribute, def != nullptr ? declared_list(def->attrs) : "?", count});
-  }
-  return out;
-}
 
 namespace {
 
