@@ -58,6 +58,21 @@ ValueRange domain_range(const OpInfo& op, int k) {
 /// Unary ops, binary ops (comparisons of the compare family) and backward
 /// ops (differentiated in their saved input) by arity and tags; ranges from
 /// each op's test domain; derivatives checked for ops smooth to third order.
+void add_pointwise_specs(std::map<std::string, OpSpec>& t);
+
+/// The reductions' specs, derived from the registry: every core op tagged
+/// reduction with a "dims" attribute (its cases pass the dims: op_cases),
+/// index-valued ones (argmax) as arg reductions; ranges from the test
+/// domains, derivatives checked for ops smooth to third order.
+void add_reduction_specs(std::map<std::string, OpSpec>& t) {
+  for (const OpInfo& op : runtime().ops()) {
+    if (!op.plugin.empty() || !tagged(op, "reduction") || (op.kind != "primitive" && op.kind != "composite")) continue;
+    if (std::ranges::none_of(op.attrs, [](const OpAttrInfo& a) { return a.name == "dims"; })) continue;
+    const Family family = op.dtypes == "index" ? Family::arg_reduce : Family::reduce;
+    t[op.name] = {family, nullptr, domain_range(op, 0), {}, op.differentiable && op.domain.orders >= 3, 0};
+  }
+}
+
 void add_pointwise_specs(std::map<std::string, OpSpec>& t) {
   for (const OpInfo& op : runtime().ops()) {
     if (!op.plugin.empty() || (op.kind != "primitive" && op.kind != "composite")) continue;
@@ -78,6 +93,7 @@ const std::map<std::string, OpSpec>& op_table() {
   static const std::map<std::string, OpSpec> table = [] {
     std::map<std::string, OpSpec> t;
     add_pointwise_specs(t);
+    add_reduction_specs(t);
     auto domain = [](const char* name, int k) {  // the test domain of input k of a core op
       for (const OpInfo& op : runtime().ops()) {
         if (op.name == name) return domain_range(op, k);
@@ -86,14 +102,6 @@ const std::map<std::string, OpSpec>& op_table() {
     };
     t["strata::where"] = {Family::where, [](const std::vector<Tensor>& in) { return where(in[0], in[1], in[2]); },
                           {}, {}, true, 1};
-    // Reductions take their dims from the case (see reduce_cases); fn unused.
-    t["strata::sum"] = {Family::reduce, nullptr, {}, {}, true, 0};
-    t["strata::mean"] = {Family::reduce, nullptr, {}, {}, true, 0};
-    t["strata::prod"] = {Family::reduce, nullptr, domain("strata::prod", 0), {}, true, 0};
-    t["strata::max"] = {Family::reduce, nullptr, {}, {}, false, 0};
-    t["strata::min"] = {Family::reduce, nullptr, {}, {}, false, 0};
-    t["strata::argmax"] = {Family::arg_reduce, nullptr, domain("strata::argmax", 0), {}, false, 0};
-    t["strata::argmin"] = {Family::arg_reduce, nullptr, domain("strata::argmin", 0), {}, false, 0};
     t["strata::matmul"] = {Family::matmul, binary(matmul), {}, {}, true, 0};
     t["strata::linear"] = {Family::linear,
                            [](const std::vector<Tensor>& in) { return linear(in[0], in[1], in[2]); }, {}, {}, true, 0};
@@ -250,15 +258,17 @@ std::vector<OpCase> op_cases(const std::string& op, const OpSpec& spec, const Si
     case Family::reduce:
     case Family::arg_reduce: {
       const bool arg = spec.family == Family::arg_reduce;
+      // Any reduction by name: the op's output keeps the reduced dims (size
+      // 1); without keepdim they are dropped from the result.
       auto reducer = [op](Shape dims, bool keepdim) -> Fn {
         return [op, dims, keepdim](const std::vector<Tensor>& in) {
-          if (op == "strata::sum") return sum(in[0], dims, keepdim);
-          if (op == "strata::mean") return mean(in[0], dims, keepdim);
-          if (op == "strata::prod") return prod(in[0], dims, keepdim);
-          if (op == "strata::max") return amax(in[0], dims, keepdim);
-          if (op == "strata::min") return amin(in[0], dims, keepdim);
-          if (op == "strata::argmax") return argmax(in[0], dims.at(0), keepdim);
-          return argmin(in[0], dims.at(0), keepdim);
+          Tensor y = call_op(op, {in[0]}, {{"dims", dims}})[0];
+          if (keepdim) return y;
+          Shape kept;
+          for (int64_t d = 0; d < y.dim(); ++d) {
+            if (std::ranges::find(dims, d) == dims.end()) kept.push_back(y.size(d));
+          }
+          return y.reshape(kept);
         };
       };
       ValueRange r = in_range(spec.range, t);

@@ -130,14 +130,18 @@ const OpDef& kMax = define_op({.name = "max",
                                .dtypes = detail::DTypeFamily::numeric,
                                .prepare = extremum_rule,
                                .derivative = {.vjp = STRATA_VJP(g * extremum_partials(c)),
-                               .jvp = STRATA_JVP(STRATA_TANGENT(weighted_sum(t, extremum_partials(c), c)))}});
+                                              .jvp = STRATA_JVP(
+                                                  STRATA_TANGENT(weighted_sum(t, extremum_partials(c), c)))},
+                               .domain = {.orders = 1}});  // kinks where elements tie
 const OpDef& kMin = define_op({.name = "min",
                                .tags = tag::reduction,
                                .attrs = kDimsAttrs,
                                .dtypes = detail::DTypeFamily::numeric,
                                .prepare = extremum_rule,
                                .derivative = {.vjp = STRATA_VJP(g * extremum_partials(c)),
-                               .jvp = STRATA_JVP(STRATA_TANGENT(weighted_sum(t, extremum_partials(c), c)))}});
+                                              .jvp = STRATA_JVP(
+                                                  STRATA_TANGENT(weighted_sum(t, extremum_partials(c), c)))},
+                               .domain = {.orders = 1}});  // kinks where elements tie
 // Not differentiable; drawn from integers, so that ties pick the first.
 constexpr detail::TestDomain kTies{.lo = -3.0, .hi = 3.0, .grid = 1.0, .orders = 0};
 const OpDef& kArgmax = define_op({.name = "argmax", .tags = tag::reduction, .attrs = kDimsAttrs,
