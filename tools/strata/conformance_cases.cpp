@@ -57,22 +57,9 @@ ValueRange domain_range(const OpInfo& op, int k) {
 /// cast have families of their own, complex ops are not in the matrix).
 /// Unary ops, binary ops (comparisons of the compare family) and backward
 /// ops (differentiated in their saved input) by arity and tags; ranges from
-/// each op's test domain; derivatives checked for ops smooth to third order.
-void add_pointwise_specs(std::map<std::string, OpSpec>& t);
-
-/// The reductions' specs, derived from the registry: every core op tagged
-/// reduction with a "dims" attribute (its cases pass the dims: op_cases),
-/// index-valued ones (argmax) as arg reductions; ranges from the test
-/// domains, derivatives checked for ops smooth to third order.
-void add_reduction_specs(std::map<std::string, OpSpec>& t) {
-  for (const OpInfo& op : runtime().ops()) {
-    if (!op.plugin.empty() || !tagged(op, "reduction") || (op.kind != "primitive" && op.kind != "composite")) continue;
-    if (std::ranges::none_of(op.attrs, [](const OpAttrInfo& a) { return a.name == "dims"; })) continue;
-    const Family family = op.dtypes == "index" ? Family::arg_reduce : Family::reduce;
-    t[op.name] = {family, nullptr, domain_range(op, 0), {}, op.differentiable && op.domain.orders >= 3, 0};
-  }
-}
-
+/// each op's test domain. Derivatives (the device against the reference, to
+/// third order) for every op its domain gives derivative orders: ops with
+/// kinks too, whose random inputs never sit on one.
 void add_pointwise_specs(std::map<std::string, OpSpec>& t) {
   for (const OpInfo& op : runtime().ops()) {
     if (!op.plugin.empty() || (op.kind != "primitive" && op.kind != "composite")) continue;
@@ -83,9 +70,22 @@ void add_pointwise_specs(std::map<std::string, OpSpec>& t) {
                     : op.dtypes == "compare" ? Family::compare
                                              : Family::binary;
     Fn fn = [name = op.name](const std::vector<Tensor>& in) { return call_op(name, in)[0]; };
-    const bool smooth = op.differentiable && op.domain.orders >= 3;
+    const bool derivatives = op.differentiable && op.domain.orders >= 1;
     t[op.name] = {family, std::move(fn), domain_range(op, 0), op.n_inputs == 2 ? domain_range(op, 1) : ValueRange{},
-                  smooth, family == Family::pointwise_backward ? 1 : 0};
+                  derivatives, family == Family::pointwise_backward ? 1 : 0};
+  }
+}
+
+/// The reductions' specs, derived from the registry: every core op tagged
+/// reduction with a "dims" attribute (its cases pass the dims: op_cases),
+/// index-valued ones (argmax) as arg reductions; ranges from the test
+/// domains, derivatives as for the pointwise ops.
+void add_reduction_specs(std::map<std::string, OpSpec>& t) {
+  for (const OpInfo& op : runtime().ops()) {
+    if (!op.plugin.empty() || !tagged(op, "reduction") || (op.kind != "primitive" && op.kind != "composite")) continue;
+    if (std::ranges::none_of(op.attrs, [](const OpAttrInfo& a) { return a.name == "dims"; })) continue;
+    const Family family = op.dtypes == "index" ? Family::arg_reduce : Family::reduce;
+    t[op.name] = {family, nullptr, domain_range(op, 0), {}, op.differentiable && op.domain.orders >= 1, 0};
   }
 }
 

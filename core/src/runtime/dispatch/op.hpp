@@ -226,11 +226,11 @@ enum class DTypeFamily : uint8_t {
   unspecified,  // plugin-defined ops: their own shape rule decides
   any,          // every dtype, kept as it is (copies, views, joins, indexing's data)
   numeric,      // integers and floats keep their dtype; bool is refused (neg, add, max)
-  floating,     // float math: integer and bool inputs compute in f32 (exp, div, softmax)
+  floating,     // float math: integer and bool inputs compute in f32 (exp, div, mean)
   accumulate,   // floats keep their dtype; integers and bool accumulate in i64 (sum, prod)
   compare,      // operands promote to a common dtype; the result is bool (eq, lt)
   logical,      // operands read as bool; the result is bool (logical_and)
-  float_only,   // float dtypes only, others refused (optimizer updates, random draws)
+  float_only,   // float dtypes only, others refused (softmax, gelu, matmul, optimizer updates)
   index,        // the result is i64 positions (argmax, argmin)
 };
 /// "numeric", "floating", ... (the names docs/ops.md and `strata ops` print).
