@@ -35,7 +35,6 @@ Gen away_from_zero(double lo = 0.2, double hi = 2.0) {
   return [=](Rng& rng, const Shape& shape) { return nonzero(rng, shape, lo, hi); };
 }
 const Gen kAny = range(-2.0, 2.0);
-const Gen kPositive = range(0.2, 3.0);
 const Gen kOffGrid = off_grid;
 const Gen kCoin = coin;
 
