@@ -63,10 +63,7 @@ void add_unscale(plugin::KernelTable& table) {
 }  // namespace
 
 void register_amp_kernels(plugin::KernelTable& table) {
-  add_unscale<float>(table);
-  add_unscale<double>(table);
-  add_unscale<f16>(table);
-  add_unscale<bf16>(table);
+  for_each_type(FloatTypes{}, [&]<class T>() { add_unscale<T>(table); });
 }
 
 }  // namespace strata::cpu

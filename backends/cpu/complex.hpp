@@ -12,13 +12,10 @@ namespace strata::cpu {
 using c64 = std::complex<float>;
 using c128 = std::complex<double>;
 
-inline constexpr const char* kC64 = "c64";
-inline constexpr const char* kC128 = "c128";
-
 template <>
-struct Scalar<c64> : PlainScalar<c64, c64, STRATA_C64, kC64> {};
+struct Scalar<c64> : PlainScalar<c64, c64, STRATA_C64> {};
 template <>
-struct Scalar<c128> : PlainScalar<c128, c128, STRATA_C128, kC128> {};
+struct Scalar<c128> : PlainScalar<c128, c128, STRATA_C128> {};
 
 using ComplexTypes = TypeList<c64, c128>;
 

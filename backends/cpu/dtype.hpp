@@ -8,6 +8,7 @@
 
 #include <strata/plugin/half.hpp>
 #include <strata/plugin/strata_plugin.h>
+#include <strata/plugin/strata_plugin.hpp>
 
 #include <cstdint>
 #include <limits>
@@ -28,55 +29,44 @@ using bool8 = uint8_t;
 template <class T>
 struct Scalar;
 
-template <class T, class C, strata_dtype D, const char* const& Name>
+/// A dtype stored as itself: computes in C, named by plugin::dtype_name.
+template <class T, class C, strata_dtype D>
 struct PlainScalar {
   using compute = C;
   static constexpr strata_dtype dtype = D;
-  static const char* name() { return Name; }
+  static const char* name() { return plugin::dtype_name(D); }
   static C load(T v) { return static_cast<C>(v); }
   static T store(C v) { return static_cast<T>(v); }
 };
 
-inline constexpr const char* kF32 = "f32";
-inline constexpr const char* kF64 = "f64";
-inline constexpr const char* kF16 = "f16";
-inline constexpr const char* kBF16 = "bf16";
-inline constexpr const char* kI32 = "i32";
-inline constexpr const char* kI64 = "i64";
-inline constexpr const char* kBool = "bool";
-
-template <>
-struct Scalar<float> : PlainScalar<float, float, STRATA_F32, kF32> {};
-template <>
-struct Scalar<double> : PlainScalar<double, double, STRATA_F64, kF64> {};
-template <>
-struct Scalar<int32_t> : PlainScalar<int32_t, int32_t, STRATA_I32, kI32> {};
-template <>
-struct Scalar<int64_t> : PlainScalar<int64_t, int64_t, STRATA_I64, kI64> {};
-
-template <>
-struct Scalar<f16> {
+/// A 16-bit float stored as bits (H::bits), computed in f32.
+template <class H, strata_dtype D, float (*ToFloat)(uint16_t), uint16_t (*FromFloat)(float)>
+struct HalfScalar {
   using compute = float;
-  static constexpr strata_dtype dtype = STRATA_F16;
-  static const char* name() { return kF16; }
-  static float load(f16 v) { return f16_to_float(v.bits); }
-  static f16 store(float v) { return f16{float_to_f16(v)}; }
+  static constexpr strata_dtype dtype = D;
+  static const char* name() { return plugin::dtype_name(D); }
+  static float load(H v) { return ToFloat(v.bits); }
+  static H store(float v) { return H{FromFloat(v)}; }
 };
 
 template <>
-struct Scalar<bf16> {
-  using compute = float;
-  static constexpr strata_dtype dtype = STRATA_BF16;
-  static const char* name() { return kBF16; }
-  static float load(bf16 v) { return bf16_to_float(v.bits); }
-  static bf16 store(float v) { return bf16{float_to_bf16(v)}; }
-};
+struct Scalar<float> : PlainScalar<float, float, STRATA_F32> {};
+template <>
+struct Scalar<double> : PlainScalar<double, double, STRATA_F64> {};
+template <>
+struct Scalar<int32_t> : PlainScalar<int32_t, int32_t, STRATA_I32> {};
+template <>
+struct Scalar<int64_t> : PlainScalar<int64_t, int64_t, STRATA_I64> {};
+template <>
+struct Scalar<f16> : HalfScalar<f16, STRATA_F16, f16_to_float, float_to_f16> {};
+template <>
+struct Scalar<bf16> : HalfScalar<bf16, STRATA_BF16, bf16_to_float, float_to_bf16> {};
 
 template <>
 struct Scalar<bool8> {
   using compute = bool;
   static constexpr strata_dtype dtype = STRATA_BOOL;
-  static const char* name() { return kBool; }
+  static const char* name() { return plugin::dtype_name(STRATA_BOOL); }
   static bool load(bool8 v) { return v != 0; }
   static bool8 store(bool v) { return static_cast<bool8>(v); }
 };
@@ -156,19 +146,14 @@ constexpr bool is_nan(C v) {
   }
 }
 
-/// Type lists for registering one kernel template over several dtypes.
-template <class... Ts>
-struct TypeList {};
+/// Type lists for registering one kernel template over several dtypes
+/// (plugin::TypeList, plugin::for_each_type).
+using plugin::for_each_type;
+using plugin::TypeList;
 
 using FloatTypes = TypeList<float, double, f16, bf16>;
 using IntTypes = TypeList<int32_t, int64_t>;
 using NumericTypes = TypeList<float, double, f16, bf16, int32_t, int64_t>;
 using AllTypes = TypeList<float, double, f16, bf16, int32_t, int64_t, bool8>;
-
-/// Calls f.template operator()<T>() for each T of the list.
-template <class... Ts, class F>
-void for_each_type(TypeList<Ts...>, F&& f) {
-  (f.template operator()<Ts>(), ...);
-}
 
 }  // namespace strata::cpu

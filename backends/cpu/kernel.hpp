@@ -67,16 +67,13 @@ inline bool fields_ok(const strata_tensor* t, strata_dtype dtype) {
 /// A descriptor a kernel may read: present and fields_ok.
 inline bool operand_ok(const strata_tensor* t, strata_dtype dtype) { return t != nullptr && fields_ok(t, dtype); }
 
-// ---- Failure paths (out of line, kernel_table.cpp) --------------------------
+// ---- Failure paths ------------------------------------------------------------------
 
-/// A call struct below STRATA_KERNEL_CALL_MIN_SIZE (or NULL).
-[[gnu::cold]] strata_status refuse_small_call(const strata_kernel_call* call, const char* op) noexcept;
-
-/// Operand counts, or a descriptor that operand_ok refuses: names the op,
-/// the operand and what is wrong with it.
-[[gnu::cold]] strata_status refuse_operands(const strata_kernel_call& call, const char* op,
-                                            const strata_dtype* in_dtypes, int n_in, const strata_dtype* out_dtypes,
-                                            int n_out) noexcept;
+// A call struct below STRATA_KERNEL_CALL_MIN_SIZE, operand counts, or a
+// descriptor operand_ok refuses: messages naming the op, the operand and what
+// is wrong with it (the SDK's cold paths, strata_plugin.hpp).
+using plugin::refuse_operands;
+using plugin::refuse_small_call;
 
 /// The status of the exception being handled (call it from a catch block
 /// only): invalid_argument (an attribute of the wrong kind, from

@@ -512,10 +512,7 @@ void clear_matmul_cache() {
 }
 
 void register_matmul_kernels(plugin::KernelTable& table) {
-  add<Matmul<float>>(table);
-  add<Matmul<double>>(table);
-  add<Matmul<f16>>(table);
-  add<Matmul<bf16>>(table);
+  for_each_type(FloatTypes{}, [&]<class T>() { add<Matmul<T>>(table); });
   add<Linear<float>>(table);
   add<Linear<bf16>>(table);
 }

@@ -215,7 +215,7 @@ TEST(GpuKernelChecks, RefuseBadCallsNamingTheOpAndOperand) {
     AddCall c;
     c.b.dtype = STRATA_F64;
     EXPECT_EQ(add(&c.call), STRATA_ERROR_INVALID_ARGUMENT);
-    EXPECT_EQ(c.message(), "strata::add (f32,f32->f32): input 1 is f64");
+    EXPECT_EQ(c.message(), "strata::add (f32,f32->f32): input 1 is f64, the kernel takes f32");
   }
   {
     AddCall c;
@@ -245,7 +245,7 @@ TEST(GpuKernelChecks, NoInputKernelsNameTheirSignature) {
   c.call.inputs = nullptr;
   c.y.dtype = STRATA_F32;
   EXPECT_EQ(fill(&c.call), STRATA_ERROR_INVALID_ARGUMENT);
-  EXPECT_EQ(c.message(), "strata::fill (->bf16): output 0 is f32");
+  EXPECT_EQ(c.message(), "strata::fill (->bf16): output 0 is f32, the kernel takes bf16");
 }
 
 // ---- strata.collectives (NCCL opened at run time) -------------------------------

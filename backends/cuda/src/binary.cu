@@ -142,12 +142,7 @@ void add_numeric(plugin::KernelTable& t) {
 }  // namespace
 
 void register_binary_kernels(plugin::KernelTable& t) {
-  add_numeric<float>(t);
-  add_numeric<double>(t);
-  add_numeric<half_t>(t);
-  add_numeric<bfloat16_t>(t);
-  add_numeric<int32_t>(t);
-  add_numeric<int64_t>(t);
+  for_each_type(NumericTypes{}, [&]<class T>() { add_numeric<T>(t); });
   add<CompareKernel<kEq, bool8, Eq>>(t);
   add<CompareKernel<kNe, bool8, Ne>>(t);
   add<WhereKernel<bool8>>(t);

@@ -73,7 +73,7 @@ void add_casts_to(plugin::KernelTable& t, Types<From...>) {
 }
 
 template <class... T>
-void add_all(plugin::KernelTable& t) {
+void add_all(plugin::KernelTable& t, Types<T...>) {
   (add<FillKernel<T>>(t), ...);
   (add<CopyKernel<T>>(t), ...);
   (add_casts_to<T>(t, Types<T...>{}), ...);
@@ -82,7 +82,7 @@ void add_all(plugin::KernelTable& t) {
 }  // namespace
 
 void register_data_kernels(plugin::KernelTable& t) {
-  add_all<float, double, half_t, bfloat16_t, int32_t, int64_t, bool8>(t);
+  add_all(t, AllTypes{});
 }
 
 }  // namespace strata::gpu

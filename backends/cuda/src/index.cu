@@ -177,19 +177,8 @@ void add_selecting(plugin::KernelTable& t) {
 }  // namespace
 
 void register_index_kernels(plugin::KernelTable& t) {
-  add_selecting<float>(t);
-  add_selecting<double>(t);
-  add_selecting<half_t>(t);
-  add_selecting<bfloat16_t>(t);
-  add_selecting<int32_t>(t);
-  add_selecting<int64_t>(t);
-  add_selecting<bool8>(t);
-  add<ScatterAdd<float>>(t, 0);
-  add<ScatterAdd<double>>(t, 0);
-  add<ScatterAdd<half_t>>(t, 0);
-  add<ScatterAdd<bfloat16_t>>(t, 0);
-  add<ScatterAdd<int32_t>>(t, 0);
-  add<ScatterAdd<int64_t>>(t, 0);
+  for_each_type(AllTypes{}, [&]<class T>() { add_selecting<T>(t); });
+  for_each_type(NumericTypes{}, [&]<class T>() { add<ScatterAdd<T>>(t, 0); });
 }
 
 }  // namespace strata::gpu

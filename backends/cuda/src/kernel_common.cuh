@@ -32,10 +32,15 @@ namespace strata::gpu {
 
 using plugin::fail;
 
+/// A list of element types (plugin::TypeList): operand lists of an Impl, and
+/// the dtypes a kernel template is registered for with for_each_type.
 template <class... T>
-struct Types {
-  static constexpr int size = sizeof...(T);
-};
+using Types = plugin::TypeList<T...>;
+using plugin::for_each_type;
+
+using FloatTypes = Types<float, double, half_t, bfloat16_t>;
+using NumericTypes = Types<float, double, half_t, bfloat16_t, int32_t, int64_t>;
+using AllTypes = Types<float, double, half_t, bfloat16_t, int32_t, int64_t, bool8>;
 
 /// What a kernel body gets.
 struct Launch {

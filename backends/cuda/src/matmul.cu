@@ -144,10 +144,7 @@ struct Matmul {
 }  // namespace
 
 void register_matmul_kernels(plugin::KernelTable& t) {
-  add<Matmul<float>>(t);
-  add<Matmul<double>>(t);
-  add<Matmul<half_t>>(t);
-  add<Matmul<bfloat16_t>>(t);
+  for_each_type(FloatTypes{}, [&]<class T>() { add<Matmul<T>>(t); });
 }
 
 }  // namespace strata::gpu

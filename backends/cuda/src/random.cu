@@ -87,17 +87,8 @@ void add_float(plugin::KernelTable& t) {
 }  // namespace
 
 void register_random_kernels(plugin::KernelTable& t) {
-  add_float<float>(t);
-  add_float<double>(t);
-  add_float<half_t>(t);
-  add_float<bfloat16_t>(t);
-  add<RandomKernel<kBernoulliName, float, kBernoulli>>(t, 0);
-  add<RandomKernel<kBernoulliName, double, kBernoulli>>(t, 0);
-  add<RandomKernel<kBernoulliName, half_t, kBernoulli>>(t, 0);
-  add<RandomKernel<kBernoulliName, bfloat16_t, kBernoulli>>(t, 0);
-  add<RandomKernel<kBernoulliName, int32_t, kBernoulli>>(t, 0);
-  add<RandomKernel<kBernoulliName, int64_t, kBernoulli>>(t, 0);
-  add<RandomKernel<kBernoulliName, bool8, kBernoulli>>(t, 0);
+  for_each_type(FloatTypes{}, [&]<class T>() { add_float<T>(t); });
+  for_each_type(AllTypes{}, [&]<class T>() { add<RandomKernel<kBernoulliName, T, kBernoulli>>(t, 0); });
 }
 
 }  // namespace strata::gpu

@@ -188,12 +188,7 @@ void add_numeric(plugin::KernelTable& t) {
 }  // namespace
 
 void register_reduce_kernels(plugin::KernelTable& t) {
-  add_numeric<float>(t);
-  add_numeric<double>(t);
-  add_numeric<half_t>(t);
-  add_numeric<bfloat16_t>(t);
-  add_numeric<int32_t>(t);
-  add_numeric<int64_t>(t);
+  for_each_type(NumericTypes{}, [&]<class T>() { add_numeric<T>(t); });
   add<ReduceKernel<kSum, bool8, int64_t, SumOp<int64_t>, int64_t, kPlainValue>>(t);
 }
 

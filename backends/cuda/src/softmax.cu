@@ -125,10 +125,7 @@ void add_float(plugin::KernelTable& t) {
 }  // namespace
 
 void register_softmax_kernels(plugin::KernelTable& t) {
-  add_float<float>(t);
-  add_float<double>(t);
-  add_float<half_t>(t);
-  add_float<bfloat16_t>(t);
+  for_each_type(FloatTypes{}, [&]<class T>() { add_float<T>(t); });
 }
 
 }  // namespace strata::gpu

@@ -130,12 +130,8 @@ void add_integer_unary(plugin::KernelTable& t) {
 }  // namespace
 
 void register_unary_kernels(plugin::KernelTable& t) {
-  add_float_unary<float>(t);
-  add_float_unary<double>(t);
-  add_float_unary<half_t>(t);
-  add_float_unary<bfloat16_t>(t);
-  add_integer_unary<int32_t>(t);
-  add_integer_unary<int64_t>(t);
+  for_each_type(FloatTypes{}, [&]<class T>() { add_float_unary<T>(t); });
+  for_each_type(Types<int32_t, int64_t>{}, [&]<class T>() { add_integer_unary<T>(t); });
   add<LogicalNot>(t);
 }
 

@@ -139,17 +139,8 @@ int dim_attr(const Launch& l, int rank) {
 }
 
 const strata::plugin::KernelTable& kernel_table() {
-  // Built once and never destroyed: the ABI promises the entries stay valid
-  // until the process exits, which static destruction would break.
-  static const strata::plugin::KernelTable* const table = [] {
-    auto* t = new strata::plugin::KernelTable;
-    register_elementwise_kernels(*t);
-    register_reduce_kernels(*t);
-    register_index_kernels(*t);
-    register_random_kernels(*t);
-    return t;
-  }();
-  return *table;
+  return strata::plugin::static_kernel_table<register_elementwise_kernels, register_reduce_kernels,
+                                             register_index_kernels, register_random_kernels>();
 }
 
 }  // namespace example

@@ -3,8 +3,9 @@
 // Nothing here is required: a plugin written in C (or Rust) uses the C header
 // alone. These helpers hold what every C++ backend would otherwise write
 // itself: error messages, turning exceptions into statuses, struct-size
-// checks, typed attribute lookup, descriptor formatting, and the kernel table
-// with its get_kernels/device_props bodies. Depends on the C++ standard
+// checks, typed attribute lookup, descriptor formatting, type lists, the cold
+// paths that refuse a call, and the kernel table with its
+// get_kernels/device_props bodies. Depends on the C++ standard
 // library only.
 #pragma once
 
@@ -156,6 +157,83 @@ inline int32_t group_count(const strata_kernel_call& call, int32_t n_in, int32_t
   return static_cast<int64_t>(call.n_outputs) == static_cast<int64_t>(k) * n_out ? k : 0;
 }
 
+// ---- Refusing a call -------------------------------------------------------------
+
+/// A kernel call struct below the ABI minimum (or NULL): a message naming the
+/// op and both sizes. Returns INVALID_ARGUMENT.
+[[gnu::cold, gnu::noinline]] inline strata_status refuse_small_call(const strata_kernel_call* call,
+                                                                   const char* op) noexcept {
+  if (call == nullptr) return STRATA_ERROR_INVALID_ARGUMENT;  // nowhere to write a message
+  // `error` is the struct's last required field, so a struct this small does
+  // not officially carry it; a host that got struct_size wrong still almost
+  // always passed a whole struct, and the message is worth the attempt.
+  return fail(call->error, STRATA_ERROR_INVALID_ARGUMENT,
+              "%s: kernel call struct_size %zu is below the ABI %d.%d minimum of %zu bytes", op, call->struct_size,
+              STRATA_ABI_MAJOR, STRATA_ABI_MINOR, static_cast<size_t>(STRATA_KERNEL_CALL_MIN_SIZE));
+}
+
+/// Why the operands of `call` do not fit a kernel of signature in -> out: a
+/// message naming the op, the signature ("f32,f32->f32") and the first
+/// operand at fault (the counts, a NULL array or descriptor, a descriptor
+/// below the ABI minimum, its rank, its dtype). The cold path of a kernel's
+/// operand check; returns INVALID_ARGUMENT.
+[[gnu::cold, gnu::noinline]] inline strata_status refuse_operands(const strata_kernel_call& call, const char* op,
+                                                                 const strata_dtype* in, int n_in,
+                                                                 const strata_dtype* out, int n_out) noexcept {
+  std::string sig;
+  for (int k = 0; k < n_in + n_out; ++k) {
+    sig += k == n_in ? "->" : (k == 0 ? "" : ",");
+    sig += dtype_name(k < n_in ? in[k] : out[k - n_in]);
+  }
+  const char* s = sig.c_str();
+  strata_error* error = call.error;
+  if (call.n_inputs != n_in || call.n_outputs != n_out) {
+    return fail(error, STRATA_ERROR_INVALID_ARGUMENT, "%s (%s): expected %d inputs and %d outputs, got %d and %d", op,
+                s, n_in, n_out, call.n_inputs, call.n_outputs);
+  }
+  if ((n_in > 0 && call.inputs == nullptr) || call.outputs == nullptr) {
+    return fail(error, STRATA_ERROR_INVALID_ARGUMENT, "%s (%s): the %s array is NULL", op, s,
+                call.outputs == nullptr ? "outputs" : "inputs");
+  }
+  for (int k = 0; k < n_in + n_out; ++k) {
+    const bool input = k < n_in;
+    const int i = input ? k : k - n_in;
+    const strata_tensor* t = input ? call.inputs[i] : call.outputs[i];
+    const strata_dtype wanted = input ? in[i] : out[i];
+    const char* role = input ? "input" : "output";
+    if (t == nullptr) return fail(error, STRATA_ERROR_INVALID_ARGUMENT, "%s (%s): %s %d is NULL", op, s, role, i);
+    if (t->struct_size < STRATA_TENSOR_MIN_SIZE) {
+      return fail(error, STRATA_ERROR_INVALID_ARGUMENT,
+                  "%s (%s): %s %d has descriptor struct_size %zu, below the minimum %zu", op, s, role, i,
+                  t->struct_size, static_cast<size_t>(STRATA_TENSOR_MIN_SIZE));
+    }
+    if (static_cast<uint32_t>(t->rank) > STRATA_MAX_RANK) {
+      return fail(error, STRATA_ERROR_INVALID_ARGUMENT, "%s (%s): %s %d has rank %d, outside [0, %d]", op, s, role, i,
+                  t->rank, STRATA_MAX_RANK);
+    }
+    if (t->dtype != wanted) {
+      return fail(error, STRATA_ERROR_INVALID_ARGUMENT, "%s (%s): %s %d is %s, the kernel takes %s", op, s, role, i,
+                  dtype_name(t->dtype), dtype_name(wanted));
+    }
+  }
+  return fail(error, STRATA_ERROR_INVALID_ARGUMENT, "%s (%s): operands do not match the kernel signature", op, s);
+}
+
+// ---- Type lists ------------------------------------------------------------------
+
+/// A list of element types, for registering one kernel template per dtype.
+template <class... T>
+struct TypeList {
+  static constexpr int size = sizeof...(T);
+};
+
+/// Calls `body.template operator()<T>()` for each T of the list, in order:
+///   for_each_type(TypeList<float, double>{}, [&]<class T>() { add<Relu<T>>(table); });
+template <class... T, class Body>
+void for_each_type(TypeList<T...>, Body&& body) {
+  (body.template operator()<T>(), ...);
+}
+
 // ---- Attributes ---------------------------------------------------------------
 
 /// Whether the NUL-terminated `s` equals `name`. Stops at the first
@@ -262,6 +340,23 @@ class KernelTable {
   std::deque<strata_kernel_entry> entries_;   // stable addresses
   std::vector<const strata_kernel_entry*> pointers_;
 };
+
+/// The kernel table a plugin hands every device: built on first use by
+/// calling each registration function (`void(KernelTable&)`) in order, and
+/// never destroyed: the ABI promises the array stays valid until the process
+/// exits, which static destruction of the library would break.
+///   const KernelTable& kernel_table() {
+///     return static_kernel_table<register_unary_kernels, register_binary_kernels>();
+///   }
+template <auto... Register>
+const KernelTable& static_kernel_table() {
+  static const KernelTable* const table = [] {
+    auto* t = new KernelTable;
+    (Register(*t), ...);
+    return t;
+  }();
+  return *table;
+}
 
 /// The body of device_props: copies `props` into the host's struct, no more
 /// than the host's capacity (its struct_size on entry; an older host knows a
