@@ -459,11 +459,5 @@ strata_status operand_address(const strata_kernel_call* call, const strata_tenso
 
 }  // namespace custom_ops
 
-/// The plugin's one exported symbol: its static table, to every host (the
-/// host compares ABI majors itself and names both when it refuses).
-extern "C" STRATA_PLUGIN_EXPORT const strata_plugin_api* strata_plugin_entry(uint32_t host_abi_major,
-                                                                            uint32_t host_abi_minor) {
-  (void)host_abi_major;
-  (void)host_abi_minor;
-  return &custom_ops::kApi;
-}
+/// The plugin's one exported symbol (strata_plugin.h).
+STRATA_PLUGIN_DEFINE_ENTRY(&custom_ops::kApi)

@@ -262,7 +262,7 @@ const strata_plugin_api kApi = {
 
 }  // namespace
 
-extern "C" STRATA_PLUGIN_EXPORT const strata_plugin_api* strata_plugin_entry(uint32_t, uint32_t) { return &kApi; }
+STRATA_PLUGIN_DEFINE_ENTRY(&kApi)
 )TPL";
 
 inline constexpr const char* kReadme = R"TPL(# @NAME@ — a Strata backend plugin

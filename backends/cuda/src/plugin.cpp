@@ -354,13 +354,5 @@ const strata_plugin_api kApi = {
 }  // namespace
 }  // namespace strata::gpu
 
-/// The plugin's one exported symbol. A host with another ABI major still gets
-/// the table: the core compares abi_major itself and reports the mismatch.
-extern "C" STRATA_PLUGIN_EXPORT const strata_plugin_api* strata_plugin_entry(uint32_t host_abi_major,
-                                                                             uint32_t host_abi_minor) {
-  static_cast<void>(host_abi_major);
-  static_cast<void>(host_abi_minor);
-  return &strata::gpu::kApi;
-}
-
-static_assert(std::is_same_v<decltype(&strata_plugin_entry), strata_plugin_entry_fn>);
+/// The plugin's one exported symbol (strata_plugin.h).
+STRATA_PLUGIN_DEFINE_ENTRY(&strata::gpu::kApi)

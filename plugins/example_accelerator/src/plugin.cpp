@@ -231,9 +231,5 @@ const strata_plugin_api kApi = [] {
 }  // namespace
 }  // namespace example
 
-extern "C" STRATA_PLUGIN_EXPORT const strata_plugin_api* strata_plugin_entry(uint32_t host_major,
-                                                                              uint32_t host_minor) {
-  (void)host_major;  // the host compares majors itself and names both
-  (void)host_minor;
-  return &example::kApi;
-}
+/// The plugin's one exported symbol (strata_plugin.h).
+STRATA_PLUGIN_DEFINE_ENTRY(&example::kApi)

@@ -969,6 +969,28 @@ typedef struct strata_plugin_api {
  */
 typedef const strata_plugin_api* (*strata_plugin_entry_fn)(uint32_t host_abi_major, uint32_t host_abi_minor);
 
+/**
+ * Defines the entry point, returning `table` (a `const strata_plugin_api*`)
+ * to every host: the host compares ABI majors itself and names both when it
+ * refuses, which a NULL cannot do. At file scope, with no `;`:
+ *
+ *   STRATA_PLUGIN_DEFINE_ENTRY(&kApi)
+ *
+ * Header only (no ABI change): a plugin may write the function itself.
+ */
+#ifdef __cplusplus
+#define STRATA_PLUGIN_EXTERN_C extern "C"
+#else
+#define STRATA_PLUGIN_EXTERN_C
+#endif
+#define STRATA_PLUGIN_DEFINE_ENTRY(table)                                                   \
+  STRATA_PLUGIN_EXTERN_C STRATA_PLUGIN_EXPORT const strata_plugin_api* strata_plugin_entry( \
+      uint32_t host_abi_major, uint32_t host_abi_minor) {                                   \
+    (void)host_abi_major;                                                                   \
+    (void)host_abi_minor;                                                                   \
+    return (table);                                                                         \
+  }
+
 #ifdef __cplusplus
 } /* extern "C" */
 #endif
