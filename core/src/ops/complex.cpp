@@ -19,16 +19,7 @@ namespace strata {
 
 namespace {
 
-namespace tag = detail::op_tag;
-
-using detail::define_op;
-using detail::GradContext;
-using detail::OpCall;
-using detail::OpDef;
-using detail::OpKind;
-using detail::derivatives::Grads;
-using detail::derivatives::scalar;
-namespace rules = detail::rules;
+using namespace detail::op_vocabulary;
 
 /// real, imag, angle: one complex input; a real output of its parts' dtype.
 void part_rule(OpCall& call) {

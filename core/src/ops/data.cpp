@@ -18,18 +18,12 @@ namespace strata {
 
 namespace {
 
-namespace tag = detail::op_tag;
-using detail::AttrDecl;
+using namespace detail::op_vocabulary;
+
 constexpr AttrDecl kCastAttrs[] = {{"dtype", STRATA_ATTR_DTYPE}};
 constexpr AttrDecl kFillAttrs[] = {{"value", STRATA_ATTR_SCALAR}};
 constexpr AttrDecl kCatAttrs[] = {{"dim", STRATA_ATTR_INT}, {"sizes", STRATA_ATTR_INTS}};
 constexpr AttrDecl kPadAttrs[] = {{"pads", STRATA_ATTR_INTS}, {"value", STRATA_ATTR_FLOAT}};
-
-using detail::Attr;
-using detail::Attrs;
-using detail::GradContext;
-using detail::OpCall;
-using detail::OpDef;
 
 void same_meta(OpCall& call) {
   call.out().dtype = call.in(0).dtype();

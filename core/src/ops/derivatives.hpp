@@ -8,6 +8,7 @@
 // differentiating a rule gives higher-order derivatives.
 #pragma once
 
+#include "rules.hpp"
 #include "runtime/dispatch/op.hpp"
 
 #include <strata/ops.hpp>
@@ -162,3 +163,33 @@ inline constexpr auto no_tangent = [](const GradContext&, const Tensor&) { retur
 #define STRATA_TANGENT(expr) \
   [](const ::strata::detail::GradContext& c, const ::strata::Tensor& t) -> ::strata::Tensor { return expr; }
 #define STRATA_JVP(...) &::strata::detail::derivatives::jvp<__VA_ARGS__>
+
+namespace strata::detail::op_vocabulary {
+
+// What an op file's records and rules are written with: each op file says
+// `using namespace detail::op_vocabulary;` in its anonymous namespace, rather
+// than repeat these using-declarations.
+namespace tag = op_tag;
+namespace rules = detail::rules;
+using derivatives::Grads;
+using derivatives::scalar;
+using detail::Attr;
+using detail::AttrDecl;
+using detail::Attrs;
+using detail::define_op;
+using detail::GradContext;
+using detail::OpCall;
+using detail::OpDef;
+using detail::OpKind;
+using detail::shape_string;
+using Family = DTypeFamily;
+
+// Autocast categories (docs/mixed-precision-and-checkpointing.md, "Autocast").
+inline constexpr auto kFp32 = AutocastCategory::fp32;        // computed in f32 under autocast
+inline constexpr auto kPromote = AutocastCategory::promote;  // inputs promoted to the widest
+
+// The attribute schemas several op files share.
+inline constexpr AttrDecl kDimAttrs[] = {{"dim", STRATA_ATTR_INT}};
+inline constexpr AttrDecl kDimsAttrs[] = {{"dims", STRATA_ATTR_INTS}};
+
+}  // namespace strata::detail::op_vocabulary

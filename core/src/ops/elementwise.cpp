@@ -20,19 +20,9 @@
 namespace strata {
 
 namespace {
-using detail::define_op;
-using detail::dispatch1;
-using detail::GradContext;
-using detail::OpDef;
-using detail::derivatives::Grads;
-using detail::derivatives::scalar;
-using Family = detail::DTypeFamily;
-namespace rules = detail::rules;
-namespace tag = detail::op_tag;
 
-// Autocast categories (docs/mixed-precision-and-checkpointing.md, "Autocast").
-constexpr auto kFp32 = detail::AutocastCategory::fp32;        // computed in f32 under autocast
-constexpr auto kPromote = detail::AutocastCategory::promote;  // inputs promoted to the widest
+using namespace detail::op_vocabulary;
+using detail::dispatch1;
 
 // The tags of the op families below.
 constexpr detail::OpTags kUnary = tag::pointwise;

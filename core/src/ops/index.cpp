@@ -9,15 +9,7 @@ namespace strata {
 
 namespace {
 
-namespace tag = detail::op_tag;
-constexpr detail::AttrDecl kDimAttrs[] = {{"dim", STRATA_ATTR_INT}};
-
-using detail::Attr;
-using detail::Attrs;
-using detail::GradContext;
-using detail::OpCall;
-using detail::OpDef;
-using detail::shape_string;
+using namespace detail::op_vocabulary;
 
 void require_index(OpCall& call, int k) {
   DType t = call.in(k).dtype();

@@ -9,11 +9,9 @@ namespace strata {
 
 namespace {
 
-namespace tag = detail::op_tag;
-constexpr detail::AttrDecl kLinearAttrs[] = {{"activation", STRATA_ATTR_STRING, false}};
+using namespace detail::op_vocabulary;
 
-using detail::OpCall;
-using detail::OpDef;
+constexpr detail::AttrDecl kLinearAttrs[] = {{"activation", STRATA_ATTR_STRING, false}};
 
 /// Operands of rank >= 2: promote, check the inner dims, broadcast batches.
 void matmul_rule(OpCall& call) {

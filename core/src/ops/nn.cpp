@@ -17,17 +17,7 @@ namespace strata {
 
 namespace {
 
-namespace tag = detail::op_tag;
-constexpr detail::AttrDecl kDimAttrs[] = {{"dim", STRATA_ATTR_INT}};
-
-using detail::Attr;
-using detail::Attrs;
-using detail::GradContext;
-using detail::OpCall;
-using detail::OpDef;
-using detail::OpKind;
-using Family = detail::DTypeFamily;
-constexpr auto kFp32 = detail::AutocastCategory::fp32;  // computed in f32 under autocast
+using namespace detail::op_vocabulary;
 
 int64_t dim_of(const OpCall& call) { return call.attr_int("dim"); }
 int64_t dim_of(const GradContext& c) { return c.attr_int("dim"); }

@@ -14,17 +14,7 @@ namespace strata {
 
 namespace {
 
-namespace tag = detail::op_tag;
-constexpr detail::AttrDecl kDimsAttrs[] = {{"dims", STRATA_ATTR_INTS}};
-
-using detail::Attr;
-using detail::Attrs;
-using detail::define_op;
-using detail::GradContext;
-using detail::OpCall;
-using detail::OpDef;
-using detail::OpKind;
-using detail::derivatives::scalar;
+using namespace detail::op_vocabulary;
 
 void keepdim_shape(OpCall& call) {
   Shape shape(call.in(0).shape().begin(), call.in(0).shape().end());
