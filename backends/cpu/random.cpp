@@ -43,16 +43,26 @@ strata_status read_stream(const KernelCall& call, const char* op, PhiloxKey& out
   return STRATA_OK;
 }
 
-/// Runs f(block) for every block of four elements of an n-element output.
-template <class F>
-void for_blocks(int64_t n, int threads, int64_t cost, F&& f) {
+/// The body of a Philox kernel: reads the stream attributes, then calls
+/// fill(block, y, first, m) for every block of four elements of the
+/// n-element output y, where the block covers y[first, first + m), m <= 4.
+template <class T, class Fill>
+strata_status fill_blocks(const KernelCall& call, const char* op, int64_t cost, Fill&& fill) {
+  PhiloxKey s{};
+  if (const strata_status st = read_stream(call, op, s); st != STRATA_OK) return st;
+  T* const y = data<T>(call.out());
+  const int64_t n = plugin::numel(call.out());
   const int64_t blocks = n / 4 + (n % 4 != 0 ? 1 : 0);
   parallel_for(
-      blocks, threads,
+      blocks, call.threads,
       [&](int64_t b, int64_t e) {
-        for (int64_t k = b; k < e; ++k) f(k);
+        for (int64_t k = b; k < e; ++k) {
+          const strata_philox_block block = strata_philox4x32_10(static_cast<uint64_t>(k), s.offset, s.seed);
+          fill(block, y, 4 * k, std::min<int64_t>(4, n - 4 * k));
+        }
       },
       cost);
+  return STRATA_OK;
 }
 
 template <class T>
@@ -61,17 +71,9 @@ struct RandomUniform {
   using signature = T();
   static constexpr uint32_t flags = 0;
   static strata_status run(const KernelCall& call) {
-    PhiloxKey s{};
-    if (const strata_status st = read_stream(call, name, s); st != STRATA_OK) return st;
-    T* const y = data<T>(call.out());
-    const int64_t n = plugin::numel(call.out());
-    for_blocks(n, call.threads, kPhiloxCost, [&](int64_t k) {
-      const strata_philox_block b = strata_philox4x32_10(static_cast<uint64_t>(k), s.offset, s.seed);
-      const int64_t first = 4 * k;
-      const int64_t m = std::min<int64_t>(4, n - first);
+    return fill_blocks<T>(call, name, kPhiloxCost, [](const strata_philox_block& b, T* y, int64_t first, int64_t m) {
       for (int64_t j = 0; j < m; ++j) y[first + j] = Scalar<T>::store(strata_philox_uniform(b.v[j]));
     });
-    return STRATA_OK;
   }
 };
 
@@ -81,23 +83,16 @@ struct RandomNormal {
   using signature = T();
   static constexpr uint32_t flags = 0;
   static strata_status run(const KernelCall& call) {
-    PhiloxKey s{};
-    if (const strata_status st = read_stream(call, name, s); st != STRATA_OK) return st;
-    T* const y = data<T>(call.out());
-    const int64_t n = plugin::numel(call.out());
-    for_blocks(n, call.threads, kNormalCost, [&](int64_t k) {
+    return fill_blocks<T>(call, name, kNormalCost, [](const strata_philox_block& b, T* y, int64_t first, int64_t m) {
       // strata_philox_normal, with the block computed once: lanes 0, 1 are
       // r*cos, r*sin of words 0, 1; lanes 2, 3 the same of words 2, 3.
-      const strata_philox_block b = strata_philox4x32_10(static_cast<uint64_t>(k), s.offset, s.seed);
-      const int64_t first = 4 * k;
-      for (uint32_t pair = 0; pair < 4 && first + pair < n; pair += 2) {
+      for (int64_t pair = 0; pair < m; pair += 2) {
         float z_even = 0.0f, z_odd = 0.0f;
         strata_philox_box_muller(b.v[pair], b.v[pair + 1], &z_even, &z_odd);
         y[first + pair] = Scalar<T>::store(z_even);
-        if (first + pair + 1 < n) y[first + pair + 1] = Scalar<T>::store(z_odd);
+        if (pair + 1 < m) y[first + pair + 1] = Scalar<T>::store(z_odd);
       }
     });
-    return STRATA_OK;
   }
 };
 
@@ -107,8 +102,6 @@ struct Bernoulli {
   using signature = T();
   static constexpr uint32_t flags = 0;
   static strata_status run(const KernelCall& call) {
-    PhiloxKey s{};
-    if (const strata_status st = read_stream(call, name, s); st != STRATA_OK) return st;
     const strata_attr* pa = plugin::attr_of_kind(call.abi, "p", STRATA_ATTR_FLOAT);
     if (pa == nullptr) return fail(call.error, STRATA_ERROR_INVALID_ARGUMENT, "%s: missing attribute 'p' (FLOAT)", name);
     if (!(pa->f >= 0.0 && pa->f <= 1.0)) {
@@ -116,15 +109,9 @@ struct Bernoulli {
     }
     const uint32_t threshold = strata_philox_threshold(pa->f);
     const T one = store_from<T>(1), zero = store_from<T>(0);
-    T* const y = data<T>(call.out());
-    const int64_t n = plugin::numel(call.out());
-    for_blocks(n, call.threads, kPhiloxCost, [&](int64_t k) {
-      const strata_philox_block b = strata_philox4x32_10(static_cast<uint64_t>(k), s.offset, s.seed);
-      const int64_t first = 4 * k;
-      const int64_t m = std::min<int64_t>(4, n - first);
+    return fill_blocks<T>(call, name, kPhiloxCost, [&](const strata_philox_block& b, T* y, int64_t first, int64_t m) {
       for (int64_t j = 0; j < m; ++j) y[first + j] = (b.v[j] >> 8) < threshold ? one : zero;
     });
-    return STRATA_OK;
   }
 };
 

@@ -276,6 +276,31 @@ strata_status launched(const Nccl& n, ncclResult_t r, const char* fn, const std:
   return fail(error, nccl_status(r), "%s: %s(%s): %s", at.c_str(), fn, what.c_str(), n.error(r).c_str());
 }
 
+/// The device addresses of send and recv, both required (address()).
+strata_status operands(const strata_collective_args* a, const std::string& at, const void** send, void** recv) {
+  strata_status st = STRATA_OK;
+  *send = address(a->send, "send", at, a->error, &st);
+  if (*send == nullptr) return st;
+  *recv = address(a->recv, "recv", at, a->error, &st);
+  return *recv == nullptr ? st : STRATA_OK;
+}
+
+/// The frame of every data call: the args struct's size, exceptions into
+/// statuses, NCCL, the communicator and its device (comm_for); then
+/// body(nccl, comm, at) with `at` naming the call ("all_reduce on cuda:0
+/// (rank 1 of 4)").
+template <class Body>
+strata_status data_call(strata_collective_args* a, const char* name, Body&& body) noexcept {
+  if (!plugin::large_enough(a, STRATA_COLLECTIVE_ARGS_MIN_SIZE)) return STRATA_ERROR_INVALID_ARGUMENT;
+  return plugin::guarded(a->error, name, [&]() -> strata_status {
+    const Nccl* n = nullptr;
+    strata_status st = STRATA_OK;
+    Comm* c = comm_for(a, name, n, &st);
+    if (c == nullptr) return st;
+    return body(*n, *c, where(name, *c));
+  });
+}
+
 // ---- The extension's functions ------------------------------------------------
 
 strata_status comm_unique_id(strata_collective_args* a) noexcept {
@@ -352,17 +377,10 @@ void comm_destroy(strata_collective_args* a) noexcept {
 }
 
 strata_status all_reduce(strata_collective_args* a) noexcept {
-  if (!plugin::large_enough(a, STRATA_COLLECTIVE_ARGS_MIN_SIZE)) return STRATA_ERROR_INVALID_ARGUMENT;
-  return plugin::guarded(a->error, "all_reduce", [&]() -> strata_status {
-    const Nccl* n = nullptr;
-    strata_status st = STRATA_OK;
-    Comm* c = comm_for(a, "all_reduce", n, &st);
-    if (c == nullptr) return st;
-    const std::string at = where("all_reduce", *c);
-    const void* send = address(a->send, "send", at, a->error, &st);
-    if (send == nullptr) return st;
-    void* recv = address(a->recv, "recv", at, a->error, &st);
-    if (recv == nullptr) return st;
+  return data_call(a, "all_reduce", [&](const Nccl& n, Comm& c, const std::string& at) -> strata_status {
+    const void* send = nullptr;
+    void* recv = nullptr;
+    if (strata_status st = operands(a, at, &send, &recv); st != STRATA_OK) return st;
     const strata_tensor& s = *a->send;
     const strata_tensor& r = *a->recv;
     if (s.dtype != r.dtype || !same_shape(s, r)) {
@@ -380,30 +398,25 @@ strata_status all_reduce(strata_collective_args* a) noexcept {
                   dtype_name(s.dtype), describe(s).c_str());
     }
     const std::string what = describe(s) + ", " + op_name(a->reduce);
-    return launched(*n,
-                    n->all_reduce(send, recv, static_cast<size_t>(plugin::numel(s)), *type, *op, c->comm,
-                                  native_stream(*c->device, a->stream)),
+    return launched(n,
+                    n.all_reduce(send, recv, static_cast<size_t>(plugin::numel(s)), *type, *op, c.comm,
+                                 native_stream(*c.device, a->stream)),
                     "ncclAllReduce", at, what, a->error);
   });
 }
 
 strata_status broadcast(strata_collective_args* a) noexcept {
-  if (!plugin::large_enough(a, STRATA_COLLECTIVE_ARGS_MIN_SIZE)) return STRATA_ERROR_INVALID_ARGUMENT;
-  return plugin::guarded(a->error, "broadcast", [&]() -> strata_status {
-    const Nccl* n = nullptr;
-    strata_status st = STRATA_OK;
-    Comm* c = comm_for(a, "broadcast", n, &st);
-    if (c == nullptr) return st;
-    const std::string at = where("broadcast", *c);
-    if (a->root < 0 || a->root >= c->world_size) {
+  return data_call(a, "broadcast", [&](const Nccl& n, Comm& c, const std::string& at) -> strata_status {
+    if (a->root < 0 || a->root >= c.world_size) {
       return fail(a->error, STRATA_ERROR_INVALID_ARGUMENT, "%s: root %d is not a rank", at.c_str(), a->root);
     }
+    strata_status st = STRATA_OK;
     void* recv = address(a->recv, "recv", at, a->error, &st);
     if (recv == nullptr) return st;
     const strata_tensor& r = *a->recv;
     // send is read on the root only; other ranks may pass NULL.
     const void* send = recv;
-    if (a->send != nullptr || c->rank == a->root) {
+    if (a->send != nullptr || c.rank == a->root) {
       send = address(a->send, "send", at, a->error, &st);
       if (send == nullptr) return st;
       if (a->send->dtype != r.dtype || !same_shape(*a->send, r)) {
@@ -417,40 +430,33 @@ strata_status broadcast(strata_collective_args* a) noexcept {
                   dtype_name(r.dtype), describe(r).c_str());
     }
     const std::string what = describe(r) + ", root " + std::to_string(a->root);
-    return launched(*n,
-                    n->broadcast(send, recv, static_cast<size_t>(plugin::numel(r)), *type, a->root, c->comm,
-                                 native_stream(*c->device, a->stream)),
+    return launched(n,
+                    n.broadcast(send, recv, static_cast<size_t>(plugin::numel(r)), *type, a->root, c.comm,
+                                native_stream(*c.device, a->stream)),
                     "ncclBroadcast", at, what, a->error);
   });
 }
 
 strata_status all_gather(strata_collective_args* a) noexcept {
-  if (!plugin::large_enough(a, STRATA_COLLECTIVE_ARGS_MIN_SIZE)) return STRATA_ERROR_INVALID_ARGUMENT;
-  return plugin::guarded(a->error, "all_gather", [&]() -> strata_status {
-    const Nccl* n = nullptr;
-    strata_status st = STRATA_OK;
-    Comm* c = comm_for(a, "all_gather", n, &st);
-    if (c == nullptr) return st;
-    const std::string at = where("all_gather", *c);
-    const void* send = address(a->send, "send", at, a->error, &st);
-    if (send == nullptr) return st;
-    void* recv = address(a->recv, "recv", at, a->error, &st);
-    if (recv == nullptr) return st;
+  return data_call(a, "all_gather", [&](const Nccl& n, Comm& c, const std::string& at) -> strata_status {
+    const void* send = nullptr;
+    void* recv = nullptr;
+    if (strata_status st = operands(a, at, &send, &recv); st != STRATA_OK) return st;
     const strata_tensor& s = *a->send;
     const strata_tensor& r = *a->recv;
     // recv: world_size slices of send's shape along a new dim 0.
-    bool fits = s.dtype == r.dtype && s.rank < STRATA_MAX_RANK && r.rank == s.rank + 1 && r.shape[0] == c->world_size;
+    bool fits = s.dtype == r.dtype && s.rank < STRATA_MAX_RANK && r.rank == s.rank + 1 && r.shape[0] == c.world_size;
     for (int32_t k = 0; fits && k < s.rank; ++k) fits = r.shape[k + 1] == s.shape[k];
     if (!fits) {
       strata_tensor want = s;
       if (s.rank < STRATA_MAX_RANK) {
         want.rank = s.rank + 1;
-        want.shape[0] = c->world_size;
+        want.shape[0] = c.world_size;
         for (int32_t k = 0; k < s.rank; ++k) want.shape[k + 1] = s.shape[k];
       }
       return fail(a->error, STRATA_ERROR_INVALID_ARGUMENT,
                   "%s: recv must be %s (world_size %d slices of send's %s), got %s", at.c_str(),
-                  s.rank < STRATA_MAX_RANK ? describe(want).c_str() : "of rank above the maximum", c->world_size,
+                  s.rank < STRATA_MAX_RANK ? describe(want).c_str() : "of rank above the maximum", c.world_size,
                   describe(s).c_str(), describe(r).c_str());
     }
     const std::optional<ncclDataType_t> type = nccl_dtype(s.dtype, false);
@@ -459,9 +465,9 @@ strata_status all_gather(strata_collective_args* a) noexcept {
                   dtype_name(s.dtype), describe(s).c_str());
     }
     const std::string what = describe(s) + " -> " + describe(r);
-    return launched(*n,
-                    n->all_gather(send, recv, static_cast<size_t>(plugin::numel(s)), *type, c->comm,
-                                  native_stream(*c->device, a->stream)),
+    return launched(n,
+                    n.all_gather(send, recv, static_cast<size_t>(plugin::numel(s)), *type, c.comm,
+                                 native_stream(*c.device, a->stream)),
                     "ncclAllGather", at, what, a->error);
   });
 }

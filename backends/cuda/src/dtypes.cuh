@@ -45,21 +45,19 @@ struct Scalar<int32_t> : PlainScalar<int32_t, int32_t, STRATA_I32> {};
 template <>
 struct Scalar<int64_t> : PlainScalar<int64_t, int64_t, STRATA_I64> {};
 
-template <>
-struct Scalar<half_t> {
+/// f16 and bf16: compute in f32 (to_acc / from_float, numeric.hpp).
+template <class H, strata_dtype D>
+struct HalfScalar {
   using compute = float;
-  static constexpr strata_dtype dtype = STRATA_F16;
-  STRATA_HD static float load(half_t v) { return to_acc(v); }
-  STRATA_HD static half_t store(float v) { return from_float<half_t>(v); }
+  static constexpr strata_dtype dtype = D;
+  STRATA_HD static float load(H v) { return to_acc(v); }
+  STRATA_HD static H store(float v) { return from_float<H>(v); }
 };
 
 template <>
-struct Scalar<bfloat16_t> {
-  using compute = float;
-  static constexpr strata_dtype dtype = STRATA_BF16;
-  STRATA_HD static float load(bfloat16_t v) { return to_acc(v); }
-  STRATA_HD static bfloat16_t store(float v) { return from_float<bfloat16_t>(v); }
-};
+struct Scalar<half_t> : HalfScalar<half_t, STRATA_F16> {};
+template <>
+struct Scalar<bfloat16_t> : HalfScalar<bfloat16_t, STRATA_BF16> {};
 
 template <>
 struct Scalar<bool8> {

@@ -24,6 +24,7 @@
 #pragma once
 
 #include <cstdint>
+#include <type_traits>
 
 #include <strata/plugin/half.hpp>
 
@@ -55,38 +56,10 @@ struct bfloat16_t {
 };
 
 template <class T>
-struct acc_type;
-template <>
-struct acc_type<half_t> {
-  using type = float;
-};
-template <>
-struct acc_type<bfloat16_t> {
-  using type = float;
-};
-template <>
-struct acc_type<float> {
-  using type = float;
-};
-template <>
-struct acc_type<double> {
-  using type = double;
-};
-template <>
-struct acc_type<int32_t> {
-  using type = int64_t;
-};
-template <>
-struct acc_type<int64_t> {
-  using type = int64_t;
-};
-template <>
-struct acc_type<bool> {
-  using type = int64_t;
-};
-
-template <class T>
-using acc_t = typename acc_type<T>::type;
+using acc_t = std::conditional_t<
+    std::is_same_v<T, double>, double,
+    std::conditional_t<std::is_same_v<T, float> || std::is_same_v<T, half_t> || std::is_same_v<T, bfloat16_t>, float,
+                       int64_t>>;
 
 namespace detail {
 
