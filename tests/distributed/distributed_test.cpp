@@ -326,7 +326,7 @@ TEST(Launch, ARankKilledBySignalGives128PlusSignal) {
 // launch reports the rank that ended first: rank 1 is killed, and the
 // others exit 1 the moment they notice. Reaping in index order once lost
 // the kill (exit 1 instead of 137) in 2 of 13 runs; the kernel may also let
-// a survivor be reaped before the killed rank, which launch's 250 ms of
+// a survivor be reaped before the killed rank, which launch's 1 s of
 // settling covers.
 TEST(Launch, TheFirstRankToEndDecidesTheStatus) {
   for (int run = 0; run < 5; ++run) {
