@@ -101,10 +101,7 @@ strata_status copy_on_device(Device& d, Stream& s, const strata_copy_args& a) {
 }  // namespace
 
 strata_status copy(strata_copy_args* a) noexcept {
-  if (!plugin::large_enough(a, STRATA_COPY_ARGS_MIN_SIZE)) return STRATA_ERROR_INVALID_ARGUMENT;
-  return plugin::guarded(a->error, "vulkan: copy", [&]() -> strata_status {
-    Device* d = device_for(a);
-    if (d == nullptr) return STRATA_ERROR_INVALID_ARGUMENT;
+  return plugin::on_device<device_of>(a, "vulkan: copy", [&](Device* d) -> strata_status {
     if (strata_status s = d->check_lost(a->error); s != STRATA_OK) return s;
     Stream& s = stream_of(*d, a->stream);
     const auto kind = raw(a->kind);

@@ -30,10 +30,7 @@ bool flush_other_streams(Device& d, const Stream& mine) {
 }  // namespace
 
 strata_status alloc(strata_alloc_args* a) noexcept {
-  if (!plugin::large_enough(a, STRATA_ALLOC_ARGS_MIN_SIZE)) return STRATA_ERROR_INVALID_ARGUMENT;
-  return plugin::guarded(a->error, "vulkan: alloc", [&]() -> strata_status {
-    Device* d = device_for(a);
-    if (d == nullptr) return STRATA_ERROR_INVALID_ARGUMENT;
+  return plugin::on_device<device_of>(a, "vulkan: alloc", [&](Device* d) -> strata_status {
     if (strata_status s = d->check_lost(a->error); s != STRATA_OK) return s;
     a->buffer = nullptr;
     a->host_pointer = nullptr;
@@ -106,10 +103,7 @@ Buffer* checked(strata_buffer handle, size_t offset, size_t bytes, const Device&
 }
 
 strata_status memory_info(strata_memory_args* a) noexcept {
-  if (!plugin::large_enough(a, STRATA_MEMORY_ARGS_MIN_SIZE)) return STRATA_ERROR_INVALID_ARGUMENT;
-  return plugin::guarded(a->error, "vulkan: memory_info", [&]() -> strata_status {
-    Device* d = device_for(a);
-    if (d == nullptr) return STRATA_ERROR_INVALID_ARGUMENT;
+  return plugin::on_device<device_of>(a, "vulkan: memory_info", [&](Device* d) -> strata_status {
     const uint32_t heap = d->memory_properties.memoryTypes[d->memory_type].heapIndex;
     const uint64_t total = d->memory_properties.memoryHeaps[heap].size;
     a->total_bytes = total;
@@ -135,10 +129,7 @@ strata_status memory_info(strata_memory_args* a) noexcept {
 }
 
 strata_status memory_trim(strata_memory_args* a) noexcept {
-  if (!plugin::large_enough(a, STRATA_MEMORY_ARGS_MIN_SIZE)) return STRATA_ERROR_INVALID_ARGUMENT;
-  return plugin::guarded(a->error, "vulkan: memory_trim", [&]() -> strata_status {
-    Device* d = device_for(a);
-    if (d == nullptr) return STRATA_ERROR_INVALID_ARGUMENT;
+  return plugin::on_device<device_of>(a, "vulkan: memory_trim", [&](Device* d) -> strata_status {
     // Empty blocks go back to the driver once the work submitted before
     // now has completed (at once when it has, else at a later call).
     d->memory->trim();
@@ -148,10 +139,7 @@ strata_status memory_trim(strata_memory_args* a) noexcept {
 }
 
 strata_status memory_stats(strata_memory_args* a) noexcept {
-  if (!plugin::large_enough(a, STRATA_MEMORY_ARGS_MIN_SIZE)) return STRATA_ERROR_INVALID_ARGUMENT;
-  return plugin::guarded(a->error, "vulkan: memory_stats", [&]() -> strata_status {
-    Device* d = device_for(a);
-    if (d == nullptr) return STRATA_ERROR_INVALID_ARGUMENT;
+  return plugin::on_device<device_of>(a, "vulkan: memory_stats", [&](Device* d) -> strata_status {
     const BlockAllocator::Stats st = d->memory->stats();
     a->bytes_in_use = d->live_bytes.load(std::memory_order_relaxed);
     a->peak_bytes_in_use = d->peak_bytes.load(std::memory_order_relaxed);

@@ -7,6 +7,7 @@
 #pragma once
 
 #include <strata/plugin/strata_plugin.h>
+#include <strata/plugin/strata_plugin.hpp>
 
 #include <atomic>
 #include <cstdint>

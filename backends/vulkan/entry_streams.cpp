@@ -25,10 +25,7 @@ Event* event_of(const strata_stream_args* a, const Device& d, const char* what) 
 // ---- Streams ---------------------------------------------------------------------
 
 strata_status stream_create(strata_stream_args* a) noexcept {
-  if (!plugin::large_enough(a, STRATA_STREAM_ARGS_MIN_SIZE)) return STRATA_ERROR_INVALID_ARGUMENT;
-  return plugin::guarded(a->error, "vulkan: stream_create", [&]() -> strata_status {
-    Device* d = device_for(a);
-    if (d == nullptr) return STRATA_ERROR_INVALID_ARGUMENT;
+  return plugin::on_device<device_of>(a, "vulkan: stream_create", [&](Device* d) -> strata_status {
     auto s = std::make_unique<Stream>(*d);
     std::lock_guard lock(d->streams_mutex);
     d->streams.push_back(s.get());
@@ -52,10 +49,7 @@ void stream_destroy(strata_stream_args* a) noexcept {
 }
 
 strata_status stream_synchronize(strata_stream_args* a) noexcept {
-  if (!plugin::large_enough(a, STRATA_STREAM_ARGS_MIN_SIZE)) return STRATA_ERROR_INVALID_ARGUMENT;
-  return plugin::guarded(a->error, "vulkan: stream_synchronize", [&]() -> strata_status {
-    Device* d = device_for(a);
-    if (d == nullptr) return STRATA_ERROR_INVALID_ARGUMENT;
+  return plugin::on_device<device_of>(a, "vulkan: stream_synchronize", [&](Device* d) -> strata_status {
     Stream& s = stream_of(*d, a->stream);
     {
       std::lock_guard lock(s.mutex());
@@ -82,10 +76,7 @@ strata_status record_done(Stream& s, strata_event done, strata_error* error) {
 }
 
 strata_status event_create(strata_stream_args* a) noexcept {
-  if (!plugin::large_enough(a, STRATA_STREAM_ARGS_MIN_SIZE)) return STRATA_ERROR_INVALID_ARGUMENT;
-  return plugin::guarded(a->error, "vulkan: event_create", [&]() -> strata_status {
-    Device* d = device_for(a);
-    if (d == nullptr) return STRATA_ERROR_INVALID_ARGUMENT;
+  return plugin::on_device<device_of>(a, "vulkan: event_create", [&](Device* d) -> strata_status {
     auto e = std::make_unique<Event>();
     e->device = d;
     // TIMING on a device without timestamps gives a plain event; event_elapsed
@@ -107,10 +98,7 @@ void event_destroy(strata_stream_args* a) noexcept {
 }
 
 strata_status event_record(strata_stream_args* a) noexcept {
-  if (!plugin::large_enough(a, STRATA_STREAM_ARGS_MIN_SIZE)) return STRATA_ERROR_INVALID_ARGUMENT;
-  return plugin::guarded(a->error, "vulkan: event_record", [&]() -> strata_status {
-    Device* d = device_for(a);
-    if (d == nullptr) return STRATA_ERROR_INVALID_ARGUMENT;
+  return plugin::on_device<device_of>(a, "vulkan: event_record", [&](Device* d) -> strata_status {
     Event* e = event_of(a, *d, "event_record");
     if (e == nullptr) return STRATA_ERROR_INVALID_ARGUMENT;
     Stream& s = stream_of(*d, a->stream);
@@ -122,21 +110,17 @@ strata_status event_record(strata_stream_args* a) noexcept {
 }
 
 strata_status stream_wait_event(strata_stream_args* a) noexcept {
-  if (!plugin::large_enough(a, STRATA_STREAM_ARGS_MIN_SIZE)) return STRATA_ERROR_INVALID_ARGUMENT;
-  Device* d = device_for(a);
-  if (d == nullptr) return STRATA_ERROR_INVALID_ARGUMENT;
-  if (event_of(a, *d, "stream_wait_event") == nullptr) return STRATA_ERROR_INVALID_ARGUMENT;
-  // The event's submission is already on the one queue, and every batch
-  // begins with a barrier on all earlier submissions: whatever the stream
-  // records from now on is ordered after it without blocking the host.
-  return d->check_lost(a->error);
+  return plugin::on_device<device_of>(a, "vulkan: stream_wait_event", [&](Device* d) -> strata_status {
+    if (event_of(a, *d, "stream_wait_event") == nullptr) return STRATA_ERROR_INVALID_ARGUMENT;
+    // The event's submission is already on the one queue, and every batch
+    // begins with a barrier on all earlier submissions: whatever the stream
+    // records from now on is ordered after it without blocking the host.
+    return d->check_lost(a->error);
+  });
 }
 
 strata_status event_synchronize(strata_stream_args* a) noexcept {
-  if (!plugin::large_enough(a, STRATA_STREAM_ARGS_MIN_SIZE)) return STRATA_ERROR_INVALID_ARGUMENT;
-  return plugin::guarded(a->error, "vulkan: event_synchronize", [&]() -> strata_status {
-    Device* d = device_for(a);
-    if (d == nullptr) return STRATA_ERROR_INVALID_ARGUMENT;
+  return plugin::on_device<device_of>(a, "vulkan: event_synchronize", [&](Device* d) -> strata_status {
     Event* e = event_of(a, *d, "event_synchronize");
     if (e == nullptr) return STRATA_ERROR_INVALID_ARGUMENT;
     if (strata_status st = d->wait(e->seq.load(std::memory_order_acquire), a->error); st != STRATA_OK) return st;
@@ -145,24 +129,20 @@ strata_status event_synchronize(strata_stream_args* a) noexcept {
 }
 
 strata_status event_query(strata_stream_args* a) noexcept {
-  if (!plugin::large_enough(a, STRATA_STREAM_ARGS_MIN_SIZE)) return STRATA_ERROR_INVALID_ARGUMENT;
-  Device* d = device_for(a);
-  if (d == nullptr) return STRATA_ERROR_INVALID_ARGUMENT;
-  Event* e = event_of(a, *d, "event_query");
-  if (e == nullptr) return STRATA_ERROR_INVALID_ARGUMENT;
-  if (strata_status st = d->check_lost(a->error); st != STRATA_OK) return st;
-  // Never blocks, and is no synchronisation point: deferred failures wait
-  // for the next one.
-  const uint64_t seq = e->seq.load(std::memory_order_acquire);
-  a->complete = d->completed.load() >= seq || d->poll() >= seq ? 1 : 0;
-  return STRATA_OK;
+  return plugin::on_device<device_of>(a, "vulkan: event_query", [&](Device* d) -> strata_status {
+    Event* e = event_of(a, *d, "event_query");
+    if (e == nullptr) return STRATA_ERROR_INVALID_ARGUMENT;
+    if (strata_status st = d->check_lost(a->error); st != STRATA_OK) return st;
+    // Never blocks, and is no synchronisation point: deferred failures wait
+    // for the next one.
+    const uint64_t seq = e->seq.load(std::memory_order_acquire);
+    a->complete = d->completed.load() >= seq || d->poll() >= seq ? 1 : 0;
+    return STRATA_OK;
+  });
 }
 
 strata_status event_elapsed(strata_stream_args* a) noexcept {
-  if (!plugin::large_enough(a, STRATA_STREAM_ARGS_MIN_SIZE)) return STRATA_ERROR_INVALID_ARGUMENT;
-  return plugin::guarded(a->error, "vulkan: event_elapsed", [&]() -> strata_status {
-    Device* d = device_for(a);
-    if (d == nullptr) return STRATA_ERROR_INVALID_ARGUMENT;
+  return plugin::on_device<device_of>(a, "vulkan: event_elapsed", [&](Device* d) -> strata_status {
     if (d->timestamps == nullptr) {
       return fail(a->error, STRATA_ERROR_UNSUPPORTED,
                   "%s (%s): event_elapsed: the device's compute queue writes no timestamps (timestampValidBits %u%s); "

@@ -89,17 +89,13 @@ strata_status init(strata_init_args* args) noexcept {
 void shutdown(strata_plugin_state state) noexcept { destroy_state(as_state(state)); }
 
 strata_status device_props(strata_device_args* a) noexcept {
-  if (!plugin::large_enough(a, STRATA_DEVICE_ARGS_MIN_SIZE)) return STRATA_ERROR_INVALID_ARGUMENT;
-  Device* d = device_for(a);
-  if (d == nullptr) return STRATA_ERROR_INVALID_ARGUMENT;
-  return plugin::publish_props(a, d->props);
+  return plugin::on_device<device_of>(a, "vulkan: device_props", [&](Device* d) -> strata_status {
+    return plugin::publish_props(a, d->props);
+  });
 }
 
 strata_status get_kernels(strata_device_args* a) noexcept {
-  if (!plugin::large_enough(a, STRATA_DEVICE_ARGS_MIN_SIZE)) return STRATA_ERROR_INVALID_ARGUMENT;
-  return plugin::guarded(a->error, "vulkan: get_kernels", [&]() -> strata_status {
-    Device* d = device_for(a);
-    if (d == nullptr) return STRATA_ERROR_INVALID_ARGUMENT;
+  return plugin::on_device<device_of>(a, "vulkan: get_kernels", [&](Device* d) -> strata_status {
     return kernel_table(*d).publish(a);
   });
 }
@@ -110,24 +106,22 @@ strata_status get_kernels(strata_device_args* a) noexcept {
 /// vkGetBufferDeviceAddress plus the range's offset): usable in any shader
 /// through GL_EXT_buffer_reference on the same VkDevice.
 strata_status buffer_pointer(strata_native_args* a) noexcept {
-  if (!plugin::large_enough(a, STRATA_NATIVE_ARGS_MIN_SIZE)) return STRATA_ERROR_INVALID_ARGUMENT;
-  Device* d = device_for(a);
-  if (d == nullptr) return STRATA_ERROR_INVALID_ARGUMENT;
-  Buffer* b = checked(a->buffer, 0, 0, *d, "buffer_pointer", a->error);
-  if (b == nullptr) return STRATA_ERROR_INVALID_ARGUMENT;
-  a->handle = reinterpret_cast<void*>(static_cast<uintptr_t>(b->address()));
-  a->api = "vulkan";
-  return STRATA_OK;
+  return plugin::on_device<device_of>(a, "vulkan: buffer_pointer", [&](Device* d) -> strata_status {
+    Buffer* b = checked(a->buffer, 0, 0, *d, "buffer_pointer", a->error);
+    if (b == nullptr) return STRATA_ERROR_INVALID_ARGUMENT;
+    a->handle = reinterpret_cast<void*>(static_cast<uintptr_t>(b->address()));
+    a->api = "vulkan";
+    return STRATA_OK;
+  });
 }
 
 /// The VkQueue every stream of the device submits to.
 strata_status stream_handle(strata_native_args* a) noexcept {
-  if (!plugin::large_enough(a, STRATA_NATIVE_ARGS_MIN_SIZE)) return STRATA_ERROR_INVALID_ARGUMENT;
-  Device* d = device_for(a);
-  if (d == nullptr) return STRATA_ERROR_INVALID_ARGUMENT;
-  a->handle = static_cast<void*>(d->queue);
-  a->api = "vulkan";
-  return STRATA_OK;
+  return plugin::on_device<device_of>(a, "vulkan: stream_handle", [&](Device* d) -> strata_status {
+    a->handle = static_cast<void*>(d->queue);
+    a->api = "vulkan";
+    return STRATA_OK;
+  });
 }
 
 const strata_ext_native_handles kNativeHandles = {

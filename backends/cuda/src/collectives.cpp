@@ -291,8 +291,7 @@ strata_status operands(const strata_collective_args* a, const std::string& at, c
 /// (rank 1 of 4)").
 template <class Body>
 strata_status data_call(strata_collective_args* a, const char* name, Body&& body) noexcept {
-  if (!plugin::large_enough(a, STRATA_COLLECTIVE_ARGS_MIN_SIZE)) return STRATA_ERROR_INVALID_ARGUMENT;
-  return plugin::guarded(a->error, name, [&]() -> strata_status {
+  return plugin::entry_point(a, name, [&]() -> strata_status {
     const Nccl* n = nullptr;
     strata_status st = STRATA_OK;
     Comm* c = comm_for(a, name, n, &st);

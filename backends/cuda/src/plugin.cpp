@@ -266,15 +266,13 @@ strata_status init(strata_init_args* args) noexcept {
 void shutdown(strata_plugin_state state) noexcept { destroy_state(as_state(state)); }
 
 strata_status device_props(strata_device_args* a) noexcept {
-  if (!plugin::large_enough(a, STRATA_DEVICE_ARGS_MIN_SIZE)) return STRATA_ERROR_INVALID_ARGUMENT;
-  Device* d = device_for(a);
-  if (d == nullptr) return STRATA_ERROR_INVALID_ARGUMENT;
-  return plugin::publish_props(a, d->props);
+  return plugin::on_device<device_of>(a, "device_props", [&](Device* d) -> strata_status {
+    return plugin::publish_props(a, d->props);
+  });
 }
 
 strata_status get_kernels(strata_device_args* a) noexcept {
-  if (!plugin::large_enough(a, STRATA_DEVICE_ARGS_MIN_SIZE)) return STRATA_ERROR_INVALID_ARGUMENT;
-  return plugin::guarded(a->error, "get_kernels", [&]() -> strata_status {
+  return plugin::entry_point(a, "get_kernels", [&]() -> strata_status {
     if (device_for(a) == nullptr) return STRATA_ERROR_INVALID_ARGUMENT;
     return kernel_table().publish(a);
   });
@@ -291,12 +289,11 @@ strata_status buffer_pointer(strata_native_args* a) noexcept {
 }
 
 strata_status stream_handle(strata_native_args* a) noexcept {
-  if (!plugin::large_enough(a, STRATA_NATIVE_ARGS_MIN_SIZE)) return STRATA_ERROR_INVALID_ARGUMENT;
-  Device* d = device_for(a);
-  if (d == nullptr) return STRATA_ERROR_INVALID_ARGUMENT;
-  a->handle = static_cast<void*>(native_stream(*d, a->stream));
-  a->api = STRATA_GPU_API;
-  return STRATA_OK;
+  return plugin::on_device<device_of>(a, "stream_handle", [&](Device* d) -> strata_status {
+    a->handle = static_cast<void*>(native_stream(*d, a->stream));
+    a->api = STRATA_GPU_API;
+    return STRATA_OK;
+  });
 }
 
 const strata_ext_native_handles kNativeHandles = {

@@ -31,10 +31,7 @@ strata_status record_done(Device& d, cudaStream_t stream, strata_event done, str
 }
 
 strata_status stream_create(strata_stream_args* a) noexcept {
-  if (!plugin::large_enough(a, STRATA_STREAM_ARGS_MIN_SIZE)) return STRATA_ERROR_INVALID_ARGUMENT;
-  Device* d = device_for(a);
-  if (d == nullptr) return STRATA_ERROR_INVALID_ARGUMENT;
-  return plugin::guarded(a->error, "stream_create", [&]() -> strata_status {
+  return plugin::on_device<device_of>(a, "stream_create", [&](Device* d) -> strata_status {
     if (cudaError_t e = make_current(*d); e != cudaSuccess) return runtime_failure(e, d, "stream_create", a->error);
     auto s = std::make_unique<Stream>();
     s->device = d;
@@ -54,18 +51,16 @@ void stream_destroy(strata_stream_args* a) noexcept {
 }
 
 strata_status stream_synchronize(strata_stream_args* a) noexcept {
-  if (!plugin::large_enough(a, STRATA_STREAM_ARGS_MIN_SIZE)) return STRATA_ERROR_INVALID_ARGUMENT;
-  Device* d = device_for(a);
-  if (d == nullptr) return STRATA_ERROR_INVALID_ARGUMENT;
-  if (cudaError_t e = make_current(*d); e != cudaSuccess) return runtime_failure(e, d, "stream_synchronize", a->error);
-  return sync_result(*d, cudaStreamSynchronize(native_stream(*d, a->stream)), "cudaStreamSynchronize", a->error);
+  return plugin::on_device<device_of>(a, "stream_synchronize", [&](Device* d) -> strata_status {
+    if (cudaError_t e = make_current(*d); e != cudaSuccess) {
+      return runtime_failure(e, d, "stream_synchronize", a->error);
+    }
+    return sync_result(*d, cudaStreamSynchronize(native_stream(*d, a->stream)), "cudaStreamSynchronize", a->error);
+  });
 }
 
 strata_status event_create(strata_stream_args* a) noexcept {
-  if (!plugin::large_enough(a, STRATA_STREAM_ARGS_MIN_SIZE)) return STRATA_ERROR_INVALID_ARGUMENT;
-  Device* d = device_for(a);
-  if (d == nullptr) return STRATA_ERROR_INVALID_ARGUMENT;
-  return plugin::guarded(a->error, "event_create", [&]() -> strata_status {
+  return plugin::on_device<device_of>(a, "event_create", [&](Device* d) -> strata_status {
     if (cudaError_t e = make_current(*d); e != cudaSuccess) return runtime_failure(e, d, "event_create", a->error);
     auto ev = std::make_unique<Event>();
     ev->device = d;
@@ -87,88 +82,87 @@ void event_destroy(strata_stream_args* a) noexcept {
 }
 
 strata_status event_record(strata_stream_args* a) noexcept {
-  if (!plugin::large_enough(a, STRATA_STREAM_ARGS_MIN_SIZE)) return STRATA_ERROR_INVALID_ARGUMENT;
-  Device* d = device_for(a);
-  if (d == nullptr) return STRATA_ERROR_INVALID_ARGUMENT;
-  if (a->event == nullptr) return fail(a->error, STRATA_ERROR_INVALID_ARGUMENT, "event_record on %s: NULL event", d->id.c_str());
-  if (cudaError_t e = make_current(*d); e != cudaSuccess) return runtime_failure(e, d, "event_record", a->error);
-  return record_done(*d, native_stream(*d, a->stream), a->event, a->error);
+  return plugin::on_device<device_of>(a, "event_record", [&](Device* d) -> strata_status {
+    if (a->event == nullptr) {
+      return fail(a->error, STRATA_ERROR_INVALID_ARGUMENT, "event_record on %s: NULL event", d->id.c_str());
+    }
+    if (cudaError_t e = make_current(*d); e != cudaSuccess) return runtime_failure(e, d, "event_record", a->error);
+    return record_done(*d, native_stream(*d, a->stream), a->event, a->error);
+  });
 }
 
 strata_status stream_wait_event(strata_stream_args* a) noexcept {
-  if (!plugin::large_enough(a, STRATA_STREAM_ARGS_MIN_SIZE)) return STRATA_ERROR_INVALID_ARGUMENT;
-  Device* d = device_for(a);
-  if (d == nullptr) return STRATA_ERROR_INVALID_ARGUMENT;
-  if (a->event == nullptr) {
-    return fail(a->error, STRATA_ERROR_INVALID_ARGUMENT, "stream_wait_event on %s: NULL event", d->id.c_str());
-  }
-  if (cudaError_t e = make_current(*d); e != cudaSuccess) return runtime_failure(e, d, "stream_wait_event", a->error);
-  if (cudaError_t e = cudaStreamWaitEvent(native_stream(*d, a->stream), event_of(a->event)->native, 0);
-      e != cudaSuccess) {
-    return runtime_failure(e, d, "cudaStreamWaitEvent", a->error);
-  }
-  return STRATA_OK;
+  return plugin::on_device<device_of>(a, "stream_wait_event", [&](Device* d) -> strata_status {
+    if (a->event == nullptr) {
+      return fail(a->error, STRATA_ERROR_INVALID_ARGUMENT, "stream_wait_event on %s: NULL event", d->id.c_str());
+    }
+    if (cudaError_t e = make_current(*d); e != cudaSuccess) return runtime_failure(e, d, "stream_wait_event", a->error);
+    if (cudaError_t e = cudaStreamWaitEvent(native_stream(*d, a->stream), event_of(a->event)->native, 0);
+        e != cudaSuccess) {
+      return runtime_failure(e, d, "cudaStreamWaitEvent", a->error);
+    }
+    return STRATA_OK;
+  });
 }
 
 strata_status event_synchronize(strata_stream_args* a) noexcept {
-  if (!plugin::large_enough(a, STRATA_STREAM_ARGS_MIN_SIZE)) return STRATA_ERROR_INVALID_ARGUMENT;
-  Device* d = device_for(a);
-  if (d == nullptr) return STRATA_ERROR_INVALID_ARGUMENT;
-  if (a->event == nullptr) {
-    return fail(a->error, STRATA_ERROR_INVALID_ARGUMENT, "event_synchronize on %s: NULL event", d->id.c_str());
-  }
-  if (cudaError_t e = make_current(*d); e != cudaSuccess) return runtime_failure(e, d, "event_synchronize", a->error);
-  return sync_result(*d, cudaEventSynchronize(event_of(a->event)->native), "cudaEventSynchronize", a->error);
+  return plugin::on_device<device_of>(a, "event_synchronize", [&](Device* d) -> strata_status {
+    if (a->event == nullptr) {
+      return fail(a->error, STRATA_ERROR_INVALID_ARGUMENT, "event_synchronize on %s: NULL event", d->id.c_str());
+    }
+    if (cudaError_t e = make_current(*d); e != cudaSuccess) return runtime_failure(e, d, "event_synchronize", a->error);
+    return sync_result(*d, cudaEventSynchronize(event_of(a->event)->native), "cudaEventSynchronize", a->error);
+  });
 }
 
 strata_status event_query(strata_stream_args* a) noexcept {
-  if (!plugin::large_enough(a, STRATA_STREAM_ARGS_MIN_SIZE)) return STRATA_ERROR_INVALID_ARGUMENT;
-  Device* d = device_for(a);
-  if (d == nullptr) return STRATA_ERROR_INVALID_ARGUMENT;
-  if (a->event == nullptr) return fail(a->error, STRATA_ERROR_INVALID_ARGUMENT, "event_query on %s: NULL event", d->id.c_str());
-  if (cudaError_t e = make_current(*d); e != cudaSuccess) return runtime_failure(e, d, "event_query", a->error);
-  cudaError_t e = cudaEventQuery(event_of(a->event)->native);
-  if (e == cudaErrorNotReady) {
-    a->complete = 0;
+  return plugin::on_device<device_of>(a, "event_query", [&](Device* d) -> strata_status {
+    if (a->event == nullptr) {
+      return fail(a->error, STRATA_ERROR_INVALID_ARGUMENT, "event_query on %s: NULL event", d->id.c_str());
+    }
+    if (cudaError_t e = make_current(*d); e != cudaSuccess) return runtime_failure(e, d, "event_query", a->error);
+    cudaError_t e = cudaEventQuery(event_of(a->event)->native);
+    if (e == cudaErrorNotReady) {
+      a->complete = 0;
+      return STRATA_OK;
+    }
+    if (e != cudaSuccess) return runtime_failure(e, d, "cudaEventQuery", a->error);
+    a->complete = 1;
     return STRATA_OK;
-  }
-  if (e != cudaSuccess) return runtime_failure(e, d, "cudaEventQuery", a->error);
-  a->complete = 1;
-  return STRATA_OK;
+  });
 }
 
 strata_status event_elapsed(strata_stream_args* a) noexcept {
-  if (!plugin::large_enough(a, STRATA_STREAM_ARGS_MIN_SIZE)) return STRATA_ERROR_INVALID_ARGUMENT;
-  Device* d = device_for(a);
-  if (d == nullptr) return STRATA_ERROR_INVALID_ARGUMENT;
-  Event* start = event_of(a->event);
-  Event* end = event_of(a->end);
-  if (start == nullptr || end == nullptr) {
-    return fail(a->error, STRATA_ERROR_INVALID_ARGUMENT, "event_elapsed on %s: NULL event", d->id.c_str());
-  }
-  for (const Event* ev : {start, end}) {
-    if (!ev->timing) {
-      return fail(a->error, STRATA_ERROR_INVALID_ARGUMENT,
-                  "event_elapsed on %s: an event was created without STRATA_EVENT_TIMING", d->id.c_str());
+  return plugin::on_device<device_of>(a, "event_elapsed", [&](Device* d) -> strata_status {
+    Event* start = event_of(a->event);
+    Event* end = event_of(a->end);
+    if (start == nullptr || end == nullptr) {
+      return fail(a->error, STRATA_ERROR_INVALID_ARGUMENT, "event_elapsed on %s: NULL event", d->id.c_str());
     }
-    if (!ev->recorded.load(std::memory_order_acquire)) {
-      return fail(a->error, STRATA_ERROR_INVALID_ARGUMENT, "event_elapsed on %s: an event was never recorded",
-                  d->id.c_str());
+    for (const Event* ev : {start, end}) {
+      if (!ev->timing) {
+        return fail(a->error, STRATA_ERROR_INVALID_ARGUMENT,
+                    "event_elapsed on %s: an event was created without STRATA_EVENT_TIMING", d->id.c_str());
+      }
+      if (!ev->recorded.load(std::memory_order_acquire)) {
+        return fail(a->error, STRATA_ERROR_INVALID_ARGUMENT, "event_elapsed on %s: an event was never recorded",
+                    d->id.c_str());
+      }
     }
-  }
-  if (cudaError_t e = make_current(*d); e != cudaSuccess) return runtime_failure(e, d, "event_elapsed", a->error);
-  for (const Event* ev : {start, end}) {
-    if (strata_status s = sync_result(*d, cudaEventSynchronize(ev->native), "cudaEventSynchronize", a->error);
-        s != STRATA_OK) {
-      return s;
+    if (cudaError_t e = make_current(*d); e != cudaSuccess) return runtime_failure(e, d, "event_elapsed", a->error);
+    for (const Event* ev : {start, end}) {
+      if (strata_status s = sync_result(*d, cudaEventSynchronize(ev->native), "cudaEventSynchronize", a->error);
+          s != STRATA_OK) {
+        return s;
+      }
     }
-  }
-  float ms = 0;
-  if (cudaError_t e = cudaEventElapsedTime(&ms, start->native, end->native); e != cudaSuccess) {
-    return runtime_failure(e, d, "cudaEventElapsedTime", a->error);
-  }
-  a->elapsed_ms = ms;
-  return STRATA_OK;
+    float ms = 0;
+    if (cudaError_t e = cudaEventElapsedTime(&ms, start->native, end->native); e != cudaSuccess) {
+      return runtime_failure(e, d, "cudaEventElapsedTime", a->error);
+    }
+    a->elapsed_ms = ms;
+    return STRATA_OK;
+  });
 }
 
 }  // namespace strata::gpu

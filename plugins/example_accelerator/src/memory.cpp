@@ -74,11 +74,8 @@ size_t round_up(size_t bytes, size_t to) { return (bytes + to - 1) / to * to; }
 }  // namespace
 
 strata_status alloc(strata_alloc_args* a) noexcept {
-  if (!strata::plugin::large_enough(a, STRATA_ALLOC_ARGS_MIN_SIZE)) return STRATA_ERROR_INVALID_ARGUMENT;
-  return strata::plugin::guarded(a->error, "example: alloc", [&]() -> strata_status {
-    PluginState& state = *as_state(a->state);
-    Device* d = state.device(a->device, a->error, "alloc");
-    if (d == nullptr) return STRATA_ERROR_INVALID_ARGUMENT;
+  return on_device(a, "alloc", [&](PluginState& state, Device& device) -> strata_status {
+    Device* d = &device;
     if (state.stream(*d, a->stream, a->error, "alloc") == nullptr) return STRATA_ERROR_INVALID_ARGUMENT;
     if (a->bytes > d->arena.size() && a->kind == STRATA_MEMORY_DEVICE) {
       return fail(a->error, STRATA_ERROR_OUT_OF_MEMORY, "alloc on %s: %zu bytes exceed the %zu-byte arena",
@@ -126,10 +123,8 @@ strata_status alloc(strata_alloc_args* a) noexcept {
 
 void free(strata_alloc_args* a) noexcept {
   if (!strata::plugin::large_enough(a, STRATA_ALLOC_ARGS_MIN_SIZE)) return;
-  const strata_status st = strata::plugin::guarded(a->error, "example: free", [&]() -> strata_status {
-    PluginState& state = *as_state(a->state);
-    Device* d = state.device(a->device, a->error, "free");
-    if (d == nullptr) return STRATA_ERROR_INVALID_ARGUMENT;
+  const strata_status st = on_device(a, "free", [&](PluginState& state, Device& device) -> strata_status {
+    Device* d = &device;
     Stream* stream = state.stream(*d, a->stream, a->error, "free");
     if (stream == nullptr) return STRATA_ERROR_INVALID_ARGUMENT;
     if (find_buffer(state, *d, a->buffer, a->error, "free") == nullptr) return STRATA_ERROR_INVALID_ARGUMENT;
@@ -155,8 +150,7 @@ void free(strata_alloc_args* a) noexcept {
 }
 
 strata_status copy(strata_copy_args* a) noexcept {
-  if (!strata::plugin::large_enough(a, STRATA_COPY_ARGS_MIN_SIZE)) return STRATA_ERROR_INVALID_ARGUMENT;
-  return strata::plugin::guarded(a->error, "example: copy", [&]() -> strata_status {
+  return strata::plugin::entry_point(a, "example: copy", [&]() -> strata_status {
     PluginState& state = *as_state(a->state);
     const bool async = (a->flags & STRATA_COPY_ASYNC) != 0;
     const char* what = a->kind == STRATA_COPY_HOST_TO_DEVICE   ? (async ? "copy (host to device, async)" : "copy (host to device)")
@@ -229,20 +223,9 @@ strata_status copy(strata_copy_args* a) noexcept {
   });
 }
 
-namespace {
-template <class Body>
-strata_status with_device(strata_memory_args* a, const char* what, Body&& body) noexcept {
-  if (!strata::plugin::large_enough(a, STRATA_MEMORY_ARGS_MIN_SIZE)) return STRATA_ERROR_INVALID_ARGUMENT;
-  return strata::plugin::guarded(a->error, what, [&]() -> strata_status {
-    Device* d = as_state(a->state)->device(a->device, a->error, what);
-    if (d == nullptr) return STRATA_ERROR_INVALID_ARGUMENT;
-    return body(*d);
-  });
-}
-}  // namespace
 
 strata_status memory_info(strata_memory_args* a) noexcept {
-  return with_device(a, "memory_info", [&](Device& d) {
+  return on_device(a, "memory_info", [&](PluginState&, Device& d) {
     a->free_bytes = d.arena.free_bytes();
     a->total_bytes = d.arena.size();
     return STRATA_OK;
@@ -250,7 +233,7 @@ strata_status memory_info(strata_memory_args* a) noexcept {
 }
 
 strata_status memory_trim(strata_memory_args* a) noexcept {
-  return with_device(a, "memory_trim", [&](Device& d) {
+  return on_device(a, "memory_trim", [&](PluginState&, Device& d) {
     // Frees still queued on streams are not waited for: trim never blocks on work.
     const size_t given = d.arena.trim();
     char message[160];
@@ -262,7 +245,7 @@ strata_status memory_trim(strata_memory_args* a) noexcept {
 }
 
 strata_status memory_stats(strata_memory_args* a) noexcept {
-  return with_device(a, "memory_stats", [&](Device& d) {
+  return on_device(a, "memory_stats", [&](PluginState&, Device& d) {
     std::lock_guard lock(d.stats_mutex);
     a->bytes_in_use = d.in_use;
     a->bytes_reserved = d.arena.size();  // the arena is held from the "driver" (the OS) whole

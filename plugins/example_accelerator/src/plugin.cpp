@@ -123,8 +123,7 @@ strata_status probe(strata_probe_args* a) noexcept {
 }
 
 strata_status init(strata_init_args* a) noexcept {
-  if (!strata::plugin::large_enough(a, STRATA_INIT_ARGS_MIN_SIZE)) return STRATA_ERROR_INVALID_ARGUMENT;
-  return strata::plugin::guarded(a->error, "example: init", [&]() -> strata_status {
+  return strata::plugin::entry_point(a, "example: init", [&]() -> strata_status {
     Options options;
     const std::string problem = OptionsReader(a->options_json != nullptr ? a->options_json : "{}").read(options);
     if (!problem.empty()) return fail(a->error, STRATA_ERROR_INVALID_ARGUMENT, "example: init: %s", problem.c_str());
@@ -161,31 +160,26 @@ void shutdown(strata_plugin_state s) noexcept {
 }
 
 strata_status device_props(strata_device_args* a) noexcept {
-  if (!strata::plugin::large_enough(a, STRATA_DEVICE_ARGS_MIN_SIZE)) return STRATA_ERROR_INVALID_ARGUMENT;
-  Device* d = as_state(a->state)->device(a->device, a->error, "example: device_props");
-  if (d == nullptr) return STRATA_ERROR_INVALID_ARGUMENT;
-  strata_device_props p{};
-  p.struct_size = sizeof(p);
-  std::snprintf(p.name, sizeof(p.name), "Example Accelerator (simulated)");
-  p.type = STRATA_DEVICE_ACCELERATOR;
-  // Streams and events are real (worker threads); large host copies are
-  // staged through pinned blocks and completed asynchronously by a worker.
-  p.flags = STRATA_DEVICE_HAS_STREAMS | STRATA_DEVICE_STAGE_PINNED;
-  p.memory_bytes = d->arena.size();
-  p.dtype_mask = STRATA_DTYPE_BIT(STRATA_F32) | STRATA_DTYPE_BIT(STRATA_F64) | STRATA_DTYPE_BIT(STRATA_I32) |
-                 STRATA_DTYPE_BIT(STRATA_I64) | STRATA_DTYPE_BIT(STRATA_BOOL);
-  p.compute_dtype_mask = p.dtype_mask;
-  std::snprintf(p.compute_capability, sizeof(p.compute_capability), "simulated-1");
-  // No uuid / PCI id: the device is not a piece of hardware.
-  return strata::plugin::publish_props(a, p);
+  return on_device(a, "example: device_props", [&](PluginState&, Device& d) -> strata_status {
+    strata_device_props p{};
+    p.struct_size = sizeof(p);
+    std::snprintf(p.name, sizeof(p.name), "Example Accelerator (simulated)");
+    p.type = STRATA_DEVICE_ACCELERATOR;
+    // Streams and events are real (worker threads); large host copies are
+    // staged through pinned blocks and completed asynchronously by a worker.
+    p.flags = STRATA_DEVICE_HAS_STREAMS | STRATA_DEVICE_STAGE_PINNED;
+    p.memory_bytes = d.arena.size();
+    p.dtype_mask = STRATA_DTYPE_BIT(STRATA_F32) | STRATA_DTYPE_BIT(STRATA_F64) | STRATA_DTYPE_BIT(STRATA_I32) |
+                   STRATA_DTYPE_BIT(STRATA_I64) | STRATA_DTYPE_BIT(STRATA_BOOL);
+    p.compute_dtype_mask = p.dtype_mask;
+    std::snprintf(p.compute_capability, sizeof(p.compute_capability), "simulated-1");
+    // No uuid / PCI id: the device is not a piece of hardware.
+    return strata::plugin::publish_props(a, p);
+  });
 }
 
 strata_status get_kernels(strata_device_args* a) noexcept {
-  if (!strata::plugin::large_enough(a, STRATA_DEVICE_ARGS_MIN_SIZE)) return STRATA_ERROR_INVALID_ARGUMENT;
-  if (as_state(a->state)->device(a->device, a->error, "example: get_kernels") == nullptr) {
-    return STRATA_ERROR_INVALID_ARGUMENT;
-  }
-  return strata::plugin::guarded(a->error, "example: get_kernels", [&] { return kernel_table().publish(a); });
+  return on_device(a, "example: get_kernels", [&](PluginState&, Device&) { return kernel_table().publish(a); });
 }
 
 // Nothing in the environment decides what probe and init do (ABI 2.1,

@@ -278,6 +278,17 @@ namespace example {
 std::shared_ptr<Buffer> find_buffer(PluginState& state, const Device& device, strata_buffer handle,
                                     strata_error* error, const char* what);
 
+/// The frame of a table function that names a device (the SDK's
+/// entry_point, then the lookup, which names `what` in its message):
+/// body(state, device).
+template <class Args, class Body>
+strata_status on_device(Args* a, const char* what, Body&& body) noexcept {
+  return strata::plugin::entry_point(a, what, [&]() -> strata_status {
+    Device* d = as_state(a->state)->device(a->device, a->error, what);
+    return d == nullptr ? STRATA_ERROR_INVALID_ARGUMENT : body(*as_state(a->state), *d);
+  });
+}
+
 /// Whether [offset, offset + bytes) lies inside [0, size), without overflow.
 inline bool range_ok(uint64_t offset, uint64_t bytes, uint64_t size) { return offset <= size && bytes <= size - offset; }
 

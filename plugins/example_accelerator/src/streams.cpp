@@ -17,18 +17,6 @@ using strata::plugin::fail;
 
 namespace {
 
-/// Runs `body(state, device)` for a stream/event call, guarded.
-template <class Body>
-strata_status with_device(strata_stream_args* a, const char* what, Body&& body) noexcept {
-  if (!strata::plugin::large_enough(a, STRATA_STREAM_ARGS_MIN_SIZE)) return STRATA_ERROR_INVALID_ARGUMENT;
-  return strata::plugin::guarded(a->error, what, [&]() -> strata_status {
-    PluginState& state = *as_state(a->state);
-    Device* d = state.device(a->device, a->error, what);
-    if (d == nullptr) return STRATA_ERROR_INVALID_ARGUMENT;
-    return body(state, *d);
-  });
-}
-
 /// The live event `handle` of device `d`, or nullptr after a message.
 std::shared_ptr<Event> find_event(PluginState& state, const Device& d, strata_event handle, strata_error* error,
                                   const char* what, const char* role = "event") {
@@ -56,14 +44,14 @@ void wait_reached(PluginState& state, Event& e) {
 }  // namespace
 
 strata_status stream_create(strata_stream_args* a) noexcept {
-  return with_device(a, "stream_create", [&](PluginState& state, Device& d) {
+  return on_device(a, "stream_create", [&](PluginState& state, Device& d) {
     a->stream = to_handle<strata_stream>(state.streams.insert(std::make_shared<Stream>(d, false)));
     return STRATA_OK;
   });
 }
 
 void stream_destroy(strata_stream_args* a) noexcept {
-  const strata_status st = with_device(a, "stream_destroy", [&](PluginState& state, Device& d) -> strata_status {
+  const strata_status st = on_device(a, "stream_destroy", [&](PluginState& state, Device& d) -> strata_status {
     if (a->stream == nullptr) return STRATA_OK;  // the default stream lives as long as the device
     if (state.stream(d, a->stream, a->error, "stream_destroy") == nullptr) return STRATA_ERROR_INVALID_ARGUMENT;
     state.streams.erase(handle_id(a->stream));  // the destructor finishes the queue and joins the worker
@@ -75,7 +63,7 @@ void stream_destroy(strata_stream_args* a) noexcept {
 }
 
 strata_status stream_synchronize(strata_stream_args* a) noexcept {
-  return with_device(a, "stream_synchronize", [&](PluginState& state, Device& d) {
+  return on_device(a, "stream_synchronize", [&](PluginState& state, Device& d) {
     Stream* s = state.stream(d, a->stream, a->error, "stream_synchronize");
     if (s == nullptr) return STRATA_ERROR_INVALID_ARGUMENT;
     s->drain();
@@ -84,7 +72,7 @@ strata_status stream_synchronize(strata_stream_args* a) noexcept {
 }
 
 strata_status event_create(strata_stream_args* a) noexcept {
-  return with_device(a, "event_create", [&](PluginState& state, Device& d) {
+  return on_device(a, "event_create", [&](PluginState& state, Device& d) {
     auto e = std::make_shared<Event>();
     e->device = d.index;
     e->timing = (a->flags & STRATA_EVENT_TIMING) != 0;
@@ -94,7 +82,7 @@ strata_status event_create(strata_stream_args* a) noexcept {
 }
 
 void event_destroy(strata_stream_args* a) noexcept {
-  const strata_status st = with_device(a, "event_destroy", [&](PluginState& state, Device& d) -> strata_status {
+  const strata_status st = on_device(a, "event_destroy", [&](PluginState& state, Device& d) -> strata_status {
     if (find_event(state, d, a->event, a->error, "event_destroy") == nullptr) return STRATA_ERROR_INVALID_ARGUMENT;
     state.events.erase(handle_id(a->event));  // a queued marker keeps the object until it ran
     return STRATA_OK;
@@ -105,7 +93,7 @@ void event_destroy(strata_stream_args* a) noexcept {
 }
 
 strata_status event_record(strata_stream_args* a) noexcept {
-  return with_device(a, "event_record", [&](PluginState& state, Device& d) {
+  return on_device(a, "event_record", [&](PluginState& state, Device& d) {
     Stream* s = state.stream(d, a->stream, a->error, "event_record");
     if (s == nullptr) return STRATA_ERROR_INVALID_ARGUMENT;
     std::shared_ptr<Event> e = find_event(state, d, a->event, a->error, "event_record");
@@ -116,7 +104,7 @@ strata_status event_record(strata_stream_args* a) noexcept {
 }
 
 strata_status stream_wait_event(strata_stream_args* a) noexcept {
-  return with_device(a, "stream_wait_event", [&](PluginState& state, Device& d) {
+  return on_device(a, "stream_wait_event", [&](PluginState& state, Device& d) {
     Stream* s = state.stream(d, a->stream, a->error, "stream_wait_event");
     if (s == nullptr) return STRATA_ERROR_INVALID_ARGUMENT;
     std::shared_ptr<Event> e = find_event(state, d, a->event, a->error, "stream_wait_event");
@@ -139,7 +127,7 @@ strata_status stream_wait_event(strata_stream_args* a) noexcept {
 }
 
 strata_status event_synchronize(strata_stream_args* a) noexcept {
-  return with_device(a, "event_synchronize", [&](PluginState& state, Device& d) {
+  return on_device(a, "event_synchronize", [&](PluginState& state, Device& d) {
     std::shared_ptr<Event> e = find_event(state, d, a->event, a->error, "event_synchronize");
     if (e == nullptr) return STRATA_ERROR_INVALID_ARGUMENT;
     wait_reached(state, *e);
@@ -148,7 +136,7 @@ strata_status event_synchronize(strata_stream_args* a) noexcept {
 }
 
 strata_status event_query(strata_stream_args* a) noexcept {
-  return with_device(a, "event_query", [&](PluginState& state, Device& d) {
+  return on_device(a, "event_query", [&](PluginState& state, Device& d) {
     std::shared_ptr<Event> e = find_event(state, d, a->event, a->error, "event_query");
     if (e == nullptr) return STRATA_ERROR_INVALID_ARGUMENT;
     std::lock_guard lock(state.event_mutex);
@@ -158,7 +146,7 @@ strata_status event_query(strata_stream_args* a) noexcept {
 }
 
 strata_status event_elapsed(strata_stream_args* a) noexcept {
-  return with_device(a, "event_elapsed", [&](PluginState& state, Device& d) -> strata_status {
+  return on_device(a, "event_elapsed", [&](PluginState& state, Device& d) -> strata_status {
     std::shared_ptr<Event> start = find_event(state, d, a->event, a->error, "event_elapsed", "start event");
     if (start == nullptr) return STRATA_ERROR_INVALID_ARGUMENT;
     std::shared_ptr<Event> end = find_event(state, d, a->end, a->error, "event_elapsed", "end event");

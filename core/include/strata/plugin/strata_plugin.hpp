@@ -157,6 +157,53 @@ inline int32_t group_count(const strata_kernel_call& call, int32_t n_in, int32_t
   return static_cast<int64_t>(call.n_outputs) == static_cast<int64_t>(k) * n_out ? k : 0;
 }
 
+// ---- Entry points ----------------------------------------------------------------
+
+/// The ABI 2.0 size of each argument struct the plugin table's functions
+/// take (the STRATA_*_ARGS_MIN_SIZE macros), for entry_point().
+template <class Args>
+inline constexpr size_t kArgsMinSize = 0;
+#define STRATA_SDK_ARGS_MIN_SIZE(name, NAME) \
+  template <>                               \
+  inline constexpr size_t kArgsMinSize<strata_##name##_args> = STRATA_##NAME##_ARGS_MIN_SIZE;
+STRATA_SDK_ARGS_MIN_SIZE(probe, PROBE)
+STRATA_SDK_ARGS_MIN_SIZE(init, INIT)
+STRATA_SDK_ARGS_MIN_SIZE(device, DEVICE)
+STRATA_SDK_ARGS_MIN_SIZE(alloc, ALLOC)
+STRATA_SDK_ARGS_MIN_SIZE(copy, COPY)
+STRATA_SDK_ARGS_MIN_SIZE(memory, MEMORY)
+STRATA_SDK_ARGS_MIN_SIZE(stream, STREAM)
+STRATA_SDK_ARGS_MIN_SIZE(native, NATIVE)
+STRATA_SDK_ARGS_MIN_SIZE(collective, COLLECTIVE)
+STRATA_SDK_ARGS_MIN_SIZE(graph, GRAPH)
+#undef STRATA_SDK_ARGS_MIN_SIZE
+
+/// The frame of a table function: an argument struct below its ABI minimum
+/// (or NULL) is INVALID_ARGUMENT without a message (a struct that small does
+/// not carry `error`); otherwise body() runs under guarded(), so that no
+/// exception crosses the ABI:
+///   strata_status memory_trim(strata_memory_args* a) noexcept {
+///     return entry_point(a, "acme: memory_trim", [&] { ...; return STRATA_OK; });
+///   }
+template <class Args, class Body>
+strata_status entry_point(Args* a, const char* what, Body&& body) noexcept {
+  static_assert(kArgsMinSize<Args> > 0, "entry_point: not an argument struct of the plugin table");
+  if (!large_enough(a, kArgsMinSize<Args>)) return STRATA_ERROR_INVALID_ARGUMENT;
+  return guarded(a->error, what, static_cast<Body&&>(body));
+}
+
+/// entry_point() for a function that names a device: the plugin's lookup,
+/// `Lookup(a->state, a->device, a->error)`, returns it (a pointer), or
+/// nullptr once it has set the error; then body(device):
+///   return on_device<device_of>(a, "acme: memory_trim", [&](Device* d) { ...; return STRATA_OK; });
+template <auto Lookup, class Args, class Body>
+strata_status on_device(Args* a, const char* what, Body&& body) noexcept {
+  return entry_point(a, what, [&]() -> strata_status {
+    auto* device = Lookup(a->state, a->device, a->error);
+    return device == nullptr ? STRATA_ERROR_INVALID_ARGUMENT : body(device);
+  });
+}
+
 // ---- Refusing a call -------------------------------------------------------------
 
 /// A kernel call struct below the ABI minimum (or NULL): a message naming the
