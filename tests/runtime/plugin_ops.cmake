@@ -11,11 +11,14 @@ if(NOT TARGET strata_opslib_plugin)
   return()
 endif()
 configure_file(plugin-ops-config.json.in ${CMAKE_CURRENT_BINARY_DIR}/plugin-ops-config.json @ONLY)
+# The same with the "error" policy for strata::mul (PluginOpsErrorPolicy).
+configure_file(plugin-ops-error-config.json.in ${CMAKE_CURRENT_BINARY_DIR}/plugin-ops-error-config.json @ONLY)
 add_executable(plugin_ops_test plugin_ops_test.cpp)
 target_link_libraries(plugin_ops_test PRIVATE strata::strata strata_gtest_main strata_warnings)
 target_include_directories(plugin_ops_test PRIVATE ${PROJECT_SOURCE_DIR}/core/src)
 target_compile_definitions(plugin_ops_test PRIVATE
-  STRATA_PLUGIN_OPS_CONFIG="${CMAKE_CURRENT_BINARY_DIR}/plugin-ops-config.json")
+  STRATA_PLUGIN_OPS_CONFIG="${CMAKE_CURRENT_BINARY_DIR}/plugin-ops-config.json"
+  STRATA_PLUGIN_OPS_ERROR_CONFIG="${CMAKE_CURRENT_BINARY_DIR}/plugin-ops-error-config.json")
 add_dependencies(plugin_ops_test strata_opslib_plugin)
 foreach(dep strata_plugin_cpu strata_configs)
   if(TARGET ${dep})

@@ -472,4 +472,37 @@ TEST_F(PluginOps, DerivativesThatDoNotFitAreRefused) {
   }
 }
 
+// --- errors keep their type through a plugin's rule ------------------------------------
+
+// The same ops with the "error" fallback policy for strata::mul.
+class PluginOpsErrorPolicy : public ::testing::Test {
+ protected:
+  static void SetUpTestSuite() { runtime().load_config(STRATA_PLUGIN_OPS_ERROR_CONFIG); }
+  static void TearDownTestSuite() { runtime().load_config(STRATA_PLUGIN_OPS_CONFIG); }
+};
+
+// cube_backward's VJP calls strata::mul on opslib:0, which has no kernel for
+// it; under the "error" policy that refusal is a DeviceError, and it stays
+// one through the plugin's rule, naming the plugin op, its rule and the
+// inner op (it was a plain strata::Error, which a caller catching
+// DeviceError for a missing kernel would miss). grad() stays as it was.
+TEST_F(PluginOpsErrorPolicy, ARefusalInsideAPluginRuleKeepsItsType) {
+  Tensor x = from_data(std::vector<float>{1, 2}, {2}).to(Device("opslib:0")).set_requires_grad();
+  Tensor y = cube_backward(ones_like(x), x);
+  try {
+    sum(y).backward();
+    FAIL() << "expected a DeviceError";
+  } catch (const DeviceError& e) {
+    const std::string m = e.what();
+    EXPECT_TRUE(contains(m, "opslib::cube_backward VJP (plugin opslib)")) << m;
+    EXPECT_TRUE(contains(m, "call_op(strata::mul)")) << m;
+    EXPECT_TRUE(contains(m, "fallback policy \"error\"")) << m;
+  }
+  EXPECT_FALSE(x.grad().defined());
+  // The same graph on cpu:0, which has the kernel, differentiates.
+  Tensor xc = x.detach().to(Device("cpu:0")).set_requires_grad();
+  sum(cube_backward(ones_like(xc), xc)).backward();
+  EXPECT_TRUE(xc.grad().defined());
+}
+
 }  // namespace

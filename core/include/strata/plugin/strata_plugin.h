@@ -613,7 +613,11 @@ typedef struct strata_op_schema {
 } strata_op_schema;
 #define STRATA_OP_SCHEMA_MIN_SIZE STRATA_SIZE_UP_TO(strata_op_schema, doc)
 
-/** `host->call_op`: runs `op` on values; recorded like any op. */
+/** `host->call_op`: runs `op` on values; recorded like any op. A refusal is
+ * STRATA_ERROR_DEVICE when the device refused (a missing kernel under the
+ * "error" fallback policy), OUT_OF_MEMORY for memory, INVALID_ARGUMENT for
+ * anything else; the host rethrows it with its own type when the rule
+ * fails. */
 typedef struct strata_call_op_args {
   size_t struct_size;
   const char* op; /* "strata::mul", "acme::swiglu_backward" */

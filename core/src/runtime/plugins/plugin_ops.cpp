@@ -19,6 +19,7 @@
 #include <cctype>
 #include <cstring>
 #include <deque>
+#include <exception>
 #include <map>
 #include <mutex>
 #include <unordered_set>
@@ -181,6 +182,17 @@ class ValueArena {
   }
   static ValueArena* current() { return stack().empty() ? nullptr : stack().back(); }
 
+  /// Keeps the first exception a call_op of this rule threw, and its
+  /// message ("call_op(strata::mul): ..."), so that the rule's failure can
+  /// keep its type.
+  void inner_failed(std::exception_ptr e, std::string message) {
+    if (inner_ != nullptr) return;
+    inner_ = std::move(e);
+    inner_message_ = std::move(message);
+  }
+  const std::exception_ptr& inner() const { return inner_; }
+  const std::string& inner_message() const { return inner_message_; }
+
  private:
   static std::vector<ValueArena*>& stack() {
     thread_local std::vector<ValueArena*> arenas;
@@ -188,7 +200,32 @@ class ValueArena {
   }
   std::deque<Tensor> owned_;  // stable addresses
   std::unordered_set<Tensor*> known_;
+  std::exception_ptr inner_;
+  std::string inner_message_;
 };
+
+/// Throws the first of E... that `e` is (a derived type listed before its
+/// base), with `message`; strata::Error when it is none of them.
+template <class E, class... Rest>
+[[noreturn]] void throw_like(const std::exception& e, const std::string& message) {
+  if (dynamic_cast<const E*>(&e) != nullptr) throw E(message);
+  if constexpr (sizeof...(Rest) > 0) {
+    throw_like<Rest...>(e, message);
+  } else {
+    throw Error(message);
+  }
+}
+
+/// Throws an exception of `inner`'s type (DeviceError, OutOfMemoryError,
+/// ShapeError, ...; strata::Error for anything else) with `message`.
+[[noreturn]] void rethrow_as(const std::exception_ptr& inner, const std::string& message) {
+  try {
+    std::rethrow_exception(inner);
+  } catch (const std::exception& e) {
+    throw_like<DeviceLostError, DeviceError, OutOfMemoryError, ShapeError, DTypeError, IndexError, ValueError>(
+        e, message);
+  }
+}
 
 }  // namespace
 
@@ -222,10 +259,12 @@ strata_status host_call_op(strata_call_op_args* args) noexcept {
     }
     for (int k = 0; k < result.count; ++k) args->outputs[k] = arena->own(std::move(result[k]));
     return STRATA_OK;
-  } catch (const OutOfMemoryError& e) {
-    return fail(args->error, STRATA_ERROR_OUT_OF_MEMORY, "call_op(%s): %s", op_name.c_str(), e.what());
   } catch (const std::exception& e) {
-    return fail(args->error, STRATA_ERROR_INVALID_ARGUMENT, "call_op(%s): %s", op_name.c_str(), e.what());
+    arena->inner_failed(std::current_exception(), "call_op(" + op_name + "): " + e.what());
+    const strata_status status = dynamic_cast<const OutOfMemoryError*>(&e) != nullptr ? STRATA_ERROR_OUT_OF_MEMORY
+                                 : dynamic_cast<const DeviceError*>(&e) != nullptr ? STRATA_ERROR_DEVICE
+                                                                                     : STRATA_ERROR_INVALID_ARGUMENT;
+    return fail(args->error, status, "call_op(%s): %s", op_name.c_str(), e.what());
   }
 }
 
@@ -267,8 +306,14 @@ std::vector<Tensor> plugin_derivative(const GradContext& ctx, bool reverse) {
   args.user_data = po.user_data;
   args.error = &err;
   if (strata_status st = fn(&args); st != STRATA_OK) {
-    throw Error(po.name + (reverse ? " VJP" : " JVP") + " (plugin " + po.plugin +
-                "): " + message_of(st, err));
+    // A refusal of an op the rule called keeps its type (a missing kernel
+    // under the "error" policy stays a DeviceError) and is named even when
+    // the plugin's message does not pass it on.
+    std::string message = po.name + (reverse ? " VJP" : " JVP") + " (plugin " + po.plugin + "): " + message_of(st, err);
+    if (arena.inner() == nullptr) throw Error(message);
+    const std::string& inner = arena.inner_message();
+    if (message.find(inner.substr(0, inner.find(')') + 1)) == std::string::npos) message += "; " + inner;
+    rethrow_as(arena.inner(), message);
   }
   // Each result must fit what it is the derivative of: a VJP's gradient
   // its input, a JVP's tangent its output (shape, dtype and device, as the
