@@ -454,7 +454,7 @@ TEST(ConfigErrors, UnknownKeyAtEveryDepth) {
             R"(allow_insecure_permissions, isolate, probe_timeout_ms, pins); did you mean "paths"?)");
   EXPECT_EQ(error_of(R"({"devices": {"cuda:1": {"thread": 1}}})"),
             R"(my.json: /devices/cuda:1/thread: unknown key "thread" (expected one of: )"
-            R"(memory_limit, allocator_cache, threads, options); did you mean "threads"?)");
+            R"(memory_limit, allocator_cache, threads, options, exclude_kernels); did you mean "threads"?)");
   EXPECT_EQ(error_of(R"({"fallback": {"default": "cpu"}})"),
             R"(my.json: /fallback/default: unknown key "default" (expected one of: policy, ops))");
   EXPECT_EQ(error_of(R"({"logging": {"level": "info", "sink": []}})"),
@@ -632,6 +632,21 @@ TEST(ConfigErrors, Threads) {
   EXPECT_EQ(error_of(R"({"devices": {"cpu": {"threads": "4"}}})"), prefix + R"(string "4")");
   EXPECT_EQ(parse(R"({"devices": {"cpu": {"threads": 1024}}})").devices.at("cpu").threads, 1024);
   EXPECT_EQ(parse(R"({"devices": {"cpu": {"threads": 4.0}}})").devices.at("cpu").threads, 4);
+}
+
+TEST(ConfigErrors, ExcludeKernels) {
+  const std::string form = R"(expected a kernel as "namespace::op" or "namespace::op signature" ("strata::mul", )"
+                           R"("strata::mul f32,f32->f32"), found )";
+  EXPECT_EQ(error_of(R"({"devices": {"cpu": {"exclude_kernels": ["strata::mul", "mul"]}}})"),
+            "my.json: /devices/cpu/exclude_kernels/1: " + form + R"("mul")");
+  EXPECT_EQ(error_of(R"({"devices": {"cpu": {"exclude_kernels": ["strata::mul f32 f32"]}}})"),
+            "my.json: /devices/cpu/exclude_kernels/0: " + form + R"("strata::mul f32 f32")");
+  EXPECT_EQ(error_of(R"({"devices": {"cpu": {"exclude_kernels": [3]}}})"),
+            "my.json: /devices/cpu/exclude_kernels/0: " + form + "3");
+  EXPECT_EQ(error_of(R"({"devices": {"cpu": {"exclude_kernels": "strata::mul"}}})"),
+            R"(my.json: /devices/cpu/exclude_kernels: expected an array of kernels, found string "strata::mul")");
+  const Config c = parse(R"({"devices": {"cpu": {"exclude_kernels": ["strata::mul", "strata::fill ->bf16"]}}})");
+  EXPECT_EQ(c.devices.at("cpu").exclude_kernels, (std::vector<std::string>{"strata::mul", "strata::fill ->bf16"}));
 }
 
 TEST(ConfigErrors, DeviceKeys) {

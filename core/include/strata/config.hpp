@@ -28,6 +28,13 @@ struct DeviceConfig {
   int threads = 0;
   /// Backend-specific options, as JSON object text, handed to the plugin.
   std::string options_json = "{}";
+  /// Kernels of the device not to use, "op" (every signature) or "op
+  /// signature" ("strata::mul", "strata::exp f16->f16"): their calls fall
+  /// back as if the plugin had no such kernel (the fallback policy applies,
+  /// and fallbacks are counted). Read when the device opens (the first
+  /// configuration that loads its plugin); an entry that names no kernel of
+  /// the device is a warning of the plugin's.
+  std::vector<std::string> exclude_kernels;
 };
 
 struct LogSink {

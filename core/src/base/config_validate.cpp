@@ -12,6 +12,7 @@
 #include <cctype>
 #include <atomic>
 #include <cmath>
+#include <regex>
 #include <unordered_map>
 #include <unordered_set>
 #include <utility>
@@ -292,11 +293,31 @@ class Validator {
       } else if (key == "options") {
         if (!value.is_object()) fail(p, "expected an object, found " + describe(value));
         d.options_json = value.dump();
+      } else if (key == "exclude_kernels") {
+        d.exclude_kernels = kernel_names(value, p);
       } else {
-        unknown_key(key, p, {"memory_limit", "allocator_cache", "threads", "options"});
+        unknown_key(key, p, {"memory_limit", "allocator_cache", "threads", "options", "exclude_kernels"});
       }
     }
     return d;
+  }
+
+  /// "exclude_kernels": kernels named "op" or "op signature".
+  std::vector<std::string> kernel_names(const Json& v, const std::string& ptr) const {
+    const std::string form = "a kernel as \"namespace::op\" or \"namespace::op signature\" (\"strata::mul\", "
+                             "\"strata::mul f32,f32->f32\")";
+    if (!v.is_array()) fail(ptr, "expected an array of kernels, found " + describe(v));
+    static const std::regex kernel(
+        R"(^[A-Za-z_][A-Za-z0-9_]*::[A-Za-z_][A-Za-z0-9_]*( ([a-z0-9]+(,[a-z0-9]+)*)?->[a-z0-9]+(,[a-z0-9]+)*)?$)");
+    std::vector<std::string> out;
+    for (std::size_t i = 0; i < v.size(); ++i) {
+      const Json& item = v[i];
+      if (!item.is_string() || !std::regex_match(item.get_ref<const std::string&>(), kernel)) {
+        fail(child(ptr, i), "expected " + form + ", found " + show(item));
+      }
+      out.push_back(item.get<std::string>());
+    }
+    return out;
   }
 
   std::optional<uint64_t> memory_limit(const Json& v, const std::string& ptr) const {

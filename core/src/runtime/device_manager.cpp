@@ -211,6 +211,11 @@ void Runtime::Impl::add_devices(LoadedPlugin& plugin, PluginInfo& info) {
       info.reason += (info.reason.empty() ? "" : "; ") + record->id + ": " + why;
       continue;
     }
+    for (const std::string& entry :
+         record->exclude_kernels(config.device(plugin.name, i).exclude_kernels, &detail::kernel_op_ref)) {
+      info.warnings.push_back(record->id + ": exclude_kernels: \"" + entry + "\" names no kernel of the device");
+      detail::logger("plugin")->warn("{}", info.warnings.back());
+    }
     table[static_cast<size_t>(slot)].store(record.get(), std::memory_order_release);
     device_count.store(slot + 1);
     records.push_back(std::move(record));

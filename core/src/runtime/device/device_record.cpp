@@ -63,6 +63,29 @@ std::string DeviceRecord::add_kernel(const strata_kernel_entry* e, int index_in_
   return {};
 }
 
+std::vector<std::string> DeviceRecord::exclude_kernels(const std::vector<std::string>& entries,
+                                                       KernelOpLookup lookup) {
+  std::vector<std::string> unmatched;
+  for (const std::string& entry : entries) {
+    const size_t space = entry.find(' ');
+    const std::string name = entry.substr(0, space);
+    const std::string signature = space == std::string::npos ? "" : entry.substr(space + 1);
+    const KernelOpRef op = lookup(name.c_str());
+    const uint64_t key = signature.empty() ? 0 : parse_signature(signature.c_str());
+    size_t removed = 0;
+    if (op.id >= 0 && (signature.empty() || key != 0)) {
+      const auto named = [&](uint64_t k) { return signature.empty() || k == key; };
+      removed = std::erase_if(kernels[static_cast<size_t>(op.id)], [&](const KernelSlot& s) { return named(s.signature); });
+      std::erase_if(kernel_list, [&](const KernelInfo& k) {
+        return lookup(k.op.c_str()).id == op.id && named(parse_signature(k.signature.c_str()));
+      });
+      kernel_count -= static_cast<int>(removed);
+    }
+    if (removed == 0) unmatched.push_back(entry);
+  }
+  return unmatched;
+}
+
 uint64_t signature_key(const DType* inputs, int n_inputs, const DType* outputs, int n_outputs) {
   uint64_t key = 1;
   for (int k = 0; k < n_inputs; ++k) key = (key << kDTypeBits) | static_cast<uint64_t>(inputs[k]);
