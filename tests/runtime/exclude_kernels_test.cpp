@@ -3,6 +3,7 @@
 // device (strata devices, DeviceInfo), its calls fall back as a missing
 // kernel's do (counted; refused under "error"), the kernels not named keep
 // running, and an entry that names no kernel is a warning of the plugin.
+// DeviceInfo lists an excluded kernel marked `excluded`.
 // Its own executable: the list is read when the device opens, which happens
 // once a process.
 #include <strata/strata.hpp>
@@ -35,11 +36,14 @@ class ExcludeKernels : public ::testing::Test {
 TEST_F(ExcludeKernels, TheKernelIsGoneFromTheDevice) {
   const PluginInfo& p = mini_plugin();
   ASSERT_EQ(p.devices.size(), 1u);
-  std::vector<std::string> kernels;
-  for (const KernelInfo& k : p.devices[0].kernels) kernels.push_back(k.op + " " + k.signature);
-  EXPECT_EQ(std::count(kernels.begin(), kernels.end(), "strata::add f32,f32->f32"), 0);
+  std::vector<std::string> kernels;  // the ones that run; the excluded one is listed, marked
+  for (const KernelInfo& k : p.devices[0].kernels) kernels.push_back(k.op + " " + k.signature + (k.excluded ? " x" : ""));
+  EXPECT_EQ(std::count(kernels.begin(), kernels.end(), "strata::add f32,f32->f32 x"), 1);
   EXPECT_EQ(std::count(kernels.begin(), kernels.end(), "strata::fill ->f32"), 1);
   EXPECT_EQ(std::count(kernels.begin(), kernels.end(), "strata::copy f32->f32"), 1);
+  EXPECT_EQ(p.devices[0].kernel_count, 2);  // the kernels that run
+  const auto& missing = p.devices[0].missing_primitives;
+  EXPECT_NE(std::find(missing.begin(), missing.end(), "add"), missing.end()) << "add has no kernel that runs";
 }
 
 TEST_F(ExcludeKernels, ItsCallsFallBackAndAreCounted) {

@@ -21,6 +21,9 @@ struct KernelInfo {
   std::string op;         // "strata::add", "acme::swiglu"
   std::string signature;  // "f32,f32->f32"
   bool strided_inputs = false;  // STRATA_KERNEL_STRIDED_INPUTS
+  /// Set aside by the configuration (devices.<id>.exclude_kernels): listed,
+  /// never called; its calls fall back as a missing kernel's do.
+  bool excluded = false;
 };
 
 struct DeviceInfo {

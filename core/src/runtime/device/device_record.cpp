@@ -76,9 +76,9 @@ std::vector<std::string> DeviceRecord::exclude_kernels(const std::vector<std::st
     if (op.id >= 0 && (signature.empty() || key != 0)) {
       const auto named = [&](uint64_t k) { return signature.empty() || k == key; };
       removed = std::erase_if(kernels[static_cast<size_t>(op.id)], [&](const KernelSlot& s) { return named(s.signature); });
-      std::erase_if(kernel_list, [&](const KernelInfo& k) {
-        return lookup(k.op.c_str()).id == op.id && named(parse_signature(k.signature.c_str()));
-      });
+      for (KernelInfo& k : kernel_list) {
+        if (lookup(k.op.c_str()).id == op.id && named(parse_signature(k.signature.c_str()))) k.excluded = true;
+      }
       kernel_count -= static_cast<int>(removed);
     }
     if (removed == 0) unmatched.push_back(entry);

@@ -120,8 +120,9 @@ struct DeviceRecord {
   std::string add_kernel(const strata_kernel_entry* entry, int index_in_table, KernelOpLookup lookup);
   /// Removes the kernels each entry names, "op" (every signature) or "op
   /// signature" ("strata::mul f32,f32->f32"), so that their calls fall back
-  /// as if the plugin had none (DeviceConfig::exclude_kernels). Returns the
-  /// entries that named no kernel of the device.
+  /// as if the plugin had none (DeviceConfig::exclude_kernels); kernel_list
+  /// keeps them, marked excluded. Returns the entries that named no kernel
+  /// of the device.
   std::vector<std::string> exclude_kernels(const std::vector<std::string>& entries, KernelOpLookup lookup);
 
   /// An ABI argument struct for a call on this device: its struct_size, the
