@@ -697,7 +697,11 @@ Outcome run_op_case(const Context& ctx, const OpCase& c, DType out_dtype) {
 }
 
 /// Derivatives of orders 1 to 3 of sum(op(x, ...) * w) with respect to the
-/// op's `diff_input`, on the device and on the reference in f64.
+/// op's `diff_input`, on the device and on the reference in f64. On the
+/// device only the op (its kernel, and the ops its derivative rules call)
+/// runs there: its result moves to the reference, where the weights and the
+/// sum are, so that a broken kernel of the checker's own helpers (mul, sum)
+/// fails its own case rather than every derivative row.
 Outcome run_gradients(const Context& ctx, const OpCase& c, int diff_input, DType t) {
   std::string report;
   double worst = 0.0;
@@ -712,13 +716,13 @@ Outcome run_gradients(const Context& ctx, const OpCase& c, int diff_input, DType
     auto derivative = [&](Device device, bool reference) {
       std::vector<Tensor> in;
       for (const Operand& op : c.inputs) in.push_back(reference ? on_reference(op, device) : on_device(op, device));
-      Tensor weights = reference ? on_reference(w, device) : on_device(w, device);
+      Tensor weights = reference ? on_reference(w, device) : on_device(w, ctx.reference);
       Fn fn = c.fn;
       const size_t k = static_cast<size_t>(diff_input);
-      strata::Fn f = [fn, in, weights, k](const Tensor& x) {
+      strata::Fn f = [fn, in, weights, k, at = ctx.reference](const Tensor& x) {
         std::vector<Tensor> args = in;
         args[k] = x;
-        return sum(fn(args) * weights);
+        return sum(fn(args).to(at) * weights);
       };
       return nth_grad(f, order)(in[k]);
     };

@@ -23,6 +23,7 @@
 #include <iostream>
 #include <map>
 #include <optional>
+#include <set>
 #include <sstream>
 
 namespace strata::cli {
@@ -100,6 +101,7 @@ struct WorkerRun {
   bool done = false;            // the worker finished every case
   std::optional<CaseRecord> interrupted;  // started, never finished: crash or hang
   std::string death;            // how the worker ended, when not done
+  std::optional<int> paused;    // stopped before the derivative cases, which start here
 };
 
 std::string signal_text(int sig) {
@@ -110,7 +112,8 @@ std::string signal_text(int sig) {
 /// Runs one worker from case `resume`, adding what it reports to `records`
 /// (and its hello to `hello`).
 WorkerRun run_worker(const PluginCheckOptions& options, int resume, const std::vector<std::string>& skip_cells,
-                     nlohmann::json& hello, std::vector<CaseRecord>& records) {
+                     const std::vector<std::string>& exclude, bool pause, nlohmann::json& hello,
+                     std::vector<CaseRecord>& records) {
   WorkerRun run;
   int events[2], errs[2];
   if (::pipe2(events, O_CLOEXEC) != 0 || ::pipe2(errs, O_CLOEXEC) != 0) {
@@ -122,6 +125,8 @@ WorkerRun run_worker(const PluginCheckOptions& options, int resume, const std::v
   if (!options.op_regex.empty()) args.insert(args.end(), {"--op", options.op_regex});
   if (options.quick) args.push_back("--quick");
   for (const std::string& cell : skip_cells) args.insert(args.end(), {"--skip-cell", cell});
+  for (const std::string& kernel : exclude) args.insert(args.end(), {"--exclude-kernel", kernel});
+  if (pause) args.push_back("--pause-before-derivatives");
   std::vector<char*> argv;
   for (std::string& a : args) argv.push_back(a.data());
   argv.push_back(nullptr);
@@ -200,6 +205,9 @@ WorkerRun run_worker(const PluginCheckOptions& options, int resume, const std::v
           started.reset();
         } else if (kind == "done") {
           run.done = true;
+        } else if (kind == "paused") {
+          run.paused = e.value("case", 0);
+          run.done = true;
         }
       }
     }
@@ -262,6 +270,7 @@ std::string cell_text(const std::string& s) {
 struct Report {
   nlohmann::json plugin, device;
   std::string reference;
+  std::vector<std::string> set_aside;  // kernels set aside for the derivative cases
   std::vector<CaseRecord> records;
   std::vector<std::string> rows;                               // ops, in first-seen order
   std::map<std::string, std::map<std::string, std::string>> matrix;  // op -> dtype -> worst status
@@ -358,6 +367,11 @@ void print_table(const Report& r, std::ostream& os) {
     header = true;
     os << "  " << cell_text(c.status) << "  " << c.name << "\n      " << c.message << "\n";
   }
+  if (!r.set_aside.empty()) {
+    os << "\nThe derivative cases ran with the kernels that failed their own cases set aside (their calls fell back "
+          "to the reference), so that each derivative row judges its own op:\n";
+    for (const std::string& k : r.set_aside) os << "  " << k << "\n";
+  }
   if (!r.aborted.empty()) os << "\nThe check stopped early: " << r.aborted << "\n";
   os << "\n" << totals_line(r) << "\n";
 }
@@ -375,6 +389,7 @@ nlohmann::json report_json(const Report& r) {
           {"reference", r.reference},
           {"cases", cases},
           {"matrix", matrix},
+          {"set_aside", r.set_aside},
           {"totals", {{"passed", r.passed}, {"failed", r.failed}, {"skipped", r.skipped}, {"by_status", r.by_status}}},
           {"aborted", r.aborted.empty() ? nlohmann::json(nullptr) : nlohmann::json(r.aborted)}};
 }
@@ -408,6 +423,29 @@ void print_markdown(const Report& r, std::ostream& os) {
 
 }  // namespace
 
+/// The kernels of the device under test whose own cases failed, crashed or
+/// hung, as "device|op signature" (its kernel list in `hello`): a kernel
+/// matches a failed case of its op when the case's dtype is one of its
+/// signature's.
+std::vector<std::string> failed_kernels(const nlohmann::json& hello, const std::vector<CaseRecord>& records) {
+  const nlohmann::json device = hello.value("device", nlohmann::json::object());
+  std::set<std::string> out;
+  for (const nlohmann::json& k : device.value("kernels", nlohmann::json::array())) {
+    const std::string text = k.get<std::string>();  // "strata::mul f32,f32->f32"
+    const size_t space = text.find(' ');
+    if (space == std::string::npos) continue;
+    std::string dtypes = "," + text.substr(space + 1) + ",";
+    for (size_t at; (at = dtypes.find("->")) != std::string::npos;) dtypes.replace(at, 2, ",");
+    for (const CaseRecord& r : records) {
+      const bool of_kernel = r.op == text.substr(0, space) && dtypes.find("," + r.dtype + ",") != std::string::npos;
+      if (is_failure(r.status) && of_kernel) {
+        out.insert(device.value("id", "") + "|" + text);
+      }
+    }
+  }
+  return {out.begin(), out.end()};
+}
+
 int run_plugin_check(const PluginCheckOptions& options) {
   if (std::string why = validate_plugin_path(options.path); !why.empty()) {
     std::cerr << "strata plugin check: " << why << "\n";
@@ -422,19 +460,30 @@ int run_plugin_check(const PluginCheckOptions& options) {
   std::string aborted;
   int resume = 0;
   std::vector<std::string> skip_cells;
+  // Until a worker pauses before the derivative cases: then the kernels
+  // that failed before them are set aside for the rest.
+  bool pause = true;
+  std::vector<std::string> exclude;
   for (int worker = 0;; ++worker) {
     if (worker == kMaxWorkers) {
       aborted = std::to_string(kMaxWorkers) + " workers crashed or hung; the cases from " + std::to_string(resume) +
                 " on were not run";
       break;
     }
-    WorkerRun run = run_worker(options, resume, skip_cells, hello, records);
+    WorkerRun run = run_worker(options, resume, skip_cells, exclude, pause, hello, records);
     if (run.refused) {
       std::cerr << "strata plugin check: " << options.path << ": refused: " << run.refusal << "\n";
       if (options.json) {
         std::cout << nlohmann::json{{"plugin", options.path}, {"refused", run.refusal}}.dump(2) << "\n";
       }
       return kPluginRefused;
+    }
+    if (run.paused) {  // a case failed before the derivative ones: resume them with its kernels set aside
+      resume = *run.paused;
+      exclude = failed_kernels(hello, records);
+      pause = false;
+      --worker;  // not a crash
+      continue;
     }
     if (run.done) break;
     if (!run.interrupted) {
@@ -453,6 +502,7 @@ int run_plugin_check(const PluginCheckOptions& options) {
     if (!run.interrupted->op.empty()) skip_cells.push_back(cell_key(run.interrupted->op, run.interrupted->dtype));
   }
   Report report = make_report(hello, std::move(records), aborted);
+  for (const std::string& e : exclude) report.set_aside.push_back(e.substr(e.find('|') + 1));
   if (options.json) {
     std::cout << report_json(report).dump(2) << "\n";
   } else if (options.markdown) {

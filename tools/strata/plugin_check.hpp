@@ -38,6 +38,13 @@ struct PluginWorkerOptions {
   /// "op|dtype" cells whose kernel crashed or hung in an earlier worker:
   /// their remaining cases are reported as skipped, not run again.
   std::vector<std::string> skip_cells;
+  /// Kernels of the device under test set aside (its configuration's
+  /// devices.<id>.exclude_kernels), as "device|op signature": those that
+  /// failed their own cases, while the derivative cases run.
+  std::vector<std::string> exclude_kernels;
+  /// Stop before the first derivative case when a case failed, crashed or
+  /// hung before it (the parent then resumes with those kernels set aside).
+  bool pause_before_derivatives = false;
 };
 
 /// The cell key of a case: its op without " (derivatives)", "|", its dtype.

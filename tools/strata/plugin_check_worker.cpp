@@ -19,6 +19,8 @@
 #include <cerrno>
 #include <cmath>
 #include <filesystem>
+#include <sstream>
+#include <set>
 
 namespace strata::cli {
 
@@ -48,7 +50,7 @@ std::string canonical(const std::string& path) {
 /// plugin (unless the plugin under test is a CPU plugin: then it is its own
 /// reference), a missing kernel falls back to the CPU (counted, so that the
 /// cases can tell), only errors logged.
-Config worker_config(const std::string& plugin_path, bool& self_reference) {
+Config worker_config(const std::string& plugin_path, const std::vector<std::string>& exclude, bool& self_reference) {
   const std::string cpu = canonical(library_directory() + "/strata/plugins/libstrata_plugin_cpu.so");
   self_reference = fs::path(plugin_path).filename() == "libstrata_plugin_cpu.so";
   nlohmann::json paths = nlohmann::json::array({plugin_path});
@@ -58,6 +60,11 @@ Config worker_config(const std::string& plugin_path, bool& self_reference) {
                      {"prefer", {"cpu"}},
                      {"fallback", {{"policy", "cpu"}}},
                      {"logging", {{"level", "error"}, {"sinks", {{{"type", "stderr"}}}}}}};
+  for (const std::string& entry : exclude) {  // "device|op signature"
+    const size_t bar = entry.find('|');
+    if (bar == std::string::npos) continue;
+    doc["devices"][entry.substr(0, bar)]["exclude_kernels"].push_back(entry.substr(bar + 1));
+  }
   return Config::from_string(doc.dump(), "<strata plugin check>", fs::current_path().string());
 }
 
@@ -91,7 +98,7 @@ int run_plugin_check_worker(const PluginWorkerOptions& options) {
   conformance::Context ctx;
   Runtime& rt = runtime();
   try {
-    rt.configure(worker_config(path, ctx.reference_is_dut));
+    rt.configure(worker_config(path, options.exclude_kernels, ctx.reference_is_dut));
   } catch (const Error& e) {
     emit(fd, {{"event", "refused"}, {"reason", std::string("cannot configure the worker: ") + e.what()}});
     return 0;
@@ -138,18 +145,48 @@ int run_plugin_check_worker(const PluginWorkerOptions& options) {
   }
   ctx.plugin = *tested;
   ctx.info = *dut;
+  // Kernels set aside (--exclude-kernel) are still the plugin's claims: the
+  // case list stays the one the workers before built, and their ops are
+  // not "missing".
+  for (const KernelInfo& k : ctx.info.kernels) {
+    if (k.excluded) std::erase(ctx.info.missing_primitives, k.op.substr(k.op.find("::") + 2));
+  }
   ctx.dut = dut->device;
   ctx.reference = Device("cpu:0");
   ctx.quick = options.check.quick;
   if (!options.check.op_regex.empty()) ctx.op_filter.emplace(options.check.op_regex, std::regex::ECMAScript);
 
   std::vector<conformance::Case> cases = conformance::build_cases(ctx);
+  size_t derivatives_from = 0;
+  while (derivatives_from < cases.size() && !cases[derivatives_from].op.ends_with(" (derivatives)")) ++derivatives_from;
   emit(fd, {{"event", "hello"},
             {"cases", cases.size()},
+            {"derivatives_from", derivatives_from},
+            {"excluded_kernels", options.exclude_kernels},
             {"plugin", plugin_json(*tested)},
             {"device", device_json(*dut)},
             {"reference", ctx.reference_is_dut ? "cpu:0 (the plugin under test; floats in f64)" : "cpu:0"}});
+  // A failure before the derivative cases: with the pause asked for, the
+  // parent resumes them in a worker that sets the failed kernels aside, so
+  // that a derivative row fails for its own op's kernels and rules only.
+  bool failed = !options.skip_cells.empty();
+  // The cells of the kernels set aside: their own derivative rows are not
+  // run (the kernel failed its own cases; its rules would be judged on the
+  // reference's kernel instead).
+  std::set<std::string> set_aside;
+  for (const std::string& entry : options.exclude_kernels) {  // "device|op f32,f32->f32"
+    const std::string kernel = entry.substr(entry.find('|') + 1);
+    const size_t space = kernel.find(' ');
+    std::string dtypes = kernel.substr(space + 1);
+    for (char& ch : dtypes) ch = ch == ',' || ch == '-' || ch == '>' ? ' ' : ch;
+    std::istringstream words(dtypes);
+    for (std::string t; words >> t;) set_aside.insert(cell_key(kernel.substr(0, space), t));
+  }
   for (size_t i = static_cast<size_t>(std::max(options.resume, 0)); i < cases.size(); ++i) {
+    if (i == derivatives_from && failed && options.pause_before_derivatives && !ctx.reference_is_dut) {
+      emit(fd, {{"event", "paused"}, {"case", i}});
+      return 0;
+    }
     const conformance::Case& c = cases[i];
     emit(fd, {{"event", "start"}, {"case", i}, {"name", c.name}, {"op", c.op}, {"dtype", c.dtype}});
     conformance::Outcome o;
@@ -158,6 +195,8 @@ int run_plugin_check_worker(const PluginWorkerOptions& options) {
     if (poisoned) {
       o = {conformance::Status::skip, "not run: the kernel crashed or hung in an earlier case of " + c.op + " " + c.dtype,
            0.0};
+    } else if (!c.op.empty() && set_aside.contains(cell_key(c.op, c.dtype))) {
+      o = {conformance::Status::skip, "not run: the kernel failed its own cases and is set aside", 0.0};
     } else {
       try {
         o = c.run();
@@ -165,6 +204,7 @@ int run_plugin_check_worker(const PluginWorkerOptions& options) {
         o = {conformance::Status::fail, std::string("error: ") + e.what(), 0.0};
       }
     }
+    failed = failed || o.status == conformance::Status::fail;
     emit(fd, {{"event", "result"},
               {"case", i},
               {"status", conformance::status_name(o.status)},
