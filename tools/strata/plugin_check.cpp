@@ -421,8 +421,6 @@ void print_markdown(const Report& r, std::ostream& os) {
   os << "\n" << totals_line(r) << "\n";
 }
 
-}  // namespace
-
 /// The kernels of the device under test whose own cases failed, crashed or
 /// hung, as "device|op signature" (its kernel list in `hello`): a kernel
 /// matches a failed case of its op when the case's dtype is one of its
@@ -445,6 +443,8 @@ std::vector<std::string> failed_kernels(const nlohmann::json& hello, const std::
   }
   return {out.begin(), out.end()};
 }
+
+}  // namespace
 
 int run_plugin_check(const PluginCheckOptions& options) {
   if (std::string why = validate_plugin_path(options.path); !why.empty()) {
