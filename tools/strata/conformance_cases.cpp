@@ -696,6 +696,13 @@ Outcome run_op_case(const Context& ctx, const OpCase& c, DType out_dtype) {
   return compare(got, want, tol, describe(c.inputs) + (c.label.empty() ? "" : ", " + c.label));
 }
 
+/// The tolerance of a derivative row: the dtype's, grown with the terms the
+/// op sums and the size of its inputs.
+Tolerance gradient_tolerance(const OpCase& c, DType t) {
+  const Tolerance tol = t == DType::f64 ? Tolerance{1e-9, 1e-8} : Tolerance{1e-4, 1e-4};
+  return accumulated(tol, c.terms * 4.0, magnitude(c.inputs));
+}
+
 /// Derivatives of orders 1 to 3 of sum(op(x, ...) * w) with respect to the
 /// op's `diff_input`, on the device and on the reference in f64. On the
 /// device only the op (its kernel, and the ops its derivative rules call)
@@ -728,13 +735,31 @@ Outcome run_gradients(const Context& ctx, const OpCase& c, int diff_input, DType
     };
     Tensor got = derivative(ctx.dut, false);
     Tensor want = derivative(ctx.reference, true);
-    Tolerance tol = t == DType::f64 ? Tolerance{1e-9, 1e-8} : Tolerance{1e-4, 1e-4};
-    tol = accumulated(tol, c.terms * 4.0, magnitude(c.inputs));
-    Outcome o = compare(got, want, tol, describe(c.inputs) + ", derivative of order " + std::to_string(order));
+    const std::string what = describe(c.inputs) + ", VJP of order " + std::to_string(order);
+    Outcome o = compare(got, want, gradient_tolerance(c, t), what);
     if (o.status != Status::pass) return o;
     worst = std::max(worst, o.max_error);
   }
-  return {Status::pass, "orders 1, 2, 3", worst};
+  // Forward mode: the JVP along a fixed direction, which runs the op's JVP
+  // rule (not its VJP) on the device.
+  Operand v = random_operand(rng, on_device(c.inputs[static_cast<size_t>(diff_input)], ctx.reference).sizes(), t,
+                             Layout::contiguous, {0.5, 1.5});
+  auto tangent = [&](Device device, bool reference) {
+    std::vector<Tensor> in;
+    for (const Operand& op : c.inputs) in.push_back(reference ? on_reference(op, device) : on_device(op, device));
+    Fn fn = c.fn;
+    const size_t k = static_cast<size_t>(diff_input);
+    strata::Fn f = [fn, in, k](const Tensor& x) {
+      std::vector<Tensor> args = in;
+      args[k] = x;
+      return fn(args);
+    };
+    return jvp(f, in[k], reference ? on_reference(v, device) : on_device(v, device)).second;
+  };
+  Outcome o = compare(tangent(ctx.dut, false), tangent(ctx.reference, true), gradient_tolerance(c, t),
+                      describe(c.inputs) + ", JVP");
+  if (o.status != Status::pass) return o;
+  return {Status::pass, "VJP orders 1, 2, 3 and JVP", std::max(worst, o.max_error)};
 }
 
 /// Which dtypes the contract defines an op for (for the fallback cases of
