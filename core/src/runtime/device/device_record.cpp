@@ -75,7 +75,8 @@ std::vector<std::string> DeviceRecord::exclude_kernels(const std::vector<std::st
     size_t removed = 0;
     if (op.id >= 0 && (signature.empty() || key != 0)) {
       const auto named = [&](uint64_t k) { return signature.empty() || k == key; };
-      removed = std::erase_if(kernels[static_cast<size_t>(op.id)], [&](const KernelSlot& s) { return named(s.signature); });
+      auto& slots = kernels[static_cast<size_t>(op.id)];
+      removed = std::erase_if(slots, [&](const KernelSlot& s) { return named(s.signature); });
       for (KernelInfo& k : kernel_list) {
         if (lookup(k.op.c_str()).id == op.id && named(parse_signature(k.signature.c_str()))) k.excluded = true;
       }
