@@ -428,17 +428,15 @@ void print_markdown(const Report& r, std::ostream& os) {
 std::vector<std::string> failed_kernels(const nlohmann::json& hello, const std::vector<CaseRecord>& records) {
   const nlohmann::json device = hello.value("device", nlohmann::json::object());
   std::set<std::string> out;
+  std::set<std::string> failed;  // cells of the cases before the derivative ones
+  for (const CaseRecord& r : records) {
+    const bool kernel_case = !r.op.empty() && !r.op.ends_with(" (derivatives)");
+    if (is_failure(r.status) && kernel_case) failed.insert(cell_key(r.op, r.dtype));
+  }
   for (const nlohmann::json& k : device.value("kernels", nlohmann::json::array())) {
     const std::string text = k.get<std::string>();  // "strata::mul f32,f32->f32"
-    const size_t space = text.find(' ');
-    if (space == std::string::npos) continue;
-    std::string dtypes = "," + text.substr(space + 1) + ",";
-    for (size_t at; (at = dtypes.find("->")) != std::string::npos;) dtypes.replace(at, 2, ",");
-    for (const CaseRecord& r : records) {
-      const bool of_kernel = r.op == text.substr(0, space) && dtypes.find("," + r.dtype + ",") != std::string::npos;
-      if (is_failure(r.status) && of_kernel) {
-        out.insert(device.value("id", "") + "|" + text);
-      }
+    for (const std::string& cell : kernel_cells(text)) {
+      if (failed.contains(cell)) out.insert(device.value("id", "") + "|" + text);
     }
   }
   return {out.begin(), out.end()};

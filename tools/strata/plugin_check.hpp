@@ -10,6 +10,7 @@
 // a hang and a new worker resumes after it.
 #pragma once
 
+#include <set>
 #include <string>
 #include <vector>
 
@@ -49,6 +50,10 @@ struct PluginWorkerOptions {
 
 /// The cell key of a case: its op without " (derivatives)", "|", its dtype.
 std::string cell_key(const std::string& op, const std::string& dtype);
+
+/// The cell keys a kernel "op signature" ("strata::mul f32,f32->f32")
+/// covers: its op with each dtype of its signature.
+std::set<std::string> kernel_cells(const std::string& kernel);
 
 /// The parent: validates, runs workers, prints the report. Exit codes: 0
 /// nothing failed, crashed or hung; 1 something did; 2 bad input (a path

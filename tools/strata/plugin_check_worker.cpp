@@ -92,6 +92,17 @@ std::string cell_key(const std::string& op, const std::string& dtype) {
   return base + "|" + dtype;
 }
 
+std::set<std::string> kernel_cells(const std::string& kernel) {
+  const size_t space = kernel.find(' ');
+  if (space == std::string::npos) return {};
+  std::string dtypes = kernel.substr(space + 1);
+  for (char& ch : dtypes) ch = ch == ',' || ch == '-' || ch == '>' ? ' ' : ch;
+  std::istringstream words(dtypes);
+  std::set<std::string> cells;
+  for (std::string t; words >> t;) cells.insert(cell_key(kernel.substr(0, space), t));
+  return cells;
+}
+
 int run_plugin_check_worker(const PluginWorkerOptions& options) {
   const int fd = options.event_fd;
   const std::string path = canonical(options.check.path);
@@ -175,12 +186,7 @@ int run_plugin_check_worker(const PluginWorkerOptions& options) {
   // reference's kernel instead).
   std::set<std::string> set_aside;
   for (const std::string& entry : options.exclude_kernels) {  // "device|op f32,f32->f32"
-    const std::string kernel = entry.substr(entry.find('|') + 1);
-    const size_t space = kernel.find(' ');
-    std::string dtypes = kernel.substr(space + 1);
-    for (char& ch : dtypes) ch = ch == ',' || ch == '-' || ch == '>' ? ' ' : ch;
-    std::istringstream words(dtypes);
-    for (std::string t; words >> t;) set_aside.insert(cell_key(kernel.substr(0, space), t));
+    set_aside.merge(kernel_cells(entry.substr(entry.find('|') + 1)));
   }
   for (size_t i = static_cast<size_t>(std::max(options.resume, 0)); i < cases.size(); ++i) {
     if (i == derivatives_from && failed && options.pause_before_derivatives && !ctx.reference_is_dut) {
