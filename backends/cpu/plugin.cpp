@@ -14,7 +14,7 @@
 #include "matmul.hpp"
 #include "state.hpp"
 
-#include <strata/plugin/strata_plugin.hpp>
+#include <strata/plugin/backend.hpp>
 
 #include <malloc.h>
 #include <nlohmann/json.hpp>
@@ -37,7 +37,7 @@
 namespace strata::cpu {
 namespace {
 
-constexpr const char* kPluginName = "cpu";
+constexpr const char* kPluginName = CpuState::kName;
 constexpr size_t kAlignment = 64;
 constexpr int64_t kMaxThreads = 1024;  // as docs/configuration.md allows
 
@@ -140,22 +140,6 @@ strata_device_props make_props() {
   return p;
 }
 
-/// An argument struct below its ABI 2.0 size. `error` is each struct's last
-/// required field, so a struct this small does not officially carry it; a
-/// host that got struct_size wrong still almost always passed a whole struct,
-/// so the message is written through it when there is one.
-template <class Args>
-strata_status too_small(const Args* args, size_t min_size, const char* what) {
-  if (args == nullptr) return STRATA_ERROR_INVALID_ARGUMENT;
-  return fail(args->error, STRATA_ERROR_INVALID_ARGUMENT,
-              "cpu: %s: argument struct_size %zu is below the ABI %d.%d minimum of %zu bytes", what, args->struct_size,
-              STRATA_ABI_MAJOR, STRATA_ABI_MINOR, min_size);
-}
-
-strata_status bad_device(strata_error* error, const char* what, int32_t device) {
-  return fail(error, STRATA_ERROR_INVALID_ARGUMENT, "cpu: %s: no device %d (there is only cpu:0)", what, device);
-}
-
 // ---- Memory ------------------------------------------------------------------
 //
 // Each buffer is one aligned_alloc block: a 64-byte header holding the size
@@ -186,14 +170,6 @@ size_t buffer_size(strata_buffer buffer) {
 
 // ---- The table's functions ---------------------------------------------------
 
-strata_status probe(strata_probe_args* args) noexcept {
-  if (!plugin::large_enough(args, STRATA_PROBE_ARGS_MIN_SIZE)) {
-    return too_small(args, STRATA_PROBE_ARGS_MIN_SIZE, "probe");
-  }
-  // Any x86-64/AArch64 Linux host runs this build; nothing to open.
-  args->score = 50;
-  return STRATA_OK;
-}
 
 /// The level of the plugin's own loops (loop_isa.hpp): the widest one that
 /// oneDNN's effective ISA (its cap included) covers and the CPU runs.
@@ -243,41 +219,46 @@ strata_status parse_options(const char* options_json, int64_t& threads, strata_e
   return STRATA_OK;
 }
 
-strata_status init(strata_init_args* args) noexcept {
-  if (!plugin::large_enough(args, STRATA_INIT_ARGS_MIN_SIZE)) return too_small(args, STRATA_INIT_ARGS_MIN_SIZE, "init");
-  return plugin::guarded(args->error, "cpu: init", [&] {
-    int64_t threads = 0;
-    if (const strata_status s = parse_options(args->options_json, threads, args->error); s != STRATA_OK) return s;
-    // Without "threads" (or 0) in the configuration, STRATA_NUM_THREADS
-    // chooses, else OpenMP's default (OMP_NUM_THREADS, else every core).
-    if (threads == 0) {
-      if (const char* env = std::getenv("STRATA_NUM_THREADS"); env != nullptr && *env != '\0') {
-        char* end = nullptr;
-        const long long n = std::strtoll(env, &end, 10);
-        if (*end != '\0' || n < 1 || n > kMaxThreads) {
-          return fail(args->error, STRATA_ERROR_INVALID_ARGUMENT,
-                      "cpu: STRATA_NUM_THREADS=\"%s\" must be an integer in [1, %lld]", env,
-                      static_cast<long long>(kMaxThreads));
-        }
-        threads = n;
-      }
-    }
-    auto state = std::make_unique<CpuState>();
-    state->host = args->host;
-    state->threads = threads > 0 ? static_cast<int>(threads) : omp_get_max_threads();
-    state->props = make_props();
-    g_loop_isa.store(choose_loop_isa(), std::memory_order_relaxed);
-    // The host's logger already names the plugin ("strata.cpu").
-    const std::string line = std::to_string(state->threads) + " threads, isa " + isa_name() + ", loops " +
-                             loop_isa_name(loop_isa());
-    plugin::log(args->host, STRATA_LOG_INFO, kPluginName, line.c_str());
-    args->state = reinterpret_cast<strata_plugin_state>(state.release());
-    args->device_count = 1;
-    return STRATA_OK;  // the probe's score stands
-  });
+}  // namespace
+
+// ---- The backend (strata/plugin/backend.hpp) -----------------------------------
+
+strata_status CpuState::probe(strata_probe_args& args) {
+  // Any x86-64/AArch64 Linux host runs this build; nothing to open.
+  args.score = 50;
+  return STRATA_OK;
 }
 
-void shutdown(strata_plugin_state state) noexcept {
+std::unique_ptr<CpuState> CpuState::init(strata_init_args& args) {
+  int64_t threads = 0;
+  plugin::check(parse_options(args.options_json, threads, args.error));
+  // Without "threads" (or 0) in the configuration, STRATA_NUM_THREADS
+  // chooses, else OpenMP's default (OMP_NUM_THREADS, else every core).
+  if (threads == 0) {
+    if (const char* env = std::getenv("STRATA_NUM_THREADS"); env != nullptr && *env != '\0') {
+      char* end = nullptr;
+      const long long n = std::strtoll(env, &end, 10);
+      if (*end != '\0' || n < 1 || n > kMaxThreads) {
+        plugin::check(fail(args.error, STRATA_ERROR_INVALID_ARGUMENT,
+                           "cpu: STRATA_NUM_THREADS=\"%s\" must be an integer in [1, %lld]", env,
+                           static_cast<long long>(kMaxThreads)));
+      }
+      threads = n;
+    }
+  }
+  auto state = std::make_unique<CpuState>();
+  state->host = args.host;
+  state->threads = threads > 0 ? static_cast<int>(threads) : omp_get_max_threads();
+  state->properties = make_props();
+  g_loop_isa.store(choose_loop_isa(), std::memory_order_relaxed);
+  // The host's logger already names the plugin ("strata.cpu").
+  const std::string line = std::to_string(state->threads) + " threads, isa " + isa_name() + ", loops " +
+                           loop_isa_name(loop_isa());
+  plugin::log(args.host, STRATA_LOG_INFO, kPluginName, line.c_str());
+  return state;  // the probe's score stands
+}
+
+CpuState::~CpuState() {
   clear_matmul_cache();
   // What the loops ran in (loop_isa.hpp), for the tests and for anyone who
   // wonders whether the wide loops are used.
@@ -288,55 +269,27 @@ void shutdown(strata_plugin_state state) noexcept {
                 static_cast<unsigned long long>(g_loop_runs[static_cast<int>(LoopIsa::avx2)].load()),
                 loop_isa_name(LoopIsa::generic),
                 static_cast<unsigned long long>(g_loop_runs[static_cast<int>(LoopIsa::generic)].load()));
-  if (state != nullptr) plugin::log(as_state(state)->host, STRATA_LOG_DEBUG, kPluginName, line);
-  delete as_state(state);
+  plugin::log(host, STRATA_LOG_DEBUG, kPluginName, line);
 }
 
-strata_status device_props(strata_device_args* args) noexcept {
-  if (!plugin::large_enough(args, STRATA_DEVICE_ARGS_MIN_SIZE)) {
-    return too_small(args, STRATA_DEVICE_ARGS_MIN_SIZE, "device_props");
-  }
-  if (args->device != 0) return bad_device(args->error, "device_props", args->device);
-  if (args->state == nullptr) return fail(args->error, STRATA_ERROR_INVALID_ARGUMENT, "cpu: device_props: no state");
-  if (args->props == nullptr) return fail(args->error, STRATA_ERROR_INVALID_ARGUMENT, "cpu: device_props: no props");
-  // props->struct_size is the host's capacity: an older host knows a shorter
-  // struct, but never one without the required fields.
-  if (args->props->struct_size < STRATA_DEVICE_PROPS_MIN_SIZE) {
-    return fail(args->error, STRATA_ERROR_INVALID_ARGUMENT,
-                "cpu: device_props: the host's props capacity (struct_size %zu) is below the minimum of %zu bytes",
-                args->props->struct_size, static_cast<size_t>(STRATA_DEVICE_PROPS_MIN_SIZE));
-  }
-  return plugin::publish_props(args, as_state(args->state)->props);
-}
+const plugin::KernelTable& CpuState::kernels(Device&) const { return kernel_table(); }
 
-strata_status get_kernels(strata_device_args* args) noexcept {
-  if (!plugin::large_enough(args, STRATA_DEVICE_ARGS_MIN_SIZE)) {
-    return too_small(args, STRATA_DEVICE_ARGS_MIN_SIZE, "get_kernels");
-  }
-  if (args->device != 0) return bad_device(args->error, "get_kernels", args->device);
-  return plugin::guarded(args->error, "cpu: get_kernels", [&] { return kernel_table().publish(args); });
-}
-
-strata_status alloc(strata_alloc_args* args) noexcept {
-  if (!plugin::large_enough(args, STRATA_ALLOC_ARGS_MIN_SIZE)) {
-    return too_small(args, STRATA_ALLOC_ARGS_MIN_SIZE, "alloc");
-  }
-  if (args->device != 0) return bad_device(args->error, "alloc", args->device);
-  if (args->kind != STRATA_MEMORY_DEVICE && args->kind != STRATA_MEMORY_PINNED_HOST) {
-    return fail(args->error, STRATA_ERROR_INVALID_ARGUMENT, "cpu: alloc: unknown memory kind %d",
-                static_cast<int>(args->kind));
+strata_status CpuState::alloc(Device&, strata_alloc_args& args) {
+  if (args.kind != STRATA_MEMORY_DEVICE && args.kind != STRATA_MEMORY_PINNED_HOST) {
+    return fail(args.error, STRATA_ERROR_INVALID_ARGUMENT, "cpu: alloc: unknown memory kind %d",
+                static_cast<int>(args.kind));
   }
   // Both kinds are the same aligned host memory; the stream is irrelevant
   // (everything is synchronous).
-  const size_t bytes = args->bytes;
+  const size_t bytes = args.bytes;
   if (bytes > SIZE_MAX - kHeader - kAlignment) {
-    return fail(args->error, STRATA_ERROR_OUT_OF_MEMORY, "cpu: cannot allocate %zu bytes", bytes);
+    return fail(args.error, STRATA_ERROR_OUT_OF_MEMORY, "cpu: cannot allocate %zu bytes", bytes);
   }
   // aligned_alloc wants a multiple of the alignment; 0 bytes still gets a
   // unique buffer.
   const size_t rounded = (bytes + kAlignment - 1) / kAlignment * kAlignment;
   void* block = std::aligned_alloc(kAlignment, kHeader + rounded);
-  if (block == nullptr) return fail(args->error, STRATA_ERROR_OUT_OF_MEMORY, "cpu: cannot allocate %zu bytes", bytes);
+  if (block == nullptr) return fail(args.error, STRATA_ERROR_OUT_OF_MEMORY, "cpu: cannot allocate %zu bytes", bytes);
   static_cast<BlockHeader*>(block)->bytes = bytes;
   char* buffer = static_cast<char*>(block) + kHeader;
 
@@ -346,17 +299,20 @@ strata_status alloc(strata_alloc_args* args) noexcept {
   }
   g_memory.allocations.fetch_add(1, std::memory_order_relaxed);
 
-  args->buffer = reinterpret_cast<strata_buffer>(buffer);
-  args->host_pointer = buffer;
+  args.buffer = reinterpret_cast<strata_buffer>(buffer);
+  args.host_pointer = buffer;
   return STRATA_OK;
 }
 
-void free_buffer(strata_alloc_args* args) noexcept {
-  if (!plugin::large_enough(args, STRATA_ALLOC_ARGS_MIN_SIZE) || args->buffer == nullptr) return;
-  char* block = bytes_of(args->buffer) - kHeader;
+strata_status CpuState::free(Device&, strata_alloc_args& args) {
+  if (args.buffer == nullptr) return STRATA_OK;
+  char* block = bytes_of(args.buffer) - kHeader;
   g_memory.in_use.fetch_sub(reinterpret_cast<const BlockHeader*>(block)->bytes, std::memory_order_relaxed);
   std::free(block);
+  return STRATA_OK;
 }
+
+namespace {
 
 const char* copy_kind_name(strata_copy_kind kind) {
   switch (kind) {
@@ -384,158 +340,94 @@ bool in_range(const strata_copy_args* args, const char* role, strata_buffer buff
   return true;
 }
 
+}  // namespace
+
 /// All three kinds, synchronously (STRATA_COPY_ASYNC may complete early;
 /// there is no `done` event to record: the device has no events).
-strata_status copy(strata_copy_args* args) noexcept {
-  if (!plugin::large_enough(args, STRATA_COPY_ARGS_MIN_SIZE)) {
-    return too_small(args, STRATA_COPY_ARGS_MIN_SIZE, "memory copy");
-  }
-  if (args->device != 0) return bad_device(args->error, "memory copy", args->device);
-  const size_t bytes = args->bytes;
+strata_status CpuState::copy(Device&, strata_copy_args& args) {
+  const size_t bytes = args.bytes;
   strata_status st = STRATA_OK;
-  switch (args->kind) {
+  switch (args.kind) {
     case STRATA_COPY_HOST_TO_DEVICE:
-      if (!in_range(args, "destination", args->dst, args->dst_offset, st)) return st;
+      if (!in_range(&args, "destination", args.dst, args.dst_offset, st)) return st;
       if (bytes == 0) return STRATA_OK;
-      if (args->src_host == nullptr) {
-        return fail(args->error, STRATA_ERROR_INVALID_ARGUMENT, "cpu: memory copy (host to device): no host source");
+      if (args.src_host == nullptr) {
+        return fail(args.error, STRATA_ERROR_INVALID_ARGUMENT, "cpu: memory copy (host to device): no host source");
       }
-      std::memcpy(bytes_of(args->dst) + args->dst_offset, args->src_host, bytes);
+      std::memcpy(bytes_of(args.dst) + args.dst_offset, args.src_host, bytes);
       return STRATA_OK;
     case STRATA_COPY_DEVICE_TO_HOST:
-      if (!in_range(args, "source", args->src, args->src_offset, st)) return st;
+      if (!in_range(&args, "source", args.src, args.src_offset, st)) return st;
       if (bytes == 0) return STRATA_OK;
-      if (args->dst_host == nullptr) {
-        return fail(args->error, STRATA_ERROR_INVALID_ARGUMENT,
+      if (args.dst_host == nullptr) {
+        return fail(args.error, STRATA_ERROR_INVALID_ARGUMENT,
                     "cpu: memory copy (device to host): no host destination");
       }
-      std::memcpy(args->dst_host, bytes_of(args->src) + args->src_offset, bytes);
+      std::memcpy(args.dst_host, bytes_of(args.src) + args.src_offset, bytes);
       return STRATA_OK;
     case STRATA_COPY_DEVICE_TO_DEVICE:
-      if (!in_range(args, "destination", args->dst, args->dst_offset, st) ||
-          !in_range(args, "source", args->src, args->src_offset, st)) {
+      if (!in_range(&args, "destination", args.dst, args.dst_offset, st) ||
+          !in_range(&args, "source", args.src, args.src_offset, st)) {
         return st;
       }
       // memmove: both ranges may lie in one buffer.
       if (bytes > 0) {
-        std::memmove(bytes_of(args->dst) + args->dst_offset, bytes_of(args->src) + args->src_offset, bytes);
+        std::memmove(bytes_of(args.dst) + args.dst_offset, bytes_of(args.src) + args.src_offset, bytes);
       }
       return STRATA_OK;
     default: break;  // a kind from a newer minor
   }
-  return fail(args->error, STRATA_ERROR_INVALID_ARGUMENT, "cpu: memory copy: unknown copy kind %d",
-              static_cast<int>(args->kind));
+  return fail(args.error, STRATA_ERROR_INVALID_ARGUMENT, "cpu: memory copy: unknown copy kind %d",
+              static_cast<int>(args.kind));
 }
 
-strata_status memory_info(strata_memory_args* args) noexcept {
-  if (!plugin::large_enough(args, STRATA_MEMORY_ARGS_MIN_SIZE)) {
-    return too_small(args, STRATA_MEMORY_ARGS_MIN_SIZE, "memory_info");
-  }
-  if (args->device != 0) return bad_device(args->error, "memory_info", args->device);
-  return plugin::guarded(args->error, "cpu: memory_info", [&] {
-    args->total_bytes = physical_memory_bytes();
-    args->free_bytes = std::min(available_memory_bytes(), args->total_bytes);
-    return STRATA_OK;
-  });
-}
-
-strata_status memory_stats(strata_memory_args* args) noexcept {
-  if (!plugin::large_enough(args, STRATA_MEMORY_ARGS_MIN_SIZE)) {
-    return too_small(args, STRATA_MEMORY_ARGS_MIN_SIZE, "memory_stats");
-  }
-  if (args->device != 0) return bad_device(args->error, "memory_stats", args->device);
-  // No cache of its own: what is reserved is what is in use.
-  args->bytes_in_use = g_memory.in_use.load(std::memory_order_relaxed);
-  args->bytes_reserved = args->bytes_in_use;
-  args->peak_bytes_in_use = std::max(g_memory.peak.load(std::memory_order_relaxed), args->bytes_in_use);
-  args->allocations = g_memory.allocations.load(std::memory_order_relaxed);
+strata_status CpuState::memory_info(Device&, strata_memory_args& args) {
+  args.total_bytes = physical_memory_bytes();
+  args.free_bytes = std::min(available_memory_bytes(), args.total_bytes);
   return STRATA_OK;
 }
 
-strata_status memory_trim(strata_memory_args* args) noexcept {
-  if (!plugin::large_enough(args, STRATA_MEMORY_ARGS_MIN_SIZE)) {
-    return too_small(args, STRATA_MEMORY_ARGS_MIN_SIZE, "memory_trim");
-  }
-  if (args->device != 0) return bad_device(args->error, "memory_trim", args->device);
+strata_status CpuState::memory_stats(Device&, strata_memory_args& args) {
+  // No cache of its own: what is reserved is what is in use.
+  args.bytes_in_use = g_memory.in_use.load(std::memory_order_relaxed);
+  args.bytes_reserved = args.bytes_in_use;
+  args.peak_bytes_in_use = std::max(g_memory.peak.load(std::memory_order_relaxed), args.bytes_in_use);
+  args.allocations = g_memory.allocations.load(std::memory_order_relaxed);
+  return STRATA_OK;
+}
+
+strata_status CpuState::memory_trim(Device&, strata_memory_args&) {
   malloc_trim(0);  // hands free heap pages back to the system
   return STRATA_OK;
 }
 
 // ---- strata.native_handles v1 --------------------------------------------------
 
-strata_status buffer_pointer(strata_native_args* args) noexcept {
-  if (!plugin::large_enough(args, STRATA_NATIVE_ARGS_MIN_SIZE)) {
-    return too_small(args, STRATA_NATIVE_ARGS_MIN_SIZE, "native_handles.buffer_pointer");
+strata_status CpuState::buffer_pointer(Device&, strata_native_args& args) {
+  if (args.buffer == nullptr) {
+    return fail(args.error, STRATA_ERROR_INVALID_ARGUMENT, "cpu: native_handles.buffer_pointer: no buffer");
   }
-  if (args->device != 0) return bad_device(args->error, "native_handles.buffer_pointer", args->device);
-  if (args->buffer == nullptr) {
-    return fail(args->error, STRATA_ERROR_INVALID_ARGUMENT, "cpu: native_handles.buffer_pointer: no buffer");
-  }
-  args->handle = args->buffer;  // a buffer is its host address
-  args->api = "host";
+  args.handle = args.buffer;  // a buffer is its host address
+  args.api = "host";
   return STRATA_OK;
 }
 
-strata_status stream_handle(strata_native_args* args) noexcept {
-  if (!plugin::large_enough(args, STRATA_NATIVE_ARGS_MIN_SIZE)) {
-    return too_small(args, STRATA_NATIVE_ARGS_MIN_SIZE, "native_handles.stream_handle");
-  }
-  if (args->device != 0) return bad_device(args->error, "native_handles.stream_handle", args->device);
-  args->handle = nullptr;  // no streams: work runs on the calling thread
-  args->api = "host";
+strata_status CpuState::stream_handle(Device&, strata_native_args& args) {
+  args.handle = nullptr;  // no streams: work runs on the calling thread
+  args.api = "host";
   return STRATA_OK;
 }
 
-const strata_ext_native_handles kNativeHandles = {
-    .base = {.struct_size = sizeof(strata_ext_native_handles),
-             .name = STRATA_EXT_NATIVE_HANDLES,
-             .version = STRATA_EXT_NATIVE_HANDLES_VERSION,
-             .next = nullptr},
-    .buffer_pointer = buffer_pointer,
-    .stream_handle = stream_handle,
-};
+const strata_extension* CpuState::extensions() { return plugin::native_handles<CpuState>(); }
 
 /// What decides probe and init here (ABI 2.1, section 10): the thread
 /// count and oneDNN's ISA cap come from these.
-constexpr const char* kProbeEnvironment[] = {"STRATA_NUM_THREADS", "OMP_*", "GOMP_*", "KMP_*", "ONEDNN_*", "DNNL_*",
-                                             nullptr};
+const char* const CpuState::kProbeEnvironment[] = {"STRATA_NUM_THREADS", "OMP_*", "GOMP_*", "KMP_*",
+                                                  "ONEDNN_*",           "DNNL_*", nullptr};
 
-const strata_plugin_api kApi = {
-    .struct_size = sizeof(strata_plugin_api),
-    .abi_major = STRATA_ABI_MAJOR,
-    .abi_minor = STRATA_ABI_MINOR,
-    .min_host_minor = 0,
-    .name = kPluginName,
-    .vendor = "Strata project",
-    .version = "0.1.0",
-    .probe = probe,
-    .init = init,
-    .shutdown = shutdown,
-    .device_props = device_props,
-    .get_kernels = get_kernels,
-    .alloc = alloc,
-    .free = free_buffer,
-    .copy = copy,
-    .memory_info = memory_info,
-    .memory_trim = memory_trim,
-    .memory_stats = memory_stats,
-    // No streams or events (HAS_STREAMS unset): the host uses the NULL stream.
-    .stream_create = nullptr,
-    .stream_destroy = nullptr,
-    .stream_synchronize = nullptr,
-    .event_create = nullptr,
-    .event_destroy = nullptr,
-    .event_record = nullptr,
-    .stream_wait_event = nullptr,
-    .event_synchronize = nullptr,
-    .event_query = nullptr,
-    .event_elapsed = nullptr,
-    .extensions = &kNativeHandles.base,
-    .probe_environment = kProbeEnvironment,
-};
-
-}  // namespace
 }  // namespace strata::cpu
 
-/// The plugin's one exported symbol (strata_plugin.h).
-STRATA_PLUGIN_DEFINE_ENTRY(&strata::cpu::kApi)
+/// The plugin's one exported symbol (strata_plugin.h): the table
+/// make_api<CpuState>() builds. No streams or events (HAS_STREAMS unset): the
+/// host uses the NULL stream.
+STRATA_PLUGIN_BACKEND(strata::cpu::CpuState)

@@ -3,7 +3,7 @@
 // (options.hpp, stream.hpp and pipelines.hpp declare the parts).
 #pragma once
 
-#include <strata/plugin/strata_plugin.h>
+#include <strata/plugin/backend.hpp>
 
 #include <atomic>
 #include <cstdint>
@@ -112,14 +112,40 @@ struct Device {
   void count_alloc(uint64_t bytes);
 };
 
-struct State {
+/// The plugin: its state (the instance and the devices), and the backend
+/// class make_api<State>() turns into the C table (strata/plugin/backend.hpp:
+/// the SDK checks struct sizes and device indices, turns exceptions into
+/// statuses and asks deferred() at the synchronisation points). Members by
+/// file: plugin.cpp, entry_memory.cpp, entry_copies.cpp, entry_streams.cpp.
+struct State : plugin::DeviceList<Device> {
+  static constexpr const char* kName = kPluginName;
+  static constexpr const char* kVendor = "Strata project";
+  static constexpr const char* kVersion = "0.2.0";
+  static const char* const kProbeEnvironment[];
+  static const strata_extension* extensions();
+  using Device = vulkan::Device;
+
   const strata_host_api* host = nullptr;
   Options options;
   InstanceApi api;
   VkInstance instance = VK_NULL_HANDLE;
-  std::vector<std::unique_ptr<Device>> devices;
+
+  State() = default;
+  State(const State&) = delete;
+  State& operator=(const State&) = delete;
+  /// Closes every device and destroys the instance (instance.cpp).
+  ~State();
 
   void log(strata_log_level level, const std::string& message) const;
+
+  // ---- The table ----
+  STRATA_BACKEND_MEMBERS(State, Device);
+  const strata_device_props& props(Device& d) const { return d.props; }
+  STRATA_BACKEND_MEMORY_MEMBERS(Device);
+  STRATA_BACKEND_STREAM_MEMBERS(Device);
+  strata_status deferred(Device& d, strata_error* error) { return d.report_deferred(error); }
+  strata_status buffer_pointer(Device& d, strata_native_args& a);
+  strata_status stream_handle(Device& d, strata_native_args& a);
 };
 
 inline State* as_state(strata_plugin_state s) { return reinterpret_cast<State*>(s); }

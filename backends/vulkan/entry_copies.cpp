@@ -71,7 +71,9 @@ strata_status copy_to_host(Device& d, Stream& s, const strata_copy_args& a) {
     if (st == STRATA_OK) st = complete_done(s, a.done, s.last_seq(), a.error);
     if (st != STRATA_OK) return st;
   }
-  return d.report_deferred(a.error);
+  // A synchronisation point: the SDK asks deferred() after a synchronous
+  // copy; an ASYNC one is synchronous here too, so it asks now.
+  return (a.flags & STRATA_COPY_ASYNC) != 0 ? d.report_deferred(a.error) : STRATA_OK;
 }
 
 strata_status copy_on_device(Device& d, Stream& s, const strata_copy_args& a) {
@@ -100,23 +102,21 @@ strata_status copy_on_device(Device& d, Stream& s, const strata_copy_args& a) {
 
 }  // namespace
 
-strata_status copy(strata_copy_args* a) noexcept {
-  return plugin::on_device<device_of>(a, "vulkan: copy", [&](Device* d) -> strata_status {
-    if (strata_status s = d->check_lost(a->error); s != STRATA_OK) return s;
-    Stream& s = stream_of(*d, a->stream);
-    const auto kind = raw(a->kind);
-    switch (kind) {
-      case STRATA_COPY_HOST_TO_DEVICE:
-        return copy_to_device(*d, s, *a);
-      case STRATA_COPY_DEVICE_TO_HOST:
-        return copy_to_host(*d, s, *a);
-      case STRATA_COPY_DEVICE_TO_DEVICE:
-        return copy_on_device(*d, s, *a);
-      default:
-        return fail(a->error, STRATA_ERROR_INVALID_ARGUMENT, "%s: copy: unknown copy kind %d", d->id().c_str(),
-                    static_cast<int>(kind));
-    }
-  });
+strata_status State::copy(Device& d, strata_copy_args& a) {
+  if (strata_status s = d.check_lost(a.error); s != STRATA_OK) return s;
+  Stream& s = stream_of(d, a.stream);
+  const auto kind = raw(a.kind);
+  switch (kind) {
+    case STRATA_COPY_HOST_TO_DEVICE:
+      return copy_to_device(d, s, a);
+    case STRATA_COPY_DEVICE_TO_HOST:
+      return copy_to_host(d, s, a);
+    case STRATA_COPY_DEVICE_TO_DEVICE:
+      return copy_on_device(d, s, a);
+    default:
+      return fail(a.error, STRATA_ERROR_INVALID_ARGUMENT, "%s: copy: unknown copy kind %d", d.id().c_str(),
+                  static_cast<int>(kind));
+  }
 }
 
 }  // namespace strata::vulkan

@@ -29,62 +29,55 @@ bool flush_other_streams(Device& d, const Stream& mine) {
 
 }  // namespace
 
-strata_status alloc(strata_alloc_args* a) noexcept {
-  return plugin::on_device<device_of>(a, "vulkan: alloc", [&](Device* d) -> strata_status {
-    if (strata_status s = d->check_lost(a->error); s != STRATA_OK) return s;
-    a->buffer = nullptr;
-    a->host_pointer = nullptr;
-    Buffer* b = nullptr;
-    const auto kind = raw(a->kind);
-    if (kind == STRATA_MEMORY_PINNED_HOST) {
-      // Host-visible, coherent, persistently mapped staging memory.
-      if (strata_status s = d->staging->allocate(a->bytes, &b, a->error); s != STRATA_OK) return s;
-      a->buffer = reinterpret_cast<strata_buffer>(b);
-      a->host_pointer = b->host();
-      return STRATA_OK;
-    }
-    if (kind != STRATA_MEMORY_DEVICE) {
-      return fail(a->error, STRATA_ERROR_INVALID_ARGUMENT, "%s: alloc: unknown memory kind %d", d->id().c_str(),
-                  static_cast<int>(kind));
-    }
-    Stream& s = stream_of(*d, a->stream);
-    std::lock_guard lock(s.mutex());
-    b = s.take_freed(a->bytes);
-    if (b == nullptr) {
-      strata_status st = d->memory->allocate(a->bytes, &b, a->error);
-      if (st == STRATA_ERROR_OUT_OF_MEMORY) {
-        // Buffers freed while a batch was recording wait for its submission:
-        // submit this stream's batch, then the other streams', and retry.
-        strata_error ignored{sizeof(strata_error), {}};
-        if (s.has_recorded() && s.flush(&ignored) == STRATA_OK) st = d->memory->allocate(a->bytes, &b, a->error);
-        if (st == STRATA_ERROR_OUT_OF_MEMORY && flush_other_streams(*d, s))
-          st = d->memory->allocate(a->bytes, &b, a->error);
-      }
-      if (st != STRATA_OK) return st;
-    }
-    d->count_alloc(b->reserved);
-    a->buffer = reinterpret_cast<strata_buffer>(b);
+strata_status State::alloc(Device& d, strata_alloc_args& a) {
+  if (strata_status s = d.check_lost(a.error); s != STRATA_OK) return s;
+  a.buffer = nullptr;
+  a.host_pointer = nullptr;
+  Buffer* b = nullptr;
+  const auto kind = raw(a.kind);
+  if (kind == STRATA_MEMORY_PINNED_HOST) {
+    // Host-visible, coherent, persistently mapped staging memory.
+    if (strata_status s = d.staging->allocate(a.bytes, &b, a.error); s != STRATA_OK) return s;
+    a.buffer = reinterpret_cast<strata_buffer>(b);
+    a.host_pointer = b->host();
     return STRATA_OK;
-  });
+  }
+  if (kind != STRATA_MEMORY_DEVICE) {
+    return fail(a.error, STRATA_ERROR_INVALID_ARGUMENT, "%s: alloc: unknown memory kind %d", d.id().c_str(),
+                static_cast<int>(kind));
+  }
+  Stream& s = stream_of(d, a.stream);
+  std::lock_guard lock(s.mutex());
+  b = s.take_freed(a.bytes);
+  if (b == nullptr) {
+    strata_status st = d.memory->allocate(a.bytes, &b, a.error);
+    if (st == STRATA_ERROR_OUT_OF_MEMORY) {
+      // Buffers freed while a batch was recording wait for its submission:
+      // submit this stream's batch, then the other streams', and retry.
+      strata_error ignored{sizeof(strata_error), {}};
+      if (s.has_recorded() && s.flush(&ignored) == STRATA_OK) st = d.memory->allocate(a.bytes, &b, a.error);
+      if (st == STRATA_ERROR_OUT_OF_MEMORY && flush_other_streams(d, s))
+        st = d.memory->allocate(a.bytes, &b, a.error);
+    }
+    if (st != STRATA_OK) return st;
+  }
+  d.count_alloc(b->reserved);
+  a.buffer = reinterpret_cast<strata_buffer>(b);
+  return STRATA_OK;
 }
 
-void free_buffer(strata_alloc_args* a) noexcept {
-  if (!plugin::large_enough(a, STRATA_ALLOC_ARGS_MIN_SIZE)) return;
-  try {
-    Device* d = device_for(a);
-    auto* b = reinterpret_cast<Buffer*>(a->buffer);
-    if (d == nullptr || b == nullptr || b->magic != Buffer::kMagic) return;
-    if (b->pool == d->memory.get()) d->live_bytes.fetch_sub(b->reserved, std::memory_order_relaxed);
-    if (d->is_lost.load()) {
-      b->pool->release(b);  // nothing will run any more
-      return;
-    }
-    Stream& s = stream_of(*d, a->stream);
-    std::lock_guard lock(s.mutex());
-    s.free_buffer(b);
-  } catch (...) {
-    // Out of host memory while queueing the free: the range is leaked.
+strata_status State::free(Device& d, strata_alloc_args& a) {
+  auto* b = reinterpret_cast<Buffer*>(a.buffer);
+  if (b == nullptr || b->magic != Buffer::kMagic) return STRATA_OK;
+  if (b->pool == d.memory.get()) d.live_bytes.fetch_sub(b->reserved, std::memory_order_relaxed);
+  if (d.is_lost.load()) {
+    b->pool->release(b);  // nothing will run any more
+    return STRATA_OK;
   }
+  Stream& s = stream_of(d, a.stream);
+  std::lock_guard lock(s.mutex());
+  s.free_buffer(b);  // out of host memory while queueing it: the range is leaked
+  return STRATA_OK;
 }
 
 Buffer* checked(strata_buffer handle, size_t offset, size_t bytes, const Device& d, const char* what,
@@ -102,51 +95,45 @@ Buffer* checked(strata_buffer handle, size_t offset, size_t bytes, const Device&
   return b;
 }
 
-strata_status memory_info(strata_memory_args* a) noexcept {
-  return plugin::on_device<device_of>(a, "vulkan: memory_info", [&](Device* d) -> strata_status {
-    const uint32_t heap = d->memory_properties.memoryTypes[d->memory_type].heapIndex;
-    const uint64_t total = d->memory_properties.memoryHeaps[heap].size;
-    a->total_bytes = total;
-    if (d->has_memory_budget) {
-      // VK_EXT_memory_budget: the driver's estimate for this process,
-      // everything else on the device included.
-      VkPhysicalDeviceMemoryBudgetPropertiesEXT budget{};
-      budget.sType = VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_MEMORY_BUDGET_PROPERTIES_EXT;
-      VkPhysicalDeviceMemoryProperties2 mp{};
-      mp.sType = VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_MEMORY_PROPERTIES_2;
-      mp.pNext = &budget;
-      d->state->api.vkGetPhysicalDeviceMemoryProperties2(d->physical, &mp);
-      const uint64_t limit = std::min<uint64_t>(budget.heapBudget[heap], total);
-      a->free_bytes = limit > budget.heapUsage[heap] ? limit - budget.heapUsage[heap] : 0;
-      return STRATA_OK;
-    }
-    // The heap less what this plugin holds from it.
-    uint64_t held = d->memory->stats().held;
-    if (d->memory_properties.memoryTypes[d->staging_type].heapIndex == heap) held += d->staging->stats().held;
-    a->free_bytes = total > held ? total - held : 0;
+strata_status State::memory_info(Device& d, strata_memory_args& a) {
+  const uint32_t heap = d.memory_properties.memoryTypes[d.memory_type].heapIndex;
+  const uint64_t total = d.memory_properties.memoryHeaps[heap].size;
+  a.total_bytes = total;
+  if (d.has_memory_budget) {
+    // VK_EXT_memory_budget: the driver's estimate for this process,
+    // everything else on the device included.
+    VkPhysicalDeviceMemoryBudgetPropertiesEXT budget{};
+    budget.sType = VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_MEMORY_BUDGET_PROPERTIES_EXT;
+    VkPhysicalDeviceMemoryProperties2 mp{};
+    mp.sType = VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_MEMORY_PROPERTIES_2;
+    mp.pNext = &budget;
+    d.state->api.vkGetPhysicalDeviceMemoryProperties2(d.physical, &mp);
+    const uint64_t limit = std::min<uint64_t>(budget.heapBudget[heap], total);
+    a.free_bytes = limit > budget.heapUsage[heap] ? limit - budget.heapUsage[heap] : 0;
     return STRATA_OK;
-  });
+  }
+  // The heap less what this plugin holds from it.
+  uint64_t held = d.memory->stats().held;
+  if (d.memory_properties.memoryTypes[d.staging_type].heapIndex == heap) held += d.staging->stats().held;
+  a.free_bytes = total > held ? total - held : 0;
+  return STRATA_OK;
 }
 
-strata_status memory_trim(strata_memory_args* a) noexcept {
-  return plugin::on_device<device_of>(a, "vulkan: memory_trim", [&](Device* d) -> strata_status {
-    // Empty blocks go back to the driver once the work submitted before
-    // now has completed (at once when it has, else at a later call).
-    d->memory->trim();
-    d->staging->trim();
-    return STRATA_OK;
-  });
+strata_status State::memory_trim(Device& d, strata_memory_args& a) {
+  // Empty blocks go back to the driver once the work submitted before
+  // now has completed (at once when it has, else at a later call).
+  d.memory->trim();
+  d.staging->trim();
+  return STRATA_OK;
 }
 
-strata_status memory_stats(strata_memory_args* a) noexcept {
-  return plugin::on_device<device_of>(a, "vulkan: memory_stats", [&](Device* d) -> strata_status {
-    const BlockAllocator::Stats st = d->memory->stats();
-    a->bytes_in_use = d->live_bytes.load(std::memory_order_relaxed);
-    a->peak_bytes_in_use = d->peak_bytes.load(std::memory_order_relaxed);
-    a->bytes_reserved = st.held;
-    a->allocations = st.allocations;
-    return STRATA_OK;
-  });
+strata_status State::memory_stats(Device& d, strata_memory_args& a) {
+  const BlockAllocator::Stats st = d.memory->stats();
+  a.bytes_in_use = d.live_bytes.load(std::memory_order_relaxed);
+  a.peak_bytes_in_use = d.peak_bytes.load(std::memory_order_relaxed);
+  a.bytes_reserved = st.held;
+  a.allocations = st.allocations;
+  return STRATA_OK;
 }
 
 }  // namespace strata::vulkan

@@ -1,9 +1,8 @@
-// entry_points.hpp — private to the plugin: the table's entry points defined outside plugin.cpp
-// (entry_memory.cpp, entry_copies.cpp, entry_streams.cpp) and the helpers they share.
-//
-// Every entry point checks its argument struct against the 2.0 minimum size
-// and runs under plugin::guarded (nothing throws across the ABI). Locking is
-// described in README.md ("Threading").
+// entry_points.hpp — private to the plugin: what the State members of the
+// table defined outside plugin.cpp (entry_memory.cpp, entry_copies.cpp,
+// entry_streams.cpp) share. The SDK (make_api<State>()) checks each argument
+// struct and device index and turns exceptions into statuses before a member
+// runs. Locking is described in README.md ("Threading").
 #pragma once
 
 #include <strata/plugin/strata_plugin.h>
@@ -42,12 +41,6 @@ auto raw(const E& field) {
   return v;
 }
 
-/// The device an argument struct names, or nullptr with its error set.
-template <class Args>
-Device* device_for(const Args* a) {
-  return device_of(a->state, a->device, a->error);
-}
-
 /// The Buffer behind a handle, checked to hold [offset, offset + bytes) (entry_memory.cpp).
 Buffer* checked(strata_buffer handle, size_t offset, size_t bytes, const Device& d, const char* what,
                 strata_error* error);
@@ -55,27 +48,5 @@ Buffer* checked(strata_buffer handle, size_t offset, size_t bytes, const Device&
 /// recorded, and a TIMING event's timestamp). Requires the stream's mutex
 /// (entry_streams.cpp).
 strata_status record_done(Stream& s, strata_event done, strata_error* error);
-
-// entry_memory.cpp
-strata_status alloc(strata_alloc_args* a) noexcept;
-void free_buffer(strata_alloc_args* a) noexcept;
-strata_status memory_info(strata_memory_args* a) noexcept;
-strata_status memory_trim(strata_memory_args* a) noexcept;
-strata_status memory_stats(strata_memory_args* a) noexcept;
-
-// entry_copies.cpp
-strata_status copy(strata_copy_args* a) noexcept;
-
-// entry_streams.cpp
-strata_status stream_create(strata_stream_args* a) noexcept;
-void stream_destroy(strata_stream_args* a) noexcept;
-strata_status stream_synchronize(strata_stream_args* a) noexcept;
-strata_status event_create(strata_stream_args* a) noexcept;
-void event_destroy(strata_stream_args* a) noexcept;
-strata_status event_record(strata_stream_args* a) noexcept;
-strata_status stream_wait_event(strata_stream_args* a) noexcept;
-strata_status event_synchronize(strata_stream_args* a) noexcept;
-strata_status event_query(strata_stream_args* a) noexcept;
-strata_status event_elapsed(strata_stream_args* a) noexcept;
 
 }  // namespace strata::vulkan

@@ -277,14 +277,11 @@ strata_status open_devices(State& st, strata_error* error) {
   return STRATA_OK;
 }
 
-void destroy_state(State* st) {
-  if (st == nullptr) return;
-  for (auto& d : st->devices) close_device(*d);
-  st->devices.clear();
-  if (st->instance != VK_NULL_HANDLE && st->api.vkDestroyInstance != nullptr) {
-    st->api.vkDestroyInstance(st->instance, nullptr);
-  }
-  delete st;  // the loader library stays mapped: plugins are never unloaded
+State::~State() {
+  for (auto& d : devices) close_device(*d);
+  devices.clear();
+  if (instance != VK_NULL_HANDLE && api.vkDestroyInstance != nullptr) api.vkDestroyInstance(instance, nullptr);
+  // The loader library stays mapped: plugins are never unloaded.
 }
 
 }  // namespace strata::vulkan

@@ -13,7 +13,5 @@ strata_status create_instance(State& st, strata_error* error);
 /// Enumerates the physical devices, describes each (skipping, with a log line, those unusable or failing to open)
 /// and opens the rest into st.devices; NO_DEVICE when none is left.
 strata_status open_devices(State& st, strata_error* error);
-/// Closes every device, destroys the instance and deletes `st` (nullptr: nothing).
-void destroy_state(State* st);
 
 }  // namespace strata::vulkan

@@ -16,11 +16,14 @@
 #include "common.hpp"
 #include "swiglu.hpp"
 
+#include <strata/plugin/backend.hpp>
 #include <unistd.h>
 
 #include <array>
+#include <atomic>
 #include <cstdio>
 #include <cstring>
+#include <memory>
 #include <new>
 #include <string>
 #include <vector>
@@ -32,18 +35,44 @@ using strata::plugin::dtype_size;
 using strata::plugin::fail;
 using strata::plugin::guarded;
 
-/// The plugin's state: what init received. Plugins are never unloaded, so
-/// it lives in static storage.
-struct State {
-  const strata_host_api* host = nullptr;
-  bool initialized = false;
-};
-State g_state;
+/// The plugin: what init received, and the backend class make_api<Plugin>()
+/// turns into the C table (strata/plugin/backend.hpp: the SDK checks struct
+/// sizes, the state and the device index before a member runs, and turns
+/// exceptions into statuses). One device, custom_ops:0; no streams.
+struct Plugin {
+  static constexpr const char* kName = kPluginName;
+  static constexpr const char* kVendor = "Strata project (example third-party plugin)";
+  static constexpr const char* kVersion = "1.0.0";
+  static const char* const kProbeEnvironment[];
+  struct Device {};
 
-strata_plugin_state state_handle() { return reinterpret_cast<strata_plugin_state>(&g_state); }
+  const strata_host_api* host = nullptr;
+  Device device0;
+
+  Plugin() = default;
+  Plugin(const Plugin&) = delete;
+  Plugin& operator=(const Plugin&) = delete;
+  ~Plugin();  // shutdown
+
+  static strata_status probe(strata_probe_args& args);
+  static std::unique_ptr<Plugin> init(strata_init_args& args);
+  int32_t device_count() const { return 1; }
+  Device& device(int32_t) { return device0; }
+  strata_device_props props(Device&) const;
+  const strata::plugin::KernelTable& kernels(Device&) const;
+  strata_status alloc(Device&, strata_alloc_args& args);
+  void free(Device&, strata_alloc_args& args);
+  strata_status copy(Device&, strata_copy_args& args);
+};
+
+/// The live state, for the kernels' check that a call is this plugin's
+/// (is_own_state); null before init and after shutdown.
+std::atomic<Plugin*> g_live{nullptr};
+/// The host's services, for log() (set by init; plugins are never unloaded).
+const strata_host_api* g_host = nullptr;
 
 void log(strata_log_level level, const std::string& message) {
-  strata::plugin::log(g_state.host, level, kPluginName, message.c_str());
+  strata::plugin::log(g_host, level, kPluginName, message.c_str());
 }
 
 // ---- options ----------------------------------------------------------------------------
@@ -79,76 +108,61 @@ std::vector<std::string> top_level_keys(const char* json) {
 
 // ---- lifecycle --------------------------------------------------------------------------
 
-strata_status probe(strata_probe_args* args) noexcept {
-  if (!strata::plugin::large_enough(args, STRATA_PROBE_ARGS_MIN_SIZE)) return STRATA_ERROR_INVALID_ARGUMENT;
-  // Plain C++ on the host: runs anywhere. 10 ("software device"): below the
-  // CPU plugin's 50, so custom_ops:0 never becomes the default device.
-  args->score = 10;
-  return STRATA_OK;
-}
-
 strata::plugin::KernelTable& own_kernels();
 strata::plugin::KernelTable& cpu_kernels();
 
-strata_status init(strata_init_args* args) noexcept {
-  if (!strata::plugin::large_enough(args, STRATA_INIT_ARGS_MIN_SIZE)) return STRATA_ERROR_INVALID_ARGUMENT;
-  return guarded(args->error, "custom_ops: init", [&]() -> strata_status {
-    const strata_host_api* host = args->host;
-    if (host == nullptr || host->struct_size < STRATA_HOST_API_MIN_SIZE || host->register_op == nullptr ||
-        host->call_op == nullptr || host->register_kernels == nullptr || host->find_extension == nullptr) {
-      return fail(args->error, STRATA_ERROR_INVALID_ARGUMENT,
-                  "custom_ops: init: the host services (%zu bytes) lack register_op, call_op, register_kernels or "
-                  "find_extension (ABI 2.0 hosts have all four in %zu bytes)",
-                  host != nullptr ? host->struct_size : size_t{0}, static_cast<size_t>(STRATA_HOST_API_MIN_SIZE));
-    }
-    for (const std::string& key : top_level_keys(args->options_json != nullptr ? args->options_json : "{}")) {
-      if (key != "threads") {  // "threads" comes from per-device settings; these kernels are single-threaded
-        return fail(args->error, STRATA_ERROR_INVALID_ARGUMENT,
-                    "custom_ops: init: unknown option \"%s\" (the plugin takes no options)", key.c_str());
-      }
-    }
-    g_state.host = host;
-    if (strata_status st = register_swiglu_ops(host, args->error); st != STRATA_OK) return st;
-    // Kernels for the CPU plugin's devices. The CPU plugin may load after
-    // this one: the host applies them to its devices whenever they open, and
-    // the kernels look up its native handles only when they run.
-    strata_kernel_registration reg{};
-    reg.struct_size = sizeof(reg);
-    reg.plugin_name = "cpu";
-    reg.entries = cpu_kernels().data();
-    reg.n_entries = static_cast<int32_t>(cpu_kernels().size());
-    if (strata_status st = host->register_kernels(&reg, args->error); st != STRATA_OK) return st;
-    (void)own_kernels();  // built now, not on a kernel-table query from another thread
-    g_state.initialized = true;
-    args->state = state_handle();
-    args->device_count = 1;
-    log(STRATA_LOG_DEBUG, std::string("defined ") + kSwiglu + " and " + kSwigluBackward +
-                              " with kernels for custom_ops:0 and the cpu plugin's devices");
-    return STRATA_OK;
-  });
+}  // namespace
+
+strata_status Plugin::probe(strata_probe_args& args) {
+  // Plain C++ on the host: runs anywhere. 10 ("software device"): below the
+  // CPU plugin's 50, so custom_ops:0 never becomes the default device.
+  args.score = 10;
+  return STRATA_OK;
 }
 
-void shutdown(strata_plugin_state state) noexcept {
-  if (state == state_handle()) g_state.initialized = false;
+std::unique_ptr<Plugin> Plugin::init(strata_init_args& args) {
+  using strata::plugin::Refusal;
+  const strata_host_api* host = args.host;
+  if (host == nullptr || host->struct_size < STRATA_HOST_API_MIN_SIZE || host->register_op == nullptr ||
+      host->call_op == nullptr || host->register_kernels == nullptr || host->find_extension == nullptr) {
+    throw Refusal(STRATA_ERROR_INVALID_ARGUMENT,
+                  "the host services (" + std::to_string(host != nullptr ? host->struct_size : size_t{0}) +
+                      " bytes) lack register_op, call_op, register_kernels or find_extension (ABI 2.0 hosts have "
+                      "all four in " + std::to_string(STRATA_HOST_API_MIN_SIZE) + " bytes)");
+  }
+  for (const std::string& key : top_level_keys(args.options_json != nullptr ? args.options_json : "{}")) {
+    if (key != "threads") {  // "threads" comes from per-device settings; these kernels are single-threaded
+      throw Refusal(STRATA_ERROR_INVALID_ARGUMENT, "unknown option \"" + key + "\" (the plugin takes no options)");
+    }
+  }
+  g_host = host;
+  strata::plugin::check(register_swiglu_ops(host, args.error));
+  // Kernels for the CPU plugin's devices. The CPU plugin may load after
+  // this one: the host applies them to its devices whenever they open, and
+  // the kernels look up its native handles only when they run.
+  strata_kernel_registration reg{};
+  reg.struct_size = sizeof(reg);
+  reg.plugin_name = "cpu";
+  reg.entries = cpu_kernels().data();
+  reg.n_entries = static_cast<int32_t>(cpu_kernels().size());
+  strata::plugin::check(host->register_kernels(&reg, args.error));
+  (void)own_kernels();  // built now, not on a kernel-table query from another thread
+  auto plugin = std::make_unique<Plugin>();
+  plugin->host = host;
+  g_live.store(plugin.get());
+  log(STRATA_LOG_DEBUG, std::string("defined ") + kSwiglu + " and " + kSwigluBackward +
+                            " with kernels for custom_ops:0 and the cpu plugin's devices");
+  return plugin;
+}
+
+Plugin::~Plugin() {
+  Plugin* self = this;
+  g_live.compare_exchange_strong(self, nullptr);
 }
 
 // ---- the device -------------------------------------------------------------------------
 
-strata_status bad_call(strata_error* error, const char* what, strata_plugin_state state, int32_t device) {
-  return fail(error, STRATA_ERROR_INVALID_ARGUMENT, "custom_ops: %s: %s", what,
-              state != state_handle() || !g_state.initialized ? "not this plugin's state (init did not run?)"
-                                                              : ("no device " + std::to_string(device) +
-                                                                 " (custom_ops serves custom_ops:0 only)")
-                                                                    .c_str());
-}
-
-bool device_ok(strata_plugin_state state, int32_t device) {
-  return state == state_handle() && g_state.initialized && device == 0;
-}
-
-strata_status device_props(strata_device_args* args) noexcept {
-  if (!strata::plugin::large_enough(args, STRATA_DEVICE_ARGS_MIN_SIZE)) return STRATA_ERROR_INVALID_ARGUMENT;
-  if (!device_ok(args->state, args->device)) return bad_call(args->error, "device_props", args->state, args->device);
+strata_device_props Plugin::props(Device&) const {
   strata_device_props p{};
   p.struct_size = sizeof(p);
   std::snprintf(p.name, sizeof(p.name), "custom_ops host device (SwiGLU kernels in host memory)");
@@ -162,43 +176,56 @@ strata_status device_props(strata_device_args* args) noexcept {
                  STRATA_DTYPE_BIT(STRATA_BOOL);
   p.compute_dtype_mask = STRATA_DTYPE_BIT(STRATA_F32) | STRATA_DTYPE_BIT(STRATA_F64);
   std::snprintf(p.compute_capability, sizeof(p.compute_capability), "host");
-  return strata::plugin::publish_props(args, p);
+  return p;
 }
 
-strata_status get_kernels(strata_device_args* args) noexcept {
-  if (!strata::plugin::large_enough(args, STRATA_DEVICE_ARGS_MIN_SIZE)) return STRATA_ERROR_INVALID_ARGUMENT;
-  if (!device_ok(args->state, args->device)) return bad_call(args->error, "get_kernels", args->state, args->device);
-  return own_kernels().publish(args);
-}
+const strata::plugin::KernelTable& Plugin::kernels(Device&) const { return own_kernels(); }
 
 // ---- memory -----------------------------------------------------------------------------
 
+namespace {
+
 constexpr std::align_val_t kAlignment{64};
 
-strata_status alloc(strata_alloc_args* args) noexcept {
-  if (!strata::plugin::large_enough(args, STRATA_ALLOC_ARGS_MIN_SIZE)) return STRATA_ERROR_INVALID_ARGUMENT;
-  if (!device_ok(args->state, args->device)) return bad_call(args->error, "alloc", args->state, args->device);
+/// The block behind `buffer`, checked to hold [offset, offset + bytes).
+Block* checked_range(strata_copy_args& args, strata_buffer buffer, size_t offset, const char* which) {
+  Block* block = block_of(buffer);
+  if (block == nullptr) {
+    fail(args.error, STRATA_ERROR_INVALID_ARGUMENT, "custom_ops: copy: the %s is not a custom_ops:0 buffer", which);
+    return nullptr;
+  }
+  if (offset > block->bytes || args.bytes > block->bytes - offset) {
+    fail(args.error, STRATA_ERROR_INVALID_ARGUMENT,
+         "custom_ops: copy: %zu bytes at offset %zu of the %s run past its %zu bytes", args.bytes, offset, which,
+         block->bytes);
+    return nullptr;
+  }
+  return block;
+}
+
+}  // namespace
+
+strata_status Plugin::alloc(Device&, strata_alloc_args& args) {
   auto* block = new (std::nothrow) Block{};
   unsigned char* data =
-      block != nullptr ? static_cast<unsigned char*>(::operator new(args->bytes > 0 ? args->bytes : 1, kAlignment,
+      block != nullptr ? static_cast<unsigned char*>(::operator new(args.bytes > 0 ? args.bytes : 1, kAlignment,
                                                                     std::nothrow))
                        : nullptr;
   if (data == nullptr) {
     delete block;
-    return fail(args->error, STRATA_ERROR_OUT_OF_MEMORY, "custom_ops: alloc: cannot allocate %zu bytes on custom_ops:0",
-                args->bytes);
+    return fail(args.error, STRATA_ERROR_OUT_OF_MEMORY, "custom_ops: alloc: cannot allocate %zu bytes on custom_ops:0",
+                args.bytes);
   }
-  block->bytes = args->bytes;
+  block->bytes = args.bytes;
   block->data = data;
-  args->buffer = reinterpret_cast<strata_buffer>(block);
+  args.buffer = reinterpret_cast<strata_buffer>(block);
   // Both memory kinds are host memory here; a PINNED_HOST block is its data.
-  args->host_pointer = args->kind == STRATA_MEMORY_PINNED_HOST ? data : nullptr;
+  args.host_pointer = args.kind == STRATA_MEMORY_PINNED_HOST ? data : nullptr;
   return STRATA_OK;
 }
 
-void free_buffer(strata_alloc_args* args) noexcept {
-  if (!strata::plugin::large_enough(args, STRATA_ALLOC_ARGS_MIN_SIZE)) return;
-  Block* block = block_of(args->buffer);
+void Plugin::free(Device&, strata_alloc_args& args) {
+  Block* block = block_of(args.buffer);
   if (block == nullptr) {
     log(STRATA_LOG_ERROR, "free: a buffer that is not custom_ops:0's; ignored");
     return;
@@ -208,61 +235,49 @@ void free_buffer(strata_alloc_args* args) noexcept {
   delete block;
 }
 
-/// The block behind `buffer`, checked to hold [offset, offset + bytes).
-Block* checked_range(strata_copy_args* args, strata_buffer buffer, size_t offset, const char* which) {
-  Block* block = block_of(buffer);
-  if (block == nullptr) {
-    fail(args->error, STRATA_ERROR_INVALID_ARGUMENT, "custom_ops: copy: the %s is not a custom_ops:0 buffer", which);
-    return nullptr;
-  }
-  if (offset > block->bytes || args->bytes > block->bytes - offset) {
-    fail(args->error, STRATA_ERROR_INVALID_ARGUMENT,
-         "custom_ops: copy: %zu bytes at offset %zu of the %s run past its %zu bytes", args->bytes, offset, which,
-         block->bytes);
-    return nullptr;
-  }
-  return block;
-}
-
 /// Synchronous: an ASYNC request completes before it returns, which the
 /// ABI allows.
-strata_status copy(strata_copy_args* args) noexcept {
-  if (!strata::plugin::large_enough(args, STRATA_COPY_ARGS_MIN_SIZE)) return STRATA_ERROR_INVALID_ARGUMENT;
-  if (!device_ok(args->state, args->device)) return bad_call(args->error, "copy", args->state, args->device);
-  if (args->bytes == 0) return STRATA_OK;
-  switch (args->kind) {
+strata_status Plugin::copy(Device&, strata_copy_args& args) {
+  if (args.bytes == 0) return STRATA_OK;
+  switch (args.kind) {
     case STRATA_COPY_HOST_TO_DEVICE: {
-      Block* dst = checked_range(args, args->dst, args->dst_offset, "destination");
+      Block* dst = checked_range(args, args.dst, args.dst_offset, "destination");
       if (dst == nullptr) return STRATA_ERROR_INVALID_ARGUMENT;
-      if (args->src_host == nullptr) return fail(args->error, STRATA_ERROR_INVALID_ARGUMENT, "custom_ops: copy: no host source");
-      std::memcpy(dst->data + args->dst_offset, args->src_host, args->bytes);
+      if (args.src_host == nullptr) return fail(args.error, STRATA_ERROR_INVALID_ARGUMENT, "custom_ops: copy: no host source");
+      std::memcpy(dst->data + args.dst_offset, args.src_host, args.bytes);
       return STRATA_OK;
     }
     case STRATA_COPY_DEVICE_TO_HOST: {
-      Block* src = checked_range(args, args->src, args->src_offset, "source");
+      Block* src = checked_range(args, args.src, args.src_offset, "source");
       if (src == nullptr) return STRATA_ERROR_INVALID_ARGUMENT;
-      if (args->dst_host == nullptr) return fail(args->error, STRATA_ERROR_INVALID_ARGUMENT, "custom_ops: copy: no host destination");
-      std::memcpy(args->dst_host, src->data + args->src_offset, args->bytes);
+      if (args.dst_host == nullptr) return fail(args.error, STRATA_ERROR_INVALID_ARGUMENT, "custom_ops: copy: no host destination");
+      std::memcpy(args.dst_host, src->data + args.src_offset, args.bytes);
       return STRATA_OK;
     }
     case STRATA_COPY_DEVICE_TO_DEVICE: {
-      Block* dst = checked_range(args, args->dst, args->dst_offset, "destination");
-      Block* src = dst != nullptr ? checked_range(args, args->src, args->src_offset, "source") : nullptr;
+      Block* dst = checked_range(args, args.dst, args.dst_offset, "destination");
+      Block* src = dst != nullptr ? checked_range(args, args.src, args.src_offset, "source") : nullptr;
       if (src == nullptr) return STRATA_ERROR_INVALID_ARGUMENT;
-      std::memmove(dst->data + args->dst_offset, src->data + args->src_offset, args->bytes);  // may overlap
+      std::memmove(dst->data + args.dst_offset, src->data + args.src_offset, args.bytes);  // may overlap
       return STRATA_OK;
     }
     default:
-      return fail(args->error, STRATA_ERROR_UNSUPPORTED, "custom_ops: copy: unknown copy kind %d",
-                  static_cast<int>(args->kind));
+      return fail(args.error, STRATA_ERROR_UNSUPPORTED, "custom_ops: copy: unknown copy kind %d",
+                  static_cast<int>(args.kind));
   }
 }
+
+namespace {
 
 // ---- strata::fill and strata::copy on custom_ops:0 ----------------------------------------
 
 /// The operands of a fill or copy kernel, checked.
 strata_status data_kernel_operands(const strata_kernel_call* c, int32_t n_inputs, std::array<unsigned char*, 2>& base) {
-  if (!device_ok(c->state, c->device)) return bad_call(c->error, c->op, c->state, c->device);
+  if (!is_own_state(c->state) || c->device != 0) {
+    return fail(c->error, STRATA_ERROR_INVALID_ARGUMENT, "custom_ops: %s: %s", c->op,
+                is_own_state(c->state) ? "no such device (custom_ops serves custom_ops:0 only)"
+                                       : "not this plugin's state (init did not run?)");
+  }
   if (c->n_inputs != n_inputs || c->n_outputs != 1 || (n_inputs > 0 && c->inputs == nullptr) || c->outputs == nullptr) {
     return fail(c->error, STRATA_ERROR_INVALID_ARGUMENT, "custom_ops: %s: %d inputs and %d outputs, expected %d and 1",
                 c->op, static_cast<int>(c->n_inputs), static_cast<int>(c->n_outputs), static_cast<int>(n_inputs));
@@ -358,47 +373,16 @@ strata::plugin::KernelTable& cpu_kernels() {
   return *table;
 }
 
+}  // namespace
+
 // Nothing in the environment decides what probe and init do (ABI 2.1,
 // strata_plugin.h section 10): the host may keep its answer while the file
 // and the options are unchanged.
-const char* const kProbeEnvironment[] = {nullptr};
+const char* const Plugin::kProbeEnvironment[] = {nullptr};
 
-const strata_plugin_api kApi = {
-    .struct_size = sizeof(strata_plugin_api),
-    .abi_major = STRATA_ABI_MAJOR,
-    .abi_minor = STRATA_ABI_MINOR,
-    .min_host_minor = 0,
-    .name = kPluginName,
-    .vendor = "Strata project (example third-party plugin)",
-    .version = "1.0.0",
-    .probe = probe,
-    .init = init,
-    .shutdown = shutdown,
-    .device_props = device_props,
-    .get_kernels = get_kernels,
-    .alloc = alloc,
-    .free = free_buffer,
-    .copy = copy,
-    .memory_info = nullptr,
-    .memory_trim = nullptr,
-    .memory_stats = nullptr,
-    .stream_create = nullptr,
-    .stream_destroy = nullptr,
-    .stream_synchronize = nullptr,
-    .event_create = nullptr,
-    .event_destroy = nullptr,
-    .event_record = nullptr,
-    .stream_wait_event = nullptr,
-    .event_synchronize = nullptr,
-    .event_query = nullptr,
-    .event_elapsed = nullptr,
-    .extensions = nullptr,
-    .probe_environment = kProbeEnvironment,
-};
-
-}  // namespace
-
-bool is_own_state(strata_plugin_state state) { return state == state_handle() && g_state.initialized; }
+bool is_own_state(strata_plugin_state state) {
+  return state != nullptr && reinterpret_cast<Plugin*>(state) == g_live.load();
+}
 
 strata_status operand_address(const strata_kernel_call* call, const strata_tensor& t, Memory memory,
                               const char* role, unsigned char** out) {
@@ -459,5 +443,6 @@ strata_status operand_address(const strata_kernel_call* call, const strata_tenso
 
 }  // namespace custom_ops
 
-/// The plugin's one exported symbol (strata_plugin.h).
-STRATA_PLUGIN_DEFINE_ENTRY(&custom_ops::kApi)
+/// The plugin's one exported symbol (strata_plugin.h): the table
+/// make_api<Plugin>() builds from the class's members.
+STRATA_PLUGIN_BACKEND(custom_ops::Plugin)

@@ -28,7 +28,8 @@ sdk=$work/sdk
 
 echo "== installed layout"
 for f in bin/strata lib/libstrata.so include/strata/strata.hpp include/strata/plugin/strata_plugin.h \
-         include/strata/plugin/strata_plugin.hpp lib/strata/plugins/libstrata_plugin_cpu.so \
+         include/strata/plugin/strata_plugin.hpp include/strata/plugin/backend.hpp \
+         lib/strata/plugins/libstrata_plugin_cpu.so \
          libexec/strata/strata-plugin-probe share/strata/configs/default.json \
          share/strata/configs/strata-config.schema.json share/doc/strata/writing-a-backend.md \
          lib/cmake/Strata/StrataConfig.cmake lib/cmake/Strata/StrataAddPlugin.cmake \

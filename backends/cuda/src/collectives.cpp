@@ -201,7 +201,7 @@ Comm* comm_for(strata_collective_args* a, const char* call, const Nccl*& n, stra
     *status = unavailable(*n, call, a->error);
     return nullptr;
   }
-  Device* d = device_for(a);
+  Device* d = device_of(a->state, a->device, a->error);
   if (d == nullptr) {
     *status = STRATA_ERROR_INVALID_ARGUMENT;
     return nullptr;
@@ -332,7 +332,7 @@ strata_status comm_create(strata_collective_args* a) noexcept {
     a->comm = nullptr;
     const Nccl& n = nccl();
     if (!n.ok) return unavailable(n, "comm_create", a->error);
-    Device* d = device_for(a);
+    Device* d = device_of(a->state, a->device, a->error);
     if (d == nullptr) return STRATA_ERROR_INVALID_ARGUMENT;
     const std::string at = "comm_create on " + d->id;
     if (a->world_size < 1 || a->rank < 0 || a->rank >= a->world_size) {

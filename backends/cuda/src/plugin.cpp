@@ -1,8 +1,9 @@
-// plugin.cpp — the GPU plugin's entry symbol and table (ABI 2.0): probe,
-// init (options, devices), shutdown, device properties, the kernel table and
-// the strata.native_handles extension, chained to strata.collectives
-// (collectives.cpp). Memory and copies are in memory.cpp,
-// streams and events in streams.cpp, kernels in the *.cu files.
+// plugin.cpp — the GPU plugin's entry symbol, its table built by
+// make_api<State>() (strata/plugin/backend.hpp), and the members behind probe,
+// init (options, devices), shutdown (~State), the kernel table and the
+// strata.native_handles extension, chained to strata.collectives
+// (collectives.cpp). Memory and copies are in memory.cpp, streams and events
+// in streams.cpp, kernels in the *.cu files.
 //
 // One source, two plugins: built by nvcc this is libstrata_plugin_cuda.so,
 // built by hipcc with STRATA_GPU_HIP it is libstrata_plugin_hip.so.
@@ -18,6 +19,7 @@
 
 #include "collectives.hpp"
 #include "entry_points.hpp"
+#include <strata/plugin/backend.hpp>
 #include "kernels.hpp"
 #include "state.hpp"
 
@@ -84,7 +86,7 @@ strata_status runtime_failure(cudaError_t e, const Device* d, const char* what, 
   }
 }
 
-strata_status take_deferred(Device& d, strata_error* error) {
+strata_status State::deferred(Device& d, strata_error* error) {
   std::lock_guard lock(d.failure_mutex);
   volatile DeviceFailure* f = d.failure;
   const unsigned int count = f->count;
@@ -132,12 +134,6 @@ void destroy_device(Device& d) {
   destroy_blas(d);
   if (d.default_stream.native != nullptr) (void)cudaStreamDestroy(d.default_stream.native);
   if (d.failure != nullptr) (void)cudaFreeHost(d.failure);
-}
-
-void destroy_state(State* st) {
-  if (st == nullptr) return;
-  for (auto& d : st->devices) destroy_device(*d);
-  delete st;
 }
 
 /// Fills `d` for runtime device `ordinal`.
@@ -217,139 +213,77 @@ std::string no_device_reason(cudaError_t e) {
 
 // ---- Probe, init, shutdown, device properties, kernels ---------------------------
 
-strata_status probe(strata_probe_args* args) noexcept {
-  if (!plugin::large_enough(args, STRATA_PROBE_ARGS_MIN_SIZE)) return STRATA_ERROR_INVALID_ARGUMENT;
+}  // namespace
+
+State::~State() {
+  for (auto& d : devices) destroy_device(*d);
+}
+
+strata_status State::probe(strata_probe_args& args) {
   // Touches no driver. Whether a device exists is init's question; a
   // discrete GPU outranks every other build of the backend.
-  args->score = 200;
+  args.score = 200;
   return STRATA_OK;
 }
 
-strata_status init(strata_init_args* args) noexcept {
-  if (!plugin::large_enough(args, STRATA_INIT_ARGS_MIN_SIZE)) return STRATA_ERROR_INVALID_ARGUMENT;
-  strata_error* error = args->error;
-  State* st = nullptr;
+std::unique_ptr<State> State::init(strata_init_args& args) {
   try {
-    if (strata_status s = check_options(args->options_json, error); s != STRATA_OK) return s;
-    int count = 0;
-    if (cudaError_t e = cudaGetDeviceCount(&count); e != cudaSuccess) {
-      return fail(error, STRATA_ERROR_NO_DEVICE, "%s: %sGetDeviceCount: %s", kPluginName, STRATA_GPU_API,
-                  no_device_reason(e).c_str());
-    }
-    if (count == 0) {
-      return fail(error, STRATA_ERROR_NO_DEVICE, "%s: the driver reports 0 devices", kPluginName);
-    }
-    st = new State;
-    st->host = args->host;
-    for (int ordinal = 0; ordinal < count; ++ordinal) {
-      auto d = std::make_unique<Device>();
-      d->index = static_cast<int>(st->devices.size());
-      if (strata_status s = open_device(*d, ordinal, error); s != STRATA_OK) {
-        destroy_device(*d);
-        destroy_state(st);
-        return s;
-      }
-      st->devices.push_back(std::move(d));
-    }
-    args->device_count = static_cast<int32_t>(st->devices.size());
-    args->state = reinterpret_cast<strata_plugin_state>(st);
-    return STRATA_OK;
+    plugin::check(check_options(args.options_json, args.error));
   } catch (const nlohmann::json::exception& e) {
-    destroy_state(st);
-    return fail(error, STRATA_ERROR_INVALID_ARGUMENT, "%s: bad options: %s", kPluginName, e.what());
-  } catch (const std::exception& e) {
-    destroy_state(st);
-    return fail(error, STRATA_ERROR_INTERNAL, "%s: init failed: %s", kPluginName, e.what());
+    throw plugin::Refusal(STRATA_ERROR_INVALID_ARGUMENT, std::string("bad options: ") + e.what());
   }
+  int count = 0;
+  if (cudaError_t e = cudaGetDeviceCount(&count); e != cudaSuccess) {
+    throw plugin::Refusal(STRATA_ERROR_NO_DEVICE, std::string(STRATA_GPU_API) + "GetDeviceCount: " +
+                                                      no_device_reason(e));
+  }
+  if (count == 0) throw plugin::Refusal(STRATA_ERROR_NO_DEVICE, "the driver reports 0 devices");
+  auto st = std::make_unique<State>();  // on a throw, ~State releases the devices opened so far
+  st->host = args.host;
+  for (int ordinal = 0; ordinal < count; ++ordinal) {
+    auto d = std::make_unique<Device>();
+    d->index = static_cast<int>(st->devices.size());
+    if (strata_status s = open_device(*d, ordinal, args.error); s != STRATA_OK) {
+      destroy_device(*d);
+      plugin::check(s);
+    }
+    st->devices.push_back(std::move(d));
+  }
+  return st;
 }
 
-void shutdown(strata_plugin_state state) noexcept { destroy_state(as_state(state)); }
-
-strata_status device_props(strata_device_args* a) noexcept {
-  return plugin::on_device<device_of>(a, "device_props", [&](Device* d) -> strata_status {
-    return plugin::publish_props(a, d->props);
-  });
-}
-
-strata_status get_kernels(strata_device_args* a) noexcept {
-  return plugin::entry_point(a, "get_kernels", [&]() -> strata_status {
-    if (device_for(a) == nullptr) return STRATA_ERROR_INVALID_ARGUMENT;
-    return kernel_table().publish(a);
-  });
-}
+const plugin::KernelTable& State::kernels(Device&) const { return kernel_table(); }
 
 // ---- strata.native_handles v1 ----------------------------------------------------
 
-strata_status buffer_pointer(strata_native_args* a) noexcept {
-  if (!plugin::large_enough(a, STRATA_NATIVE_ARGS_MIN_SIZE)) return STRATA_ERROR_INVALID_ARGUMENT;
-  if (device_for(a) == nullptr) return STRATA_ERROR_INVALID_ARGUMENT;
-  a->handle = static_cast<void*>(a->buffer);  // buffers are device pointers
-  a->api = STRATA_GPU_API;
+strata_status State::buffer_pointer(Device&, strata_native_args& a) {
+  a.handle = static_cast<void*>(a.buffer);  // buffers are device pointers
+  a.api = STRATA_GPU_API;
   return STRATA_OK;
 }
 
-strata_status stream_handle(strata_native_args* a) noexcept {
-  return plugin::on_device<device_of>(a, "stream_handle", [&](Device* d) -> strata_status {
-    a->handle = static_cast<void*>(native_stream(*d, a->stream));
-    a->api = STRATA_GPU_API;
-    return STRATA_OK;
-  });
+strata_status State::stream_handle(Device& d, strata_native_args& a) {
+  a.handle = static_cast<void*>(native_stream(d, a.stream));
+  a.api = STRATA_GPU_API;
+  return STRATA_OK;
 }
 
-const strata_ext_native_handles kNativeHandles = {
-    .base = {.struct_size = sizeof(strata_ext_native_handles),
-             .name = STRATA_EXT_NATIVE_HANDLES,
-             .version = STRATA_EXT_NATIVE_HANDLES_VERSION,
 #if STRATA_GPU_HAS_NCCL
-             .next = &kCollectives.base},  // strata.collectives on NCCL (collectives.cpp)
+// strata.native_handles, chained to strata.collectives on NCCL (collectives.cpp).
+const strata_extension* State::extensions() { return plugin::native_handles<State>(&kCollectives.base); }
 #else
-             .next = nullptr},  // the HIP build has no collectives (no RCCL)
+// The HIP build has no collectives (no RCCL).
+const strata_extension* State::extensions() { return plugin::native_handles<State>(); }
 #endif
-    .buffer_pointer = buffer_pointer,
-    .stream_handle = stream_handle,
-};
 
 /// What decides probe and init here (ABI 2.1, section 10): the CUDA and
 /// NVIDIA driver variables (device visibility, ordering), ROCm's for the
 /// HIP build of these sources, and NCCL's library.
-constexpr const char* kProbeEnvironment[] = {"CUDA_*", "NVIDIA_*", "NCCL_*", "HIP_*", "ROCR_*",
-                                             "HSA_*",  "AMD_*",    "GPU_*",  "ROCM_*", "STRATA_NCCL_LIBRARY", nullptr};
+const char* const State::kProbeEnvironment[] = {"CUDA_*", "NVIDIA_*", "NCCL_*", "HIP_*",  "ROCR_*", "HSA_*",
+                                               "AMD_*",  "GPU_*",    "ROCM_*", "STRATA_NCCL_LIBRARY", nullptr};
 
-const strata_plugin_api kApi = {
-    .struct_size = sizeof(strata_plugin_api),
-    .abi_major = STRATA_ABI_MAJOR,
-    .abi_minor = STRATA_ABI_MINOR,
-    .min_host_minor = 0,
-    .name = kPluginName,
-    .vendor = "Strata project",
-    .version = "0.1.0",
-    .probe = probe,
-    .init = init,
-    .shutdown = shutdown,
-    .device_props = device_props,
-    .get_kernels = get_kernels,
-    .alloc = alloc,
-    .free = free_buffer,
-    .copy = copy,
-    .memory_info = memory_info,
-    .memory_trim = memory_trim,
-    .memory_stats = memory_stats,
-    .stream_create = stream_create,
-    .stream_destroy = stream_destroy,
-    .stream_synchronize = stream_synchronize,
-    .event_create = event_create,
-    .event_destroy = event_destroy,
-    .event_record = event_record,
-    .stream_wait_event = stream_wait_event,
-    .event_synchronize = event_synchronize,
-    .event_query = event_query,
-    .event_elapsed = event_elapsed,
-    .extensions = &kNativeHandles.base,
-    .probe_environment = kProbeEnvironment,
-};
-
-}  // namespace
 }  // namespace strata::gpu
 
-/// The plugin's one exported symbol (strata_plugin.h).
-STRATA_PLUGIN_DEFINE_ENTRY(&strata::gpu::kApi)
+/// The plugin's one exported symbol (strata_plugin.h): the table
+/// make_api<State>() builds from the class's members.
+STRATA_PLUGIN_BACKEND(strata::gpu::State)

@@ -11,7 +11,7 @@
 //   strata_event   an Event*.
 #pragma once
 
-#include <strata/plugin/strata_plugin.hpp>
+#include <strata/plugin/backend.hpp>
 
 #include <atomic>
 #include <cstdint>
@@ -89,9 +89,36 @@ struct Device {
   std::mutex blas_mutex;     // one handle, many streams: setStream + gemm under it
 };
 
-struct State {
+/// The plugin: its state (the devices), and the backend class
+/// make_api<State>() turns into the C table (strata/plugin/backend.hpp: the
+/// SDK checks struct sizes and device indices, turns exceptions into statuses
+/// and asks deferred() at the synchronisation points). Members by file:
+/// plugin.cpp, memory.cpp, streams.cpp.
+struct State : plugin::DeviceList<Device> {
+  static constexpr const char* kName = kPluginName;
+  static constexpr const char* kVendor = "Strata project";
+  static constexpr const char* kVersion = "0.1.0";
+  static const char* const kProbeEnvironment[];
+  static const strata_extension* extensions();
+  using Device = gpu::Device;
+
   const strata_host_api* host = nullptr;
-  std::vector<std::unique_ptr<Device>> devices;
+
+  State() = default;
+  State(const State&) = delete;
+  State& operator=(const State&) = delete;
+  /// Releases every device (plugin.cpp).
+  ~State();
+
+  STRATA_BACKEND_MEMBERS(State, Device);
+  const strata_device_props& props(Device& d) const { return d.props; }
+  STRATA_BACKEND_MEMORY_MEMBERS(Device);
+  STRATA_BACKEND_STREAM_MEMBERS(Device);
+  /// At a synchronisation point of `d`: DEFERRED naming the op of the first
+  /// kernel failure since the last report (clearing it), else OK (plugin.cpp).
+  strata_status deferred(Device& d, strata_error* error);
+  strata_status buffer_pointer(Device& d, strata_native_args& a);
+  strata_status stream_handle(Device& d, strata_native_args& a);
 
   void log(strata_log_level level, const std::string& message) const {
     if (host != nullptr && STRATA_HAS_FIELD(host, strata_host_api, log) && host->log != nullptr) {
@@ -104,11 +131,6 @@ inline State* as_state(strata_plugin_state s) { return reinterpret_cast<State*>(
 
 /// The device a call names, or nullptr with the error set.
 Device* device_of(strata_plugin_state state, int32_t device, strata_error* error);
-
-template <class Args>
-Device* device_for(const Args* a) {
-  return device_of(a->state, a->device, a->error);
-}
 
 /// Makes `d` the calling thread's current device (cheap when it already is).
 cudaError_t make_current(const Device& d);
@@ -125,9 +147,6 @@ std::string describe(cudaError_t e);
 /// are DEVICE_LOST, out of memory OUT_OF_MEMORY, the rest DEVICE.
 strata_status runtime_failure(cudaError_t e, const Device* d, const char* what, strata_error* error);
 
-/// At a synchronisation point of `d`: DEFERRED naming the op of the first
-/// kernel failure since the last report (clearing it), else OK.
-strata_status take_deferred(Device& d, strata_error* error);
 
 /// The device's memory counters, updated by alloc/free (memory.cpp).
 void count_alloc(Device& d, void* p, size_t bytes);

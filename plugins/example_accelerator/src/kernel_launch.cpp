@@ -1,6 +1,5 @@
 // kernel_launch.cpp — checking and resolving kernel calls (kernel_launch.hpp),
 // and the kernel table all devices share.
-#include "entry_points.hpp"
 #include "kernel_launch.hpp"
 
 #include <stdexcept>

@@ -221,4 +221,7 @@ void register_reduce_kernels(strata::plugin::KernelTable& table);       // kerne
 void register_index_kernels(strata::plugin::KernelTable& table);        // kernels_index_random.cpp
 void register_random_kernels(strata::plugin::KernelTable& table);       // kernels_index_random.cpp
 
+/// The kernel table every device shares (kernel_launch.cpp).
+const strata::plugin::KernelTable& kernel_table();
+
 }  // namespace example

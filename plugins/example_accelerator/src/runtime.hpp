@@ -17,7 +17,7 @@
 //    reported (STRATA_ERROR_DEFERRED) at the next synchronisation point.
 #pragma once
 
-#include <strata/plugin/strata_plugin.hpp>
+#include <strata/plugin/backend.hpp>
 
 #include <chrono>
 #include <condition_variable>
@@ -229,7 +229,19 @@ class Device {
   uint64_t failures_ = 0;
 };
 
-struct PluginState {
+/// The plugin: its state, and the backend class make_api<PluginState>()
+/// turns into the C table (strata/plugin/backend.hpp; the SDK checks struct
+/// sizes and device indices, turns exceptions into statuses, and asks
+/// deferred() at every synchronisation point). Members by file: plugin.cpp
+/// (manifest, probe, init, props, kernels), memory.cpp, streams.cpp.
+struct PluginState : strata::plugin::DeviceList<Device> {
+  static constexpr const char* kName = kPluginName;
+  static constexpr const char* kVendor = "Strata project (example)";
+  static constexpr const char* kVersion = "0.1.0";
+  /// The environment variables that decide probe and init: none (ABI 2.1).
+  static const char* const kProbeEnvironment[];
+  using Device = example::Device;
+
   PluginState() = default;
   PluginState(const PluginState&) = delete;
   PluginState& operator=(const PluginState&) = delete;
@@ -238,7 +250,6 @@ struct PluginState {
   ~PluginState();
 
   const strata_host_api* host = nullptr;
-  std::vector<std::unique_ptr<Device>> devices;
   HandleTable<Buffer> buffers{HandleKind::buffer};
   HandleTable<Stream> streams{HandleKind::stream};
   HandleTable<Event> events{HandleKind::event};
@@ -249,7 +260,18 @@ struct PluginState {
   std::mutex event_mutex;
   std::condition_variable event_reached;
 
-  /// Device `index`, or nullptr after writing a message naming `what`.
+  // ---- The table (plugin.cpp, memory.cpp, streams.cpp) ----
+  STRATA_BACKEND_MEMBERS(PluginState, Device);
+  using DeviceList::device;  // device(index), next to the kernels' lookup below
+  strata_device_props props(Device& d) const;
+  STRATA_BACKEND_MEMORY_MEMBERS(Device);
+  STRATA_BACKEND_STREAM_MEMBERS(Device);
+  /// Failures of earlier work on `d`'s workers (STRATA_ERROR_DEFERRED).
+  strata_status deferred(Device& d, strata_error* error) { return d.take_failures(error); }
+
+  // ---- Helpers of the entry points and the kernels ----
+  /// Device `index`, or nullptr after writing a message naming `what` (the
+  /// kernels' lookup: a kernel call is not framed by the SDK).
   Device* device(int32_t index, strata_error* error, const char* what);
   /// The stream a call names: NULL is the device's default stream. nullptr
   /// (message written) for an unknown handle or one of another device.
@@ -277,17 +299,6 @@ namespace example {
 /// device's). Either memory kind.
 std::shared_ptr<Buffer> find_buffer(PluginState& state, const Device& device, strata_buffer handle,
                                     strata_error* error, const char* what);
-
-/// The frame of a table function that names a device (the SDK's
-/// entry_point, then the lookup, which names `what` in its message):
-/// body(state, device).
-template <class Args, class Body>
-strata_status on_device(Args* a, const char* what, Body&& body) noexcept {
-  return strata::plugin::entry_point(a, what, [&]() -> strata_status {
-    Device* d = as_state(a->state)->device(a->device, a->error, what);
-    return d == nullptr ? STRATA_ERROR_INVALID_ARGUMENT : body(*as_state(a->state), *d);
-  });
-}
 
 /// Whether [offset, offset + bytes) lies inside [0, size), without overflow.
 inline bool range_ok(uint64_t offset, uint64_t bytes, uint64_t size) { return offset <= size && bytes <= size - offset; }

@@ -38,23 +38,63 @@ namespace strata::plugin {
   return status;
 }
 
-/// Runs `body` (returning strata_status) and turns every exception into a
-/// status with a message prefixed by `what` (an op or entry point name):
-/// std::invalid_argument is INVALID_ARGUMENT, std::bad_alloc OUT_OF_MEMORY,
-/// anything else INTERNAL. Nothing ever throws across the ABI.
+/// Thrown from plugin code to end the current entry point with `status` and
+/// a message (guarded() prefixes it with the entry point's name):
+///   throw plugin::Refusal(STRATA_ERROR_NO_DEVICE, "no GPU on this machine");
+class Refusal : public std::runtime_error {
+ public:
+  Refusal(strata_status status, const std::string& message) : std::runtime_error(message), status_(status) {}
+  strata_status status() const noexcept { return status_; }
+
+ private:
+  strata_status status_;
+};
+
+/// Thrown by check(): a status whose message a helper has already written
+/// into the entry point's strata_error; guarded() returns it unchanged.
+struct Reported {
+  strata_status status;
+};
+
+/// Turns the status of a helper that writes its own message (the fail()
+/// style) into an exception, for code whose failures throw:
+///   check(open_devices(*state, a.error));
+inline void check(strata_status status) {
+  if (status != STRATA_OK) throw Reported{status};
+}
+
+/// guarded() with a two-part name: messages read "<plugin>: <what>: ..."
+/// (`plugin` may be nullptr: "<what>: ...").
 template <class Body>
-strata_status guarded(strata_error* error, const char* what, Body&& body) noexcept {
+strata_status guarded_at(strata_error* error, const char* plugin, const char* what, Body&& body) noexcept {
+  const char* sep = plugin != nullptr ? ": " : "";
+  if (plugin == nullptr) plugin = "";
   try {
     return body();
+  } catch (const Reported& r) {
+    return r.status;
+  } catch (const Refusal& r) {
+    return fail(error, r.status(), "%s%s%s: %s", plugin, sep, what, r.what());
   } catch (const std::bad_alloc&) {
-    return fail(error, STRATA_ERROR_OUT_OF_MEMORY, "%s: out of host memory", what);
+    return fail(error, STRATA_ERROR_OUT_OF_MEMORY, "%s%s%s: out of host memory", plugin, sep, what);
   } catch (const std::invalid_argument& e) {  // bad operands or attributes (attr_of_kind)
-    return fail(error, STRATA_ERROR_INVALID_ARGUMENT, "%s: %s", what, e.what());
+    return fail(error, STRATA_ERROR_INVALID_ARGUMENT, "%s%s%s: %s", plugin, sep, what, e.what());
   } catch (const std::exception& e) {
-    return fail(error, STRATA_ERROR_INTERNAL, "%s: %s", what, e.what());
+    return fail(error, STRATA_ERROR_INTERNAL, "%s%s%s: %s", plugin, sep, what, e.what());
   } catch (...) {
-    return fail(error, STRATA_ERROR_INTERNAL, "%s: unknown exception", what);
+    return fail(error, STRATA_ERROR_INTERNAL, "%s%s%s: unknown exception", plugin, sep, what);
   }
+}
+
+/// Runs `body` (returning strata_status) and turns every exception into a
+/// status with a message prefixed by `what` (an op or entry point name):
+/// Refusal carries its own status, Reported returns its status with the
+/// message already written, std::invalid_argument is INVALID_ARGUMENT,
+/// std::bad_alloc OUT_OF_MEMORY, anything else INTERNAL. Nothing ever throws
+/// across the ABI.
+template <class Body>
+strata_status guarded(strata_error* error, const char* what, Body&& body) noexcept {
+  return guarded_at(error, nullptr, what, static_cast<Body&&>(body));
 }
 
 /// Whether an argument struct from the host is at least `min_size` bytes
@@ -412,8 +452,8 @@ inline strata_status publish_props(strata_device_args* args, const strata_device
   if (args->props == nullptr) return fail(args->error, STRATA_ERROR_INVALID_ARGUMENT, "device_props: no props");
   if (args->props->struct_size < STRATA_DEVICE_PROPS_MIN_SIZE) {
     return fail(args->error, STRATA_ERROR_INVALID_ARGUMENT,
-                "device_props: the host's struct holds %zu bytes, below the minimum %zu", args->props->struct_size,
-                static_cast<size_t>(STRATA_DEVICE_PROPS_MIN_SIZE));
+                "device_props: the host's props capacity (struct_size %zu) is below the minimum of %zu bytes",
+                args->props->struct_size, static_cast<size_t>(STRATA_DEVICE_PROPS_MIN_SIZE));
   }
   size_t bytes = sizeof(props);
   if (args->props->struct_size < bytes) bytes = args->props->struct_size;
