@@ -903,6 +903,20 @@ std::vector<Case> build_cases(const Context& ctx) {
                        }});
       continue;
     }
+    if (spec_it == table.end() && sig) {
+      // A plugin-defined op: cases from its registered schema.
+      const std::vector<OpInfo> ops = runtime().ops();
+      const auto info = std::find_if(ops.begin(), ops.end(), [&](const OpInfo& o) {
+        return o.name == k.op && !o.plugin.empty();
+      });
+      if (info != ops.end()) {
+        const Observe observe = [&ctx](const std::string& op, std::function<Outcome()> body) {
+          return observed(ctx, op, true, std::move(body));
+        };
+        add_plugin_op_cases(ctx, k, *info, sig->in, sig->out, observe, cases, gradient_cases);
+        continue;
+      }
+    }
     if (spec_it == table.end() || !sig) {
       cases.push_back({k.op + " " + k.signature, k.op, sig ? cell_dtype(sig->out.empty() ? DType::f32 : sig->out[0]) : "?",
                        [op = k.op] {

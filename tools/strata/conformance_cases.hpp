@@ -55,6 +55,18 @@ struct Context {
   std::optional<std::regex> op_filter;  // --op: only op cases whose op matches
 };
 
+/// Wraps a case of a claimed kernel of `op` with the fallback and
+/// attribute-misread accounting every op case gets.
+using Observe = std::function<std::function<Outcome()>(const std::string& op, std::function<Outcome()> body)>;
+
+/// The cases of a kernel of a plugin-defined op (conformance_plugin_ops.cpp):
+/// a forward case against the reference when it can run the op, and a
+/// derivative case (VJP to order 2, JVP) against central finite differences,
+/// built from the op's schema (`info`) and the kernel's dtypes.
+void add_plugin_op_cases(const Context& ctx, const KernelInfo& kernel, const OpInfo& info,
+                         const std::vector<DType>& in, const std::vector<DType>& out, const Observe& observe,
+                         std::vector<Case>& cases, std::vector<Case>& gradient_cases);
+
 /// Every case of a check, in a fixed order: the general checks first, then
 /// the op cases of every claimed kernel, then one case per primitive the
 /// device has no kernel for (expected to fall back), then the gradients.

@@ -681,7 +681,15 @@ static strata_status cube_vjp(strata_derivative_args* d) {
   if (st != STRATA_OK) return st;
   d->results[0] = NULL;
   if (seed(d, 0) == NULL || !needed(d, 0)) return STRATA_OK;
+#ifdef OPSLIB_WRONG_VJP /* the wrongvjp fixture of `strata plugin check`: 1 % off */
+  {
+    strata_attr off = *a;
+    off.f *= 1.01;
+    return call1(d, OPSLIB_OP_CUBE_BACKWARD, seed(d, 0), d->inputs[0], &off, &d->results[0]);
+  }
+#else
   return call1(d, OPSLIB_OP_CUBE_BACKWARD, seed(d, 0), d->inputs[0], a, &d->results[0]);
+#endif
 }
 
 /* ẏ = cube_backward(ẋ, x; a) */
@@ -692,7 +700,15 @@ static strata_status cube_jvp(strata_derivative_args* d) {
   if (st != STRATA_OK) return st;
   d->results[0] = NULL;
   if (seed(d, 0) == NULL) return STRATA_OK;
+#ifdef OPSLIB_WRONG_JVP /* the wrongjvp fixture of `strata plugin check`: 1 % off */
+  {
+    strata_attr off = *a;
+    off.f *= 1.01;
+    return call1(d, OPSLIB_OP_CUBE_BACKWARD, seed(d, 0), d->inputs[0], &off, &d->results[0]);
+  }
+#else
   return call1(d, OPSLIB_OP_CUBE_BACKWARD, seed(d, 0), d->inputs[0], a, &d->results[0]);
+#endif
 }
 
 /* 6a·x·g·w, the derivative of z = 3a·x²·g in x applied to w. */
@@ -916,7 +932,13 @@ static strata_status register_ops(const strata_host_api* host, strata_error* err
     if (st != STRATA_OK) return st; /* the host wrote why */
   }
   /* Refusals the host must make (a second registration of cube among them);
-   * the plugin carries on after each. */
+   * the plugin carries on after each. Not in the builds that are fixtures
+   * of `strata plugin check`, whose manifest check would name them. */
+#ifdef OPSLIB_CHECK_FIXTURE
+  (void)kRefused;
+  (void)refusal;
+  if (0)
+#endif
   for (k = 0; k < sizeof(kRefused) / sizeof(kRefused[0]); ++k) {
     memset(&refusal, 0, sizeof(refusal));
     refusal.struct_size = sizeof(refusal);
