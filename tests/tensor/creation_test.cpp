@@ -1,10 +1,11 @@
-// creation_test.cpp — zeros/ones/full/arange/rand/randn/from_data, dtype
+// creation_test.cpp — zeros/ones/full/arange/rand/randn/bernoulli/from_data, dtype
 // names and the promotion table, on the default device.
 #include <cmath>
 #include <cstring>
 #include <fstream>
 #include <limits>
 #include <numeric>
+#include <strata/nn/functional.hpp>
 
 #include "reference.hpp"
 
@@ -126,6 +127,22 @@ TEST(Creation, RandAndRandnDistributions) {
   EXPECT_NEAR(m, 0.0, 0.03);
   EXPECT_NEAR(var, 1.0, 0.05);
   EXPECT_TRUE(throws<s::DTypeError>([] { s::randn({2}, {.dtype = s::i32, .device = {}}); }, {"randn"}));
+}
+
+TEST(Creation, BernoulliIsDropoutsMaskAndRefusesABadP) {
+  s::manual_seed(5);
+  std::vector<double> mask = values(s::bernoulli({1000}, 0.3));
+  const double ones = std::accumulate(mask.begin(), mask.end(), 0.0);
+  for (double v : mask) ASSERT_TRUE(v == 0.0 || v == 1.0) << v;
+  EXPECT_NEAR(ones / 1000.0, 0.3, 0.05);
+  // The same draw as dropout's: keep-probability 1 - p, scaled by 1/(1 - p).
+  s::manual_seed(5);
+  std::vector<double> dropped = values(s::nn::functional::dropout(s::ones({1000}), 0.7));
+  for (size_t i = 0; i < mask.size(); ++i) EXPECT_NEAR(dropped[i], mask[i] / 0.3, 1e-5) << i;
+  EXPECT_EQ(values(s::bernoulli({5}, 0.0)), std::vector<double>(5, 0.0));
+  EXPECT_EQ(values(s::bernoulli({5}, 1.0)), std::vector<double>(5, 1.0));
+  EXPECT_TRUE(throws<s::ValueError>([] { s::bernoulli({2}, 1.5); }, {"bernoulli", "p must be in [0, 1]"}));
+  EXPECT_TRUE(throws<s::ValueError>([] { s::bernoulli({2}, std::nan("")); }, {"bernoulli", "p"}));
 }
 
 TEST(Creation, FromData) {

@@ -231,6 +231,10 @@ Tensor arange(int64_t end, const TensorOptions& options = {.dtype = DType::i64, 
 /// the same seed gives the same numbers on every device.
 Tensor rand(const Shape& shape, const TensorOptions& options = {});
 Tensor randn(const Shape& shape, const TensorOptions& options = {});
+/// 1 with probability p, else 0 (p in [0, 1]; any dtype the device stores),
+/// from the same generator: the mask dropout draws. ValueError for a p
+/// outside [0, 1] or NaN.
+Tensor bernoulli(const Shape& shape, double p, const TensorOptions& options = {});
 /// Seeds the global generator.
 void manual_seed(uint64_t seed);
 /// The global generator's complete state (opaque text), so that random

@@ -154,6 +154,15 @@ Tensor randn(const Shape& shape, const TensorOptions& options) {
   return random(detail::RandomDraw::normal, "randn", shape, options);
 }
 
+Tensor bernoulli(const Shape& shape, double p, const TensorOptions& options) {
+  detail::checked_numel("bernoulli", shape, options.dtype);
+  DeviceRecord& record = target(options);
+  detail::check_stores(record, options.dtype, "bernoulli");
+  Device device = record.device();
+  return finish(naming("bernoulli", [&] { return detail::bernoulli_tensor(shape, p, options.dtype, device); }),
+                options);
+}
+
 Tensor from_data(std::span<const float> data, const Shape& shape, const TensorOptions& options) {
   return from_span(data, shape, options);
 }
