@@ -17,6 +17,7 @@
 #include "swiglu.hpp"
 
 #include <strata/plugin/backend.hpp>
+#include <strata/plugin/options.hpp>
 #include <unistd.h>
 
 #include <array>
@@ -75,39 +76,6 @@ void log(strata_log_level level, const std::string& message) {
   strata::plugin::log(g_host, level, kPluginName, message.c_str());
 }
 
-// ---- options ----------------------------------------------------------------------------
-
-/// The top-level keys of a JSON object (enough to refuse unknown options;
-/// the host hands well-formed JSON). Empty for "{}".
-std::vector<std::string> top_level_keys(const char* json) {
-  std::vector<std::string> keys;
-  int depth = 0;
-  bool expect_key = false;
-  for (const char* p = json; *p != '\0'; ++p) {
-    const char ch = *p;
-    if (ch == '"') {
-      std::string text;
-      for (++p; *p != '\0' && *p != '"'; ++p) {
-        if (*p == '\\' && p[1] != '\0') ++p;
-        text += *p;
-      }
-      if (*p == '\0') break;
-      if (depth == 1 && expect_key) keys.push_back(text);
-      expect_key = false;
-    } else if (ch == '{' || ch == '[') {
-      ++depth;
-      expect_key = ch == '{' && depth == 1;
-    } else if (ch == '}' || ch == ']') {
-      --depth;
-    } else if (ch == ',' && depth == 1) {
-      expect_key = true;
-    }
-  }
-  return keys;
-}
-
-// ---- lifecycle --------------------------------------------------------------------------
-
 strata::plugin::KernelTable& own_kernels();
 strata::plugin::KernelTable& cpu_kernels();
 
@@ -130,11 +98,9 @@ std::unique_ptr<Plugin> Plugin::init(strata_init_args& args) {
                       " bytes) lack register_op, call_op, register_kernels or find_extension (ABI 2.0 hosts have "
                       "all four in " + std::to_string(STRATA_HOST_API_MIN_SIZE) + " bytes)");
   }
-  for (const std::string& key : top_level_keys(args.options_json != nullptr ? args.options_json : "{}")) {
-    if (key != "threads") {  // "threads" comes from per-device settings; these kernels are single-threaded
-      throw Refusal(STRATA_ERROR_INVALID_ARGUMENT, "unknown option \"" + key + "\" (the plugin takes no options)");
-    }
-  }
+  // Refuses every key but "threads", which comes from per-device settings
+  // (these kernels are single-threaded).
+  (void)strata::plugin::Options(args.options_json, {"threads"});
   g_host = host;
   strata::plugin::check(register_swiglu_ops(host, args.error));
   // Kernels for the CPU plugin's devices. The CPU plugin may load after
