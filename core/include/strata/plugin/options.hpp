@@ -49,13 +49,13 @@ class Options {
         p.space();
         std::string key = p.string_value("a quoted key");
         p.space();
-        if (!p.eat(':')) p.fail("expected ':' after \"" + key + "\"");
+        if (!p.eat(':')) p.fail(cat({"expected ':' after \"", key, "\""}));
         p.space();
         Value v = p.value();
-        if (!values_.emplace(key, std::move(v)).second) p.fail("option \"" + key + "\" is given twice");
+        if (!values_.emplace(key, std::move(v)).second) p.fail(cat({"option \"", key, "\" is given twice"}));
         p.space();
         if (p.eat('}')) break;
-        if (!p.eat(',')) p.fail("expected ',' or '}' after the value of \"" + key + "\"");
+        if (!p.eat(',')) p.fail(cat({"expected ',' or '}' after the value of \"", key, "\""}));
       }
     }
     p.space();
@@ -65,11 +65,12 @@ class Options {
       std::string names;
       for (std::string_view k : known) {
         listed = listed || k == key;
-        names += (names.empty() ? "" : ", ") + std::string(k);
+        if (!names.empty()) names += ", ";
+        names += k;
       }
       if (!listed) {
-        refuse("unknown option \"" + key + "\" (" + (names.empty() ? std::string("the plugin takes none") :
-                                                                     "known: " + names) + ")");
+        refuse(cat({"unknown option \"", key, "\" (", names.empty() ? "the plugin takes none" : "known: ", names,
+                    ")"}));
       }
     }
   }
@@ -83,13 +84,13 @@ class Options {
   int64_t integer(std::string_view key, int64_t fallback, int64_t lo, int64_t hi) const {
     const Value* v = find(key);
     if (v == nullptr) return fallback;
-    const std::string range = "[" + std::to_string(lo) + ", " + std::to_string(hi) + "]";
+    const std::string range = cat({"[", std::to_string(lo), ", ", std::to_string(hi), "]"});
     double d = 0.0;
     if (v->kind != Kind::number || !to_double(v->text, d) || d != std::floor(d)) {
-      refuse("option \"" + std::string(key) + "\" must be a whole number in " + range + ", got " + v->text);
+      refuse(cat({"option \"", key, "\" must be a whole number in ", range, ", got ", v->text}));
     }
     if (d < static_cast<double>(lo) || d > static_cast<double>(hi)) {
-      refuse("option \"" + std::string(key) + "\" must be in " + range + ", got " + v->text);
+      refuse(cat({"option \"", key, "\" must be in ", range, ", got ", v->text}));
     }
     return static_cast<int64_t>(d);
   }
@@ -100,11 +101,11 @@ class Options {
     if (v == nullptr) return fallback;
     double d = 0.0;
     if (v->kind != Kind::number || !to_double(v->text, d)) {
-      refuse("option \"" + std::string(key) + "\" must be a number, got " + v->text);
+      refuse(cat({"option \"", key, "\" must be a number, got ", v->text}));
     }
     if (d < lo || d > hi) {
-      refuse("option \"" + std::string(key) + "\" must be in [" + std::to_string(lo) + ", " + std::to_string(hi) +
-             "], got " + v->text);
+      refuse(cat({"option \"", key, "\" must be in [", std::to_string(lo), ", ", std::to_string(hi), "], got ",
+                  v->text}));
     }
     return d;
   }
@@ -113,7 +114,7 @@ class Options {
   std::string string(std::string_view key, std::string fallback = {}) const {
     const Value* v = find(key);
     if (v == nullptr) return fallback;
-    if (v->kind != Kind::string) refuse("option \"" + std::string(key) + "\" must be a string, got " + v->text);
+    if (v->kind != Kind::string) refuse(cat({"option \"", key, "\" must be a string, got ", v->text}));
     return v->decoded;
   }
 
@@ -121,7 +122,7 @@ class Options {
   bool boolean(std::string_view key, bool fallback) const {
     const Value* v = find(key);
     if (v == nullptr) return fallback;
-    if (v->kind != Kind::boolean) refuse("option \"" + std::string(key) + "\" must be true or false, got " + v->text);
+    if (v->kind != Kind::boolean) refuse(cat({"option \"", key, "\" must be true or false, got ", v->text}));
     return v->text == "true";
   }
 
@@ -135,6 +136,14 @@ class Options {
     std::string text;     // as written
     std::string decoded;  // a string's characters
   };
+
+  /// Concatenation by appending (GCC 12's -Wrestrict misfires on
+  /// "literal" + std::string at -O3, PR 105329).
+  static std::string cat(std::initializer_list<std::string_view> parts) {
+    std::string out;
+    for (std::string_view part : parts) out += part;
+    return out;
+  }
 
   [[noreturn]] static void refuse(const std::string& message) {
     throw Refusal(STRATA_ERROR_INVALID_ARGUMENT, message);
@@ -152,7 +161,7 @@ class Options {
   }
   const Value& present(std::string_view key) const {
     const Value* v = find(key);
-    if (v == nullptr) refuse("option \"" + std::string(key) + "\" is not set");
+    if (v == nullptr) refuse(cat({"option \"", key, "\" is not set"}));
     return *v;
   }
 
@@ -164,7 +173,7 @@ class Options {
     int depth = 0;
 
     [[noreturn]] void fail(const std::string& what) const {
-      refuse("options: " + what + " (at byte " + std::to_string(pos) + ")");
+      refuse(cat({"options: ", what, " (at byte ", std::to_string(pos), ")"}));
     }
     bool at_end() const { return pos >= s.size(); }
     void space() {
@@ -183,7 +192,7 @@ class Options {
       return true;
     }
     std::string string_value(const char* what) {
-      if (!eat('"')) fail(std::string("expected ") + what);
+      if (!eat('"')) fail(cat({"expected ", what}));
       std::string out;
       while (pos < s.size() && s[pos] != '"') {
         char c = s[pos++];
@@ -216,7 +225,7 @@ class Options {
               }
               break;
             }
-            default: fail(std::string("unknown escape \\") + e);
+            default: fail(cat({"unknown escape \\", std::string_view(&e, 1)}));
           }
         } else {
           out += c;
@@ -257,7 +266,7 @@ class Options {
     }
     /// Skips an object or array (strings inside may hold brackets).
     void nested() {
-      if (++depth > kMaxDepth) fail("values nested deeper than " + std::to_string(kMaxDepth) + " levels");
+      if (++depth > kMaxDepth) fail(cat({"values nested deeper than ", std::to_string(kMaxDepth), " levels"}));
       const char open = s[pos++];
       const char close = open == '{' ? '}' : ']';
       space();
@@ -279,7 +288,7 @@ class Options {
           --depth;
           return;
         }
-        if (!eat(',')) fail(std::string("expected ',' or '") + close + "'");
+        if (!eat(',')) fail(cat({"expected ',' or '", std::string_view(&close, 1), "'"}));
       }
     }
   };
