@@ -3,7 +3,8 @@
 // device (strata devices, DeviceInfo), its calls fall back as a missing
 // kernel's do (counted; refused under "error"), the kernels not named keep
 // running, and an entry that names no kernel is a warning of the plugin.
-// DeviceInfo lists an excluded kernel marked `excluded`.
+// DeviceInfo lists an excluded kernel marked `excluded`. An excluded kernel
+// of the CPU plugin itself, the fallback target, makes its calls fail.
 // Its own executable: the list is read when the device opens, which happens
 // once a process.
 #include <strata/strata.hpp>
@@ -62,6 +63,26 @@ TEST_F(ExcludeKernels, KernelsNotNamedKeepRunning) {
   Tensor b = a.transpose(0, 1).contiguous();
   EXPECT_EQ(b.to_vector<float>(), std::vector<float>(6, 1.5f));
   EXPECT_EQ(runtime().fallback_count(), 0u);
+}
+
+// The CPU plugin's own kernels can be set aside too; a call of one has
+// nowhere to fall back to (cpu:0 is the fallback) and is a DeviceError
+// naming the op and the device, while its other signatures keep running.
+TEST_F(ExcludeKernels, AnExcludedCpuKernelIsRefusedNotLooped) {
+  const Tensor a = full({3}, 2.0), b = full({3}, 5.0);
+  try {
+    (void)maximum(a, b);
+    FAIL() << "maximum f32 ran although its only kernel is excluded";
+  } catch (const DeviceError& e) {
+    const std::string what = e.what();
+    EXPECT_NE(what.find("maximum(f32[3], f32[3]) on cpu:0: no kernel for signature f32,f32->f32 (set aside by "
+                        "devices.cpu:0.exclude_kernels), and the CPU plugin has no kernel either to fall back to"),
+              std::string::npos)
+        << what;
+  }
+  const Tensor a64 = full({3}, 2.0, {.dtype = DType::f64}), b64 = full({3}, 5.0, {.dtype = DType::f64});
+  EXPECT_EQ(maximum(a64, b64).to_vector<double>(), (std::vector<double>{5, 5, 5}));
+  EXPECT_EQ((a + b).to_vector<float>(), (std::vector<float>{7, 7, 7}));
 }
 
 TEST_F(ExcludeKernels, AnEntryThatNamesNoKernelIsAWarning) {

@@ -87,6 +87,16 @@ std::vector<std::string> DeviceRecord::exclude_kernels(const std::vector<std::st
   return unmatched;
 }
 
+bool DeviceRecord::kernel_excluded(std::string_view op, uint64_t signature) const {
+  constexpr std::string_view kCore = "strata::";
+  for (const KernelInfo& k : kernel_list) {
+    if (!k.excluded || parse_signature(k.signature.c_str()) != signature) continue;
+    const std::string_view name = k.op;
+    if (name == op || (name.starts_with(kCore) && name.substr(kCore.size()) == op)) return true;
+  }
+  return false;
+}
+
 uint64_t signature_key(const DType* inputs, int n_inputs, const DType* outputs, int n_outputs) {
   uint64_t key = 1;
   for (int k = 0; k < n_inputs; ++k) key = (key << kDTypeBits) | static_cast<uint64_t>(inputs[k]);

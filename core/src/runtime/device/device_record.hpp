@@ -124,6 +124,9 @@ struct DeviceRecord {
   /// keeps them, marked excluded. Returns the entries that named no kernel
   /// of the device.
   std::vector<std::string> exclude_kernels(const std::vector<std::string>& entries, KernelOpLookup lookup);
+  /// Whether the plugin has a kernel for `op` ("maximum", "acme::swiglu")
+  /// and `signature` that exclude_kernels set aside (for error messages).
+  bool kernel_excluded(std::string_view op, uint64_t signature) const;
 
   /// An ABI argument struct for a call on this device: its struct_size, the
   /// plugin's state, the device's index, the error out-parameter and, where

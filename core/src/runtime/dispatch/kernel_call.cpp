@@ -255,6 +255,7 @@ OpResult execute(OpCall& call, bool& decomposed) {
     reason = "the kernel declined the call (" + message_text(err) + ")";
   } else {
     reason = "no kernel for signature " + call_signature(call);
+    if (dev.kernel_excluded(op.name, call_key(call))) reason += " (set aside by devices." + dev.id + ".exclude_kernels)";
   }
   if (op.kind == OpKind::composite && op.decompose != nullptr) {
     decomposed = true;  // its primitives recorded themselves
