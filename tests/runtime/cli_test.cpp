@@ -11,6 +11,8 @@
 #include <cstdio>
 #include <filesystem>
 #include <fstream>
+#include <regex>
+#include <sstream>
 #include <string>
 
 namespace {
@@ -331,6 +333,69 @@ struct ProbeCacheScratch {
 
 bool probed_in_child(const nlohmann::json& p) {
   return p.value("probed", std::string()).rfind("child process", 0) == 0;
+}
+
+
+// `strata trace ops`: a traced program (sum(tanh(x·w)·(x·w) + x·w), saved by
+// Graph::save) run forward and backward on mini:0, which has kernels for
+// fill, copy and add f32 only: each op with its signature and how the device
+// serves it, the fallbacks' runs on cpu:0 listed too.
+const char* const kTracedGraph =
+    R"({"constants":[{"data":[0.5,0.5,0.5,0.5,0.5,0.5],"dtype":"f32","shape":[3,2],"value":1}],)"
+    R"("format":"strata-graph","inputs":[{"dtype":"f32","shape":[4,3]}],"nodes":[)"
+    R"({"attrs":[],"id":0,"inputs":[0,1],"op":"matmul","output_shapes":[[4,2]],"outputs":[2]},)"
+    R"({"attrs":[],"id":1,"inputs":[2],"op":"tanh","output_shapes":[[4,2]],"outputs":[3]},)"
+    R"({"attrs":[],"id":2,"inputs":[3,2],"op":"mul","output_shapes":[[4,2]],"outputs":[4]},)"
+    R"({"attrs":[],"id":3,"inputs":[4,2],"op":"add","output_shapes":[[4,2]],"outputs":[5]},)"
+    R"({"attrs":[{"kind":"ints","name":"dims","value":[0,1]}],"id":4,"inputs":[5],"op":"sum",)"
+    R"("output_shapes":[[1,1]],"outputs":[6]},)"
+    R"({"attrs":[],"id":5,"inputs":[6],"op":"reshape","output_shapes":[[1]],"outputs":[7]},)"
+    R"({"attrs":[],"id":6,"inputs":[7],"op":"reshape","output_shapes":[[]],"outputs":[8]}],)"
+    R"("outputs":[8],"traced":true,"version":1})";
+
+bool has_line(const std::string& out, const std::string& pattern) {
+  std::istringstream lines(out);
+  for (std::string line; std::getline(lines, line);) {
+    if (std::regex_search(line, std::regex(pattern))) return true;
+  }
+  return false;
+}
+
+TEST(Cli, TraceOpsNamesHowTheDeviceServesEachOp) {
+  const std::string graph = write_temp("strata_cli_trace_ops.json", kTracedGraph);
+  Result r = run("trace ops " + graph + " --device mini:0 --config " + STRATA_TEST_CONFIG, false);
+  ASSERT_EQ(r.exit_code, 0) << r.out;
+  EXPECT_TRUE(has_line(r.out, "^Ops of .* on mini:0 \\(forward and backward\\):$")) << r.out;
+  EXPECT_TRUE(has_line(r.out, "^  strata::add f32,f32->f32 +mini:0 +[0-9]+ x  kernel$")) << r.out;
+  EXPECT_TRUE(has_line(r.out, "^  strata::matmul f32,f32->f32 +mini:0 +2 x  fallback$")) << r.out;
+  EXPECT_TRUE(has_line(r.out, "^  strata::matmul f32,f32->f32 +cpu:0 +2 x  kernel$")) << r.out;
+  EXPECT_TRUE(has_line(r.out, "^  strata::tanh_backward f32,f32->f32 +mini:0 +1 x  decomposition$")) << r.out;
+  EXPECT_TRUE(has_line(r.out, "^[0-9]+ on kernels of mini:0, 1 decomposed, [1-9][0-9]* fall back to the CPU$"))
+      << r.out;
+
+  r = run("trace ops " + graph + " --forward-only --json --device mini:0 --config " + STRATA_TEST_CONFIG, false);
+  ASSERT_EQ(r.exit_code, 0) << r.out;
+  const nlohmann::json j = nlohmann::json::parse(r.out);
+  EXPECT_EQ(j["device"], "mini:0");
+  EXPECT_EQ(j["backward"], false);
+  bool tanh_fallback = false, any_backward = false;
+  for (const auto& op : j["ops"]) {
+    const bool on_mini = op["device"] == "mini:0";
+    tanh_fallback = tanh_fallback || (op["op"] == "strata::tanh" && on_mini && op["how"] == "fallback");
+    any_backward = any_backward || op["op"] == "strata::tanh_backward";
+  }
+  EXPECT_TRUE(tanh_fallback) << r.out;
+  EXPECT_FALSE(any_backward) << r.out;
+}
+
+TEST(Cli, TraceOpsRefusesAFileThatIsNoGraphWithExit2) {
+  Result r = run("trace ops /nonexistent/graph.json");
+  EXPECT_EQ(r.exit_code, 2) << r.out;
+  EXPECT_NE(r.out.find("/nonexistent/graph.json"), std::string::npos) << r.out;
+  const std::string bad = write_temp("strata_cli_trace_ops_bad.json", R"({"format":"strata-graph","version":1})");
+  r = run("trace ops " + bad);
+  EXPECT_EQ(r.exit_code, 2) << r.out;
+  EXPECT_NE(r.out.find("strata: trace ops: "), std::string::npos) << r.out;
 }
 
 }  // namespace

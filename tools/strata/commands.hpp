@@ -28,6 +28,15 @@ int run_demo(const std::string& device);
 /// `strata new-backend NAME [--dir DIR]` (new_backend.cpp).
 int run_new_backend(const std::string& name, const std::string& dir);
 
+/// `strata trace ops GRAPH [--device D] [--forward-only] [--json]` (trace_ops.cpp).
+struct TraceOpsOptions {
+  std::string graph;   // a file Graph::save wrote
+  std::string device;  // "": the default device
+  bool forward_only = false;
+  bool json = false;
+};
+int run_trace_ops(const TraceOpsOptions& options);
+
 /// `strata launch -n N [--nnodes K --node-rank R --master-addr A]
 /// [--master-port P] PROGRAM ARGS...`, or `strata launch -n N --hosts
 /// H0,H1,... [--launcher CMD] [--master-port P] PROGRAM ARGS...` (launch.cpp).

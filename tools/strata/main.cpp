@@ -79,6 +79,18 @@ int main(int argc, char** argv) {
   plugin_worker->add_flag("--pause-before-derivatives", worker_options.pause_before_derivatives,
                           "Stop before the derivative cases after a failure");
 
+  TraceOpsOptions trace_options;
+  CLI::App* trace = app.add_subcommand("trace", "Tools for traced programs (Graph::save)");
+  trace->require_subcommand(1);
+  CLI::App* trace_ops = trace->add_subcommand(
+      "ops", "The ops a traced program needs on a device (forward and backward), and how the device serves each: "
+             "kernel, decomposition or CPU fallback");
+  trace_ops->add_option("graph", trace_options.graph, "The graph file (Graph::save)")->required();
+  trace_ops->add_option("--device", trace_options.device, "Device id (default: the one the configuration selects)");
+  trace_ops->add_flag("--forward-only", trace_options.forward_only, "Run the program forward only");
+  trace_ops->add_flag("--json", trace_options.json, "Print one JSON object");
+  trace_ops->add_option("--config", config_path, "JSON configuration file")->check(CLI::ExistingFile);
+
   LaunchOptions launch_options;
   CLI::App* launch = app.add_subcommand(
       "launch", "Run N ranks of a distributed program here, or on each of --hosts, output prefixed \"[rank k] \" "
@@ -129,6 +141,7 @@ int main(int argc, char** argv) {
     if (devices->parsed()) return run_devices(devices_options);
     if (ops->parsed()) return run_ops(ops_options);
     if (demo->parsed()) return run_demo(demo_device);
+    if (trace_ops->parsed()) return run_trace_ops(trace_options);
   } catch (const strata::ConfigError& e) {
     std::cerr << "strata: configuration error: " << e.what() << "\n";
     return kBadInput;

@@ -104,6 +104,18 @@ struct AttrMisread {
 
 /// One (device, op) pair that ran on the CPU because the device had no
 /// kernel for it.
+/// One op a program ran while a census was open (Runtime::start_op_census):
+/// where, with which signature, how often, and how the device served it.
+struct OpUse {
+  std::string device;     // "mini:0"
+  std::string op;         // "strata::mul"
+  std::string signature;  // "f32,f32->f32"
+  /// "kernel", "decomposition" (into other ops, each counted too),
+  /// "fallback" (run on cpu:0), or "fallback (kernel set aside)".
+  std::string how;
+  uint64_t count = 0;
+};
+
 struct FallbackRecord {
   std::string device;
   std::string op;

@@ -59,6 +59,13 @@ class Runtime {
   /// Every op: the core's and those loaded plugins defined.
   std::vector<OpInfo> ops();
 
+  /// Starts recording every op call (all threads) by device, op and
+  /// signature, with how the device serves it; stop_op_census() returns the
+  /// record in order of first use and ends it (`strata trace ops` uses it).
+  /// Off, it costs each op call one flag test.
+  void start_op_census();
+  std::vector<OpUse> stop_op_census();
+
   std::vector<FallbackRecord> fallback_stats();
   uint64_t fallback_count();
   void reset_fallback_stats();

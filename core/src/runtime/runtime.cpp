@@ -7,6 +7,7 @@
 #include "base/logging.hpp"
 #include "runtime/device/device_table.hpp"
 #include "runtime/dispatch/dispatch_hooks.hpp"
+#include "runtime/dispatch/op_census.hpp"
 #include "runtime/dispatch/op.hpp"
 #include "runtime/plugins/plugin_host.hpp"
 #include "runtime/plugins/plugin_probe.hpp"
@@ -140,6 +141,10 @@ std::vector<OpInfo> Runtime::ops() {
   }
   return out;
 }
+
+void Runtime::start_op_census() { detail::open_op_census(); }
+
+std::vector<OpUse> Runtime::stop_op_census() { return detail::close_op_census(); }
 
 std::vector<FallbackRecord> Runtime::fallback_stats() {
   std::lock_guard lock(impl_->fallback_mutex);

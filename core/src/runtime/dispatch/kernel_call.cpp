@@ -3,6 +3,7 @@
 // kernel call), then the op's decomposition or the CPU fallback when there is
 // no kernel. The workspace service a kernel calls back into lives here too.
 #include "runtime/dispatch/dispatch_internal.hpp"
+#include "runtime/dispatch/op_census.hpp"
 
 #include "base/config_internal.hpp"
 #include "runtime/device/device_table.hpp"
@@ -159,6 +160,11 @@ template <class Sink>
 
 std::string call_signature(const OpCall& call) { return with_dtypes(call, signature_string); }
 
+/// The census entry of `call` (op_census.hpp), out of execute()'s way.
+[[gnu::cold, gnu::noinline]] void note_census(const OpCall& call, DeviceRecord& dev) {
+  census_note(call, dev, call_key(call), call_signature(call));
+}
+
 /// Runs the call on the CPU plugin and moves the results back.
 OpResult run_on_cpu(OpCall& call, DeviceRecord& dev, const std::string& reason) {
   std::string signature = call_signature(call);
@@ -208,6 +214,7 @@ namespace {
 OpResult execute(OpCall& call, bool& decomposed) {
   DeviceRecord& dev = device_record(call.device);
   const OpDef& op = *call.op;
+  if (op_census_open()) [[unlikely]] note_census(call, dev);
 
   bool outputs_empty = true;
   for (int k = 0; k < call.n_outputs; ++k) {
@@ -255,7 +262,9 @@ OpResult execute(OpCall& call, bool& decomposed) {
     reason = "the kernel declined the call (" + message_text(err) + ")";
   } else {
     reason = "no kernel for signature " + call_signature(call);
-    if (dev.kernel_excluded(op.name, call_key(call))) reason += " (set aside by devices." + dev.id + ".exclude_kernels)";
+    if (dev.kernel_excluded(op.name, call_key(call))) {
+      reason += " (set aside by devices." + dev.id + ".exclude_kernels)";
+    }
   }
   if (op.kind == OpKind::composite && op.decompose != nullptr) {
     decomposed = true;  // its primitives recorded themselves
