@@ -125,7 +125,10 @@ struct SignatureOf<Out(Ins...)> {
  private:
   template <size_t... I>
   static bool matches(const strata_tensor* const* in, const strata_tensor* out, std::index_sequence<I...>) {
-    return (fields_ok(in[I], Scalar<Ins>::dtype) & ... & fields_ok(out, Scalar<Out>::dtype));
+    // Bitwise on purpose (no short-circuit branches), on unsigned so that
+    // clang's -Wbitwise-instead-of-logical has nothing to say.
+    return ((static_cast<unsigned>(fields_ok(in[I], Scalar<Ins>::dtype)) & ... &
+             static_cast<unsigned>(fields_ok(out, Scalar<Out>::dtype)))) != 0u;
   }
 };
 
