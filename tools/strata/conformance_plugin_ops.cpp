@@ -15,6 +15,7 @@
 #include <algorithm>
 #include <cmath>
 #include <cstdio>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -29,8 +30,6 @@ const Shape kShape{3, 4};
 /// The highest derivative order checked (the second order differentiates
 /// the op's VJP rule).
 constexpr int kMaxOrder = 2;
-
-bool floating(DType t) { return t == DType::f32 || t == DType::f64 || t == DType::f16 || t == DType::bf16; }
 
 std::string domain_text(const OpTestDomain& d) {
   char text[96];
@@ -138,7 +137,7 @@ bool runs_on_reference(const Context& ctx, const PluginOpCase& c, const std::vec
   try {
     Objective f{&c, c.tensors(ctx.reference, true), weights, 0, ctx.reference};
     for (size_t k = 0; k < c.inputs.size(); ++k) {
-      if (!floating(c.inputs[k].dtype)) continue;
+      if (!is_floating(c.inputs[k].dtype)) continue;
       f.k = k;
       (void)order_scalar(f, order)(f.args[k]).to_vector<double>();
       return true;
@@ -148,15 +147,22 @@ bool runs_on_reference(const Context& ctx, const PluginOpCase& c, const std::vec
   return false;
 }
 
+/// Runs the op on the device under test into `outs`; a skip when its shape
+/// rule refuses the checker's inputs (not a fault of the kernel or rules).
+std::optional<Outcome> run_on_device(const Context& ctx, const PluginOpCase& c, std::vector<Tensor>& outs) {
+  try {
+    outs = c.run(c.tensors(ctx.dut, false));
+  } catch (const ShapeError& e) {
+    return Outcome{Status::skip, std::string("the op refuses the checker's inputs: ") + e.what(), 0.0};
+  } catch (const ValueError& e) {
+    return Outcome{Status::skip, std::string("the op refuses the checker's inputs: ") + e.what(), 0.0};
+  }
+  return std::nullopt;
+}
+
 Outcome run_forward(const Context& ctx, const PluginOpCase& c, bool differentiable, const std::string& domain) {
   std::vector<Tensor> got;
-  try {
-    got = c.run(c.tensors(ctx.dut, false));
-  } catch (const ShapeError& e) {  // the op's shape rule refused the checker's inputs: not a kernel fault
-    return {Status::skip, std::string("the op refuses the checker's inputs: ") + e.what(), 0.0};
-  } catch (const ValueError& e) {
-    return {Status::skip, std::string("the op refuses the checker's inputs: ") + e.what(), 0.0};
-  }
+  if (std::optional<Outcome> refused = run_on_device(ctx, c, got)) return *refused;
   std::vector<Tensor> want;
   try {
     if (ctx.reference_is_dut) throw Error("the device under test is the reference");
@@ -181,13 +187,7 @@ Outcome run_derivatives(const Context& ctx, const PluginOpCase& c, const OpInfo&
                         const std::string& domain) {
   // Weights for each output, from the device's forward result shapes.
   std::vector<Tensor> outs;
-  try {
-    outs = c.run(c.tensors(ctx.dut, false));
-  } catch (const ShapeError& e) {  // as in run_forward: the checker's inputs, not the rules
-    return {Status::skip, std::string("the op refuses the checker's inputs: ") + e.what(), 0.0};
-  } catch (const ValueError& e) {
-    return {Status::skip, std::string("the op refuses the checker's inputs: ") + e.what(), 0.0};
-  }
+  if (std::optional<Outcome> refused = run_on_device(ctx, c, outs)) return *refused;
   std::mt19937_64 rng = rng_for(c.op + " " + c.what + " weights");
   std::vector<Tensor> weights;
   for (const Tensor& y : outs) {
@@ -206,7 +206,7 @@ Outcome run_derivatives(const Context& ctx, const PluginOpCase& c, const OpInfo&
   std::string checked;
   double worst = 0.0;
   for (size_t k = 0; k < c.inputs.size(); ++k) {
-    if (!floating(c.inputs[k].dtype) || ((info.domain.flat_inputs >> k) & 1u) != 0) continue;
+    if (!is_floating(c.inputs[k].dtype) || ((info.domain.flat_inputs >> k) & 1u) != 0) continue;
     const std::string input = "input " + std::to_string(k);
     Objective on_dut{&c, c.tensors(ctx.dut, false), weights, k, ctx.reference};
     Objective on_fd{&c, c.tensors(fd.device, fd.reference), weights, k, ctx.reference};
@@ -297,7 +297,7 @@ void add_plugin_op_cases(const Context& ctx, const KernelInfo& kernel, const OpI
     return skip("the signature has " + std::to_string(in.size()) + " inputs, the op's schema " +
                 std::to_string(info.n_inputs));
   }
-  if (std::none_of(in.begin(), in.end(), floating)) {
+  if (std::none_of(in.begin(), in.end(), is_floating)) {
     return skip("no floating input: the checker draws plugin ops' inputs from a real domain");
   }
   PluginOpCase c{kernel.op, {}, attrs, {}};
@@ -310,7 +310,7 @@ void add_plugin_op_cases(const Context& ctx, const KernelInfo& kernel, const OpI
                    observe(kernel.op, [&ctx, c, info, domain] {
                      return run_forward(ctx, c, info.differentiable, domain);
                    })});
-  const DType t = in[static_cast<size_t>(std::find_if(in.begin(), in.end(), floating) - in.begin())];
+  const DType t = in[static_cast<size_t>(std::find_if(in.begin(), in.end(), is_floating) - in.begin())];
   if (!info.differentiable || d.orders == 0) return;
   if (t != DType::f32 && t != DType::f64) {
     gradient_cases.push_back({prefix + " derivatives", kernel.op + " (derivatives)", cell, [] {

@@ -270,16 +270,7 @@ strata_plugin_api build_api() {
   };
   api.shutdown = [](strata_plugin_state state) noexcept { delete reinterpret_cast<B*>(state); };
   api.device_props = [](strata_device_args* a) noexcept {
-    return on_device<B>(a, "device_props", [&](B& b, Device& d) {
-      if (a->props == nullptr) throw Refusal(STRATA_ERROR_INVALID_ARGUMENT, "no props struct");
-      if (a->props->struct_size < STRATA_DEVICE_PROPS_MIN_SIZE) {
-        throw Refusal(STRATA_ERROR_INVALID_ARGUMENT, "the host's props capacity (struct_size " +
-                                                         std::to_string(a->props->struct_size) +
-                                                         ") is below the minimum of " +
-                                                         std::to_string(STRATA_DEVICE_PROPS_MIN_SIZE) + " bytes");
-      }
-      return publish_props(a, b.props(d));
-    });
+    return on_device<B>(a, "device_props", [&](B& b, Device& d) { return publish_props(a, b.props(d), B::kName); });
   };
   api.get_kernels = [](strata_device_args* a) noexcept {
     return on_device<B>(a, "get_kernels", [&](B& b, Device& d) -> strata_status {

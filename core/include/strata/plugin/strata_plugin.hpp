@@ -232,18 +232,6 @@ strata_status entry_point(Args* a, const char* what, Body&& body) noexcept {
   return guarded(a->error, what, static_cast<Body&&>(body));
 }
 
-/// entry_point() for a function that names a device: the plugin's lookup,
-/// `Lookup(a->state, a->device, a->error)`, returns it (a pointer), or
-/// nullptr once it has set the error; then body(device):
-///   return on_device<device_of>(a, "acme: memory_trim", [&](Device* d) { ...; return STRATA_OK; });
-template <auto Lookup, class Args, class Body>
-strata_status on_device(Args* a, const char* what, Body&& body) noexcept {
-  return entry_point(a, what, [&]() -> strata_status {
-    auto* device = Lookup(a->state, a->device, a->error);
-    return device == nullptr ? STRATA_ERROR_INVALID_ARGUMENT : body(device);
-  });
-}
-
 // ---- Refusing a call -------------------------------------------------------------
 
 /// A kernel call struct below the ABI minimum (or NULL): a message naming the
@@ -448,12 +436,18 @@ const KernelTable& static_kernel_table() {
 /// The body of device_props: copies `props` into the host's struct, no more
 /// than the host's capacity (its struct_size on entry; an older host knows a
 /// shorter struct), and sets struct_size to the bytes written.
-inline strata_status publish_props(strata_device_args* args, const strata_device_props& props) {
-  if (args->props == nullptr) return fail(args->error, STRATA_ERROR_INVALID_ARGUMENT, "device_props: no props");
+/// Messages name `plugin` first when given ("acme: device_props: ...").
+inline strata_status publish_props(strata_device_args* args, const strata_device_props& props,
+                                   const char* plugin = nullptr) {
+  const char* sep = plugin != nullptr ? ": " : "";
+  if (plugin == nullptr) plugin = "";
+  if (args->props == nullptr) {
+    return fail(args->error, STRATA_ERROR_INVALID_ARGUMENT, "%s%sdevice_props: no props struct", plugin, sep);
+  }
   if (args->props->struct_size < STRATA_DEVICE_PROPS_MIN_SIZE) {
     return fail(args->error, STRATA_ERROR_INVALID_ARGUMENT,
-                "device_props: the host's props capacity (struct_size %zu) is below the minimum of %zu bytes",
-                args->props->struct_size, static_cast<size_t>(STRATA_DEVICE_PROPS_MIN_SIZE));
+                "%s%sdevice_props: the host's props capacity (struct_size %zu) is below the minimum of %zu bytes",
+                plugin, sep, args->props->struct_size, static_cast<size_t>(STRATA_DEVICE_PROPS_MIN_SIZE));
   }
   size_t bytes = sizeof(props);
   if (args->props->struct_size < bytes) bytes = args->props->struct_size;
