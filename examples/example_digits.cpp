@@ -140,6 +140,7 @@ int main(int argc, char** argv) {
   std::string device_flag;
   std::string data;
   std::string save = "";
+  std::string trace_step;
   bool quiet = false;
   uint64_t seed = 0;
   app.add_option("--epochs", epochs, "training epochs")->check(CLI::PositiveNumber);
@@ -153,6 +154,9 @@ int main(int argc, char** argv) {
   app.add_option("--device", device_flag, "device id, e.g. cpu:0 (default: the configuration's choice)");
   app.add_option("--data", data, "path of digits.csv.gz");
   app.add_option("--save", save, "checkpoint file (default: a temporary file, removed at exit)");
+  app.add_option("--trace-step", trace_step,
+                 "save one training step's loss as a traced graph to this file (Graph::save; for `strata trace "
+                 "diff` and `strata trace ops`) and exit without training");
   app.add_option("--seed", seed, "seed for initialisation, shuffling and the split");
   app.add_flag("--quiet", quiet, "no progress bars");
   bool distributed = false;
@@ -210,6 +214,23 @@ int main(int argc, char** argv) {
 #else
     auto forward = [&](const Tensor& x) { return model(x); };
 #endif
+    if (!trace_step.empty()) {
+      // The loss of the first batch as a program of the batch: the
+      // parameters and the labels are the graph's constants, so every op of
+      // the forward pass, and the gradients a backward pass computes from
+      // them, can be replayed on another device.
+      const int64_t rows = std::min<int64_t>(batch, ds.train.x.size(0));
+      const Tensor yb = ds.train.y.slice(0, 0, rows);
+      Graph step = trace(
+          [&](const std::vector<Tensor>& in) {
+            return std::vector<Tensor>{nn::functional::cross_entropy(cast(model(in[0]), DType::f32), yb)};
+          },
+          {ds.train.x.slice(0, 0, rows).contiguous()});
+      step.save(trace_step);
+      std::printf("saved one training step (%zu ops, batch %lld) to %s\n", step.nodes.size(),
+                  static_cast<long long>(rows), trace_step.c_str());
+      return 0;
+    }
     nn::Adam opt(model.parameters(), {.lr = lr});
     nn::CosineAnnealingLR schedule(opt, epochs);
     GradScaler scaler({.enabled = amp == "f16"});  // bf16 has f32's range: no scaling needed

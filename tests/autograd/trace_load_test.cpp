@@ -212,6 +212,29 @@ TEST(TraceLoad, CastDtypeAttributeIsChecked) {
   expect_refused(bad, {"/nodes/0/attrs/0/value", "expected a dtype"});
 }
 
+/// An attribute an op declares itself (linear's fused "activation", a
+/// string) loads and replays; the wrong kind for it is refused. (An MLP's
+/// traced step did not load: the check knew only the public functions'
+/// attributes.)
+TEST(TraceLoad, AnAttributeTheOpDeclaresLoadsAndItsKindIsChecked) {
+  manual_seed(5);
+  Tensor x = randn({3, 4}), w = randn({2, 4}), b = randn({2});
+  Graph g = traced({x}, [&](const std::vector<Tensor>& in) {
+    return std::vector<Tensor>{linear(in[0], w, b, FusedActivation::relu)};
+  });
+  const std::string text = saved_text(g);
+  ASSERT_NE(text.find("\"activation\""), std::string::npos) << text;
+  Graph loaded = Graph::from_json(text);
+  Tensor y = loaded.run({x})[0];
+  const std::vector<float> got = y.to_vector<float>(), want = linear(x, w, b, FusedActivation::relu).to_vector<float>();
+  ASSERT_EQ(got.size(), want.size());
+  for (size_t i = 0; i < got.size(); ++i) EXPECT_NEAR(got[i], want[i], 1e-6) << "element " << i;
+  EXPECT_GE(amin(y).item<double>(), 0.0);
+  const std::string as_int = corrupt(corrupt(text, "\"kind\": \"string\"", "\"kind\": \"int\""),
+                                     "\"value\": \"relu\"", "\"value\": 1");
+  expect_refused(as_int, {"/nodes/0/attrs/0/kind", "attribute \"activation\" has the wrong kind"});
+}
+
 /// A graph with reductions, index ops, views and joins, saved; then 2,000
 /// single-token mutations of its text, each either refused with a
 /// strata::Error or loaded and replayed (replay may throw strata::Error

@@ -260,7 +260,15 @@ TEST(CliNewBackend, WritesAProjectIntoANewFolder) {
   fs::remove_all(dir);
   Result r = run("new-backend acme_npu --dir " + dir.string());
   EXPECT_EQ(r.exit_code, 0) << r.out;
-  for (const char* f : {"CMakeLists.txt", "src/plugin.cpp", "README.md"}) EXPECT_TRUE(fs::exists(dir / f)) << f;
+  for (const char* f : {"CMakeLists.txt", "src/plugin.cpp", "README.md", "tests/step.json"}) {
+    EXPECT_TRUE(fs::exists(dir / f)) << f;
+  }
+  // A traced graph (the SDK test replays it with `strata trace diff`).
+  std::ifstream step(dir / "tests" / "step.json");
+  const nlohmann::json graph = nlohmann::json::parse(step, nullptr, false);
+  ASSERT_FALSE(graph.is_discarded());
+  EXPECT_EQ(graph.value("format", ""), "strata-graph");
+  EXPECT_TRUE(graph.value("traced", false));
   std::ifstream cmake(dir / "CMakeLists.txt");
   std::string text((std::istreambuf_iterator<char>(cmake)), std::istreambuf_iterator<char>());
   EXPECT_NE(text.find("strata_add_plugin(acme_npu src/plugin.cpp)"), std::string::npos) << text;

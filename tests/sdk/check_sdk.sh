@@ -66,11 +66,16 @@ cmake --build "$work/scaffold/build" > "$work/scaffold-build.log"
 devices=$(STRATA_PLUGIN_PATH="$work/scaffold/build/libstrata_plugin_scaffold.so" "$sdk/bin/strata" devices)
 echo "$devices" | grep -q "loaded   scaffold 0.1.0" || { echo "$devices"; exit 1; }
 echo "$devices" | grep -q "scaffold:0  accelerator" || { echo "$devices"; exit 1; }
-# The scaffold passes the conformance suite for what it claims, as generated,
-# through the test its CMakeLists.txt declares (what a vendor's CI runs).
+# The scaffold passes the conformance suite for what it claims, and its
+# traced step replays on it op by op like on cpu:0, as generated, through
+# the two tests its CMakeLists.txt declares (what a vendor's CI runs).
 ctest --test-dir "$work/scaffold/build" --output-on-failure > "$work/scaffold-check.log" ||
   { tail -30 "$work/scaffold-check.log"; exit 1; }
-grep "100% tests passed, 0 tests failed out of 1" "$work/scaffold-check.log" || { cat "$work/scaffold-check.log"; exit 1; }
+grep "100% tests passed, 0 tests failed out of 2" "$work/scaffold-check.log" || { cat "$work/scaffold-check.log"; exit 1; }
+STRATA_PLUGIN_PATH="$work/scaffold/build/libstrata_plugin_scaffold.so" "$sdk/bin/strata" trace diff \
+  "$work/scaffold/tests/step.json" --device scaffold:0 > "$work/scaffold-diff.log" || { cat "$work/scaffold-diff.log"; exit 1; }
+grep -Eq "forward +#3 +mul +pass +kernels" "$work/scaffold-diff.log" || { cat "$work/scaffold-diff.log"; exit 1; }
+grep -q "No op departs from cpu:0" "$work/scaffold-diff.log" || { cat "$work/scaffold-diff.log"; exit 1; }
 
 echo "== plugins/example_accelerator against the moved install, and its conformance run"
 cmake -S "$source/plugins/example_accelerator" -B "$work/example" -G Ninja -DCMAKE_BUILD_TYPE=Release \

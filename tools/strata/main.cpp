@@ -2,6 +2,7 @@
 // demo, plugin check.
 #include "commands.hpp"
 #include "plugin_check.hpp"
+#include "trace_diff.hpp"
 
 #include <strata/strata.hpp>
 
@@ -91,6 +92,41 @@ int main(int argc, char** argv) {
   trace_ops->add_flag("--json", trace_options.json, "Print one JSON object");
   trace_ops->add_option("--config", config_path, "JSON configuration file")->check(CLI::ExistingFile);
 
+  TraceDiffWorkerOptions diff_worker_options;
+  TraceDiffOptions& diff_options = diff_worker_options.diff;
+  auto add_diff_options = [&diff_options](CLI::App* cmd) {
+    cmd->add_option("graph", diff_options.graph, "The graph file (Graph::save)")->required();
+    cmd->add_option("--device", diff_options.device, "Device under test (default: the one the configuration selects)");
+    cmd->add_option("--reference", diff_options.reference, "Reference device (default cpu:0)");
+    cmd->add_option("--timeout-ms", diff_options.timeout_ms,
+                    "Milliseconds a check may run silently before it counts as a hang (default 10000)");
+    cmd->add_option("--rtol", diff_options.rtol, "Relative tolerance for every floating dtype (default: per dtype)")
+        ->check(CLI::NonNegativeNumber);
+    cmd->add_option("--atol", diff_options.atol,
+                    "Absolute tolerance for every floating dtype, times the largest magnitude of the reference "
+                    "tensor when above 1 (default: per dtype)")
+        ->check(CLI::NonNegativeNumber);
+    cmd->add_flag("--forward-only", diff_options.forward_only, "Check the forward pass only");
+  };
+  CLI::App* trace_diff = trace->add_subcommand(
+      "diff", "Check every op of a traced program on a device against a reference device, forward and backward, "
+              "and name the first op that departs (in child processes: crashes and hangs are named too)");
+  add_diff_options(trace_diff);
+  trace_diff->add_flag("--json", diff_options.json, "Print one JSON object");
+  trace_diff->add_option("--config", diff_options.config, "JSON configuration file (passed to the workers)")
+      ->check(CLI::ExistingFile);
+  CLI::App* diff_worker = trace->add_subcommand("diff-worker", "Worker process of trace diff");
+  diff_worker->group("");
+  add_diff_options(diff_worker);
+  diff_worker->add_option("--config", diff_options.config, "JSON configuration file")->check(CLI::ExistingFile);
+  diff_worker->add_flag("--pause-before-backward", diff_worker_options.pause_before_backward,
+                        "Stop at the first backward check");
+  diff_worker->add_option("--exclude-kernel", diff_worker_options.exclude_kernels, "Kernel of the device set aside");
+  diff_worker->add_option("--skip-node", diff_worker_options.skip_nodes, "Node whose backward check is skipped");
+  diff_worker->add_option("--event-fd", diff_worker_options.event_fd, "File descriptor for the JSON event lines")
+      ->required();
+  diff_worker->add_option("--resume", diff_worker_options.resume, "First check to run");
+
   LaunchOptions launch_options;
   CLI::App* launch = app.add_subcommand(
       "launch", "Run N ranks of a distributed program here, or on each of --hosts, output prefixed \"[rank k] \" "
@@ -133,6 +169,12 @@ int main(int argc, char** argv) {
     // The parent never touches the runtime: the plugin is loaded only by its workers.
     if (plugin_check->parsed()) return run_plugin_check(check_options);
     if (plugin_worker->parsed()) return run_plugin_check_worker(worker_options);
+    if (trace_diff->parsed()) {
+      if (diff_options.config.empty()) diff_options.config = config_path;  // `strata --config F trace diff`
+      return run_trace_diff(diff_options);
+    }
+    // Configures the runtime itself (with the kernels it sets aside).
+    if (diff_worker->parsed()) return run_trace_diff_worker(diff_worker_options);
     if (!config_path.empty()) strata::runtime().load_config(config_path);
     if (app.got_subcommand("version")) {
       std::cout << "strata " << strata::version() << " (plugin ABI " << strata::abi_version() << ")\n";

@@ -66,10 +66,12 @@ int run_new_backend(const std::string& name, const std::string& dir_option) {
       {"CMakeLists.txt", templates::kCMakeLists},
       {fs::path("src") / "plugin.cpp", templates::kPlugin},
       {"README.md", templates::kReadme},
+      {fs::path("tests") / "step.json", templates::kStepGraph},
   };
   fs::create_directories(dir / "src", ec);
+  if (!ec) fs::create_directories(dir / "tests", ec);
   if (ec) {
-    std::cerr << "strata new-backend: cannot create " << (dir / "src").string() << ": " << ec.message() << "\n";
+    std::cerr << "strata new-backend: cannot create the folders of " << dir.string() << ": " << ec.message() << "\n";
     return kFailure;
   }
   for (const auto& [relative, text] : files) {
@@ -82,7 +84,7 @@ int run_new_backend(const std::string& name, const std::string& dir_option) {
     }
   }
   std::cout << "Created the backend \"" << name << "\" in " << dir.string() << ":\n"
-            << "  CMakeLists.txt  src/plugin.cpp  README.md\n"
+            << "  CMakeLists.txt  src/plugin.cpp  tests/step.json  README.md\n"
             << "Build it against this SDK and check it:\n"
             << "  cmake -S " << dir.string() << " -B " << (dir / "build").string()
             << " -DCMAKE_PREFIX_PATH=<Strata install prefix>\n"

@@ -4,19 +4,14 @@
 // (a table, --json or --markdown).
 #include "commands.hpp"
 #include "plugin_check.hpp"
+#include "worker_process.hpp"
 
 #include <nlohmann/json.hpp>
-#include <fcntl.h>
-#include <poll.h>
-#include <signal.h>
 #include <sys/stat.h>
-#include <sys/wait.h>
-#include <unistd.h>
 
 #include <algorithm>
 #include <array>
 #include <cerrno>
-#include <chrono>
 #include <cstring>
 #include <fstream>
 #include <iomanip>
@@ -33,7 +28,6 @@ namespace {
 /// At most this many workers are started for one check (each crash or hang
 /// costs one); after that the remaining cases are reported as not run.
 constexpr int kMaxWorkers = 64;
-constexpr size_t kStderrTail = 400;
 /// The least a worker is given to load the plugins before its first event.
 constexpr int64_t kStartupMs = 30000;
 
@@ -104,21 +98,12 @@ struct WorkerRun {
   std::optional<int> paused;    // stopped before the derivative cases, which start here
 };
 
-std::string signal_text(int sig) {
-  const char* name = sigabbrev_np(sig);
-  return "signal " + std::to_string(sig) + (name != nullptr ? std::string(", SIG") + name : std::string());
-}
-
 /// Runs one worker from case `resume`, adding what it reports to `records`
 /// (and its hello to `hello`).
 WorkerRun run_worker(const PluginCheckOptions& options, int resume, const std::vector<std::string>& skip_cells,
                      const std::vector<std::string>& exclude, bool pause, nlohmann::json& hello,
                      std::vector<CaseRecord>& records) {
   WorkerRun run;
-  int events[2], errs[2];
-  if (::pipe2(events, O_CLOEXEC) != 0 || ::pipe2(errs, O_CLOEXEC) != 0) {
-    throw std::runtime_error(std::string("pipe: ") + std::strerror(errno));
-  }
   std::vector<std::string> args{"strata", "plugin", "check-worker", options.path, "--event-fd", "3",
                                 "--resume", std::to_string(resume), "--timeout-ms", std::to_string(options.timeout_ms)};
   if (!options.device.empty()) args.insert(args.end(), {"--device", options.device});
@@ -127,121 +112,42 @@ WorkerRun run_worker(const PluginCheckOptions& options, int resume, const std::v
   for (const std::string& cell : skip_cells) args.insert(args.end(), {"--skip-cell", cell});
   for (const std::string& kernel : exclude) args.insert(args.end(), {"--exclude-kernel", kernel});
   if (pause) args.push_back("--pause-before-derivatives");
-  std::vector<char*> argv;
-  for (std::string& a : args) argv.push_back(a.data());
-  argv.push_back(nullptr);
 
-  const pid_t pid = ::fork();
-  if (pid < 0) throw std::runtime_error(std::string("fork: ") + std::strerror(errno));
-  if (pid == 0) {
-    // The child: its own process group (killed as one), events on fd 3,
-    // stdout discarded (a plugin may print), stderr to the parent.
-    ::setpgid(0, 0);
-    const int null_fd = ::open("/dev/null", O_WRONLY);
-    if (::dup2(events[1], 3) < 0 || ::dup2(errs[1], 2) < 0 || null_fd < 0 || ::dup2(null_fd, 1) < 0) ::_exit(127);
-    ::execv("/proc/self/exe", argv.data());
-    ::_exit(127);
-  }
-  ::setpgid(pid, pid);  // also here: no race with the child's own call
-  ::close(events[1]);
-  ::close(errs[1]);
-
-  std::string pending, err_tail;
   std::optional<CaseRecord> started;
-  bool timed_out = false;
-  bool greeted = false;  // the worker said hello (or refused)
-  auto last_event = std::chrono::steady_clock::now();
-  std::array<pollfd, 2> fds{{{events[0], POLLIN, 0}, {errs[0], POLLIN, 0}}};
-  while (fds[0].fd >= 0) {
-    const auto silent = std::chrono::duration_cast<std::chrono::milliseconds>(std::chrono::steady_clock::now() - last_event);
-    // Until the worker has loaded the plugins and said hello, allow at least
-    // kStartupMs: the runtime's own child probe (plugins.probe_timeout_ms)
-    // bounds a plugin that hangs while loading.
-    const int64_t limit = greeted ? options.timeout_ms : std::max<int64_t>(options.timeout_ms, kStartupMs);
-    const int64_t left = limit - silent.count();
-    if (left <= 0) {
-      timed_out = true;
-      break;
+  const WorkerExit exit = run_worker_process(args, options.timeout_ms, kStartupMs, [&](const nlohmann::json& e) {
+    const std::string kind = e["event"];
+    if (kind == "hello") {
+      if (hello.is_null()) hello = e;
+    } else if (kind == "refused") {
+      run.refused = true;
+      run.refusal = e.value("reason", std::string("refused"));
+      if (hello.is_null() && e.contains("plugin")) hello = e;
+    } else if (kind == "start") {
+      started = CaseRecord{e.value("case", 0), e.value("name", ""), e.value("op", ""), e.value("dtype", ""), "", "", 0.0};
+    } else if (kind == "result" && started && started->index == e.value("case", -1)) {
+      started->status = e.value("status", "fail");
+      started->message = e.value("message", "");
+      started->max_error = e.value("max_error", nlohmann::json(0.0));
+      records.push_back(*started);
+      started.reset();
+    } else if (kind == "done") {
+      run.done = true;
+    } else if (kind == "paused") {
+      run.paused = e.value("case", 0);
+      run.done = true;
     }
-    const int n = ::poll(fds.data(), fds.size(), static_cast<int>(std::min<int64_t>(left, 1000)));
-    if (n < 0 && errno != EINTR) break;
-    for (pollfd& f : fds) {
-      if (f.fd < 0 || (f.revents & (POLLIN | POLLHUP | POLLERR)) == 0) continue;
-      char buf[8192];
-      const ssize_t got = ::read(f.fd, buf, sizeof buf);
-      if (got <= 0) {
-        if (got < 0 && errno == EINTR) continue;
-        ::close(f.fd);
-        f.fd = -1;
-        continue;
-      }
-      if (&f == &fds[1]) {
-        err_tail.append(buf, static_cast<size_t>(got));
-        if (err_tail.size() > 4 * kStderrTail) err_tail.erase(0, err_tail.size() - kStderrTail);
-        continue;
-      }
-      pending.append(buf, static_cast<size_t>(got));
-      last_event = std::chrono::steady_clock::now();
-      size_t nl;
-      while ((nl = pending.find('\n')) != std::string::npos) {
-        nlohmann::json e = nlohmann::json::parse(pending.substr(0, nl), nullptr, false);
-        pending.erase(0, nl + 1);
-        if (e.is_discarded() || !e.contains("event")) continue;
-        const std::string kind = e["event"];
-        greeted = true;
-        if (kind == "hello") {
-          if (hello.is_null()) hello = e;
-        } else if (kind == "refused") {
-          run.refused = true;
-          run.refusal = e.value("reason", std::string("refused"));
-          if (hello.is_null() && e.contains("plugin")) hello = e;
-        } else if (kind == "start") {
-          started = CaseRecord{e.value("case", 0), e.value("name", ""), e.value("op", ""), e.value("dtype", ""), "", "", 0.0};
-        } else if (kind == "result" && started && started->index == e.value("case", -1)) {
-          started->status = e.value("status", "fail");
-          started->message = e.value("message", "");
-          started->max_error = e.value("max_error", nlohmann::json(0.0));
-          records.push_back(*started);
-          started.reset();
-        } else if (kind == "done") {
-          run.done = true;
-        } else if (kind == "paused") {
-          run.paused = e.value("case", 0);
-          run.done = true;
-        }
-      }
-    }
-  }
-  if (timed_out) ::kill(-pid, SIGKILL);
-  for (pollfd& f : fds) {
-    if (f.fd >= 0) ::close(f.fd);
-  }
-  int status = 0;
-  while (::waitpid(pid, &status, 0) < 0 && errno == EINTR) {
-  }
-  ::kill(-pid, SIGKILL);  // anything the plugin left behind in the group
-
-  std::string tail = err_tail.size() > kStderrTail ? err_tail.substr(err_tail.size() - kStderrTail) : err_tail;
-  while (!tail.empty() && (tail.back() == '\n' || tail.back() == ' ')) tail.pop_back();
-  const std::string stderr_note = tail.empty() ? "" : "; its stderr ended with: " + tail;
-  if (timed_out) {
-    run.death = "hang (no answer within " +
-                std::to_string(greeted ? options.timeout_ms : std::max<int64_t>(options.timeout_ms, kStartupMs)) + " ms)";
-    run.done = false;
-  } else if (WIFSIGNALED(status)) {
-    run.death = "crash (" + signal_text(WTERMSIG(status)) + ")";
-    run.done = false;
-  } else if (!run.done && !run.refused) {
-    run.death = "exit (status " + std::to_string(WIFEXITED(status) ? WEXITSTATUS(status) : -1) + ")";
-  }
+  });
+  const bool died = exit.timed_out || exit.signal != 0;
+  if (died) run.done = false;
+  if (died || (!run.done && !run.refused)) run.death = exit.death();
   if (!run.done && started) {
-    started->status = timed_out ? "hang" : WIFSIGNALED(status) ? "crash" : "crash";
+    started->status = exit.timed_out ? "hang" : "crash";
     started->message = run.death + " in " + (started->op.empty() ? started->name : started->op + " " + started->dtype) +
-                       ", case \"" + started->name + "\"" + stderr_note;
+                       ", case \"" + started->name + "\"" + exit.stderr_note();
     run.interrupted = started;
     records.push_back(*started);
   } else if (!run.done && !run.refused) {
-    run.death += stderr_note;
+    run.death += exit.stderr_note();
   }
   return run;
 }

@@ -9,6 +9,7 @@
 //   {"event":"done"}
 #include "conformance_cases.hpp"
 #include "plugin_check.hpp"
+#include "worker_process.hpp"
 
 #include <strata/strata.hpp>
 
@@ -27,18 +28,6 @@ namespace strata::cli {
 namespace {
 
 namespace fs = std::filesystem;
-
-/// Writes one event line to the pipe (all of it, retrying short writes).
-void emit(int fd, const nlohmann::json& event) {
-  const std::string line = event.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace) + "\n";
-  size_t done = 0;
-  while (done < line.size()) {
-    const ssize_t n = ::write(fd, line.data() + done, line.size() - done);
-    if (n < 0 && errno == EINTR) continue;
-    if (n <= 0) std::_Exit(4);  // the parent is gone: nobody to report to
-    done += static_cast<size_t>(n);
-  }
-}
 
 std::string canonical(const std::string& path) {
   std::error_code ec;
@@ -111,7 +100,7 @@ int run_plugin_check_worker(const PluginWorkerOptions& options) {
   try {
     rt.configure(worker_config(path, options.exclude_kernels, ctx.reference_is_dut));
   } catch (const Error& e) {
-    emit(fd, {{"event", "refused"}, {"reason", std::string("cannot configure the worker: ") + e.what()}});
+    emit_event(fd, {{"event", "refused"}, {"reason", std::string("cannot configure the worker: ") + e.what()}});
     return 0;
   }
 
@@ -123,20 +112,20 @@ int run_plugin_check_worker(const PluginWorkerOptions& options) {
     if (p.loaded && p.name == "cpu") cpu = &p;
   }
   if (tested == nullptr) {
-    emit(fd, {{"event", "refused"}, {"reason", "the runtime did not consider " + path}});
+    emit_event(fd, {{"event", "refused"}, {"reason", "the runtime did not consider " + path}});
     return 0;
   }
   if (!tested->loaded) {
-    emit(fd, {{"event", "refused"}, {"reason", tested->reason}, {"plugin", plugin_json(*tested)}});
+    emit_event(fd, {{"event", "refused"}, {"reason", tested->reason}, {"plugin", plugin_json(*tested)}});
     return 0;
   }
   if (cpu == nullptr) {
-    emit(fd, {{"event", "refused"},
+    emit_event(fd, {{"event", "refused"},
               {"reason", "the reference CPU plugin (" + library_directory() + "/strata/plugins) did not load"}});
     return 0;
   }
   if (tested->devices.empty()) {
-    emit(fd, {{"event", "refused"}, {"reason", "the plugin loaded but has no device"}, {"plugin", plugin_json(*tested)}});
+    emit_event(fd, {{"event", "refused"}, {"reason", "the plugin loaded but has no device"}, {"plugin", plugin_json(*tested)}});
     return 0;
   }
   const DeviceInfo* dut = &tested->devices.front();
@@ -148,7 +137,7 @@ int run_plugin_check_worker(const PluginWorkerOptions& options) {
     if (dut == nullptr) {
       std::string ids;
       for (const DeviceInfo& d : tested->devices) ids += (ids.empty() ? "" : ", ") + d.id;
-      emit(fd, {{"event", "refused"},
+      emit_event(fd, {{"event", "refused"},
                 {"reason", "--device " + options.check.device + " is not a device of " + tested->name + " (it has " +
                                ids + ")"}});
       return 0;
@@ -170,7 +159,7 @@ int run_plugin_check_worker(const PluginWorkerOptions& options) {
   std::vector<conformance::Case> cases = conformance::build_cases(ctx);
   size_t derivatives_from = 0;
   while (derivatives_from < cases.size() && !cases[derivatives_from].op.ends_with(" (derivatives)")) ++derivatives_from;
-  emit(fd, {{"event", "hello"},
+  emit_event(fd, {{"event", "hello"},
             {"cases", cases.size()},
             {"derivatives_from", derivatives_from},
             {"excluded_kernels", options.exclude_kernels},
@@ -190,11 +179,11 @@ int run_plugin_check_worker(const PluginWorkerOptions& options) {
   }
   for (size_t i = static_cast<size_t>(std::max(options.resume, 0)); i < cases.size(); ++i) {
     if (i == derivatives_from && failed && options.pause_before_derivatives && !ctx.reference_is_dut) {
-      emit(fd, {{"event", "paused"}, {"case", i}});
+      emit_event(fd, {{"event", "paused"}, {"case", i}});
       return 0;
     }
     const conformance::Case& c = cases[i];
-    emit(fd, {{"event", "start"}, {"case", i}, {"name", c.name}, {"op", c.op}, {"dtype", c.dtype}});
+    emit_event(fd, {{"event", "start"}, {"case", i}, {"name", c.name}, {"op", c.op}, {"dtype", c.dtype}});
     conformance::Outcome o;
     const bool poisoned = !c.op.empty() && std::find(options.skip_cells.begin(), options.skip_cells.end(),
                                                      cell_key(c.op, c.dtype)) != options.skip_cells.end();
@@ -211,13 +200,13 @@ int run_plugin_check_worker(const PluginWorkerOptions& options) {
       }
     }
     failed = failed || o.status == conformance::Status::fail;
-    emit(fd, {{"event", "result"},
+    emit_event(fd, {{"event", "result"},
               {"case", i},
               {"status", conformance::status_name(o.status)},
               {"message", o.message},
               {"max_error", std::isfinite(o.max_error) ? nlohmann::json(o.max_error) : nlohmann::json("inf")}});
   }
-  emit(fd, {{"event", "done"}});
+  emit_event(fd, {{"event", "done"}});
   return 0;
 }
 

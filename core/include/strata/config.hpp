@@ -109,6 +109,10 @@ struct Config {
                             const std::string& base_dir);
   /// The configuration used when no file is found.
   static Config builtin_default();
+  /// The configuration the runtime loads when none is given: the file
+  /// STRATA_CONFIG names, else the installed share/strata/configs/default.json,
+  /// else builtin_default(). Parses only (loads no plugin). Throws ConfigError.
+  static Config find();
 
   /// Settings for a device: its id's entry, else its backend's, else defaults.
   DeviceConfig device(const std::string& backend, int index) const;

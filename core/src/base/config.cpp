@@ -14,6 +14,7 @@
 
 #include <algorithm>
 #include <cerrno>
+#include <cstdlib>
 #include <filesystem>
 #include <system_error>
 
@@ -93,6 +94,14 @@ Config Config::builtin_default() {
   cfg.source = std::string(kBuiltinSource);
   cfg.plugin_paths = {library_directory() + "/strata/plugins"};
   return cfg;
+}
+
+Config Config::find() {
+  if (const char* env = std::getenv("STRATA_CONFIG"); env != nullptr && *env != '\0') return from_file(env);
+  const fs::path installed = fs::path(library_directory()) / ".." / "share" / "strata" / "configs" / "default.json";
+  std::error_code ec;
+  if (fs::exists(installed, ec)) return from_file(installed.lexically_normal().string());
+  return builtin_default();
 }
 
 DeviceConfig Config::device(const std::string& backend, int index) const {

@@ -28,17 +28,6 @@ namespace {
 
 std::atomic<bool> g_shutting_down{false};
 
-Config find_config() {
-  if (const char* env = std::getenv("STRATA_CONFIG"); env != nullptr && *env != '\0') {
-    return Config::from_file(env);
-  }
-  std::filesystem::path installed =
-      std::filesystem::path(library_directory()) / ".." / "share" / "strata" / "configs" / "default.json";
-  std::error_code ec;
-  if (std::filesystem::exists(installed, ec)) return Config::from_file(installed.lexically_normal().string());
-  return Config::builtin_default();
-}
-
 int type_rank(strata_device_type t) {
   switch (t) {
     case STRATA_DEVICE_GPU: return 0;
@@ -88,7 +77,7 @@ void Runtime::Impl::ensure_initialized() {
   if (initialized.load(std::memory_order_acquire)) return;
   std::lock_guard lock(mutex);
   if (initialized.load(std::memory_order_relaxed)) return;
-  apply(find_config());
+  apply(Config::find());
 }
 
 void Runtime::Impl::apply(const Config& new_config) {

@@ -58,6 +58,22 @@ constexpr AttrRule kCoreAttrs[] = {
     {"pads", GraphAttr::Kind::integers}, {"value", GraphAttr::Kind::real},    {"sizes", GraphAttr::Kind::integers},
 };
 
+/// Whether a graph attribute of kind `g` gives an op attribute of kind `k`.
+bool kind_matches(strata_attr_kind k, GraphAttr::Kind g) {
+  using K = GraphAttr::Kind;
+  switch (k) {
+    case STRATA_ATTR_INT: return g == K::integer;
+    case STRATA_ATTR_FLOAT: return g == K::real;
+    case STRATA_ATTR_INTS: return g == K::integers;
+    case STRATA_ATTR_BOOL: return g == K::flag;
+    case STRATA_ATTR_DTYPE: return g == K::dtype;
+    case STRATA_ATTR_FLOATS: return g == K::reals;
+    case STRATA_ATTR_STRING: return g == K::text;
+    case STRATA_ATTR_SCALAR: return g == K::scalar_int || g == K::scalar_real;
+    default: return false;
+  }
+}
+
 /// What the view and join ops read (dispatched ops read theirs in prepare).
 struct Required {
   std::string_view op;
@@ -173,11 +189,20 @@ class Checker {
         if (n.attrs[j].name == a.name) fail(pa + "/name", where(k) + "attribute \"" + a.name + "\" given twice");
       }
       if (!core) continue;
+      // The op's own declaration first (linear's "activation", ...), then
+      // the attributes the public functions record for the rest.
+      const AttrDecl* decl = nullptr;
+      for (const AttrDecl& d : op.attrs)
+        if (a.name == d.name) decl = &d;
       const AttrRule* rule = nullptr;
       for (const AttrRule& r : kCoreAttrs)
         if (r.name == a.name) rule = &r;
-      if (rule == nullptr) fail(pa + "/name", where(k) + "no op of the core reads an attribute \"" + a.name + "\"");
-      if (rule->kind != a.kind) fail(pa + "/kind", where(k) + "attribute \"" + a.name + "\" has the wrong kind");
+      if (decl == nullptr && rule == nullptr) {
+        fail(pa + "/name", where(k) + "no op of the core reads an attribute \"" + a.name + "\"");
+      }
+      if (decl != nullptr ? !kind_matches(decl->kind, a.kind) : rule->kind != a.kind) {
+        fail(pa + "/kind", where(k) + "attribute \"" + a.name + "\" has the wrong kind");
+      }
       if (a.kind == GraphAttr::Kind::dtype && !is_dtype_value(a.i)) {
         fail(pa + "/value", where(k) + std::string(kDTypeValuesExpected));
       }

@@ -269,7 +269,12 @@ OpResult execute(OpCall& call, bool& decomposed) {
   if (op.kind == OpKind::composite && op.decompose != nullptr) {
     decomposed = true;  // its primitives recorded themselves
     OpResult parts;
-    for (Tensor& t : op.decompose(call)) parts.push_back(std::move(t));
+    try {
+      for (Tensor& t : op.decompose(call)) parts.push_back(std::move(t));
+    } catch (const DTypeError& e) {  // an intermediate the device cannot hold (a bool mask on an f32-only device)
+      throw DTypeError(std::string(e.what()) + " (in the decomposition of " + std::string(op.name) + ", which " +
+                       dev.id + " has no kernel for)");
+    }
     // Preset outputs (an in-place op such as adam_step) receive the results.
     for (int k = 0; k < call.n_outputs; ++k) {
       Tensor preset = call.preset[static_cast<size_t>(k)];
