@@ -13,9 +13,9 @@ using c64 = std::complex<float>;
 using c128 = std::complex<double>;
 
 template <>
-struct Scalar<c64> : PlainScalar<c64, c64, STRATA_C64> {};
+struct Scalar<c64> : PlainScalar<c64, c64> {};
 template <>
-struct Scalar<c128> : PlainScalar<c128, c128, STRATA_C128> {};
+struct Scalar<c128> : PlainScalar<c128, c128> {};
 
 using ComplexTypes = TypeList<c64, c128>;
 

@@ -7,6 +7,7 @@
 #pragma once
 
 #include <strata/plugin/half.hpp>
+#include <strata/plugin/kernel.hpp>
 #include <strata/plugin/strata_plugin.h>
 #include <strata/plugin/strata_plugin.hpp>
 
@@ -26,47 +27,57 @@ struct bf16 {
 /// bool storage: one byte holding 0 or 1 (read as `!= 0`, never as C++ bool).
 using bool8 = uint8_t;
 
+}  // namespace strata::cpu
+
+/// The dtypes of the storage types above, for kernel signatures
+/// (strata/plugin/kernel.hpp; float, double, int32_t, int64_t are the SDK's).
+STRATA_PLUGIN_DTYPE(strata::cpu::f16, STRATA_F16);
+STRATA_PLUGIN_DTYPE(strata::cpu::bf16, STRATA_BF16);
+STRATA_PLUGIN_DTYPE(strata::cpu::bool8, STRATA_BOOL);
+
+namespace strata::cpu {
+
 template <class T>
 struct Scalar;
 
 /// A dtype stored as itself: computes in C, named by plugin::dtype_name.
-template <class T, class C, strata_dtype D>
+template <class T, class C>
 struct PlainScalar {
   using compute = C;
-  static constexpr strata_dtype dtype = D;
-  static const char* name() { return plugin::dtype_name(D); }
+  static constexpr strata_dtype dtype = plugin::dtype_v<T>;
+  static const char* name() { return plugin::dtype_name(dtype); }
   static C load(T v) { return static_cast<C>(v); }
   static T store(C v) { return static_cast<T>(v); }
 };
 
 /// A 16-bit float stored as bits (H::bits), computed in f32.
-template <class H, strata_dtype D, float (*ToFloat)(uint16_t), uint16_t (*FromFloat)(float)>
+template <class H, float (*ToFloat)(uint16_t), uint16_t (*FromFloat)(float)>
 struct HalfScalar {
   using compute = float;
-  static constexpr strata_dtype dtype = D;
-  static const char* name() { return plugin::dtype_name(D); }
+  static constexpr strata_dtype dtype = plugin::dtype_v<H>;
+  static const char* name() { return plugin::dtype_name(dtype); }
   static float load(H v) { return ToFloat(v.bits); }
   static H store(float v) { return H{FromFloat(v)}; }
 };
 
 template <>
-struct Scalar<float> : PlainScalar<float, float, STRATA_F32> {};
+struct Scalar<float> : PlainScalar<float, float> {};
 template <>
-struct Scalar<double> : PlainScalar<double, double, STRATA_F64> {};
+struct Scalar<double> : PlainScalar<double, double> {};
 template <>
-struct Scalar<int32_t> : PlainScalar<int32_t, int32_t, STRATA_I32> {};
+struct Scalar<int32_t> : PlainScalar<int32_t, int32_t> {};
 template <>
-struct Scalar<int64_t> : PlainScalar<int64_t, int64_t, STRATA_I64> {};
+struct Scalar<int64_t> : PlainScalar<int64_t, int64_t> {};
 template <>
-struct Scalar<f16> : HalfScalar<f16, STRATA_F16, f16_to_float, float_to_f16> {};
+struct Scalar<f16> : HalfScalar<f16, f16_to_float, float_to_f16> {};
 template <>
-struct Scalar<bf16> : HalfScalar<bf16, STRATA_BF16, bf16_to_float, float_to_bf16> {};
+struct Scalar<bf16> : HalfScalar<bf16, bf16_to_float, float_to_bf16> {};
 
 template <>
 struct Scalar<bool8> {
   using compute = bool;
   static constexpr strata_dtype dtype = STRATA_BOOL;
-  static const char* name() { return plugin::dtype_name(STRATA_BOOL); }
+  static const char* name() { return plugin::dtype_name(dtype); }
   static bool load(bool8 v) { return v != 0; }
   static bool8 store(bool v) { return static_cast<bool8>(v); }
 };

@@ -10,9 +10,10 @@
 //   };
 //
 // `entry<Impl>` is the function handed to the host: it checks the call
-// struct's size, operand counts, descriptors and dtypes against the signature,
-// resolves the thread count and turns every exception into a status, so
-// nothing ever throws across the ABI. `add<Impl>(table)` registers it.
+// against the signature (the SDK's plugin::Signature: struct size, operand
+// counts, descriptors and dtypes), resolves the thread count and turns every
+// exception into a status, so nothing ever throws across the ABI.
+// `add<Impl>(table)` registers it.
 //
 // Per-call cost matters (a 1-element add is dominated by it): the checks are a
 // handful of compares on fields the kernel reads anyway, nothing is copied (a
@@ -23,6 +24,7 @@
 #include "dtype.hpp"
 #include "state.hpp"
 
+#include <strata/plugin/kernel.hpp>
 #include <strata/plugin/strata_ops.h>
 #include <strata/plugin/strata_plugin.hpp>
 
@@ -56,16 +58,7 @@ struct KernelCall {
   const strata_tensor* const* inputs() const { return abi.inputs; }
 };
 
-/// The fields of a (non-NULL) descriptor a kernel relies on: a 2.0 size at
-/// least, dtype `dtype`, a rank the strided walkers handle. No branches: the
-/// checks of all operands are combined and tested once.
-inline bool fields_ok(const strata_tensor* t, strata_dtype dtype) {
-  return (t->struct_size >= STRATA_TENSOR_MIN_SIZE) & (t->dtype == dtype) &
-         (static_cast<uint32_t>(t->rank) <= STRATA_MAX_RANK);
-}
-
-/// A descriptor a kernel may read: present and fields_ok.
-inline bool operand_ok(const strata_tensor* t, strata_dtype dtype) { return t != nullptr && fields_ok(t, dtype); }
+using plugin::operand_ok;
 
 // ---- Failure paths ------------------------------------------------------------------
 
@@ -98,52 +91,16 @@ inline int kernel_threads(const strata_kernel_call& call) {
   return call.state != nullptr ? as_state(call.state)->threads : omp_get_max_threads();
 }
 
-/// Dtype signature of a kernel, as a function type Out(Ins...).
-template <class Sig>
-struct SignatureOf;
-
-template <class Out, class... Ins>
-struct SignatureOf<Out(Ins...)> {
-  static constexpr int arity = sizeof...(Ins);
-  static constexpr std::array<strata_dtype, sizeof...(Ins) + 1> dtypes = {Scalar<Ins>::dtype..., Scalar<Out>::dtype};
-
-  /// "f32,f32->bool"
-  static std::string text() {
-    std::string s;
-    ((s += s.empty() ? "" : ",", s += Scalar<Ins>::name()), ...);
-    return s + "->" + Scalar<Out>::name();
-  }
-
-  /// Every operand of the signature's dtype and well formed, tested with one
-  /// branch. The descriptor pointers themselves are not tested for NULL (a
-  /// host passing NULL in an operand array faults at once, in plain sight);
-  /// what is tested is what would otherwise go wrong silently.
-  static bool matches(const strata_tensor* const* in, const strata_tensor* out) {
-    return matches(in, out, std::index_sequence_for<Ins...>{});
-  }
-
- private:
-  template <size_t... I>
-  static bool matches(const strata_tensor* const* in, const strata_tensor* out, std::index_sequence<I...>) {
-    // Bitwise on purpose (no short-circuit branches), on unsigned so that
-    // clang's -Wbitwise-instead-of-logical has nothing to say.
-    return ((static_cast<unsigned>(fields_ok(in[I], Scalar<Ins>::dtype)) & ... &
-             static_cast<unsigned>(fields_ok(out, Scalar<Out>::dtype)))) != 0u;
-  }
-};
+/// Dtype signature of a kernel, as a function type Out(Ins...) over the
+/// storage types of dtype.hpp (the SDK's typed spec, strata/plugin/kernel.hpp).
+template <class F>
+using SignatureOf = plugin::SignatureOf<F>;
 
 template <class Impl>
 strata_status entry(const strata_kernel_call* call) noexcept {
   using Sig = SignatureOf<typename Impl::signature>;
-  if (call == nullptr || call->struct_size < STRATA_KERNEL_CALL_MIN_SIZE) [[unlikely]] {
-    return refuse_small_call(call, Impl::name);
-  }
-  if ((call->n_inputs != Sig::arity) | (call->n_outputs != 1) | (Sig::arity > 0 && call->inputs == nullptr) |
-      (call->outputs == nullptr)) [[unlikely]] {
-    return refuse_operands(*call, Impl::name, Sig::dtypes.data(), Sig::arity, Sig::dtypes.data() + Sig::arity, 1);
-  }
-  if (!Sig::matches(call->inputs, call->outputs[0])) [[unlikely]] {
-    return refuse_operands(*call, Impl::name, Sig::dtypes.data(), Sig::arity, Sig::dtypes.data() + Sig::arity, 1);
+  if (!Sig::accepts(call)) [[unlikely]] {
+    return Sig::refuse(call, Impl::name);
   }
   // No lambda layers here: the body must inline into this function (a tiny
   // add is dominated by what happens around its one-element loop).

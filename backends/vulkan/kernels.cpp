@@ -6,6 +6,7 @@
 #include <cstring>
 #include <deque>
 #include <mutex>
+#include <stdexcept>
 #include <unordered_map>
 #include <utility>
 
@@ -29,13 +30,18 @@ SpecRegistry& specs() {
 
 }  // namespace
 
-const OpSpec& op_spec(const char* op, int32_t code) {
+const OpSpec& op_spec(const char* op, int32_t code, std::initializer_list<strata_dtype> ins, strata_dtype out) {
+  if (ins.size() > static_cast<size_t>(OpSpec::kMaxInputs)) throw std::logic_error("op_spec: too many inputs");
+  OpSpec wanted{op, code, 0, static_cast<int32_t>(ins.size()), {}};
+  std::copy(ins.begin(), ins.end(), wanted.dtypes.begin());
+  wanted.dtypes[ins.size()] = out;
   SpecRegistry& r = specs();
   std::lock_guard lock(r.mutex);
   for (const OpSpec& s : r.specs) {
-    if (s.code == code && std::strcmp(s.op, op) == 0) return s;
+    if (s.code == code && s.n_in == wanted.n_in && s.dtypes == wanted.dtypes && std::strcmp(s.op, op) == 0) return s;
   }
-  r.specs.push_back(OpSpec{op, code, static_cast<uint32_t>(r.specs.size())});
+  wanted.id = static_cast<uint32_t>(r.specs.size());
+  r.specs.push_back(wanted);
   return r.specs.back();
 }
 
@@ -56,7 +62,7 @@ void Registry::add_entry(const char* op, int32_t code, std::initializer_list<str
   if (!stores(out)) return;
   sig += "->";
   sig += tag(out);
-  const OpSpec& spec = op_spec(op, code);
+  const OpSpec& spec = op_spec(op, code, ins, out);
   table_.add(op, std::move(sig), fn, flags, const_cast<OpSpec*>(&spec), STRATA_OP_VERSION);
 }
 
@@ -89,14 +95,11 @@ strata_status with_operands(const Call& call, strata_status status) {
 
 namespace {
 
-/// Checks a descriptor against its buffer and the kernels' 32-bit indexing.
+/// Checks a descriptor (its size, dtype and rank already checked against
+/// the signature) against its buffer and the kernels' 32-bit indexing.
 strata_status check_tensor(const strata_kernel_call& call, const OpSpec& spec, const Device& device,
                            const strata_tensor* tp, const char* role, int k) {
   const std::string& dev = device.id();
-  if (tp == nullptr || !plugin::large_enough(tp, STRATA_TENSOR_MIN_SIZE)) {
-    return fail(call.error, STRATA_ERROR_INVALID_ARGUMENT, "%s: %s %d is missing or too small a descriptor (%s)",
-                spec.op, role, k, dev.c_str());
-  }
   const strata_tensor& t = *tp;
   const auto* b = reinterpret_cast<const Buffer*>(t.buffer);
   if (b == nullptr || b->magic != Buffer::kMagic) {
@@ -145,13 +148,16 @@ strata_status check_tensor(const strata_kernel_call& call, const OpSpec& spec, c
 }  // namespace
 
 strata_status prepare(const strata_kernel_call& call, const OpSpec& spec, Device** device, Stream** stream) {
+  // Counts, arrays and each descriptor's size, dtype and rank against the
+  // entry's signature.
+  if (!plugin::operands_match(call, spec.in(), spec.n_in, spec.out(), 1)) {
+    return plugin::refuse_call(&call, spec.op, spec.in(), spec.n_in, spec.out(), 1);
+  }
   Device* d = device_of(call.state, call.device, call.error);
   if (d == nullptr) return STRATA_ERROR_INVALID_ARGUMENT;
-  if (call.n_outputs != 1 || call.outputs == nullptr || call.n_inputs < 0 ||
-      (call.n_inputs > 0 && call.inputs == nullptr) || (call.n_attrs > 0 && call.attrs == nullptr)) {
-    return fail(call.error, STRATA_ERROR_INVALID_ARGUMENT,
-                "%s: bad call: %d inputs, %d outputs, %d attributes (one output and non-null arrays expected) on %s",
-                spec.op, call.n_inputs, call.n_outputs, call.n_attrs, d->id().c_str());
+  if (call.n_attrs > 0 && call.attrs == nullptr) {
+    return fail(call.error, STRATA_ERROR_INVALID_ARGUMENT, "%s: %d attributes in a NULL array on %s", spec.op,
+                call.n_attrs, d->id().c_str());
   }
   if (strata_status s = d->check_lost(call.error); s != STRATA_OK) return s;
   if (strata_status s = check_tensor(call, spec, *d, call.outputs[0], "output", 0); s != STRATA_OK) return s;

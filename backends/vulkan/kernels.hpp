@@ -10,12 +10,14 @@
 //
 // and is registered per op with the op's name constant (strata_ops.h) and
 // the shader opcode it runs with: `reg.add<Unary>(STRATA_OP_EXP, OP_EXP,
-// {d}, d)`. The pair (op, opcode) becomes an OpSpec, handed to the host as
-// the entry's user_data and back to the kernel in call->user_data, so no
-// kernel ever maps op names to opcodes itself. `entry<K>` is what the table
-// holds: it checks the call struct, resolves device and stream, validates
-// every descriptor against its buffer, locks the stream's recording batch
-// and turns exceptions into statuses (nothing throws across the ABI).
+// {d}, d)`. The op, the opcode and the signature become an OpSpec, handed to
+// the host as the entry's user_data and back to the kernel in
+// call->user_data, so no kernel ever maps op names to opcodes itself.
+// `entry<K>` is what the table holds: it checks the call struct and its
+// operands against the signature (the SDK's plugin::operands_match),
+// resolves device and stream, validates every descriptor against its
+// buffer, locks the stream's recording batch and turns exceptions into
+// statuses (nothing throws across the ABI).
 #pragma once
 
 #include <array>
@@ -23,6 +25,7 @@
 #include <initializer_list>
 #include <mutex>
 #include <stdexcept>
+#include <strata/plugin/kernel.hpp>
 #include <strata/plugin/strata_plugin.hpp>
 #include <string>
 
@@ -38,12 +41,20 @@ using plugin::fail;
 /// the shader's opcode (specialization constant 0). `id` names the op in
 /// deferred-error records, which shaders write without knowing names.
 struct OpSpec {
+  static constexpr int kMaxInputs = 7;
   const char* op;  // a STRATA_OP_* constant
   int32_t code;
   uint32_t id;
+  /// The entry's signature: n_in inputs' dtypes, then the output's
+  /// (prepare checks each call against it: plugin::operands_match).
+  int32_t n_in;
+  std::array<strata_dtype, kMaxInputs + 1> dtypes;
+
+  const strata_dtype* in() const { return dtypes.data(); }
+  const strata_dtype* out() const { return dtypes.data() + n_in; }
 };
-/// The interned spec of (op, code): one per pair for the process.
-const OpSpec& op_spec(const char* op, int32_t code);
+/// The interned spec of (op, code, signature): one per entry for the process.
+const OpSpec& op_spec(const char* op, int32_t code, std::initializer_list<strata_dtype> ins, strata_dtype out);
 /// The spec with `id`, or nullptr.
 const OpSpec* op_spec_by_id(uint32_t id);
 

@@ -76,6 +76,7 @@ inline constexpr const char* kPlugin = R"TPL(// plugin.cpp — the @NAME@ backen
 //
 // The guide: share/doc/strata/writing-a-backend.md in the SDK.
 #include <strata/plugin/backend.hpp>
+#include <strata/plugin/kernel.hpp>
 #include <strata/plugin/strata_ops.h>
 
 #include <cstdint>
@@ -124,27 +125,31 @@ void for_each_element(const strata_tensor& out, const strata_tensor* const* ops,
   }
 }
 
-strata_status fill_f32(const strata_kernel_call* c) noexcept {
-  const strata_attr* v = strata::plugin::find_attr(*c, "value");
+// A kernel body receives a call whose operands the SDK has checked against
+// its signature (counts, dtypes, descriptor sizes and ranks: add_kernel
+// below); exceptions it throws become statuses.
+
+strata_status fill_f32(const strata_kernel_call& c) {
+  const strata_attr* v = strata::plugin::find_attr(c, "value");
   if (v == nullptr || v->kind != STRATA_ATTR_SCALAR) {
-    return fail(c->error, STRATA_ERROR_INVALID_ARGUMENT, "%s: strata::fill needs a SCALAR 'value'", kName);
+    return fail(c.error, STRATA_ERROR_INVALID_ARGUMENT, "%s: strata::fill needs a SCALAR 'value'", kName);
   }
   const float value = v->scalar_dtype == STRATA_F64 ? static_cast<float>(v->f) : static_cast<float>(v->i);
-  const strata_tensor& y = *c->outputs[0];
+  const strata_tensor& y = *c.outputs[0];
   float* out = elements(y);
-  for_each_element<1>(y, c->outputs, [&](const int64_t* off) { out[off[0]] = value; });
+  for_each_element<1>(y, c.outputs, [&](const int64_t* off) { out[off[0]] = value; });
   return STRATA_OK;
 }
 
 /// copy, add, mul: y (any strides) from inputs with any strides.
 template <int NIn, class Op>
-strata_status map_f32(const strata_kernel_call* c, Op op) noexcept {
-  const strata_tensor& y = *c->outputs[0];
+strata_status map_f32(const strata_kernel_call& c, Op op) {
+  const strata_tensor& y = *c.outputs[0];
   const strata_tensor* ops[NIn + 1] = {&y};
-  for (int k = 0; k < NIn; ++k) ops[k + 1] = c->inputs[k];
+  for (int k = 0; k < NIn; ++k) ops[k + 1] = c.inputs[k];
   float* out = elements(y);
   const float* in[NIn];
-  for (int k = 0; k < NIn; ++k) in[k] = elements(*c->inputs[k]);
+  for (int k = 0; k < NIn; ++k) in[k] = elements(*c.inputs[k]);
   for_each_element<NIn + 1>(y, ops, [&](const int64_t* off) {
     float x[NIn];
     for (int k = 0; k < NIn; ++k) x[k] = in[k][off[k + 1]];
@@ -153,23 +158,29 @@ strata_status map_f32(const strata_kernel_call* c, Op op) noexcept {
   return STRATA_OK;
 }
 
-strata_status copy_f32(const strata_kernel_call* c) noexcept {
+strata_status copy_f32(const strata_kernel_call& c) {
   return map_f32<1>(c, [](const float* x) { return x[0]; });
 }
-strata_status add_f32(const strata_kernel_call* c) noexcept {
+strata_status add_f32(const strata_kernel_call& c) {
   return map_f32<2>(c, [](const float* x) { return x[0] + x[1]; });
 }
-strata_status mul_f32(const strata_kernel_call* c) noexcept {
+strata_status mul_f32(const strata_kernel_call& c) {
   return map_f32<2>(c, [](const float* x) { return x[0] * x[1]; });
 }
 
+// Signatures as C++ types (strata/plugin/kernel.hpp): the table's text
+// ("f32,f32->f32") and the operand checks derive from them. Add dtypes with
+// your own storage types (STRATA_PLUGIN_DTYPE(my_half, STRATA_F16) names one).
+using strata::plugin::SignatureOf;
+
 const strata::plugin::KernelTable& kernel_table() {
   static const strata::plugin::KernelTable* table = [] {
+    using strata::plugin::add_kernel;
     auto* t = new strata::plugin::KernelTable;
-    t->add(STRATA_OP_FILL, "->f32", fill_f32);
-    t->add(STRATA_OP_COPY, "f32->f32", copy_f32, STRATA_KERNEL_STRIDED_INPUTS);
-    t->add(STRATA_OP_ADD, "f32,f32->f32", add_f32, STRATA_KERNEL_STRIDED_INPUTS);
-    t->add(STRATA_OP_MUL, "f32,f32->f32", mul_f32, STRATA_KERNEL_STRIDED_INPUTS);
+    add_kernel<SignatureOf<float()>, fill_f32>(*t, STRATA_OP_FILL, 0);  // no inputs: no strides to walk
+    add_kernel<SignatureOf<float(float)>, copy_f32>(*t, STRATA_OP_COPY);
+    add_kernel<SignatureOf<float(float, float)>, add_f32>(*t, STRATA_OP_ADD);
+    add_kernel<SignatureOf<float(float, float)>, mul_f32>(*t, STRATA_OP_MUL);
     // Next: the other primitives of docs/ops.md; `strata devices --stats`
     // lists the ones still missing (they run on the CPU meanwhile).
     return t;

@@ -9,6 +9,7 @@
 // is 0/1, to f16/bf16 rounds to nearest even (through f32).
 #pragma once
 
+#include <strata/plugin/kernel.hpp>
 #include <strata/plugin/strata_plugin.hpp>
 
 #include <cstdint>
@@ -25,39 +26,49 @@ struct bool8 {
   uint8_t v;
 };
 
+}  // namespace strata::gpu
+
+/// The dtypes of the storage types above, for kernel signatures
+/// (strata/plugin/kernel.hpp; float, double, int32_t, int64_t are the SDK's).
+STRATA_PLUGIN_DTYPE(strata::gpu::half_t, STRATA_F16);
+STRATA_PLUGIN_DTYPE(strata::gpu::bfloat16_t, STRATA_BF16);
+STRATA_PLUGIN_DTYPE(strata::gpu::bool8, STRATA_BOOL);
+
+namespace strata::gpu {
+
 template <class T>
 struct Scalar;
 
-template <class T, class C, strata_dtype D>
+template <class T, class C>
 struct PlainScalar {
   using compute = C;
-  static constexpr strata_dtype dtype = D;
+  static constexpr strata_dtype dtype = plugin::dtype_v<T>;
   STRATA_HD static C load(T v) { return static_cast<C>(v); }
   STRATA_HD static T store(C v) { return static_cast<T>(v); }
 };
 
 template <>
-struct Scalar<float> : PlainScalar<float, float, STRATA_F32> {};
+struct Scalar<float> : PlainScalar<float, float> {};
 template <>
-struct Scalar<double> : PlainScalar<double, double, STRATA_F64> {};
+struct Scalar<double> : PlainScalar<double, double> {};
 template <>
-struct Scalar<int32_t> : PlainScalar<int32_t, int32_t, STRATA_I32> {};
+struct Scalar<int32_t> : PlainScalar<int32_t, int32_t> {};
 template <>
-struct Scalar<int64_t> : PlainScalar<int64_t, int64_t, STRATA_I64> {};
+struct Scalar<int64_t> : PlainScalar<int64_t, int64_t> {};
 
 /// f16 and bf16: compute in f32 (to_acc / from_float, numeric.hpp).
-template <class H, strata_dtype D>
+template <class H>
 struct HalfScalar {
   using compute = float;
-  static constexpr strata_dtype dtype = D;
+  static constexpr strata_dtype dtype = plugin::dtype_v<H>;
   STRATA_HD static float load(H v) { return to_acc(v); }
   STRATA_HD static H store(float v) { return from_float<H>(v); }
 };
 
 template <>
-struct Scalar<half_t> : HalfScalar<half_t, STRATA_F16> {};
+struct Scalar<half_t> : HalfScalar<half_t> {};
 template <>
-struct Scalar<bfloat16_t> : HalfScalar<bfloat16_t, STRATA_BF16> {};
+struct Scalar<bfloat16_t> : HalfScalar<bfloat16_t> {};
 
 template <>
 struct Scalar<bool8> {

@@ -35,10 +35,4 @@ strata_status workspace(const Launch& l, size_t bytes, void** out) {
   return STRATA_OK;
 }
 
-strata_status refuse_call(const strata_kernel_call* call, const char* op, const strata_dtype* in, int n_in,
-                          const strata_dtype* out, int n_out) noexcept {
-  if (call == nullptr || call->struct_size < STRATA_KERNEL_CALL_MIN_SIZE) return plugin::refuse_small_call(call, op);
-  return plugin::refuse_operands(*call, op, in, n_in, out, n_out);
-}
-
 }  // namespace strata::gpu

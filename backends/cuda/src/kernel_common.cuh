@@ -11,8 +11,9 @@
 //     static strata_status run(Launch& l);  // queues the work on l.stream
 //   };
 //
-// `entry<Impl>` checks the call struct's size, the operand counts, each
-// descriptor (size, dtype, rank), finds the device, makes it current, runs
+// `entry<Impl>` checks the call against the SDK's typed signature (struct
+// size, operand counts, each descriptor's size, dtype and rank), finds the
+// device, makes it current, runs
 // the body, and turns a launch error (cudaGetLastError) into a status naming
 // the kernel; nothing throws across the ABI. `add<Impl>(table)` registers it.
 #pragma once
@@ -99,39 +100,15 @@ strata_status workspace(const Launch& l, size_t bytes, void** out);
 
 // ---- Entry ---------------------------------------------------------------------------
 
-[[gnu::cold]] strata_status refuse_call(const strata_kernel_call* call, const char* op, const strata_dtype* in,
-                                        int n_in, const strata_dtype* out, int n_out) noexcept;
-
-template <class T>
-constexpr strata_dtype dtype_of() {
-  return Scalar<T>::dtype;
-}
-
-template <class... T>
-constexpr auto dtypes_of(Types<T...>) {
-  struct List {
-    strata_dtype v[sizeof...(T) + 1];
-  };
-  return List{{dtype_of<T>()..., STRATA_F32}};
-}
+/// The operands of Impl (the SDK's typed spec, strata/plugin/kernel.hpp).
+template <class Impl>
+using SignatureOf = plugin::Signature<typename Impl::inputs, typename Impl::outputs>;
 
 template <class Impl>
 strata_status entry(const strata_kernel_call* call) noexcept {
-  constexpr auto in = dtypes_of(typename Impl::inputs{});
-  constexpr auto out = dtypes_of(typename Impl::outputs{});
-  constexpr int n_in = Impl::inputs::size;
-  constexpr int n_out = Impl::outputs::size;
-  if (call == nullptr || call->struct_size < STRATA_KERNEL_CALL_MIN_SIZE || call->n_inputs != n_in ||
-      call->n_outputs != n_out || (n_in > 0 && call->inputs == nullptr) || call->outputs == nullptr) {
-    return refuse_call(call, Impl::op, in.v, n_in, out.v, n_out);
-  }
-  for (int k = 0; k < n_in + n_out; ++k) {
-    const strata_tensor* t = k < n_in ? call->inputs[k] : call->outputs[k - n_in];
-    const strata_dtype want = k < n_in ? in.v[k] : out.v[k - n_in];
-    if (t == nullptr || t->struct_size < STRATA_TENSOR_MIN_SIZE || t->dtype != want ||
-        static_cast<uint32_t>(t->rank) > STRATA_MAX_RANK) {
-      return refuse_call(call, Impl::op, in.v, n_in, out.v, n_out);
-    }
+  using Sig = SignatureOf<Impl>;
+  if (!Sig::accepts(call)) [[unlikely]] {
+    return Sig::refuse(call, Impl::op);
   }
   Device* d = device_of(call->state, call->device, call->error);
   if (d == nullptr) return STRATA_ERROR_INVALID_ARGUMENT;
@@ -142,18 +119,10 @@ strata_status entry(const strata_kernel_call* call) noexcept {
   });
 }
 
-template <class... T>
-std::string signature_of(Types<T...>) {
-  std::string s;
-  ((s += (s.empty() ? "" : ","), s += dtype_name<T>()), ...);
-  return s;
-}
-
 /// Registers Impl under its op and signature.
 template <class Impl>
 void add(plugin::KernelTable& table, uint32_t flags = STRATA_KERNEL_STRIDED_INPUTS) {
-  table.add(Impl::op, signature_of(typename Impl::inputs{}) + "->" + signature_of(typename Impl::outputs{}),
-            &entry<Impl>, flags);
+  table.add(Impl::op, SignatureOf<Impl>::text(), &entry<Impl>, flags);
 }
 
 }  // namespace strata::gpu

@@ -27,18 +27,11 @@ std::string Launch::operands() const {
 
 namespace {
 
-/// One descriptor checked and resolved into a View; throws naming `role`.
-View resolve(PluginState& state, const Device& d, const strata_tensor* t, strata_dtype wanted, const std::string& role) {
+/// One descriptor (its size, dtype and rank already checked against the
+/// signature) checked against its buffer and resolved into a View; throws
+/// naming `role`.
+View resolve(PluginState& state, const Device& d, const strata_tensor* t, const std::string& role) {
   auto bad = [&](const std::string& why) { throw std::invalid_argument("on " + d.name + ": " + role + " " + why); };
-  if (t == nullptr) bad("is NULL");
-  if (t->struct_size < STRATA_TENSOR_MIN_SIZE) {
-    bad("has descriptor struct_size " + std::to_string(t->struct_size) + ", below the minimum " +
-        std::to_string(STRATA_TENSOR_MIN_SIZE));
-  }
-  if (t->dtype != wanted) {
-    bad(std::string("is ") + dtype_name(t->dtype) + ", the kernel takes " + dtype_name(wanted));
-  }
-  if (t->rank < 0 || t->rank > STRATA_MAX_RANK) bad("has rank " + std::to_string(t->rank));
   if (t->offset < 0) bad("has negative offset " + std::to_string(t->offset));
   View v;
   v.dtype = t->dtype;
@@ -79,27 +72,24 @@ Launch prepare(const strata_kernel_call* call, std::initializer_list<strata_dtyp
   Launch l;
   l.call = call;
   l.op = call->op != nullptr ? call->op : "kernel";
+  // Counts, arrays and every descriptor's size, dtype and rank against the
+  // kernel's signature (the SDK's check and message).
+  if (!strata::plugin::operands_match(*call, in.begin(), static_cast<int>(in.size()), out.begin(),
+                                      static_cast<int>(out.size()))) {
+    throw strata::plugin::Reported{strata::plugin::refuse_call(call, l.op, in.begin(), static_cast<int>(in.size()),
+                                                               out.begin(), static_cast<int>(out.size()))};
+  }
   l.state = as_state(call->state);
   if (l.state == nullptr) throw std::invalid_argument("the call carries no plugin state");
   l.device = l.state->device(call->device, call->error, l.op);
   if (l.device == nullptr) throw std::invalid_argument("device " + std::to_string(call->device) + " does not exist");
   l.stream = l.state->stream(*l.device, call->stream, call->error, l.op);
   if (l.stream == nullptr) throw std::invalid_argument("on " + l.device->name + ": bad stream " + describe_handle(call->stream));
-  if (call->n_inputs != static_cast<int32_t>(in.size()) || call->n_outputs != static_cast<int32_t>(out.size()) ||
-      (in.size() > 0 && call->inputs == nullptr) || call->outputs == nullptr) {
-    throw std::invalid_argument("on " + l.device->name + ": expected " + std::to_string(in.size()) + " inputs and " +
-                                std::to_string(out.size()) + " outputs, got " + std::to_string(call->n_inputs) +
-                                " and " + std::to_string(call->n_outputs));
+  for (int k = 0; k < call->n_inputs; ++k) {
+    l.in.push_back(resolve(*l.state, *l.device, call->inputs[k], "input " + std::to_string(k)));
   }
-  int k = 0;
-  for (strata_dtype dt : in) {
-    l.in.push_back(resolve(*l.state, *l.device, call->inputs[k], dt, "input " + std::to_string(k)));
-    ++k;
-  }
-  k = 0;
-  for (strata_dtype dt : out) {
-    l.out.push_back(resolve(*l.state, *l.device, call->outputs[k], dt, "output " + std::to_string(k)));
-    ++k;
+  for (int k = 0; k < call->n_outputs; ++k) {
+    l.out.push_back(resolve(*l.state, *l.device, call->outputs[k], "output " + std::to_string(k)));
   }
   return l;
 }

@@ -17,6 +17,8 @@
 
 #include "runtime.hpp"
 
+#include <strata/plugin/kernel.hpp>
+
 #include <array>
 #include <cstdint>
 #include <cstring>
@@ -31,49 +33,21 @@ namespace example {
 
 // ---- Dtypes ----------------------------------------------------------------------
 
-/// The storage types this device holds: f32 f64 i32 i64 bool (one byte, 0/1).
-template <class T>
-struct Dt;
-template <>
-struct Dt<float> {
-  static constexpr strata_dtype id = STRATA_F32;
-};
-template <>
-struct Dt<double> {
-  static constexpr strata_dtype id = STRATA_F64;
-};
-template <>
-struct Dt<int32_t> {
-  static constexpr strata_dtype id = STRATA_I32;
-};
-template <>
-struct Dt<int64_t> {
-  static constexpr strata_dtype id = STRATA_I64;
-};
-template <>
-struct Dt<bool> {
-  static constexpr strata_dtype id = STRATA_BOOL;
-};
-
+/// The storage types this device holds: f32 f64 i32 i64 bool (one byte, 0/1),
+/// as C++ types whose dtypes the SDK knows (strata/plugin/kernel.hpp).
+using strata::plugin::dtype_v;
+using strata::plugin::for_each_type;
 template <class... Ts>
-struct Types {};
+using Types = strata::plugin::TypeList<Ts...>;
 using AllTypes = Types<float, double, int32_t, int64_t, bool>;
 using NumericTypes = Types<float, double, int32_t, int64_t>;
 using FloatTypes = Types<float, double>;
 using IntTypes = Types<int32_t, int64_t>;
 
-/// Calls `f.template operator()<T>()` for each T of a Types list.
-template <class... Ts, class F>
-void for_each_type(Types<Ts...>, F&& f) {
-  (f.template operator()<Ts>(), ...);
-}
-
 /// "f32,i64->f32"
 template <class Out, class... Ins>
 std::string signature() {
-  std::string s;
-  ((s += s.empty() ? "" : ",", s += strata::plugin::dtype_name(Dt<Ins>::id)), ...);
-  return s + "->" + strata::plugin::dtype_name(Dt<Out>::id);
+  return strata::plugin::SignatureOf<Out(Ins...)>::text();
 }
 
 template <class T>
@@ -171,11 +145,8 @@ Launch prepare(const strata_kernel_call* call, std::initializer_list<strata_dtyp
 /// `body` with exceptions turned into statuses named after `op`.
 template <class Body>
 strata_status run_kernel(const strata_kernel_call* call, const char* op, Body&& body) noexcept {
-  if (call == nullptr) return STRATA_ERROR_INVALID_ARGUMENT;
-  if (call->struct_size < STRATA_KERNEL_CALL_MIN_SIZE) {
-    return strata::plugin::fail(call->error, STRATA_ERROR_INVALID_ARGUMENT,
-                                "%s: kernel call struct_size %zu is below the minimum %zu", op, call->struct_size,
-                                static_cast<size_t>(STRATA_KERNEL_CALL_MIN_SIZE));
+  if (call == nullptr || call->struct_size < STRATA_KERNEL_CALL_MIN_SIZE) {
+    return strata::plugin::refuse_small_call(call, op);
   }
   return strata::plugin::guarded(call->error, op, std::forward<Body>(body));
 }

@@ -144,8 +144,8 @@ struct Check {
 template <class To>
 struct Check<CastTo<To>> {
   static void run(const Launch& l) {  // a DTYPE "dtype" attribute, when sent, must match the output
-    const int64_t dt = strata::plugin::attr_int(*l.call, "dtype", Dt<To>::id);
-    if (dt != Dt<To>::id) l.reject("attribute 'dtype' disagrees with the output dtype");
+    const int64_t dt = strata::plugin::attr_int(*l.call, "dtype", dtype_v<To>);
+    if (dt != dtype_v<To>) l.reject("attribute 'dtype' disagrees with the output dtype");
   }
 };
 
@@ -176,7 +176,7 @@ void run_elementwise(const View& y, const std::array<View, sizeof...(Ins)>& x, c
 template <class Op, class Out, class... Ins>
 strata_status elementwise(const strata_kernel_call* call) noexcept {
   return run_kernel(call, Op::name, [&] {
-    const Launch l = prepare(call, {Dt<Ins>::id...}, {Dt<Out>::id});
+    const Launch l = prepare(call, {dtype_v<Ins>...}, {dtype_v<Out>});
     for (const View& v : l.in) {
       if (!v.same_shape(l.out[0])) l.reject("inputs must have the output's shape (broadcast by the host)");
     }
@@ -198,7 +198,7 @@ using word_t = std::conditional_t<Bytes == 1, uint8_t, std::conditional_t<Bytes 
 template <class T>
 strata_status copy_kernel(const strata_kernel_call* call) noexcept {
   return run_kernel(call, STRATA_OP_COPY, [&] {
-    const Launch l = prepare(call, {Dt<T>::id}, {Dt<T>::id});
+    const Launch l = prepare(call, {dtype_v<T>}, {dtype_v<T>});
     if (!l.in[0].same_shape(l.out[0])) l.reject("input and output shapes differ");
     l.submit([y = l.out[0], x = l.in[0]] {  // both sides may be strided
       using W = word_t<sizeof(T)>;
@@ -228,7 +228,7 @@ T fill_value(const Launch& l) {
 template <class T>
 strata_status fill_kernel(const strata_kernel_call* call) noexcept {
   return run_kernel(call, STRATA_OP_FILL, [&] {
-    const Launch l = prepare(call, {}, {Dt<T>::id});
+    const Launch l = prepare(call, {}, {dtype_v<T>});
     const T value = fill_value<T>(l);
     l.submit([y = l.out[0], value] {
       T* const out = y.data<T>();

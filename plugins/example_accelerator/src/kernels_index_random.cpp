@@ -67,7 +67,7 @@ void gather_walk(const View& y, const View& x, const View& index, const int64_t*
 template <class T>
 strata_status index_select_kernel(const strata_kernel_call* call) noexcept {
   return run_kernel(call, STRATA_OP_INDEX_SELECT, [&] {
-    const Launch l = prepare(call, {Dt<T>::id, STRATA_I64}, {Dt<T>::id});
+    const Launch l = prepare(call, {dtype_v<T>, STRATA_I64}, {dtype_v<T>});
     const View &x = l.in[0], &index = l.in[1], &y = l.out[0];
     const int dim = dim_attr(l, x.rank);
     if (index.rank != 1 || !fits_except(y, x, dim) || y.shape[dim] != index.shape[0]) {
@@ -86,7 +86,7 @@ strata_status index_select_kernel(const strata_kernel_call* call) noexcept {
 template <class T>
 strata_status gather_kernel(const strata_kernel_call* call) noexcept {
   return run_kernel(call, STRATA_OP_GATHER, [&] {
-    const Launch l = prepare(call, {Dt<T>::id, STRATA_I64}, {Dt<T>::id});
+    const Launch l = prepare(call, {dtype_v<T>, STRATA_I64}, {dtype_v<T>});
     const View &x = l.in[0], &index = l.in[1], &y = l.out[0];
     const int dim = dim_attr(l, x.rank);
     if (!fits_except(index, x, dim) || !index.same_shape(y)) {
@@ -103,7 +103,7 @@ strata_status gather_kernel(const strata_kernel_call* call) noexcept {
 template <class T>
 strata_status scatter_add_kernel(const strata_kernel_call* call) noexcept {
   return run_kernel(call, STRATA_OP_SCATTER_ADD, [&] {
-    const Launch l = prepare(call, {Dt<T>::id, STRATA_I64, Dt<T>::id}, {Dt<T>::id});
+    const Launch l = prepare(call, {dtype_v<T>, STRATA_I64, dtype_v<T>}, {dtype_v<T>});
     const View &base = l.in[0], &index = l.in[1], &src = l.in[2], &y = l.out[0];
     const int dim = dim_attr(l, base.rank);
     if (!fits_except(index, base, dim) || !index.same_shape(src) || !base.same_shape(y)) {
@@ -137,7 +137,7 @@ strata_status random_kernel(const strata_kernel_call* call) noexcept {
                                : D == Dist::normal ? STRATA_OP_RANDOM_NORMAL
                                                    : STRATA_OP_BERNOULLI;
   return run_kernel(call, name, [&] {
-    const Launch l = prepare(call, {}, {Dt<T>::id});
+    const Launch l = prepare(call, {}, {dtype_v<T>});
     const strata_attr* seed_attr = strata::plugin::attr_of_kind(*l.call, "seed", STRATA_ATTR_INT);
     const strata_attr* offset_attr = strata::plugin::attr_of_kind(*l.call, "offset", STRATA_ATTR_INT);
     if (seed_attr == nullptr || offset_attr == nullptr) l.reject("missing attribute 'seed' or 'offset'");

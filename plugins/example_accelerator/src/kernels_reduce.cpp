@@ -95,7 +95,7 @@ constexpr bool single_dim() {
 template <class R, class In, class Out>
 strata_status reduce_kernel(const strata_kernel_call* call) noexcept {
   return run_kernel(call, R::name, [&] {
-    const Launch l = prepare(call, {Dt<In>::id}, {Dt<Out>::id});
+    const Launch l = prepare(call, {dtype_v<In>}, {dtype_v<Out>});
     const std::vector<int> dims = reduced_dims(l);
     if (single_dim<R>() && dims.size() != 1) l.reject("attribute 'dims' must name exactly one dim");
     const View &x = l.in[0], &y = l.out[0];
@@ -121,7 +121,7 @@ strata_status reduce_kernel(const strata_kernel_call* call) noexcept {
 template <class T>
 strata_status matmul_kernel(const strata_kernel_call* call) noexcept {
   return run_kernel(call, STRATA_OP_MATMUL, [&] {
-    const Launch l = prepare(call, {Dt<T>::id, Dt<T>::id}, {Dt<T>::id});
+    const Launch l = prepare(call, {dtype_v<T>, dtype_v<T>}, {dtype_v<T>});
     const View &a = l.in[0], &b = l.in[1], &y = l.out[0];
     const int r = y.rank;
     if (r < 2 || a.rank != r || b.rank != r) l.reject("operands must have one rank of at least 2");
