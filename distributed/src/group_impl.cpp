@@ -228,7 +228,18 @@ void ProcessGroup::Impl::guarded(Kind kind, const std::string& what, const std::
     const bool timed_out = msg.find("Timed out") != std::string::npos || msg.find("timed out") != std::string::npos ||
                            msg.find("Timeout") != std::string::npos;
     std::string text;
-    if (timed_out) {
+    // A wait that timed out may have waited on a survivor that exited after
+    // its own error, while the rank that died broke another connection:
+    // the store's liveness keys still say who is gone (a rank killed while
+    // this one waited on a recv that no closed connection ends).
+    std::vector<int> gone_while_waiting;
+    if (timed_out && size > 2) gone_while_waiting = gone_peers();
+    if (timed_out && !gone_while_waiting.empty()) {
+      note_failure();
+      text = prefix(kind) + ": lost " + detail::rank_list(gone_while_waiting) + " during " + what +
+             " (it exited or its connection failed; noticed after waiting " + std::to_string(timeout.count()) +
+             " ms)";
+    } else if (timed_out) {
       int r = peer_rank_in(msg);
       text = prefix(kind) + ": timed out after " + std::to_string(timeout.count()) + " ms waiting for " +
              (r < 0 ? std::string("its peers") : peer_name(r)) + " during " + what;

@@ -469,7 +469,11 @@ const strata_op_schema kSwigluSchema = {
     .vjp = swiglu_vjp,
     .jvp = swiglu_jvp,
     .user_data = nullptr,
-    .doc = "y = silu(a) * b = a * sigmoid(a) * b, fused SwiGLU (a, b: f32/f64 of one shape)"};
+    .doc = "y = silu(a) * b = a * sigmoid(a) * b, fused SwiGLU (a, b: f32/f64 of one shape)",
+    // ABI 2.3: where `strata plugin check` draws the inputs (smooth everywhere;
+    // the range where silu bends).
+    .domain_low = -3.0,
+    .domain_high = 3.0};
 
 const strata_op_schema kSwigluBackwardSchema = {
     .struct_size = sizeof(strata_op_schema),
@@ -483,7 +487,9 @@ const strata_op_schema kSwigluBackwardSchema = {
     .vjp = swiglu_backward_vjp,
     .jvp = swiglu_backward_jvp,
     .user_data = nullptr,
-    .doc = "(da, db) = (g * b * silu'(a), g * silu(a)), the gradient of custom_ops::swiglu (inputs g, a, b)"};
+    .doc = "(da, db) = (g * b * silu'(a), g * silu(a)), the gradient of custom_ops::swiglu (inputs g, a, b)",
+    .domain_low = -3.0,
+    .domain_high = 3.0};
 
 }  // namespace
 

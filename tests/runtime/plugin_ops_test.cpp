@@ -128,6 +128,13 @@ TEST_F(PluginOps, PluginLoadsAndListsItsOps) {
       EXPECT_TRUE(op.differentiable) << op.name;
       EXPECT_EQ(op.forward_mode, op.name != kBadRule) << op.name;  // scale_bad_rule has no JVP
       EXPECT_EQ(op.version, 1u) << op.name;
+      // ABI 2.3's test domain: cube declares [0.25, 2], the others none.
+      EXPECT_EQ(op.domain.declared, op.name == kCube) << op.name;
+      EXPECT_EQ(op.domain.lo, op.name == kCube ? 0.25 : -1.5) << op.name;
+      EXPECT_EQ(op.domain.hi, op.name == kCube ? 2.0 : 1.5) << op.name;
+    }
+    if (op.plugin.empty()) {
+      EXPECT_TRUE(op.domain.declared) << op.name;  // the core's ops
     }
   }
   EXPECT_EQ(found, 5);
@@ -138,7 +145,7 @@ TEST_F(PluginOps, RefusedRegistrationsAreWarnings) {
   ASSERT_TRUE(p.loaded) << p.reason;
   std::string all;
   for (const std::string& w : p.warnings) all += w + "\n";
-  bool evil = false, twice = false, short_attr = false, attr_twice = false, alien_kind = false;
+  bool evil = false, twice = false, short_attr = false, attr_twice = false, alien_kind = false, domain = false;
   for (const std::string& w : p.warnings) {
     evil = evil || (contains(w, "cpu::evil") && contains(w, "namespace"));
     twice = twice || (contains(w, kCube) && contains(w, "already registered"));
@@ -146,13 +153,16 @@ TEST_F(PluginOps, RefusedRegistrationsAreWarnings) {
                                 contains(w, "struct_size below"));
     attr_twice = attr_twice || contains(w, "opslib::twice_attr: attribute 's' is declared twice");
     alien_kind = alien_kind || contains(w, "opslib::alien_kind: attribute 's' has an unknown kind 99");
+    domain = domain || contains(w, "opslib::empty_domain: test domain [2, 1] is not an interval");
   }
   EXPECT_TRUE(evil) << "no warning naming cpu::evil and its namespace:\n" << all;
   EXPECT_TRUE(twice) << "no warning about the second registration of opslib::cube:\n" << all;
   EXPECT_TRUE(short_attr) << "no warning about the attribute schema below its minimum size:\n" << all;
   EXPECT_TRUE(attr_twice) << "no warning about an attribute declared twice:\n" << all;
   EXPECT_TRUE(alien_kind) << "no warning about an unknown attribute kind:\n" << all;
-  EXPECT_EQ(p.warnings.size(), 5u) << all;
+  EXPECT_TRUE(domain) << "no warning about a test domain that is no interval:\n" << all;
+  EXPECT_EQ(p.warnings.size(), 6u) << all;
+  EXPECT_EQ(d::find_kernel_op("opslib::empty_domain"), nullptr);
   EXPECT_EQ(d::find_kernel_op("opslib::twice_attr"), nullptr);
   EXPECT_EQ(d::find_kernel_op("opslib::alien_kind"), nullptr);
   EXPECT_EQ(d::find_kernel_op("cpu::evil"), nullptr);

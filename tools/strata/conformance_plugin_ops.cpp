@@ -33,7 +33,11 @@ constexpr int kMaxOrder = 2;
 
 std::string domain_text(const OpTestDomain& d) {
   char text[96];
-  std::snprintf(text, sizeof text, "the default domain [%g, %g] (a plugin op's schema declares none)", d.lo, d.hi);
+  if (d.declared) {
+    std::snprintf(text, sizeof text, "its declared domain [%g, %g]", d.lo, d.hi);
+  } else {
+    std::snprintf(text, sizeof text, "the default domain [%g, %g] (a plugin op's schema declares none)", d.lo, d.hi);
+  }
   return text;
 }
 

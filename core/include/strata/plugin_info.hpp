@@ -56,6 +56,9 @@ struct OpTestDomain {
   int orders = 3;              // derivative orders checked: 3 smooth, 1 kinks, 0 none
   int nonzero_input = -1;      // this input drawn with |v| in [0.5, 2] instead; -1: none
   uint32_t flat_inputs = 0;    // bit k: the op is flat in input k (not differentiated)
+  /// False for a plugin op whose schema gives no domain (the fields are
+  /// then the defaults).
+  bool declared = true;
 };
 
 /// One op of the registry, as `strata ops` lists it.

@@ -136,7 +136,7 @@ std::vector<OpInfo> Runtime::ops() {
     info.autocast = detail::autocast_category_name(op->autocast);
     const detail::TestDomain& d = op->domain;
     info.domain = {.lo = d.lo, .hi = d.hi, .grid = d.grid, .orders = d.orders, .nonzero_input = d.nonzero_input,
-                   .flat_inputs = d.flat_inputs};
+                   .flat_inputs = d.flat_inputs, .declared = detail::op_domain_declared(*op)};
     out.push_back(std::move(info));
   }
   return out;

@@ -30,11 +30,12 @@
  * buffers, whose addresses they ask for through the CPU plugin's
  * strata.native_handles extension (host->find_extension).
  *
- * It also checks five refusals the host must make, and carries on after
+ * It also checks six refusals the host must make, and carries on after
  * them: an op in another plugin's namespace ("cpu::evil"), a second
  * registration of opslib::cube, an op whose attribute schema is below its
- * minimum struct_size, one that declares an attribute name twice and one
- * with an attribute kind the ABI does not define. The host records each in
+ * minimum struct_size, one that declares an attribute name twice, one
+ * with an attribute kind the ABI does not define, and one whose test
+ * domain (ABI 2.3) is no interval. The host records each in
  * the plugin's warnings (PluginInfo::warnings).
  *
  * tests/runtime/plugin_ops_test.cpp is its test.
@@ -835,7 +836,11 @@ static const strata_op_schema kCubeSchema = {
     .vjp = cube_vjp,
     .jvp = cube_jvp,
     .user_data = NULL,
-    .doc = "y = a * x^3 (test op of the opslib plugin)"};
+    .doc = "y = a * x^3 (test op of the opslib plugin)",
+    /* ABI 2.3: where `strata plugin check` draws its inputs (the others
+     * declare none and get the checker's default). */
+    .domain_low = 0.25,
+    .domain_high = 2.0};
 
 static const strata_op_schema kCubeBackwardSchema = {
     .struct_size = sizeof(strata_op_schema),
@@ -895,11 +900,12 @@ static const strata_op_schema kMisfitSchema = {
 
 /* Schemas the host must refuse (the plugin carries on after each): all
  * unary, without rules. */
-#define REFUSED_SCHEMA(var_, name_, attrs_, n_attrs_)                                                              \
+#define REFUSED_SCHEMA_IN(var_, name_, attrs_, n_attrs_, low_, high_)                                           \
   static const strata_op_schema var_ = {.struct_size = sizeof(strata_op_schema), .name = (name_), .version = 1,    \
                                         .n_inputs = 1, .n_outputs = 1, .attrs = (attrs_), .n_attrs = (n_attrs_),   \
                                         .infer = infer_unary, .vjp = NULL, .jvp = NULL, .user_data = NULL,         \
-                                        .doc = "must never be defined"}
+                                        .doc = "must never be defined", .domain_low = (low_), .domain_high = (high_)}
+#define REFUSED_SCHEMA(var_, name_, attrs_, n_attrs_) REFUSED_SCHEMA_IN(var_, name_, attrs_, n_attrs_, 0.0, 0.0)
 
 /* An op in the CPU plugin's namespace. */
 REFUSED_SCHEMA(kEvilSchema, "cpu::evil", NULL, 0);
@@ -918,11 +924,14 @@ static const strata_attr_schema kAlienKindAttr = {sizeof(strata_attr_schema), "s
 static const strata_attr_schema* const kAlienKindAttrs[] = {&kAlienKindAttr};
 REFUSED_SCHEMA(kAlienKindSchema, OPSLIB_NAME "::alien_kind", kAlienKindAttrs, 1);
 
+/* A test domain that is no interval (ABI 2.3): [2, 1]. */
+REFUSED_SCHEMA_IN(kEmptyDomainSchema, OPSLIB_NAME "::empty_domain", NULL, 0, 2.0, 1.0);
+
 static strata_status register_ops(const strata_host_api* host, strata_error* error) {
   static const strata_op_schema* const kOps[] = {&kCubeSchema, &kCubeBackwardSchema, &kScaleSchema,
                                                   &kScaleBadRuleSchema, &kMisfitSchema};
-  static const strata_op_schema* const kRefused[] = {&kEvilSchema, &kCubeSchema, &kShortAttrSchema, &kTwiceAttrSchema,
-                                                      &kAlienKindSchema};
+  static const strata_op_schema* const kRefused[] = {&kEvilSchema,       &kCubeSchema,       &kShortAttrSchema,
+                                                      &kTwiceAttrSchema, &kAlienKindSchema, &kEmptyDomainSchema};
   strata_kernel_registration reg;
   strata_error refusal;
   strata_status st;

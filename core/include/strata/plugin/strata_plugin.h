@@ -1,5 +1,5 @@
 /*
- * strata_plugin.h — the Strata plugin ABI, version 2.1.
+ * strata_plugin.h — the Strata plugin ABI, version 2.3.
  *
  * This C99 header is the whole contract between the Strata core ("the host")
  * and a backend plugin. A plugin is a shared library named
@@ -202,7 +202,7 @@ extern "C" {
 #endif
 
 #define STRATA_ABI_MAJOR 2
-#define STRATA_ABI_MINOR 2
+#define STRATA_ABI_MINOR 3
 
 /** The one symbol each plugin exports (type: strata_plugin_entry_fn). */
 #define STRATA_PLUGIN_ENTRY_SYMBOL "strata_plugin_entry"
@@ -610,6 +610,15 @@ typedef struct strata_op_schema {
   strata_derivative_fn jvp;   /* NULL: no forward mode */
   void* user_data;
   const char* doc;            /* one line for `strata ops` and errors */
+  /** Added in 2.3 (absent when struct_size ends before them): the interval
+   *  [domain_low, domain_high] from which `strata plugin check` draws the
+   *  op's floating inputs, where it is smooth enough for its derivative
+   *  rules to be checked by finite differences (log-like ops: positive
+   *  values). Finite, domain_low < domain_high; both 0 (or absent): none
+   *  declared, and the checker uses [-1.5, 1.5] and says so. The host
+   *  refuses another value, naming the op. */
+  double domain_low;
+  double domain_high;
 } strata_op_schema;
 #define STRATA_OP_SCHEMA_MIN_SIZE STRATA_SIZE_UP_TO(strata_op_schema, doc)
 

@@ -46,6 +46,9 @@ void retire_plugin_registrations(const std::string& plugin_name);
 
 /// The one-line description a plugin gave its op ("" for the core's ops).
 std::string op_doc(const OpDef& op);
+/// Whether the op's test domain was declared: the core's ops always, a
+/// plugin op when its schema gave one (ABI 2.3).
+bool op_domain_declared(const OpDef& op);
 
 /// Adds to `device` the kernels other plugins registered for its plugin's
 /// devices (host service register_kernels); refusals go to `warnings`.

@@ -17,6 +17,8 @@
 
 #include <atomic>
 #include <cctype>
+#include <cmath>
+#include <cstdio>
 #include <cstring>
 #include <deque>
 #include <exception>
@@ -41,6 +43,7 @@ struct PluginOp {
   strata_derivative_fn jvp = nullptr;
   void* user_data = nullptr;
   std::string doc;
+  bool domain_declared = false;  // its schema gave a test domain (2.3)
   /// Set when the core refused the plugin after its init: the op stays in
   /// the registry (ids are stable) but every call is refused.
   std::atomic<bool> retired{false};
@@ -425,6 +428,23 @@ strata_status host_register_op(const strata_op_schema* schema, strata_error* err
                     std::to_string(kMaxPluginOpOutputs) + " supported)");
     }
     if (schema->infer == nullptr) return refuse(name + ": no shape rule (infer)");
+    // 2.3: the test domain, when the schema is long enough to carry it.
+    TestDomain domain;
+    bool domain_declared = false;
+    if (schema->struct_size >= STRATA_SIZE_UP_TO(strata_op_schema, domain_high)) {
+      const double lo = schema->domain_low, hi = schema->domain_high;
+      if (lo != 0.0 || hi != 0.0) {
+        if (!std::isfinite(lo) || !std::isfinite(hi) || !(lo < hi)) {
+          char text[96];
+          std::snprintf(text, sizeof text, "[%g, %g]", lo, hi);
+          return refuse(name + ": test domain " + text +
+                        " is not an interval (finite, domain_low < domain_high; both 0 for none)");
+        }
+        domain.lo = lo;
+        domain.hi = hi;
+        domain_declared = true;
+      }
+    }
     // Braces, not make_unique's parentheses: clang 14 (the fuzz preset) lacks
     // C++20's parenthesised aggregate initialisation.
     auto po = std::unique_ptr<PluginOp>(new PluginOp{name, plugin, std::vector<AttrDecl>{}, schema->infer, schema->vjp,
@@ -460,8 +480,10 @@ strata_status host_register_op(const strata_op_schema* schema, strata_error* err
               .prepare = plugin_prepare,
               .derivative = {.vjp = schema->vjp != nullptr ? plugin_vjp : nullptr,
               .jvp = schema->jvp != nullptr ? plugin_jvp : nullptr},
+              .domain = domain,
               .version = schema->version,
               .plugin_op = po.get()};
+    po->domain_declared = domain_declared;
     define_op(def);
     {
       std::lock_guard lock(host_mutex());
@@ -476,6 +498,8 @@ strata_status host_register_op(const strata_op_schema* schema, strata_error* err
 }
 
 std::string op_doc(const OpDef& op) { return op.plugin_op != nullptr ? plugin_op_of(op).doc : std::string(); }
+
+bool op_domain_declared(const OpDef& op) { return op.plugin_op == nullptr || plugin_op_of(op).domain_declared; }
 
 void retire_plugin_ops(const std::string& plugin_name) {
   for (PluginOp* po : plugin_ops()) {
