@@ -1039,6 +1039,7 @@ std::vector<Case> build_cases(const Context& ctx) {
       cases.push_back({name, op, cell_dtype(t), observed(ctx, op, false, body)});
     }
   }
+  add_queue_cases(ctx, cases);
   for (Case& g : gradient_cases) cases.push_back(std::move(g));
   return cases;
 }

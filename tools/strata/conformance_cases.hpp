@@ -17,6 +17,7 @@
 #include <functional>
 #include <optional>
 #include <regex>
+#include <set>
 #include <string>
 #include <vector>
 
@@ -53,6 +54,11 @@ struct Context {
   PluginInfo plugin;      // its plugin
   bool quick = false;     // fewer shapes, no large ones
   std::optional<std::regex> op_filter;  // --op: only op cases whose op matches
+  /// Cells ("strata::add|f32") whose kernel failed, crashed or hung in a
+  /// case run so far (the worker adds them as results come): the general
+  /// cases that use a kernel on the device skip, naming it, rather than
+  /// blame themselves for it.
+  std::set<std::string> failed_cells;
 };
 
 /// Wraps a case of a claimed kernel of `op` with the fallback and
@@ -69,7 +75,8 @@ void add_plugin_op_cases(const Context& ctx, const KernelInfo& kernel, const OpI
 
 /// Every case of a check, in a fixed order: the general checks first, then
 /// the op cases of every claimed kernel, then one case per primitive the
-/// device has no kernel for (expected to fall back), then the gradients.
+/// device has no kernel for (expected to fall back), then the checks of
+/// asynchronous semantics (which queue adds), then the gradients.
 std::vector<Case> build_cases(const Context& ctx);
 
 }  // namespace strata::cli::conformance

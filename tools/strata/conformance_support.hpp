@@ -91,7 +91,12 @@ std::string describe(const std::vector<Operand>& ops);
 int64_t numel_of(const Shape& shape);
 
 /// The general checks: manifest and ABI, device properties, memory and
-/// copies, asynchronous semantics, random numbers against philox.h.
+/// copies, random numbers against philox.h.
 void add_general_cases(const Context& ctx, std::vector<Case>& cases);
+/// The checks of asynchronous semantics (dependent work read once, after
+/// synchronize, DeviceTimer), which queue f32 adds on the device: built
+/// after the op cases, and skipped, naming the kernel, when strata::add f32
+/// failed its own cases (Context::failed_cells).
+void add_queue_cases(const Context& ctx, std::vector<Case>& cases);
 
 }  // namespace strata::cli::conformance

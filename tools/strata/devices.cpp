@@ -15,7 +15,7 @@ namespace {
 
 std::string dtype_list(const std::vector<DType>& dtypes) {
   std::string s;
-  for (DType t : dtypes) s += (s.empty() ? "" : " ") + std::string(dtype_name(t));
+  for (DType t : dtypes) s.append(s.empty() ? "" : " ").append(dtype_name(t));
   return s;
 }
 

@@ -488,7 +488,7 @@ int run_hosts(const LaunchOptions& options) {
                          std::to_string(options.nprocs) + " --nnodes " + std::to_string(hosts.size()) +
                          " --node-rank " + std::to_string(k) + " --master-addr " + shell_quote(master) +
                          " --master-port " + std::to_string(port);
-    for (const auto& a : options.command) remote += " " + shell_quote(a);
+    for (const auto& a : options.command) remote.append(" ").append(shell_quote(a));
     ChildSpec spec;
     spec.argv = launcher;
     spec.argv.push_back(hosts[k]);

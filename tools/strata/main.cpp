@@ -76,6 +76,7 @@ int main(int argc, char** argv) {
   plugin_worker->add_option("--event-fd", worker_options.event_fd, "File descriptor for the JSON event lines")->required();
   plugin_worker->add_option("--resume", worker_options.resume, "First case to run");
   plugin_worker->add_option("--skip-cell", worker_options.skip_cells, "op|dtype cells not to run again");
+  plugin_worker->add_option("--failed-cell", worker_options.failed_cells, "op|dtype cells that failed a case");
   plugin_worker->add_option("--exclude-kernel", worker_options.exclude_kernels, "device|kernel set aside");
   plugin_worker->add_flag("--pause-before-derivatives", worker_options.pause_before_derivatives,
                           "Stop before the derivative cases after a failure");

@@ -102,7 +102,8 @@ std::string arity(int n) { return n < 0 ? std::string("n") : std::to_string(n); 
 std::string domain_text(const OpInfo& op) {
   if (op.n_inputs == 0 || (op.kind != "primitive" && op.kind != "composite")) return "—";  // nothing drawn
   const OpTestDomain& d = op.domain;
-  std::string text = "[" + number(d.lo) + ", " + number(d.hi) + "]";
+  std::string text = "[";  // appended: GCC 12's -Wrestrict false positive on "[" + string
+  text.append(number(d.lo)).append(", ").append(number(d.hi)).append("]");
   if (d.grid > 0) text += " step " + number(d.grid);
   if (d.nonzero_input >= 0) text += ", input " + std::to_string(d.nonzero_input) + " nonzero";
   for (int k = 0; k < 32; ++k) {

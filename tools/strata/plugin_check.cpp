@@ -98,6 +98,8 @@ struct WorkerRun {
   std::optional<int> paused;    // stopped before the derivative cases, which start here
 };
 
+bool is_failure(const std::string& s) { return s == "fail" || s == "crash" || s == "hang"; }
+
 /// Runs one worker from case `resume`, adding what it reports to `records`
 /// (and its hello to `hello`).
 WorkerRun run_worker(const PluginCheckOptions& options, int resume, const std::vector<std::string>& skip_cells,
@@ -110,6 +112,11 @@ WorkerRun run_worker(const PluginCheckOptions& options, int resume, const std::v
   if (!options.op_regex.empty()) args.insert(args.end(), {"--op", options.op_regex});
   if (options.quick) args.push_back("--quick");
   for (const std::string& cell : skip_cells) args.insert(args.end(), {"--skip-cell", cell});
+  std::set<std::string> failed;  // by an earlier worker: failed, crashed or hung
+  for (const CaseRecord& r : records) {
+    if (!r.op.empty() && is_failure(r.status)) failed.insert(cell_key(r.op, r.dtype));
+  }
+  for (const std::string& cell : failed) args.insert(args.end(), {"--failed-cell", cell});
   for (const std::string& kernel : exclude) args.insert(args.end(), {"--exclude-kernel", kernel});
   if (pause) args.push_back("--pause-before-derivatives");
 
@@ -163,7 +170,6 @@ int severity(const std::string& s) {
   return it == order.end() ? 4 : it->second;
 }
 
-bool is_failure(const std::string& s) { return s == "fail" || s == "crash" || s == "hang"; }
 
 std::string cell_text(const std::string& s) {
   if (s == "fail") return "FAIL";

@@ -39,6 +39,9 @@ struct PluginWorkerOptions {
   /// "op|dtype" cells whose kernel crashed or hung in an earlier worker:
   /// their remaining cases are reported as skipped, not run again.
   std::vector<std::string> skip_cells;
+  /// "op|dtype" cells whose kernel failed a case in an earlier worker (the
+  /// general checks that use one skip, naming it: Context::failed_cells).
+  std::vector<std::string> failed_cells;
   /// Kernels of the device under test set aside (its configuration's
   /// devices.<id>.exclude_kernels), as "device|op signature": those that
   /// failed their own cases, while the derivative cases run.

@@ -170,6 +170,8 @@ int run_plugin_check_worker(const PluginWorkerOptions& options) {
   // parent resumes them in a worker that sets the failed kernels aside, so
   // that a derivative row fails for its own op's kernels and rules only.
   bool failed = !options.skip_cells.empty();
+  ctx.failed_cells.insert(options.skip_cells.begin(), options.skip_cells.end());
+  ctx.failed_cells.insert(options.failed_cells.begin(), options.failed_cells.end());
   // The cells of the kernels set aside: their own derivative rows are not
   // run (the kernel failed its own cases; its rules would be judged on the
   // reference's kernel instead).
@@ -200,6 +202,7 @@ int run_plugin_check_worker(const PluginWorkerOptions& options) {
       }
     }
     failed = failed || o.status == conformance::Status::fail;
+    if (o.status == conformance::Status::fail && !c.op.empty()) ctx.failed_cells.insert(cell_key(c.op, c.dtype));
     emit_event(fd, {{"event", "result"},
               {"case", i},
               {"status", conformance::status_name(o.status)},

@@ -398,10 +398,13 @@ class Differ {
   /// <ȳ, (f(x + hv) - f(x - hv)) / 2h>, in f64 (h = 1e-6). Catches a rule
   /// that is wrong on every device (which comparing devices cannot). Not
   /// checked where the node does not compute in f64 on the reference, or
-  /// its outputs are not then f64 (a cast), or an input is complex.
+  /// its outputs are not then f64 (a cast), or an input is complex, or the
+  /// node is a detach (whose zero derivative is its definition).
   std::optional<std::string> rule_departs(size_t i, const std::vector<Tensor>& in, const std::vector<Tensor>& cot,
                                           const std::vector<std::vector<Tensor>>& vjp) {
     constexpr double h = 1e-6;
+    // detach's derivative is zero by definition, its forward the identity.
+    if (graph_.nodes[i].op == "detach") return std::nullopt;
     for (const Tensor& t : in) {
       if (is_complex(t.dtype())) return std::nullopt;
     }

@@ -38,8 +38,10 @@ class TempFile {
     std::random_device rd;
     std::uniform_int_distribution<uint64_t> dist;
     for (int attempt = 0; attempt < 16 && fd_ < 0; ++attempt) {
-      path_ = dir / ("." + target.filename().string() + ".tmp-" + std::to_string(::getpid()) + "-" +
-                     hex32(static_cast<uint32_t>(dist(rd))));
+      std::string name = ".";  // appended: GCC 12's -Wrestrict false positive on "." + string
+      name.append(target.filename().string()).append(".tmp-").append(std::to_string(::getpid())).append("-");
+      name.append(hex32(static_cast<uint32_t>(dist(rd))));
+      path_ = dir / name;
       fd_ = ::open(path_.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0644);
       if (fd_ < 0 && errno != EEXIST) break;
     }

@@ -82,7 +82,9 @@ std::string Graph::to_dot() const {
            std::to_string(n.saved_bytes) + " B\"" + (n.released ? ", style=dashed" : "") + "];\n";
     for (size_t k = 0; k < n.inputs.size(); ++k) {
       int64_t in = n.inputs[k];
-      std::string from = in >= 0 ? "n" + std::to_string(in) : in == -1 ? "leaf" : "constant";
+      // Appended, not "n" + to_string(in): GCC 12 warns -Wrestrict on
+      // operator+(const char*, string&&) at -O3 (a false positive).
+      std::string from = in >= 0 ? std::string("n").append(std::to_string(in)) : in == -1 ? "leaf" : "constant";
       leaf = leaf || in == -1;
       constant = constant || in == -2;
       dot += "  " + from + " -> n" + std::to_string(n.id) + " [label=\"" + std::to_string(k) + "\"];\n";
