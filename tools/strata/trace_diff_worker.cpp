@@ -235,6 +235,11 @@ class Differ {
   Differ(const Graph& g, Device device, Device reference, const TraceDiffOptions& options)
       : graph_(g), device_(device), reference_(reference), options_(options) {
     for (DType t : runtime().device_info(device).dtypes) stored_.insert(t);
+    for (OpInfo& op : runtime().ops()) {
+      // Where the op's own derived gradient checks apply (docs/ops.md, "test domain").
+      const bool checked = op.differentiable && op.domain.orders > 0;
+      if (!checked) unchecked_rules_.insert(std::move(op.name));
+    }
     reference_pass();
   }
 
@@ -399,12 +404,14 @@ class Differ {
   /// that is wrong on every device (which comparing devices cannot). Not
   /// checked where the node does not compute in f64 on the reference, or
   /// its outputs are not then f64 (a cast), or an input is complex, or the
-  /// node is a detach (whose zero derivative is its definition).
+  /// op's registry entry says its derivative is not checked that way (no
+  /// VJP — detach, whose zero derivative is its definition — or test
+  /// orders 0: floor, round and the other flat ops).
   std::optional<std::string> rule_departs(size_t i, const std::vector<Tensor>& in, const std::vector<Tensor>& cot,
                                           const std::vector<std::vector<Tensor>>& vjp) {
     constexpr double h = 1e-6;
-    // detach's derivative is zero by definition, its forward the identity.
-    if (graph_.nodes[i].op == "detach") return std::nullopt;
+    const std::string& op = graph_.nodes[i].op;
+    if (unchecked_rules_.contains(op.find("::") == std::string::npos ? "strata::" + op : op)) return std::nullopt;
     for (const Tensor& t : in) {
       if (is_complex(t.dtype())) return std::nullopt;
     }
@@ -524,6 +531,7 @@ class Differ {
   Device device_, reference_;
   const TraceDiffOptions& options_;
   std::set<DType> stored_;
+  std::set<std::string> unchecked_rules_;  // ops whose rule finite differences do not check
   std::map<int64_t, Tensor> values_;     // every value, on the reference
   std::vector<NodeProgram> programs_;    // per node
   std::vector<std::string> failed_;      // per node: why its checks are not applicable
