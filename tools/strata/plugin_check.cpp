@@ -28,8 +28,6 @@ namespace {
 /// At most this many workers are started for one check (each crash or hang
 /// costs one); after that the remaining cases are reported as not run.
 constexpr int kMaxWorkers = 64;
-/// The least a worker is given to load the plugins before its first event.
-constexpr int64_t kStartupMs = 30000;
 
 // ---- validating the path ----------------------------------------------------------------
 
@@ -121,7 +119,7 @@ WorkerRun run_worker(const PluginCheckOptions& options, int resume, const std::v
   if (pause) args.push_back("--pause-before-derivatives");
 
   std::optional<CaseRecord> started;
-  const WorkerExit exit = run_worker_process(args, options.timeout_ms, kStartupMs, [&](const nlohmann::json& e) {
+  const WorkerExit exit = run_worker_process(args, options.timeout_ms, kWorkerStartupMs, [&](const nlohmann::json& e) {
     const std::string kind = e["event"];
     if (kind == "hello") {
       if (hello.is_null()) hello = e;

@@ -21,8 +21,6 @@ namespace {
 
 /// At most this many workers for one diff (each crash or hang costs one).
 constexpr int kMaxWorkers = 32;
-/// The least a worker is given to load plugins and compute the reference.
-constexpr int64_t kStartupMs = 30000;
 
 struct CheckRecord {
   int index = 0;
@@ -81,7 +79,7 @@ Run run_checks(const TraceDiffOptions& o) {
     // Once known, the device is named: the kernels set aside are its.
     const std::string device = run.hello.is_null() ? o.device : run.hello.value("device", o.device);
     const auto args = worker_args(o, device, resume, !backward, run.set_aside, skip);
-    const WorkerExit exit = run_worker_process(args, o.timeout_ms, kStartupMs, [&](const nlohmann::json& e) {
+    const WorkerExit exit = run_worker_process(args, o.timeout_ms, kWorkerStartupMs, [&](const nlohmann::json& e) {
       const std::string kind = e["event"];
       if (kind == "hello") {
         run.hello = e;

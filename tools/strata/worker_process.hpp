@@ -34,6 +34,10 @@ struct WorkerExit {
   std::string stderr_note() const;
 };
 
+/// The least a worker is given before its first event (loading plugins,
+/// which the runtime's own child probe bounds, and building its work).
+inline constexpr int64_t kWorkerStartupMs = 30000;
+
 /// Runs `/proc/self/exe args...` (args[0] is the program name) in its own
 /// process group, stdout discarded, stderr collected, events read from its
 /// fd 3 and passed to `on_event` in order. The worker may stay silent for
