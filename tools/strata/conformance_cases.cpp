@@ -1039,6 +1039,14 @@ std::vector<Case> build_cases(const Context& ctx) {
       cases.push_back({name, op, cell_dtype(t), observed(ctx, op, false, body)});
     }
   }
+  // The plugin's own cases (its strata.test_cases extension); the device
+  // claims their op when it has a kernel of it.
+  const Observe observe_exported = [&ctx](const std::string& op, std::function<Outcome()> body) {
+    const bool claimed = std::any_of(ctx.info.kernels.begin(), ctx.info.kernels.end(),
+                                     [&](const KernelInfo& k) { return k.op == op; });
+    return observed(ctx, op, claimed, std::move(body));
+  };
+  add_exported_cases(ctx, observe_exported, cases, gradient_cases);
   add_queue_cases(ctx, cases);
   for (Case& g : gradient_cases) cases.push_back(std::move(g));
   return cases;

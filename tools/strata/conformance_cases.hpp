@@ -73,6 +73,15 @@ void add_plugin_op_cases(const Context& ctx, const KernelInfo& kernel, const OpI
                          const std::vector<DType>& in, const std::vector<DType>& out, const Observe& observe,
                          std::vector<Case>& cases, std::vector<Case>& gradient_cases);
 
+/// The cases the plugin under test exports (its strata.test_cases
+/// extension, conformance_plugin_ops.cpp): each runs its op on its inputs
+/// and attributes on the device under test, against the outputs it expects
+/// or else the reference; with STRATA_TEST_CASE_DERIVATIVES, a derivative
+/// case at those inputs as for a plugin op. A malformed case fails its row,
+/// naming the field. `observe` wraps each with the fallback accounting.
+void add_exported_cases(const Context& ctx, const Observe& observe, std::vector<Case>& cases,
+                        std::vector<Case>& gradient_cases);
+
 /// Every case of a check, in a fixed order: the general checks first, then
 /// the op cases of every claimed kernel, then one case per primitive the
 /// device has no kernel for (expected to fall back), then the checks of

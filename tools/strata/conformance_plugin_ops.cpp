@@ -10,7 +10,13 @@
 // there, else on the device in the kernel's dtype with a wider tolerance —
 // so a kernel and a derivative rule that disagree fail, naming the op, the
 // direction (VJP of order n, JVP), the input and the worst element.
+//
+// The plugin's own cases (strata.test_cases, add_exported_cases) run the
+// same way on the inputs and attributes it gives, against the outputs it
+// expects when it gives them.
 #include "conformance_support.hpp"
+
+#include <strata/plugin_cases.hpp>
 
 #include <algorithm>
 #include <cmath>
@@ -61,6 +67,9 @@ struct PluginOpCase {
   std::vector<Operand> inputs;
   std::vector<OpAttr> attrs;
   std::string what;  // the inputs and attributes, described
+  /// The inputs are the plugin's own (a strata.test_cases case): the op
+  /// refusing them is a failure, not a skip.
+  bool given = false;
 
   std::vector<Tensor> run(const std::vector<Tensor>& in) const { return call_op(op, in, attrs); }
 
@@ -154,6 +163,10 @@ bool runs_on_reference(const Context& ctx, const PluginOpCase& c, const std::vec
 /// Runs the op on the device under test into `outs`; a skip when its shape
 /// rule refuses the checker's inputs (not a fault of the kernel or rules).
 std::optional<Outcome> run_on_device(const Context& ctx, const PluginOpCase& c, std::vector<Tensor>& outs) {
+  if (c.given) {
+    outs = c.run(c.tensors(ctx.dut, false));
+    return std::nullopt;
+  }
   try {
     outs = c.run(c.tensors(ctx.dut, false));
   } catch (const ShapeError& e) {
@@ -326,6 +339,111 @@ void add_plugin_op_cases(const Context& ctx, const KernelInfo& kernel, const OpI
                             observe(kernel.op, [&ctx, c, info, t, domain] {
                               return run_derivatives(ctx, c, info, t, domain);
                             })});
+}
+
+namespace {
+
+/// A tensor of a plugin's case as an operand (its values, its dtype).
+Operand operand_from(const PluginTestTensor& t) { return operand_of(Shape(t.shape), t.values, t.dtype); }
+
+std::string shape_text(const std::vector<int64_t>& shape) {
+  std::string text = "[";
+  for (size_t d = 0; d < shape.size(); ++d) text += (d == 0 ? "" : ", ") + std::to_string(shape[d]);
+  return text + "]";
+}
+
+/// The device's outputs against the outputs the plugin's case expects.
+Outcome run_expected(const Context& ctx, const PluginOpCase& c, const PluginTestCase& pc) {
+  std::vector<Tensor> got;
+  (void)run_on_device(ctx, c, got);  // c.given: a refusal throws, and fails the row
+  if (got.size() != pc.expected.size()) {
+    return {Status::fail,
+            pc.op + " gave " + std::to_string(got.size()) + " outputs; the case expects " +
+                std::to_string(pc.expected.size()),
+            0.0};
+  }
+  double worst = 0.0;
+  for (size_t o = 0; o < got.size(); ++o) {
+    const PluginTestTensor& e = pc.expected[o];
+    const std::string output = "output " + std::to_string(o);
+    if (got[o].dtype() != e.dtype) {
+      return {Status::fail,
+              output + " is " + std::string(dtype_name(got[o].dtype())) + "; the case expects " +
+                  std::string(dtype_name(e.dtype)),
+              0.0};
+    }
+    Operand want = operand_from(e);
+    want.keep_dtype = true;
+    const bool own = pc.rtol > 0.0 || pc.atol > 0.0;
+    const Tolerance tol = own ? Tolerance{pc.atol, pc.rtol} : tolerance_for(e.dtype);
+    Outcome r = compare(got[o], on_reference(want, ctx.reference), tol,
+                        c.what + ", " + output + " against the case's expected " + shape_text(e.shape) +
+                            (own ? " (the case's tolerance)" : ""));
+    if (r.status != Status::pass) return r;
+    worst = std::max(worst, r.max_error);
+  }
+  return {Status::pass, "against the outputs the plugin's case expects", worst};
+}
+
+}  // namespace
+
+void add_exported_cases(const Context& ctx, const Observe& observe, std::vector<Case>& cases,
+                        std::vector<Case>& gradient_cases) {
+  std::vector<PluginTestCase> list;
+  try {
+    list = plugin_test_cases(ctx.plugin.name);
+  } catch (const Error& e) {
+    cases.push_back({"plugin cases", "", "", [why = std::string(e.what())] { return Outcome{Status::fail, why, 0.0}; }});
+    return;
+  }
+  const std::vector<OpInfo> ops = runtime().ops();
+  for (const PluginTestCase& pc : list) {
+    // --op selects cases by their op; one that names none (malformed) is always shown.
+    if (ctx.op_filter && !pc.op.empty() && !std::regex_search(pc.op, *ctx.op_filter)) continue;
+    const std::string name = (pc.op.empty() ? std::string() : pc.op + " ") + "(plugin case \"" + pc.name + "\")";
+    const std::string cell = pc.inputs.empty() ? "-" : std::string(dtype_name(pc.inputs[0].dtype));
+    // A malformed case, or one naming no op, is the plugin's data at fault,
+    // not a kernel: a general row, so no kernel is set aside for it.
+    if (!pc.error.empty()) {
+      cases.push_back({name, "", "", [why = pc.error] { return Outcome{Status::fail, why, 0.0}; }});
+      continue;
+    }
+    PluginOpCase c{pc.op, {}, pc.attrs, {}, true};
+    for (const PluginTestTensor& t : pc.inputs) c.inputs.push_back(operand_from(t));
+    c.what = describe(c.inputs) + (pc.attrs.empty() ? "" : " with the case's attributes");
+    const auto info = std::find_if(ops.begin(), ops.end(), [&](const OpInfo& o) { return o.name == pc.op; });
+    if (info == ops.end()) {
+      cases.push_back({name, "", "", [op = pc.op] {
+                         return Outcome{Status::fail, "the case calls " + op + ", which is no op of the registry",
+                                        0.0};
+                       }});
+      continue;
+    }
+    const std::string where = "the plugin's inputs";
+    if (pc.expected.empty()) {
+      cases.push_back({name, pc.op, cell, observe(pc.op, [&ctx, c, where] { return run_forward(ctx, c, false, where); })});
+    } else {
+      cases.push_back({name, pc.op, cell, observe(pc.op, [&ctx, c, pc] { return run_expected(ctx, c, pc); })});
+    }
+    if (!pc.derivatives) continue;
+    const std::string row = pc.op + " (derivatives)";
+    const auto first_float = std::find_if(pc.inputs.begin(), pc.inputs.end(),
+                                          [](const PluginTestTensor& t) { return is_floating(t.dtype); });
+    std::function<Outcome()> body;
+    if (!info->differentiable) {
+      body = [op = pc.op] {
+        return Outcome{Status::fail, "the case asks for derivatives, but " + op + " has no VJP rule", 0.0};
+      };
+    } else if (first_float == pc.inputs.end() ||
+               (first_float->dtype != DType::f32 && first_float->dtype != DType::f64)) {
+      body = [] { return Outcome{Status::skip, "derivatives are checked in f32 and f64", 0.0}; };
+    } else {
+      body = observe(pc.op, [&ctx, c, info = *info, t = first_float->dtype, where] {
+        return run_derivatives(ctx, c, info, t, where);
+      });
+    }
+    gradient_cases.push_back({name + " derivatives", row, cell, std::move(body)});
+  }
 }
 
 }  // namespace strata::cli::conformance

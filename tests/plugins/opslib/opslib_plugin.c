@@ -967,6 +967,87 @@ static strata_status register_ops(const strata_host_api* host, strata_error* err
   return host->register_kernels(&reg, error);
 }
 
+/* ---- cases of its own for `strata plugin check` (strata.test_cases) ------------------------ */
+
+#ifdef OPSLIB_CHECK_FIXTURE
+/* cube outside its declared domain [0.25, 2], where the checker draws none,
+ * with the values it must give (a = 2: y = 2x^3) and its derivatives. */
+static const int64_t kShape4[] = {4};
+static const double kCubeX[] = {-2.0, -1.0, 0.5, 3.0};
+static const double kCubeY[] = {-16.0, -2.0, 0.25, 54.0};
+static const strata_test_tensor kCubeIn = {sizeof(strata_test_tensor), STRATA_F64, 1, kShape4, kCubeX};
+static const strata_test_tensor kCubeOut = {sizeof(strata_test_tensor), STRATA_F64, 1, kShape4, kCubeY};
+static const strata_test_tensor* const kCubeIns[] = {&kCubeIn};
+static const strata_test_tensor* const kCubeOuts[] = {&kCubeOut};
+static const strata_attr kA2 = {.struct_size = sizeof(strata_attr), .name = "a", .kind = STRATA_ATTR_FLOAT, .f = 2.0};
+static const strata_attr* const kAttrsA2[] = {&kA2};
+/* scale in f32 with a negative factor, compared with cpu:0 (no expected). */
+static const int64_t kShape23[] = {2, 3};
+static const double kScaleX[] = {-1.5, -0.25, 0.0, 0.75, 1.0, 2.5};
+static const strata_test_tensor kScaleIn = {sizeof(strata_test_tensor), STRATA_F32, 2, kShape23, kScaleX};
+static const strata_test_tensor* const kScaleIns[] = {&kScaleIn};
+static const strata_attr kSHalf = {
+    .struct_size = sizeof(strata_attr), .name = "s", .kind = STRATA_ATTR_FLOAT, .f = -0.5};
+static const strata_attr* const kAttrsSHalf[] = {&kSHalf};
+
+#define OPSLIB_CASE(var_, name_, op_, ins_, n_ins_, attrs_, expected_, n_expected_, flags_)                         \
+  static const strata_test_case var_ = {.struct_size = sizeof(strata_test_case), .name = (name_), .op = (op_),     \
+                                        .inputs = (ins_), .n_inputs = (n_ins_), .attrs = (attrs_), .n_attrs = 1,   \
+                                        .expected = (expected_), .n_expected = (n_expected_), .rtol = 0.0,         \
+                                        .atol = 0.0, .flags = (flags_)}
+
+OPSLIB_CASE(kCubeCase, "cube beyond its domain", OPSLIB_OP_CUBE, kCubeIns, 1, kAttrsA2, kCubeOuts, 1,
+            STRATA_TEST_CASE_DERIVATIVES);
+OPSLIB_CASE(kScaleCase, "scale by -0.5 in f32", OPSLIB_OP_SCALE, kScaleIns, 1, kAttrsSHalf, NULL, 0, 0u);
+
+#ifdef OPSLIB_BAD_CASES
+/* The badcases build: besides the two good cases, one whose expected value
+ * is wrong (54 written 55), one with a rank the ABI does not allow, and one
+ * that names an op nobody defined. Each must fail its own row only. */
+static const double kCubeWrongY[] = {-16.0, -2.0, 0.25, 55.0};
+static const strata_test_tensor kCubeWrongOut = {sizeof(strata_test_tensor), STRATA_F64, 1, kShape4, kCubeWrongY};
+static const strata_test_tensor* const kCubeWrongOuts[] = {&kCubeWrongOut};
+static const strata_test_tensor kRank9 = {sizeof(strata_test_tensor), STRATA_F64, 9, kShape4, kCubeX};
+static const strata_test_tensor* const kRank9Ins[] = {&kRank9};
+OPSLIB_CASE(kWrongCase, "cube, a wrong expectation", OPSLIB_OP_CUBE, kCubeIns, 1, kAttrsA2, kCubeWrongOuts, 1, 0u);
+OPSLIB_CASE(kRank9Case, "cube of rank 9", OPSLIB_OP_CUBE, kRank9Ins, 1, kAttrsA2, NULL, 0, 0u);
+OPSLIB_CASE(kNoOpCase, "an op nobody defined", OPSLIB_NAME "::nope", kCubeIns, 1, kAttrsA2, NULL, 0, 0u);
+/* What the host must refuse field by field: a bool of 2, a complex dtype,
+ * a second case of one name, a negative tolerance, inputs counted but not
+ * given, and a NULL in the array. */
+static const double kTwo[] = {2.0};
+static const int64_t kShape1[] = {1};
+static const strata_test_tensor kBoolTwo = {sizeof(strata_test_tensor), STRATA_BOOL, 1, kShape1, kTwo};
+static const strata_test_tensor kComplex = {sizeof(strata_test_tensor), STRATA_C64, 1, kShape1, kTwo};
+static const strata_test_tensor* const kBoolTwoIns[] = {&kBoolTwo};
+static const strata_test_tensor* const kComplexIns[] = {&kComplex};
+OPSLIB_CASE(kBoolTwoCase, "a bool of 2", OPSLIB_OP_CUBE, kBoolTwoIns, 1, kAttrsA2, NULL, 0, 0u);
+OPSLIB_CASE(kComplexCase, "a complex input", OPSLIB_OP_CUBE, kComplexIns, 1, kAttrsA2, NULL, 0, 0u);
+OPSLIB_CASE(kTwiceCase, "cube beyond its domain", OPSLIB_OP_CUBE, kCubeIns, 1, kAttrsA2, NULL, 0, 0u);
+static const strata_test_case kNegativeTolCase = {.struct_size = sizeof(strata_test_case), .name = "a negative rtol",
+                                                  .op = OPSLIB_OP_CUBE, .inputs = kCubeIns, .n_inputs = 1,
+                                                  .attrs = kAttrsA2, .n_attrs = 1, .expected = kCubeOuts,
+                                                  .n_expected = 1, .rtol = -1.0, .atol = 0.0, .flags = 0u};
+static const strata_test_case kNoInputsCase = {.struct_size = sizeof(strata_test_case), .name = "inputs not given",
+                                               .op = OPSLIB_OP_CUBE, .inputs = NULL, .n_inputs = 2,
+                                               .attrs = kAttrsA2, .n_attrs = 1, .expected = NULL,
+                                               .n_expected = 0, .rtol = 0.0, .atol = 0.0, .flags = 0u};
+static const strata_test_case* const kCases[] = {&kCubeCase,    &kWrongCase,       &kRank9Case,    &kNoOpCase,
+                                                 &kScaleCase,   &kBoolTwoCase,     &kComplexCase,  &kTwiceCase,
+                                                 &kNegativeTolCase, &kNoInputsCase, NULL};
+#else
+static const strata_test_case* const kCases[] = {&kCubeCase, &kScaleCase};
+#endif
+
+static const strata_ext_test_cases kTestCases = {
+    .base = {sizeof(strata_ext_test_cases), STRATA_EXT_TEST_CASES, STRATA_EXT_TEST_CASES_VERSION, NULL},
+    .cases = kCases,
+    .n_cases = (int32_t)(sizeof(kCases) / sizeof(kCases[0]))};
+#define OPSLIB_EXTENSIONS (&kTestCases.base)
+#else
+#define OPSLIB_EXTENSIONS NULL
+#endif
+
 /* ---- the table ---------------------------------------------------------------------------- */
 
 static const strata_plugin_api kTable = {.struct_size = sizeof(strata_plugin_api),
@@ -983,6 +1064,7 @@ static const strata_plugin_api kTable = {.struct_size = sizeof(strata_plugin_api
                                          .get_kernels = opslib_get_kernels,
                                          .alloc = opslib_alloc,
                                          .free = opslib_free,
-                                         .copy = opslib_copy};
+                                         .copy = opslib_copy,
+                                         .extensions = OPSLIB_EXTENSIONS};
 
 TPC_PLUGIN_ENTRY(&kTable)

@@ -1,5 +1,5 @@
 /*
- * strata_plugin.h — the Strata plugin ABI, version 2.3.
+ * strata_plugin.h — the Strata plugin ABI, version 2.4.
  *
  * This C99 header is the whole contract between the Strata core ("the host")
  * and a backend plugin. A plugin is a shared library named
@@ -169,7 +169,9 @@
  * structs (strata_extension): strata.native_handles (device pointers and
  * native streams, for interop), strata.graph_execution (a traced graph
  * handed whole to the plugin), strata.collectives (all-reduce, broadcast,
- * all-gather for data-parallel training). Vendors name theirs
+ * all-gather for data-parallel training), strata.test_cases (the plugin's
+ * own cases for `strata plugin check`: inputs, attributes and the outputs
+ * expected, for what the checker cannot derive from a schema). Vendors name theirs
  * "<vendor>.<name>".
  *
  * 10. Probing in a child process, and what decides its answer
@@ -202,7 +204,7 @@ extern "C" {
 #endif
 
 #define STRATA_ABI_MAJOR 2
-#define STRATA_ABI_MINOR 3
+#define STRATA_ABI_MINOR 4
 
 /** The one symbol each plugin exports (type: strata_plugin_entry_fn). */
 #define STRATA_PLUGIN_ENTRY_SYMBOL "strata_plugin_entry"
@@ -909,6 +911,61 @@ typedef struct strata_ext_collectives {
   /** recv holds world_size slices of send's shape along a new dim 0. */
   strata_status (*all_gather)(strata_collective_args* args);
 } strata_ext_collectives;
+
+/* -- strata.test_cases v1 (ABI 2.4): the plugin's own cases for plugin check */
+#define STRATA_EXT_TEST_CASES "strata.test_cases"
+#define STRATA_EXT_TEST_CASES_VERSION 1u
+
+/** A host tensor of a test case. `values` holds the shape's element count
+ *  of real numbers in row-major order, as doubles whatever the dtype: the
+ *  host rounds them to `dtype` (f16, bf16) or requires them exact (an
+ *  integer or bool dtype: integral, and within 2^53 for i64). Complex dtypes
+ *  are not supported in version 1. */
+typedef struct strata_test_tensor {
+  size_t struct_size;
+  strata_dtype dtype;
+  int32_t ndim;          /* 0..STRATA_MAX_RANK; 0 is a scalar (one value)  */
+  const int64_t* shape;  /* ndim sizes, each >= 0 (NULL when ndim is 0)    */
+  const double* values;  /* the element count of values (NULL when 0)      */
+} strata_test_tensor;
+#define STRATA_TEST_TENSOR_MIN_SIZE STRATA_SIZE_UP_TO(strata_test_tensor, values)
+
+/** `flags` of a test case. */
+#define STRATA_TEST_CASE_DERIVATIVES 1u /* also check the op's VJP (and JVP  */
+                                        /* when it has one) at these inputs  */
+                                        /* against central differences       */
+
+/** One case: an op called on given inputs and attributes, checked against
+ *  the outputs the plugin expects, or, when `expected` is NULL, against the
+ *  reference device (cpu:0, in f64) when that runs the op. */
+typedef struct strata_test_case {
+  size_t struct_size;
+  const char* name;  /* unique within the plugin: "softplus, large inputs" */
+  const char* op;    /* a plugin op ("acme::softplus") or a core op's kernel */
+                     /* name ("strata::add"), called as call_op() calls it */
+  const strata_test_tensor* const* inputs;
+  int32_t n_inputs;
+  const strata_attr* const* attrs; /* passed to the op as given           */
+  int32_t n_attrs;
+  const strata_test_tensor* const* expected; /* n_expected outputs, or NULL */
+  int32_t n_expected;
+  /** |got - want| <= atol + rtol * |want| per element; both 0: the
+   *  checker's tolerance for the output's dtype. */
+  double rtol;
+  double atol;
+  uint32_t flags; /* STRATA_TEST_CASE_* */
+} strata_test_case;
+#define STRATA_TEST_CASE_MIN_SIZE STRATA_SIZE_UP_TO(strata_test_case, flags)
+
+/** Static data: the cases live as long as the table. `strata plugin check`
+ *  runs each on the device under test (a row "<op> (plugin case: <name>)"),
+ *  after the cases it derives itself; a malformed case fails its row,
+ *  naming the field. */
+typedef struct strata_ext_test_cases {
+  strata_extension base;
+  const strata_test_case* const* cases; /* arrays of pointers, as entries */
+  int32_t n_cases;                      /* are, so each struct may grow   */
+} strata_ext_test_cases;
 
 /* ------------------------------------------------------------------------ */
 /* The plugin table                                                          */

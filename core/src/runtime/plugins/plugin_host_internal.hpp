@@ -3,6 +3,7 @@
 // plugin_ops.cpp (ops a plugin defines, call_op).
 #pragma once
 
+#include "runtime/dispatch/op.hpp"
 #include "runtime/plugins/plugin_host.hpp"
 
 #include <strata/plugin/strata_plugin.h>
@@ -30,5 +31,9 @@ strata_status host_register_op(const strata_op_schema* schema, strata_error* err
 strata_status host_call_op(strata_call_op_args* args) noexcept;
 /// Every op `plugin_name` defined refuses calls from now on (under host_mutex()).
 void retire_plugin_ops(const std::string& plugin_name);
+
+/// A plugin's strata_attr as a core Attr (names interned). Throws
+/// ValueError on a malformed one, naming `where`.
+Attr attr_from_abi(const strata_attr* a, const std::string& where);
 
 }  // namespace strata::detail

@@ -56,8 +56,8 @@ std::vector<PluginOp*>& plugin_ops() {
 
 const PluginOp& plugin_op_of(const OpDef& op) { return *static_cast<const PluginOp*>(op.plugin_op); }
 
-/// A plugin's strata_attr as a core Attr (names interned). Throws on a
-/// malformed one, naming `where`.
+}  // namespace
+
 Attr attr_from_abi(const strata_attr* a, const std::string& where) {
   if (a == nullptr) throw ValueError(where + ": null attribute");
   if (a->struct_size < STRATA_ATTR_MIN_SIZE) {
@@ -97,6 +97,8 @@ Attr attr_from_abi(const strata_attr* a, const std::string& where) {
   }
   return out;
 }
+
+namespace {
 
 void plugin_prepare(OpCall& call) {
   const PluginOp& po = plugin_op_of(*call.op);
