@@ -72,6 +72,19 @@ echo "$devices" | grep -q "scaffold:0  accelerator" || { echo "$devices"; exit 1
 ctest --test-dir "$work/scaffold/build" --output-on-failure > "$work/scaffold-check.log" ||
   { tail -30 "$work/scaffold-check.log"; exit 1; }
 grep "100% tests passed, 0 tests failed out of 2" "$work/scaffold-check.log" || { cat "$work/scaffold-check.log"; exit 1; }
+# Its own case (strata.test_cases: add with a cancellation) ran and passed,
+# forward against its expected sums and derivatives at its inputs.
+STRATA_PLUGIN_PATH="" "$sdk/bin/strata" plugin check "$work/scaffold/build/libstrata_plugin_scaffold.so" --json \
+  --op '^strata::add$' > "$work/scaffold-cases.json" || { cat "$work/scaffold-cases.json"; exit 1; }
+python3 - "$work/scaffold-cases.json" <<'PY'
+import json, sys
+cases = {c["name"]: c for c in json.load(open(sys.argv[1]))["cases"]}
+for name, message in [('strata::add (plugin case "add, a cancellation")', "against the outputs the plugin's case expects"),
+                      ('strata::add (plugin case "add, a cancellation") derivatives', "on the plugin's inputs")]:
+    c = cases.get(name)
+    if c is None or c["status"] != "pass" or message not in c["message"]:
+        sys.exit(f"the scaffold's own case: {name}: {c}")
+PY
 STRATA_PLUGIN_PATH="$work/scaffold/build/libstrata_plugin_scaffold.so" "$sdk/bin/strata" trace diff \
   "$work/scaffold/tests/step.json" --device scaffold:0 > "$work/scaffold-diff.log" || { cat "$work/scaffold-diff.log"; exit 1; }
 grep -Eq "forward +#3 +mul +pass +kernels" "$work/scaffold-diff.log" || { cat "$work/scaffold-diff.log"; exit 1; }

@@ -188,6 +188,27 @@ const strata::plugin::KernelTable& kernel_table() {
   return *table;
 }
 
+// ---- Cases of your own for `strata plugin check` ----------------------------------
+// What the checker cannot derive (values you know in closed form, inputs it
+// would not draw, attributes it cannot choose) the plugin exports as cases
+// (the strata.test_cases extension; writing-a-backend.md, "Cases of your
+// own"). This one: add with a cancellation, against the exact sums, and its
+// derivatives at those inputs.
+constexpr int64_t kCaseShape[] = {4};
+constexpr double kCaseA[] = {1.5, -2.0, 3.0, 0.25};
+constexpr double kCaseB[] = {2.5, 2.0, -3.0, 0.5};
+constexpr double kCaseSum[] = {4.0, 0.0, 0.0, 0.75};
+const strata_test_tensor kCaseIn0{sizeof(strata_test_tensor), STRATA_F32, 1, kCaseShape, kCaseA};
+const strata_test_tensor kCaseIn1{sizeof(strata_test_tensor), STRATA_F32, 1, kCaseShape, kCaseB};
+const strata_test_tensor kCaseOut{sizeof(strata_test_tensor), STRATA_F32, 1, kCaseShape, kCaseSum};
+const strata_test_tensor* const kCaseIns[] = {&kCaseIn0, &kCaseIn1};
+const strata_test_tensor* const kCaseOuts[] = {&kCaseOut};
+const strata_test_case kAddCase{sizeof(strata_test_case), "add, a cancellation", STRATA_OP_ADD, kCaseIns, 2, nullptr, 0,
+                                kCaseOuts, 1, 0.0, 0.0, STRATA_TEST_CASE_DERIVATIVES};
+const strata_test_case* const kCases[] = {&kAddCase};
+const strata_ext_test_cases kTestCases{
+    {sizeof(strata_ext_test_cases), STRATA_EXT_TEST_CASES, STRATA_EXT_TEST_CASES_VERSION, nullptr}, kCases, 1};
+
 // ---- The backend: lifecycle, device, memory -----------------------------------------
 
 class Backend {
@@ -234,6 +255,9 @@ class Backend {
   }
 
   const strata::plugin::KernelTable& kernels(Device&) const { return kernel_table(); }
+
+  /// Optional capabilities: here the cases above.
+  static const strata_extension* extensions() { return &kTestCases.base; }
 
   strata_status alloc(Device&, strata_alloc_args& a) {
     auto* b = new (std::nothrow) Block{a.bytes, static_cast<unsigned char*>(std::malloc(a.bytes == 0 ? 1 : a.bytes))};
