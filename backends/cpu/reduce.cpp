@@ -32,19 +32,27 @@ using acc_t = std::conditional_t<std::is_same_v<compute_t<T>, double>, double,
 // partial states, finish<Out>(state, count), and kLanes: true when the order
 // of steps does not matter (lane accumulators allowed).
 
-template <class Acc>
-struct SumR {
-  static constexpr const char* name = STRATA_OP_SUM;
+/// A fold with `Op` from `Identity` (sum, prod): any order of steps.
+template <class Acc, const char* const& Name, int Identity, Acc (*Op)(Acc, Acc)>
+struct FoldR {
+  static constexpr const char* name = Name;
   static constexpr bool kLanes = true;
   using State = Acc;
-  static State init() { return Acc(0); }
-  static State step(State s, Acc v, int64_t) { return wrap_add(s, v); }
-  static State combine(State a, State b) { return wrap_add(a, b); }
+  static State init() { return Acc(Identity); }
+  static State step(State s, Acc v, int64_t) { return Op(s, v); }
+  static State combine(State a, State b) { return Op(a, b); }
   template <class Out>
   static Out finish(State s, int64_t) {
     return store_from<Out>(s);
   }
 };
+
+inline constexpr const char* kSumName = STRATA_OP_SUM;
+inline constexpr const char* kProdName = STRATA_OP_PROD;
+template <class Acc>
+using SumR = FoldR<Acc, kSumName, 0, wrap_add<Acc>>;
+template <class Acc>
+using ProdR = FoldR<Acc, kProdName, 1, wrap_mul<Acc>>;
 
 template <class Acc>
 struct MeanR : SumR<Acc> {
@@ -52,20 +60,6 @@ struct MeanR : SumR<Acc> {
   template <class Out>
   static Out finish(Acc s, int64_t count) {
     return store_from<Out>(s / static_cast<Acc>(count));
-  }
-};
-
-template <class Acc>
-struct ProdR {
-  static constexpr const char* name = STRATA_OP_PROD;
-  static constexpr bool kLanes = true;
-  using State = Acc;
-  static State init() { return Acc(1); }
-  static State step(State s, Acc v, int64_t) { return wrap_mul(s, v); }
-  static State combine(State a, State b) { return wrap_mul(a, b); }
-  template <class Out>
-  static Out finish(State s, int64_t) {
-    return store_from<Out>(s);
   }
 };
 

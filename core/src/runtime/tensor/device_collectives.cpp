@@ -92,6 +92,24 @@ struct DeviceCommunicator::Impl {
     return a;
   }
 
+  /// Runs the collective `fn` from `send` into `recv`; one descriptor when
+  /// they are the same tensor, which the ABI reads as in place (send ==
+  /// recv). `set` fills the call's own fields (reduce, root).
+  template <class Set>
+  void collective(const std::string& call, const Tensor& send, const Tensor& recv,
+                  strata_status (*fn)(strata_collective_args*), Set set) {
+    strata_tensor send_desc, recv_desc;
+    describe(send, send_desc);
+    const bool in_place = &send == &recv;
+    if (!in_place) describe(recv, recv_desc);
+    strata_error err = detail::fresh_error();
+    strata_collective_args a = args(err);
+    a.send = &send_desc;
+    a.recv = in_place ? &send_desc : &recv_desc;
+    set(a);
+    run(call, fn, a, err);
+  }
+
   void run(const std::string& call, strata_status (*fn)(strata_collective_args*), strata_collective_args& a,
            strata_error& err) {
     d->ensure_alive();
@@ -166,14 +184,8 @@ DeviceCommunicator::~DeviceCommunicator() {
 void DeviceCommunicator::all_reduce(Tensor& t, CollectiveOp op) {
   Impl& m = *impl_;
   m.check_tensor("all_reduce", "tensor", t);
-  strata_tensor desc;
-  describe(t, desc);
-  strata_error err = detail::fresh_error();
-  strata_collective_args a = m.args(err);
-  a.send = &desc;
-  a.recv = &desc;
-  a.reduce = reduce_of(op);
-  m.run("all_reduce", m.ext->all_reduce, a, err);
+  const strata_reduce_op reduce = reduce_of(op);
+  m.collective("all_reduce", t, t, m.ext->all_reduce, [reduce](strata_collective_args& a) { a.reduce = reduce; });
 }
 
 void DeviceCommunicator::broadcast(Tensor& t, int root) {
@@ -183,14 +195,7 @@ void DeviceCommunicator::broadcast(Tensor& t, int root) {
     throw DeviceError(m.what("broadcast") + ": root " + std::to_string(root) + " is not in 0.." +
                       std::to_string(m.world - 1));
   }
-  strata_tensor desc;
-  describe(t, desc);
-  strata_error err = detail::fresh_error();
-  strata_collective_args a = m.args(err);
-  a.send = &desc;
-  a.recv = &desc;
-  a.root = root;
-  m.run("broadcast", m.ext->broadcast, a, err);
+  m.collective("broadcast", t, t, m.ext->broadcast, [root](strata_collective_args& a) { a.root = root; });
 }
 
 void DeviceCommunicator::all_gather(Tensor& out, const Tensor& in) {
@@ -204,14 +209,7 @@ void DeviceCommunicator::all_gather(Tensor& out, const Tensor& in) {
                       " gathered from " + std::to_string(m.world) + " ranks (want " +
                       std::string(dtype_name(in.dtype())) + shape_string(want) + ")");
   }
-  strata_tensor send, recv;
-  describe(in, send);
-  describe(out, recv);
-  strata_error err = detail::fresh_error();
-  strata_collective_args a = m.args(err);
-  a.send = &send;
-  a.recv = &recv;
-  m.run("all_gather", m.ext->all_gather, a, err);
+  m.collective("all_gather", in, out, m.ext->all_gather, [](strata_collective_args&) {});
 }
 
 Device DeviceCommunicator::device() const { return impl_->d->device(); }
