@@ -144,15 +144,28 @@ const float* exp_row(const T* src, int64_t n, S, compute_t<T> shift) {
   }
 }
 
+/// exp(x[i] - max) over one row of n elements at stride s: from
+/// exp_row's vectorised buffer when it made one, else element by element
+/// (the same bits). `m` is the row's max.
+template <class T, class S>
+struct ShiftedExp {
+  using C = compute_t<T>;
+  const T* x;
+  S s;
+  C m;
+  const float* pre;
+  ShiftedExp(const T* row, int64_t n, S stride)
+      : x(row), s(stride), m(row_max(row, n, stride)), pre(exp_row(row, n, stride, m)) {}
+  C operator()(int64_t i) const { return pre != nullptr ? pre[i] : exp_of(Scalar<T>::load(x[i * s]) - m); }
+};
+
 struct Softmax {  // y = exp(x - max) / sum(exp(x - max))
   static constexpr const char* name = STRATA_OP_SOFTMAX;
   static constexpr int arity = 1;
   template <class T, class S>
   static void row(T* y, const T* x, int64_t n, S s) {
     using C = compute_t<T>;
-    const C m = row_max(x, n, s);
-    const float* pre = exp_row(x, n, s, m);
-    const auto e = [&](int64_t i) -> C { return pre != nullptr ? pre[i] : exp_of(Scalar<T>::load(x[i * s]) - m); };
+    const ShiftedExp<T, S> e(x, n, s);
     if constexpr (std::is_same_v<T, C>) {  // keep exp in y: computed once
       const C sum = row_sum<C>(n, [&](int64_t i) { return y[i * s] = e(i); });
       const C inv = C(1) / sum;
@@ -170,13 +183,11 @@ struct LogSoftmax {  // y = x - max - log(sum(exp(x - max)))
   template <class T, class S>
   static void row(T* y, const T* x, int64_t n, S s) {
     using C = compute_t<T>;
-    const C m = row_max(x, n, s);
-    const float* pre = exp_row(x, n, s, m);
-    const C log_sum = log_of(
-        row_sum<C>(n, [&](int64_t i) -> C { return pre != nullptr ? pre[i] : exp_of(Scalar<T>::load(x[i * s]) - m); }));
+    const ShiftedExp<T, S> e(x, n, s);
+    const C log_sum = log_of(row_sum<C>(n, e));
     // (x - m) - log_sum, not x - (m + log_sum): m + log_sum would round away
     // log_sum's digits when |m| is large.
-    for (int64_t i = 0; i < n; ++i) y[i * s] = Scalar<T>::store((Scalar<T>::load(x[i * s]) - m) - log_sum);
+    for (int64_t i = 0; i < n; ++i) y[i * s] = Scalar<T>::store((Scalar<T>::load(x[i * s]) - e.m) - log_sum);
   }
 };
 

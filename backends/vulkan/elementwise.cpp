@@ -24,15 +24,26 @@ std::string variant(const char* family, strata_dtype y, strata_dtype a) {
   return s;
 }
 
-/// One input: unary ops (same dtype in and out), and with OP_COPY, copy
-/// (any output strides).
-struct Unary {
+/// N inputs of one dtype through the "unary" or "binary" shader family,
+/// the op chosen by the entry's opcode.
+template <int N>
+struct Eltwise {
   static strata_status run(Call& c) {
-    if (strata_status s = expect_inputs(c, 1); s != STRATA_OK) return s;
-    const std::string shader = variant("unary", c.out.dtype, c.input(0).dtype);
-    return launch_eltwise(c, shader.c_str(), c.spec.code, c.out, c.in, 1);
+    if (strata_status s = expect_inputs(c, N); s != STRATA_OK) return s;
+    const std::string shader = variant(N == 1 ? "unary" : "binary", c.out.dtype, c.input(0).dtype);
+    return launch_eltwise(c, shader.c_str(), c.spec.code, c.out, c.in, N);
   }
 };
+
+/// One input: unary ops (same dtype in and out), and with OP_COPY, copy
+/// (any output strides).
+using Unary = Eltwise<1>;
+
+/// Two inputs of one dtype: arithmetic, comparisons (-> bool), logical ops,
+/// and the elementwise backward ops (grad, saved tensor). Integer division
+/// by zero is recorded by the shader and reported at the next
+/// synchronisation point (STRATA_ERROR_DEFERRED).
+using Binary = Eltwise<2>;
 
 /// cast: OP_COPY between any two stored dtypes. The "dtype" attribute
 /// (DTYPE), when present, must name the output's dtype.
@@ -47,17 +58,6 @@ struct Cast {
   }
 };
 
-/// Two inputs of one dtype: arithmetic, comparisons (-> bool), logical ops,
-/// and the elementwise backward ops (grad, saved tensor). Integer division
-/// by zero is recorded by the shader and reported at the next
-/// synchronisation point (STRATA_ERROR_DEFERRED).
-struct Binary {
-  static strata_status run(Call& c) {
-    if (strata_status s = expect_inputs(c, 2); s != STRATA_OK) return s;
-    const std::string shader = variant("binary", c.out.dtype, c.input(0).dtype);
-    return launch_eltwise(c, shader.c_str(), c.spec.code, c.out, c.in, 2);
-  }
-};
 
 struct Where {
   static strata_status run(Call& c) {

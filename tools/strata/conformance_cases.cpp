@@ -462,6 +462,21 @@ std::vector<OpCase> op_cases(const std::string& op, const OpSpec& spec, const Si
       // The group cases' parameters: a matrix, a vector no vector width
       // divides, a scalar.
       const Shape kGroupShapes[] = {{7, 5}, {13}, {}};
+      // A group's operands, parameter by parameter: (p, g, state...) drawn
+      // from `ranges`; and, from the inputs of a case, column k of every
+      // parameter (the gradients, column 1, read; the rest cloned: updated).
+      auto group_of = [&rng, t, &kGroupShapes](std::initializer_list<ValueRange> ranges) {
+        std::vector<Operand> group;
+        for (const Shape& s : kGroupShapes) {
+          for (const ValueRange& r : ranges) group.push_back(random_operand(rng, s, t, Layout::contiguous, r));
+        }
+        return group;
+      };
+      auto column = [](const std::vector<Tensor>& in, size_t per, size_t k) {
+        std::vector<Tensor> out;
+        for (size_t j = k; j < in.size(); j += per) out.push_back(k == 1 ? in[j] : in[j].clone());
+        return out;
+      };
       if (op == "strata::sgd_step") {
         for (double wd : {0.0, 0.01}) {
           add_case(wd == 0.0 ? "lr 0.1" : "lr 0.1, weight decay 0.01",
@@ -476,19 +491,10 @@ std::vector<OpCase> op_cases(const std::string& op, const OpSpec& spec, const Si
         // Three parameters of different shapes in one call of the group
         // form (one kernel call where the kernel takes groups,
         // STRATA_KERNEL_GROUPED): each must equal its update alone.
-        std::vector<Operand> group;
-        for (const Shape& s : kGroupShapes) {
-          group.push_back(random_operand(rng, s, t));
-          group.push_back(random_operand(rng, s, t, Layout::contiguous, grad));
-        }
-        add_case("a group of 3 parameters, weight decay 0.01", std::move(group),
-                 [flat](const std::vector<Tensor>& in) {
-                   std::vector<Tensor> ps, gs;
-                   for (size_t j = 0; j < in.size(); j += 2) {
-                     ps.push_back(in[j].clone());
-                     gs.push_back(in[j + 1]);
-                   }
-                   sgd_step_(ps, gs, 0.1, 0.01);
+        add_case("a group of 3 parameters, weight decay 0.01", group_of({{}, grad}),
+                 [flat, column](const std::vector<Tensor>& in) {
+                   std::vector<Tensor> ps = column(in, 2, 0);
+                   sgd_step_(ps, column(in, 2, 1), 0.1, 0.01);
                    return flat({ps[0], ps[1], ps[2]});
                  },
                  4.0);
@@ -513,21 +519,10 @@ std::vector<OpCase> op_cases(const std::string& op, const OpSpec& spec, const Si
                    },
                    8.0);
         }
-        std::vector<Operand> group;
-        for (const Shape& s : kGroupShapes) {
-          group.push_back(random_operand(rng, s, t));
-          group.push_back(random_operand(rng, s, t, Layout::contiguous, grad));
-          group.push_back(random_operand(rng, s, t));
-        }
-        add_case("a group of 3 parameters, later step, Nesterov", std::move(group),
-                 [flat](const std::vector<Tensor>& in) {
-                   std::vector<Tensor> ps, gs, bs;
-                   for (size_t j = 0; j < in.size(); j += 3) {
-                     ps.push_back(in[j].clone());
-                     gs.push_back(in[j + 1]);
-                     bs.push_back(in[j + 2].clone());
-                   }
-                   sgd_momentum_step_(ps, gs, bs, {.lr = 0.05, .momentum = 0.8, .nesterov = true});
+        add_case("a group of 3 parameters, later step, Nesterov", group_of({{}, grad, {}}),
+                 [flat, column](const std::vector<Tensor>& in) {
+                   std::vector<Tensor> ps = column(in, 3, 0), bs = column(in, 3, 2);
+                   sgd_momentum_step_(ps, column(in, 3, 1), bs, {.lr = 0.05, .momentum = 0.8, .nesterov = true});
                    return flat({ps[0], ps[1], ps[2], bs[0], bs[1], bs[2]});
                  },
                  8.0);
@@ -553,23 +548,10 @@ std::vector<OpCase> op_cases(const std::string& op, const OpSpec& spec, const Si
                    },
                    16.0);
         }
-        std::vector<Operand> group;
-        for (const Shape& s : kGroupShapes) {
-          group.push_back(random_operand(rng, s, t));
-          group.push_back(random_operand(rng, s, t, Layout::contiguous, grad));
-          group.push_back(random_operand(rng, s, t));
-          group.push_back(random_operand(rng, s, t, Layout::contiguous, {0.0, 1.0}));
-        }
-        add_case("a group of 3 parameters, later step, decoupled weight decay", std::move(group),
-                 [flat](const std::vector<Tensor>& in) {
-                   std::vector<Tensor> ps, gs, ms, vs;
-                   for (size_t j = 0; j < in.size(); j += 4) {
-                     ps.push_back(in[j].clone());
-                     gs.push_back(in[j + 1]);
-                     ms.push_back(in[j + 2].clone());
-                     vs.push_back(in[j + 3].clone());
-                   }
-                   adam_step_(ps, gs, ms, vs,
+        add_case("a group of 3 parameters, later step, decoupled weight decay", group_of({{}, grad, {}, {0.0, 1.0}}),
+                 [flat, column](const std::vector<Tensor>& in) {
+                   std::vector<Tensor> ps = column(in, 4, 0), ms = column(in, 4, 2), vs = column(in, 4, 3);
+                   adam_step_(ps, column(in, 4, 1), ms, vs,
                               {.decay_mode = WeightDecay::decoupled, .weight_decay = 0.01, .decay = 0.9999,
                                .step_size = 0.01, .inv_sqrt_bias2 = 2.0});
                    return flat({ps[0], ps[1], ps[2], ms[0], ms[1], ms[2], vs[0], vs[1], vs[2]});

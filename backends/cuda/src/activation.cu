@@ -37,13 +37,6 @@ struct GeluBackward {
   }
 };
 
-template <const char* const& Op, class T, class F>
-struct BackwardKernel {
-  static constexpr const char* op = Op;
-  using inputs = Types<T, T>;
-  using outputs = Types<T>;
-  static strata_status run(Launch& l) { return map2<T, T, T>(l, Binary<T, F>{}, Op); }
-};
 
 constexpr const char* kRelu = STRATA_OP_RELU_BACKWARD;
 constexpr const char* kSigmoid = STRATA_OP_SIGMOID_BACKWARD;
@@ -85,10 +78,10 @@ struct AmpUnscaleKernel {
 template <class T>
 void add_float(plugin::KernelTable& t) {
   // Backward ops and amp_unscale see compact operands of equal shape.
-  add<BackwardKernel<kRelu, T, ReluBackward>>(t, 0);
-  add<BackwardKernel<kSigmoid, T, SigmoidBackward>>(t, 0);
-  add<BackwardKernel<kTanh, T, TanhBackward>>(t, 0);
-  add<BackwardKernel<kGelu, T, GeluBackward>>(t, 0);
+  add<BinaryKernel<kRelu, T, ReluBackward>>(t, 0);
+  add<BinaryKernel<kSigmoid, T, SigmoidBackward>>(t, 0);
+  add<BinaryKernel<kTanh, T, TanhBackward>>(t, 0);
+  add<BinaryKernel<kGelu, T, GeluBackward>>(t, 0);
   add<AmpUnscaleKernel<T>>(t, 0);
 }
 

@@ -51,14 +51,6 @@ struct IntegerDiv {
   }
 };
 
-template <const char* const& Op, class T, class F>
-struct BinaryKernel {
-  static constexpr const char* op = Op;
-  using inputs = Types<T, T>;
-  using outputs = Types<T>;
-  static strata_status run(Launch& l) { return map2<T, T, T>(l, Binary<T, F>{}, Op); }
-};
-
 template <class T>
 struct DivKernel {
   static constexpr const char* op = STRATA_OP_DIV;
@@ -73,13 +65,6 @@ struct DivKernel {
   }
 };
 
-template <const char* const& Op, class T, class F>
-struct CompareKernel {
-  static constexpr const char* op = Op;
-  using inputs = Types<T, T>;
-  using outputs = Types<bool8>;
-  static strata_status run(Launch& l) { return map2<bool8, T, T>(l, Compare<T, F>{}, Op); }
-};
 
 template <const char* const& Op, bool And>
 struct LogicalKernel {

@@ -223,4 +223,25 @@ struct Compare {
   }
 };
 
+// ---- Kernel records of two-input maps -----------------------------------------------
+
+/// An op computed element by element from two inputs of dtype T into Out
+/// through the storage functor F.
+template <const char* const& Op, class Out, class T, class F>
+struct Map2Kernel {
+  static constexpr const char* op = Op;
+  using inputs = Types<T, T>;
+  using outputs = Types<Out>;
+  static strata_status run(Launch& l) { return map2<Out, T, T>(l, F{}, Op); }
+};
+
+/// T, T -> T through the compute-type functor F (add, the activations'
+/// backward ops, ...).
+template <const char* const& Op, class T, class F>
+using BinaryKernel = Map2Kernel<Op, T, T, Binary<T, F>>;
+
+/// T, T -> bool through the compute-type predicate F.
+template <const char* const& Op, class T, class F>
+using CompareKernel = Map2Kernel<Op, bool8, T, Compare<T, F>>;
+
 }  // namespace strata::gpu

@@ -18,29 +18,25 @@ namespace {
 template <class T>
 using acc_t = std::conditional_t<std::is_floating_point_v<T>, double, int64_t>;
 
-template <class T>
-struct SumR {
-  static constexpr const char* name = STRATA_OP_SUM;
+/// sum and prod: a fold with `Op` from `Identity` in the accumulator type.
+template <class T, const char* const& Name, int Identity, acc_t<T> (*Op)(acc_t<T>, acc_t<T>)>
+struct FoldR {
+  static constexpr const char* name = Name;
   using State = acc_t<T>;
-  static State init() { return State(0); }
-  static State step(State s, T v, int64_t) { return wrap_add(s, static_cast<State>(v)); }
-  template <class Out>
-  static Out finish(State s) {
-    return static_cast<Out>(s);
-  }
-};
-
-template <class T>
-struct ProdR {
-  static constexpr const char* name = STRATA_OP_PROD;
-  using State = acc_t<T>;
-  static State init() { return State(1); }
-  static State step(State s, T v, int64_t) { return wrap_mul(s, static_cast<State>(v)); }
+  static State init() { return State(Identity); }
+  static State step(State s, T v, int64_t) { return Op(s, static_cast<State>(v)); }
   template <class Out>
   static Out finish(State s) {
     return static_cast<Out>(s);  // integers: wraps to the output's width
   }
 };
+
+constexpr const char* kSumName = STRATA_OP_SUM;
+constexpr const char* kProdName = STRATA_OP_PROD;
+template <class T>
+using SumR = FoldR<T, kSumName, 0, wrap_add<acc_t<T>>>;
+template <class T>
+using ProdR = FoldR<T, kProdName, 1, wrap_mul<acc_t<T>>>;
 
 /// max (Greater) and min; a NaN wins over everything.
 template <class T, bool Greater>

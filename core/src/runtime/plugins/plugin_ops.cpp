@@ -100,6 +100,20 @@ Attr attr_from_abi(const strata_attr* a, const std::string& where) {
 
 namespace {
 
+/// The fields every call of a plugin op's rules carries (shape rule, VJP,
+/// JVP): the op, its attributes, the plugin's user data and the error.
+template <class Args>
+Args rule_args(const PluginOp& po, const AttrViews& attrs, strata_error& err) {
+  Args args{};
+  args.struct_size = sizeof(args);
+  args.op = po.name.c_str();
+  args.attrs = attrs.data();
+  args.n_attrs = attrs.count();
+  args.user_data = po.user_data;
+  args.error = &err;
+  return args;
+}
+
 void plugin_prepare(OpCall& call) {
   const PluginOp& po = plugin_op_of(*call.op);
   if (po.retired.load(std::memory_order_acquire)) {
@@ -124,17 +138,11 @@ void plugin_prepare(OpCall& call) {
   }
   AttrViews attrs(call.attrs);
   strata_error err = fresh_error();
-  strata_infer_args args{};
-  args.struct_size = sizeof(args);
-  args.op = po.name.c_str();
+  auto args = rule_args<strata_infer_args>(po, attrs, err);
   args.inputs = in_ptr.data();
   args.n_inputs = call.n_inputs;
   args.outputs = out_ptr.data();
   args.n_outputs = call.n_outputs;
-  args.attrs = attrs.data();
-  args.n_attrs = attrs.count();
-  args.user_data = po.user_data;
-  args.error = &err;
   if (strata_status st = po.infer(&args); st != STRATA_OK) {
     throw ValueError(call.describe() + ": " + (err.message[0] != '\0' ? message_text(err) : "the shape rule failed"));
   }
@@ -293,9 +301,7 @@ std::vector<Tensor> plugin_derivative(const GradContext& ctx, bool reverse) {
   for (size_t k = 0; k < needed.size(); ++k) needed[k] = ctx.needs(static_cast<int>(k)) ? 1 : 0;
   AttrViews attrs(ctx.attrs);
   strata_error err = fresh_error();
-  strata_derivative_args args{};
-  args.struct_size = sizeof(args);
-  args.op = po.name.c_str();
+  auto args = rule_args<strata_derivative_args>(po, attrs, err);
   args.inputs = inputs.data();
   args.n_inputs = static_cast<int32_t>(inputs.size());
   args.outputs = outputs.data();
@@ -305,11 +311,7 @@ std::vector<Tensor> plugin_derivative(const GradContext& ctx, bool reverse) {
   args.results = results.data();
   args.n_results = static_cast<int32_t>(n_results);
   args.needed = reverse ? needed.data() : nullptr;
-  args.attrs = attrs.data();
-  args.n_attrs = attrs.count();
   args.host = &host_api();
-  args.user_data = po.user_data;
-  args.error = &err;
   if (strata_status st = fn(&args); st != STRATA_OK) {
     // A refusal of an op the rule called keeps its type (a missing kernel
     // under the "error" policy stays a DeviceError) and is named even when
