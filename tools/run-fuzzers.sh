@@ -16,7 +16,7 @@ seconds=${1:-60}
 shift || true
 targets=("$@")
 if [ ${#targets[@]} -eq 0 ]; then
-  targets=(fuzz_config fuzz_graph fuzz_checkpoint fuzz_plugin_table fuzz_probe_cache fuzz_store)
+  targets=(fuzz_config fuzz_graph fuzz_checkpoint fuzz_plugin_table fuzz_probe_cache fuzz_store fuzz_test_cases)
 fi
 
 bin=build/fuzz/bin/fuzz

@@ -1014,15 +1014,20 @@ OPSLIB_CASE(kRank9Case, "cube of rank 9", OPSLIB_OP_CUBE, kRank9Ins, 1, kAttrsA2
 OPSLIB_CASE(kNoOpCase, "an op nobody defined", OPSLIB_NAME "::nope", kCubeIns, 1, kAttrsA2, NULL, 0, 0u);
 /* What the host must refuse field by field: a bool of 2, a complex dtype,
  * a second case of one name, a negative tolerance, inputs counted but not
- * given, and a NULL in the array. */
+ * given, a NULL in the array, and a dtype of -1. */
 static const double kTwo[] = {2.0};
 static const int64_t kShape1[] = {1};
 static const strata_test_tensor kBoolTwo = {sizeof(strata_test_tensor), STRATA_BOOL, 1, kShape1, kTwo};
 static const strata_test_tensor kComplex = {sizeof(strata_test_tensor), STRATA_C64, 1, kShape1, kTwo};
 static const strata_test_tensor* const kBoolTwoIns[] = {&kBoolTwo};
 static const strata_test_tensor* const kComplexIns[] = {&kComplex};
+/* A dtype no enumerator names, as a C plugin may store it: the host reads
+ * the field's bits, never the C++ enum (found by fuzz_test_cases). */
+static const strata_test_tensor kNegativeDtype = {sizeof(strata_test_tensor), (strata_dtype)-1, 1, kShape1, kTwo};
+static const strata_test_tensor* const kNegativeDtypeIns[] = {&kNegativeDtype};
 OPSLIB_CASE(kBoolTwoCase, "a bool of 2", OPSLIB_OP_CUBE, kBoolTwoIns, 1, kAttrsA2, NULL, 0, 0u);
 OPSLIB_CASE(kComplexCase, "a complex input", OPSLIB_OP_CUBE, kComplexIns, 1, kAttrsA2, NULL, 0, 0u);
+OPSLIB_CASE(kNegativeDtypeCase, "a dtype of -1", OPSLIB_OP_CUBE, kNegativeDtypeIns, 1, kAttrsA2, NULL, 0, 0u);
 OPSLIB_CASE(kTwiceCase, "cube beyond its domain", OPSLIB_OP_CUBE, kCubeIns, 1, kAttrsA2, NULL, 0, 0u);
 static const strata_test_case kNegativeTolCase = {.struct_size = sizeof(strata_test_case), .name = "a negative rtol",
                                                   .op = OPSLIB_OP_CUBE, .inputs = kCubeIns, .n_inputs = 1,
@@ -1034,7 +1039,7 @@ static const strata_test_case kNoInputsCase = {.struct_size = sizeof(strata_test
                                                .n_expected = 0, .rtol = 0.0, .atol = 0.0, .flags = 0u};
 static const strata_test_case* const kCases[] = {&kCubeCase,    &kWrongCase,       &kRank9Case,    &kNoOpCase,
                                                  &kScaleCase,   &kBoolTwoCase,     &kComplexCase,  &kTwiceCase,
-                                                 &kNegativeTolCase, &kNoInputsCase, NULL};
+                                                 &kNegativeTolCase, &kNoInputsCase, NULL, &kNegativeDtypeCase};
 #else
 static const strata_test_case* const kCases[] = {&kCubeCase, &kScaleCase};
 #endif

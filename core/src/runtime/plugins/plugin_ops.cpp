@@ -65,16 +65,27 @@ Attr attr_from_abi(const strata_attr* a, const std::string& where) {
                      std::to_string(STRATA_ATTR_MIN_SIZE));
   }
   if (a->name == nullptr) throw ValueError(where + ": attribute without a name");
-  Attr out{intern_name(a->name), a->kind};
+  const int32_t kind = abi_enum(a->kind);
+  if (kind < STRATA_ATTR_INT || kind > STRATA_ATTR_SCALAR) {
+    throw ValueError(where + ": attribute '" + a->name + "' has unknown kind " + std::to_string(kind));
+  }
+  Attr out{intern_name(a->name), static_cast<strata_attr_kind>(kind)};
   out.i = a->i;
   out.f = a->f;
-  out.scalar_dtype = a->scalar_dtype;
+  if (kind == STRATA_ATTR_SCALAR) {
+    const int32_t scalar = abi_enum(a->scalar_dtype);
+    if (scalar != STRATA_I64 && scalar != STRATA_F64 && scalar != STRATA_BOOL) {
+      throw ValueError(where + ": SCALAR attribute '" + a->name + "' has scalar_dtype " + std::to_string(scalar) +
+                       " (I64, F64 or BOOL)");
+    }
+    out.scalar_dtype = static_cast<strata_dtype>(scalar);
+  }
   auto need_array = [&](const void* p) {
     if (a->count < 0 || (a->count > 0 && p == nullptr)) {
       throw ValueError(where + ": attribute '" + a->name + "' has " + std::to_string(a->count) + " values but no array");
     }
   };
-  switch (a->kind) {
+  switch (out.kind) {
     case STRATA_ATTR_INT:
     case STRATA_ATTR_FLOAT:
     case STRATA_ATTR_BOOL:
@@ -92,8 +103,7 @@ Attr attr_from_abi(const strata_attr* a, const std::string& where) {
       if (a->string == nullptr) throw ValueError(where + ": STRING attribute '" + a->name + "' without a string");
       out.text = a->string;
       break;
-    default:
-      throw ValueError(where + ": attribute '" + a->name + "' has unknown kind " + std::to_string(a->kind));
+    default: break;  // checked above
   }
   return out;
 }
@@ -465,10 +475,9 @@ strata_status host_register_op(const strata_op_schema* schema, strata_error* err
       }
       const std::string attr = a->name;
       if (attr.empty()) return refuse(name + ": attribute schema " + std::to_string(k) + " has an empty name");
-      if (a->kind < STRATA_ATTR_INT || a->kind > STRATA_ATTR_SCALAR) {
-        return refuse(name + ": attribute '" + attr + "' has an unknown kind " +
-                      std::to_string(static_cast<int>(a->kind)) + " (strata_attr_kind: 0.." +
-                      std::to_string(static_cast<int>(STRATA_ATTR_SCALAR)) + ")");
+      if (const int32_t kind = abi_enum(a->kind); kind < STRATA_ATTR_INT || kind > STRATA_ATTR_SCALAR) {
+        return refuse(name + ": attribute '" + attr + "' has an unknown kind " + std::to_string(kind) +
+                      " (strata_attr_kind: 0.." + std::to_string(static_cast<int>(STRATA_ATTR_SCALAR)) + ")");
       }
       for (const AttrDecl& seen : po->attrs) {
         if (seen.name == attr) return refuse(name + ": attribute '" + attr + "' is declared twice");
