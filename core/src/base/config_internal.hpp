@@ -92,6 +92,12 @@ std::string closest(std::string_view word, const std::vector<std::string>& candi
 // Sizes (config_size.cpp)
 // ---------------------------------------------------------------------------
 
+/// Whole-number value of a JSON number (integers, and floats like 8e9 with
+/// no fractional part, as JSON Schema's "integer" does); nullopt otherwise.
+/// Magnitudes beyond 2^53 lose precision, which only matters far past every
+/// limit the configuration checks.
+std::optional<double> whole_number(const Json& v);
+
 struct SizeParse {
   enum Status { ok, malformed, negative, too_big } status = malformed;
   uint64_t bytes = 0;   // valid for ok (may be 0)

@@ -1,9 +1,10 @@
 // config_size.cpp — reads byte sizes written as strings ("512MiB", "1.5 GB")
-// for memory limits and budgets.
+// for memory limits and budgets, and whole numbers written as JSON numbers.
 #include "base/config_internal.hpp"
 
 #include <algorithm>
 #include <cctype>
+#include <cmath>
 
 namespace strata::detail::config {
 namespace {
@@ -99,6 +100,16 @@ SizeParse parse_size_string(std::string_view s) {
   r.status = SizeParse::ok;
   r.bytes = static_cast<uint64_t>(total);
   return r;
+}
+
+std::optional<double> whole_number(const Json& v) {
+  if (v.is_number_integer()) return static_cast<double>(v.get<int64_t>());
+  if (v.is_number_unsigned()) return static_cast<double>(v.get<uint64_t>());
+  if (v.is_number_float()) {
+    double d = v.get<double>();
+    if (std::isfinite(d) && std::trunc(d) == d) return d;
+  }
+  return std::nullopt;
 }
 
 }  // namespace strata::detail::config

@@ -43,20 +43,6 @@ bool is_device_key(std::string_view key) {
   return std::all_of(index.begin(), index.end(), [](char c) { return c >= '0' && c <= '9'; });
 }
 
-/// Whole-number value of a JSON number (integers, and floats like 8e9 with
-/// no fractional part, as JSON Schema's "integer" does); nullopt otherwise.
-/// Magnitudes beyond 2^53 lose precision, which only matters far past every
-/// limit checked here.
-std::optional<double> whole_number(const Json& v) {
-  if (v.is_number_integer()) return static_cast<double>(v.get<int64_t>());
-  if (v.is_number_unsigned()) return static_cast<double>(v.get<uint64_t>());
-  if (v.is_number_float()) {
-    double d = v.get<double>();
-    if (std::isfinite(d) && std::trunc(d) == d) return d;
-  }
-  return std::nullopt;
-}
-
 class Validator {
  public:
   Validator(std::string source, std::string config_dir)
