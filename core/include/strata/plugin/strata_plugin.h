@@ -958,9 +958,9 @@ typedef struct strata_test_case {
 #define STRATA_TEST_CASE_MIN_SIZE STRATA_SIZE_UP_TO(strata_test_case, flags)
 
 /** Static data: the cases live as long as the table. `strata plugin check`
- *  runs each on the device under test (a row "<op> (plugin case: <name>)"),
- *  after the cases it derives itself; a malformed case fails its row,
- *  naming the field. */
+ *  runs each on the device under test (a row `<op> (plugin case "<name>")`),
+ *  after the cases it derives itself; a malformed case fails a general row
+ *  of its own, naming the case and the field, and blames no kernel. */
 typedef struct strata_ext_test_cases {
   strata_extension base;
   const strata_test_case* const* cases; /* arrays of pointers, as entries */
