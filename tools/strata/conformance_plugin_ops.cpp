@@ -346,12 +346,6 @@ namespace {
 /// A tensor of a plugin's case as an operand (its values, its dtype).
 Operand operand_from(const PluginTestTensor& t) { return operand_of(Shape(t.shape), t.values, t.dtype); }
 
-std::string shape_text(const std::vector<int64_t>& shape) {
-  std::string text = "[";
-  for (size_t d = 0; d < shape.size(); ++d) text += (d == 0 ? "" : ", ") + std::to_string(shape[d]);
-  return text + "]";
-}
-
 /// The device's outputs against the outputs the plugin's case expects.
 Outcome run_expected(const Context& ctx, const PluginOpCase& c, const PluginTestCase& pc) {
   std::vector<Tensor> got;
@@ -377,7 +371,7 @@ Outcome run_expected(const Context& ctx, const PluginOpCase& c, const PluginTest
     const bool own = pc.rtol > 0.0 || pc.atol > 0.0;
     const Tolerance tol = own ? Tolerance{pc.atol, pc.rtol} : tolerance_for(e.dtype);
     Outcome r = compare(got[o], on_reference(want, ctx.reference), tol,
-                        c.what + ", " + output + " against the case's expected " + shape_text(e.shape) +
+                        c.what + ", " + output + " against the case's expected " + shape_string(e.shape) +
                             (own ? " (the case's tolerance)" : ""));
     if (r.status != Status::pass) return r;
     worst = std::max(worst, r.max_error);
