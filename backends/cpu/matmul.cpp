@@ -56,14 +56,18 @@ struct Problem {
 };
 
 /// Strides of a rows x cols matrix with size-1 dims given the stride that
-/// makes it plain row-major or column-major, as oneDNN expects.
+/// makes it plain row-major or column-major, as oneDNN expects. A column
+/// (cols == 1) is row-major with leading dimension rs: read as column-major
+/// (ld = rows) it is a transposed operand, which dnnl_sgemm is not given and
+/// for which oneDNN's matmul primitive has only its reference kernel, so a
+/// matrix-vector product past gemm_small's sizes found no kernel at all.
 void normalize_matrix(int64_t rows, int64_t cols, int64_t& rs, int64_t& cs) {
   if (rows == 1 && cols == 1) {
     rs = cs = 1;
   } else if (rows == 1) {
     rs = cs == 1 ? cols : 1;
   } else if (cols == 1) {
-    cs = rs == 1 ? rows : 1;
+    cs = 1;
   }
 }
 

@@ -119,7 +119,11 @@ TEST_P(Matmul, LargeEnoughToBeSplitAcrossThreads) {
 }
 
 TEST_P(Matmul, OneDimensionalOperands) {
-  const MatmulCase cases[] = {{{4}, {4}}, {{4}, {4, 3}}, {{3, 4}, {4}}, {{1}, {1}}, {{4}, {2, 4, 5}}, {{2, 3, 4}, {4}}};
+  // Past the CPU plugin's small-GEMM sizes too: a column vector is a
+  // row-major [K, 1] (read as a transposed operand it found no kernel).
+  const MatmulCase cases[] = {{{4}, {4}},         {{4}, {4, 3}},       {{3, 4}, {4}},      {{1}, {1}},
+                              {{4}, {2, 4, 5}},   {{2, 3, 4}, {4}},    {{256, 256}, {256}}, {{256}, {256, 256}},
+                              {{128, 300}, {300}}};
   for (const MatmulCase& c : cases) {
     check(c.a, c.b, Layout::contiguous, Layout::contiguous);
     check(c.a, c.b, Layout::strided, Layout::transposed);
