@@ -118,8 +118,8 @@ void print_markdown(std::vector<OpInfo> ops) {
   std::sort(ops.begin(), ops.end(), [](const OpInfo& a, const OpInfo& b) { return a.name < b.name; });
   std::erase_if(ops, [](const OpInfo& op) { return !op.plugin.empty(); });
   std::cout << kMarkdownBegin << "\n"
-            << "| op | kind | in → out | dtypes | tags | attributes | derivatives | autocast | test domain |\n"
-            << "|---|---|---|---|---|---|---|---|---|\n";
+            << "| op | kind | in → out | dtypes | tags | attributes | derivatives | autocast | vmap | test domain |\n"
+            << "|---|---|---|---|---|---|---|---|---|---|\n";
   for (const OpInfo& op : ops) {
     std::string tags, attrs, dtypes = op.dtypes;
     for (const std::string& t : op.tags) tags += (tags.empty() ? "" : ", ") + t;
@@ -138,7 +138,7 @@ void print_markdown(std::vector<OpInfo> ops) {
     std::cout << "| `" << op.name.substr(op.name.find("::") + 2) << "` | " << op.kind << " | "
               << arity(op.n_inputs) << " → " << arity(op.n_outputs) << " | "
               << dtypes << " | " << tags << " | " << (attrs.empty() ? "—" : attrs) << " | " << derivatives << " | "
-              << op.autocast << " | " << domain_text(op) << " |\n";
+              << op.autocast << " | " << op.batching << " | " << domain_text(op) << " |\n";
   }
   std::cout << kMarkdownEnd << "\n";
 }

@@ -89,6 +89,11 @@ struct OpInfo {
   bool complex_only = false;   // only the complex dtypes of its family
   /// Under autocast: "none", "lower_precision", "fp32" or "promote".
   std::string autocast;
+  /// How it runs under vmap (docs/vmap.md): "pointwise", "reduction",
+  /// "along dim" (rules derived from its tags), "own rule", "view function",
+  /// "join function", "creation", "function", "decomposition", or "loop"
+  /// (once per lane, counted in vmap_fallback_stats()).
+  std::string batching;
   OpTestDomain domain;
 };
 

@@ -10,6 +10,7 @@
 #include <strata/dtype.hpp>
 #include <strata/error.hpp>
 #include <strata/transforms.hpp>
+#include <strata/vmap.hpp>
 #include <strata/graph.hpp>
 #include <strata/implicit.hpp>
 #include <strata/log.hpp>

@@ -9,6 +9,7 @@
 #include <strata/autograd.hpp>
 #include <strata/error.hpp>
 #include <strata/nn/module.hpp>
+#include <strata/ops.hpp>
 
 #include "util.hpp"
 
@@ -369,6 +370,35 @@ Tensor functional_call(Module& module, const std::vector<Tensor>& params, const 
                       "'" + module.named_parameters()[i].first + "' (params[" + std::to_string(i) + "])", *own[i], p);
   }
   return run_substituted(module, slots, originals, params, input);
+}
+
+std::vector<Tensor> stack_modules(const std::vector<const Module*>& modules) {
+  if (modules.empty()) throw ValueError("stack_modules: no module given");
+  for (size_t m = 0; m < modules.size(); ++m) {
+    if (modules[m] == nullptr) throw ValueError("stack_modules: modules[" + std::to_string(m) + "] is null");
+  }
+  const std::vector<Tensor> first = modules[0]->parameters();
+  std::vector<std::vector<Tensor>> columns(first.size());
+  for (size_t m = 0; m < modules.size(); ++m) {
+    std::vector<Tensor> params = modules[m]->parameters();
+    if (params.size() != first.size()) {
+      throw ValueError("stack_modules: modules[" + std::to_string(m) + "] (" + modules[m]->name() + ") has " +
+                       std::to_string(params.size()) + " parameters, modules[0] (" + modules[0]->name() + ") " +
+                       std::to_string(first.size()));
+    }
+    for (size_t i = 0; i < params.size(); ++i) {
+      const Tensor& p = params[i];
+      if (p.sizes() != first[i].sizes() || p.dtype() != first[i].dtype() || p.device() != first[i].device()) {
+        throw ValueError("stack_modules: parameter '" + modules[m]->named_parameters()[i].first + "' of modules[" +
+                         std::to_string(m) + "] is " + type_string(p) + " on " + p.device().str() +
+                         ", modules[0]'s is " + type_string(first[i]) + " on " + first[i].device().str());
+      }
+      columns[i].push_back(p);
+    }
+  }
+  std::vector<Tensor> out;
+  for (auto& c : columns) out.push_back(strata::stack(c, 0));
+  return out;
 }
 
 }  // namespace strata::nn

@@ -2,6 +2,8 @@
 #include "derivatives.hpp"
 #include "rules.hpp"
 
+#include "ops/batching.hpp"
+
 #include "runtime/device/device_record.hpp"
 #include "runtime/device/device_table.hpp"
 #include "runtime/dispatch/dispatch_hooks.hpp"
@@ -179,8 +181,13 @@ Tensor Tensor::to(Device target) const {
   }
   detail::DeviceRecord& dst = detail::device_record(target);
   detail::check_stores(dst, dtype(), "to_device");  // before reading a byte
-  std::vector<uint8_t> bytes = detail::read_bytes(*this);
-  Tensor moved = detail::upload_bytes(bytes.data(), dtype(), shape(), dst, "to_device");
+  Tensor moved;
+  if (const uint64_t level = detail::batch_level(*this); level != 0) [[unlikely]] {
+    moved = detail::batched_view(*this, level, [&](const Tensor& lanes) { return lanes.to(target); });
+  } else {
+    std::vector<uint8_t> bytes = detail::read_bytes(*this);
+    moved = detail::upload_bytes(bytes.data(), dtype(), shape(), dst, "to_device");
+  }
   if (impl()->autograd != nullptr) {
     detail::record_external(kToDevice, std::span<const Tensor>(this, 1), std::span<Tensor>(&moved, 1), nullptr);
   }
@@ -307,8 +314,16 @@ Tensor cat(const std::vector<Tensor>& tensors, int64_t dim) {
     inputs.push_back(cast(t, dtype));
     sizes.push_back(t.size(d));
   }
-  Tensor out = empty(shape, {.dtype = dtype, .device = first.device()});
-  {
+  Tensor out;
+  if (const uint64_t level = detail::top_batch_level(inputs); level != 0) [[unlikely]] {
+    // vmap: the lanes joined past the lanes' dim (unbatched parts expanded).
+    detail::in_lanes_scope(level, [&] {
+      std::vector<Tensor> lanes;
+      for (const Tensor& t : inputs) lanes.push_back(detail::lanes_first(t, level));
+      out = detail::make_batched(cat(lanes, d + 1), level);
+    });
+  } else {
+    out = empty(shape, {.dtype = dtype, .device = first.device()});
     detail::InternalWork internal;
     int64_t at = 0;
     for (const Tensor& t : inputs) {
@@ -341,7 +356,9 @@ Tensor pad(const Tensor& x, const std::vector<int64_t>& pads, double value) {
   }
   detail::checked_numel("pad", shape, x.dtype());
   Tensor out;
-  {
+  if (const uint64_t level = detail::batch_level(x); level != 0) [[unlikely]] {
+    out = detail::batched_view(x, level, [&](const Tensor& lanes) { return pad(lanes, pads, value); });
+  } else {
     detail::InternalWork internal;
     out = full(shape, value, {.dtype = x.dtype(), .device = x.device()});
     if (x.numel() > 0) crop(out, pads).copy_(x);

@@ -2,6 +2,8 @@
 #include "derivatives.hpp"
 #include "rules.hpp"
 
+#include "ops/batching.hpp"
+
 #include <strata/error.hpp>
 #include <strata/ops.hpp>
 
@@ -77,6 +79,27 @@ Tensor spread_index(const GradContext& c, const Tensor& g) {
   return c.in(1).reshape(shape).expand(g.sizes());
 }
 
+/// vmap: an unbatched index selects along the shifted dim of the lanes; a
+/// batched one (each lane its own positions) becomes a gather whose index
+/// runs through the lanes' positions along the dim and repeats elsewhere.
+detail::OpResult index_select_batch(const detail::BatchCall& c) {
+  const int64_t dim = c.call.attr_int("dim") + 1;
+  const Tensor x = c.lanes_first(0);
+  detail::OpResult out;
+  if (!c.batched[1]) {
+    out.push_back(index_select(x, dim, c.input[1]));
+    return out;
+  }
+  const Tensor& index = c.input[1];  // [lanes, k]
+  Shape shape(static_cast<size_t>(x.dim()), 1);
+  shape[0] = index.size(0);
+  shape[static_cast<size_t>(dim)] = index.size(1);
+  Shape full = x.sizes();
+  full[static_cast<size_t>(dim)] = index.size(1);
+  out.push_back(gather(x, dim, index.reshape(shape).expand(full)));
+  return out;
+}
+
 // Index tensors (input 1) are not differentiable: an undefined gradient, no tangent.
 using detail::derivatives::no_tangent;
 
@@ -90,6 +113,7 @@ const OpDef& kIndexSelect = detail::define_op({
     .n_inputs = 2,
     .takes_complex = true,
     .prepare = index_select_rule,
+    .batch = index_select_batch,
     .derivative = {.vjp = STRATA_VJP(scatter_add(zeros_like(c.in(0)), dim_of(c), spread_index(c, g), g), Tensor()),
     .jvp = STRATA_JVP(STRATA_TANGENT(index_select(t, dim_of(c), c.in(1))), no_tangent)},
 });

@@ -10,6 +10,7 @@
 // with the same bits too. The generator is just (seed, offset): every call
 // takes the next offset, so calls never share counters, and its state is two
 // integers that checkpointing saves and replays.
+#include "ops/batching.hpp"
 #include "runtime/dispatch/op.hpp"
 
 #include <strata/error.hpp>
@@ -115,12 +116,22 @@ Draw next_draw() {
 constexpr std::string_view kStatePrefix = "philox4x32-10 ";
 
 /// Runs one random op on `device` with a fresh offset.
-Tensor draw(const OpDef& op, Device device, DType dtype, std::span<const int64_t> shape, const double* p) {
+Tensor draw_once(const OpDef& op, Device device, DType dtype, std::span<const int64_t> shape, const double* p) {
   const Draw d = next_draw();
   Attrs attrs{Attr::integer("seed", static_cast<int64_t>(d.seed)),
               Attr::integer("offset", static_cast<int64_t>(d.offset))};
   if (p != nullptr) attrs.push_back(Attr::real("p", *p));
   return detail::dispatch_creation(op, device, dtype, shape, attrs);
+}
+
+/// One draw; inside vmap, by its randomness, one per lane (a draw of the
+/// lanes' shape, so a lane's numbers do not depend on the device), one every
+/// lane shares, or an error (ops/batching.cpp).
+Tensor draw(const OpDef& op, Device device, DType dtype, std::span<const int64_t> shape, const double* p) {
+  if (detail::vmap_frames().empty()) [[likely]] return draw_once(op, device, dtype, shape, p);
+  return detail::draw_in_vmap(op.name, shape, [&](std::span<const int64_t> lanes_shape) {
+    return draw_once(op, device, dtype, lanes_shape, p);
+  });
 }
 
 }  // namespace

@@ -4,6 +4,7 @@
 #include <strata/error.hpp>
 #include <strata/ops.hpp>
 
+#include "ops/batching.hpp"
 #include "runtime/dispatch/dispatch_hooks.hpp"
 #include "runtime/dispatch/op.hpp"
 #include "runtime/tensor/tensor_impl.hpp"
@@ -139,6 +140,24 @@ Tensor tracked(const OpDef& op, const Tensor& base, Tensor view, MakeAttrs attrs
 
 Attrs no_attrs() { return {}; }  // for views whose derivative needs no attributes
 
+/// tracked() for a view function: a batched base (vmap) gets the same view
+/// of its lanes (`on_lanes`, past the lanes' dim) instead of `view`, which
+/// checked the arguments against one lane.
+template <typename MakeAttrs, typename OnLanes>
+Tensor tracked_view(const OpDef& op, const Tensor& base, Tensor view, MakeAttrs attrs, OnLanes on_lanes) {
+  if (const uint64_t level = detail::batch_level(base); level != 0) [[unlikely]] {
+    view = detail::batched_view(base, level, on_lanes);
+  }
+  return tracked(op, base, std::move(view), attrs);
+}
+
+/// `shape` with the lanes' count in front.
+Shape with_lanes(const Tensor& lanes, std::span<const int64_t> shape) {
+  Shape out(shape.begin(), shape.end());
+  out.insert(out.begin(), lanes.size(0));
+  return out;
+}
+
 const TensorImpl& impl_of(const Tensor& t, const char* op) {
   if (!t.defined()) throw Error(std::string(op) + ": undefined tensor");
   return *t.impl();
@@ -252,14 +271,16 @@ Tensor Tensor::view(const Shape& requested) const {
     throw ShapeError("view: shape " + shape_string(shape) + " is incompatible with the strides of a tensor of shape " +
                      shape_string(impl.sizes()) + "; use reshape(), which copies");
   }
-  return tracked(kReshapeView, *this, make_view(*this, shape, *strides, impl.offset, "view"), no_attrs);
+  return tracked_view(kReshapeView, *this, make_view(*this, shape, *strides, impl.offset, "view"), no_attrs,
+                      [&](const Tensor& lanes) { return lanes.view(with_lanes(lanes, shape)); });
 }
 
 Tensor Tensor::reshape(const Shape& requested) const {
   const TensorImpl& impl = impl_of(*this, "reshape");
   Shape shape = infer_shape(requested, impl, "reshape");
   if (std::optional<Shape> strides = view_strides(impl, shape))
-    return tracked(kReshapeView, *this, make_view(*this, shape, *strides, impl.offset, "reshape"), no_attrs);
+    return tracked_view(kReshapeView, *this, make_view(*this, shape, *strides, impl.offset, "reshape"), no_attrs,
+                        [&](const Tensor& lanes) { return lanes.reshape(with_lanes(lanes, shape)); });
   return contiguous().view(shape);
 }
 
@@ -283,8 +304,14 @@ Tensor Tensor::permute(const Shape& dims) const {
     shape[d] = impl.shape[src];
     strides[d] = impl.strides[src];
   }
-  return tracked(kPermuteView, *this, make_view(*this, shape, strides, impl.offset, "permute"),
-                 [&] { return Attrs{Attr::list("dims", normalized)}; });
+  return tracked_view(
+      kPermuteView, *this, make_view(*this, shape, strides, impl.offset, "permute"),
+      [&] { return Attrs{Attr::list("dims", normalized)}; },
+      [&](const Tensor& lanes) {
+        Shape order{0};
+        for (int64_t d : normalized) order.push_back(d + 1);
+        return lanes.permute(order);
+      });
 }
 
 Tensor Tensor::transpose(int64_t dim0, int64_t dim1) const {
@@ -322,10 +349,13 @@ Tensor Tensor::slice(int64_t dim, int64_t start, int64_t end, int64_t step) cons
   shape[d] = (end - start + step - 1) / step;
   strides[d] = impl.strides[d] * step;
   Tensor view = make_view(*this, shape, strides, impl.offset + start * impl.strides[d], "slice");
-  return tracked(kSliceView, *this, std::move(view), [&] {
-    return Attrs{Attr::integer("dim", static_cast<int64_t>(d)), Attr::integer("start", start),
-                 Attr::integer("step", step)};
-  });
+  return tracked_view(
+      kSliceView, *this, std::move(view),
+      [&] {
+        return Attrs{Attr::integer("dim", static_cast<int64_t>(d)), Attr::integer("start", start),
+                     Attr::integer("step", step)};
+      },
+      [&](const Tensor& lanes) { return lanes.slice(static_cast<int64_t>(d) + 1, start, end, step); });
 }
 
 Tensor Tensor::select(int64_t dim, int64_t index) const {
@@ -339,9 +369,10 @@ Tensor Tensor::select(int64_t dim, int64_t index) const {
   if (index < 0) index += n;
   auto [shape, strides] = without_dim(impl, d);
   Tensor view = make_view(*this, shape, strides, impl.offset + index * impl.strides[d], "select");
-  return tracked(kSelectView, *this, std::move(view), [&] {
-    return Attrs{Attr::integer("dim", static_cast<int64_t>(d)), Attr::integer("index", index)};
-  });
+  return tracked_view(
+      kSelectView, *this, std::move(view),
+      [&] { return Attrs{Attr::integer("dim", static_cast<int64_t>(d)), Attr::integer("index", index)}; },
+      [&](const Tensor& lanes) { return lanes.select(static_cast<int64_t>(d) + 1, index); });
 }
 
 Tensor Tensor::expand(const Shape& requested) const {
@@ -373,7 +404,13 @@ Tensor Tensor::expand(const Shape& requested) const {
                        std::to_string(want) + ")");
     }
   }
-  return tracked(kExpandView, *this, make_view(*this, shape, strides, impl.offset, "expand"), no_attrs);
+  return tracked_view(kExpandView, *this, make_view(*this, shape, strides, impl.offset, "expand"), no_attrs,
+                      [&](const Tensor& lanes) {
+                        // New leading dims go after the lanes' dim.
+                        Shape ones = with_lanes(lanes, impl.sizes());
+                        ones.insert(ones.begin() + 1, lead, 1);
+                        return lanes.reshape(ones).expand(with_lanes(lanes, shape));
+                      });
 }
 
 Tensor Tensor::squeeze() const {
@@ -385,7 +422,8 @@ Tensor Tensor::squeeze() const {
     shape.push_back(impl.shape[d]);
     strides.push_back(impl.strides[d]);
   }
-  return tracked(kReshapeView, *this, make_view(*this, shape, strides, impl.offset, "squeeze"), no_attrs);
+  return tracked_view(kReshapeView, *this, make_view(*this, shape, strides, impl.offset, "squeeze"), no_attrs,
+                      [&](const Tensor& lanes) { return lanes.reshape(with_lanes(lanes, shape)); });
 }
 
 Tensor Tensor::squeeze(int64_t dim) const {
@@ -393,7 +431,8 @@ Tensor Tensor::squeeze(int64_t dim) const {
   auto d = static_cast<size_t>(normalize_dim(dim, impl.rank, "squeeze"));
   if (impl.shape[d] != 1) return *this;
   auto [shape, strides] = without_dim(impl, d);
-  return tracked(kReshapeView, *this, make_view(*this, shape, strides, impl.offset, "squeeze"), no_attrs);
+  return tracked_view(kReshapeView, *this, make_view(*this, shape, strides, impl.offset, "squeeze"), no_attrs,
+                      [&](const Tensor& lanes) { return lanes.squeeze(static_cast<int64_t>(d) + 1); });
 }
 
 Tensor Tensor::unsqueeze(int64_t dim) const {
@@ -404,7 +443,8 @@ Tensor Tensor::unsqueeze(int64_t dim) const {
   int64_t stride = d < static_cast<size_t>(impl.rank) ? impl.shape[d] * impl.strides[d] : 1;
   shape.insert(shape.begin() + static_cast<std::ptrdiff_t>(d), 1);
   strides.insert(strides.begin() + static_cast<std::ptrdiff_t>(d), stride);
-  return tracked(kReshapeView, *this, make_view(*this, shape, strides, impl.offset, "unsqueeze"), no_attrs);
+  return tracked_view(kReshapeView, *this, make_view(*this, shape, strides, impl.offset, "unsqueeze"), no_attrs,
+                      [&](const Tensor& lanes) { return lanes.unsqueeze(static_cast<int64_t>(d) + 1); });
 }
 
 }  // namespace strata

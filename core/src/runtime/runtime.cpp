@@ -1,6 +1,7 @@
 // runtime.cpp — the Runtime API (configuration, devices, plugins, ops,
 // fallback accounting) over the device manager's state (runtime_impl.hpp),
 // and the device table as the layers below read it (device_table.hpp).
+#include "runtime/dispatch/batching.hpp"
 #include "runtime/runtime_impl.hpp"
 
 #include "base/config_internal.hpp"
@@ -134,6 +135,7 @@ std::vector<OpInfo> Runtime::ops() {
     info.takes_complex = op->takes_complex;
     info.complex_only = op->complex_only;
     info.autocast = detail::autocast_category_name(op->autocast);
+    info.batching = detail::batching_kind(*op);
     const detail::TestDomain& d = op->domain;
     info.domain = {.lo = d.lo, .hi = d.hi, .grid = d.grid, .orders = d.orders, .nonzero_input = d.nonzero_input,
                    .flat_inputs = d.flat_inputs, .declared = detail::op_domain_declared(*op)};

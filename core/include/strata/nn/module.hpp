@@ -146,4 +146,18 @@ Tensor functional_call(Module& module, const NamedTensors& tensors, const Tensor
 /// ValueError when the count differs.
 Tensor functional_call(Module& module, const std::vector<Tensor>& params, const Tensor& input);
 
+/// The parameters of modules of one architecture, stacked: entry i holds
+/// every module's parameters()[i] along a new dim 0 — an ensemble's
+/// weights, for vmap over functional_call (docs/vmap.md, "Ensembles"):
+///
+///   auto weights = stack_modules({&a, &b, &c});
+///   auto run = vmap([&](const std::vector<Tensor>& in) {
+///     std::vector<Tensor> params(in.begin(), in.end() - 1);
+///     return std::vector<Tensor>{functional_call(a, params, in.back())};
+///   }, in_dims /* 0 for each weight, nullopt for x */);
+///
+/// The modules must have the same parameters (count, shapes, dtypes,
+/// devices); an error names the first module and parameter that differ.
+std::vector<Tensor> stack_modules(const std::vector<const Module*>& modules);
+
 }  // namespace strata::nn

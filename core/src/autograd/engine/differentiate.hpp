@@ -9,6 +9,7 @@
 #include <strata/tensor.hpp>
 
 #include <functional>
+#include <span>
 #include <vector>
 
 namespace strata::detail {
@@ -31,5 +32,9 @@ std::vector<Tensor> pullback(const TensorsFunction& f, const std::vector<Tensor>
 /// not depend on a tangent. With `outputs`, f's outputs are stored there.
 std::vector<Tensor> pushforward(const TensorsFunction& f, const std::vector<Tensor>& primals,
                                 const std::vector<Tensor>& tangents, std::vector<Tensor>* outputs = nullptr);
+
+/// The basis of the tensors shaped like `shape`: [numel] + shape, entry i
+/// the i-th unit tensor (the tangents or cotangents a batched jacobian maps over).
+Tensor unit_basis(std::span<const int64_t> shape, DType dtype, Device device);
 
 }  // namespace strata::detail

@@ -7,6 +7,7 @@
 #include "autograd/trace/trace.hpp"
 
 #include "autograd/autocast.hpp"
+#include "runtime/dispatch/batching.hpp"
 #include "runtime/dispatch/dispatch_hooks.hpp"
 
 #include <strata/error.hpp>
@@ -61,7 +62,9 @@ bool wants_external(std::span<const Tensor> inputs) {
 /// (unsupported_in_trace) and a capture does not replay them.
 void record_external(const OpDef& op, std::span<const Tensor> inputs, std::span<Tensor> outputs, const Attrs* attrs) {
   record_node(op, inputs, outputs, attrs);
-  if (op.kind != OpKind::transfer && !outputs.empty() && tracing_here()) {
+  // A batched result (vmap) is traced as the ops on its lanes that made it.
+  if (op.kind != OpKind::transfer && !outputs.empty() && top_batch_level(std::span<const Tensor>(outputs)) == 0 &&
+      tracing_here()) {
     trace_op(op, inputs, outputs.front(), attrs != nullptr ? *attrs : Attrs{});
   }
 }
@@ -73,6 +76,10 @@ struct Internal {
 };
 std::shared_ptr<void> internal_scope() { return std::make_shared<Internal>(); }
 
+std::shared_ptr<void> lanes_scope(uint64_t level) {
+  return std::make_shared<LevelWindow>(level, LevelWindow::Keep::below);
+}
+
 const bool kRegistered = [] {
   set_dispatch_hooks({.around = around,
                       .before_prepare = before_prepare,
@@ -80,6 +87,7 @@ const bool kRegistered = [] {
                       .wants_external = wants_external,
                       .record_external = record_external,
                       .internal_scope = internal_scope,
+                      .lanes_scope = lanes_scope,
                       .unsupported_in_trace = trace_unsupported,
                       .configured = invalidate_autocast_policy});
   return true;

@@ -163,6 +163,25 @@ class AutogradOff {
   LevelSet forward_;
 };
 
+/// vmap's levels among the tapes' (docs/vmap.md): while open, recording and
+/// forward mode keep only the levels opened before vmap `level` (`below`:
+/// a batching rule's own ops on the lanes, which levels opened outside the
+/// vmap record) or only those opened after it (`above`: the node of an op on
+/// batched tensors, which only levels opened inside the vmapped function
+/// record, on the batched tensors themselves).
+class LevelWindow {
+ public:
+  enum class Keep : uint8_t { below, above };
+  LevelWindow(uint64_t level, Keep keep);
+  ~LevelWindow();
+  LevelWindow(const LevelWindow&) = delete;
+  LevelWindow& operator=(const LevelWindow&) = delete;
+
+ private:
+  AutogradState& st_;
+  LevelSet recording_, forward_;
+};
+
 /// Meta of a tensor, created on demand.
 AutogradMeta& meta_of(const Tensor& t);
 inline AutogradMeta* meta_if(const Tensor& t) { return t.defined() ? t.impl()->autograd.get() : nullptr; }

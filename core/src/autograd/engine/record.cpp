@@ -4,6 +4,7 @@
 #include "autograd/engine/nodes.hpp"
 
 #include "base/pool.hpp"
+#include "runtime/dispatch/batching.hpp"
 #include "runtime/tensor/tensor_impl.hpp"
 
 #include <strata/error.hpp>
@@ -51,6 +52,25 @@ AutogradState& autograd_state() {
     return s;
   }();
   return state;
+}
+
+LevelWindow::LevelWindow(uint64_t level, Keep keep)
+    : st_(autograd_state()), recording_(st_.recording), forward_(st_.forward) {
+  auto outside = [&](uint64_t id) { return keep == Keep::below ? id >= level : id <= level; };
+  for (LevelSet* set : {&st_.recording, &st_.forward}) {
+    for (uint8_t k = 0; k < set->count;) {
+      if (outside(set->ids[k])) {
+        set->ids[k] = set->ids[--set->count];
+      } else {
+        ++k;
+      }
+    }
+  }
+}
+
+LevelWindow::~LevelWindow() {
+  st_.recording = recording_;
+  st_.forward = forward_;
 }
 
 uint64_t new_level_id() {
@@ -368,6 +388,13 @@ void record_node(const OpDef& op, std::span<const Tensor> inputs, std::span<Tens
   bool any = false;
   for (const Tensor& t : inputs) any = any || (t.defined() && t.impl()->autograd != nullptr);
   if (!any) return;
+  // A node on batched tensors belongs only to the levels opened inside
+  // their vmap; the levels opened outside it recorded the lanes' ops.
+  std::optional<LevelWindow> window;
+  if (uint64_t level = std::max(top_batch_level(inputs), top_batch_level(std::span<const Tensor>(outputs)));
+      level != 0) {
+    window.emplace(level, LevelWindow::Keep::above);
+  }
   AutogradState& st = autograd_state();
   record_reverse(op, inputs, outputs, attrs, st, closure);
   record_forward(op, inputs, outputs, attrs, st, closure.get());

@@ -1,13 +1,16 @@
 // tape.cpp — GradientTape, grad-mode scopes and Tensor's autograd methods.
+#include "autograd/engine/differentiate.hpp"
 #include "autograd/engine/engine.hpp"
 #include "autograd/engine/nodes.hpp"
 #include "autograd/trace/trace.hpp"
 
+#include "ops/batching.hpp"
 #include "runtime/tensor/tensor_impl.hpp"
 
 #include <strata/autograd.hpp>
 #include <strata/error.hpp>
 #include <strata/ops.hpp>
+#include <strata/vmap.hpp>
 
 namespace strata {
 
@@ -69,6 +72,11 @@ uint64_t implicit_graph_saved_bytes() { return detail::level_saved_bytes(0); }
 void GradientTape::watch(const Tensor& t) {
   if (!t.defined()) throw Error("GradientTape::watch: undefined tensor");
   require_differentiable(t, "GradientTape::watch");
+  if (detail::batch_level(t) > id_) {
+    throw Error("GradientTape::watch: the tensor is batched by a vmap that started after this tape; a tape "
+                "differentiates the batched computation from outside (watch the tensor before vmap) or one lane "
+                "from inside (open the tape in the vmapped function) (docs/vmap.md)");
+  }
   meta_of(t).levels.add(id_);
 }
 
@@ -141,16 +149,13 @@ Tensor GradientTape::jacobian(const Tensor& target, const Tensor& source) {
   if (!options_.persistent) {
     throw Error("GradientTape::jacobian needs a persistent tape (one gradient per target element)");
   }
-  int64_t n = target.numel();
-  std::vector<Tensor> rows;
-  for (int64_t i = 0; i < n; ++i) {
-    Tensor seed = zeros({n}, {.dtype = target.dtype(), .device = target.device()});
-    seed.slice(0, i, i + 1).copy_(ones({1}, {.dtype = target.dtype(), .device = target.device()}));
-    rows.push_back(gradient(target, {source}, seed.reshape(target.sizes()))[0]);
-  }
+  // One batched backward pass over the unit cotangents (vmap).
+  Tensor rows = vmap([&](const Tensor& seed) { return gradient(target, {source}, seed)[0]; }, 0, 0,
+                     {.expand_unbatched_outputs = true})(
+      detail::unit_basis(target.shape(), target.dtype(), target.device()));
   Shape shape = target.sizes();
   for (int64_t s : source.shape()) shape.push_back(s);
-  return stack(rows, 0).reshape(shape);
+  return rows.reshape(shape);
 }
 
 NoGradGuard::NoGradGuard() : previous_(autograd_state().grad_enabled) { autograd_state().grad_enabled = false; }
@@ -281,7 +286,11 @@ const detail::OpDef& kDetach = detail::define_op(
 
 Tensor Tensor::detach() const {
   if (!defined()) return {};
-  Tensor out = detail::make_view(*this, shape(), strides(), offset());
+  // A batched tensor's lanes are detached too (they carry the history of
+  // the levels opened outside its vmap).
+  const uint64_t level = detail::batch_level(*this);
+  Tensor out = level != 0 ? detail::make_batched(impl()->batch->physical.detach(), level)
+                          : detail::make_view(*this, shape(), strides(), offset());
   if (detail::active_trace() != nullptr) detail::trace_op(kDetach, std::span<const Tensor>(this, 1), out, {});
   return out;
 }

@@ -7,6 +7,7 @@
 #include <strata/autograd.hpp>
 #include <strata/error.hpp>
 #include <strata/transforms.hpp>
+#include <strata/vmap.hpp>
 #include <strata/ops.hpp>
 
 #include <cmath>
@@ -37,13 +38,6 @@ std::vector<double> real_parts(const std::vector<std::complex<double>>& values) 
   std::vector<double> out(values.size());
   for (size_t i = 0; i < values.size(); ++i) out[i] = values[i].real();
   return out;
-}
-
-/// The i-th basis tensor shaped like x.
-Tensor basis(const Tensor& x, int64_t i) {
-  Tensor e = zeros({x.numel()}, {.dtype = x.dtype(), .device = x.device()});
-  e.slice(0, i, i + 1).copy_(ones({1}, {.dtype = x.dtype(), .device = x.device()}));
-  return e.reshape(x.sizes());
 }
 
 }  // namespace
@@ -91,18 +85,34 @@ Tensor jacrev(const Fn& f, const Tensor& x) {
   return tape.jacobian(y, xw);
 }
 
+namespace detail {
+Tensor unit_basis(std::span<const int64_t> shape, DType dtype, Device device) {
+  int64_t n = 1;
+  for (int64_t s : shape) n *= s;
+  const TensorOptions options{.dtype = DType::i64, .device = device};
+  Tensor eye = cast(eq(arange(n, options).unsqueeze(1), arange(n, options).unsqueeze(0)), dtype);
+  Shape rows(shape.begin(), shape.end());
+  rows.insert(rows.begin(), n);
+  return eye.reshape(rows);
+}
+}  // namespace detail
+
+namespace {
+/// What vmap gives the batched jacobians: a tangent or gradient that does
+/// not depend on the basis (f constant in x) is repeated over the lanes.
+constexpr VmapOptions kJacobianLanes{.expand_unbatched_outputs = true};
+}  // namespace
+
 Tensor jacfwd(const Fn& f, const Tensor& x) {
-  std::vector<Tensor> columns;
+  // One batched forward pass: the jvp along every unit tangent at once.
   Shape out_shape;
-  for (int64_t i = 0; i < x.numel(); ++i) {
-    auto [y, t] = jvp(f, x, basis(x, i));
+  Tensor columns = vmap([&](const Tensor& e) {
+    auto [y, t] = jvp(f, x, e);
     out_shape = y.sizes();
-    columns.push_back(t.reshape({-1}));
-  }
-  Tensor j = stack(columns, 1);  // [numel(y), numel(x)]
-  Shape shape = out_shape;
-  for (int64_t s : x.shape()) shape.push_back(s);
-  return j.reshape(shape);
+    return t;
+  }, 0, -1, kJacobianLanes)(detail::unit_basis(x.shape(), x.dtype(), x.device()));  // y.shape + [numel(x)]
+  for (int64_t s : x.shape()) out_shape.push_back(s);
+  return columns.reshape(out_shape);
 }
 
 Tensor hvp(const Fn& f, const Tensor& x, const Tensor& v, HvpMode mode) {
@@ -115,12 +125,10 @@ Tensor vhv(const Fn& f, const Tensor& x, const Tensor& v) { return sum(v * hvp(f
 Tensor hessian(const Fn& f, const Tensor& x) { return jacfwd(grad(f), x); }
 
 Tensor hessian_diagonal(const Fn& f, const Tensor& x) {
-  std::vector<Tensor> diag;
-  for (int64_t i = 0; i < x.numel(); ++i) {
-    Tensor e = basis(x, i);
-    diag.push_back(sum(hvp(f, x, e) * e).reshape({1}));
-  }
-  return cat(diag, 0).reshape(x.sizes());
+  // One batched pass of e_iᵀ H e_i over the unit vectors (H is never stored).
+  Tensor diag = vmap([&](const Tensor& e) { return sum(hvp(f, x, e) * e); }, 0, 0, kJacobianLanes)(
+      detail::unit_basis(x.shape(), x.dtype(), x.device()));
+  return diag.reshape(x.sizes());
 }
 
 Tensor laplacian(const Fn& f, const Tensor& x) { return sum(hessian_diagonal(f, x)); }

@@ -5,6 +5,8 @@
 // hook (recording)), and the hooks through which the autograd layer joins in.
 #include "runtime/dispatch/dispatch_internal.hpp"
 
+#include "runtime/dispatch/batching.hpp"
+
 #include "runtime/tensor/host_data.hpp"
 
 #include <strata/error.hpp>
@@ -49,7 +51,50 @@ OpResult dispatch_precomputed(OpCall& call, OpResult precomputed) {
   return precomputed;
 }
 
+std::vector<VmapFrame>& vmap_frames() {
+  thread_local std::vector<VmapFrame> frames;
+  return frames;
+}
+
+const VmapFrame* find_vmap_frame(uint64_t level) {
+  for (const VmapFrame& f : vmap_frames())
+    if (f.level == level) return &f;
+  return nullptr;
+}
+
+namespace {
+constinit BatchedDispatch g_batched = nullptr;
+}
+void set_batched_dispatch(BatchedDispatch run) { g_batched = run; }
+BatchedDispatch batched_dispatch() { return g_batched; }
+
+std::string batching_kind(const OpDef& op) {
+  if (op.batch != nullptr) return "own rule";
+  switch (op.kind) {
+    case OpKind::view:
+      return "view function";
+    case OpKind::join:
+      return (op.tags & op_tag::autograd) != 0 ? "function" : "join function";
+    case OpKind::transfer:
+      return "join function";
+    default:
+      break;
+  }
+  if ((op.tags & op_tag::creation) != 0) return "creation";
+  if ((op.tags & op_tag::pointwise) != 0) return "pointwise";
+  if ((op.tags & op_tag::reduction) != 0) return "reduction";
+  if ((op.tags & op_tag::along_dim) != 0) return "along dim";
+  if (op.decompose != nullptr) return "decomposition";
+  return "loop";
+}
+
 OpResult dispatch_call(OpCall& call) {
+  // A batched operand (vmap): the op's batching rule runs the call on the
+  // lanes; its own calls come back through here on unbatched tensors.
+  if (const uint64_t level = top_batch_level(call); level != 0) [[unlikely]] {
+    if (g_batched == nullptr) throw Error("internal: a batched tensor reached dispatch without the vmap layer");
+    return g_batched(call, level);
+  }
   if (g_hooks.around != nullptr) return g_hooks.around(call, dispatch_untraced);
   return dispatch_untraced(call);
 }

@@ -3,6 +3,7 @@
 // that share memory run one by one, the rest as one kernel call per device
 // and kernel (kernel_call.cpp, run_group_kernel).
 #include "runtime/dispatch/dispatch_internal.hpp"
+#include "runtime/dispatch/batching.hpp"
 
 #include "runtime/device/device_table.hpp"
 
@@ -111,13 +112,14 @@ struct Group {
 void dispatch_group(std::span<OpCall> calls) {
   if (calls.empty()) return;
   const DispatchHooks& hooks = dispatch_hooks();
-  // Inside a trace, or with recorded inputs, each call goes through dispatch
-  // as it is (traced, recorded) in turn.
+  // Inside a trace, with recorded inputs, or with batched ones (vmap), each
+  // call goes through dispatch as it is (traced, recorded, batched) in turn.
   bool one_by_one = calls.size() == 1;
   for (size_t c = 0; !one_by_one && c < calls.size(); ++c) {
     const OpCall& call = calls[c];
-    one_by_one = hooks.wants_external != nullptr &&
-                 hooks.wants_external({call.inputs.data(), static_cast<size_t>(call.n_inputs)});
+    one_by_one = top_batch_level(call) != 0 ||
+                 (hooks.wants_external != nullptr &&
+                  hooks.wants_external({call.inputs.data(), static_cast<size_t>(call.n_inputs)}));
   }
   if (one_by_one) {
     for (OpCall& call : calls) dispatch_call(call);

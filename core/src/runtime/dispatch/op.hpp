@@ -210,6 +210,12 @@ inline constexpr OpTags autograd = 1u << 14;
 /// The tags' names, bit by bit ("pointwise", "broadcasting", ...).
 std::vector<std::string> op_tag_names(OpTags tags);
 
+struct BatchCall;
+/// A batching rule (vmap, docs/vmap.md): runs a call some of whose operands
+/// are batched on their lanes (BatchCall, ops/batching.hpp) and returns the
+/// outputs with the lanes in dim 0.
+using BatchRule = OpResult (*)(const BatchCall& call);
+
 /// Both derivative rules of an op: reverse mode (VJP) and forward mode
 /// (JVP). nullptr where the op has none (a comparison has neither; an op
 /// with only one mode refuses the other, naming the op).
@@ -298,6 +304,12 @@ struct OpDef {
   void (*prepare)(OpCall& call) = nullptr;
   /// Composites: the same result from primitives (inputs as prepared).
   std::vector<Tensor> (*decompose)(const OpCall& call) = nullptr;
+  /// How it runs under vmap. Null: derived from its tags where the family
+  /// fixes it (pointwise ops align the lanes, reductions and ops along one
+  /// dim shift their dims; ops/batching.cpp), a composite's decomposition
+  /// otherwise, and as a last resort a loop over the lanes, counted
+  /// (vmap_fallback_stats). Views and joins batch in their functions.
+  BatchRule batch = nullptr;
   /// Value of the outputs when an input is empty but outputs are not (sum
   /// of nothing is 0, mean of nothing NaN); nullopt makes such a call an
   /// error (max of nothing).

@@ -70,7 +70,24 @@ Tensor make_view(const Tensor& base, std::span<const int64_t> shape, std::span<c
   std::copy(shape.begin(), shape.end(), impl->shape.begin());
   std::copy_n(strides.begin(), shape.size(), impl->strides.begin());
   impl->numel = numel;
+  impl->batch = b.batch;  // an alias of a batched tensor is batched too (views of other geometry: ops/batching.cpp)
   return Tensor(std::move(impl));
+}
+
+Tensor lanes_of(const Tensor& t, uint64_t level) {
+  const bool batched = level != 0 && t.defined() && t.impl()->batch != nullptr && t.impl()->batch->level == level;
+  return batched ? t.impl()->batch->physical : Tensor();
+}
+
+Tensor make_batched(const Tensor& physical, uint64_t level) {
+  const TensorImpl& p = *physical.impl();
+  // One lane's geometry: lane 0 of the physical tensor's storage.
+  Tensor out = make_view(physical, p.sizes().subspan(1), p.stride_span().subspan(1), p.offset, "vmap");
+  auto batch = std::make_shared<BatchLevel>();
+  batch->level = level;
+  batch->physical = physical;
+  out.impl()->batch = std::move(batch);
+  return out;
 }
 
 namespace {
@@ -114,6 +131,15 @@ std::string transfer_what(const TensorImpl& impl, const char* doing, const char*
          " " + impl.record().id;
 }
 
+/// A batched tensor's values are one per lane: reading them inside the
+/// vmapped function (to branch on them, print them) has no single answer.
+[[noreturn]] void refuse_batched_read(const TensorImpl& impl) {
+  throw ValueError("reading the values of a batched tensor (" + std::string(dtype_name(impl.dtype)) +
+                   shape_string(impl.sizes()) + " per lane, " + std::to_string(impl.batch->physical.size(0)) +
+                   " lanes) inside a vmapped function: each lane has its own values, so control flow cannot depend " +
+                   "on them; return the tensor from the function and read it there (docs/vmap.md)");
+}
+
 /// A host buffer for the storage span `impl` covers.
 std::vector<uint8_t> span_buffer(const TensorImpl& impl, const char* doing, const char* direction) {
   return host_vector<uint8_t>(static_cast<size_t>(span_extent(impl)) * dtype_size(impl.dtype),
@@ -134,6 +160,7 @@ std::vector<uint8_t> read_bytes(const Tensor& t) {
   // Copies the span of storage the tensor covers and gathers on the host, so
   // reading never needs a device kernel (a device may lack a strided copy).
   const TensorImpl& impl = *t.impl();
+  if (impl.batch != nullptr) [[unlikely]] refuse_batched_read(impl);
   size_t element = dtype_size(impl.dtype);
   std::vector<uint8_t> bytes = host_vector<uint8_t>(static_cast<size_t>(impl.numel) * element,
                                                     [&] { return transfer_what(impl, "reading", "from"); });
@@ -252,9 +279,19 @@ Tensor Tensor::to(DType dtype) const {
   return cast(*this, dtype);
 }
 
+namespace {
+/// New storage for a tensor of `t`'s shape and dtype; batched like `t` at
+/// every vmap level (the copy into it is then one batched op).
+Tensor fresh_like(const Tensor& t) {
+  const TensorImpl& impl = *t.impl();
+  if (impl.batch == nullptr) return detail::make_tensor(impl.record(), impl.dtype, impl.sizes(), "clone");
+  return detail::make_batched(fresh_like(impl.batch->physical), impl.batch->level);
+}
+}  // namespace
+
 Tensor Tensor::clone() const {
-  const TensorImpl& impl = checked(*this);
-  Tensor out = detail::make_tensor(impl.record(), impl.dtype, impl.sizes(), "clone");
+  checked(*this);
+  Tensor out = fresh_like(*this);
   out.copy_(*this);
   return out;
 }

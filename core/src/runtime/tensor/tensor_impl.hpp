@@ -34,6 +34,19 @@ struct Storage {
 
 using Dims = std::array<int64_t, STRATA_MAX_RANK>;
 
+/// What makes a tensor batched (vmap, docs/vmap.md): the tensor seen inside
+/// a vmapped function is one lane of `physical`, whose dim 0 runs over the
+/// lanes and whose other dims are the tensor's own. The batched tensor's
+/// own geometry views lane 0 of the same storage (so its shape, dtype,
+/// device and storage version are the lanes'), but no kernel ever runs on
+/// it: dispatch sends every op with a batched operand to the op's batching
+/// rule, which runs on `physical`. `physical` may itself be batched at an
+/// outer vmap's (lower) level.
+struct BatchLevel {
+  uint64_t level = 0;  // the vmap that made it (ids shared with the gradient tapes' levels)
+  Tensor physical;
+};
+
 }  // namespace strata::detail
 
 namespace strata {
@@ -53,6 +66,9 @@ struct TensorImpl {
   Dims strides{};
   /// Autograd state; null for tensors no tape or backward() cares about.
   std::shared_ptr<detail::AutogradMeta> autograd;
+  /// Set for the batched tensors of a vmap (detail::BatchLevel); views with
+  /// the same geometry (aliases) share it.
+  std::shared_ptr<const detail::BatchLevel> batch;
 
   std::span<const int64_t> sizes() const { return {shape.data(), static_cast<size_t>(rank)}; }
   std::span<const int64_t> stride_span() const { return {strides.data(), static_cast<size_t>(rank)}; }
@@ -144,6 +160,12 @@ inline void describe_tensor(const TensorImpl& impl, strata_tensor& d) {
 
 Tensor make_view(const Tensor& base, std::span<const int64_t> shape, std::span<const int64_t> strides, int64_t offset,
                  std::string_view op = "view");
+
+/// The lanes of `t` when it is batched at vmap `level` (BatchLevel);
+/// undefined otherwise.
+Tensor lanes_of(const Tensor& t, uint64_t level);
+/// A batched tensor of vmap `level` whose lanes are `physical` (dim 0).
+Tensor make_batched(const Tensor& physical, uint64_t level);
 
 using strata::shape_string;  // "[2, 3]" (public: strata/tensor.hpp)
 

@@ -1,0 +1,196 @@
+// vmap_test.cpp — the batching transform (docs/vmap.md): vmap equals the
+// loop it replaces, alone and nested with tapes, forward mode and itself in
+// every order; the batched jacobians and per-sample gradients; random ops
+// under each randomness; the loop fallback counted; the errors. Device
+// generic: runs on the default device (cpu:0, vulkan:0 in CI).
+#include "autograd_test_util.hpp"
+
+#include <strata/strata.hpp>
+
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <string>
+#include <vector>
+
+using namespace strata;
+using autograd_test::expect_error;
+
+namespace {
+
+Tensor draw(const Shape& shape, uint64_t seed, double lo = -1.0, double hi = 1.0) {
+  manual_seed(seed);
+  return rand(shape, {.dtype = strata_test::real_dtype()}) * (hi - lo) + lo;
+}
+
+/// Every element of a within the dtype's tolerance of b (same shape).
+void expect_close(const Tensor& a, const Tensor& b, double tol = 1e-10) {
+  ASSERT_EQ(a.sizes(), b.sizes());
+  std::vector<double> x = a.to_vector<double>(), y = b.to_vector<double>();
+  for (size_t i = 0; i < x.size(); ++i) {
+    ASSERT_NEAR(x[i], y[i], strata_test::bound_in(a.dtype(), tol, y[i])) << "element " << i;
+  }
+}
+
+/// fn applied lane by lane along dim `in_dim` of x, stacked along `out_dim`.
+Tensor loop(const std::function<Tensor(const Tensor&)>& fn, const Tensor& x, int64_t in_dim = 0, int64_t out_dim = 0) {
+  std::vector<Tensor> parts;
+  for (int64_t b = 0; b < x.size(in_dim); ++b) parts.push_back(fn(x.select(in_dim, b)));
+  return stack(parts, out_dim);
+}
+
+Tensor mlp_loss(const Tensor& w1, const Tensor& w2, const Tensor& x) {
+  return sum(tanh(matmul(tanh(matmul(x, w1)), w2)) * tanh(matmul(tanh(matmul(x, w1)), w2)));
+}
+
+}  // namespace
+
+TEST(Vmap, EqualsTheLoopForAChainOfOps) {
+  auto f = [](const Tensor& x) { return sum(exp(sin(x) * 2.0) - x.transpose(0, 1).reshape({-1}).reshape({2, 3}), {1}); };
+  Tensor x = draw({4, 2, 3}, 1);
+  expect_close(vmap(f)(x), loop(f, x));
+  // Another mapped dim and another place for the batch dim.
+  Tensor y = draw({2, 5, 3}, 2);
+  expect_close(vmap(f, 1, 1)(y), loop(f, y, 1, 1));
+}
+
+TEST(Vmap, MatmulAgainstSharedWeightsIsOneGemmAndEqualsTheLoop) {
+  Tensor w = draw({3, 4}, 3);
+  auto f = [&](const Tensor& x) { return matmul(x, w); };
+  Tensor x = draw({5, 3}, 4);  // vectors
+  expect_close(vmap(f)(x), loop(f, x));
+  Tensor m = draw({5, 2, 3}, 5);  // matrices
+  expect_close(vmap(f)(m), loop(f, m));
+  // Batched on the right, and both batched.
+  auto g = [&](const Tensor& v) { return matmul(w.transpose(0, 1), v); };
+  expect_close(vmap(g)(draw({5, 3, 2}, 6)), loop(g, draw({5, 3, 2}, 6)));
+  auto both = vmap([](const std::vector<Tensor>& a) { return std::vector<Tensor>{matmul(a[0], a[1])}; });
+  Tensor a = draw({5, 3}, 7), b = draw({5, 3}, 8);
+  std::vector<Tensor> dots;
+  for (int64_t i = 0; i < 5; ++i) dots.push_back(matmul(a.select(0, i), b.select(0, i)));
+  expect_close(both({a, b})[0], stack(dots));
+}
+
+TEST(Vmap, PerSampleGradientsOfAnMlpEqualTheLoop) {
+  Tensor w1 = draw({6, 5}, 10), w2 = draw({5, 3}, 11), x = draw({8, 6}, 12);
+  // vmap(grad): the gradient of each example's loss wrt the shared weights.
+  auto per_example = [&](const std::vector<Tensor>& in) {
+    GradientTape tape;
+    Tensor a = w1.detach(), b = w2.detach();
+    tape.watch(a);
+    tape.watch(b);
+    return tape.gradient(mlp_loss(a, b, in[0]), {a, b});
+  };
+  std::vector<Tensor> grads = vmap(per_example)({x});
+  for (int64_t i = 0; i < x.size(0); ++i) {
+    std::vector<Tensor> one = per_example({x.select(0, i)});
+    expect_close(grads[0].select(0, i), one[0]);
+    expect_close(grads[1].select(0, i), one[1]);
+  }
+}
+
+TEST(Vmap, GradOfVmapDifferentiatesTheBatch) {
+  Tensor x = draw({4, 3}, 20);
+  auto f = [](const Tensor& v) { return sum(sin(v) * v); };
+  Tensor g = grad([&](const Tensor& z) { return sum(vmap(f)(z)); })(x);
+  Tensor expected = grad([&](const Tensor& z) { return sum(loop(f, z)); })(x);
+  expect_close(g, expected);
+}
+
+TEST(Vmap, VmapOfGradAndSecondOrder) {
+  Tensor x = draw({4, 3}, 21);
+  auto f = [](const Tensor& v) { return sum(sin(v) * exp(v)); };
+  expect_close(vmap(grad(f))(x), loop(grad(f), x));
+  expect_close(vmap(grad([&](const Tensor& v) { return sum(grad(f)(v)); }))(x),
+               loop(grad([&](const Tensor& v) { return sum(grad(f)(v)); }), x));
+  expect_close(vmap(nth_grad([](const Tensor& v) { return sum(tanh(v)); }, 3))(x),
+               loop(nth_grad([](const Tensor& v) { return sum(tanh(v)); }, 3), x));
+}
+
+TEST(Vmap, JvpOfVmapAndVmapOfJvp) {
+  Tensor x = draw({4, 3}, 22), v = draw({4, 3}, 23);
+  auto f = [](const Tensor& z) { return sin(z) * z; };
+  auto [y1, t1] = jvp(vmap(f), x, v);
+  std::vector<Tensor> lanes;
+  for (int64_t i = 0; i < 4; ++i) lanes.push_back(jvp(f, x.select(0, i), v.select(0, i)).second);
+  expect_close(t1, stack(lanes));
+  auto tangent = vmap([&](const std::vector<Tensor>& a) { return std::vector<Tensor>{jvp(f, a[0], a[1]).second}; });
+  expect_close(tangent({x, v})[0], stack(lanes));
+}
+
+TEST(Vmap, NestedVmapsWithDifferentDims) {
+  Tensor x = draw({3, 4, 5}, 30);
+  auto f = [](const Tensor& v) { return sum(v * v); };
+  // Inner over dim 0 of each [4, 5] lane (rows), outer over x's dim 1.
+  // out[i][j] = f(x[i, j, :]): the inner lanes (i) stay at dim 0, the outer (j) go to dim 1.
+  Tensor out = vmap(vmap(f, 0, 0), 1, 1)(x);
+  ASSERT_EQ(out.sizes(), (Shape{3, 4}));
+  expect_close(out, sum(x * x, {2}));
+  // The outer lanes first instead.
+  expect_close(vmap(vmap(f, 0, 0), 1, 0)(x), sum(x * x, {2}).transpose(0, 1));
+}
+
+TEST(Vmap, ClosingOverAnOuterBatchedTensor) {
+  Tensor x = draw({3, 4}, 31), y = draw({5, 4}, 32);
+  // out[i][j] = sum(x[i] * y[j]): the inner function closes over the outer lane.
+  auto outer = vmap([&](const Tensor& xi) { return vmap([&](const Tensor& yj) { return sum(xi * yj); })(y); });
+  expect_close(outer(x), matmul(x, y.transpose(0, 1)));
+  // Two vmaps over one tensor: a lane of the outer against every lane of the inner.
+  Tensor pairs = vmap([&](const Tensor& a) { return vmap([&](const Tensor& b) { return sum(a - b); })(x); })(x);
+  expect_close(pairs, sum(x, {1}).unsqueeze(1) - sum(x, {1}).unsqueeze(0));
+}
+
+TEST(Vmap, RandomnessErrorSameDifferent) {
+  Tensor x = zeros({4, 3}, {.dtype = strata_test::real_dtype()});
+  auto noisy = [](const Tensor& v) { return v + rand({3}, {.dtype = v.dtype()}); };
+  expect_error([&] { vmap(noisy)(x); }, {"random_uniform", "Randomness::different", "Randomness::same"});
+  manual_seed(7);
+  Tensor same = vmap(noisy, 0, 0, {.randomness = Randomness::same})(x);
+  for (int64_t i = 1; i < 4; ++i) expect_close(same.select(0, i), same.select(0, 0), 0.0);
+  manual_seed(7);
+  Tensor different = vmap(noisy, 0, 0, {.randomness = Randomness::different})(x);
+  manual_seed(7);
+  Tensor reference = rand({4, 3}, {.dtype = x.dtype()});  // one draw of the lanes' shape
+  expect_close(different, reference, 0.0);
+}
+
+TEST(Vmap, InPlaceIntoAnUnbatchedTensorIsAnError) {
+  Tensor x = draw({4, 3}, 40);
+  Tensor acc = zeros({3}, {.dtype = x.dtype()});
+  expect_error([&] { vmap([&](const Tensor& v) { acc.copy_(v); return v; })(x); },
+               {"copy", "in place into an unbatched tensor"});
+  // Into a batched tensor it works.
+  Tensor out = vmap([](const Tensor& v) {
+    Tensor t = v * 1.0;
+    t.copy_(v * 2.0);
+    return t;
+  })(x);
+  expect_close(out, x * 2.0);
+}
+
+TEST(Vmap, ReadingValuesInsideIsAnError) {
+  Tensor x = draw({4, 3}, 41);
+  expect_error([&] { vmap([](const Tensor& v) { (void)v.to_vector<double>(); return v; })(x); },
+               {"batched tensor", "4 lanes", "control flow"});
+}
+
+TEST(Vmap, BadArgumentsNameTheArgumentAndSizes) {
+  Tensor a = draw({4, 3}, 50), b = draw({5, 3}, 51);
+  auto add2 = [](const std::vector<Tensor>& v) { return std::vector<Tensor>{v[0] + v[1]}; };
+  expect_error([&] { vmap(add2)({a, b}); }, {"input 0 has 4", "input 1 has 5", "[4, 3]", "[5, 3]"});
+  expect_error([&] { vmap(add2, {0, 2})({a, a}); }, {"in_dims[1] = 2", "input 1", "[4, 3]"});
+  expect_error([&] { vmap(add2, {0, 0})({a, Tensor()}); }, {"in_dims[1]", "not a tensor"});
+  expect_error([&] { vmap([&](const Tensor&) { return b; })(a); }, {"output 0", "no batch dim", "expand_unbatched"});
+  Tensor expanded = vmap([&](const Tensor&) { return b; }, 0, 0, {.expand_unbatched_outputs = true})(a);
+  ASSERT_EQ(expanded.sizes(), (Shape{4, 5, 3}));
+  expect_error([&] { vmap([](const Tensor& v) { return v; }, 0, 3)(a); }, {"out_dims[0] = 3", "[4, 3]"});
+}
+
+TEST(Vmap, EscapedBatchedTensorsAreRefused) {
+  Tensor kept;
+  vmap([&](const Tensor& v) {
+    kept = v;
+    return v;
+  })(draw({4, 3}, 60));
+  expect_error([&] { (void)(kept + 1.0); }, {"vmap that has returned"});
+}
