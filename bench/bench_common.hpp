@@ -8,6 +8,10 @@
 #include <strata/runtime.hpp>
 
 #include <benchmark/benchmark.h>
+
+#ifdef STRATA_HAVE_TORCH
+#include <torch/torch.h>
+#endif
 #include <dlfcn.h>
 
 #include <unistd.h>
@@ -98,6 +102,24 @@ inline void configure_cpu_only(int threads) {
   config.devices["cpu"].threads = threads;
   config.log_level = "warn";
   runtime().configure(config);
+}
+
+/// The start every one-device CPU benchmark shares: OpenBLAS unpinned (this
+/// re-executes the program, so it comes first), one thread unless
+/// STRATA_BENCH_THREADS says otherwise — for Strata and for libtorch when it
+/// is the peer — the CPU plugin alone, the peers line,
+/// Google Benchmark's flags. Returns the thread count, or -1 for flags it
+/// does not know (main returns 1).
+inline int start_cpu_bench(int& argc, char** argv) {
+  unpin_openblas(argv);
+  const int threads = bench_threads(1);
+#ifdef STRATA_HAVE_TORCH
+  torch::set_num_threads(threads);
+#endif
+  configure_cpu_only(threads);
+  print_peers();
+  benchmark::Initialize(&argc, argv);
+  return benchmark::ReportUnrecognizedArguments(argc, argv) ? -1 : threads;
 }
 
 /// The console output plus each benchmark's real and CPU time in ms.

@@ -353,15 +353,8 @@ void print_ratio(const RatioReporter& r, const char* what, const std::string& nu
 }  // namespace
 
 int main(int argc, char** argv) {
-  strata::bench::unpin_openblas(argv);
-  const int threads = strata::bench::bench_threads(1);
-#ifdef STRATA_HAVE_TORCH
-  torch::set_num_threads(threads);
-#endif
-  strata::bench::configure_cpu_only(threads);
-  strata::bench::print_peers();
-  benchmark::Initialize(&argc, argv);
-  if (benchmark::ReportUnrecognizedArguments(argc, argv)) return 1;
+  const int threads = strata::bench::start_cpu_bench(argc, argv);
+  if (threads < 0) return 1;
   RatioReporter reporter(isatty(STDOUT_FILENO) != 0 ? benchmark::ConsoleReporter::OO_Color
                                                     : benchmark::ConsoleReporter::OO_None);
   benchmark::RunSpecifiedBenchmarks(&reporter);

@@ -1,0 +1,268 @@
+// vmap benchmark (docs/vmap.md): what the batching transform buys over the
+// loop it replaces, in the same run, and libtorch's loop beside it when
+// libtorch is present (libtorch 1.13's C++ API has no vmap; functorch and
+// JAX are measured by bench/vmap_peers.py).
+//
+//  - Per-sample gradients of a 784-128-10 tanh MLP (squared error against a
+//    one-hot target) at batch 64: BM_Strata_PerSampleMlp_Loop (one tape per
+//    example), BM_Strata_PerSampleMlp_Vmap (strata::per_sample_grad),
+//    BM_Torch_PerSampleMlp_Loop (torch::autograd::grad per example).
+//  - The same for a 784-10 linear model, at batch 1, 8, 64 and 256 (the
+//    cliff guard: vmap must not lose to the loop at any size).
+//  - jacfwd of x ↦ tanh(W x), 256 → 256: BM_Strata_Jacfwd_Vmap (today's
+//    jacfwd, one batched pass) against BM_Strata_Jacfwd_Loop (one jvp per
+//    input element, the jacfwd this replaced).
+// Every program's results are checked against the loop before timing. One
+// thread on both sides (STRATA_BENCH_THREADS=N sets another count).
+#include <strata/strata.hpp>
+
+#include <benchmark/benchmark.h>
+
+#include "bench_common.hpp"
+
+#include <cmath>
+#include <cstdio>
+#include <iostream>
+#include <string>
+#include <vector>
+
+#include <unistd.h>
+
+#ifdef STRATA_HAVE_TORCH
+#include <torch/torch.h>
+#endif
+
+namespace {
+
+using namespace strata;
+
+constexpr int64_t kIn = 784, kHidden = 128, kOut = 10;
+
+struct Problem {
+  std::vector<Tensor> params;  // w1 [in, hidden], b1, w2 [hidden, out], b2 (or w [in, out], b)
+  Tensor x, target;            // [batch, in], [batch, out]
+};
+
+Problem make_problem(bool hidden, int64_t batch) {
+  manual_seed(42);
+  Problem p;
+  if (hidden) {
+    p.params = {randn({kIn, kHidden}) * (1.0 / std::sqrt(double(kIn))), zeros({kHidden}),
+                randn({kHidden, kOut}) * (1.0 / std::sqrt(double(kHidden))), zeros({kOut})};
+  } else {
+    p.params = {randn({kIn, kOut}) * (1.0 / std::sqrt(double(kIn))), zeros({kOut})};
+  }
+  p.x = rand({batch, kIn});
+  Tensor labels = cast(floor(rand({batch}) * double(kOut)), DType::i64);
+  p.target = cast(eq(labels.unsqueeze(1), arange(kOut, {.dtype = DType::i64}).unsqueeze(0)), DType::f32);
+  return p;
+}
+
+/// One example's loss: x [in], target [out].
+Tensor example_loss(const std::vector<Tensor>& w, const std::vector<Tensor>& ex) {
+  Tensor h = ex[0];
+  for (size_t l = 0; l + 1 < w.size(); l += 2) {
+    h = matmul(h, w[l]) + w[l + 1];
+    if (l + 2 < w.size()) h = tanh(h);
+  }
+  Tensor d = h - ex[1];
+  return sum(d * d);
+}
+
+std::vector<Tensor> loop_grads(const Problem& p) {
+  std::vector<std::vector<Tensor>> per(p.params.size());
+  for (int64_t i = 0; i < p.x.size(0); ++i) {
+    GradientTape tape;
+    std::vector<Tensor> w;
+    for (const Tensor& t : p.params) {
+      w.push_back(t.detach());
+      tape.watch(w.back());
+    }
+    std::vector<Tensor> g = tape.gradient(example_loss(w, {p.x.select(0, i), p.target.select(0, i)}), w);
+    for (size_t k = 0; k < g.size(); ++k) per[k].push_back(g[k]);
+  }
+  std::vector<Tensor> out;
+  for (auto& v : per) out.push_back(stack(v, 0));
+  return out;
+}
+
+std::vector<Tensor> vmap_grads(const Problem& p) { return per_sample_grad(example_loss, p.params, {p.x, p.target}); }
+
+void BM_Strata_PerSampleMlp_Loop(benchmark::State& state) {
+  Problem p = make_problem(true, 64);
+  for (auto _ : state) benchmark::DoNotOptimize(loop_grads(p));
+}
+void BM_Strata_PerSampleMlp_Vmap(benchmark::State& state) {
+  Problem p = make_problem(true, 64);
+  for (auto _ : state) benchmark::DoNotOptimize(vmap_grads(p));
+}
+void BM_Strata_PerSampleLinear_Loop(benchmark::State& state) {
+  Problem p = make_problem(false, state.range(0));
+  for (auto _ : state) benchmark::DoNotOptimize(loop_grads(p));
+}
+void BM_Strata_PerSampleLinear_Vmap(benchmark::State& state) {
+  Problem p = make_problem(false, state.range(0));
+  for (auto _ : state) benchmark::DoNotOptimize(vmap_grads(p));
+}
+
+// --- jacfwd, 256 -> 256 ---------------------------------------------------------
+
+constexpr int64_t kJac = 256;
+Tensor jac_weight() {
+  manual_seed(7);
+  return randn({kJac, kJac}) * (1.0 / 16.0);
+}
+Tensor jacobian_loop(const Fn& f, const Tensor& x) {
+  std::vector<Tensor> columns;
+  for (int64_t i = 0; i < x.numel(); ++i) {
+    Tensor e = cast(eq(arange(x.numel(), {.dtype = DType::i64}), full({}, double(i), {.dtype = DType::i64})),
+                    DType::f32);
+    columns.push_back(jvp(f, x, e).second);
+  }
+  return stack(columns, 1);
+}
+void BM_Strata_Jacfwd_Loop(benchmark::State& state) {
+  Tensor w = jac_weight(), x = rand({kJac});
+  Fn f = [&](const Tensor& v) { return tanh(matmul(w, v)); };
+  for (auto _ : state) benchmark::DoNotOptimize(jacobian_loop(f, x));
+}
+void BM_Strata_Jacfwd_Vmap(benchmark::State& state) {
+  Tensor w = jac_weight(), x = rand({kJac});
+  Fn f = [&](const Tensor& v) { return tanh(matmul(w, v)); };
+  for (auto _ : state) benchmark::DoNotOptimize(jacfwd(f, x));
+}
+
+#ifdef STRATA_HAVE_TORCH
+std::vector<torch::Tensor> torch_params(const Problem& p) {
+  std::vector<torch::Tensor> out;
+  for (const Tensor& t : p.params) {
+    std::vector<float> v = t.to_vector<float>();
+    std::vector<int64_t> shape(t.shape().begin(), t.shape().end());
+    out.push_back(torch::from_blob(v.data(), shape, torch::kFloat32).clone().requires_grad_(true));
+  }
+  return out;
+}
+torch::Tensor torch_of(const Tensor& t) {
+  std::vector<float> v = t.to_vector<float>();
+  std::vector<int64_t> shape(t.shape().begin(), t.shape().end());
+  return torch::from_blob(v.data(), shape, torch::kFloat32).clone();
+}
+std::vector<torch::Tensor> torch_loop(const std::vector<torch::Tensor>& w, const torch::Tensor& x,
+                                      const torch::Tensor& target) {
+  std::vector<std::vector<torch::Tensor>> per(w.size());
+  for (int64_t i = 0; i < x.size(0); ++i) {
+    torch::Tensor h = x[i];
+    for (size_t l = 0; l + 1 < w.size(); l += 2) {
+      h = torch::matmul(h, w[l]) + w[l + 1];
+      if (l + 2 < w.size()) h = torch::tanh(h);
+    }
+    torch::Tensor d = h - target[i];
+    std::vector<torch::Tensor> g = torch::autograd::grad({(d * d).sum()}, w);
+    for (size_t k = 0; k < g.size(); ++k) per[k].push_back(g[k]);
+  }
+  std::vector<torch::Tensor> out;
+  for (auto& v : per) out.push_back(torch::stack(v, 0));
+  return out;
+}
+void BM_Torch_PerSampleMlp_Loop(benchmark::State& state) {
+  Problem p = make_problem(true, 64);
+  auto w = torch_params(p);
+  auto x = torch_of(p.x), t = torch_of(p.target);
+  for (auto _ : state) benchmark::DoNotOptimize(torch_loop(w, x, t));
+}
+void BM_Torch_PerSampleLinear_Loop(benchmark::State& state) {
+  Problem p = make_problem(false, state.range(0));
+  auto w = torch_params(p);
+  auto x = torch_of(p.x), t = torch_of(p.target);
+  for (auto _ : state) benchmark::DoNotOptimize(torch_loop(w, x, t));
+}
+#endif
+
+BENCHMARK(BM_Strata_PerSampleMlp_Loop)->Unit(benchmark::kMillisecond);
+BENCHMARK(BM_Strata_PerSampleMlp_Vmap)->Unit(benchmark::kMillisecond);
+constexpr int64_t kBatches[] = {1, 8, 64, 256};
+
+/// Registered under names with the batch in them ("BM_..._Vmap/b64"), so
+/// that the ratios can find each size.
+void register_sizes(const char* name, void (*fn)(benchmark::State&)) {
+  for (int64_t b : kBatches) {
+    benchmark::RegisterBenchmark((std::string(name) + "/b" + std::to_string(b)).c_str(), fn)
+        ->Arg(b)
+        ->Unit(benchmark::kMicrosecond);
+  }
+}
+BENCHMARK(BM_Strata_Jacfwd_Loop)->Unit(benchmark::kMillisecond);
+BENCHMARK(BM_Strata_Jacfwd_Vmap)->Unit(benchmark::kMillisecond);
+#ifdef STRATA_HAVE_TORCH
+BENCHMARK(BM_Torch_PerSampleMlp_Loop)->Unit(benchmark::kMillisecond);
+#endif
+
+double max_difference(const Tensor& a, const Tensor& b) { return amax(abs(a - b)).item<double>(); }
+
+/// Every vmap program against its loop before anything is timed.
+bool programs_agree() {
+  bool ok = true;
+  for (bool hidden : {true, false}) {
+    Problem p = make_problem(hidden, 64);
+    std::vector<Tensor> a = vmap_grads(p), b = loop_grads(p);
+    for (size_t k = 0; k < a.size(); ++k) {
+      const double d = max_difference(a[k], b[k]);
+      if (!(d <= 1e-4)) {
+        std::fprintf(stderr, "per-sample gradient %zu (%s) differs from the loop's by %g\n", k,
+                     hidden ? "mlp" : "linear", d);
+        ok = false;
+      }
+    }
+  }
+  Tensor w = jac_weight(), x = rand({kJac});
+  Fn f = [&](const Tensor& v) { return tanh(matmul(w, v)); };
+  if (const double d = max_difference(jacfwd(f, x), jacobian_loop(f, x)); !(d <= 1e-5)) {
+    std::fprintf(stderr, "jacfwd differs from the loop's by %g\n", d);
+    ok = false;
+  }
+  return ok;
+}
+
+void print_ratio(const bench::RatioReporter& r, const std::string& what, const std::string& num,
+                 const std::string& den) {
+  auto a = r.times(num), b = r.times(den);
+  if (!a || !b) return;
+  std::printf("  %-52s real %9.3f / %9.3f ms = %6.3fx\n", what.c_str(), a->real_ms, b->real_ms,
+              a->real_ms / b->real_ms);
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  register_sizes("BM_Strata_PerSampleLinear_Loop", BM_Strata_PerSampleLinear_Loop);
+  register_sizes("BM_Strata_PerSampleLinear_Vmap", BM_Strata_PerSampleLinear_Vmap);
+#ifdef STRATA_HAVE_TORCH
+  register_sizes("BM_Torch_PerSampleLinear_Loop", BM_Torch_PerSampleLinear_Loop);
+#endif
+  const int threads = strata::bench::start_cpu_bench(argc, argv);
+  if (threads < 0) return 1;
+  if (!programs_agree()) {
+    std::fprintf(stderr, "bench_vmap: vmap and the loop disagree; not timing them\n");
+    return 1;
+  }
+  strata::bench::RatioReporter reporter(isatty(STDOUT_FILENO) != 0 ? benchmark::ConsoleReporter::OO_Color
+                                                                    : benchmark::ConsoleReporter::OO_None);
+  benchmark::RunSpecifiedBenchmarks(&reporter);
+  std::cout.flush();
+  std::printf("\nratios (medians when repeated; %d thread%s each):\n", threads, threads == 1 ? "" : "s");
+  print_ratio(reporter, "per-sample MLP: vmap / loop", "BM_Strata_PerSampleMlp_Vmap", "BM_Strata_PerSampleMlp_Loop");
+  for (int64_t n : kBatches) {
+    const std::string b = "/b" + std::to_string(n);
+    print_ratio(reporter, "per-sample linear, batch " + std::to_string(n) + ": vmap / loop",
+                "BM_Strata_PerSampleLinear_Vmap" + b, "BM_Strata_PerSampleLinear_Loop" + b);
+  }
+  print_ratio(reporter, "jacfwd 256->256: vmap / per-element loop", "BM_Strata_Jacfwd_Vmap", "BM_Strata_Jacfwd_Loop");
+#ifdef STRATA_HAVE_TORCH
+  print_ratio(reporter, "per-sample MLP: Strata vmap / libtorch loop", "BM_Strata_PerSampleMlp_Vmap",
+              "BM_Torch_PerSampleMlp_Loop");
+  print_ratio(reporter, "per-sample linear, batch 64: Strata vmap / libtorch loop",
+              "BM_Strata_PerSampleLinear_Vmap/b64", "BM_Torch_PerSampleLinear_Loop/b64");
+#endif
+  benchmark::Shutdown();
+  return 0;
+}
