@@ -516,3 +516,31 @@ TEST_F(PluginOpsErrorPolicy, ARefusalInsideAPluginRuleKeepsItsType) {
 }
 
 }  // namespace
+
+// --- vmap over a plugin op (docs/vmap.md, "The loop fallback") ------------------
+
+// opslib::cube declares no batching property: vmap runs it once per lane,
+// counts the loop, and a strict vmap refuses it; values and gradients equal
+// the loop's.
+TEST_F(PluginOps, VmapRunsAnOpWithoutABatchingRuleLaneByLaneAndCountsIt) {
+  reset_vmap_fallback_stats();
+  Tensor x = values({4, 3}, Device("cpu:0"), -1.0, 1.0, 31);
+  auto cube = [](const Tensor& v) { return call(kCube, {v}, {{"a", kA}}); };
+  Tensor batched = vmap(cube)(x);
+  std::vector<double> got = batched.to_vector<double>(), in = x.to_vector<double>();
+  for (size_t i = 0; i < got.size(); ++i) EXPECT_DOUBLE_EQ(got[i], kA * in[i] * in[i] * in[i]);
+  std::vector<VmapFallback> stats = vmap_fallback_stats();
+  ASSERT_EQ(stats.size(), 1u);
+  EXPECT_EQ(stats[0].op, kCube);
+  EXPECT_EQ(stats[0].reason, "no batching rule");
+  EXPECT_EQ(stats[0].calls, 1u);
+  EXPECT_EQ(stats[0].lanes, 4u);
+  // Per-lane gradients through the loop (its backward op loops too).
+  Tensor g = vmap(grad([&](const Tensor& v) { return sum(cube(v)); }))(x);
+  std::vector<double> gv = g.to_vector<double>();
+  for (size_t i = 0; i < gv.size(); ++i) EXPECT_NEAR(gv[i], 3.0 * kA * in[i] * in[i], 1e-12);
+  const std::string strict = error_of([&] { vmap(cube, 0, 0, {.strict = true})(x); });
+  EXPECT_TRUE(contains(strict, "opslib::cube")) << strict;
+  EXPECT_TRUE(contains(strict, "no batching rule applies")) << strict;
+  EXPECT_TRUE(contains(strict, "VmapOptions::strict")) << strict;
+}

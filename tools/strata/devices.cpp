@@ -116,6 +116,10 @@ int run_devices(const DevicesOptions& options) {
       for (const FallbackRecord& f : fallbacks) {
         out["fallbacks"].push_back({{"device", f.device}, {"op", f.op}, {"signature", f.signature}, {"count", f.count}});
       }
+      out["vmap_loops"] = nlohmann::json::array();
+      for (const VmapFallback& f : vmap_fallback_stats()) {
+        out["vmap_loops"].push_back({{"op", f.op}, {"reason", f.reason}, {"calls", f.calls}, {"lanes", f.lanes}});
+      }
     }
     std::cout << out.dump(2) << "\n";
     return selected.empty() ? kFailure : kOk;
@@ -170,6 +174,11 @@ int run_devices(const DevicesOptions& options) {
     std::cout << "Fallbacks to cpu:0 in this process: " << (fallbacks.empty() ? "none" : "") << "\n";
     for (const FallbackRecord& f : fallbacks) {
       std::cout << "  " << f.device << "  " << f.op << " " << f.signature << "  x" << f.count << "\n";
+    }
+    const std::vector<VmapFallback> loops = vmap_fallback_stats();
+    std::cout << "Ops vmap ran lane by lane in this process: " << (loops.empty() ? "none" : "") << "\n";
+    for (const VmapFallback& f : loops) {
+      std::cout << "  " << f.op << " (" << f.reason << ")  " << f.calls << " calls, " << f.lanes << " lanes\n";
     }
   }
   if (selected.empty()) {
