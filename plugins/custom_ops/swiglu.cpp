@@ -473,7 +473,10 @@ const strata_op_schema kSwigluSchema = {
     // ABI 2.3: where `strata plugin check` draws the inputs (smooth everywhere;
     // the range where silu bends).
     .domain_low = -3.0,
-    .domain_high = 3.0};
+    .domain_high = 3.0,
+    // ABI 2.5: elementwise, so its leading dims are independent and vmap
+    // runs it once on all the lanes (docs/vmap.md).
+    .batching = STRATA_OP_BATCH_LEADING_DIMS};
 
 const strata_op_schema kSwigluBackwardSchema = {
     .struct_size = sizeof(strata_op_schema),
@@ -489,7 +492,8 @@ const strata_op_schema kSwigluBackwardSchema = {
     .user_data = nullptr,
     .doc = "(da, db) = (g * b * silu'(a), g * silu(a)), the gradient of custom_ops::swiglu (inputs g, a, b)",
     .domain_low = -3.0,
-    .domain_high = 3.0};
+    .domain_high = 3.0,
+    .batching = STRATA_OP_BATCH_LEADING_DIMS};
 
 }  // namespace
 

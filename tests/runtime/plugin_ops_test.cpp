@@ -145,7 +145,8 @@ TEST_F(PluginOps, RefusedRegistrationsAreWarnings) {
   ASSERT_TRUE(p.loaded) << p.reason;
   std::string all;
   for (const std::string& w : p.warnings) all += w + "\n";
-  bool evil = false, twice = false, short_attr = false, attr_twice = false, alien_kind = false, domain = false;
+  bool evil = false, twice = false, short_attr = false, attr_twice = false, alien_kind = false, domain = false,
+       batching = false;
   for (const std::string& w : p.warnings) {
     evil = evil || (contains(w, "cpu::evil") && contains(w, "namespace"));
     twice = twice || (contains(w, kCube) && contains(w, "already registered"));
@@ -154,6 +155,7 @@ TEST_F(PluginOps, RefusedRegistrationsAreWarnings) {
     attr_twice = attr_twice || contains(w, "opslib::twice_attr: attribute 's' is declared twice");
     alien_kind = alien_kind || contains(w, "opslib::alien_kind: attribute 's' has an unknown kind 99");
     domain = domain || contains(w, "opslib::empty_domain: test domain [2, 1] is not an interval");
+    batching = batching || contains(w, "opslib::alien_batching: batching 7 is not a strata_op_batching");
   }
   EXPECT_TRUE(evil) << "no warning naming cpu::evil and its namespace:\n" << all;
   EXPECT_TRUE(twice) << "no warning about the second registration of opslib::cube:\n" << all;
@@ -161,7 +163,9 @@ TEST_F(PluginOps, RefusedRegistrationsAreWarnings) {
   EXPECT_TRUE(attr_twice) << "no warning about an attribute declared twice:\n" << all;
   EXPECT_TRUE(alien_kind) << "no warning about an unknown attribute kind:\n" << all;
   EXPECT_TRUE(domain) << "no warning about a test domain that is no interval:\n" << all;
-  EXPECT_EQ(p.warnings.size(), 6u) << all;
+  EXPECT_TRUE(batching) << "no warning about an unknown batching property:\n" << all;
+  EXPECT_EQ(p.warnings.size(), 7u) << all;
+  EXPECT_EQ(d::find_kernel_op("opslib::alien_batching"), nullptr);
   EXPECT_EQ(d::find_kernel_op("opslib::empty_domain"), nullptr);
   EXPECT_EQ(d::find_kernel_op("opslib::twice_attr"), nullptr);
   EXPECT_EQ(d::find_kernel_op("opslib::alien_kind"), nullptr);
@@ -519,28 +523,35 @@ TEST_F(PluginOpsErrorPolicy, ARefusalInsideAPluginRuleKeepsItsType) {
 
 // --- vmap over a plugin op (docs/vmap.md, "The loop fallback") ------------------
 
-// opslib::cube declares no batching property: vmap runs it once per lane,
+// opslib::scale declares no batching property: vmap runs it once per lane,
 // counts the loop, and a strict vmap refuses it; values and gradients equal
-// the loop's.
+// the loop's. opslib::cube and its backward op declare their leading dims
+// independent (ABI 2.5): one call on the lanes, nothing counted.
 TEST_F(PluginOps, VmapRunsAnOpWithoutABatchingRuleLaneByLaneAndCountsIt) {
   reset_vmap_fallback_stats();
   Tensor x = values({4, 3}, Device("cpu:0"), -1.0, 1.0, 31);
+  std::vector<double> in = x.to_vector<double>();
   auto cube = [](const Tensor& v) { return call(kCube, {v}, {{"a", kA}}); };
-  Tensor batched = vmap(cube)(x);
-  std::vector<double> got = batched.to_vector<double>(), in = x.to_vector<double>();
-  for (size_t i = 0; i < got.size(); ++i) EXPECT_DOUBLE_EQ(got[i], kA * in[i] * in[i] * in[i]);
-  std::vector<VmapFallback> stats = vmap_fallback_stats();
-  ASSERT_EQ(stats.size(), 1u);
-  EXPECT_EQ(stats[0].op, kCube);
-  EXPECT_EQ(stats[0].reason, "no batching rule");
-  EXPECT_EQ(stats[0].calls, 1u);
-  EXPECT_EQ(stats[0].lanes, 4u);
-  // Per-lane gradients through the loop (its backward op loops too).
+  auto scale = [](const Tensor& v) { return call(kScale, {v}, {{"s", kA}}); };
+  std::vector<double> cubed = vmap(cube)(x).to_vector<double>();
+  for (size_t i = 0; i < cubed.size(); ++i) EXPECT_DOUBLE_EQ(cubed[i], kA * in[i] * in[i] * in[i]);
   Tensor g = vmap(grad([&](const Tensor& v) { return sum(cube(v)); }))(x);
   std::vector<double> gv = g.to_vector<double>();
   for (size_t i = 0; i < gv.size(); ++i) EXPECT_NEAR(gv[i], 3.0 * kA * in[i] * in[i], 1e-12);
-  const std::string strict = error_of([&] { vmap(cube, 0, 0, {.strict = true})(x); });
-  EXPECT_TRUE(contains(strict, "opslib::cube")) << strict;
+  EXPECT_TRUE(vmap_fallback_stats().empty()) << vmap_fallback_stats().front().op;
+  std::vector<double> scaled = vmap(scale)(x).to_vector<double>();
+  for (size_t i = 0; i < scaled.size(); ++i) EXPECT_DOUBLE_EQ(scaled[i], kA * in[i]);
+  std::vector<VmapFallback> stats = vmap_fallback_stats();
+  ASSERT_EQ(stats.size(), 1u);
+  EXPECT_EQ(stats[0].op, kScale);
+  EXPECT_EQ(stats[0].reason, "no batching rule");
+  EXPECT_EQ(stats[0].calls, 1u);
+  EXPECT_EQ(stats[0].lanes, 4u);
+  // Per-lane gradients through the loop (the rule's scale loops too).
+  std::vector<double> gs = vmap(grad([&](const Tensor& v) { return sum(scale(v) * v); }))(x).to_vector<double>();
+  for (size_t i = 0; i < gs.size(); ++i) EXPECT_NEAR(gs[i], 2.0 * kA * in[i], 1e-12);
+  const std::string strict = error_of([&] { vmap(scale, 0, 0, {.strict = true})(x); });
+  EXPECT_TRUE(contains(strict, "opslib::scale")) << strict;
   EXPECT_TRUE(contains(strict, "no batching rule applies")) << strict;
   EXPECT_TRUE(contains(strict, "VmapOptions::strict")) << strict;
 }

@@ -90,7 +90,8 @@ struct OpInfo {
   /// Under autocast: "none", "lower_precision", "fp32" or "promote".
   std::string autocast;
   /// How it runs under vmap (docs/vmap.md): "pointwise", "reduction",
-  /// "along dim" (rules derived from its tags), "own rule", "view function",
+  /// "along dim" (rules derived from its tags), "own rule", "leading dims"
+  /// (a plugin op's declared property, ABI 2.5), "view function",
   /// "join function", "creation", "function", "decomposition", or "loop"
   /// (once per lane, counted in vmap_fallback_stats()).
   std::string batching;

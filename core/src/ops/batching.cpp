@@ -127,6 +127,10 @@ OpResult batch_along_dim(const BatchCall& c) {
   return c.run(c.op(), inputs, &attrs);
 }
 
+OpResult batch_leading_dims(const BatchCall& c) {
+  return c.run(c.op(), inputs_of(c, &BatchCall::lanes_first), c.call.attrs);
+}
+
 // --- the loop, counted -------------------------------------------------------------
 
 namespace {
@@ -180,6 +184,7 @@ OpResult loop_over_lanes(const BatchCall& c, const std::string& reason) {
 
 BatchRule derived_rule(const OpDef& op) {
   if (op.batch != nullptr) return op.batch;
+  if (op.batch_leading_dims) return batch_leading_dims;
   if ((op.tags & op_tag::pointwise) != 0) return batch_pointwise;
   if ((op.tags & op_tag::reduction) != 0) return batch_reduction;
   if ((op.tags & op_tag::along_dim) != 0 && op.kind != OpKind::join) return batch_along_dim;

@@ -54,6 +54,7 @@ struct BatchCall {
 OpResult batch_pointwise(const BatchCall& c);  // align the lanes, same op
 OpResult batch_reduction(const BatchCall& c);  // "dims" moved past the lanes
 OpResult batch_along_dim(const BatchCall& c);  // "dim" moved past the lanes, every operand's lanes first
+OpResult batch_leading_dims(const BatchCall& c);  // every operand's lanes first, the same call (plugin ops, ABI 2.5)
 
 
 /// The lanes of `t` at vmap `level` (dim 0), or when `t` is not batched

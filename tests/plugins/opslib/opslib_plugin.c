@@ -840,7 +840,10 @@ static const strata_op_schema kCubeSchema = {
     /* ABI 2.3: where `strata plugin check` draws its inputs (the others
      * declare none and get the checker's default). */
     .domain_low = 0.25,
-    .domain_high = 2.0};
+    .domain_high = 2.0,
+    /* ABI 2.5: elementwise, so leading dims are independent (vmap runs it
+     * once on the lanes; scale declares nothing and runs lane by lane). */
+    .batching = STRATA_OP_BATCH_LEADING_DIMS};
 
 static const strata_op_schema kCubeBackwardSchema = {
     .struct_size = sizeof(strata_op_schema),
@@ -854,7 +857,8 @@ static const strata_op_schema kCubeBackwardSchema = {
     .vjp = cube_backward_vjp,
     .jvp = cube_backward_jvp,
     .user_data = NULL,
-    .doc = "z = 3a * x^2 * g, the gradient of opslib::cube (inputs g, x)"};
+    .doc = "z = 3a * x^2 * g, the gradient of opslib::cube (inputs g, x)",
+    .batching = STRATA_OP_BATCH_LEADING_DIMS};
 
 static const strata_op_schema kScaleSchema = {
     .struct_size = sizeof(strata_op_schema),
@@ -927,11 +931,18 @@ REFUSED_SCHEMA(kAlienKindSchema, OPSLIB_NAME "::alien_kind", kAlienKindAttrs, 1)
 /* A test domain that is no interval (ABI 2.3): [2, 1]. */
 REFUSED_SCHEMA_IN(kEmptyDomainSchema, OPSLIB_NAME "::empty_domain", NULL, 0, 2.0, 1.0);
 
+/* A batching property the ABI does not define (2.5): 7. */
+static const strata_op_schema kAlienBatchingSchema = {
+    .struct_size = sizeof(strata_op_schema), .name = OPSLIB_NAME "::alien_batching", .version = 1, .n_inputs = 1,
+    .n_outputs = 1, .infer = infer_unary, .doc = "must never be defined", .batching = 7};
+
 static strata_status register_ops(const strata_host_api* host, strata_error* error) {
   static const strata_op_schema* const kOps[] = {&kCubeSchema, &kCubeBackwardSchema, &kScaleSchema,
                                                   &kScaleBadRuleSchema, &kMisfitSchema};
-  static const strata_op_schema* const kRefused[] = {&kEvilSchema,       &kCubeSchema,       &kShortAttrSchema,
-                                                      &kTwiceAttrSchema, &kAlienKindSchema, &kEmptyDomainSchema};
+  static const strata_op_schema* const kRefused[] = {&kEvilSchema,        &kCubeSchema,
+                                                      &kShortAttrSchema,   &kTwiceAttrSchema,
+                                                      &kAlienKindSchema,   &kEmptyDomainSchema,
+                                                      &kAlienBatchingSchema};
   strata_kernel_registration reg;
   strata_error refusal;
   strata_status st;

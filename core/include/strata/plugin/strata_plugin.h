@@ -204,7 +204,7 @@ extern "C" {
 #endif
 
 #define STRATA_ABI_MAJOR 2
-#define STRATA_ABI_MINOR 4
+#define STRATA_ABI_MINOR 5
 
 /** The one symbol each plugin exports (type: strata_plugin_entry_fn). */
 #define STRATA_PLUGIN_ENTRY_SYMBOL "strata_plugin_entry"
@@ -598,6 +598,12 @@ typedef struct strata_derivative_args {
 typedef strata_status (*strata_infer_fn)(strata_infer_args* args);
 typedef strata_status (*strata_derivative_fn)(strata_derivative_args* args);
 
+/** How a plugin-defined op runs under vmap (strata_op_schema::batching, 2.5). */
+typedef enum strata_op_batching {
+  STRATA_OP_BATCH_LOOP = 0,         /* once per lane (counted by the host) */
+  STRATA_OP_BATCH_LEADING_DIMS = 1, /* leading dims independent: once on the lanes */
+} strata_op_batching;
+
 typedef struct strata_op_schema {
   size_t struct_size;
   const char* name;   /* "<plugin name>::<op>"; the namespace must be the  */
@@ -621,6 +627,18 @@ typedef struct strata_op_schema {
    *  refuses another value, naming the op. */
   double domain_low;
   double domain_high;
+  /** Added in 2.5 (absent when struct_size ends before it): how the op runs
+   *  under the host's vmap (docs/vmap.md), a strata_op_batching value read
+   *  as an int32. STRATA_OP_BATCH_LOOP (0, or absent): once per lane, the
+   *  results stacked, counted in the host's vmap fallback statistics.
+   *  STRATA_OP_BATCH_LEADING_DIMS: the op treats the leading dims of its
+   *  inputs as independent — given every input with one more leading dim of
+   *  size n, it returns the n results stacked along one more leading dim of
+   *  each output (elementwise ops, ops over the last dims with leading dims
+   *  free); the host then runs it once on all the lanes, giving unbatched
+   *  inputs the lanes' dim by expansion. The host refuses another value,
+   *  naming the op. */
+  int32_t batching;
 } strata_op_schema;
 #define STRATA_OP_SCHEMA_MIN_SIZE STRATA_SIZE_UP_TO(strata_op_schema, doc)
 

@@ -44,7 +44,8 @@ inline uint64_t top_batch_level(std::span<const Tensor> tensors) {
 }
 
 /// How an op runs under vmap, as docs/vmap.md and `strata ops` name it:
-/// "own rule" (OpDef::batch); derived from its tags: "pointwise",
+/// "own rule" (OpDef::batch); "leading dims" (a plugin op that declared
+/// them independent: run once on the lanes); derived from its tags: "pointwise",
 /// "reduction", "along dim" (ops/batching.cpp); "view function" (views
 /// batch in their functions), "join function" (cat, pad, to_device),
 /// "creation" (no tensor operand: random draws follow

@@ -310,6 +310,9 @@ struct OpDef {
   /// otherwise, and as a last resort a loop over the lanes, counted
   /// (vmap_fallback_stats). Views and joins batch in their functions.
   BatchRule batch = nullptr;
+  /// A plugin op that declared STRATA_OP_BATCH_LEADING_DIMS (ABI 2.5): its
+  /// leading dims are independent, so vmap runs it once on the lanes.
+  bool batch_leading_dims = false;
   /// Value of the outputs when an input is empty but outputs are not (sum
   /// of nothing is 0, mean of nothing NaN); nullopt makes such a call an
   /// error (max of nothing).

@@ -405,6 +405,16 @@ strata_status host_register_op(const strata_op_schema* schema, strata_error* err
         domain_declared = true;
       }
     }
+    // 2.5: the batching property.
+    bool leading_dims = false;
+    if (schema->struct_size >= STRATA_SIZE_UP_TO(strata_op_schema, batching)) {
+      const int32_t batching = schema->batching;
+      if (batching != STRATA_OP_BATCH_LOOP && batching != STRATA_OP_BATCH_LEADING_DIMS) {
+        return refuse(name + ": batching " + std::to_string(batching) +
+                      " is not a strata_op_batching (STRATA_OP_BATCH_LOOP 0, STRATA_OP_BATCH_LEADING_DIMS 1)");
+      }
+      leading_dims = batching == STRATA_OP_BATCH_LEADING_DIMS;
+    }
     // Braces, not make_unique's parentheses: clang 14 (the fuzz preset) lacks
     // C++20's parenthesised aggregate initialisation.
     auto po = std::unique_ptr<PluginOp>(new PluginOp{name, plugin, std::vector<AttrDecl>{}, schema->infer, schema->vjp,
@@ -437,6 +447,7 @@ strata_status host_register_op(const strata_op_schema* schema, strata_error* err
               .n_outputs = schema->n_outputs,
               .takes_complex = true,  // the plugin's shape rule sees the dtypes and decides
               .prepare = plugin_prepare,
+              .batch_leading_dims = leading_dims,
               .derivative = {.vjp = schema->vjp != nullptr ? plugin_vjp : nullptr,
               .jvp = schema->jvp != nullptr ? plugin_jvp : nullptr},
               .domain = domain,
