@@ -194,3 +194,55 @@ TEST(Vmap, EscapedBatchedTensorsAreRefused) {
   })(draw({4, 3}, 60));
   expect_error([&] { (void)(kept + 1.0); }, {"vmap that has returned"});
 }
+
+TEST(Vmap, PerSampleGradEqualsOneTapePerExample) {
+  Tensor w = draw({5, 3}, 70), b = draw({3}, 71), x = draw({6, 5}, 72), y = draw({6, 3}, 73);
+  auto loss = [](const std::vector<Tensor>& p, const std::vector<Tensor>& ex) {
+    Tensor d = tanh(matmul(ex[0], p[0]) + p[1]) - ex[1];
+    return sum(d * d);
+  };
+  std::vector<Tensor> g = per_sample_grad(loss, {w, b}, {x, y});
+  ASSERT_EQ(g.size(), 2u);
+  ASSERT_EQ(g[0].sizes(), (Shape{6, 5, 3}));
+  for (int64_t i = 0; i < 6; ++i) {
+    GradientTape tape;
+    Tensor wi = w.detach(), bi = b.detach();
+    tape.watch(wi);
+    tape.watch(bi);
+    std::vector<Tensor> one = tape.gradient(loss({wi, bi}, {x.select(0, i), y.select(0, i)}), {wi, bi});
+    expect_close(g[0].select(0, i), one[0]);
+    expect_close(g[1].select(0, i), one[1]);
+  }
+  expect_error([&] { per_sample_grad(loss, {w, b}, {x, draw({4, 3}, 74)}); }, {"input 2 has 6", "input 3 has 4"});
+  expect_error([&] { per_sample_grad([](auto&, auto& ex) { return ex[0]; }, {w}, {x}); }, {"must be a scalar"});
+}
+
+TEST(Vmap, AnEnsembleOfModulesRunsAsOneBatchedCall) {
+  manual_seed(80);
+  std::vector<std::shared_ptr<nn::Sequential>> models;
+  for (int m = 0; m < 3; ++m) {
+    auto s = std::make_shared<nn::Sequential>();
+    s->push_back(std::make_shared<nn::Linear>(4, 5));
+    s->push_back(std::make_shared<nn::Tanh>());
+    s->push_back(std::make_shared<nn::Linear>(5, 2));
+    s->to(strata_test::test_device());
+    s->to(strata_test::real_dtype());
+    models.push_back(s);
+  }
+  std::vector<Tensor> weights = nn::stack_modules({models[0].get(), models[1].get(), models[2].get()});
+  ASSERT_EQ(weights.size(), 4u);
+  ASSERT_EQ(weights[0].sizes(), (Shape{3, 5, 4}));
+  Tensor x = draw({7, 4}, 81);
+  std::vector<std::optional<int64_t>> in_dims(weights.size(), 0);
+  in_dims.push_back(std::nullopt);  // every member sees the whole batch
+  std::vector<Tensor> args = weights;
+  args.push_back(x);
+  Tensor out = vmap([&](const std::vector<Tensor>& in) {
+    std::vector<Tensor> params(in.begin(), in.end() - 1);
+    return std::vector<Tensor>{nn::functional_call(*models[0], params, in.back())};
+  }, in_dims)(args)[0];
+  ASSERT_EQ(out.sizes(), (Shape{3, 7, 2}));
+  for (int m = 0; m < 3; ++m) expect_close(out.select(0, m), models[static_cast<size_t>(m)]->forward(x));
+  nn::Linear other(4, 6);
+  expect_error([&] { nn::stack_modules({models[0].get(), &other}); }, {"modules[1]"});
+}
