@@ -93,6 +93,51 @@ bool gemm_small(const strata_tensor& a, const strata_tensor& b, const strata_ten
   return true;
 }
 
+template <class T>
+bool outer_product(const strata_tensor& a, const strata_tensor& b, const strata_tensor& y, int threads) {
+  const int r = y.rank;
+  const int64_t M = y.shape[r - 2], N = y.shape[r - 1];
+  if (a.shape[r - 1] != 1) return false;
+  const Layout<3> batches = batch_layout(y, a, b);
+  // Rows shorter than a few vectors lose to oneDNN's kernels, which write
+  // several rows at once (64 products of 784 x 10: 1.7x slower here), but
+  // not to gemm_small's loop, which takes the tiny problems (one 784 x 10
+  // product: 1.9x faster here).
+  if (N < kOuterProductMinN && static_cast<double>(batches.numel()) * static_cast<double>(M * N) >
+                                   static_cast<double>(kSmallGemmMaxWork)) {
+    return false;
+  }
+  using C = std::conditional_t<std::is_same_v<T, double>, double, float>;
+  const int64_t sam = a.strides[r - 2], sbn = b.strides[r - 1], sym = y.strides[r - 2], syn = y.strides[r - 1];
+  parallel_for(
+      batches.numel(), threads,
+      [&](int64_t begin, int64_t end) {
+        for_each_run(batches, begin, end, [&](const int64_t* off, int64_t count) {
+          for (int64_t t = 0; t < count; ++t) {
+            const T* A = data<const T>(a) + off[1] + t * batches.inner_stride(1);
+            const T* B = data<const T>(b) + off[2] + t * batches.inner_stride(2);
+            T* Y = data<T>(y) + off[0] + t * batches.inner_stride(0);
+            for (int64_t i = 0; i < M; ++i) {
+              const C ai = load_as<C>(A[i * sam]);
+              T* row = Y + i * sym;
+              if (syn == 1 && sbn == 1) {  // the common layout: one vectorised loop
+                for (int64_t j = 0; j < N; ++j) row[j] = store_from<T>(ai * load_as<C>(B[j]));
+              } else {
+                for (int64_t j = 0; j < N; ++j) row[j * syn] = store_from<T>(ai * load_as<C>(B[j * sbn]));
+              }
+            }
+          }
+        });
+      },
+      M * N);
+  return true;
+}
+
+template bool outer_product<float>(const strata_tensor&, const strata_tensor&, const strata_tensor&, int);
+template bool outer_product<double>(const strata_tensor&, const strata_tensor&, const strata_tensor&, int);
+template bool outer_product<f16>(const strata_tensor&, const strata_tensor&, const strata_tensor&, int);
+template bool outer_product<bf16>(const strata_tensor&, const strata_tensor&, const strata_tensor&, int);
+
 template bool gemm_small<float>(const strata_tensor&, const strata_tensor&, const strata_tensor&);
 template bool gemm_small<double>(const strata_tensor&, const strata_tensor&, const strata_tensor&);
 template bool gemm_small<f16>(const strata_tensor&, const strata_tensor&, const strata_tensor&);

@@ -437,6 +437,7 @@ struct Matmul {
   static strata_status run(const KernelCall& call) {
     const strata_tensor &a = call.in(0), &b = call.in(1), &y = call.out();
     if (!matmul_shapes_ok(a, b, y)) return refuse_matmul_shapes(call.error, name, a, b, y);
+    if (outer_product<T>(a, b, y, call.threads)) return STRATA_OK;
     if (gemm_small<T>(a, b, y)) return STRATA_OK;
     if constexpr (std::is_same_v<T, double>) {
       gemm_f64(a, b, y, call.threads);

@@ -35,6 +35,15 @@ inline constexpr int64_t kSmallGemmMaxWork = 8192;
 /// or bf16, accumulated in f32 (f64 for f64).
 template <class T>
 bool gemm_small(const strata_tensor& a, const strata_tensor& b, const strata_tensor& y);
+/// y = a @ b when the inner dim K is 1: each matrix the outer product of a
+/// column and a row, a loop bound by writing y (oneDNN's GEMM reached about
+/// a third of the write bandwidth there: vmap's per-sample weight gradients
+/// are such products, 64 of 784 x 128 in one call). Exact, as the GEMM is
+/// (one product per element). False when K is not 1, or when the rows are
+/// shorter than kOuterProductMinN and the problem is beyond gemm_small's.
+inline constexpr int64_t kOuterProductMinN = 32;
+template <class T>
+bool outer_product(const strata_tensor& a, const strata_tensor& b, const strata_tensor& y, int threads);
 
 /// f64 matmul with plain blocked loops; any strides.
 void gemm_f64(const strata_tensor& a, const strata_tensor& b, const strata_tensor& y, int threads);

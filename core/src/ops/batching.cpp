@@ -28,12 +28,6 @@ Tensor lanes_first(const Tensor& t, uint64_t level) {
 }
 
 
-void in_lanes_scope(uint64_t level, const std::function<void()>& on_lanes) {
-  std::shared_ptr<void> scope;
-  if (dispatch_hooks().lanes_scope != nullptr) scope = dispatch_hooks().lanes_scope(level);
-  on_lanes();
-}
-
 Tensor batched_view(const Tensor& base, uint64_t level, const std::function<Tensor(const Tensor&)>& on_lanes) {
   Tensor lanes;
   in_lanes_scope(level, [&] { lanes = on_lanes(lanes_of(base, level)); });

@@ -14,12 +14,14 @@
 #pragma once
 
 #include "runtime/dispatch/batching.hpp"
+#include "runtime/dispatch/dispatch_hooks.hpp"
 #include "runtime/dispatch/op.hpp"
 
 #include <functional>
 #include <memory>
 #include <span>
 #include <string>
+#include <type_traits>
 
 namespace strata::detail {
 
@@ -61,9 +63,14 @@ OpResult batch_leading_dims(const BatchCall& c);  // every operand's lanes first
 /// there, `t` expanded along a new dim 0 to that vmap's lane count (a view).
 Tensor lanes_first(const Tensor& t, uint64_t level);
 
-/// Runs `on_lanes` in the lanes scope of vmap `level` (only derivative
+/// Runs `on_lanes()` in the lanes scope of vmap `level` (only derivative
 /// levels opened outside that vmap record its ops).
-void in_lanes_scope(uint64_t level, const std::function<void()>& on_lanes);
+template <typename F>
+void in_lanes_scope(uint64_t level, F&& on_lanes) {
+  using Body = std::remove_reference_t<F>;
+  if (dispatch_hooks().in_lanes == nullptr) return on_lanes();
+  dispatch_hooks().in_lanes(level, [](void* f) { (*static_cast<Body*>(f))(); }, static_cast<void*>(&on_lanes));
+}
 /// The result of a view or join function whose operand `base` is batched at
 /// `level`: `on_lanes` applied to base's lanes, batched again.
 Tensor batched_view(const Tensor& base, uint64_t level, const std::function<Tensor(const Tensor&)>& on_lanes);

@@ -76,8 +76,9 @@ struct Internal {
 };
 std::shared_ptr<void> internal_scope() { return std::make_shared<Internal>(); }
 
-std::shared_ptr<void> lanes_scope(uint64_t level) {
-  return std::make_shared<LevelWindow>(level, LevelWindow::Keep::below);
+void in_lanes(uint64_t level, void (*body)(void*), void* context) {
+  LevelWindow window(level, LevelWindow::Keep::below);
+  body(context);
 }
 
 const bool kRegistered = [] {
@@ -87,7 +88,7 @@ const bool kRegistered = [] {
                       .wants_external = wants_external,
                       .record_external = record_external,
                       .internal_scope = internal_scope,
-                      .lanes_scope = lanes_scope,
+                      .in_lanes = in_lanes,
                       .unsupported_in_trace = trace_unsupported,
                       .configured = invalidate_autocast_policy});
   return true;

@@ -47,10 +47,10 @@ struct DispatchHooks {
   /// Opens a scope of internal work (see InternalWork); the returned object
   /// restores the previous state when destroyed.
   std::shared_ptr<void> (*internal_scope)() = nullptr;
-  /// Opens the scope a batching rule of vmap `level` runs its ops on the
-  /// lanes in: only the derivative levels opened before that vmap record
-  /// them (docs/vmap.md); the returned object closes it.
-  std::shared_ptr<void> (*lanes_scope)(uint64_t level) = nullptr;
+  /// Runs body(context) in the scope a batching rule of vmap `level` runs
+  /// its ops on the lanes in: only the derivative levels opened before that
+  /// vmap record them (docs/vmap.md).
+  void (*in_lanes)(uint64_t level, void (*body)(void*), void* context) = nullptr;
   /// Throws when a trace is being built: `what` cannot be replayed.
   void (*unsupported_in_trace)(const char* what) = nullptr;
   /// The runtime's configuration changed (autocast re-reads its policy).
