@@ -12,7 +12,9 @@
 // function of θ; the meta-loss is the mean query loss at θ', and an Adam
 // step (lr 1e-3) updates θ. MAML differentiates through the inner gradients
 // (higher-order tapes: the second-order term −α·H·∇L); FOMAML treats them as
-// constants. Both see the same tasks in the same order.
+// constants. Both see the same tasks in the same order. A meta-batch runs
+// as one batched pass: strata::vmap over the stacked tasks, with the inner
+// tape opened inside the vmapped function (docs/vmap.md).
 //
 // Prints both meta-losses every --print-every iterations, then the mean
 // squared error on held-out tasks before and after adaptation (the inner
@@ -106,6 +108,30 @@ std::vector<Tensor> adapt(nn::Module& model, std::vector<Tensor> params, const T
   return params;
 }
 
+/// The tasks' support and query sets stacked: [tasks, K, 1] each.
+std::vector<Tensor> stacked(const std::vector<Task>& tasks) {
+  std::vector<Tensor> fields[4];
+  for (const Task& t : tasks) {
+    fields[0].push_back(t.x_support);
+    fields[1].push_back(t.y_support);
+    fields[2].push_back(t.x_query);
+    fields[3].push_back(t.y_query);
+  }
+  return {stack(fields[0]), stack(fields[1]), stack(fields[2]), stack(fields[3])};
+}
+
+/// Each task's query loss after adapting `theta` on its support set, all
+/// tasks in one batched pass: [tasks].
+Tensor query_losses(nn::Module& model, const std::vector<Tensor>& theta, const std::vector<Task>& tasks, int steps,
+                    bool differentiable) {
+  auto one_task = [&](const std::vector<Tensor>& t) {
+    const Task task{t[0], t[1], t[2], t[3]};
+    std::vector<Tensor> adapted = adapt(model, theta, task, steps, differentiable);
+    return std::vector<Tensor>{nn::functional::mse_loss(nn::functional_call(model, adapted, task.x_query), task.y_query)};
+  };
+  return vmap(one_task)(stacked(tasks))[0];
+}
+
 /// One learner: a model, its meta-optimizer, and its meta-loss history.
 struct Learner {
   Learner(const char* learner_name, bool differentiate_inner_gradients, std::shared_ptr<nn::Sequential> net)
@@ -122,18 +148,15 @@ struct Learner {
   double first_window = -1.0, last_window = -1.0;
   double seconds = 0.0;
 
-  /// One meta-iteration on `tasks`; returns the meta-loss.
+  /// One meta-iteration on `tasks`; returns the meta-loss. The tasks run as
+  /// one batch (vmap, docs/vmap.md): the inner loop's tape is opened inside
+  /// the vmapped function, so each task adapts θ on its own support set,
+  /// and backward() differentiates the whole batch through every inner step.
   double meta_step(const std::vector<Task>& tasks, int inner_steps) {
     auto start = std::chrono::steady_clock::now();
     optimizer->zero_grad();
-    std::vector<Tensor> theta = model->parameters();
-    Tensor meta_loss;
-    for (const Task& task : tasks) {
-      std::vector<Tensor> adapted = adapt(*model, theta, task, inner_steps, second_order);
-      Tensor query = nn::functional::mse_loss(nn::functional_call(*model, adapted, task.x_query), task.y_query);
-      meta_loss = meta_loss.defined() ? meta_loss + query : query;
-    }
-    meta_loss = meta_loss / static_cast<double>(tasks.size());
+    const std::vector<Tensor> theta = model->parameters();
+    Tensor meta_loss = mean(query_losses(*model, theta, tasks, inner_steps, second_order));
     meta_loss.backward();
     optimizer->step();
     const double value = meta_loss.item<double>();
@@ -145,13 +168,10 @@ struct Learner {
 /// Mean query MSE over `tasks` after `steps` plain SGD steps from the
 /// model's parameters.
 double held_out_loss(nn::Module& model, const std::vector<Task>& tasks, int steps) {
-  double total = 0.0;
-  for (const Task& task : tasks) {
-    std::vector<Tensor> adapted = adapt(model, model.parameters(), task, steps, false);
-    NoGradGuard no_grad;
-    total += nn::functional::mse_loss(nn::functional_call(model, adapted, task.x_query), task.y_query).item<double>();
-  }
-  return total / static_cast<double>(tasks.size());
+  // Detached parameters: evaluation records nothing for the meta-gradient.
+  std::vector<Tensor> theta;
+  for (const Tensor& p : model.parameters()) theta.push_back(p.detach());
+  return mean(query_losses(model, theta, tasks, steps, false)).item<double>();
 }
 
 }  // namespace

@@ -246,3 +246,40 @@ TEST(Vmap, AnEnsembleOfModulesRunsAsOneBatchedCall) {
   nn::Linear other(4, 6);
   expect_error([&] { nn::stack_modules({models[0].get(), &other}); }, {"modules[1]"});
 }
+
+// MAML's meta-gradient (grad of vmap over tasks of a second-order inner
+// step) equals the loop over tasks: the inner tape is opened inside the
+// vmap (one task), the outer backward() differentiates the batch.
+TEST(Vmap, MamlMetaGradientOverBatchedTasksEqualsTheLoop) {
+  Tensor w = draw({1, 8}, 90), v = draw({8, 1}, 91);
+  Tensor xs = draw({5, 6, 1}, 92, -2.0, 2.0), ys = draw({5, 6, 1}, 93);
+  auto task_loss = [&](const Tensor& x, const Tensor& y, const Tensor& a, const Tensor& b) {
+    Tensor d = matmul(tanh(matmul(x, a)), b) - y;
+    return mean(d * d);
+  };
+  auto adapted_loss = [&](const Tensor& x, const Tensor& y) {
+    GradientTape tape({.higher_order = true});
+    tape.watch(w);
+    tape.watch(v);
+    std::vector<Tensor> g = tape.gradient(task_loss(x, y, w, v), {w, v});
+    return task_loss(x, y, w - g[0] * 0.1, v - g[1] * 0.1);
+  };
+  auto meta_gradient = [&](bool batched) {
+    GradientTape outer;
+    outer.watch(w);
+    outer.watch(v);
+    Tensor meta;
+    if (batched) {
+      meta = mean(vmap([&](const std::vector<Tensor>& t) { return std::vector<Tensor>{adapted_loss(t[0], t[1])}; })(
+          {xs, ys})[0]);
+    } else {
+      std::vector<Tensor> losses;
+      for (int64_t i = 0; i < xs.size(0); ++i) losses.push_back(adapted_loss(xs.select(0, i), ys.select(0, i)));
+      meta = mean(stack(losses));
+    }
+    return outer.gradient(meta, {w, v});
+  };
+  std::vector<Tensor> batched = meta_gradient(true), looped = meta_gradient(false);
+  expect_close(batched[0], looped[0]);
+  expect_close(batched[1], looped[1]);
+}
