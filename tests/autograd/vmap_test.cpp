@@ -283,3 +283,62 @@ TEST(Vmap, MamlMetaGradientOverBatchedTasksEqualsTheLoop) {
   expect_close(batched[0], looped[0]);
   expect_close(batched[1], looped[1]);
 }
+
+// --- the transforms over lists of tensors ------------------------------------------
+
+// grad, jvp, vjp and hvp over a list of parameters equal the same products
+// of the single-tensor transforms over the parameters flattened into one
+// vector (whose slices' gradients are pads: one pass each).
+TEST(ListTransforms, EqualTheFlatVectorForms) {
+  Tensor a = draw({3, 4}, 100), b = draw({4}, 101), x = draw({5, 3}, 102);
+  Tensor va = draw({3, 4}, 103), vb = draw({4}, 104);
+  auto loss = [&](const std::vector<Tensor>& p) { return sum(tanh(matmul(x, p[0]) + p[1]) * sin(p[1])); };
+  auto unflat = [](const Tensor& f) { return std::vector<Tensor>{f.slice(0, 0, 12).reshape({3, 4}), f.slice(0, 12, 16)}; };
+  auto flat_loss = [&](const Tensor& f) { return loss(unflat(f)); };
+  Tensor flat = cat({a.reshape({-1}), b}, 0), vflat = cat({va.reshape({-1}), vb}, 0);
+  std::vector<Tensor> g = grad(loss, {a, b});
+  Tensor gf = grad(flat_loss)(flat);
+  expect_close(g[0], unflat(gf)[0]);
+  expect_close(g[1], unflat(gf)[1]);
+  for (HvpMode mode : {HvpMode::forward_over_reverse, HvpMode::reverse_over_reverse}) {
+    std::vector<Tensor> h = hvp(loss, {a, b}, {va, vb}, mode);
+    Tensor hf = hvp(flat_loss, flat, vflat, mode);
+    expect_close(h[0], unflat(hf)[0], 1e-9);
+    expect_close(h[1], unflat(hf)[1], 1e-9);
+  }
+  auto both = [&](const std::vector<Tensor>& p) { return std::vector<Tensor>{loss(p), p[1] * 2.0}; };
+  auto [outs, tangents] = jvp(both, {a, b}, {va, vb});
+  expect_close(tangents[0], sum(g[0] * va) + sum(g[1] * vb));
+  expect_close(tangents[1], vb * 2.0);
+  auto [vals, cot] = vjp(both, {a, b}, {ones_like(outs[0]), ones_like(b)});
+  expect_close(cot[0], g[0]);
+  expect_close(cot[1], g[1] + 2.0);
+  expect_error([&] { hvp(loss, {a, b}, {va}); }, {"hvp", "1 directions for 2 inputs"});
+  expect_error([&] { hvp(loss, {a, b}, {va, va}); }, {"direction 1", "[3, 4]", "[4]"});
+}
+
+// Autocast applies inside vmap as outside: matmul and linear in bf16 on the
+// lanes, the results equal the loop's under the same autocast.
+TEST(Vmap, AutocastAppliesToTheBatchedOps) {
+  if (!strata_test::missing_dtypes({DType::bf16}).empty()) {
+    // A device without bf16 refuses the autocast scope itself (amp.hpp).
+    expect_error([] { Autocast amp({.dtype = DType::bf16}); }, {"bf16"});
+    return;
+  }
+  Tensor w = draw({6, 4}, 110).to(DType::f32), x = draw({5, 6}, 111).to(DType::f32);
+  auto f = [&](const Tensor& v) { return tanh(matmul(v, w)); };
+  Autocast amp({.dtype = DType::bf16});
+  Tensor batched = vmap(f)(x);
+  EXPECT_EQ(batched.dtype(), DType::bf16);
+  expect_close(batched.to(DType::f32), loop(f, x).to(DType::f32), 0.0);
+}
+
+// The implicit solvers read their residual to decide when to stop, which a
+// batched tensor refuses (each lane has its own): under vmap they fail with
+// that error, naming vmap, until they iterate per lane (docs/vmap.md, "Not yet").
+TEST(Vmap, ImplicitSolversSayTheyCannotRunOnBatchedValues) {
+  Tensor a = draw({4, 3}, 112, 1.0, 2.0);
+  auto heron = [](const Tensor& x, const std::vector<Tensor>& p) { return (x + p[0] / x) * 0.5; };
+  expect_error([&] { vmap([&](const Tensor& ai) { return fixed_point(heron, ones_like(ai), {ai}).x; })(a); },
+               {"batched tensor", "control flow", "docs/vmap.md"});
+}

@@ -10,6 +10,7 @@
 #include <strata/tensor.hpp>
 
 #include <functional>
+#include <vector>
 #include <utility>
 
 namespace strata {
@@ -44,6 +45,32 @@ Tensor hessian(const Fn& f, const Tensor& x);
 Tensor hessian_diagonal(const Fn& f, const Tensor& x);
 /// trace(H_f(x)).
 Tensor laplacian(const Fn& f, const Tensor& x);
+
+// --- over lists of tensors (a model's parameters, unflattened) ----------------
+//
+// The same transforms for functions of several tensors: no need to flatten
+// parameters into one vector (whose slices cost a full-size gradient each).
+// They cost what the equivalent tape program costs (bench_autograd's
+// "Transforms" benchmarks hold them to it).
+
+/// A scalar function of several tensors (a loss of a model's parameters).
+using ScalarFn = std::function<Tensor(const std::vector<Tensor>&)>;
+/// A function of several tensors to several.
+using ListFn = std::function<std::vector<Tensor>(const std::vector<Tensor>&)>;
+
+/// ∇f at xs: one gradient per input, shaped like it (zeros where f does not
+/// depend on it).
+std::vector<Tensor> grad(const ScalarFn& f, const std::vector<Tensor>& xs);
+/// (f(xs), J_f(xs)·vs): forward mode; vs[k] shaped like xs[k] (undefined: zero).
+std::pair<std::vector<Tensor>, std::vector<Tensor>> jvp(const ListFn& f, const std::vector<Tensor>& xs,
+                                                        const std::vector<Tensor>& vs);
+/// (f(xs), vsᵀ·J_f(xs)): reverse mode; one cotangent per output of f.
+std::pair<std::vector<Tensor>, std::vector<Tensor>> vjp(const ListFn& f, const std::vector<Tensor>& xs,
+                                                        const std::vector<Tensor>& vs);
+/// H_f(xs)·vs, the Hessian of a scalar f of several tensors applied to the
+/// direction vs (one tensor per input), without forming H.
+std::vector<Tensor> hvp(const ScalarFn& f, const std::vector<Tensor>& xs, const std::vector<Tensor>& vs,
+                        HvpMode mode = HvpMode::forward_over_reverse);
 
 /// Numerical gradient check of a scalar function against finite differences.
 struct GradcheckOptions {

@@ -49,11 +49,20 @@ Tensor select_as_forward(const Tensor& t, const GradContext& c) {
 }
 Tensor expand_as_forward(const Tensor& t, const GradContext& c) { return t.expand(c.out(0).sizes()); }
 
-/// Gradient of a strided pick along `dim` (slice, select): scatter the
-/// gradient back into zeros of the base's shape. Built from ops, so it is
-/// differentiable again.
+/// Gradient of a strided pick along `dim` (slice, select): the gradient
+/// placed back in zeros of the base's shape. A contiguous range (step 1) is
+/// a pad — one pass that writes the zeros and copies the range, whose own
+/// derivative is the slice again; a strided one scatters into zeros. Built
+/// from ops, so it is differentiable again.
 Tensor scatter_back(const Tensor& base, const Tensor& grad, int64_t dim, int64_t start, int64_t step) {
   int64_t n = grad.size(dim);
+  if (step == 1) {
+    // pad's pairs run from the last dim backwards: (before, after) per dim.
+    std::vector<int64_t> pads(static_cast<size_t>(2 * (grad.dim() - dim)), 0);
+    pads[pads.size() - 2] = start;
+    pads[pads.size() - 1] = base.size(dim) - start - n;
+    return pad(grad, pads, 0.0);
+  }
   Tensor index = arange(static_cast<double>(start), static_cast<double>(start + n * step), static_cast<double>(step),
                         {.dtype = DType::i64, .device = grad.device()});
   Shape view(static_cast<size_t>(grad.dim()), 1);

@@ -120,6 +120,89 @@ Tensor hvp(const Fn& f, const Tensor& x, const Tensor& v, HvpMode mode) {
   return grad([&](const Tensor& xx) { return sum(grad(f)(xx) * v); })(x);
 }
 
+// --- over lists of tensors -------------------------------------------------------
+
+namespace {
+void require_defined(const std::vector<Tensor>& xs, const char* what) {
+  for (size_t k = 0; k < xs.size(); ++k) {
+    if (!xs[k].defined()) throw ValueError(std::string(what) + ": input " + std::to_string(k) + " is undefined");
+  }
+}
+void require_pairs(const std::vector<Tensor>& xs, const std::vector<Tensor>& vs, const char* what) {
+  if (vs.size() != xs.size()) {
+    throw ValueError(std::string(what) + ": " + std::to_string(vs.size()) + " directions for " +
+                     std::to_string(xs.size()) + " inputs");
+  }
+  for (size_t k = 0; k < xs.size(); ++k) {
+    if (vs[k].defined() && vs[k].sizes() != xs[k].sizes()) {
+      throw ShapeError(std::string(what) + ": direction " + std::to_string(k) + " has shape " +
+                       detail::shape_string(vs[k].shape()) + ", input " + std::to_string(k) + " " +
+                       detail::shape_string(xs[k].shape()));
+    }
+  }
+}
+
+/// f at aliases of xs watched by a fresh higher-order tape (so transforms
+/// nest), and the gradient of `target(outputs)` with respect to them.
+template <typename Target>
+std::pair<std::vector<Tensor>, std::vector<Tensor>> taped(const ListFn& f, const std::vector<Tensor>& xs,
+                                                          Target&& target) {
+  GradientTape tape({.persistent = false, .higher_order = true, .unconnected = Unconnected::zero});
+  std::vector<Tensor> watched;
+  watched.reserve(xs.size());
+  for (const Tensor& x : xs) {
+    watched.push_back(detail::tracked_alias(x));
+    tape.watch(watched.back());
+  }
+  std::vector<Tensor> outputs = f(watched);
+  Tensor y = target(outputs);
+  if (!y.defined()) return {std::move(outputs), std::vector<Tensor>(xs.size())};
+  std::vector<Tensor> grads = tape.gradient(y, watched);
+  return {std::move(outputs), std::move(grads)};
+}
+}  // namespace
+
+std::vector<Tensor> grad(const ScalarFn& f, const std::vector<Tensor>& xs) {
+  require_defined(xs, "grad");
+  return taped([&](const std::vector<Tensor>& w) { return std::vector<Tensor>{f(w)}; }, xs,
+               [](const std::vector<Tensor>& out) { return out[0]; })
+      .second;
+}
+
+std::pair<std::vector<Tensor>, std::vector<Tensor>> jvp(const ListFn& f, const std::vector<Tensor>& xs,
+                                                        const std::vector<Tensor>& vs) {
+  require_defined(xs, "jvp");
+  require_pairs(xs, vs, "jvp");
+  std::vector<Tensor> outputs;
+  std::vector<Tensor> tangents = detail::pushforward(f, xs, vs, &outputs);
+  return {std::move(outputs), std::move(tangents)};
+}
+
+std::pair<std::vector<Tensor>, std::vector<Tensor>> vjp(const ListFn& f, const std::vector<Tensor>& xs,
+                                                        const std::vector<Tensor>& vs) {
+  require_defined(xs, "vjp");
+  auto result = taped(f, xs, [&](const std::vector<Tensor>& out) {
+    if (out.size() != vs.size()) {
+      throw ValueError("vjp: " + std::to_string(vs.size()) + " cotangents for " + std::to_string(out.size()) +
+                       " outputs");
+    }
+    return detail::inner_product(out, vs);
+  });
+  for (size_t k = 0; k < xs.size(); ++k) {
+    if (!result.second[k].defined()) result.second[k] = zeros_like(xs[k]);
+  }
+  return result;
+}
+
+std::vector<Tensor> hvp(const ScalarFn& f, const std::vector<Tensor>& xs, const std::vector<Tensor>& vs,
+                        HvpMode mode) {
+  require_defined(xs, "hvp");
+  require_pairs(xs, vs, "hvp");
+  auto gradient = [&](const std::vector<Tensor>& w) { return grad(f, w); };
+  if (mode == HvpMode::forward_over_reverse) return jvp(gradient, xs, vs).second;
+  return grad([&](const std::vector<Tensor>& w) { return detail::inner_product(gradient(w), vs); }, xs);
+}
+
 Tensor vhv(const Fn& f, const Tensor& x, const Tensor& v) { return sum(v * hvp(f, x, v)); }
 
 Tensor hessian(const Fn& f, const Tensor& x) { return jacfwd(grad(f), x); }
