@@ -20,19 +20,17 @@
 //    reverse, and reverse over reverse), and by hvp over the flat vector.
 // Every program's results are checked against the loop before timing. One
 // thread on both sides (STRATA_BENCH_THREADS=N sets another count).
-#include <strata/strata.hpp>
-
 #include <benchmark/benchmark.h>
-
-#include "bench_common.hpp"
+#include <unistd.h>
 
 #include <cmath>
 #include <cstdio>
 #include <iostream>
+#include <strata/strata.hpp>
 #include <string>
 #include <vector>
 
-#include <unistd.h>
+#include "bench_common.hpp"
 
 #ifdef STRATA_HAVE_TORCH
 #include <torch/torch.h>
@@ -121,8 +119,8 @@ Tensor jac_weight() {
 Tensor jacobian_loop(const Fn& f, const Tensor& x) {
   std::vector<Tensor> columns;
   for (int64_t i = 0; i < x.numel(); ++i) {
-    Tensor e = cast(eq(arange(x.numel(), {.dtype = DType::i64}), full({}, double(i), {.dtype = DType::i64})),
-                    DType::f32);
+    Tensor e =
+        cast(eq(arange(x.numel(), {.dtype = DType::i64}), full({}, double(i), {.dtype = DType::i64})), DType::f32);
     columns.push_back(jvp(f, x, e).second);
   }
   return stack(columns, 1);
@@ -348,9 +346,10 @@ bool programs_agree() {
       m.unflat(hvp([&](const Tensor& p) { return m.loss(m.unflat(p)); }, m.flat(m.params), m.flat(m.v)));
   for (size_t k = 0; k < g_tape.size(); ++k) {
     const double scale = 1e-4 * (1.0 + amax(abs(h_tape[k])).item<double>());
-    const double worst = std::max({max_difference(g_tape[k], g_list[k]), max_difference(g_tape[k], g_flat[k]),
-                                   max_difference(h_tape[k], h_fwd[k]) / scale, max_difference(h_tape[k], h_rev[k]) / scale,
-                                   max_difference(h_tape[k], h_flat[k]) / scale});
+    const double worst =
+        std::max({max_difference(g_tape[k], g_list[k]), max_difference(g_tape[k], g_flat[k]),
+                  max_difference(h_tape[k], h_fwd[k]) / scale, max_difference(h_tape[k], h_rev[k]) / scale,
+                  max_difference(h_tape[k], h_flat[k]) / scale});
     if (!(worst <= 1.0)) {
       std::fprintf(stderr, "the transforms' gradient or HVP of parameter %zu differs from the tapes' (%g)\n", k, worst);
       ok = false;
@@ -382,7 +381,7 @@ int main(int argc, char** argv) {
     return 1;
   }
   strata::bench::RatioReporter reporter(isatty(STDOUT_FILENO) != 0 ? benchmark::ConsoleReporter::OO_Color
-                                                                    : benchmark::ConsoleReporter::OO_None);
+                                                                   : benchmark::ConsoleReporter::OO_None);
   benchmark::RunSpecifiedBenchmarks(&reporter);
   std::cout.flush();
   std::printf("\nratios (medians when repeated; %d thread%s each):\n", threads, threads == 1 ? "" : "s");

@@ -5,18 +5,17 @@
 // and jvp, inside the vmap. Pointwise ops get their cases from the op
 // registry (domain, arity); the others are written here, and the audit
 // fails naming any core op without a case or without a batching rule.
-#include "autograd_test_util.hpp"
-
-#include <strata/strata.hpp>
-
 #include <gtest/gtest.h>
 
 #include <algorithm>
 #include <complex>
 #include <functional>
 #include <set>
+#include <strata/strata.hpp>
 #include <string>
 #include <vector>
+
+#include "autograd_test_util.hpp"
 
 using namespace strata;
 
@@ -68,7 +67,8 @@ Make complexes(Shape shape) {
 }
 
 TensorsFn by_name(std::string name, std::vector<OpAttr> attrs = {}) {
-  return [name = "strata::" + std::move(name), attrs](const std::vector<Tensor>& in) { return call_op(name, in, attrs); };
+  return
+      [name = "strata::" + std::move(name), attrs](const std::vector<Tensor>& in) { return call_op(name, in, attrs); };
 }
 TensorsFn one(std::function<Tensor(const std::vector<Tensor>&)> f) {
   return [f = std::move(f)](const std::vector<Tensor>& in) { return std::vector<Tensor>{f(in)}; };
@@ -164,29 +164,31 @@ std::vector<Case> all_cases() {
   };
   // Random draws under vmap are covered by Vmap.RandomnessErrorSameDifferent
   // (their cases above run no draw); the custom functions by the tests below.
-  cases.push_back({"custom_function", {uniform({2, 3})}, one([](auto& in) {
-                     static const CustomFunction f = custom_vjp(
-                         [](const std::vector<Tensor>& x) { return std::vector<Tensor>{sin(x[0])}; },
-                         [](const std::vector<Tensor>& x) {
-                           return std::pair{std::vector<Tensor>{sin(x[0])}, std::vector<Tensor>{x[0]}};
-                         },
-                         [](const std::vector<Tensor>& r, const std::vector<Tensor>& g) {
-                           return std::vector<Tensor>{g[0] * cos(r[0])};
-                         },
-                         {.name = "vmap_test_sin"});
+  cases.push_back({"custom_function",
+                   {uniform({2, 3})},
+                   one([](auto& in) {
+                     static const CustomFunction f =
+                         custom_vjp([](const std::vector<Tensor>& x) { return std::vector<Tensor>{sin(x[0])}; },
+                                    [](const std::vector<Tensor>& x) {
+                                      return std::pair{std::vector<Tensor>{sin(x[0])}, std::vector<Tensor>{x[0]}};
+                                    },
+                                    [](const std::vector<Tensor>& r, const std::vector<Tensor>& g) {
+                                      return std::vector<Tensor>{g[0] * cos(r[0])};
+                                    },
+                                    {.name = "vmap_test_sin"});
                      return f(in[0]) * in[0];
                    }),
                    true});
   cases.push_back({"custom_function_first_order", {uniform({2, 3})}, one([](auto& in) {
-                     static const CustomFunction f = custom_vjp(
-                         [](const std::vector<Tensor>& x) { return std::vector<Tensor>{x[0] * x[0]}; },
-                         [](const std::vector<Tensor>& x) {
-                           return std::pair{std::vector<Tensor>{x[0] * x[0]}, std::vector<Tensor>{x[0]}};
-                         },
-                         [](const std::vector<Tensor>& r, const std::vector<Tensor>& g) {
-                           return std::vector<Tensor>{g[0] * 2.0 * r[0]};
-                         },
-                         {.name = "vmap_test_square", .first_order_only = true});
+                     static const CustomFunction f =
+                         custom_vjp([](const std::vector<Tensor>& x) { return std::vector<Tensor>{x[0] * x[0]}; },
+                                    [](const std::vector<Tensor>& x) {
+                                      return std::pair{std::vector<Tensor>{x[0] * x[0]}, std::vector<Tensor>{x[0]}};
+                                    },
+                                    [](const std::vector<Tensor>& r, const std::vector<Tensor>& g) {
+                                      return std::vector<Tensor>{g[0] * 2.0 * r[0]};
+                                    },
+                                    {.name = "vmap_test_square", .first_order_only = true});
                      return f(in[0]);
                    })});
   std::set<std::string> written;
@@ -225,8 +227,8 @@ void expect_same(const std::vector<Tensor>& got, const std::vector<Tensor>& want
     Tensor b = is_complex(got[k].dtype()) ? zeros_like(a) : want[k];
     std::vector<double> x = a.to_vector<double>(), y = b.to_vector<double>();
     for (size_t i = 0; i < x.size(); ++i) {
-      ASSERT_NEAR(x[i], y[i], strata_test::bound_in(got[k].dtype(), 1e-10, y[i])) << what << ", output " << k
-                                                                                   << ", element " << i;
+      ASSERT_NEAR(x[i], y[i], strata_test::bound_in(got[k].dtype(), 1e-10, y[i]))
+          << what << ", output " << k << ", element " << i;
     }
   }
 }

@@ -3,15 +3,15 @@
 // every order; the batched jacobians and per-sample gradients; random ops
 // under each randomness; the loop fallback counted; the errors. Device
 // generic: runs on the default device (cpu:0, vulkan:0 in CI).
-#include "autograd_test_util.hpp"
-
-#include <strata/strata.hpp>
-
 #include <gtest/gtest.h>
 
 #include <cmath>
+#include <strata/native_view.hpp>
+#include <strata/strata.hpp>
 #include <string>
 #include <vector>
+
+#include "autograd_test_util.hpp"
 
 using namespace strata;
 using autograd_test::expect_error;
@@ -46,7 +46,9 @@ Tensor mlp_loss(const Tensor& w1, const Tensor& w2, const Tensor& x) {
 }  // namespace
 
 TEST(Vmap, EqualsTheLoopForAChainOfOps) {
-  auto f = [](const Tensor& x) { return sum(exp(sin(x) * 2.0) - x.transpose(0, 1).reshape({-1}).reshape({2, 3}), {1}); };
+  auto f = [](const Tensor& x) {
+    return sum(exp(sin(x) * 2.0) - x.transpose(0, 1).reshape({-1}).reshape({2, 3}), {1});
+  };
   Tensor x = draw({4, 2, 3}, 1);
   expect_close(vmap(f)(x), loop(f, x));
   // Another mapped dim and another place for the batch dim.
@@ -157,8 +159,14 @@ TEST(Vmap, RandomnessErrorSameDifferent) {
 TEST(Vmap, InPlaceIntoAnUnbatchedTensorIsAnError) {
   Tensor x = draw({4, 3}, 40);
   Tensor acc = zeros({3}, {.dtype = x.dtype()});
-  expect_error([&] { vmap([&](const Tensor& v) { acc.copy_(v); return v; })(x); },
-               {"copy", "in place into an unbatched tensor"});
+  expect_error(
+      [&] {
+        vmap([&](const Tensor& v) {
+          acc.copy_(v);
+          return v;
+        })(x);
+      },
+      {"copy", "in place into an unbatched tensor"});
   // Into a batched tensor it works.
   Tensor out = vmap([](const Tensor& v) {
     Tensor t = v * 1.0;
@@ -170,8 +178,22 @@ TEST(Vmap, InPlaceIntoAnUnbatchedTensorIsAnError) {
 
 TEST(Vmap, ReadingValuesInsideIsAnError) {
   Tensor x = draw({4, 3}, 41);
-  expect_error([&] { vmap([](const Tensor& v) { (void)v.to_vector<double>(); return v; })(x); },
-               {"batched tensor", "4 lanes", "control flow"});
+  expect_error(
+      [&] {
+        vmap([](const Tensor& v) {
+          (void)v.to_vector<double>();
+          return v;
+        })(x);
+      },
+      {"batched tensor", "4 lanes", "control flow"});
+  expect_error(
+      [&] {
+        vmap([](const Tensor& v) {
+          (void)native_view(v);
+          return v;
+        })(x);
+      },
+      {"native_view", "batched by vmap", "[4, 3]"});
 }
 
 TEST(Vmap, BadArgumentsNameTheArgumentAndSizes) {
@@ -237,10 +259,12 @@ TEST(Vmap, AnEnsembleOfModulesRunsAsOneBatchedCall) {
   in_dims.push_back(std::nullopt);  // every member sees the whole batch
   std::vector<Tensor> args = weights;
   args.push_back(x);
-  Tensor out = vmap([&](const std::vector<Tensor>& in) {
-    std::vector<Tensor> params(in.begin(), in.end() - 1);
-    return std::vector<Tensor>{nn::functional_call(*models[0], params, in.back())};
-  }, in_dims)(args)[0];
+  Tensor out = vmap(
+      [&](const std::vector<Tensor>& in) {
+        std::vector<Tensor> params(in.begin(), in.end() - 1);
+        return std::vector<Tensor>{nn::functional_call(*models[0], params, in.back())};
+      },
+      in_dims)(args)[0];
   ASSERT_EQ(out.sizes(), (Shape{3, 7, 2}));
   for (int m = 0; m < 3; ++m) expect_close(out.select(0, m), models[static_cast<size_t>(m)]->forward(x));
   nn::Linear other(4, 6);
@@ -293,7 +317,9 @@ TEST(ListTransforms, EqualTheFlatVectorForms) {
   Tensor a = draw({3, 4}, 100), b = draw({4}, 101), x = draw({5, 3}, 102);
   Tensor va = draw({3, 4}, 103), vb = draw({4}, 104);
   auto loss = [&](const std::vector<Tensor>& p) { return sum(tanh(matmul(x, p[0]) + p[1]) * sin(p[1])); };
-  auto unflat = [](const Tensor& f) { return std::vector<Tensor>{f.slice(0, 0, 12).reshape({3, 4}), f.slice(0, 12, 16)}; };
+  auto unflat = [](const Tensor& f) {
+    return std::vector<Tensor>{f.slice(0, 0, 12).reshape({3, 4}), f.slice(0, 12, 16)};
+  };
   auto flat_loss = [&](const Tensor& f) { return loss(unflat(f)); };
   Tensor flat = cat({a.reshape({-1}), b}, 0), vflat = cat({va.reshape({-1}), vb}, 0);
   std::vector<Tensor> g = grad(loss, {a, b});

@@ -16,11 +16,10 @@
 // differentiates the batched computation).
 #pragma once
 
-#include <strata/tensor.hpp>
-
 #include <cstdint>
 #include <functional>
 #include <optional>
+#include <strata/tensor.hpp>
 #include <string>
 #include <vector>
 

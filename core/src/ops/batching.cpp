@@ -4,15 +4,14 @@
 // inside vmap.
 #include "ops/batching.hpp"
 
-#include "runtime/dispatch/dispatch_hooks.hpp"
-#include "runtime/dispatch/dispatch_internal.hpp"
-
-#include <strata/error.hpp>
-#include <strata/ops.hpp>
-
 #include <algorithm>
 #include <map>
 #include <mutex>
+#include <strata/error.hpp>
+#include <strata/ops.hpp>
+
+#include "runtime/dispatch/dispatch_hooks.hpp"
+#include "runtime/dispatch/dispatch_internal.hpp"
 
 namespace strata::detail {
 
@@ -26,7 +25,6 @@ Tensor lanes_first(const Tensor& t, uint64_t level) {
   shape.insert(shape.begin(), frame->lanes);
   return t.unsqueeze(0).expand(shape);
 }
-
 
 Tensor batched_view(const Tensor& base, uint64_t level, const std::function<Tensor(const Tensor&)>& on_lanes) {
   Tensor lanes;
@@ -84,7 +82,8 @@ namespace {
 
 std::vector<Tensor> inputs_of(const BatchCall& c, Tensor (BatchCall::*each)(int) const) {
   std::vector<Tensor> out;
-  for (int k = 0; k < c.n_inputs(); ++k) out.push_back(c.input[static_cast<size_t>(k)].defined() ? (c.*each)(k) : Tensor());
+  for (int k = 0; k < c.n_inputs(); ++k)
+    out.push_back(c.input[static_cast<size_t>(k)].defined() ? (c.*each)(k) : Tensor());
   return out;
 }
 
@@ -97,7 +96,8 @@ OpResult loop_over_lanes(const BatchCall& c, const std::string& reason);
 OpResult batch_pointwise(const BatchCall& c) {
   // Broadcasting ops broadcast an unbatched operand against the lanes;
   // the others take operands of one shape: the operand is expanded.
-  if ((c.op().tags & op_tag::broadcasting) == 0) return c.run(c.op(), inputs_of(c, &BatchCall::lanes_first), c.call.attrs);
+  if ((c.op().tags & op_tag::broadcasting) == 0)
+    return c.run(c.op(), inputs_of(c, &BatchCall::lanes_first), c.call.attrs);
   int64_t rank = c.call.outputs[0].rank;
   for (int k = 0; k < c.n_inputs(); ++k) rank = std::max<int64_t>(rank, c.call.in(k).dim());
   std::vector<Tensor> inputs;
@@ -187,13 +187,13 @@ BatchRule derived_rule(const OpDef& op) {
 
 }  // namespace
 
-
 // --- the driver ----------------------------------------------------------------------
 
 namespace {
 
 [[noreturn]] void refuse_escaped(const OpCall& call) {
-  throw ValueError(call.describe() + ": an operand is a batched tensor of a vmap that has returned (kept past "
+  throw ValueError(call.describe() +
+                   ": an operand is a batched tensor of a vmap that has returned (kept past "
                    "its function, e.g. in a captured variable); return batched values from the vmapped function "
                    "instead");
 }
@@ -213,7 +213,8 @@ BatchCall lanes_of_call(const OpCall& call, uint64_t level, int64_t lanes) {
     Tensor l = lanes_of(p, level);
     if (!l.defined()) {
       throw ValueError(call.describe() + ": writes in place into an unbatched tensor (output " + std::to_string(k) +
-                       ", " + type_string(p) + ") values that differ per lane; write into a batched tensor, or "
+                       ", " + type_string(p) +
+                       ") values that differ per lane; write into a batched tensor, or "
                        "make the target batched first (e.g. target = target + zeros_like(value)) so each lane "
                        "keeps its own copy");
     }

@@ -13,15 +13,15 @@
 // for the levels opened inside it.
 #pragma once
 
-#include "runtime/dispatch/batching.hpp"
-#include "runtime/dispatch/dispatch_hooks.hpp"
-#include "runtime/dispatch/op.hpp"
-
 #include <functional>
 #include <memory>
 #include <span>
 #include <string>
 #include <type_traits>
+
+#include "runtime/dispatch/batching.hpp"
+#include "runtime/dispatch/dispatch_hooks.hpp"
+#include "runtime/dispatch/op.hpp"
 
 namespace strata::detail {
 
@@ -53,11 +53,10 @@ struct BatchCall {
 };
 
 /// The rules the op families share (OpDef::batch left null picks them by tag).
-OpResult batch_pointwise(const BatchCall& c);  // align the lanes, same op
-OpResult batch_reduction(const BatchCall& c);  // "dims" moved past the lanes
-OpResult batch_along_dim(const BatchCall& c);  // "dim" moved past the lanes, every operand's lanes first
+OpResult batch_pointwise(const BatchCall& c);     // align the lanes, same op
+OpResult batch_reduction(const BatchCall& c);     // "dims" moved past the lanes
+OpResult batch_along_dim(const BatchCall& c);     // "dim" moved past the lanes, every operand's lanes first
 OpResult batch_leading_dims(const BatchCall& c);  // every operand's lanes first, the same call (plugin ops, ABI 2.5)
-
 
 /// The lanes of `t` at vmap `level` (dim 0), or when `t` is not batched
 /// there, `t` expanded along a new dim 0 to that vmap's lane count (a view).
@@ -69,7 +68,8 @@ template <typename F>
 void in_lanes_scope(uint64_t level, F&& on_lanes) {
   using Body = std::remove_reference_t<F>;
   if (dispatch_hooks().in_lanes == nullptr) return on_lanes();
-  dispatch_hooks().in_lanes(level, [](void* f) { (*static_cast<Body*>(f))(); }, static_cast<void*>(&on_lanes));
+  dispatch_hooks().in_lanes(
+      level, [](void* f) { (*static_cast<Body*>(f))(); }, static_cast<void*>(&on_lanes));
 }
 /// The result of a view or join function whose operand `base` is batched at
 /// `level`: `on_lanes` applied to base's lanes, batched again.

@@ -2,16 +2,14 @@
 // mapped inputs become batched tensors of a fresh level, the function runs
 // once, and its outputs' lanes are put back along out_dims. The ops in
 // between batch through their rules (ops/batching.cpp).
-#include "autograd/engine/nodes.hpp"
-
-#include "ops/batching.hpp"
-
 #include <strata/autograd.hpp>
 #include <strata/error.hpp>
 #include <strata/ops.hpp>
 #include <strata/vmap.hpp>
-
 #include <string>
+
+#include "autograd/engine/nodes.hpp"
+#include "ops/batching.hpp"
 
 namespace strata {
 
@@ -56,7 +54,8 @@ int64_t lane_count(const std::vector<Tensor>& args, const std::vector<std::optio
     const int64_t d = *in_dims[k];
     if (!args[k].defined()) {
       throw ValueError("vmap: in_dims[" + std::to_string(k) + "] = " + std::to_string(d) + ", but input " +
-                       std::to_string(k) + " is not a tensor (undefined); give std::nullopt for an input that is "
+                       std::to_string(k) +
+                       " is not a tensor (undefined); give std::nullopt for an input that is "
                        "not mapped");
     }
     const int64_t rank = args[k].dim();
@@ -74,8 +73,7 @@ int64_t lane_count(const std::vector<Tensor>& args, const std::vector<std::optio
       throw ShapeError("vmap: mapped inputs disagree on the batch size: input " + std::to_string(first) + " has " +
                        std::to_string(lanes) + " along its dim " + std::to_string(*in_dims[first]) + ", input " +
                        std::to_string(k) + " has " + std::to_string(size) + " along its dim " + std::to_string(d) +
-                       " (shapes " + shape_string(args[first].shape()) + " and " + shape_string(args[k].shape()) +
-                       ")");
+                       " (shapes " + shape_string(args[first].shape()) + " and " + shape_string(args[k].shape()) + ")");
     }
   }
   if (lanes < 0) throw ValueError("vmap: no input is mapped (every in_dims entry is std::nullopt)");

@@ -4,13 +4,12 @@
 // batching rule (ops/batching.cpp registers it).
 #pragma once
 
-#include "runtime/dispatch/op.hpp"
-
-#include <strata/vmap.hpp>
-
 #include <cstdint>
+#include <strata/vmap.hpp>
 #include <string>
 #include <vector>
+
+#include "runtime/dispatch/op.hpp"
 
 namespace strata::detail {
 

@@ -14,6 +14,11 @@ namespace strata {
 NativeView native_view(const Tensor& t) {
   TensorImpl* impl = t.impl();
   if (impl == nullptr || impl->storage == nullptr) throw ValueError("native_view: the tensor has no storage");
+  if (impl->batch != nullptr) {
+    throw ValueError("native_view: the tensor is batched by vmap (one lane of " +
+                     shape_string(impl->batch->physical.shape()) +
+                     "); its memory holds every lane, so take the view outside the vmapped function");
+  }
   detail::DeviceRecord& d = impl->record();
   d.ensure_alive();
   const auto* ext = d.plugin.extension_as<strata_ext_native_handles>(
