@@ -368,3 +368,31 @@ TEST(Vmap, ImplicitSolversSayTheyCannotRunOnBatchedValues) {
   expect_error([&] { vmap([&](const Tensor& ai) { return fixed_point(heron, ones_like(ai), {ai}).x; })(a); },
                {"batched tensor", "control flow", "docs/vmap.md"});
 }
+
+// A custom_jvp function batches by running its rule under vmap: vmap(jvp)
+// and vmap(grad) through the rule equal the loop.
+TEST(Vmap, CustomJvpRulesRunOnBatchedTensors) {
+  CustomFunction softplus = custom_jvp(
+      [](const std::vector<Tensor>& x) { return std::vector<Tensor>{log(exp(x[0]) + 1.0)}; },
+      [](const std::vector<Tensor>& x, const std::vector<Tensor>&, const std::vector<Tensor>& t) {
+        return std::vector<Tensor>{t[0] * sigmoid(x[0])};
+      },
+      {.name = "vmap_test_softplus"});
+  auto f = [&](const Tensor& v) { return sum(softplus(v) * v); };
+  Tensor x = draw({4, 3}, 120), t = draw({4, 3}, 121);
+  expect_close(vmap(grad(f))(x), loop(grad(f), x));
+  auto tangent = [&](const std::vector<Tensor>& a) { return std::vector<Tensor>{jvp(f, a[0], a[1]).second}; };
+  std::vector<Tensor> lanes;
+  for (int64_t i = 0; i < 4; ++i) lanes.push_back(tangent({x.select(0, i), t.select(0, i)})[0]);
+  expect_close(vmap(tangent)({x, t})[0], stack(lanes));
+}
+
+// trace() of a vmapped function records the ops the batching rules ran on
+// the lanes: the graph replays the batched computation without vmap.
+TEST(Vmap, TracingAVmappedFunctionRecordsTheBatchedOps) {
+  Tensor w = draw({3, 2}, 130), x = draw({5, 3}, 131);
+  auto f = [&](const Tensor& v) { return tanh(matmul(v, w)) * 2.0; };
+  Graph g = trace([&](const std::vector<Tensor>& in) { return std::vector<Tensor>{vmap(f)(in[0])}; }, {x});
+  Tensor y = draw({5, 3}, 132);
+  expect_close(g.run({y})[0], loop(f, y));
+}
