@@ -27,7 +27,10 @@ Tensor values(const Shape& shape, double scale, double phase) {
   for (int64_t s : shape) n *= s;
   std::vector<double> v(static_cast<size_t>(n));
   for (size_t i = 0; i < v.size(); ++i) v[i] = scale * std::sin(0.37 * static_cast<double>(i) + phase);
-  return from_data(std::span<const double>(v), shape).to(strata_test::real_dtype()).to(strata_test::test_device());
+  // Made on cpu:0 in f64, then in the test dtype on the test device.
+  return from_data(std::span<const double>(v), shape, {.dtype = DType::f64, .device = Device("cpu:0")})
+      .to(strata_test::real_dtype())
+      .to(strata_test::test_device());
 }
 
 const nlohmann::json& reference() {
