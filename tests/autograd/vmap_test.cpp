@@ -396,3 +396,18 @@ TEST(Vmap, TracingAVmappedFunctionRecordsTheBatchedOps) {
   Tensor y = draw({5, 3}, 132);
   expect_close(g.run({y})[0], loop(f, y));
 }
+
+// Anomaly mode checks the ops a batching rule runs on the lanes (a batched
+// value cannot be read): a NaN in one lane names the op, the lanes' shapes.
+TEST(Vmap, AnomalyModeChecksTheLanes) {
+  Tensor x = draw({4, 3}, 140, 0.5, 1.5);
+  set_anomaly_mode(true);
+  struct Off {
+    ~Off() { set_anomaly_mode(false); }
+  } off;
+  Tensor fine = vmap([](const Tensor& v) { return log(v); })(x);
+  expect_close(fine, log(x));
+  Tensor bad = x.clone();
+  bad.select(0, 2).copy_(-x.select(0, 2));  // lane 2 negative: log gives NaN there
+  expect_error([&] { vmap([](const Tensor& v) { return log(v); })(bad); }, {"anomaly", "log", "NaN"});
+}

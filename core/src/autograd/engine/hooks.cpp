@@ -44,7 +44,9 @@ void check_outputs_finite(const OpCall& call, OpResult& result) {
 }
 
 void after(const OpCall& call, OpResult& outputs, bool computed) {
-  if (computed && g_anomaly_threads.load(std::memory_order_relaxed) != 0 && autograd_state().anomaly) {
+  // A batched call (vmap) was checked on its lanes, op by op, when they ran.
+  if (computed && g_anomaly_threads.load(std::memory_order_relaxed) != 0 && autograd_state().anomaly &&
+      top_batch_level(std::span<const Tensor>(outputs.tensors.data(), static_cast<size_t>(outputs.count))) == 0) {
     check_outputs_finite(call, outputs);
   }
   record_op(call, outputs);
