@@ -235,6 +235,28 @@ TEST(Vmap, PerSampleGradEqualsOneTapePerExample) {
     expect_close(g[0].select(0, i), one[0]);
     expect_close(g[1].select(0, i), one[1]);
   }
+  // Differentiable in the parameters: the gradient of the per-sample
+  // gradients' squared norm (as DP-SGD's clipping would differentiate it).
+  auto norms = [&](bool batched) {
+    GradientTape outer;
+    Tensor wo = w.detach();
+    outer.watch(wo);
+    Tensor total;
+    if (batched) {
+      Tensor gw = per_sample_grad(loss, {wo, b}, {x, y})[0];
+      total = sum(gw * gw);
+    } else {
+      for (int64_t i = 0; i < 6; ++i) {
+        GradientTape tape({.higher_order = true});
+        Tensor wi = wo * 1.0;
+        tape.watch(wi);
+        Tensor gi = tape.gradient(loss({wi, b}, {x.select(0, i), y.select(0, i)}), {wi})[0];
+        total = total.defined() ? total + sum(gi * gi) : sum(gi * gi);
+      }
+    }
+    return outer.gradient(total, {wo})[0];
+  };
+  expect_close(norms(true), norms(false));
   expect_error([&] { per_sample_grad(loss, {w, b}, {x, draw({4, 3}, 74)}); }, {"input 2 has 6", "input 3 has 4"});
   expect_error([&] { per_sample_grad([](auto&, auto& ex) { return ex[0]; }, {w}, {x}); }, {"must be a scalar"});
 }

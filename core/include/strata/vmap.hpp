@@ -76,7 +76,8 @@ using ExampleLoss = std::function<Tensor(const std::vector<Tensor>& params, cons
 /// with respect to each of `params`; returns one tensor per parameter,
 /// [examples] + its shape. The batched rules turn the per-example outer
 /// products of a linear layer into one batched GEMM (differential privacy,
-/// influence functions; docs/vmap.md).
+/// influence functions; docs/vmap.md). Differentiable: a tape opened outside
+/// differentiates the per-sample gradients with respect to `params`.
 std::vector<Tensor> per_sample_grad(const ExampleLoss& loss, const std::vector<Tensor>& params,
                                     const std::vector<Tensor>& batch);
 

@@ -13,6 +13,10 @@
 
 namespace strata {
 
+namespace detail {
+Tensor tracked_alias(const Tensor& x);  // views.cpp
+}  // namespace detail
+
 namespace {
 
 /// `t` with dim `from` moved to `to` (a view).
@@ -174,7 +178,9 @@ std::vector<Tensor> per_sample_grad(const ExampleLoss& loss, const std::vector<T
     GradientTape tape({.persistent = false, .higher_order = true, .unconnected = Unconnected::zero});
     std::vector<Tensor> watched;
     for (size_t k = 0; k < n; ++k) {
-      watched.push_back(in[k].detach());
+      // An alias keeps the parameter's history: levels opened outside (a
+      // tape around per_sample_grad) differentiate through the gradients.
+      watched.push_back(detail::tracked_alias(in[k]));
       tape.watch(watched.back());
     }
     Tensor value = loss(watched, std::vector<Tensor>(in.begin() + static_cast<std::ptrdiff_t>(n), in.end()));
