@@ -80,10 +80,19 @@ Attrs BatchCall::shifted_dim(std::string_view name, int64_t rank) const {
 
 namespace {
 
-std::vector<Tensor> inputs_of(const BatchCall& c, Tensor (BatchCall::*each)(int) const) {
-  std::vector<Tensor> out;
-  for (int k = 0; k < c.n_inputs(); ++k)
-    out.push_back(c.input[static_cast<size_t>(k)].defined() ? (c.*each)(k) : Tensor());
+/// Each input as `each` makes it (undefined stays undefined), without a
+/// heap allocation: the lanes' operands of one call.
+struct LaneInputs {
+  std::array<Tensor, kMaxInputs> tensors{};
+  size_t count = 0;
+  operator std::span<const Tensor>() const { return {tensors.data(), count}; }
+};
+LaneInputs inputs_of(const BatchCall& c, Tensor (BatchCall::*each)(int) const) {
+  LaneInputs out;
+  out.count = static_cast<size_t>(c.n_inputs());
+  for (int k = 0; k < c.n_inputs(); ++k) {
+    if (c.input[static_cast<size_t>(k)].defined()) out.tensors[static_cast<size_t>(k)] = (c.*each)(k);
+  }
   return out;
 }
 
@@ -100,16 +109,17 @@ OpResult batch_pointwise(const BatchCall& c) {
     return c.run(c.op(), inputs_of(c, &BatchCall::lanes_first), c.call.attrs);
   int64_t rank = c.call.outputs[0].rank;
   for (int k = 0; k < c.n_inputs(); ++k) rank = std::max<int64_t>(rank, c.call.in(k).dim());
-  std::vector<Tensor> inputs;
+  LaneInputs inputs;
+  inputs.count = static_cast<size_t>(c.n_inputs());
   for (int k = 0; k < c.n_inputs(); ++k) {
-    inputs.push_back(c.input[static_cast<size_t>(k)].defined() ? c.aligned(k, rank) : Tensor());
+    if (c.input[static_cast<size_t>(k)].defined()) inputs.tensors[static_cast<size_t>(k)] = c.aligned(k, rank);
   }
   return c.run(c.op(), inputs, c.call.attrs);
 }
 
 OpResult batch_reduction(const BatchCall& c) {
   Attrs attrs = c.shifted_dim("dims", c.call.in(0).dim());
-  std::vector<Tensor> inputs = inputs_of(c, &BatchCall::lanes_first);
+  const LaneInputs inputs = inputs_of(c, &BatchCall::lanes_first);
   return c.run(c.op(), inputs, &attrs);
 }
 
@@ -117,7 +127,7 @@ OpResult batch_along_dim(const BatchCall& c) {
   const int64_t rank = c.call.in(0).dim();
   if (rank == 0) return loop_over_lanes(c, "a rank-0 operand along a dim");
   Attrs attrs = c.shifted_dim("dim", rank);
-  std::vector<Tensor> inputs = inputs_of(c, &BatchCall::lanes_first);
+  const LaneInputs inputs = inputs_of(c, &BatchCall::lanes_first);
   return c.run(c.op(), inputs, &attrs);
 }
 
@@ -233,9 +243,12 @@ OpResult batched_outputs(const OpCall& call, const OpResult& lanes, uint64_t lev
   for (int k = 0; k < lanes.count; ++k) {
     const Tensor& l = lanes.tensors[static_cast<size_t>(k)];
     const OutputMeta& want = call.outputs[static_cast<size_t>(k)];
-    Shape expected(want.sizes().begin(), want.sizes().end());
-    expected.insert(expected.begin(), n);
-    if (l.sizes() != expected || l.dtype() != want.dtype) {
+    const auto got = l.shape();
+    const bool fits = l.dtype() == want.dtype && got.size() == want.sizes().size() + 1 && !got.empty() &&
+                      got[0] == n && std::ranges::equal(got.subspan(1), want.sizes());
+    if (!fits) [[unlikely]] {
+      Shape expected(want.sizes().begin(), want.sizes().end());
+      expected.insert(expected.begin(), n);
       throw Error("internal: the batching rule of " + call.describe() + " gave output " + std::to_string(k) + " as " +
                   type_string(l) + ", expected " + std::string(dtype_name(want.dtype)) + shape_string(expected));
     }

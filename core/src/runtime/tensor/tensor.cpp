@@ -83,7 +83,7 @@ Tensor make_batched(const Tensor& physical, uint64_t level) {
   const TensorImpl& p = *physical.impl();
   // One lane's geometry: lane 0 of the physical tensor's storage.
   Tensor out = make_view(physical, p.sizes().subspan(1), p.stride_span().subspan(1), p.offset, "vmap");
-  auto batch = std::make_shared<BatchLevel>();
+  auto batch = make_pooled<BatchLevel>();
   batch->level = level;
   batch->physical = physical;
   out.impl()->batch = std::move(batch);
