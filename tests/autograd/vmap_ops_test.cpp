@@ -74,6 +74,18 @@ TensorsFn one(std::function<Tensor(const std::vector<Tensor>&)> f) {
   return [f = std::move(f)](const std::vector<Tensor>& in) { return std::vector<Tensor>{f(in)}; };
 }
 
+/// sin as a custom_vjp function (its own rule): the custom-function cases.
+const CustomFunction& custom_sin() {
+  static const CustomFunction f = custom_vjp(
+      [](const std::vector<Tensor>& x) { return std::vector<Tensor>{sin(x[0])}; },
+      [](const std::vector<Tensor>& x) {
+        return std::pair{std::vector<Tensor>{sin(x[0])}, std::vector<Tensor>{x[0]}};
+      },
+      [](const std::vector<Tensor>& r, const std::vector<Tensor>& g) { return std::vector<Tensor>{g[0] * cos(r[0])}; },
+      {.name = "vmap_test_sin"});
+  return f;
+}
+
 bool tagged(const OpInfo& op, const char* tag) { return std::ranges::find(op.tags, tag) != op.tags.end(); }
 
 /// Pointwise ops from the registry: no attributes, one or two operands
@@ -167,15 +179,7 @@ std::vector<Case> all_cases() {
   cases.push_back({"custom_function",
                    {uniform({2, 3})},
                    one([](auto& in) {
-                     static const CustomFunction f =
-                         custom_vjp([](const std::vector<Tensor>& x) { return std::vector<Tensor>{sin(x[0])}; },
-                                    [](const std::vector<Tensor>& x) {
-                                      return std::pair{std::vector<Tensor>{sin(x[0])}, std::vector<Tensor>{x[0]}};
-                                    },
-                                    [](const std::vector<Tensor>& r, const std::vector<Tensor>& g) {
-                                      return std::vector<Tensor>{g[0] * cos(r[0])};
-                                    },
-                                    {.name = "vmap_test_sin"});
+                     const CustomFunction& f = custom_sin();
                      return f(in[0]) * in[0];
                    }),
                    true});
@@ -191,6 +195,17 @@ std::vector<Case> all_cases() {
                                     {.name = "vmap_test_square", .first_order_only = true});
                      return f(in[0]);
                    })});
+  // A custom function inside an inner vmap differentiated from outside it
+  // (grad of vmap): recorded for the outer level as its twin on the lanes.
+  cases.push_back({"batched_function",
+                   {uniform({2, 3})},
+                   one([](auto& in) {
+                     auto rows = [](const Tensor& z) {
+                       return sum(vmap([](const Tensor& r) { return custom_sin()(r) * r; })(z));
+                     };
+                     return grad(rows)(in[0]);
+                   }),
+                   true});
   std::set<std::string> written;
   for (const Case& c : cases) written.insert(c.op);
   add_registry_cases(cases, written);

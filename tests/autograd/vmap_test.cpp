@@ -381,25 +381,58 @@ TEST(Vmap, AutocastAppliesToTheBatchedOps) {
   expect_close(batched.to(DType::f32), loop(f, x).to(DType::f32), 0.0);
 }
 
-// The implicit solvers read their residual to decide when to stop, which a
-// batched tensor refuses (each lane has its own): under vmap they fail with
-// that error, naming vmap, until they iterate per lane (docs/vmap.md, "Not yet").
-TEST(Vmap, ImplicitSolversSayTheyCannotRunOnBatchedValues) {
-  Tensor a = draw({4, 3}, 112, 1.0, 2.0);
+// The implicit solvers under vmap iterate lane by lane, each lane until it
+// converges (the slowest lane's count reported): the solutions and their
+// derivatives (implicit, through batched Krylov solves) equal the loop's.
+TEST(Vmap, ImplicitSolversConvergeLaneByLaneAndDifferentiate) {
+  Tensor a = draw({4, 3}, 112, 0.5, 9.0);
   auto heron = [](const Tensor& x, const std::vector<Tensor>& p) { return (x + p[0] / x) * 0.5; };
-  expect_error([&] { vmap([&](const Tensor& ai) { return fixed_point(heron, ones_like(ai), {ai}).x; })(a); },
-               {"batched tensor", "control flow", "docs/vmap.md"});
+  auto sqrt_of = [&](const Tensor& ai) { return fixed_point(heron, ones_like(ai), {ai}).x; };
+  expect_close(vmap(sqrt_of)(a), sqrt(a), 1e-9);
+  // The iteration counts differ per lane; the reported one is the slowest's.
+  int64_t most = 0;
+  for (int64_t i = 0; i < 4; ++i)
+    most = std::max(most, fixed_point(heron, ones({3}, {.dtype = a.dtype()}), {a.select(0, i)}).iterations);
+  int64_t reported = 0;
+  vmap([&](const Tensor& ai) {
+    ImplicitSolution s = fixed_point(heron, ones_like(ai), {ai});
+    reported = s.iterations;
+    EXPECT_TRUE(s.converged);
+    return s.x;
+  })(a);
+  EXPECT_EQ(reported, most);
+  // vmap of grad (implicit derivative per lane) and grad of vmap: 1 / (2 sqrt a).
+  auto loss = [&](const Tensor& ai) { return sum(sqrt_of(ai) * sin(ai)); };
+  {
+    SCOPED_TRACE("vmap(grad)");
+    expect_close(vmap(grad(loss))(a), loop(grad(loss), a), 1e-8);
+  }
+  {
+    SCOPED_TRACE("grad(vmap)");
+    expect_close(grad([&](const Tensor& z) { return sum(vmap(sqrt_of)(z)); })(a), 0.5 / sqrt(a), 1e-8);
+  }
+  // root: x^3 = a by Newton, each lane its own.
+  auto cube_root = [](const Tensor& ai) {
+    return root([](const Tensor& x, const std::vector<Tensor>& p) { return x * x * x - p[0]; }, ones_like(ai), {ai}).x;
+  };
+  expect_close(vmap(cube_root)(a), loop(cube_root, a), 1e-9);
+  expect_close(vmap(grad([&](const Tensor& ai) { return sum(cube_root(ai)); }))(a),
+               loop(grad([&](const Tensor& ai) { return sum(cube_root(ai)); }), a), 1e-8);
+  // A lane that does not converge is named.
+  Tensor bad = a.clone();
+  bad.select(0, 2).copy_(-a.select(0, 2));  // sqrt of a negative: Heron's map never settles
+  expect_error([&] { vmap(sqrt_of)(bad); }, {"fixed_point (vmap lane 2)", "did not converge"});
 }
 
 // A custom_jvp function batches by running its rule under vmap: vmap(jvp)
 // and vmap(grad) through the rule equal the loop.
 TEST(Vmap, CustomJvpRulesRunOnBatchedTensors) {
-  CustomFunction softplus = custom_jvp(
-      [](const std::vector<Tensor>& x) { return std::vector<Tensor>{log(exp(x[0]) + 1.0)}; },
-      [](const std::vector<Tensor>& x, const std::vector<Tensor>&, const std::vector<Tensor>& t) {
-        return std::vector<Tensor>{t[0] * sigmoid(x[0])};
-      },
-      {.name = "vmap_test_softplus"});
+  CustomFunction softplus =
+      custom_jvp([](const std::vector<Tensor>& x) { return std::vector<Tensor>{log(exp(x[0]) + 1.0)}; },
+                 [](const std::vector<Tensor>& x, const std::vector<Tensor>&, const std::vector<Tensor>& t) {
+                   return std::vector<Tensor>{t[0] * sigmoid(x[0])};
+                 },
+                 {.name = "vmap_test_softplus"});
   auto f = [&](const Tensor& v) { return sum(softplus(v) * v); };
   Tensor x = draw({4, 3}, 120), t = draw({4, 3}, 121);
   expect_close(vmap(grad(f))(x), loop(grad(f), x));
@@ -432,4 +465,45 @@ TEST(Vmap, AnomalyModeChecksTheLanes) {
   Tensor bad = x.clone();
   bad.select(0, 2).copy_(-x.select(0, 2));  // lane 2 negative: log gives NaN there
   expect_error([&] { vmap([](const Tensor& v) { return log(v); })(bad); }, {"anomaly", "log", "NaN"});
+}
+
+// Custom functions and checkpoints inside vmap, differentiated from outside
+// it (grad of vmap, jvp of vmap): the levels opened outside get the node's
+// twin on the lanes, whose rules run the function's under a fresh vmap.
+TEST(Vmap, CustomFunctionsAndCheckpointsDifferentiateFromOutside) {
+  CustomFunction softplus =
+      custom_vjp([](const std::vector<Tensor>& x) { return std::vector<Tensor>{log(exp(x[0]) + 1.0)}; },
+                 [](const std::vector<Tensor>& x) {
+                   return std::pair{std::vector<Tensor>{log(exp(x[0]) + 1.0)}, std::vector<Tensor>{x[0]}};
+                 },
+                 [](const std::vector<Tensor>& r, const std::vector<Tensor>& g) {
+                   return std::vector<Tensor>{g[0] * sigmoid(r[0])};
+                 },
+                 {.name = "vmap_test_outer_softplus"});
+  Tensor x = draw({4, 3}, 150), w = draw({3}, 151);
+  auto with_custom = [&](const Tensor& v) { return sum(softplus(v * w) * v); };
+  auto with_checkpoint = [&](const Tensor& v) {
+    return sum(checkpoint([&](const Tensor& u) { return tanh(u * w); }, v));
+  };
+  for (const auto& f :
+       {std::function<Tensor(const Tensor&)>(with_custom), std::function<Tensor(const Tensor&)>(with_checkpoint)}) {
+    // grad of vmap, with respect to the mapped input and to a shared one.
+    expect_close(grad([&](const Tensor& z) { return sum(vmap(f)(z)); })(x), loop(grad(f), x));
+    GradientTape outer;
+    Tensor wo = w.detach();
+    outer.watch(wo);
+    w = wo;
+    Tensor gw = outer.gradient(sum(vmap(f)(x)), {wo})[0];
+    GradientTape reference;
+    reference.watch(wo);
+    Tensor want = reference.gradient(sum(loop(f, x)), {wo})[0];
+    expect_close(gw, want);
+    // jvp of vmap, and second order (grad of grad of vmap).
+    Tensor v = draw({4, 3}, 152);
+    expect_close(jvp([&](const Tensor& z) { return vmap(f)(z); }, x, v).second,
+                 jvp([&](const Tensor& z) { return loop(f, z); }, x, v).second);
+    expect_close(
+        grad([&](const Tensor& z) { return sum(grad([&](const Tensor& u) { return sum(vmap(f)(u)); })(z)); })(x),
+        grad([&](const Tensor& z) { return sum(grad([&](const Tensor& u) { return sum(loop(f, u)); })(z)); })(x));
+  }
 }

@@ -2,6 +2,7 @@
 // with recording off, then one recorded node), contexts, custom_vjp and
 // custom_jvp, and the name registry. The node's rules are in
 // custom_rules.cpp.
+#include "autograd/vmap/lanes_twin.hpp"
 #include "autograd/custom/custom_internal.hpp"
 #include "autograd/engine/nodes.hpp"
 #include "autograd/trace/trace.hpp"
@@ -98,7 +99,13 @@ std::string custom_what(const std::string& name) { return "custom function '" + 
 
 bool differentiated_now(std::span<const Tensor> tensors) {
   const AutogradState& st = autograd_state();
-  for (const Tensor& t : tensors) {
+  for (const Tensor& batched : tensors) {
+    // Under vmap, a tape opened outside records through the lanes (the
+    // node's twin, autograd/vmap/lanes_twin.cpp): their history counts too.
+    if (batch_level(batched) != 0 && history_through_lanes(batched)) {
+      if (st.grad_enabled || !st.forward.empty()) return true;
+    }
+    const Tensor& t = batched;
     const AutogradMeta* m = meta_if(t);
     if (m == nullptr) continue;
     if (st.grad_enabled) {

@@ -2,6 +2,7 @@
 // tangents, called by dispatch after every op.
 #include "autograd/engine/engine.hpp"
 #include "autograd/engine/nodes.hpp"
+#include "autograd/vmap/lanes_twin.hpp"
 
 #include "base/pool.hpp"
 #include "runtime/dispatch/batching.hpp"
@@ -385,16 +386,19 @@ Tensor tangent_alias(const Tensor& t) {
 
 void record_node(const OpDef& op, std::span<const Tensor> inputs, std::span<Tensor> outputs, const Attrs* attrs,
                  std::shared_ptr<const void> closure) {
+  // A node on batched tensors belongs only to the levels opened inside
+  // their vmap; the levels opened outside it recorded the lanes' ops — but
+  // for the autograd layer's own nodes, whose functions ran unrecorded, they
+  // get a twin on the lanes (autograd/vmap/lanes_twin.cpp).
+  const uint64_t vmap_level = std::max(top_batch_level(inputs), top_batch_level(std::span<const Tensor>(outputs)));
+  if (vmap_level != 0 && (op.tags & op_tag::autograd) != 0) {
+    record_lanes_twin(op, inputs, outputs, attrs, closure, vmap_level);
+  }
   bool any = false;
   for (const Tensor& t : inputs) any = any || (t.defined() && t.impl()->autograd != nullptr);
   if (!any) return;
-  // A node on batched tensors belongs only to the levels opened inside
-  // their vmap; the levels opened outside it recorded the lanes' ops.
   std::optional<LevelWindow> window;
-  if (uint64_t level = std::max(top_batch_level(inputs), top_batch_level(std::span<const Tensor>(outputs)));
-      level != 0) {
-    window.emplace(level, LevelWindow::Keep::above);
-  }
+  if (vmap_level != 0) window.emplace(vmap_level, LevelWindow::Keep::above);
   AutogradState& st = autograd_state();
   record_reverse(op, inputs, outputs, attrs, st, closure);
   record_forward(op, inputs, outputs, attrs, st, closure.get());

@@ -14,6 +14,8 @@
 #include "autograd/engine/rule_scopes.hpp"
 #include "autograd/implicit/krylov.hpp"
 
+#include "runtime/dispatch/batching.hpp"
+
 #include "base/logging.hpp"
 
 #include <strata/autograd.hpp>
@@ -25,6 +27,7 @@
 #include <algorithm>
 #include <cmath>
 #include <cstdio>
+#include <functional>
 #include <memory>
 
 namespace strata {
@@ -99,6 +102,30 @@ std::vector<Tensor> detached(const std::vector<Tensor>& v) {
   return out;
 }
 
+/// `solve` on every lane of the vmaps its batched inputs belong to, the
+/// results batched again (docs/vmap.md): the solvers stop on norms, one per
+/// lane, which a batched tensor cannot give, so each lane iterates until it
+/// converges on its own. Runs inside a custom function's forward, on values
+/// without history. Unbatched inputs are shared by the lanes.
+Tensor per_lane(const std::vector<Tensor>& in, const std::function<Tensor(const std::vector<Tensor>&)>& solve) {
+  const uint64_t level = detail::top_batch_level(in);
+  if (level == 0) return solve(in);
+  int64_t lanes = 0;
+  for (const Tensor& t : in) {
+    if (Tensor l = detail::lanes_of(t, level); l.defined()) lanes = l.size(0);
+  }
+  std::vector<Tensor> results;
+  for (int64_t b = 0; b < lanes; ++b) {
+    std::vector<Tensor> lane;
+    for (const Tensor& t : in) {
+      Tensor l = detail::lanes_of(t, level);
+      lane.push_back(l.defined() ? l.select(0, b) : t);
+    }
+    results.push_back(per_lane(lane, solve));  // lanes of an outer vmap, if any
+  }
+  return detail::make_batched(stack(results, 0), level);
+}
+
 detail::KrylovResult run_linear_solver(const Problem& p, const detail::LinearOperator& A, const Tensor& b) {
   const ImplicitOptions& o = p.options;
   if (o.linear_solver == LinearSolver::conjugate_gradient) {
@@ -153,7 +180,9 @@ CustomFunction solve_function(const ProblemPtr& p, bool transposed) {
   CustomFunctionRules rules;
   rules.name = std::string(p->name()) + (transposed ? " adjoint solve" : " tangent solve");
   rules.forward = [p, transposed](FunctionContext&, const std::vector<Tensor>& in) {
-    return std::vector<Tensor>{solve_system(*p, transposed, in[0], in[1], tail(in, 2))};
+    return std::vector<Tensor>{per_lane(in, [&](const std::vector<Tensor>& lane) {
+      return solve_system(*p, transposed, lane[0], lane[1], tail(lane, 2));
+    })};
   };
   // u = M⁻¹b: b̄ = M⁻ᵀū; (x, θ)̄ = −∇ <M⁻ᵀū, M u> = −∇ <u, Mᵀ M⁻ᵀū>; the
   // transposed case swaps the roles. Both are pullbacks of Mᵀ·a.
@@ -286,18 +315,34 @@ ImplicitSolution solve_problem(ProblemKind kind, const ImplicitFn& fn, const Ten
   CustomFunctionRules rules;
   rules.name = name;
   rules.forward = [p, info](FunctionContext&, const std::vector<Tensor>& in) {
-    const Tensor x0d = in[0].detach();
-    const std::vector<Tensor> params_d = detached(tail(in, 1));
-    *info = p->kind == ProblemKind::fixed_point ? iterate_fixed_point(*p, x0d, params_d) : newton_root(*p, x0d, params_d);
-    if (!info->converged && p->options.on_nonconvergence == OnNonconvergence::error) {
-      const bool diverged = !std::isfinite(info->residual);
-      throw Error(std::string(p->name()) + (diverged ? ": diverged after " : ": did not converge in ") +
-                  std::to_string(info->iterations) +
-                  (p->kind == ProblemKind::fixed_point ? " iterations: ‖f(x) − x‖ = " : " Newton steps: ‖g(x)‖ = ") +
-                  format(info->residual) + " (tolerance " + format(p->tolerance) +
-                  "); raise max_iterations, loosen tolerance, or pass OnNonconvergence::accept");
-    }
-    return std::vector<Tensor>{info->x};
+    // Under vmap, lane by lane (per_lane): the solution reports the slowest
+    // lane's iterations, the largest residual, and converged only when every
+    // lane did; a lane that fails is named.
+    *info = ImplicitSolution{};
+    info->converged = true;
+    int64_t lane_index = 0;
+    const bool batched = detail::top_batch_level(in) != 0;
+    Tensor x = per_lane(detached(in), [&](const std::vector<Tensor>& lane) {
+      const Tensor& x0d = lane[0];
+      const std::vector<Tensor> params_d = tail(lane, 1);
+      ImplicitSolution s =
+          p->kind == ProblemKind::fixed_point ? iterate_fixed_point(*p, x0d, params_d) : newton_root(*p, x0d, params_d);
+      if (!s.converged && p->options.on_nonconvergence == OnNonconvergence::error) {
+        const bool diverged = !std::isfinite(s.residual);
+        throw Error(std::string(p->name()) + (batched ? " (vmap lane " + std::to_string(lane_index) + ")" : "") +
+                    (diverged ? ": diverged after " : ": did not converge in ") + std::to_string(s.iterations) +
+                    (p->kind == ProblemKind::fixed_point ? " iterations: ‖f(x) − x‖ = " : " Newton steps: ‖g(x)‖ = ") +
+                    format(s.residual) + " (tolerance " + format(p->tolerance) +
+                    "); raise max_iterations, loosen tolerance, or pass OnNonconvergence::accept");
+      }
+      ++lane_index;
+      info->iterations = std::max(info->iterations, s.iterations);
+      if (!(s.residual <= info->residual)) info->residual = s.residual;  // NaN and inf kept
+      info->converged = info->converged && s.converged;
+      return s.x;
+    });
+    info->x = x;
+    return std::vector<Tensor>{x};
   };
   // v ↦ θ̄ = −(∂R/∂θ)ᵀ w with Mᵀ w = v; no gradient for x0.
   rules.backward = [p](FunctionContext& ctx, const std::vector<Tensor>& g) {

@@ -29,26 +29,6 @@ Tensor move_dim(const Tensor& t, int64_t from, int64_t to) {
   return t.permute(order);
 }
 
-/// The vmap's frame on this thread's stack while the function runs.
-class FrameScope {
- public:
-  explicit FrameScope(detail::VmapFrame frame) : level_(frame.level) { detail::vmap_frames().push_back(frame); }
-  ~FrameScope() {
-    auto& frames = detail::vmap_frames();
-    for (auto it = frames.end(); it != frames.begin();) {
-      if ((--it)->level == level_) {
-        frames.erase(it);
-        break;
-      }
-    }
-  }
-  FrameScope(const FrameScope&) = delete;
-  FrameScope& operator=(const FrameScope&) = delete;
-
- private:
-  uint64_t level_;
-};
-
 /// The lane count the mapped inputs agree on; an error naming the inputs otherwise.
 int64_t lane_count(const std::vector<Tensor>& args, const std::vector<std::optional<int64_t>>& in_dims) {
   int64_t lanes = -1;
@@ -130,7 +110,7 @@ TensorsFn vmap(TensorsFn fn, std::vector<std::optional<int64_t>> in_dims, std::v
     const uint64_t level = detail::new_level_id();
     std::vector<Tensor> outputs;
     {
-      FrameScope frame({level, lanes, options});
+      detail::VmapFrameScope frame({level, lanes, options});
       std::vector<Tensor> batched;
       for (size_t k = 0; k < args.size(); ++k) {
         if (!dims[k]) {

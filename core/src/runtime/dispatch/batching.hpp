@@ -24,6 +24,27 @@ std::vector<VmapFrame>& vmap_frames();
 /// The frame of a running vmap by level; nullptr when that vmap returned.
 const VmapFrame* find_vmap_frame(uint64_t level);
 
+/// A vmap's frame on this thread's stack for a scope (vmap itself, and the
+/// fresh vmap a batched function's twin runs its rules in).
+class VmapFrameScope {
+ public:
+  explicit VmapFrameScope(const VmapFrame& frame) : level_(frame.level) { vmap_frames().push_back(frame); }
+  ~VmapFrameScope() {
+    auto& frames = vmap_frames();
+    for (auto it = frames.end(); it != frames.begin();) {
+      if ((--it)->level == level_) {
+        frames.erase(it);
+        break;
+      }
+    }
+  }
+  VmapFrameScope(const VmapFrameScope&) = delete;
+  VmapFrameScope& operator=(const VmapFrameScope&) = delete;
+
+ private:
+  uint64_t level_;
+};
+
 /// The vmap level of a batched tensor (0 for any other, and for undefined).
 inline uint64_t batch_level(const Tensor& t) {
   return t.defined() && t.impl()->batch != nullptr ? t.impl()->batch->level : 0;
