@@ -19,7 +19,7 @@
 #include <string>
 #include <type_traits>
 
-#include "runtime/dispatch/batching.hpp"
+#include "runtime/dispatch/vmap_state.hpp"
 #include "runtime/dispatch/dispatch_hooks.hpp"
 #include "runtime/dispatch/op.hpp"
 

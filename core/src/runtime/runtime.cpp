@@ -1,7 +1,7 @@
 // runtime.cpp — the Runtime API (configuration, devices, plugins, ops,
 // fallback accounting) over the device manager's state (runtime_impl.hpp),
 // and the device table as the layers below read it (device_table.hpp).
-#include "runtime/dispatch/batching.hpp"
+#include "runtime/dispatch/vmap_state.hpp"
 #include "runtime/runtime_impl.hpp"
 
 #include "base/config_internal.hpp"

@@ -7,7 +7,7 @@
 #include "autograd/trace/trace.hpp"
 
 #include "autograd/autocast.hpp"
-#include "runtime/dispatch/batching.hpp"
+#include "runtime/dispatch/vmap_state.hpp"
 #include "runtime/dispatch/dispatch_hooks.hpp"
 
 #include <strata/error.hpp>

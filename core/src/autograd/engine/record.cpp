@@ -5,7 +5,7 @@
 #include "autograd/vmap/lanes_twin.hpp"
 
 #include "base/pool.hpp"
-#include "runtime/dispatch/batching.hpp"
+#include "runtime/dispatch/vmap_state.hpp"
 #include "runtime/tensor/tensor_impl.hpp"
 
 #include <strata/error.hpp>

@@ -14,7 +14,7 @@
 #include "autograd/engine/rule_scopes.hpp"
 #include "autograd/implicit/krylov.hpp"
 
-#include "runtime/dispatch/batching.hpp"
+#include "runtime/dispatch/vmap_state.hpp"
 
 #include "base/logging.hpp"
 

@@ -6,7 +6,7 @@
 #include <memory>
 #include <span>
 
-#include "runtime/dispatch/batching.hpp"
+#include "runtime/dispatch/vmap_state.hpp"
 #include "runtime/dispatch/op.hpp"
 
 namespace strata::detail {

@@ -5,7 +5,7 @@
 // hook (recording)), and the hooks through which the autograd layer joins in.
 #include "runtime/dispatch/dispatch_internal.hpp"
 
-#include "runtime/dispatch/batching.hpp"
+#include "runtime/dispatch/vmap_state.hpp"
 
 #include "runtime/tensor/host_data.hpp"
 

@@ -3,7 +3,7 @@
 // that share memory run one by one, the rest as one kernel call per device
 // and kernel (kernel_call.cpp, run_group_kernel).
 #include "runtime/dispatch/dispatch_internal.hpp"
-#include "runtime/dispatch/batching.hpp"
+#include "runtime/dispatch/vmap_state.hpp"
 
 #include "runtime/device/device_table.hpp"
 

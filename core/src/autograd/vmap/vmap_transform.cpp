@@ -1,4 +1,4 @@
-// vmap.cpp — the batching transform (strata/vmap.hpp, docs/vmap.md): the
+// vmap_transform.cpp — the batching transform (strata/vmap.hpp, docs/vmap.md): the
 // mapped inputs become batched tensors of a fresh level, the function runs
 // once, and its outputs' lanes are put back along out_dims. The ops in
 // between batch through their rules (ops/batching.cpp).

@@ -1,4 +1,4 @@
-// batching.hpp — what dispatch knows of vmap (docs/vmap.md): which tensors
+// vmap_state.hpp — what dispatch knows of vmap (docs/vmap.md): which tensors
 // are batched, the vmaps running on this thread, and the entry through
 // which an op call with a batched operand leaves the ordinary path for its
 // batching rule (ops/batching.cpp registers it).
