@@ -73,15 +73,21 @@ Tensor example_loss(const std::vector<Tensor>& w, const std::vector<Tensor>& ex)
   return sum(d * d);
 }
 
+/// Detached copies of `params`, watched by `tape`.
+std::vector<Tensor> watched(GradientTape& tape, const std::vector<Tensor>& params) {
+  std::vector<Tensor> w;
+  for (const Tensor& t : params) {
+    w.push_back(t.detach());
+    tape.watch(w.back());
+  }
+  return w;
+}
+
 std::vector<Tensor> loop_grads(const Problem& p) {
   std::vector<std::vector<Tensor>> per(p.params.size());
   for (int64_t i = 0; i < p.x.size(0); ++i) {
     GradientTape tape;
-    std::vector<Tensor> w;
-    for (const Tensor& t : p.params) {
-      w.push_back(t.detach());
-      tape.watch(w.back());
-    }
+    const std::vector<Tensor> w = watched(tape, p.params);
     std::vector<Tensor> g = tape.gradient(example_loss(w, {p.x.select(0, i), p.target.select(0, i)}), w);
     for (size_t k = 0; k < g.size(); ++k) per[k].push_back(g[k]);
   }
@@ -181,20 +187,12 @@ struct Mlp4 {
 
 std::vector<Tensor> tape_gradient(const Mlp4& m) {
   GradientTape tape;
-  std::vector<Tensor> w;
-  for (const Tensor& p : m.params) {
-    w.push_back(p.detach());
-    tape.watch(w.back());
-  }
+  const std::vector<Tensor> w = watched(tape, m.params);
   return tape.gradient(m.loss(w), w);
 }
 std::vector<Tensor> tape_hvp(const Mlp4& m) {
   GradientTape outer;
-  std::vector<Tensor> w;
-  for (const Tensor& p : m.params) {
-    w.push_back(p.detach());
-    outer.watch(w.back());
-  }
+  const std::vector<Tensor> w = watched(outer, m.params);
   Tensor dot;
   {
     GradientTape inner({.higher_order = true});

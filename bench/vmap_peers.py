@@ -71,12 +71,13 @@ def problem(hidden, batch):
     return params, x, target
 
 
-def loss(params, x, target):
+def loss(params, x, target, tanh=torch.tanh):
+    """One example's squared error; `tanh` of the library the tensors are from."""
     h = x
     for l in range(0, len(params), 2):
         h = h @ params[l] + params[l + 1]
         if l + 2 < len(params):
-            h = torch.tanh(h)
+            h = tanh(h)
     return ((h - target) ** 2).sum()
 
 
@@ -150,12 +151,7 @@ def main():
                 jparams = [jnp.asarray(p.numpy()) for p in params]
 
                 def jloss(ps, xi, ti):
-                    h = xi
-                    for l in range(0, len(ps), 2):
-                        h = h @ ps[l] + ps[l + 1]
-                        if l + 2 < len(ps):
-                            h = jnp.tanh(h)
-                    return ((h - ti) ** 2).sum()
+                    return loss(ps, xi, ti, tanh=jnp.tanh)
 
                 fn = jax.jit(jax.vmap(jax.grad(jloss), in_axes=(None, 0, 0)))
                 jx, jt = jnp.asarray(x.numpy()), jnp.asarray(target.numpy())

@@ -389,16 +389,20 @@ void record_node(const OpDef& op, std::span<const Tensor> inputs, std::span<Tens
   // A node on batched tensors belongs only to the levels opened inside
   // their vmap; the levels opened outside it recorded the lanes' ops — but
   // for the autograd layer's own nodes, whose functions ran unrecorded, they
-  // get a twin on the lanes (autograd/vmap/lanes_twin.cpp).
-  const uint64_t vmap_level = std::max(top_batch_level(inputs), top_batch_level(std::span<const Tensor>(outputs)));
-  if (vmap_level != 0 && (op.tags & op_tag::autograd) != 0) {
-    record_lanes_twin(op, inputs, outputs, attrs, closure, vmap_level);
+  // get a twin on the lanes (autograd/vmap/lanes_twin.cpp). An op call
+  // records through here after every dispatch: the plain case (no input
+  // with autograd metadata, no autograd-layer node) returns before any of it.
+  auto vmap_level = [&] {
+    return std::max(top_batch_level(inputs), top_batch_level(std::span<const Tensor>(outputs)));
+  };
+  if ((op.tags & op_tag::autograd) != 0) [[unlikely]] {
+    if (const uint64_t level = vmap_level(); level != 0) record_lanes_twin(op, inputs, outputs, attrs, closure, level);
   }
   bool any = false;
   for (const Tensor& t : inputs) any = any || (t.defined() && t.impl()->autograd != nullptr);
   if (!any) return;
   std::optional<LevelWindow> window;
-  if (vmap_level != 0) window.emplace(vmap_level, LevelWindow::Keep::above);
+  if (const uint64_t level = vmap_level(); level != 0) window.emplace(level, LevelWindow::Keep::above);
   AutogradState& st = autograd_state();
   record_reverse(op, inputs, outputs, attrs, st, closure);
   record_forward(op, inputs, outputs, attrs, st, closure.get());
