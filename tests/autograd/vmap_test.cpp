@@ -166,7 +166,7 @@ TEST(Vmap, InPlaceIntoAnUnbatchedTensorIsAnError) {
           return v;
         })(x);
       },
-      {"copy", "in place into an unbatched tensor"});
+      {"copy", "in place into an unbatched tensor", "batch_inplace_targets"});
   // Into a batched tensor it works.
   Tensor out = vmap([](const Tensor& v) {
     Tensor t = v * 1.0;
@@ -174,6 +174,80 @@ TEST(Vmap, InPlaceIntoAnUnbatchedTensorIsAnError) {
     return t;
   })(x);
   expect_close(out, x * 2.0);
+}
+
+// VmapOptions::batch_inplace_targets: a tensor the function made becomes
+// batched on its first batched in-place write (values copied into every
+// lane first); what it cannot do for is refused, naming why.
+TEST(Vmap, BatchInplaceTargetsExpandsATensorTheFunctionMade) {
+  Tensor x = draw({4, 3}, 42);
+  const VmapOptions expand{.batch_inplace_targets = true};
+  // An accumulator made inside, written in place twice, read after.
+  auto accumulate = [](const Tensor& v) {
+    Tensor acc = full({3}, 1.0, {.dtype = v.dtype()});
+    acc.copy_(acc + v);  // the batched write: acc becomes batched (1 in every lane, then 1 + v)
+    acc.copy_(acc + v * v);  // then an ordinary batched in-place write
+    return acc * 2.0;    // and read like any batched tensor
+  };
+  Tensor got = vmap(accumulate, 0, 0, expand)(x);
+  Tensor want = stack({accumulate(x.select(0, 0)), accumulate(x.select(0, 1)), accumulate(x.select(0, 2)),
+                       accumulate(x.select(0, 3))},
+                      0);
+  expect_close(got, want, 0.0);
+  // Differentiable through the write, at a level opened inside and outside.
+  Tensor outside = [&] {
+    GradientTape tape;
+    Tensor w = x.detach();
+    tape.watch(w);
+    return tape.gradient(sum(vmap(accumulate, 0, 0, expand)(w)), {w})[0];
+  }();
+  expect_close(outside, (1.0 + 2.0 * x) * 2.0);
+  Tensor inside = vmap(
+      [&](const Tensor& v) {
+        GradientTape tape;
+        Tensor w = v * 1.0;
+        tape.watch(w);
+        return tape.gradient(sum(accumulate(w)), {w})[0];
+      },
+      0, 0, expand)(x);
+  expect_close(inside, (1.0 + 2.0 * x) * 2.0);
+  // Refused: a tensor made before the vmap (closed over), a view, a watched target.
+  Tensor captured = zeros({3}, {.dtype = x.dtype()});
+  expect_error(
+      [&] {
+        vmap(
+            [&](const Tensor& v) {
+              captured.copy_(v);
+              return v;
+            },
+            0, 0, expand)(x);
+      },
+      {"copy", "made before the vmap"});
+  expect_close(captured, zeros({3}, {.dtype = x.dtype()}), 0.0);  // untouched
+  expect_error(
+      [&] {
+        vmap(
+            [](const Tensor& v) {
+              Tensor base = zeros({2, 3}, {.dtype = v.dtype()});
+              base.select(0, 1).copy_(v);
+              return base;
+            },
+            0, 0, expand)(x);
+      },
+      {"copy", "shares its storage", "make the base batched"});
+  expect_error(
+      [&] {
+        vmap(
+            [](const Tensor& v) {
+              GradientTape tape;
+              Tensor t = zeros({3}, {.dtype = v.dtype()});
+              tape.watch(t);
+              t.copy_(v);
+              return t;
+            },
+            0, 0, expand)(x);
+      },
+      {"copy", "autograd state"});
 }
 
 TEST(Vmap, ReadingValuesInsideIsAnError) {
@@ -217,48 +291,61 @@ TEST(Vmap, EscapedBatchedTensorsAreRefused) {
   expect_error([&] { (void)(kept + 1.0); }, {"vmap that has returned"});
 }
 
+// Batch 6, and batch 1 (one example: per_sample_grad's direct path, which
+// must give the same values, the same derivatives and the same refusals).
 TEST(Vmap, PerSampleGradEqualsOneTapePerExample) {
-  Tensor w = draw({5, 3}, 70), b = draw({3}, 71), x = draw({6, 5}, 72), y = draw({6, 3}, 73);
+  Tensor w = draw({5, 3}, 70), b = draw({3}, 71), x6 = draw({6, 5}, 72), y6 = draw({6, 3}, 73);
   auto loss = [](const std::vector<Tensor>& p, const std::vector<Tensor>& ex) {
     Tensor d = tanh(matmul(ex[0], p[0]) + p[1]) - ex[1];
     return sum(d * d);
   };
-  std::vector<Tensor> g = per_sample_grad(loss, {w, b}, {x, y});
-  ASSERT_EQ(g.size(), 2u);
-  ASSERT_EQ(g[0].sizes(), (Shape{6, 5, 3}));
-  for (int64_t i = 0; i < 6; ++i) {
-    GradientTape tape;
-    Tensor wi = w.detach(), bi = b.detach();
-    tape.watch(wi);
-    tape.watch(bi);
-    std::vector<Tensor> one = tape.gradient(loss({wi, bi}, {x.select(0, i), y.select(0, i)}), {wi, bi});
-    expect_close(g[0].select(0, i), one[0]);
-    expect_close(g[1].select(0, i), one[1]);
-  }
-  // Differentiable in the parameters: the gradient of the per-sample
-  // gradients' squared norm (as DP-SGD's clipping would differentiate it).
-  auto norms = [&](bool batched) {
-    GradientTape outer;
-    Tensor wo = w.detach();
-    outer.watch(wo);
-    Tensor total;
-    if (batched) {
-      Tensor gw = per_sample_grad(loss, {wo, b}, {x, y})[0];
-      total = sum(gw * gw);
-    } else {
-      for (int64_t i = 0; i < 6; ++i) {
-        GradientTape tape({.higher_order = true});
-        Tensor wi = wo * 1.0;
-        tape.watch(wi);
-        Tensor gi = tape.gradient(loss({wi, b}, {x.select(0, i), y.select(0, i)}), {wi})[0];
-        total = total.defined() ? total + sum(gi * gi) : sum(gi * gi);
-      }
+  for (const int64_t n : {6, 1}) {
+    SCOPED_TRACE("batch " + std::to_string(n));
+    Tensor x = x6.slice(0, 0, n), y = y6.slice(0, 0, n);
+    std::vector<Tensor> g = per_sample_grad(loss, {w, b}, {x, y});
+    ASSERT_EQ(g.size(), 2u);
+    ASSERT_EQ(g[0].sizes(), (Shape{n, 5, 3}));
+    ASSERT_EQ(g[1].sizes(), (Shape{n, 3}));
+    for (int64_t i = 0; i < n; ++i) {
+      GradientTape tape;
+      Tensor wi = w.detach(), bi = b.detach();
+      tape.watch(wi);
+      tape.watch(bi);
+      std::vector<Tensor> one = tape.gradient(loss({wi, bi}, {x.select(0, i), y.select(0, i)}), {wi, bi});
+      expect_close(g[0].select(0, i), one[0]);
+      expect_close(g[1].select(0, i), one[1]);
     }
-    return outer.gradient(total, {wo})[0];
-  };
-  expect_close(norms(true), norms(false));
-  expect_error([&] { per_sample_grad(loss, {w, b}, {x, draw({4, 3}, 74)}); }, {"input 2 has 6", "input 3 has 4"});
-  expect_error([&] { per_sample_grad([](auto&, auto& ex) { return ex[0]; }, {w}, {x}); }, {"must be a scalar"});
+    // Differentiable in the parameters: the gradient of the per-sample
+    // gradients' squared norm (as DP-SGD's clipping would differentiate it).
+    auto norms = [&](bool batched) {
+      GradientTape outer;
+      Tensor wo = w.detach();
+      outer.watch(wo);
+      Tensor total;
+      if (batched) {
+        Tensor gw = per_sample_grad(loss, {wo, b}, {x, y})[0];
+        total = sum(gw * gw);
+      } else {
+        for (int64_t i = 0; i < n; ++i) {
+          GradientTape tape({.higher_order = true});
+          Tensor wi = wo * 1.0;
+          tape.watch(wi);
+          Tensor gi = tape.gradient(loss({wi, b}, {x.select(0, i), y.select(0, i)}), {wi})[0];
+          total = total.defined() ? total + sum(gi * gi) : sum(gi * gi);
+        }
+      }
+      return outer.gradient(total, {wo})[0];
+    };
+    expect_close(norms(true), norms(false));
+    // A random op under the default randomness is refused at any batch size.
+    auto noisy = [&](const std::vector<Tensor>& p, const std::vector<Tensor>& ex) {
+      return loss(p, ex) + sum(rand({3}));
+    };
+    expect_error([&] { per_sample_grad(noisy, {w, b}, {x, y}); }, {"rand", "randomness"});
+    expect_error([&] { per_sample_grad([](auto&, auto& ex) { return ex[0]; }, {w}, {x}); }, {"must be a scalar"});
+  }
+  expect_error([&] { per_sample_grad(loss, {w, b}, {x6, draw({4, 3}, 74)}); }, {"input 2 has 6", "input 3 has 4"});
+  expect_error([&] { per_sample_grad(loss, {w, b}, {x6.slice(0, 0, 1), y6}); }, {"input 2 has 1", "input 3 has 6"});
 }
 
 TEST(Vmap, AnEnsembleOfModulesRunsAsOneBatchedCall) {

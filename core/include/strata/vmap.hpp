@@ -50,6 +50,13 @@ struct VmapOptions {
   /// by default that is an error naming the output; with this set it is
   /// expanded along out_dims (JAX's behaviour; jacfwd and friends set it).
   bool expand_unbatched_outputs = false;
+  /// Writing a batched value in place into an unbatched tensor is an error
+  /// by default (every lane would write its own value into one tensor).
+  /// With this set, a target the function made itself — not one it closed
+  /// over, and not a view of another tensor (nor viewed by one) — becomes
+  /// batched first: its values are copied into every lane, then each lane
+  /// takes its own write (docs/vmap.md, "In place").
+  bool batch_inplace_targets = false;
 };
 
 /// A function of several tensors to several tensors.

@@ -208,6 +208,50 @@ namespace {
                    "instead");
 }
 
+/// An in-place call's unbatched target (output k) taking batched values:
+/// refused, or under VmapOptions::batch_inplace_targets, made batched in
+/// place (its values copied into every lane; the TensorImpl re-pointed at
+/// the lanes, so every handle to it sees the batched tensor). Returns the
+/// lanes.
+Tensor batch_inplace_target(const OpCall& call, int k, uint64_t level, int64_t lanes) {
+  const Tensor& p = call.preset[static_cast<size_t>(k)];
+  const std::string where = call.describe() + ": writes in place into an unbatched tensor (output " +
+                            std::to_string(k) + ", " + type_string(p) + ") values that differ per lane";
+  const VmapFrame* frame = find_vmap_frame(level);
+  if (frame == nullptr || !frame->options.batch_inplace_targets) {
+    throw ValueError(where +
+                     "; write into a batched tensor, make the target batched first (e.g. target = target + "
+                     "zeros_like(value)), or set VmapOptions::batch_inplace_targets to have vmap do that for "
+                     "a tensor the function made");
+  }
+  TensorImpl& impl = *p.impl();
+  std::string refused;
+  if (impl.storage->serial < frame->first_serial) {
+    refused =
+        "the target was made before the vmap (the function closed over it), and its lanes would "
+        "not survive the vmap";
+  } else if (impl.storage.use_count() > 1) {
+    refused =
+        "the target shares its storage with another tensor (it is a view, or has views); make "
+        "the base batched before taking views of it";
+  } else if (impl.autograd != nullptr) {
+    refused = "the target has autograd state (it is watched, requires grad or has a history)";
+  }
+  if (!refused.empty()) {
+    throw ValueError(where + "; VmapOptions::batch_inplace_targets is set, but " + refused);
+  }
+  Shape shape = p.sizes();
+  shape.insert(shape.begin(), lanes);
+  Tensor physical = p.unsqueeze(0).expand(shape).clone();  // contiguous, its own storage
+  Tensor batched = make_batched(physical, level);
+  const TensorImpl& b = *batched.impl();
+  impl.storage = b.storage;
+  impl.offset = b.offset;
+  impl.strides = b.strides;
+  impl.batch = b.batch;
+  return physical;
+}
+
 /// The lanes of a call's operands at `level`.
 BatchCall lanes_of_call(const OpCall& call, uint64_t level, int64_t lanes) {
   BatchCall c{call, level, lanes};
@@ -221,13 +265,7 @@ BatchCall lanes_of_call(const OpCall& call, uint64_t level, int64_t lanes) {
     const Tensor& p = call.preset[static_cast<size_t>(k)];
     if (!p.defined()) continue;
     Tensor l = lanes_of(p, level);
-    if (!l.defined()) {
-      throw ValueError(call.describe() + ": writes in place into an unbatched tensor (output " + std::to_string(k) +
-                       ", " + type_string(p) +
-                       ") values that differ per lane; write into a batched tensor, or "
-                       "make the target batched first (e.g. target = target + zeros_like(value)) so each lane "
-                       "keeps its own copy");
-    }
+    if (!l.defined()) l = batch_inplace_target(call, k, level, lanes);
     c.preset[static_cast<size_t>(k)] = l;
   }
   return c;
@@ -244,8 +282,8 @@ OpResult batched_outputs(const OpCall& call, const OpResult& lanes, uint64_t lev
     const Tensor& l = lanes.tensors[static_cast<size_t>(k)];
     const OutputMeta& want = call.outputs[static_cast<size_t>(k)];
     const auto got = l.shape();
-    const bool fits = l.dtype() == want.dtype && got.size() == want.sizes().size() + 1 && !got.empty() &&
-                      got[0] == n && std::ranges::equal(got.subspan(1), want.sizes());
+    const bool fits = l.dtype() == want.dtype && got.size() == want.sizes().size() + 1 && !got.empty() && got[0] == n &&
+                      std::ranges::equal(got.subspan(1), want.sizes());
     if (!fits) [[unlikely]] {
       Shape expected(want.sizes().begin(), want.sizes().end());
       expected.insert(expected.begin(), n);

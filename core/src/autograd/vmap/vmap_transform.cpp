@@ -93,45 +93,58 @@ Tensor unbatch(const Tensor& out, size_t k, int64_t out_dim, uint64_t level, int
   return move_dim(physical, 0, out_dim < 0 ? out_dim + rank : out_dim);
 }
 
+/// vmap's call. With `one_lane_direct` and a single lane, the function runs
+/// on the lane itself (the mapped dims selected, nothing batched) inside the
+/// vmap's frame, so random ops still follow `options.randomness`: at one
+/// lane the loop is the best plan, and the batched ops' own cost (each
+/// prepared on one lane, then run on the lanes) would make vmap slower than
+/// the loop it replaces. Only for callers whose outputs are expanded anyway
+/// (expand_unbatched_outputs): an output that does not depend on the lane
+/// cannot be told from one that does.
+std::vector<Tensor> run_vmap(const TensorsFn& fn, const std::vector<std::optional<int64_t>>& in_dims,
+                             const std::vector<int64_t>& out_dims, const VmapOptions& options,
+                             const std::vector<Tensor>& args, bool one_lane_direct) {
+  std::vector<std::optional<int64_t>> dims = in_dims;
+  if (dims.empty()) dims.assign(args.size(), 0);
+  if (dims.size() != args.size()) {
+    throw ValueError("vmap: in_dims has " + std::to_string(dims.size()) + " entries for " +
+                     std::to_string(args.size()) + " inputs");
+  }
+  const int64_t lanes = lane_count(args, dims);
+  const bool direct = one_lane_direct && lanes == 1 && options.expand_unbatched_outputs;
+  const uint64_t level = detail::new_level_id();
+  std::vector<Tensor> outputs;
+  {
+    detail::VmapFrameScope frame({level, lanes, options});
+    std::vector<Tensor> batched;
+    for (size_t k = 0; k < args.size(); ++k) {
+      if (!dims[k]) {
+        batched.push_back(args[k]);
+        continue;
+      }
+      const int64_t rank = args[k].dim();
+      const int64_t d = *dims[k] < 0 ? *dims[k] + rank : *dims[k];
+      batched.push_back(direct ? args[k].select(d, 0) : detail::make_batched(move_dim(args[k], d, 0), level));
+    }
+    outputs = fn(batched);
+  }
+  if (!out_dims.empty() && out_dims.size() != outputs.size()) {
+    throw ValueError("vmap: out_dims has " + std::to_string(out_dims.size()) + " entries for " +
+                     std::to_string(outputs.size()) + " outputs of the function");
+  }
+  for (size_t k = 0; k < outputs.size(); ++k) {
+    outputs[k] = unbatch(outputs[k], k, out_dims.empty() ? 0 : out_dims[k], level, lanes, options);
+  }
+  return outputs;
+}
+
 }  // namespace
 
 TensorsFn vmap(TensorsFn fn, std::vector<std::optional<int64_t>> in_dims, std::vector<int64_t> out_dims,
                VmapOptions options) {
   if (!fn) throw ValueError("vmap: the function is empty");
   return [fn = std::move(fn), in_dims = std::move(in_dims), out_dims = std::move(out_dims),
-          options](const std::vector<Tensor>& args) -> std::vector<Tensor> {
-    std::vector<std::optional<int64_t>> dims = in_dims;
-    if (dims.empty()) dims.assign(args.size(), 0);
-    if (dims.size() != args.size()) {
-      throw ValueError("vmap: in_dims has " + std::to_string(dims.size()) + " entries for " +
-                       std::to_string(args.size()) + " inputs");
-    }
-    const int64_t lanes = lane_count(args, dims);
-    const uint64_t level = detail::new_level_id();
-    std::vector<Tensor> outputs;
-    {
-      detail::VmapFrameScope frame({level, lanes, options});
-      std::vector<Tensor> batched;
-      for (size_t k = 0; k < args.size(); ++k) {
-        if (!dims[k]) {
-          batched.push_back(args[k]);
-          continue;
-        }
-        const int64_t rank = args[k].dim();
-        const int64_t d = *dims[k] < 0 ? *dims[k] + rank : *dims[k];
-        batched.push_back(detail::make_batched(move_dim(args[k], d, 0), level));
-      }
-      outputs = fn(batched);
-    }
-    if (!out_dims.empty() && out_dims.size() != outputs.size()) {
-      throw ValueError("vmap: out_dims has " + std::to_string(out_dims.size()) + " entries for " +
-                       std::to_string(outputs.size()) + " outputs of the function");
-    }
-    for (size_t k = 0; k < outputs.size(); ++k) {
-      outputs[k] = unbatch(outputs[k], k, out_dims.empty() ? 0 : out_dims[k], level, lanes, options);
-    }
-    return outputs;
-  };
+          options](const std::vector<Tensor>& args) { return run_vmap(fn, in_dims, out_dims, options, args, false); };
 }
 
 std::function<Tensor(const Tensor&)> vmap(std::function<Tensor(const Tensor&)> fn, int64_t in_dim, int64_t out_dim,
@@ -170,7 +183,8 @@ std::vector<Tensor> per_sample_grad(const ExampleLoss& loss, const std::vector<T
     }
     return tape.gradient(value, watched);
   };
-  return vmap(one_example, in_dims, {}, {.expand_unbatched_outputs = true})(args);
+  // One example: its gradient directly (run_vmap's one-lane path).
+  return run_vmap(one_example, in_dims, {}, {.expand_unbatched_outputs = true}, args, true);
 }
 
 }  // namespace strata

@@ -18,6 +18,9 @@ struct VmapFrame {
   uint64_t level = 0;
   int64_t lanes = 0;
   VmapOptions options{};
+  /// Storages with this serial or later were made while the vmap ran
+  /// (set by VmapFrameScope).
+  uint64_t first_serial = 0;
 };
 /// The vmaps running on this thread, outermost first.
 std::vector<VmapFrame>& vmap_frames();
@@ -28,7 +31,10 @@ const VmapFrame* find_vmap_frame(uint64_t level);
 /// fresh vmap a batched function's twin runs its rules in).
 class VmapFrameScope {
  public:
-  explicit VmapFrameScope(const VmapFrame& frame) : level_(frame.level) { vmap_frames().push_back(frame); }
+  explicit VmapFrameScope(const VmapFrame& frame) : level_(frame.level) {
+    vmap_frames().push_back(frame);
+    vmap_frames().back().first_serial = storage_serial();
+  }
   ~VmapFrameScope() {
     auto& frames = vmap_frames();
     for (auto it = frames.end(); it != frames.begin();) {

@@ -11,6 +11,7 @@
 
 #include <algorithm>
 #include <array>
+#include <atomic>
 #include <cstring>
 #include <sstream>
 #include <string>
@@ -35,6 +36,12 @@ inline std::shared_ptr<TensorImpl> contiguous_impl(DType dtype, std::span<const 
 }
 }  // namespace
 
+namespace {
+std::atomic<uint64_t> g_storage_serial{1};
+}  // namespace
+
+uint64_t storage_serial() { return g_storage_serial.load(std::memory_order_relaxed); }
+
 Tensor meta_tensor(DType dtype, std::span<const int64_t> shape, std::string_view op) {
   return Tensor(contiguous_impl(dtype, shape, checked_numel(op, shape, dtype)));
 }
@@ -54,6 +61,7 @@ Tensor make_tensor(DeviceRecord& device, DType dtype, std::span<const int64_t> s
   }
   impl->device = device.device();
   impl->storage = make_pooled<Storage>(&device, buffer, block);
+  impl->storage->serial = g_storage_serial.fetch_add(1, std::memory_order_relaxed);
   return Tensor(std::move(impl));
 }
 

@@ -25,6 +25,9 @@ struct Storage {
   size_t bytes = 0;
   /// Bumped by in-place writes; saved tensors check it before backward.
   std::atomic<uint32_t> version{0};
+  /// Allocation order in the process (storage_serial()): vmap tells the
+  /// tensors its function made from the ones it closed over.
+  uint64_t serial = 0;
 
   Storage(DeviceRecord* d, strata_buffer b, size_t n) : device(d), buffer(b), bytes(n) {}
   Storage(const Storage&) = delete;
@@ -42,6 +45,9 @@ using Dims = std::array<int64_t, STRATA_MAX_RANK>;
 /// it: dispatch sends every op with a batched operand to the op's batching
 /// rule, which runs on `physical`. `physical` may itself be batched at an
 /// outer vmap's (lower) level.
+/// The serial the next storage gets (Storage::serial).
+uint64_t storage_serial();
+
 struct BatchLevel {
   uint64_t level = 0;  // the vmap that made it (ids shared with the gradient tapes' levels)
   Tensor physical;
