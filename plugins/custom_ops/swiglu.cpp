@@ -476,7 +476,9 @@ const strata_op_schema kSwigluSchema = {
     .domain_high = 3.0,
     // ABI 2.5: elementwise, so its leading dims are independent and vmap
     // runs it once on all the lanes (docs/vmap.md).
-    .batching = STRATA_OP_BATCH_LEADING_DIMS};
+    .batching = STRATA_OP_BATCH_LEADING_DIMS,
+    // ABI 2.6: no batching rule of its own (the property above suffices).
+    .batch = nullptr};
 
 const strata_op_schema kSwigluBackwardSchema = {
     .struct_size = sizeof(strata_op_schema),
@@ -493,7 +495,8 @@ const strata_op_schema kSwigluBackwardSchema = {
     .doc = "(da, db) = (g * b * silu'(a), g * silu(a)), the gradient of custom_ops::swiglu (inputs g, a, b)",
     .domain_low = -3.0,
     .domain_high = 3.0,
-    .batching = STRATA_OP_BATCH_LEADING_DIMS};
+    .batching = STRATA_OP_BATCH_LEADING_DIMS,
+    .batch = nullptr};
 
 }  // namespace
 

@@ -43,6 +43,7 @@ constexpr double kA = 0.75;  // the attribute "a" of every call below
 
 constexpr const char* kBadRule = "opslib::scale_bad_rule";
 constexpr const char* kMisfit = "opslib::misfit";
+constexpr const char* kScaleRuled = "opslib::scale_ruled";
 
 Tensor call(const char* name, const std::vector<Tensor>& inputs, const std::vector<OpAttr>& attrs) {
   std::vector<Tensor> out = call_op(name, inputs, attrs);
@@ -113,7 +114,7 @@ TEST_F(PluginOps, PluginLoadsAndListsItsOps) {
   EXPECT_EQ(p.abi, std::to_string(STRATA_ABI_MAJOR) + "." + std::to_string(STRATA_ABI_MINOR));
   std::vector<std::string> ops = p.ops;
   std::sort(ops.begin(), ops.end());
-  EXPECT_EQ(ops, (std::vector<std::string>{kCube, kCubeBackward, kMisfit, kScale, kBadRule}));
+  EXPECT_EQ(ops, (std::vector<std::string>{kCube, kCubeBackward, kMisfit, kScale, kBadRule, kScaleRuled}));
   ASSERT_EQ(p.devices.size(), 1u);
   EXPECT_EQ(p.devices[0].id, "opslib:0");
   EXPECT_EQ(p.devices[0].type, DeviceType::accelerator);
@@ -122,7 +123,7 @@ TEST_F(PluginOps, PluginLoadsAndListsItsOps) {
   for (const OpInfo& op : runtime().ops()) {
     EXPECT_NE(op.name, "cpu::evil");
     if (op.name == kCube || op.name == kCubeBackward || op.name == kScale || op.name == kBadRule ||
-        op.name == kMisfit) {
+        op.name == kMisfit || op.name == kScaleRuled) {
       ++found;
       EXPECT_EQ(op.plugin, "opslib") << op.name;
       EXPECT_TRUE(op.differentiable) << op.name;
@@ -137,7 +138,7 @@ TEST_F(PluginOps, PluginLoadsAndListsItsOps) {
       EXPECT_TRUE(op.domain.declared) << op.name;  // the core's ops
     }
   }
-  EXPECT_EQ(found, 5);
+  EXPECT_EQ(found, 6);
 }
 
 TEST_F(PluginOps, RefusedRegistrationsAreWarnings) {
@@ -527,6 +528,57 @@ TEST_F(PluginOpsErrorPolicy, ARefusalInsideAPluginRuleKeepsItsType) {
 // counts the loop, and a strict vmap refuses it; values and gradients equal
 // the loop's. opslib::cube and its backward op declare their leading dims
 // independent (ABI 2.5): one call on the lanes, nothing counted.
+/// vmap_fallback_stats() holds one loop: one call of `op` over `lanes` lanes.
+void expect_one_vmap_loop(const char* op, const char* reason, uint64_t lanes) {
+  std::vector<VmapFallback> stats = vmap_fallback_stats();
+  ASSERT_EQ(stats.size(), 1u);
+  EXPECT_EQ(stats[0].op, op);
+  EXPECT_EQ(stats[0].reason, reason);
+  EXPECT_EQ(stats[0].calls, 1u);
+  EXPECT_EQ(stats[0].lanes, lanes);
+}
+
+// ABI 2.6: a plugin op's own batching rule (strata_op_schema::batch).
+// opslib::scale_ruled's rule scales the lanes in one call; it declines for
+// s < 0 (the host loops, counted) and misfits for s == 7 (refused, named).
+TEST_F(PluginOps, VmapRunsAPluginOpsOwnBatchingRule) {
+  reset_vmap_fallback_stats();
+  Tensor x = values({4, 3}, Device("cpu:0"), -1.0, 1.0, 32);
+  std::vector<double> in = x.to_vector<double>();
+  auto ruled = [](double s) {
+    return [s](const Tensor& v) { return call(kScaleRuled, {v}, {{"s", s}}); };
+  };
+  std::vector<double> y = vmap(ruled(kA))(x).to_vector<double>();
+  for (size_t i = 0; i < y.size(); ++i) EXPECT_DOUBLE_EQ(y[i], kA * in[i]);
+  EXPECT_TRUE(vmap_fallback_stats().empty()) << vmap_fallback_stats().front().reason;
+  // Derivatives inside (the op's node on the batched tensors) and outside
+  // (the rule's own call on the lanes).
+  std::vector<double> inside = vmap(grad([&](const Tensor& v) { return sum(ruled(kA)(v) * v); }))(x).to_vector<double>();
+  for (size_t i = 0; i < inside.size(); ++i) EXPECT_NEAR(inside[i], 2.0 * kA * in[i], 1e-12);
+  Tensor outside = grad([&](const Tensor& w) { return sum(vmap(ruled(kA))(w) * w); })(x);
+  std::vector<double> ov = outside.to_vector<double>();
+  for (size_t i = 0; i < ov.size(); ++i) EXPECT_NEAR(ov[i], 2.0 * kA * in[i], 1e-12);
+  EXPECT_TRUE(vmap_fallback_stats().empty());
+  // strict is no obstacle to a rule.
+  EXPECT_NO_THROW(vmap(ruled(kA), 0, 0, {.strict = true})(x));
+  // Declined: the loop, counted with the reason.
+  std::vector<double> neg = vmap(ruled(-kA))(x).to_vector<double>();
+  for (size_t i = 0; i < neg.size(); ++i) EXPECT_DOUBLE_EQ(neg[i], -kA * in[i]);
+  expect_one_vmap_loop(kScaleRuled, "batching rule declined", 4);
+  // A misfit result is the plugin's error, named, with both shapes.
+  const std::string misfit = error_of([&] { vmap(ruled(7.0))(x); });
+  EXPECT_TRUE(contains(misfit, "opslib::scale_ruled")) << misfit;
+  EXPECT_TRUE(contains(misfit, "for 4 lanes, expected f64[4, 3]")) << misfit;
+  EXPECT_TRUE(contains(misfit, "plugin rule")) << misfit;
+  EXPECT_FALSE(contains(misfit, "internal")) << misfit;
+  // The op table names the kind.
+  for (const OpInfo& op : runtime().ops()) {
+    if (op.name == kScaleRuled) {
+      EXPECT_EQ(op.batching, "plugin rule");
+    }
+  }
+}
+
 TEST_F(PluginOps, VmapRunsAnOpWithoutABatchingRuleLaneByLaneAndCountsIt) {
   reset_vmap_fallback_stats();
   Tensor x = values({4, 3}, Device("cpu:0"), -1.0, 1.0, 31);
@@ -541,12 +593,7 @@ TEST_F(PluginOps, VmapRunsAnOpWithoutABatchingRuleLaneByLaneAndCountsIt) {
   EXPECT_TRUE(vmap_fallback_stats().empty()) << vmap_fallback_stats().front().op;
   std::vector<double> scaled = vmap(scale)(x).to_vector<double>();
   for (size_t i = 0; i < scaled.size(); ++i) EXPECT_DOUBLE_EQ(scaled[i], kA * in[i]);
-  std::vector<VmapFallback> stats = vmap_fallback_stats();
-  ASSERT_EQ(stats.size(), 1u);
-  EXPECT_EQ(stats[0].op, kScale);
-  EXPECT_EQ(stats[0].reason, "no batching rule");
-  EXPECT_EQ(stats[0].calls, 1u);
-  EXPECT_EQ(stats[0].lanes, 4u);
+  expect_one_vmap_loop(kScale, "no batching rule", 4);
   // Per-lane gradients through the loop (the rule's scale loops too).
   std::vector<double> gs = vmap(grad([&](const Tensor& v) { return sum(scale(v) * v); }))(x).to_vector<double>();
   for (size_t i = 0; i < gs.size(); ++i) EXPECT_NEAR(gs[i], 2.0 * kA * in[i], 1e-12);

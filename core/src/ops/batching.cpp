@@ -186,8 +186,36 @@ OpResult loop_over_lanes(const BatchCall& c, const std::string& reason) {
   return result;
 }
 
+/// A plugin op with its own batching rule (ABI 2.6); declined: its
+/// declared property, else the loop.
+OpResult batch_by_plugin_rule(const BatchCall& c) {
+  std::vector<Tensor> inputs;
+  std::array<uint8_t, kMaxInputs> batched{};
+  for (int k = 0; k < c.n_inputs(); ++k) {
+    inputs.push_back(c.input[static_cast<size_t>(k)]);
+    batched[static_cast<size_t>(k)] = c.batched[static_cast<size_t>(k)] ? 1 : 0;
+  }
+  std::vector<Tensor> out =
+      c.op().plugin_batch(c.op(), inputs, std::span(batched).first(inputs.size()), c.lanes, c.call.attrs);
+  if (out.empty()) {
+    if (c.op().batch_leading_dims) return batch_leading_dims(c);
+    return loop_over_lanes(c, "batching rule declined");
+  }
+  OpResult result;
+  for (size_t k = 0; k < out.size(); ++k) {
+    if (Tensor preset = c.preset[k]; preset.defined()) {
+      preset.copy_(out[k]);
+      result.push_back(preset);
+    } else {
+      result.push_back(out[k]);
+    }
+  }
+  return result;
+}
+
 BatchRule derived_rule(const OpDef& op) {
   if (op.batch != nullptr) return op.batch;
+  if (op.plugin_batch != nullptr) return batch_by_plugin_rule;
   if (op.batch_leading_dims) return batch_leading_dims;
   if ((op.tags & op_tag::pointwise) != 0) return batch_pointwise;
   if ((op.tags & op_tag::reduction) != 0) return batch_reduction;
@@ -287,8 +315,15 @@ OpResult batched_outputs(const OpCall& call, const OpResult& lanes, uint64_t lev
     if (!fits) [[unlikely]] {
       Shape expected(want.sizes().begin(), want.sizes().end());
       expected.insert(expected.begin(), n);
-      throw Error("internal: the batching rule of " + call.describe() + " gave output " + std::to_string(k) + " as " +
-                  type_string(l) + ", expected " + std::string(dtype_name(want.dtype)) + shape_string(expected));
+      const std::string misfit = "the batching rule of " + call.describe() + " gave output " + std::to_string(k) +
+                                 " as " + type_string(l) + " for " + std::to_string(n) + " lanes, expected " +
+                                 std::string(dtype_name(want.dtype)) + shape_string(expected);
+      // A plugin's rule (ABI 2.6) is the plugin's fault; any other is ours.
+      if (call.op->plugin_batch != nullptr) {
+        throw ShapeError(misfit +
+                         " (each lane's output stacked along a new dim 0; plugin rule, strata_op_schema::batch)");
+      }
+      throw Error("internal: " + misfit);
     }
     const Tensor& preset = call.preset[static_cast<size_t>(k)];
     out.push_back(preset.defined() ? preset : make_batched(l, level));

@@ -60,6 +60,8 @@
 #define OPSLIB_OP_SCALE OPSLIB_NAME "::scale"
 /* s·x like scale, but its derivative hands call_op a short attribute. */
 #define OPSLIB_OP_SCALE_BAD_RULE OPSLIB_NAME "::scale_bad_rule"
+/* s·x like scale, batched by its own rule (ABI 2.6, strata_op_schema::batch). */
+#define OPSLIB_OP_SCALE_RULED OPSLIB_NAME "::scale_ruled"
 /* s·x like scale, but its derivatives return results that do not fit. */
 #define OPSLIB_OP_MISFIT OPSLIB_NAME "::misfit"
 
@@ -236,6 +238,9 @@ static opslib_kernel_info g_cpu_cube = {OPSLIB_OP_CUBE, OPSLIB_OP_VERSION, KERNE
 static opslib_kernel_info g_cpu_cube_bw = {OPSLIB_OP_CUBE_BACKWARD, OPSLIB_OP_VERSION, KERNEL_CUBE_BACKWARD, 2,
                                                  MEMORY_CPU};
 static opslib_kernel_info g_cpu_scale = {OPSLIB_OP_SCALE, OPSLIB_OP_VERSION, KERNEL_SCALE, 1, MEMORY_CPU};
+static opslib_kernel_info g_scale_ruled = {OPSLIB_OP_SCALE_RULED, OPSLIB_OP_VERSION, KERNEL_SCALE, 1, MEMORY_OWN};
+static opslib_kernel_info g_cpu_scale_ruled = {OPSLIB_OP_SCALE_RULED, OPSLIB_OP_VERSION, KERNEL_SCALE, 1,
+                                               MEMORY_CPU};
 static opslib_kernel_info g_misfit = {OPSLIB_OP_MISFIT, OPSLIB_OP_VERSION, KERNEL_SCALE, 1, MEMORY_OWN};
 static opslib_kernel_info g_cpu_misfit = {OPSLIB_OP_MISFIT, OPSLIB_OP_VERSION, KERNEL_SCALE, 1, MEMORY_CPU};
 
@@ -321,7 +326,7 @@ static strata_status prepare_call(const strata_kernel_call* c, opslib_operands* 
   info = (const opslib_kernel_info*)c->user_data;
   if (info != &g_fill && info != &g_copy && info != &g_cube && info != &g_cube_bw && info != &g_scale &&
       info != &g_bad_rule && info != &g_cpu_cube && info != &g_cpu_cube_bw && info != &g_cpu_scale &&
-      info != &g_misfit && info != &g_cpu_misfit) {
+      info != &g_misfit && info != &g_cpu_misfit && info != &g_scale_ruled && info != &g_cpu_scale_ruled) {
     return tpc_fail(c->error, STRATA_ERROR_INTERNAL, OPSLIB_NAME ": %s: user_data %p is none of this plugin's entries",
                     c->op != NULL ? c->op : "(null)", c->user_data);
   }
@@ -521,13 +526,15 @@ ENTRY(kCubeBwF32, OPSLIB_OP_CUBE_BACKWARD, OPSLIB_OP_VERSION, "f32,f32->f32", k_
 ENTRY(kCubeBwF64, OPSLIB_OP_CUBE_BACKWARD, OPSLIB_OP_VERSION, "f64,f64->f64", k_elementwise, &g_cube_bw);
 ENTRY(kScaleF32, OPSLIB_OP_SCALE, OPSLIB_OP_VERSION, "f32->f32", k_elementwise, &g_scale);
 ENTRY(kScaleF64, OPSLIB_OP_SCALE, OPSLIB_OP_VERSION, "f64->f64", k_elementwise, &g_scale);
+ENTRY(kScaleRuledF32, OPSLIB_OP_SCALE_RULED, OPSLIB_OP_VERSION, "f32->f32", k_elementwise, &g_scale_ruled);
+ENTRY(kScaleRuledF64, OPSLIB_OP_SCALE_RULED, OPSLIB_OP_VERSION, "f64->f64", k_elementwise, &g_scale_ruled);
 ENTRY(kBadRuleF64, OPSLIB_OP_SCALE_BAD_RULE, OPSLIB_OP_VERSION, "f64->f64", k_elementwise, &g_bad_rule);
 ENTRY(kMisfitF32, OPSLIB_OP_MISFIT, OPSLIB_OP_VERSION, "f32->f32", k_elementwise, &g_misfit);
 
 static const strata_kernel_entry* const kEntries[] = {&kFillF32, &kFillF64,  &kFillI64,   &kFillBool, &kCopyF32,
                                                       &kCopyF64, &kCopyI64,  &kCopyBool,  &kCubeF32,  &kCubeF64,
                                                       &kCubeBwF32, &kCubeBwF64, &kScaleF32, &kScaleF64,
-                                                      &kBadRuleF64, &kMisfitF32};
+                                                      &kBadRuleF64, &kMisfitF32, &kScaleRuledF32, &kScaleRuledF64};
 
 /* The CPU plugin's devices (host->register_kernels). */
 ENTRY(kCpuCubeF32, OPSLIB_OP_CUBE, OPSLIB_OP_VERSION, "f32->f32", k_elementwise, &g_cpu_cube);
@@ -536,11 +543,13 @@ ENTRY(kCpuCubeBwF32, OPSLIB_OP_CUBE_BACKWARD, OPSLIB_OP_VERSION, "f32,f32->f32",
 ENTRY(kCpuCubeBwF64, OPSLIB_OP_CUBE_BACKWARD, OPSLIB_OP_VERSION, "f64,f64->f64", k_elementwise, &g_cpu_cube_bw);
 ENTRY(kCpuScaleF32, OPSLIB_OP_SCALE, OPSLIB_OP_VERSION, "f32->f32", k_elementwise, &g_cpu_scale);
 ENTRY(kCpuScaleF64, OPSLIB_OP_SCALE, OPSLIB_OP_VERSION, "f64->f64", k_elementwise, &g_cpu_scale);
+ENTRY(kCpuScaleRuledF32, OPSLIB_OP_SCALE_RULED, OPSLIB_OP_VERSION, "f32->f32", k_elementwise, &g_cpu_scale_ruled);
+ENTRY(kCpuScaleRuledF64, OPSLIB_OP_SCALE_RULED, OPSLIB_OP_VERSION, "f64->f64", k_elementwise, &g_cpu_scale_ruled);
 ENTRY(kCpuMisfitF32, OPSLIB_OP_MISFIT, OPSLIB_OP_VERSION, "f32->f32", k_elementwise, &g_cpu_misfit);
 
 static const strata_kernel_entry* const kCpuEntries[] = {&kCpuCubeF32,   &kCpuCubeF64,  &kCpuCubeBwF32,
                                                          &kCpuCubeBwF64, &kCpuScaleF32, &kCpuScaleF64,
-                                                         &kCpuMisfitF32};
+                                                         &kCpuMisfitF32, &kCpuScaleRuledF32, &kCpuScaleRuledF64};
 
 static strata_status opslib_get_kernels(strata_device_args* args) {
   strata_status st = device_args_ok(args, "get_kernels");
@@ -631,8 +640,8 @@ static strata_value seed(const strata_derivative_args* d, int32_t k) { return k 
 static int needed(const strata_derivative_args* d, int32_t k) { return d->needed == NULL || d->needed[k] != 0; }
 
 /* host->call_op of a one-output op, with at most one attribute. */
-static strata_status call1(strata_derivative_args* d, const char* op, strata_value a, strata_value b,
-                           const strata_attr* attr, strata_value* out) {
+static strata_status call_op1(const strata_host_api* host, strata_error* error, const char* op, strata_value a,
+                              strata_value b, const strata_attr* attr, strata_value* out) {
   strata_value inputs[2];
   const strata_attr* attrs[1];
   strata_call_op_args args;
@@ -648,9 +657,15 @@ static strata_status call1(strata_derivative_args* d, const char* op, strata_val
   args.n_attrs = attr != NULL ? 1 : 0;
   args.outputs = out;
   args.n_outputs = 1;
-  args.error = d->error;
+  args.error = error;
   *out = NULL;
-  return d->host->call_op(&args);
+  return host->call_op(&args);
+}
+
+/* One call of `op` from a derivative rule: a (and b when not NULL), one attribute. */
+static strata_status call1(strata_derivative_args* d, const char* op, strata_value a, strata_value b,
+                           const strata_attr* attr, strata_value* out) {
+  return call_op1(d->host, d->error, op, a, b, attr, out);
 }
 
 /* A FLOAT attribute of a derivative's op (the host checked the schema). */
@@ -755,7 +770,7 @@ static strata_status cube_backward_jvp(strata_derivative_args* d) {
   return STRATA_OK;
 }
 
-/* scale is linear: both rules scale the seed again. */
+/* scale is linear: both rules scale the seed again (with the op itself). */
 static strata_status scale_derivative(strata_derivative_args* d) {
   const strata_attr* s = NULL;
   strata_status st = derivative_args_ok(d, 1);
@@ -763,7 +778,7 @@ static strata_status scale_derivative(strata_derivative_args* d) {
   if (st != STRATA_OK) return st;
   d->results[0] = NULL;
   if (seed(d, 0) == NULL || !needed(d, 0)) return STRATA_OK;
-  return call1(d, OPSLIB_OP_SCALE, seed(d, 0), NULL, s, &d->results[0]);
+  return call1(d, d->op, seed(d, 0), NULL, s, &d->results[0]);
 }
 
 /* scale_bad_rule's VJP: scale(seed; s) through call_op, but with its
@@ -815,6 +830,40 @@ static strata_status misfit_jvp(strata_derivative_args* d) {
   dtype.kind = STRATA_ATTR_DTYPE;
   dtype.i = STRATA_F64;
   return call1(d, STRATA_OP_CAST, seed(d, 0), NULL, &dtype, &d->results[0]);
+}
+
+/* scale_ruled's batching rule (ABI 2.6): scale is elementwise, so the lanes
+ * are scaled in one call of the op itself. As fixtures of the host's
+ * handling it declines for s < 0 (the host loops over the lanes) and, for
+ * s == 7, returns the lanes summed over dim 0, which lacks the lanes' dim
+ * (the host must refuse it, naming the rule). */
+static strata_status scale_ruled_batch(strata_batch_args* b) {
+  const strata_attr* s;
+  strata_status st;
+  if (b == NULL || b->struct_size < STRATA_BATCH_ARGS_MIN_SIZE || b->n_inputs != 1 || b->n_results != 1 ||
+      b->inputs == NULL || b->batched == NULL || b->results == NULL || b->host == NULL) {
+    return STRATA_ERROR_INVALID_ARGUMENT;
+  }
+  b->results[0] = NULL;
+  s = find_attr(b->attrs, b->n_attrs, "s");
+  if (s == NULL || s->kind != STRATA_ATTR_FLOAT) {
+    return tpc_fail(b->error, STRATA_ERROR_INVALID_ARGUMENT, "%s: batching rule without FLOAT attribute 's'", b->op);
+  }
+  if (s->f < 0.0) return STRATA_OK; /* declined */
+  st = call_op1(b->host, b->error, OPSLIB_OP_SCALE_RULED, b->inputs[0], NULL, s, &b->results[0]);
+  if (st == STRATA_OK && s->f == 7.0) {
+    static const int64_t kDim0[] = {0};
+    strata_attr dims;
+    strata_value lanes = b->results[0];
+    memset(&dims, 0, sizeof(dims));
+    dims.struct_size = sizeof(dims);
+    dims.name = "dims";
+    dims.kind = STRATA_ATTR_INTS;
+    dims.ints = kDim0;
+    dims.count = 1;
+    st = call_op1(b->host, b->error, STRATA_OP_SUM, lanes, NULL, &dims, &b->results[0]);
+  }
+  return st;
 }
 
 /* ---- registration ----------------------------------------------------------------------- */
@@ -873,6 +922,21 @@ static const strata_op_schema kScaleSchema = {
     .jvp = scale_derivative,
     .user_data = NULL,
     .doc = "y = s * x"};
+
+static const strata_op_schema kScaleRuledSchema = {
+    .struct_size = sizeof(strata_op_schema),
+    .name = OPSLIB_OP_SCALE_RULED,
+    .version = OPSLIB_OP_VERSION,
+    .n_inputs = 1,
+    .n_outputs = 1,
+    .attrs = kAttrsS,
+    .n_attrs = 1,
+    .infer = infer_unary,
+    .vjp = scale_derivative,
+    .jvp = scale_derivative,
+    .user_data = NULL,
+    .doc = "y = s * x, batched under vmap by its own rule (declines for s < 0)",
+    .batch = scale_ruled_batch};
 
 static const strata_op_schema kScaleBadRuleSchema = {
     .struct_size = sizeof(strata_op_schema),
@@ -937,8 +1001,8 @@ static const strata_op_schema kAlienBatchingSchema = {
     .n_outputs = 1, .infer = infer_unary, .doc = "must never be defined", .batching = 7};
 
 static strata_status register_ops(const strata_host_api* host, strata_error* error) {
-  static const strata_op_schema* const kOps[] = {&kCubeSchema, &kCubeBackwardSchema, &kScaleSchema,
-                                                  &kScaleBadRuleSchema, &kMisfitSchema};
+  static const strata_op_schema* const kOps[] = {&kCubeSchema,         &kCubeBackwardSchema, &kScaleSchema,
+                                                  &kScaleBadRuleSchema, &kMisfitSchema,       &kScaleRuledSchema};
   static const strata_op_schema* const kRefused[] = {&kEvilSchema,        &kCubeSchema,
                                                       &kShortAttrSchema,   &kTwiceAttrSchema,
                                                       &kAlienKindSchema,   &kEmptyDomainSchema,

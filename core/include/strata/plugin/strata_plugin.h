@@ -204,7 +204,7 @@ extern "C" {
 #endif
 
 #define STRATA_ABI_MAJOR 2
-#define STRATA_ABI_MINOR 5
+#define STRATA_ABI_MINOR 6
 
 /** The one symbol each plugin exports (type: strata_plugin_entry_fn). */
 #define STRATA_PLUGIN_ENTRY_SYMBOL "strata_plugin_entry"
@@ -598,6 +598,43 @@ typedef struct strata_derivative_args {
 typedef strata_status (*strata_infer_fn)(strata_infer_args* args);
 typedef strata_status (*strata_derivative_fn)(strata_derivative_args* args);
 
+/**
+ * A plugin op's batching rule (strata_op_schema::batch, 2.6): how the op runs
+ * on `lanes` lanes at once under the host's vmap, for ops whose leading dims
+ * are not independent (a reduction over dim 0, an op mixing rows).
+ * `inputs[k]` has the lanes in dim 0 where `batched[k]` is nonzero and is the
+ * op's unbatched input otherwise; attributes are the call's (dims in them
+ * still count from a lane's dim 0). Fill `results[k]` with output k with the
+ * lanes in dim 0 (every lane's output stacked along a new dim 0), made
+ * through `host->call_op` (the rule may call its own op with shifted
+ * attributes, or other ops); the results are handed over to the host, which
+ * checks their shapes and dtypes against the op's shape rule. Leave every
+ * result NULL and return STRATA_OK to decline (these operands are not
+ * handled): the host then applies the schema's `batching` property, and for
+ * STRATA_OP_BATCH_LOOP loops over the lanes, counting the loop with reason
+ * "batching rule declined". An error status fails the call, naming the op.
+ * The host runs the rule's own calls on the lanes, so that derivatives taken
+ * outside the vmap see them and those taken inside see the op.
+ */
+typedef struct strata_batch_args {
+  size_t struct_size;
+  const char* op;
+  const strata_value* inputs;
+  const uint8_t* batched; /* nonzero where input k has the lanes in dim 0 */
+  int32_t n_inputs;
+  int64_t lanes;
+  strata_value* results; /* out: n_results values, or all NULL to decline */
+  int32_t n_results;
+  const strata_attr* const* attrs;
+  int32_t n_attrs;
+  const strata_host_api* host;
+  void* user_data; /* of the schema */
+  strata_error* error;
+} strata_batch_args;
+#define STRATA_BATCH_ARGS_MIN_SIZE STRATA_SIZE_UP_TO(strata_batch_args, error)
+
+typedef strata_status (*strata_batch_fn)(strata_batch_args* args);
+
 /** How a plugin-defined op runs under vmap (strata_op_schema::batching, 2.5). */
 typedef enum strata_op_batching {
   STRATA_OP_BATCH_LOOP = 0,         /* once per lane (counted by the host) */
@@ -639,6 +676,9 @@ typedef struct strata_op_schema {
    *  inputs the lanes' dim by expansion. The host refuses another value,
    *  naming the op. */
   int32_t batching;
+  /** Added in 2.6 (absent when struct_size ends before it): the op's own
+   *  batching rule (strata_batch_fn), tried before `batching`; NULL: none. */
+  strata_batch_fn batch;
 } strata_op_schema;
 #define STRATA_OP_SCHEMA_MIN_SIZE STRATA_SIZE_UP_TO(strata_op_schema, doc)
 

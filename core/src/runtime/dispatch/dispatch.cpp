@@ -70,6 +70,7 @@ BatchedDispatch batched_dispatch() { return g_batched; }
 
 std::string batching_kind(const OpDef& op) {
   if (op.batch != nullptr) return "own rule";
+  if (op.plugin_batch != nullptr) return "plugin rule";
   if (op.batch_leading_dims) return "leading dims";
   switch (op.kind) {
     case OpKind::view:

@@ -313,6 +313,13 @@ struct OpDef {
   /// A plugin op that declared STRATA_OP_BATCH_LEADING_DIMS (ABI 2.5): its
   /// leading dims are independent, so vmap runs it once on the lanes.
   bool batch_leading_dims = false;
+  /// A plugin op's own batching rule (strata_op_schema::batch, ABI 2.6),
+  /// tried first by ops/batching.cpp: `inputs` with the lanes in dim 0 where
+  /// `batched`; returns the outputs with the lanes in dim 0, or nothing when
+  /// the plugin declined (then batch_leading_dims, else the loop).
+  std::vector<Tensor> (*plugin_batch)(const OpDef& op, std::span<const Tensor> inputs,
+                                      std::span<const uint8_t> batched, int64_t lanes,
+                                      const Attrs* attrs) = nullptr;
   /// Value of the outputs when an input is empty but outputs are not (sum
   /// of nothing is 0, mean of nothing NaN); nullopt makes such a call an
   /// error (max of nothing).

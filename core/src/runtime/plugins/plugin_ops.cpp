@@ -15,6 +15,7 @@
 #include <strata/error.hpp>
 #include <strata/plugin/strata_plugin.hpp>
 
+#include <algorithm>
 #include <atomic>
 #include <cctype>
 #include <cmath>
@@ -43,6 +44,7 @@ struct PluginOp {
   strata_derivative_fn jvp = nullptr;
   void* user_data = nullptr;
   std::string doc;
+  strata_batch_fn batch = nullptr;  // its batching rule (2.6)
   bool domain_declared = false;  // its schema gave a test domain (2.3)
   /// Set when the core refused the plugin after its init: the op stays in
   /// the registry (ids are stable) but every call is refused.
@@ -310,6 +312,47 @@ std::vector<Tensor> plugin_derivative(const GradContext& ctx, bool reverse) {
 }
 
 std::vector<Tensor> plugin_vjp(const GradContext& ctx) { return plugin_derivative(ctx, true); }
+
+/// Runs a plugin op's batching rule (strata_op_schema::batch, 2.6): the
+/// outputs with the lanes in dim 0, or nothing when the plugin declined.
+std::vector<Tensor> plugin_batch(const OpDef& op, std::span<const Tensor> inputs, std::span<const uint8_t> batched,
+                                 int64_t lanes, const Attrs* call_attrs) {
+  const PluginOp& po = plugin_op_of(op);
+  const std::string who = po.name + " batching rule (plugin " + po.plugin + "): ";
+  ValueArena arena;
+  std::vector<strata_value> in;
+  for (const Tensor& t : inputs) in.push_back(arena.borrow(t));
+  std::vector<strata_value> results(static_cast<size_t>(op.n_outputs), nullptr);
+  AttrViews attrs(call_attrs);
+  strata_error err = fresh_error();
+  auto args = rule_args<strata_batch_args>(po, attrs, err);
+  args.inputs = in.data();
+  args.batched = batched.data();
+  args.n_inputs = static_cast<int32_t>(in.size());
+  args.lanes = lanes;
+  args.results = results.data();
+  args.n_results = static_cast<int32_t>(results.size());
+  args.host = &host_api();
+  if (strata_status st = po.batch(&args); st != STRATA_OK) {
+    std::string message = who + message_of(st, err);
+    if (arena.inner() == nullptr) throw Error(message);
+    rethrow_as(arena.inner(), message + "; " + arena.inner_message());
+  }
+  if (std::all_of(results.begin(), results.end(), [](strata_value v) { return v == nullptr; })) return {};
+  // Their shapes and dtypes are checked against the op's shape rule by the
+  // vmap driver (ops/batching.cpp, batched_outputs), naming this rule.
+  std::vector<Tensor> out;
+  for (size_t k = 0; k < results.size(); ++k) {
+    const Tensor* t = results[k] != nullptr ? ValueArena::resolve(results[k]) : nullptr;
+    if (t == nullptr) {
+      throw Error(who + "result " + std::to_string(k) +
+                  (results[k] == nullptr ? " is NULL" : " is not a value the host handed out") +
+                  " (leave every result NULL to decline)");
+    }
+    out.push_back(*t);
+  }
+  return out;
+}
 std::vector<Tensor> plugin_jvp(const GradContext& ctx) { return plugin_derivative(ctx, false); }
 
 bool valid_op_part(std::string_view s) {
@@ -415,6 +458,9 @@ strata_status host_register_op(const strata_op_schema* schema, strata_error* err
       }
       leading_dims = batching == STRATA_OP_BATCH_LEADING_DIMS;
     }
+    // 2.6: the batching rule.
+    strata_batch_fn batch = nullptr;
+    if (schema->struct_size >= STRATA_SIZE_UP_TO(strata_op_schema, batch)) batch = schema->batch;
     // Braces, not make_unique's parentheses: clang 14 (the fuzz preset) lacks
     // C++20's parenthesised aggregate initialisation.
     auto po = std::unique_ptr<PluginOp>(new PluginOp{name, plugin, std::vector<AttrDecl>{}, schema->infer, schema->vjp,
@@ -448,12 +494,14 @@ strata_status host_register_op(const strata_op_schema* schema, strata_error* err
               .takes_complex = true,  // the plugin's shape rule sees the dtypes and decides
               .prepare = plugin_prepare,
               .batch_leading_dims = leading_dims,
+              .plugin_batch = batch != nullptr ? plugin_batch : nullptr,
               .derivative = {.vjp = schema->vjp != nullptr ? plugin_vjp : nullptr,
               .jvp = schema->jvp != nullptr ? plugin_jvp : nullptr},
               .domain = domain,
               .version = schema->version,
               .plugin_op = po.get()};
     po->domain_declared = domain_declared;
+    po->batch = batch;
     define_op(def);
     {
       std::lock_guard lock(host_mutex());
