@@ -18,6 +18,10 @@
 //    one flat parameter vector (sliced into the layers); the HVP by nested
 //    tapes (reverse over reverse), by hvp over the list (forward over
 //    reverse, and reverse over reverse), and by hvp over the flat vector.
+//  - fixed_point under vmap: Heron's square root of 256 lanes of 16 values
+//    (each lane needing its own iteration count), the lanes iterated
+//    together with finished ones masked (BM_Strata_FixedPoint_Vmap) against
+//    one solve per lane (BM_Strata_FixedPoint_Loop).
 // Every program's results are checked against the loop before timing. One
 // thread on both sides (STRATA_BENCH_THREADS=N sets another count).
 #include <benchmark/benchmark.h>
@@ -305,6 +309,30 @@ void register_sizes(const char* name, void (*fn)(benchmark::State&)) {
         ->Unit(benchmark::kMicrosecond);
   }
 }
+// --- fixed_point under vmap ----------------------------------------------------
+
+Tensor heron(const Tensor& x, const std::vector<Tensor>& p) { return (x + p[0] / x) * 0.5; }
+Tensor fixed_point_sqrt(const Tensor& a) { return fixed_point(heron, ones_like(a), {a}).x; }
+Tensor heron_inputs() {
+  manual_seed(13);
+  return rand({256, 16}, {.dtype = DType::f64}) * 8.0 + 0.5;
+}
+Tensor fixed_point_loop(const Tensor& a) {
+  std::vector<Tensor> rows;
+  for (int64_t i = 0; i < a.size(0); ++i) rows.push_back(fixed_point_sqrt(a.select(0, i)));
+  return stack(rows, 0);
+}
+void BM_Strata_FixedPoint_Loop(benchmark::State& state) {
+  Tensor a = heron_inputs();
+  for (auto _ : state) benchmark::DoNotOptimize(fixed_point_loop(a));
+}
+void BM_Strata_FixedPoint_Vmap(benchmark::State& state) {
+  Tensor a = heron_inputs();
+  for (auto _ : state) benchmark::DoNotOptimize(vmap(Fn(fixed_point_sqrt))(a));
+}
+BENCHMARK(BM_Strata_FixedPoint_Loop)->Unit(benchmark::kMillisecond);
+BENCHMARK(BM_Strata_FixedPoint_Vmap)->Unit(benchmark::kMillisecond);
+
 BENCHMARK(BM_Strata_Jacfwd_Loop)->Unit(benchmark::kMillisecond);
 BENCHMARK(BM_Strata_Jacfwd_Vmap)->Unit(benchmark::kMillisecond);
 #ifdef STRATA_HAVE_TORCH
@@ -333,6 +361,13 @@ bool programs_agree() {
   if (const double d = max_difference(jacfwd(f, x), jacobian_loop(f, x)); !(d <= 1e-5)) {
     std::fprintf(stderr, "jacfwd differs from the loop's by %g\n", d);
     ok = false;
+  }
+  {
+    Tensor a = heron_inputs();
+    if (const double d = max_difference(vmap(Fn(fixed_point_sqrt))(a), fixed_point_loop(a)); !(d == 0.0)) {
+      std::fprintf(stderr, "fixed_point under vmap differs from the loop's by %g\n", d);
+      ok = false;
+    }
   }
   Mlp4 m;
   ScalarFn loss = [&](const std::vector<Tensor>& p) { return m.loss(p); };
@@ -390,6 +425,8 @@ int main(int argc, char** argv) {
                 "BM_Strata_PerSampleLinear_Vmap" + b, "BM_Strata_PerSampleLinear_Loop" + b);
   }
   print_ratio(reporter, "jacfwd 256->256: vmap / per-element loop", "BM_Strata_Jacfwd_Vmap", "BM_Strata_Jacfwd_Loop");
+  print_ratio(reporter, "fixed_point, 256 lanes: vmap (masked) / loop", "BM_Strata_FixedPoint_Vmap",
+              "BM_Strata_FixedPoint_Loop");
   print_ratio(reporter, "grad over the list / tape", "BM_Strata_Grad_Transform", "BM_Strata_Grad_Tape");
   print_ratio(reporter, "grad over a flat vector / tape", "BM_Strata_Grad_FlatTransform", "BM_Strata_Grad_Tape");
   print_ratio(reporter, "hvp (fwd over rev) over the list / nested tapes", "BM_Strata_Hvp_TransformFwdRev",

@@ -138,6 +138,7 @@ PEER_OF = [  # (bench_vmap's name, this script's label)
     ("BM_Strata_PerSampleLinear_Vmap/b64/64", "JAX jit(vmap(grad)), linear 784-10, batch 64"),
     ("BM_Strata_PerSampleLinear_Vmap/b256/256", "functorch vmap(grad), linear 784-10, batch 256"),
     ("BM_Strata_Jacfwd_Vmap", "functorch jacfwd 256->256"),
+    ("BM_Strata_Jacfwd_Vmap", "JAX jit(jacfwd) 256->256"),
     ("BM_Strata_Grad_Transform", "JAX jit(grad), MLP 256-512-512-10, batch 128"),
     ("BM_Strata_Hvp_TransformFwdRev", "JAX jit(hvp) fwd over rev, MLP 256-512-512-10, batch 128"),
 ]

@@ -476,18 +476,45 @@ TEST(Vmap, ImplicitSolversConvergeLaneByLaneAndDifferentiate) {
   auto heron = [](const Tensor& x, const std::vector<Tensor>& p) { return (x + p[0] / x) * 0.5; };
   auto sqrt_of = [&](const Tensor& ai) { return fixed_point(heron, ones_like(ai), {ai}).x; };
   expect_close(vmap(sqrt_of)(a), sqrt(a), 1e-9);
-  // The iteration counts differ per lane; the reported one is the slowest's.
+  // fixed_point iterates the lanes together, a finished lane masked: each
+  // lane's iterate, iterations and residual are those of its own solve (the
+  // residual up to the order of its sum), and the reported iterations are
+  // the slowest lane's.
+  std::vector<ImplicitSolution> alone;
   int64_t most = 0;
-  for (int64_t i = 0; i < 4; ++i)
-    most = std::max(most, fixed_point(heron, ones({3}, {.dtype = a.dtype()}), {a.select(0, i)}).iterations);
-  int64_t reported = 0;
-  vmap([&](const Tensor& ai) {
-    ImplicitSolution s = fixed_point(heron, ones_like(ai), {ai});
-    reported = s.iterations;
-    EXPECT_TRUE(s.converged);
-    return s.x;
+  for (int64_t i = 0; i < 4; ++i) {
+    alone.push_back(fixed_point(heron, ones({3}, {.dtype = a.dtype()}), {a.select(0, i)}));
+    most = std::max(most, alone.back().iterations);
+  }
+  ImplicitSolution reported;
+  Tensor together = vmap([&](const Tensor& ai) {
+    reported = fixed_point(heron, ones_like(ai), {ai});
+    return reported.x;
   })(a);
-  EXPECT_EQ(reported, most);
+  EXPECT_TRUE(reported.converged);
+  EXPECT_EQ(reported.iterations, most);
+  ASSERT_EQ(reported.lanes.size(), 4u);
+  bool counts_differ = false;
+  for (size_t i = 0; i < 4; ++i) {
+    SCOPED_TRACE("lane " + std::to_string(i));
+    expect_close(together.select(0, static_cast<int64_t>(i)), alone[i].x, 0.0);
+    EXPECT_EQ(reported.lanes[i].iterations, alone[i].iterations);
+    EXPECT_NEAR(reported.lanes[i].residual, alone[i].residual, 1e-5 * (1.0 + alone[i].residual));
+    EXPECT_TRUE(reported.lanes[i].converged);
+    counts_differ = counts_differ || alone[i].iterations != most;
+  }
+  EXPECT_TRUE(counts_differ) << "the lanes should need different iteration counts for the mask to matter";
+  // Nested vmaps (lane by lane inside the outer one) report every lane.
+  Tensor a2 = draw({2, 4, 3}, 113, 0.5, 9.0);
+  ImplicitSolution nested;
+  Tensor roots = vmap([&](const Tensor& row) {
+    return vmap([&](const Tensor& ai) {
+      nested = fixed_point(heron, ones_like(ai), {ai});
+      return nested.x;
+    })(row);
+  })(a2);
+  expect_close(roots, sqrt(a2), 1e-9);
+  EXPECT_EQ(nested.lanes.size(), 8u);
   // vmap of grad (implicit derivative per lane) and grad of vmap: 1 / (2 sqrt a).
   auto loss = [&](const Tensor& ai) { return sum(sqrt_of(ai) * sin(ai)); };
   {
@@ -503,12 +530,33 @@ TEST(Vmap, ImplicitSolversConvergeLaneByLaneAndDifferentiate) {
     return root([](const Tensor& x, const std::vector<Tensor>& p) { return x * x * x - p[0]; }, ones_like(ai), {ai}).x;
   };
   expect_close(vmap(cube_root)(a), loop(cube_root, a), 1e-9);
+  vmap([&](const Tensor& ai) {
+    ImplicitSolution s = root([](const Tensor& x, const std::vector<Tensor>& p) { return x * x * x - p[0]; },
+                              ones_like(ai), {ai});
+    EXPECT_EQ(s.lanes.size(), 4u);
+    EXPECT_TRUE(std::ranges::all_of(s.lanes, [](const ImplicitLane& l) { return l.converged; }));
+    return s.x;
+  })(a);
   expect_close(vmap(grad([&](const Tensor& ai) { return sum(cube_root(ai)); }))(a),
                loop(grad([&](const Tensor& ai) { return sum(cube_root(ai)); }), a), 1e-8);
   // A lane that does not converge is named.
   Tensor bad = a.clone();
   bad.select(0, 2).copy_(-a.select(0, 2));  // sqrt of a negative: Heron's map never settles
   expect_error([&] { vmap(sqrt_of)(bad); }, {"fixed_point (vmap lane 2)", "did not converge"});
+  // Accepted, the report says which lane failed; the others converged.
+  vmap([&](const Tensor& ai) {
+    ImplicitSolution s = fixed_point(heron, ones_like(ai), {ai},
+                                     {.max_iterations = 200, .on_nonconvergence = OnNonconvergence::accept});
+    EXPECT_FALSE(s.converged);
+    EXPECT_EQ(s.iterations, 200);
+    EXPECT_EQ(s.lanes.size(), 4u);
+    if (s.lanes.size() == 4) {
+      for (size_t i = 0; i < 4; ++i) EXPECT_EQ(s.lanes[i].converged, i != 2) << "lane " << i;
+      EXPECT_EQ(s.lanes[2].iterations, 200);
+      EXPECT_LT(s.lanes[0].iterations, 200);
+    }
+    return s.x;
+  })(bad);
 }
 
 // A custom_jvp function batches by running its rule under vmap: vmap(jvp)

@@ -61,13 +61,25 @@ struct ImplicitOptions {
   OnNonconvergence on_nonconvergence = OnNonconvergence::error;
 };
 
+/// How one lane of a solve under vmap ended (ImplicitSolution::lanes).
+struct ImplicitLane {
+  int64_t iterations = 0;
+  double residual = 0.0;
+  bool converged = false;
+};
+
 /// A solution and how it was reached. Converts to its tensor.
 struct ImplicitSolution {
   /// The solution: differentiable with respect to the parameters (not x0).
   Tensor x;
+  /// Under vmap: the slowest lane's, the largest residual, and converged
+  /// only when every lane converged.
   int64_t iterations = 0;  // applications of f (fixed_point) or Newton steps (root)
   double residual = 0.0;   // ‖f(x) − x‖₂ or ‖g(x)‖₂ at the end (absolute)
   bool converged = false;
+  /// Under vmap, each lane's own (in lane order; nested vmaps flattened,
+  /// outermost slowest); empty otherwise.
+  std::vector<ImplicitLane> lanes;
   operator const Tensor&() const { return x; }
 };
 

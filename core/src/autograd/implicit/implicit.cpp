@@ -13,6 +13,7 @@
 #include "autograd/engine/differentiate.hpp"
 #include "autograd/engine/rule_scopes.hpp"
 #include "autograd/implicit/krylov.hpp"
+#include "ops/batching.hpp"
 
 #include "runtime/dispatch/vmap_state.hpp"
 
@@ -243,6 +244,85 @@ ImplicitSolution iterate_fixed_point(const Problem& p, const Tensor& x0, const s
   return s;
 }
 
+/// Whether the lanes of vmap `level` among `in` are plain tensors (no outer
+/// vmap's lanes inside them), so that their norms can be read.
+bool one_vmap_deep(const std::vector<Tensor>& in, uint64_t level) {
+  return std::ranges::none_of(in, [&](const Tensor& t) {
+    Tensor lanes = detail::lanes_of(t, level);
+    return lanes.defined() ? detail::batch_level(lanes) != 0 : detail::batch_level(t) != 0;
+  });
+}
+
+/// ‖lanes[b]‖₂ for every b (dim 0), summed in the lanes' dtype like
+/// detail::norm2 (a device may not store f64).
+std::vector<double> lane_norms(const Tensor& lanes) {
+  Tensor sq = lanes * lanes;
+  if (sq.dim() > 1) {
+    Shape dims;
+    for (int64_t k = 1; k < sq.dim(); ++k) dims.push_back(k);
+    sq = sum(sq, dims);
+  }
+  std::vector<double> out = sq.to_vector<double>();
+  for (double& v : out) v = std::sqrt(v);
+  return out;
+}
+
+/// fixed_point under vmap `level`: x ← f(x, θ) on all the lanes at once,
+/// each lane stopping on its own test (iterate_fixed_point's); a lane that
+/// has stopped keeps its iterate (masked) while the others go on, until
+/// none is left or max_iterations. `lanes` gets each lane's outcome.
+Tensor iterate_masked(const Problem& p, const std::vector<Tensor>& in, uint64_t level,
+                      std::vector<ImplicitSolution>& lanes) {
+  const std::vector<Tensor> params = tail(in, 1);
+  Tensor x = detail::lanes_first(in[0], level).contiguous();
+  const int64_t n = x.size(0);
+  lanes.assign(static_cast<size_t>(n), ImplicitSolution{});
+  for (ImplicitSolution& s : lanes) s.residual = INFINITY;
+  std::vector<uint8_t> running(static_cast<size_t>(n), 1);
+  Shape mask_shape(static_cast<size_t>(x.dim()), 1);
+  mask_shape[0] = n;
+  for (int64_t it = 1; it <= p.options.max_iterations && std::ranges::count(running, 1) > 0; ++it) {
+    Tensor next = detail::lanes_first(p.evaluate(detail::make_batched(x, level), params), level);
+    const std::vector<double> residual = lane_norms(next - x), size = lane_norms(next);
+    std::vector<double> took(static_cast<size_t>(n), 0.0);
+    for (size_t b = 0; b < lanes.size(); ++b) {
+      if (running[b] == 0) continue;
+      took[b] = 1.0;
+      ImplicitSolution& s = lanes[b];
+      s.iterations = it;
+      s.residual = residual[b];
+      const double scale = std::max(1.0, size[b]);
+      if (!std::isfinite(s.residual) || !std::isfinite(scale)) {
+        running[b] = 0;  // diverged: never convergence (see iterate_fixed_point)
+      } else if (s.residual <= p.tolerance * scale) {
+        s.converged = true;
+        running[b] = 0;
+      }
+    }
+    // The lanes that ran this iteration take its iterate, as the loop would.
+    Tensor mask = cast(from_data(std::span<const double>(took), mask_shape, {.device = x.device()}), DType::boolean);
+    x = where(mask, next, x);
+  }
+  return detail::make_batched(x, level);
+}
+
+/// Adds a lane's outcome to the solution (lane -1: not under vmap) and
+/// refuses a failed one unless on_nonconvergence is accept.
+void report_lane(const Problem& p, ImplicitSolution& info, const ImplicitSolution& s, int64_t lane) {
+  if (!s.converged && p.options.on_nonconvergence == OnNonconvergence::error) {
+    const bool diverged = !std::isfinite(s.residual);
+    throw Error(std::string(p.name()) + (lane >= 0 ? " (vmap lane " + std::to_string(lane) + ")" : "") +
+                (diverged ? ": diverged after " : ": did not converge in ") + std::to_string(s.iterations) +
+                (p.kind == ProblemKind::fixed_point ? " iterations: ‖f(x) − x‖ = " : " Newton steps: ‖g(x)‖ = ") +
+                format(s.residual) + " (tolerance " + format(p.tolerance) +
+                "); raise max_iterations, loosen tolerance, or pass OnNonconvergence::accept");
+  }
+  info.iterations = std::max(info.iterations, s.iterations);
+  if (!(s.residual <= info.residual)) info.residual = s.residual;  // NaN and inf kept
+  info.converged = info.converged && s.converged;
+  if (lane >= 0) info.lanes.push_back({s.iterations, s.residual, s.converged});
+}
+
 ImplicitSolution newton_root(const Problem& p, const Tensor& x0, const std::vector<Tensor>& params) {
   ImplicitSolution s;
   Tensor x = x0;
@@ -315,32 +395,32 @@ ImplicitSolution solve_problem(ProblemKind kind, const ImplicitFn& fn, const Ten
   CustomFunctionRules rules;
   rules.name = name;
   rules.forward = [p, info](FunctionContext&, const std::vector<Tensor>& in) {
-    // Under vmap, lane by lane (per_lane): the solution reports the slowest
-    // lane's iterations, the largest residual, and converged only when every
-    // lane did; a lane that fails is named.
+    // Under vmap: fixed_point iterates every lane at once, a lane that has
+    // converged (or diverged) keeping its iterate (iterate_masked); root
+    // and nested vmaps go lane by lane (per_lane). Either way the solution
+    // reports each lane, the slowest lane's iterations, the largest
+    // residual, and converged only when every lane did; a lane that fails
+    // is named.
     *info = ImplicitSolution{};
     info->converged = true;
-    int64_t lane_index = 0;
-    const bool batched = detail::top_batch_level(in) != 0;
-    Tensor x = per_lane(detached(in), [&](const std::vector<Tensor>& lane) {
-      const Tensor& x0d = lane[0];
-      const std::vector<Tensor> params_d = tail(lane, 1);
-      ImplicitSolution s =
-          p->kind == ProblemKind::fixed_point ? iterate_fixed_point(*p, x0d, params_d) : newton_root(*p, x0d, params_d);
-      if (!s.converged && p->options.on_nonconvergence == OnNonconvergence::error) {
-        const bool diverged = !std::isfinite(s.residual);
-        throw Error(std::string(p->name()) + (batched ? " (vmap lane " + std::to_string(lane_index) + ")" : "") +
-                    (diverged ? ": diverged after " : ": did not converge in ") + std::to_string(s.iterations) +
-                    (p->kind == ProblemKind::fixed_point ? " iterations: ‖f(x) − x‖ = " : " Newton steps: ‖g(x)‖ = ") +
-                    format(s.residual) + " (tolerance " + format(p->tolerance) +
-                    "); raise max_iterations, loosen tolerance, or pass OnNonconvergence::accept");
-      }
-      ++lane_index;
-      info->iterations = std::max(info->iterations, s.iterations);
-      if (!(s.residual <= info->residual)) info->residual = s.residual;  // NaN and inf kept
-      info->converged = info->converged && s.converged;
-      return s.x;
-    });
+    const std::vector<Tensor> d = detached(in);
+    const uint64_t level = detail::top_batch_level(d);
+    Tensor x;
+    if (level != 0 && p->kind == ProblemKind::fixed_point && one_vmap_deep(d, level)) {
+      std::vector<ImplicitSolution> lanes;
+      x = iterate_masked(*p, d, level, lanes);
+      for (size_t b = 0; b < lanes.size(); ++b) report_lane(*p, *info, lanes[b], static_cast<int64_t>(b));
+    } else {
+      int64_t lane_index = 0;
+      x = per_lane(d, [&](const std::vector<Tensor>& lane) {
+        const Tensor& x0d = lane[0];
+        const std::vector<Tensor> params_d = tail(lane, 1);
+        ImplicitSolution s = p->kind == ProblemKind::fixed_point ? iterate_fixed_point(*p, x0d, params_d)
+                                                                  : newton_root(*p, x0d, params_d);
+        report_lane(*p, *info, s, level != 0 ? lane_index++ : -1);
+        return s.x;
+      });
+    }
     info->x = x;
     return std::vector<Tensor>{x};
   };
