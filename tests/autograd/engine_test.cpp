@@ -240,6 +240,36 @@ TEST(Backward, InPlaceChangeOfAnOperandWhoseValuesAreNotKeptIsAllowed) {
   EXPECT_REALS_EQ(w.grad().to_vector<double>(), (std::vector<double>{13.0, 13.0}));
 }
 
+// x.copy_(x + w): the copy's node reaches x's old value through the add;
+// x's new value gets metadata of its own, so the history is no reference
+// cycle (it used to leak every tensor and node of it), and the derivatives
+// see the new value: reverse, forward, and the in-place target as an input.
+TEST(Backward, AnInPlaceWriteThatReadsItsTargetKeepsNoCycle) {
+  const Device dev = full({}, 0.0, {.dtype = real_dtype()}).device();
+  auto step = [](const Tensor& w) {
+    Tensor acc = w * 3.0;
+    acc.copy_(acc + w);    // acc = 4w, its old value read by the write
+    acc.copy_(acc + acc);  // 8w, the target both operands of the source
+    return sum(acc * acc);
+  };
+  runtime().empty_cache();
+  const uint64_t before = runtime().memory_stats(dev).allocated_bytes;
+  {
+    GradientTape tape;
+    Tensor w = full({64}, 0.5, {.dtype = real_dtype()});
+    tape.watch(w);
+    Tensor g = tape.gradient(step(w), {w})[0];
+    EXPECT_REALS_EQ(g.to_vector<double>(), std::vector<double>(64, 64.0));  // d/dw Σ64w² = 128w
+    auto [y, t] = jvp([&](const Tensor& v) { return step(v); }, w, ones_like(w));
+    EXPECT_NEAR(value(t), 64 * 64.0, 1e-9);
+    // Second order through the writes: 128 per element.
+    Tensor h = hvp([&](const Tensor& v) { return step(v); }, w, ones_like(w));
+    EXPECT_REALS_EQ(h.to_vector<double>(), std::vector<double>(64, 128.0));
+  }
+  runtime().empty_cache();
+  EXPECT_EQ(runtime().memory_stats(dev).allocated_bytes, before) << "tensors of the history outlived it";
+}
+
 TEST(Backward, ABroadcastGradientIsStoredCompact) {
   // mean's and sum's gradients are expanded views of one value; grad() holds
   // its own memory, so writing into it in place writes every element.

@@ -382,6 +382,28 @@ Tensor tangent_alias(const Tensor& t) {
   return alias;
 }
 
+/// An output that already has autograd metadata is a tensor written in
+/// place: its new value gets metadata of its own. Nodes recorded before
+/// keep the old one in their edges (it identifies the old value), so the
+/// new node cannot reach the tensor through them — x.copy_(x + w) would
+/// otherwise close a reference cycle x → node → (x + w) → x and leak the
+/// whole history. What belongs to the tensor rather than to its value
+/// carries over: requires_grad, the accumulated .grad, hooks, retain_grad,
+/// the watching levels. Tangents do not (the value changed; the op's JVP
+/// gives the new ones).
+void new_value_meta(Tensor& out) {
+  std::shared_ptr<AutogradMeta>& m = out.impl()->autograd;
+  if (m == nullptr) return;
+  auto fresh = make_pooled<AutogradMeta>();
+  fresh->requires_grad = m->requires_grad;
+  fresh->grad = m->grad;
+  fresh->levels = m->levels;
+  fresh->hooks = m->hooks;
+  fresh->ready_hooks = m->ready_hooks;
+  fresh->retains_grad = m->retains_grad;
+  m = std::move(fresh);
+}
+
 }  // namespace
 
 void record_node(const OpDef& op, std::span<const Tensor> inputs, std::span<Tensor> outputs, const Attrs* attrs,
@@ -401,6 +423,22 @@ void record_node(const OpDef& op, std::span<const Tensor> inputs, std::span<Tens
   bool any = false;
   for (const Tensor& t : inputs) any = any || (t.defined() && t.impl()->autograd != nullptr);
   if (!any) return;
+  // In place (an output with metadata already): the output's new value gets
+  // new metadata, and an input that is the output itself (x.add_(w)) is
+  // recorded as the old value (an alias holding the old metadata).
+  std::vector<Tensor> old_values;
+  for (Tensor& out : outputs) {
+    if (!out.defined() || out.impl()->autograd == nullptr) [[likely]] continue;
+    if (old_values.empty()) old_values.assign(inputs.begin(), inputs.end());
+    for (Tensor& in : old_values) {
+      if (!in.defined() || in.impl() != out.impl()) continue;
+      Tensor old = plain_alias(in);
+      old.impl()->autograd = in.impl()->autograd;
+      in = std::move(old);
+    }
+    new_value_meta(out);
+  }
+  if (!old_values.empty()) inputs = old_values;
   std::optional<LevelWindow> window;
   if (const uint64_t level = vmap_level(); level != 0) window.emplace(level, LevelWindow::Keep::above);
   AutogradState& st = autograd_state();
