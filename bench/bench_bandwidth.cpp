@@ -6,8 +6,10 @@
 //   BM_StreamCopy, BM_StreamTriad   STREAM-style loops on plain arrays (the
 //                                   ceiling: c = a; a = b + s*c), OpenMP
 //                                   with the same thread count as Strata
-//   BM_Op/<name>                    Strata's add, mul, exp, tanh, sum and the
-//                                   f32 -> bf16 cast on cpu:0
+//   BM_Op/<name>                    Strata's add, mul, exp, tanh, sin, erf,
+//                                   log1p, sum and the f32 -> bf16 cast on
+//                                   cpu:0 (the transcendental ones are
+//                                   compute-bound on SLEEF's 1-ULP loops)
 //
 // Every case reports bytes moved per second ("GB/s": bytes read + written,
 // as STREAM counts them); the program then prints each op's fraction of the
@@ -130,6 +132,9 @@ const OpCase kCases[] = {
     {"mul", 12, [](const Tensor& a, const Tensor& b) { return mul(a, b); }, [](double a, double b) { return a * b; }},
     {"exp", 8, [](const Tensor& a, const Tensor&) { return exp(a); }, [](double a, double) { return std::exp(a); }},
     {"tanh", 8, [](const Tensor& a, const Tensor&) { return tanh(a); }, [](double a, double) { return std::tanh(a); }},
+    {"sin", 8, [](const Tensor& a, const Tensor&) { return sin(a); }, [](double a, double) { return std::sin(a); }},
+    {"erf", 8, [](const Tensor& a, const Tensor&) { return erf(a); }, [](double a, double) { return std::erf(a); }},
+    {"log1p", 8, [](const Tensor& a, const Tensor&) { return log1p(a); }, [](double a, double) { return std::log1p(a); }},
     {"sum", 4, [](const Tensor& a, const Tensor&) { return sum(a); },
      [](double a, double) { return a * static_cast<double>(kN); }},
     {"cast_f32_to_bf16", 6, [](const Tensor& a, const Tensor&) { return a.to(DType::bf16); },
@@ -154,7 +159,7 @@ void BM_Op(benchmark::State& state) {
   }
   set_bandwidth(state, c.bytes_per_element * static_cast<double>(kN));
 }
-BENCHMARK(BM_Op)->DenseRange(0, 5)->Unit(benchmark::kMillisecond)->UseRealTime();
+BENCHMARK(BM_Op)->DenseRange(0, std::size(kCases) - 1)->Unit(benchmark::kMillisecond)->UseRealTime();
 
 /// The console output, plus each case's GB/s (the median when repeated) and
 /// label, for the fractions printed at the end.

@@ -138,6 +138,7 @@ void register_matmul_kernels(plugin::KernelTable& table);
 void register_index_kernels(plugin::KernelTable& table);
 void register_nn_kernels(plugin::KernelTable& table);
 void register_amp_kernels(plugin::KernelTable& table);
+void register_fused_kernels(plugin::KernelTable& table);
 void register_optim_kernels(plugin::KernelTable& table);
 void register_random_kernels(plugin::KernelTable& table);
 /// c64 and c128 arithmetic, parts, reductions and matmul (complex.cpp; their

@@ -11,7 +11,7 @@ const plugin::KernelTable& kernel_table() {
   return plugin::static_kernel_table<register_data_kernels, register_unary_kernels, register_binary_kernels,
                                      register_reduce_kernels, register_matmul_kernels, register_index_kernels,
                                      register_nn_kernels, register_amp_kernels, register_optim_kernels,
-                                     register_random_kernels, register_complex_kernels>();
+                                     register_random_kernels, register_complex_kernels, register_fused_kernels>();
 }
 
 strata_status exception_status(strata_error* error, const char* op) noexcept {

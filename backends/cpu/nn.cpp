@@ -2,6 +2,7 @@
 // "Composites" and "Backward ops"): the elementwise ones are functors for the
 // elementwise machinery; softmax and friends work along one dim.
 #include "elementwise.hpp"
+#include "pointwise.hpp"
 #include "scalar_math.hpp"
 #include "vector_math.hpp"
 
@@ -18,11 +19,11 @@ namespace {
 
 template <class C>
 C normal_cdf(C x) {
-  return C(0.5) * (C(1) + std::erf(x * C(std::numbers::sqrt2 / 2)));
+  return C(0.5) * (C(1) + erf_of(x * C(std::numbers::sqrt2 / 2)));
 }
 template <class C>
 C normal_pdf(C x) {
-  return std::exp(C(-0.5) * x * x) * C(std::numbers::inv_sqrtpi / std::numbers::sqrt2);
+  return exp_of(C(-0.5) * x * x) * C(std::numbers::inv_sqrtpi / std::numbers::sqrt2);
 }
 
 struct Gelu {
@@ -40,30 +41,6 @@ struct Silu {
   template <class C>
   C operator()(C x) const {
     return x / (C(1) + std::exp(-x));
-  }
-};
-
-struct ReluBackward {  // (grad, x)
-  static constexpr const char* name = STRATA_OP_RELU_BACKWARD;
-  template <class C>
-  C operator()(C g, C x) const {
-    return x > C(0) ? g : C(0);
-  }
-};
-
-struct SigmoidBackward {  // (grad, y = sigmoid(x))
-  static constexpr const char* name = STRATA_OP_SIGMOID_BACKWARD;
-  template <class C>
-  C operator()(C g, C y) const {
-    return g * y * (C(1) - y);
-  }
-};
-
-struct TanhBackward {  // (grad, y = tanh(x))
-  static constexpr const char* name = STRATA_OP_TANH_BACKWARD;
-  template <class C>
-  C operator()(C g, C y) const {
-    return g * (C(1) - y * y);
   }
 };
 

@@ -1,4 +1,5 @@
-// scalar_math.hpp — exp, log, tanh and sigmoid of a compute type, for the
+// scalar_math.hpp — exp, log, tanh, sigmoid and the other transcendental
+// functions of vector_math.hpp of a compute type, for the
 // kernels' functors: SLEEF's (vector_math.hpp) for f32 (and f16/bf16, which
 // compute in f32), so that every kernel and every layout gives the bits the
 // vectorised f32 loops give; the C library's for f64. Not for the ISA
@@ -13,30 +14,20 @@
 
 namespace strata::cpu {
 
-template <class C>
-C exp_of(C x) {
-  if constexpr (std::is_same_v<C, float>) {
-    return vmath::exp(x);
-  } else {
-    return std::exp(x);
+/// exp_of, log_of, tanh_of, sin_of, cos_of, atan_of, erf_of, log1p_of,
+/// expm1_of: SLEEF's for f32, the C library's otherwise.
+#define STRATA_CPU_FLOAT_MATH(fn)                  \
+  template <class C>                               \
+  C fn##_of(C x) {                                 \
+    if constexpr (std::is_same_v<C, float>) {      \
+      return vmath::fn(x);                         \
+    } else {                                       \
+      return std::fn(x);                           \
+    }                                              \
   }
-}
-template <class C>
-C log_of(C x) {
-  if constexpr (std::is_same_v<C, float>) {
-    return vmath::log(x);
-  } else {
-    return std::log(x);
-  }
-}
-template <class C>
-C tanh_of(C x) {
-  if constexpr (std::is_same_v<C, float>) {
-    return vmath::tanh(x);
-  } else {
-    return std::tanh(x);
-  }
-}
+STRATA_VMATH_SLEEF_FUNCTIONS(STRATA_CPU_FLOAT_MATH)
+#undef STRATA_CPU_FLOAT_MATH
+
 template <class C>
 C sigmoid_of(C x) {
   if constexpr (std::is_same_v<C, float>) {

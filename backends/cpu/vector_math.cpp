@@ -16,9 +16,9 @@
 // vector variants' bits on any x86-64.
 #ifndef FP_FAST_FMAF
 extern "C" {
-float Sleef_expf1_u10purecfma(float);
-float Sleef_logf1_u10purecfma(float);
-float Sleef_tanhf1_u10purecfma(float);
+#define STRATA_VMATH_DECLARE(fn) float Sleef_##fn##f1_u10purecfma(float);
+STRATA_VMATH_SLEEF_FUNCTIONS(STRATA_VMATH_DECLARE)
+#undef STRATA_VMATH_DECLARE
 }
 #endif
 
@@ -30,9 +30,11 @@ float fix_nan(float x, float r) noexcept {
   return std::bit_cast<float>(bits);
 }
 
-float exp(float x) noexcept { return fix_nan(x, Sleef_expf1_u10purecfma(x)); }
-float log(float x) noexcept { return fix_nan(x, Sleef_logf1_u10purecfma(x)); }
-float tanh(float x) noexcept { return fix_nan(x, Sleef_tanhf1_u10purecfma(x)); }
+#define STRATA_VMATH_SCALAR(fn) \
+  float fn(float x) noexcept { return fix_nan(x, Sleef_##fn##f1_u10purecfma(x)); }
+STRATA_VMATH_SLEEF_FUNCTIONS(STRATA_VMATH_SCALAR)
+#undef STRATA_VMATH_SCALAR
+
 float sigmoid(float x) noexcept { return fix_nan(x, 1.0f / (1.0f + Sleef_expf1_u10purecfma(-x))); }
 
 namespace {
@@ -61,9 +63,7 @@ void scalar_loop(const float* x, float* y, int64_t n, F f) noexcept {
     scalar_loop(x, y, n, [](float v) { return vmath::fn(v); });    \
   }
 
-STRATA_VMATH_DISPATCH(exp)
-STRATA_VMATH_DISPATCH(log)
-STRATA_VMATH_DISPATCH(tanh)
+STRATA_VMATH_SLEEF_FUNCTIONS(STRATA_VMATH_DISPATCH)
 STRATA_VMATH_DISPATCH(sigmoid)
 
 #undef STRATA_VMATH_DISPATCH

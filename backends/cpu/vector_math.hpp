@@ -1,7 +1,8 @@
 // vector_math.hpp — f32 transcendental functions over arrays, on SLEEF.
 //
 // SLEEF (libsleef-dev; PyTorch uses it the same way) gives vectorised exp,
-// log and tanh within 1.0 ULP. Its FMA variants compute the same bits at
+// log, tanh, sin, cos, atan, erf, log1p and expm1, each within 1.0 ULP (its
+// "u10" variants; docs/ops.md, "Accuracy"). Its FMA variants compute the same bits at
 // every width: AVX-512 (16 lanes), AVX2 (8) and the scalar "purecfma" one,
 // which the baseline level and every strided or short loop use, so results
 // depend neither on the CPU nor on the layout (cpu_isa_test checks it).
@@ -21,20 +22,30 @@ namespace strata::cpu::vmath {
 /// differ only in these bits.
 float fix_nan(float x, float r) noexcept;
 
+/// The functions SLEEF computes directly (X(name): SLEEF's <name>f, u10).
+/// Lane-wise ones give each lane what the scalar function gives. SLEEF's
+/// vector sin and cos do not: when one lane needs the wide-range argument
+/// reduction (|x| >= 125), every lane of the vector takes it, and a small
+/// argument there can differ from the scalar result in the last bit — so
+/// their array loops take the scalar function for any vector holding an
+/// argument outside [-100, 100] (cpu_isa_test caught it).
+#define STRATA_VMATH_LANEWISE_FUNCTIONS(X) X(exp) X(log) X(tanh) X(atan) X(erf) X(log1p) X(expm1)
+#define STRATA_VMATH_TRIG_FUNCTIONS(X) X(sin) X(cos)
+#define STRATA_VMATH_SLEEF_FUNCTIONS(X) STRATA_VMATH_LANEWISE_FUNCTIONS(X) STRATA_VMATH_TRIG_FUNCTIONS(X)
+
 /// The scalar functions: the reference every width reproduces.
-float exp(float x) noexcept;
-float log(float x) noexcept;
-float tanh(float x) noexcept;
+#define STRATA_VMATH_SCALAR(fn) float fn(float x) noexcept;
+STRATA_VMATH_SLEEF_FUNCTIONS(STRATA_VMATH_SCALAR)
+#undef STRATA_VMATH_SCALAR
 /// 1 / (1 + exp(-x)), the division and addition in IEEE f32.
 float sigmoid(float x) noexcept;
 
 /// y[i] = f(x[i]) for i < n; y may be x. vmath:: picks the widest
 /// instruction set loop_isa() allows; avx512:: and avx2:: are those widths'
 /// loops, to call only on a CPU that has them.
-#define STRATA_VMATH_ARRAY_FUNCTIONS                              \
-  void exp(const float* x, float* y, int64_t n) noexcept;         \
-  void log(const float* x, float* y, int64_t n) noexcept;         \
-  void tanh(const float* x, float* y, int64_t n) noexcept;        \
+#define STRATA_VMATH_ARRAY(fn) void fn(const float* x, float* y, int64_t n) noexcept;
+#define STRATA_VMATH_ARRAY_FUNCTIONS                \
+  STRATA_VMATH_SLEEF_FUNCTIONS(STRATA_VMATH_ARRAY) \
   void sigmoid(const float* x, float* y, int64_t n) noexcept;
 
 STRATA_VMATH_ARRAY_FUNCTIONS
@@ -46,5 +57,6 @@ STRATA_VMATH_ARRAY_FUNCTIONS
 }  // namespace avx2
 
 #undef STRATA_VMATH_ARRAY_FUNCTIONS
+#undef STRATA_VMATH_ARRAY
 
 }  // namespace strata::cpu::vmath

@@ -28,7 +28,8 @@ __m256 fix_nan8(__m256 x, __m256 r) {
 #define VMATH_DIV _mm256_div_ps
 #define VMATH_NEG(v) _mm256_xor_ps(v, _mm256_castsi256_ps(_mm256_set1_epi32(INT32_MIN)))
 #define VMATH_FIX_NAN fix_nan8
-#define VMATH_EXP Sleef_expf8_u10avx2
-#define VMATH_LOG Sleef_logf8_u10avx2
-#define VMATH_TANH Sleef_tanhf8_u10avx2
+#define VMATH_SLEEF(fn) Sleef_##fn##f8_u10avx2
+#define VMATH_ALL_SMALL(v)                                                                                     \
+  (_mm256_movemask_ps(_mm256_cmp_ps(_mm256_andnot_ps(_mm256_set1_ps(-0.0f), v), _mm256_set1_ps(100.0f), \
+                                    _CMP_LT_OQ)) == 0xff)
 #include "vector_math_isa.inc"

@@ -28,7 +28,7 @@ __m512 fix_nan16(__m512 x, __m512 r) {
 #define VMATH_DIV _mm512_div_ps
 #define VMATH_NEG(v) _mm512_castsi512_ps(_mm512_xor_si512(_mm512_castps_si512(v), _mm512_set1_epi32(INT32_MIN)))
 #define VMATH_FIX_NAN fix_nan16
-#define VMATH_EXP Sleef_expf16_u10avx512f
-#define VMATH_LOG Sleef_logf16_u10avx512f
-#define VMATH_TANH Sleef_tanhf16_u10avx512f
+#define VMATH_SLEEF(fn) Sleef_##fn##f16_u10avx512f
+#define VMATH_ALL_SMALL(v) \
+  (_mm512_cmp_ps_mask(_mm512_abs_ps(v), _mm512_set1_ps(100.0f), _CMP_LT_OQ) == static_cast<__mmask16>(0xffff))
 #include "vector_math_isa.inc"

@@ -168,6 +168,24 @@ const std::map<std::string, std::function<Cases(Rng&)>>& op_cases() {
                       with_dim("gather", {uniform(r, {3, 4}), indices(r, {2, 4}, 3)}, 0),
                       with_dim("gather", {uniform(r, {2, 3}), indices(r, {5, 3}, 2)}, 0)};
        }},
+      // fused programs: the bench's chain, and every other smooth statement
+      // (the rules see inputs broadcast already: fused_test.cpp differentiates
+      // broadcast ones through the engine)
+      {"fused_elementwise",
+       [](Rng& r) {
+         const d::Attrs chain{d::Attr::string("program",
+                                              "in 2\n%2 = mul %0 %1\n%3 = sin %2\n%4 = add %3 0x1.8p-1\n"
+                                              "%5 = tanh %4\n%6 = mul %5 %0\n%7 = exp %6\n%8 = sub %7 %1\n"
+                                              "%9 = sigmoid %8\n%10 = div %9 %7\n%11 = cos %10\nout %11")};
+         const d::Attrs rest{d::Attr::string("program",
+                                             "in 3\n%3 = exp %0\n%4 = sqrt %3\n%5 = log %3\n%6 = log1p %4\n"
+                                             "%7 = expm1 %1\n%8 = reciprocal %4\n%9 = neg %8\n"
+                                             "%10 = tanh_backward %9 %5\n%11 = sigmoid_backward %10 %2\n"
+                                             "%12 = add %11 %6\n%13 = mul %12 %7\nout %13")};
+         return Cases{{"fused_elementwise", {uniform(r, {3, 4}), uniform(r, {3, 4})}, chain, "chain"},
+                      {"fused_elementwise", {uniform(r, {3, 4}), uniform(r, {3, 4}), uniform(r, {3, 4})}, rest,
+                       "the other statements"}};
+       }},
       {"scatter_add",
        [](Rng& r) {
          return Cases{with_dim("scatter_add", {uniform(r, {3, 4}), indices(r, {2, 4}, 3), uniform(r, {2, 4})}, 0),

@@ -127,6 +127,11 @@ std::vector<Case> all_cases() {
       {"scatter_add", {uniform({3, 4}), indices({2, 4}, 3), uniform({2, 4})},
        one([](auto& in) { return scatter_add(in[0], 0, in[1], in[2]); }), true},
       {"softmax", {uniform({2, 3})}, one([](auto& in) { return softmax(in[0], 1); }), true},
+      {"fused_elementwise", {uniform({2, 3}), uniform({3})}, one([](auto& in) {
+         return fused_elementwise({in[0], in[1]}, "in 2\n%2 = mul %0 %1\n%3 = sin %2\n%4 = add %3 0x1p-1\n"
+                                                  "%5 = tanh %4\n%6 = mul %5 %0\nout %6");
+       }),
+       true},
       {"log_softmax", {uniform({2, 3})}, one([](auto& in) { return log_softmax(in[0], 0); }), true},
       {"softmax_backward", {uniform({2, 3}), uniform({2, 3}, 0.1, 0.9)},
        one([](auto& in) { return softmax_backward(in[0], in[1], 1); }), true},

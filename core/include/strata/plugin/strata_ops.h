@@ -29,6 +29,7 @@
 #define STRATA_OP_EXPM1 "strata::expm1"
 #define STRATA_OP_FILL "strata::fill"
 #define STRATA_OP_FLOOR "strata::floor"
+#define STRATA_OP_FUSED_ELEMENTWISE "strata::fused_elementwise"
 #define STRATA_OP_GATHER "strata::gather"
 #define STRATA_OP_GE "strata::ge"
 #define STRATA_OP_GELU "strata::gelu"
@@ -132,6 +133,7 @@
   X(EXPM1, "strata::expm1", 1, 1, STRATA_OP_TAG_POINTWISE) \
   X(FILL, "strata::fill", 0, 1, STRATA_OP_TAG_CREATION) \
   X(FLOOR, "strata::floor", 1, 1, STRATA_OP_TAG_POINTWISE) \
+  X(FUSED_ELEMENTWISE, "strata::fused_elementwise", -1, 1, STRATA_OP_TAG_POINTWISE | STRATA_OP_TAG_BROADCASTING) \
   X(GATHER, "strata::gather", 2, 1, STRATA_OP_TAG_INDEXING | STRATA_OP_TAG_ALONG_DIM) \
   X(GE, "strata::ge", 2, 1, STRATA_OP_TAG_POINTWISE | STRATA_OP_TAG_BROADCASTING | STRATA_OP_TAG_PREDICATE) \
   X(GELU, "strata::gelu", 1, 1, STRATA_OP_TAG_POINTWISE) \
@@ -205,6 +207,7 @@
 #define STRATA_ATTR_NAME_NESTEROV "nesterov"
 #define STRATA_ATTR_NAME_OFFSET "offset"
 #define STRATA_ATTR_NAME_P "p"
+#define STRATA_ATTR_NAME_PROGRAM "program"
 #define STRATA_ATTR_NAME_SEED "seed"
 #define STRATA_ATTR_NAME_STEP_SIZE "step_size"
 #define STRATA_ATTR_NAME_VALUE "value"

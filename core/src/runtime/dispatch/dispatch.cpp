@@ -113,7 +113,12 @@ void prepare_call(OpCall& call, const OpDef& op, std::span<const Tensor> inputs,
                                        "call it through its own function (strata::full, strata::arange, "
                                        "strata::randn, ...), not by name with inputs");
   }
-  if (static_cast<int>(inputs.size()) != op.n_inputs) {
+  if (op.n_inputs < 0) {  // 1 to kMaxInputs (fused_elementwise)
+    if (inputs.empty() || inputs.size() > static_cast<size_t>(kMaxInputs)) {
+      throw Error(std::string(op.name) + ": expected 1 to " + std::to_string(kMaxInputs) + " inputs, got " +
+                  std::to_string(inputs.size()));
+    }
+  } else if (static_cast<int>(inputs.size()) != op.n_inputs) {
     throw Error(std::string(op.name) + ": expected " + std::to_string(op.n_inputs) + " input" +
                 (op.n_inputs == 1 ? "" : "s") + ", got " + std::to_string(inputs.size()));
   }

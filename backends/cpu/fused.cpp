@@ -1,0 +1,275 @@
+// fused.cpp — strata::fused_elementwise (docs/ops.md, "Fused elementwise
+// programs"): the program interpreted over tiles small enough to stay in
+// the L1/L2 caches, so that a chain of elementwise ops reads its inputs and
+// writes its output once. No code is generated: each statement runs the
+// loop its unfused op runs (the functors of pointwise.hpp, SLEEF's array
+// functions for f32), so the result has the unfused chain's bits.
+//
+// Operands: each input compact with the output's shape, or one value
+// broadcast (all strides 0). Any other layout is declined, and the core
+// runs the program's ops one by one.
+#include <map>
+#include <memory>
+#include <mutex>
+#include <strata/plugin/fused_program.hpp>
+#include <string>
+#include <vector>
+
+#include "elementwise.hpp"
+#include "pointwise.hpp"
+#include "vector_math.hpp"
+
+namespace strata::cpu {
+namespace {
+
+namespace fp = strata::plugin::fused;
+
+/// Elements per tile: with the handful of live values a chain keeps, a few
+/// tens of KiB.
+constexpr int64_t kTile = 1024;
+
+/// The call's program, parsed once per distinct text; nullptr with `error`.
+const fp::Program* program_of(const KernelCall& call, std::string& error) {
+  const strata_attr* text = plugin::find_attr(call.abi, "program");
+  if (text == nullptr || text->kind != STRATA_ATTR_STRING || text->string == nullptr) {
+    error = "no STRING attribute 'program'";
+    return nullptr;
+  }
+  static std::mutex mutex;
+  static auto* cache = new std::map<std::string, std::unique_ptr<fp::Program>, std::less<>>();  // outlives teardown
+  std::lock_guard lock(mutex);
+  const std::string_view key(text->string, static_cast<size_t>(text->count));
+  if (auto it = cache->find(key); it != cache->end()) return it->second.get();
+  auto p = std::make_unique<fp::Program>();
+  if (!fp::Program::parse(key, *p, error)) return nullptr;
+  return cache->emplace(std::string(key), std::move(p)).first->second.get();
+}
+
+template <class T, class Op>
+void unary(const T* x, T* y, int64_t n) {
+  detail::contiguous<T, T>(y, std::tuple<const T*>(x), n, Op{});
+}
+template <class T, class Op>
+void binary(const T* a, const T* b, T* y, int64_t n) {
+  detail::contiguous<T, T, T>(y, std::tuple<const T*, const T*>(a, b), n, Op{});
+}
+
+// IEEE arithmetic, as the binary kernels compute it for floats.
+struct Plus {
+  template <class C>
+  C operator()(C a, C b) const {
+    return a + b;
+  }
+};
+struct Minus {
+  template <class C>
+  C operator()(C a, C b) const {
+    return a - b;
+  }
+};
+struct Times {
+  template <class C>
+  C operator()(C a, C b) const {
+    return a * b;
+  }
+};
+struct Over {
+  template <class C>
+  C operator()(C a, C b) const {
+    return a / b;
+  }
+};
+
+/// One statement over n elements; f32 transcendental functions take
+/// SLEEF's array loops (the bits of the scalar functors).
+template <class T>
+void statement(fp::Op op, const T* a, const T* b, T* y, int64_t n) {
+  if constexpr (std::is_same_v<T, float>) {
+    switch (op) {
+      case fp::Op::exp:
+        return vmath::exp(a, y, n);
+      case fp::Op::log:
+        return vmath::log(a, y, n);
+      case fp::Op::log1p:
+        return vmath::log1p(a, y, n);
+      case fp::Op::expm1:
+        return vmath::expm1(a, y, n);
+      case fp::Op::sin:
+        return vmath::sin(a, y, n);
+      case fp::Op::cos:
+        return vmath::cos(a, y, n);
+      case fp::Op::tanh:
+        return vmath::tanh(a, y, n);
+      case fp::Op::sigmoid:
+        return vmath::sigmoid(a, y, n);
+      default:
+        break;
+    }
+  }
+  switch (op) {
+    case fp::Op::neg:
+      return unary<T, Neg>(a, y, n);
+    case fp::Op::abs:
+      return unary<T, Abs>(a, y, n);
+    case fp::Op::sign:
+      return unary<T, Sign>(a, y, n);
+    case fp::Op::exp:
+      return unary<T, Exp>(a, y, n);
+    case fp::Op::log:
+      return unary<T, Log>(a, y, n);
+    case fp::Op::log1p:
+      return unary<T, Log1p>(a, y, n);
+    case fp::Op::expm1:
+      return unary<T, Expm1>(a, y, n);
+    case fp::Op::sqrt:
+      return unary<T, Sqrt>(a, y, n);
+    case fp::Op::reciprocal:
+      return unary<T, Reciprocal>(a, y, n);
+    case fp::Op::sin:
+      return unary<T, Sin>(a, y, n);
+    case fp::Op::cos:
+      return unary<T, Cos>(a, y, n);
+    case fp::Op::tanh:
+      return unary<T, Tanh>(a, y, n);
+    case fp::Op::sigmoid:
+      return unary<T, Sigmoid>(a, y, n);
+    case fp::Op::relu:
+      return unary<T, Relu>(a, y, n);
+    case fp::Op::add:
+      return binary<T, Plus>(a, b, y, n);
+    case fp::Op::sub:
+      return binary<T, Minus>(a, b, y, n);
+    case fp::Op::mul:
+      return binary<T, Times>(a, b, y, n);
+    case fp::Op::div:
+      return binary<T, Over>(a, b, y, n);
+    case fp::Op::tanh_backward:
+      return binary<T, TanhBackward>(a, b, y, n);
+    case fp::Op::sigmoid_backward:
+      return binary<T, SigmoidBackward>(a, b, y, n);
+    case fp::Op::relu_backward:
+      return binary<T, ReluBackward>(a, b, y, n);
+  }
+}
+
+/// Whether operand `t` is compact with `n` elements in y's order, or one
+/// value broadcast (every stride 0).
+bool compact_like(const strata_tensor& t, const strata_tensor& y) {
+  if (!same_shape(t, y)) return false;
+  if (plugin::is_contiguous(t)) return true;
+  for (int32_t d = 0; d < t.rank; ++d)
+    if (t.strides[d] != 0 && t.shape[d] != 1) return false;
+  return true;
+}
+
+template <class T, int N>
+struct Fused;
+
+/// The signature T(T, ... N times).
+template <class T, class Seq>
+struct FusedSignature;
+template <class T, size_t... I>
+struct FusedSignature<T, std::index_sequence<I...>> {
+  template <size_t>
+  using Same = T;
+  using type = T(Same<I>...);
+};
+
+template <class T, int N>
+struct Fused {
+  static constexpr const char* name = STRATA_OP_FUSED_ELEMENTWISE;
+  using signature = typename FusedSignature<T, std::make_index_sequence<N>>::type;
+  static constexpr uint32_t flags = kStrided;
+
+  static strata_status run(const KernelCall& call) {
+    std::string error;
+    const fp::Program* p = program_of(call, error);
+    if (p == nullptr) return fail(call.error, STRATA_ERROR_INVALID_ARGUMENT, "%s: %s", name, error.c_str());
+    const strata_tensor& y = call.out();
+    if (p->n_inputs != N || p->outputs.size() != 1) {
+      return fail(call.error, STRATA_ERROR_INVALID_ARGUMENT,
+                  "%s: the program reads %d inputs into %zu outputs, "
+                  "the call has %d and 1",
+                  name, static_cast<int>(p->n_inputs), p->outputs.size(), N);
+    }
+    for (int k = 0; k < N; ++k) {
+      if (!compact_like(call.in(k), y)) {
+        return fail(call.error, STRATA_ERROR_UNSUPPORTED,
+                    "%s: input %d is neither compact like the output nor one broadcast value", name, k);
+      }
+    }
+    if (!plugin::is_contiguous(y)) {
+      return fail(call.error, STRATA_ERROR_UNSUPPORTED, "%s: the output is not compact", name);
+    }
+    const int64_t total = plugin::numel(y);
+    const T* in[N];
+    bool broadcast[N];
+    for (int k = 0; k < N; ++k) {
+      in[k] = data<const T>(call.in(k));
+      broadcast[k] = !plugin::is_contiguous(call.in(k)) || (plugin::numel(call.in(k)) == 1 && total != 1);
+    }
+    T* out = data<T>(y);
+    const fp::Program& prog = *p;
+    parallel_for((total + kTile - 1) / kTile, call.threads,
+                 [&](int64_t first, int64_t last) {
+                   // Registers: one tile per value; constants and broadcast inputs filled once.
+                   const size_t values = static_cast<size_t>(prog.n_values());
+                   std::vector<T> tiles((values + 2 * prog.body.size()) * kTile);
+                   auto tile = [&](size_t slot) { return tiles.data() + slot * kTile; };
+                   std::vector<const T*> at(values);
+                   std::vector<const T*> constant(2 * prog.body.size(), nullptr);
+                   for (size_t j = 0; j < prog.body.size(); ++j) {
+                     const fp::Operand* ops[2] = {&prog.body[j].a, &prog.body[j].b};
+                     for (size_t s = 0; s < 2; ++s) {
+                       if (!ops[s]->is_constant() || (s == 1 && fp::arity(prog.body[j].op) == 1)) continue;
+                       T* c = tile(values + 2 * j + s);
+                       std::fill(c, c + kTile, static_cast<T>(ops[s]->constant));
+                       constant[2 * j + s] = c;
+                     }
+                   }
+                   for (int k = 0; k < N; ++k) {
+                     if (!broadcast[k]) continue;
+                     std::fill(tile(static_cast<size_t>(k)), tile(static_cast<size_t>(k)) + kTile, in[k][0]);
+                   }
+                   for (int64_t t = first; t < last; ++t) {
+                     const int64_t begin = t * kTile, n = std::min(kTile, total - begin);
+                     for (int k = 0; k < N; ++k) {
+                       at[static_cast<size_t>(k)] = broadcast[k] ? tile(static_cast<size_t>(k)) : in[k] + begin;
+                     }
+                     for (size_t j = 0; j < prog.body.size(); ++j) {
+                       const fp::Statement& st = prog.body[j];
+                       const size_t v = static_cast<size_t>(prog.n_inputs) + j;
+                       const bool last_out = v == static_cast<size_t>(prog.outputs[0]) && j + 1 == prog.body.size();
+                       T* dst = last_out ? out + begin : tile(v);  // the last statement writes the output in place
+                       const T* a = st.a.is_constant() ? constant[2 * j] : at[static_cast<size_t>(st.a.value)];
+                       const T* b = fp::arity(st.op) == 1 ? nullptr
+                                    : st.b.is_constant()  ? constant[2 * j + 1]
+                                                          : at[static_cast<size_t>(st.b.value)];
+                       statement<T>(st.op, a, b, dst, n);
+                       at[v] = dst;
+                     }
+                     const size_t result = static_cast<size_t>(prog.outputs[0]);
+                     if (at[result] != out + begin) std::copy(at[result], at[result] + n, out + begin);
+                   }
+                 },
+                 kTile * static_cast<int64_t>(prog.body.size()));
+    return STRATA_OK;
+  }
+};
+
+template <class T>
+void add_fused(plugin::KernelTable& table) {
+  add<Fused<T, 1>>(table);
+  add<Fused<T, 2>>(table);
+  add<Fused<T, 3>>(table);
+  add<Fused<T, 4>>(table);
+}
+
+}  // namespace
+
+void register_fused_kernels(plugin::KernelTable& table) {
+  add_fused<float>(table);
+  add_fused<double>(table);
+}
+
+}  // namespace strata::cpu

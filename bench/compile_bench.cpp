@@ -1,0 +1,213 @@
+// compile benchmark (issue 37; docs/ops.md, "Fused elementwise programs"):
+// the 10-op f32 elementwise chain of issue 37 at 1K, 64K and 4M elements,
+// 1 thread, in the same run:
+//
+//  - BM_Eager_Forward / BM_Eager_ForwardBackward: the chain as ten op calls
+//    (and its gradient by a tape);
+//  - BM_Fused_Forward / BM_Fused_ForwardBackward: the chain as one
+//    strata::fused_elementwise call (its gradient: the op's VJP, which runs
+//    the program's derivative statement by statement — not fused yet);
+//  - BM_HandFused_Forward: the chain as one loop over the elements written
+//    by hand with SLEEF's AVX-512 functions (the same 1-ULP ones the CPU
+//    plugin uses; libm's scalar ones where the CPU lacks AVX-512): the
+//    peer issue 37 names, the limit of one pass with this math, and
+//  - BM_MemoryFloor: reading the two inputs and writing the output once
+//    (a copy-like loop): the bandwidth floor.
+//
+// Results are checked against each other before timing: the fused op gives
+// the eager chain's bits. Prints the ratios at the end.
+#include <benchmark/benchmark.h>
+#include <immintrin.h>
+#include <sleef.h>
+#include <unistd.h>
+
+#include <cmath>
+#include <cstdio>
+#include <cstring>
+#include <iostream>
+#include <strata/strata.hpp>
+#include <string>
+#include <vector>
+
+#include "bench_common.hpp"
+
+namespace {
+
+using namespace strata;
+
+/// x·y → sin → +0.75 → tanh → ·x → exp → −y → sigmoid → square → +x.
+const char* const kChain =
+    "in 2\n%2 = mul %0 %1\n%3 = sin %2\n%4 = add %3 0x1.8p-1\n%5 = tanh %4\n%6 = mul %5 %0\n"
+    "%7 = exp %6\n%8 = sub %7 %1\n%9 = sigmoid %8\n%10 = mul %9 %9\n%11 = add %10 %0\nout %11";
+
+Tensor eager(const Tensor& x, const Tensor& y) {
+  Tensor t = sigmoid(exp(tanh(sin(x * y) + 0.75) * x) - y);
+  return t * t + x;
+}
+Tensor fused(const Tensor& x, const Tensor& y) { return fused_elementwise({x, y}, kChain); }
+
+// sleef.h declares its AVX-512 functions only where the compiler targets
+// AVX-512; this file is built for the baseline, so declare them here.
+#ifndef __AVX512F__
+extern "C" {
+__m512 Sleef_sinf16_u10avx512f(__m512);
+__m512 Sleef_tanhf16_u10avx512f(__m512);
+__m512 Sleef_expf16_u10avx512f(__m512);
+}
+#endif
+
+[[gnu::target("avx512f,fma")]] int64_t hand_fused_avx512(const float* x, const float* y, float* out, int64_t n) {
+  const __m512 three_quarters = _mm512_set1_ps(0.75f), one = _mm512_set1_ps(1.0f);
+  int64_t i = 0;
+  for (; i + 16 <= n; i += 16) {
+    const __m512 a = _mm512_loadu_ps(x + i), b = _mm512_loadu_ps(y + i);
+    const __m512 t = _mm512_mul_ps(
+        Sleef_tanhf16_u10avx512f(_mm512_add_ps(Sleef_sinf16_u10avx512f(_mm512_mul_ps(a, b)), three_quarters)), a);
+    const __m512 e = _mm512_sub_ps(b, Sleef_expf16_u10avx512f(t));  // -(exp(t) - y)
+    const __m512 s = _mm512_div_ps(one, _mm512_add_ps(one, Sleef_expf16_u10avx512f(e)));
+    _mm512_storeu_ps(out + i, _mm512_add_ps(_mm512_mul_ps(s, s), a));
+  }
+  return i;
+}
+
+void hand_fused(const float* x, const float* y, float* out, int64_t n) {
+  int64_t i = __builtin_cpu_supports("avx512f") ? hand_fused_avx512(x, y, out, n) : 0;
+  for (; i < n; ++i) {
+    const float a = std::tanh(std::sin(x[i] * y[i]) + 0.75f) * x[i];
+    const float s = 1.0f / (1.0f + std::exp(-(std::exp(a) - y[i])));
+    out[i] = s * s + x[i];
+  }
+}
+
+struct Inputs {
+  Tensor x, y;
+  explicit Inputs(int64_t n) {
+    manual_seed(37);
+    x = rand({n}) * 2.0 - 1.0;
+    y = rand({n}) * 2.0 - 1.0;
+  }
+};
+
+void label(benchmark::State& state) { state.SetItemsProcessed(state.iterations() * state.range(0)); }
+
+void BM_Eager_Forward(benchmark::State& state) {
+  Inputs in(state.range(0));
+  for (auto _ : state) benchmark::DoNotOptimize(eager(in.x, in.y).impl());
+  label(state);
+}
+void BM_Fused_Forward(benchmark::State& state) {
+  Inputs in(state.range(0));
+  for (auto _ : state) benchmark::DoNotOptimize(fused(in.x, in.y).impl());
+  label(state);
+}
+template <Tensor (*F)(const Tensor&, const Tensor&)>
+void forward_backward(benchmark::State& state) {
+  Inputs in(state.range(0));
+  for (auto _ : state) {
+    GradientTape tape;
+    Tensor x = in.x.detach(), y = in.y.detach();
+    tape.watch(x);
+    tape.watch(y);
+    benchmark::DoNotOptimize(tape.gradient(sum(F(x, y)), {x, y}));
+  }
+  label(state);
+}
+void BM_Eager_ForwardBackward(benchmark::State& state) { forward_backward<eager>(state); }
+void BM_Fused_ForwardBackward(benchmark::State& state) { forward_backward<fused>(state); }
+void BM_HandFused_Forward(benchmark::State& state) {
+  const int64_t n = state.range(0);
+  Inputs in(n);
+  const std::vector<float> x = in.x.to_vector<float>(), y = in.y.to_vector<float>();
+  std::vector<float> out(static_cast<size_t>(n));
+  for (auto _ : state) {
+    hand_fused(x.data(), y.data(), out.data(), n);
+    benchmark::ClobberMemory();
+  }
+  label(state);
+}
+void BM_MemoryFloor(benchmark::State& state) {
+  const int64_t n = state.range(0);
+  std::vector<float> x(static_cast<size_t>(n), 0.5f), y(static_cast<size_t>(n), 0.25f), out(static_cast<size_t>(n));
+  for (auto _ : state) {
+    for (int64_t i = 0; i < n; ++i) out[static_cast<size_t>(i)] = x[static_cast<size_t>(i)] + y[static_cast<size_t>(i)];
+    benchmark::ClobberMemory();
+  }
+  label(state);
+}
+
+constexpr int64_t kSizes[] = {1 << 10, 1 << 16, 1 << 22};
+
+void register_all() {
+  struct Entry {
+    const char* name;
+    void (*fn)(benchmark::State&);
+  };
+  const Entry entries[] = {{"BM_Eager_Forward", BM_Eager_Forward},
+                           {"BM_Fused_Forward", BM_Fused_Forward},
+                           {"BM_HandFused_Forward", BM_HandFused_Forward},
+                           {"BM_MemoryFloor", BM_MemoryFloor},
+                           {"BM_Eager_ForwardBackward", BM_Eager_ForwardBackward},
+                           {"BM_Fused_ForwardBackward", BM_Fused_ForwardBackward}};
+  for (const Entry& e : entries) {
+    for (int64_t n : kSizes) {
+      benchmark::RegisterBenchmark((std::string(e.name) + "/n" + std::to_string(n)).c_str(), e.fn)
+          ->Arg(n)
+          ->Unit(benchmark::kMicrosecond);
+    }
+  }
+}
+
+/// The fused op against the eager chain (same bits) and the hand loop
+/// (close: libm against SLEEF) before anything is timed.
+bool programs_agree() {
+  Inputs in(4099);
+  Tensor a = eager(in.x, in.y), b = fused(in.x, in.y);
+  const std::vector<float> va = a.to_vector<float>(), vb = b.to_vector<float>();
+  if (std::memcmp(va.data(), vb.data(), va.size() * sizeof(float)) != 0) {
+    std::fprintf(stderr, "the fused chain's bits differ from the eager chain's\n");
+    return false;
+  }
+  const std::vector<float> x = in.x.to_vector<float>(), y = in.y.to_vector<float>();
+  std::vector<float> h(x.size());
+  hand_fused(x.data(), y.data(), h.data(), static_cast<int64_t>(x.size()));
+  for (size_t i = 0; i < h.size(); ++i) {
+    if (std::fabs(h[i] - va[i]) > 1e-5f * (1.0f + std::fabs(h[i]))) {
+      std::fprintf(stderr, "the hand-fused loop differs at %zu: %g against %g\n", i, h[i], va[i]);
+      return false;
+    }
+  }
+  return true;
+}
+
+void print_ratio(const bench::RatioReporter& r, const std::string& what, const std::string& num,
+                 const std::string& den) {
+  auto a = r.times(num), b = r.times(den);
+  if (!a || !b) return;
+  std::printf("  %-58s real %10.3f / %10.3f ms = %7.3fx\n", what.c_str(), a->real_ms, b->real_ms,
+              a->real_ms / b->real_ms);
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  register_all();
+  const int threads = strata::bench::start_cpu_bench(argc, argv);
+  if (threads < 0) return 1;
+  if (!programs_agree()) return 1;
+  strata::bench::RatioReporter reporter(isatty(STDOUT_FILENO) != 0 ? benchmark::ConsoleReporter::OO_Color
+                                                                   : benchmark::ConsoleReporter::OO_None);
+  benchmark::RunSpecifiedBenchmarks(&reporter);
+  std::cout.flush();
+  std::printf("\nratios (medians when repeated; %d thread%s each):\n", threads, threads == 1 ? "" : "s");
+  for (int64_t n : kSizes) {
+    const std::string s = "/n" + std::to_string(n);
+    const std::string at = " at " + std::to_string(n);
+    print_ratio(reporter, "fused / eager, forward" + at, "BM_Fused_Forward" + s, "BM_Eager_Forward" + s);
+    print_ratio(reporter, "fused / hand-fused loop, forward" + at, "BM_Fused_Forward" + s, "BM_HandFused_Forward" + s);
+    print_ratio(reporter, "fused / memory floor, forward" + at, "BM_Fused_Forward" + s, "BM_MemoryFloor" + s);
+    print_ratio(reporter, "fused / eager, forward+backward" + at, "BM_Fused_ForwardBackward" + s,
+                "BM_Eager_ForwardBackward" + s);
+  }
+  benchmark::Shutdown();
+  return 0;
+}

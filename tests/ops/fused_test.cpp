@@ -1,0 +1,177 @@
+// fused_test.cpp — strata::fused_elementwise: a program equals its ops run
+// one by one (bit for bit: the CPU plugin's fused kernel runs each
+// statement with the unfused op's loop, and a device without a kernel runs
+// the ops themselves), on every device; its derivatives (reverse, forward,
+// second order) equal those of the unfused chain; malformed programs are
+// refused naming the line.
+#include <cstring>
+#include <strata/plugin/fused_program.hpp>
+
+#include "device_fixture.hpp"
+
+namespace strata_test {
+namespace {
+
+namespace s = strata;
+namespace fp = strata::plugin::fused;
+using s::DType;
+
+class Fused : public DeviceTest {
+ protected:
+  /// Bit-for-bit equality of two device tensors (NaNs of equal bits equal).
+  static void expect_same_bits(const Tensor& got, const Tensor& want) {
+    ASSERT_EQ(got.sizes(), want.sizes());
+    ASSERT_EQ(got.dtype(), want.dtype());
+    const s::Device host("cpu:0");
+    const std::vector<double> a = got.to(host).to(DType::f64).to_vector<double>(),
+                              b = want.to(host).to(DType::f64).to_vector<double>();
+    for (size_t i = 0; i < a.size(); ++i) {
+      if (std::memcmp(&a[i], &b[i], sizeof(double)) != 0) {
+        ADD_FAILURE() << "element " << i << ": " << a[i] << " against " << b[i];
+        return;
+      }
+    }
+  }
+  /// The program's ops one by one, through the public functions.
+  static Tensor unfused(const fp::Program& p, const std::vector<Tensor>& in) {
+    std::vector<Tensor> v = in;
+    auto of = [&](const fp::Operand& o) {
+      return o.is_constant() ? s::scalar_tensor(o.constant, {.dtype = in[0].dtype(), .device = in[0].device()})
+                             : v[static_cast<size_t>(o.value)];
+    };
+    for (const fp::Statement& st : p.body) {
+      v.push_back(s::call_op(
+          std::string("strata::") + fp::name(st.op),
+          fp::arity(st.op) == 2 ? std::vector<Tensor>{of(st.a), of(st.b)} : std::vector<Tensor>{of(st.a)}, {})[0]);
+    }
+    return v[static_cast<size_t>(p.outputs[0])];
+  }
+  static fp::Program parsed(const std::string& text) {
+    fp::Program p;
+    std::string error;
+    EXPECT_TRUE(fp::Program::parse(text, p, error)) << error;
+    return p;
+  }
+};
+STRATA_INSTANTIATE_ON_DEVICES(Fused);
+
+// Every op of the vocabulary alone, on 4099 elements (four tiles of the CPU
+// kernel and a tail), f32 and f64: the same bits as the op itself.
+TEST_P(Fused, EveryStatementGivesTheBitsOfItsOp) {
+  for (DType dtype : dtypes({s::f32, s::f64})) {
+    Operand x = operand({4099}, dtype, Layout::contiguous, 0.1, 3.0);  // positive: log, sqrt
+    Operand y = operand({4099}, dtype, Layout::contiguous, -2.0, 2.0);
+    for (int k = 0; k < fp::kOpCount; ++k) {
+      const fp::Op op = static_cast<fp::Op>(k);
+      STRATA_TRACE(s::dtype_name(dtype) << " " << fp::name(op));
+      const std::string text =
+          std::string("in 2\n%2 = ") + fp::name(op) + (fp::arity(op) == 2 ? " %1 %0" : " %0") + "\nout %2";
+      expect_same_bits(s::fused_elementwise({x.dev, y.dev}, text), unfused(parsed(text), {x.dev, y.dev}));
+    }
+  }
+}
+
+// The bench's 10-op chain, with a constant and a broadcast scalar input.
+const char* const kChain =
+    "in 2\n"
+    "%2 = mul %0 %1\n"
+    "%3 = sin %2\n"
+    "%4 = add %3 0x1.8p-1\n"
+    "%5 = tanh %4\n"
+    "%6 = mul %5 %0\n"
+    "%7 = exp %6\n"
+    "%8 = sub %7 %1\n"
+    "%9 = sigmoid %8\n"
+    "%10 = mul %9 %9\n"
+    "%11 = add %10 %0\n"
+    "out %11";
+
+TEST_P(Fused, AChainGivesTheBitsOfItsOps) {
+  const fp::Program p = parsed(kChain);
+  for (DType dtype : dtypes({s::f32, s::f64})) {
+    for (const Shape& shape : std::vector<Shape>{{}, {7}, {3, 1500}, {0, 4}}) {
+      STRATA_TRACE(s::dtype_name(dtype) << shape_str(shape));
+      Operand x = operand(shape, dtype), y = operand(shape, dtype);
+      expect_same_bits(s::fused_elementwise({x.dev, y.dev}, kChain), unfused(p, {x.dev, y.dev}));
+      // A broadcast second input (a scalar), and a transposed first one.
+      Tensor c = make({}, {0.375}, dtype);
+      expect_same_bits(s::fused_elementwise({x.dev, c}, kChain), unfused(p, {x.dev, c.expand(x.dev.sizes())}));
+    }
+    Operand t = operand({40, 30}, dtype, Layout::transposed), u = operand({40, 30}, dtype);
+    expect_same_bits(s::fused_elementwise({t.dev, u.dev}, kChain), unfused(p, {t.dev, u.dev}));
+  }
+  // How the device served it: the CPU plugin's kernel on compact operands;
+  // a device without one (Vulkan today), the ops one by one.
+  Operand x = operand({3, 5}, DType::f32), y = operand({3, 5}, DType::f32);
+  s::runtime().start_op_census();
+  (void)s::fused_elementwise({x.dev, y.dev}, kChain);
+  std::string how;
+  for (const s::OpUse& use : s::runtime().stop_op_census())
+    if (use.op == "strata::fused_elementwise") how = use.how;
+  EXPECT_EQ(how, std::string(GetParam()) == "cpu:0" ? "kernel" : "decomposition");
+}
+
+// Reverse and forward mode, to second order, against the unfused chain.
+TEST_P(Fused, DerivativesEqualTheUnfusedChains) {
+  const fp::Program p = parsed(kChain);
+  for (DType dtype : dtypes({s::f32, s::f64})) {
+    STRATA_TRACE(s::dtype_name(dtype));
+    Operand x = operand({5, 6}, dtype), y = operand({5, 6}, dtype), v = operand({5, 6}, dtype);
+    s::ScalarFn fused = [&](const std::vector<Tensor>& in) { return s::sum(s::fused_elementwise(in, kChain)); };
+    s::ScalarFn plain = [&](const std::vector<Tensor>& in) { return s::sum(unfused(p, in)); };
+    const Tolerance tol = tolerance(dtype).scaled(8);
+    std::vector<Tensor> g = s::grad(fused, {x.dev, y.dev}), h = s::grad(plain, {x.dev, y.dev});
+    for (size_t k = 0; k < 2; ++k) EXPECT_CLOSE(g[k], to_host(h[k]), dtype, tol);
+    // A broadcast input's gradient is summed to its shape.
+    Tensor row = operand({6}, dtype).dev;
+    g = s::grad(fused, {x.dev, row});
+    h = s::grad(plain, {x.dev, row.expand({5, 6})});
+    ASSERT_EQ(g[1].sizes(), Shape{6});
+    EXPECT_CLOSE(g[1], to_host(s::sum(h[1], {0})), dtype, tol);
+    // Forward mode.
+    auto listed = [](const s::ScalarFn& f) {
+      return s::ListFn([f](const std::vector<Tensor>& in) { return std::vector<Tensor>{f(in)}; });
+    };
+    const auto tangent = s::jvp(listed(fused), {x.dev, y.dev}, {v.dev, v.dev}).second;
+    const auto tangent_u = s::jvp(listed(plain), {x.dev, y.dev}, {v.dev, v.dev}).second;
+    EXPECT_CLOSE(tangent[0], to_host(tangent_u[0]), dtype, tol);
+    // Second order: Hessian-vector products, both ways.
+    std::vector<Tensor> hv = s::hvp(fused, {x.dev, y.dev}, {v.dev, v.dev}),
+                        hu = s::hvp(plain, {x.dev, y.dev}, {v.dev, v.dev});
+    std::vector<Tensor> hr = s::hvp(fused, {x.dev, y.dev}, {v.dev, v.dev}, s::HvpMode::reverse_over_reverse);
+    for (size_t k = 0; k < 2; ++k) {
+      EXPECT_CLOSE(hv[k], to_host(hu[k]), dtype, tol.scaled(4));
+      EXPECT_CLOSE(hr[k], to_host(hu[k]), dtype, tol.scaled(4));
+    }
+  }
+}
+
+TEST_P(Fused, MalformedProgramsAreRefusedNamingTheLine) {
+  Operand x = operand({4}, DType::f32);
+  auto refusal = [&](const std::string& text, const std::vector<Tensor>& in) {
+    try {
+      s::fused_elementwise(in, text);
+    } catch (const s::Error& e) {
+      return std::string(e.what());
+    }
+    return std::string("no error");
+  };
+  auto expect = [&](const std::string& text, std::initializer_list<const char*> parts, int inputs = 1) {
+    const std::string got = refusal(text, std::vector<Tensor>(static_cast<size_t>(inputs), x.dev));
+    for (const char* part : parts) EXPECT_NE(got.find(part), std::string::npos) << "'" << part << "' in: " << got;
+  };
+  expect("in 1\n%1 = frobnicate %0\nout %1", {"fused_elementwise", "line 2", "'frobnicate' is no op"});
+  expect("in 1\n%1 = sin %2\nout %1", {"line 2", "'%2' is no value defined before"});
+  expect("in 1\n%2 = sin %0\nout %2", {"line 2", "expected '%1 = "});
+  expect("in 1\n%1 = add %0\nout %1", {"line 2", "add takes 2 operand"});
+  expect("in 1\n%1 = add 1 2\nout %1", {"line 2", "at least one value operand"});
+  expect("in 1\n%1 = sin %0\nout %5", {"line 3", "'%5' is no value"});
+  expect("in 1\n%1 = sin %0", {"'out <values>'"});
+  expect("in 9\n%1 = sin %0\nout %1", {"line 1", "1 to 4"});
+  expect("in 2\n%2 = sin %0\nout %2", {"reads 2 input(s), the call has 1"});
+  expect("in 1\n%1 = sin %0\n%2 = cos %0\nout %1 %2", {"2 outputs"});
+  EXPECT_NE(refusal("in 1\n%1 = sin %0\nout %1", std::vector<Tensor>(5, x.dev)).find("1 to 4"), std::string::npos);
+}
+
+}  // namespace
+}  // namespace strata_test
