@@ -8,9 +8,7 @@
 // Operands: each input compact with the output's shape, or one value
 // broadcast (all strides 0). Any other layout is declined, and the core
 // runs the program's ops one by one.
-#include <map>
 #include <memory>
-#include <mutex>
 #include <strata/plugin/fused_program.hpp>
 #include <string>
 #include <vector>
@@ -28,21 +26,15 @@ namespace fp = strata::plugin::fused;
 /// tens of KiB.
 constexpr int64_t kTile = 1024;
 
-/// The call's program, parsed once per distinct text; nullptr with `error`.
-const fp::Program* program_of(const KernelCall& call, std::string& error) {
+/// The call's program (parsed once per text); nullptr with `error`.
+std::shared_ptr<const fp::Program> program_of(const KernelCall& call, std::string& error) {
   const strata_attr* text = plugin::find_attr(call.abi, "program");
   if (text == nullptr || text->kind != STRATA_ATTR_STRING || text->string == nullptr) {
     error = "no STRING attribute 'program'";
     return nullptr;
   }
-  static std::mutex mutex;
-  static auto* cache = new std::map<std::string, std::unique_ptr<fp::Program>, std::less<>>();  // outlives teardown
-  std::lock_guard lock(mutex);
-  const std::string_view key(text->string, static_cast<size_t>(text->count));
-  if (auto it = cache->find(key); it != cache->end()) return it->second.get();
-  auto p = std::make_unique<fp::Program>();
-  if (!fp::Program::parse(key, *p, error)) return nullptr;
-  return cache->emplace(std::string(key), std::move(p)).first->second.get();
+  static auto* cache = new fp::ProgramCache();  // outlives static teardown
+  return cache->get(std::string_view(text->string, static_cast<size_t>(text->count)), error);
 }
 
 template <class T, class Op>
@@ -183,7 +175,7 @@ struct Fused {
 
   static strata_status run(const KernelCall& call) {
     std::string error;
-    const fp::Program* p = program_of(call, error);
+    const std::shared_ptr<const fp::Program> p = program_of(call, error);
     if (p == nullptr) return fail(call.error, STRATA_ERROR_INVALID_ARGUMENT, "%s: %s", name, error.c_str());
     const strata_tensor& y = call.out();
     if (p->n_inputs != N || p->outputs.size() != 1) {

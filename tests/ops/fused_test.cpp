@@ -166,6 +166,7 @@ TEST_P(Fused, MalformedProgramsAreRefusedNamingTheLine) {
   expect("in 1\n%1 = add %0\nout %1", {"line 2", "add takes 2 operand"});
   expect("in 1\n%1 = add 1 2\nout %1", {"line 2", "at least one value operand"});
   expect("in 1\n%1 = sin %0\nout %5", {"line 3", "'%5' is no value"});
+  expect("in 1\n%1 = sin %0\nout %0", {"line 3", "'%0' is an input"});
   expect("in 1\n%1 = sin %0", {"'out <values>'"});
   expect("in 9\n%1 = sin %0\nout %1", {"line 1", "1 to 4"});
   expect("in 2\n%2 = sin %0\nout %2", {"reads 2 input(s), the call has 1"});

@@ -22,7 +22,7 @@ using Fn = std::function<Tensor(const std::vector<Tensor>&)>;
 enum class Family {
   unary, binary, compare, where, reduce, arg_reduce, matmul, linear, index_select, gather, scatter_add, softmax,
   pointwise_backward, softmax_backward, amp_unscale, optim_update, copy, cast, fill, random_uniform, random_normal,
-  bernoulli,
+  bernoulli, fused,
 };
 
 /// What the checker knows of an op of the contract.
@@ -39,6 +39,27 @@ const std::vector<DType> kFloats{DType::f32, DType::f64, DType::f16, DType::bf16
 
 Fn binary(Tensor (*f)(const Tensor&, const Tensor&)) {
   return [f](const std::vector<Tensor>& in) { return f(in[0], in[1]); };
+}
+
+/// strata::fused_elementwise's case: a chain over all n inputs that
+/// touches the transcendental statements (sin, tanh, exp, sigmoid), a
+/// constant and a backward helper.
+Tensor fused_chain(const std::vector<Tensor>& in) {
+  const int n = static_cast<int>(in.size());
+  std::string text = "in " + std::to_string(n) + "\n";
+  int v = n;
+  auto line = [&](const std::string& body) {
+    text += "%" + std::to_string(v) + " = " + body + "\n";
+    return "%" + std::to_string(v++);
+  };
+  std::string acc = line("sin %0");
+  for (int k = 1; k < n; ++k) acc = line("mul " + acc + " %" + std::to_string(k));
+  const std::string t = line("tanh " + line("add " + acc + " 0x1p-1"));
+  const std::string e = line("exp " + line("mul " + t + " 0x1p-1"));
+  const std::string s = line("sigmoid " + line("sub " + e + " %0"));
+  const std::string y = line("tanh_backward " + s + " " + t);
+  text += "out " + y;
+  return fused_elementwise(in, text);
 }
 
 bool tagged(const OpInfo& op, const char* tag) { return std::ranges::find(op.tags, tag) != op.tags.end(); }
@@ -114,6 +135,7 @@ const std::map<std::string, OpSpec>& op_table() {
                                      true, 1};
     t["strata::log_softmax_backward"] = {Family::softmax_backward, nullptr, {},
                                          domain("strata::log_softmax_backward", 1), true, 1};
+    t["strata::fused_elementwise"] = {Family::fused, fused_chain, {}, {}, true, 0};
     t["strata::amp_unscale"] = {Family::amp_unscale, nullptr, {}, {}, false, 0};
     t["strata::sgd_step"] = {Family::optim_update, nullptr, {}, {}, false, 0};
     t["strata::sgd_momentum_step"] = {Family::optim_update, nullptr, {}, {}, false, 0};
@@ -234,6 +256,23 @@ std::vector<OpCase> op_cases(const std::string& op, const OpSpec& spec, const Si
         add_case("", {random_operand(rng, p.a, t, p.la, in_range(spec.range, t)),
                       random_operand(rng, p.b, t, p.lb, in_range(r2, t))},
                  spec.fn);
+      }
+      break;
+    }
+    case Family::fused: {
+      // Every operand of the signature drawn alike; then the last one a
+      // broadcast scalar (the shape rule expands it: stride 0).
+      for (const ShapeCase& s : kElementwiseShapes) {
+        if (quick && s.large) continue;
+        std::vector<Operand> ops;
+        for (size_t k = 0; k < sig.in.size(); ++k) ops.push_back(random_operand(rng, s.shape, t, s.layout, spec.range));
+        add_case("", std::move(ops), spec.fn);
+      }
+      if (sig.in.size() > 1) {
+        std::vector<Operand> ops;
+        for (size_t k = 0; k + 1 < sig.in.size(); ++k) ops.push_back(random_operand(rng, {3, 4}, t, Layout::contiguous, spec.range));
+        ops.push_back(random_operand(rng, {}, t, Layout::contiguous, spec.range));
+        add_case("a broadcast scalar", std::move(ops), spec.fn);
       }
       break;
     }

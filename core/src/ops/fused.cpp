@@ -9,9 +9,7 @@
 // derivatives walk the program with each statement's partials, forwards
 // for the JVP and backwards for the VJP, with public ops only, so every
 // order of derivative follows.
-#include <map>
 #include <memory>
-#include <mutex>
 #include <strata/error.hpp>
 #include <strata/ops.hpp>
 #include <strata/plugin/fused_program.hpp>
@@ -34,29 +32,26 @@ using detail::derivatives::scalar;
 
 constexpr detail::AttrDecl kProgramAttrs[] = {{"program", STRATA_ATTR_STRING, true}};
 
-/// The program of a call's "program" attribute, parsed once per distinct
-/// text (programs are few: one per fused region).
-const fp::Program& program_of(const detail::Attrs* attrs, const std::string& who) {
+/// The program of a call's "program" attribute (parsed once per text).
+std::shared_ptr<const fp::Program> program_of(const detail::Attrs* attrs, const std::string& who) {
   const detail::Attr* text = nullptr;
   if (attrs != nullptr) {
     for (const detail::Attr& a : *attrs)
       if (std::string_view(a.name) == "program") text = &a;
   }
   if (text == nullptr) throw ValueError(who + ": no 'program' attribute");
-  static std::mutex mutex;
-  static auto* cache = new std::map<std::string, std::unique_ptr<fp::Program>, std::less<>>();  // outlives teardown
-  std::lock_guard lock(mutex);
-  if (auto it = cache->find(text->text); it != cache->end()) return *it->second;
-  auto p = std::make_unique<fp::Program>();
+  static auto* cache = new fp::ProgramCache();  // outlives static teardown
   std::string error;
-  if (!fp::Program::parse(text->text, *p, error)) throw ValueError(who + ": " + error);
-  return *cache->emplace(text->text, std::move(p)).first->second;
+  std::shared_ptr<const fp::Program> p = cache->get(text->text, error);
+  if (p == nullptr) throw ValueError(who + ": " + error);
+  return p;
 }
 
 /// Inputs promoted to one float dtype and broadcast to one shape, as a
 /// binary op's are; the program's one output has them.
 void fused_rule(OpCall& call) {
-  const fp::Program& p = program_of(call.attrs, call.describe());
+  const auto program = program_of(call.attrs, call.describe());
+  const fp::Program& p = *program;
   if (call.n_inputs != p.n_inputs) {
     throw ValueError(call.describe() + ": its program reads " + std::to_string(p.n_inputs) +
                      " input(s), the call has " + std::to_string(call.n_inputs));
@@ -205,7 +200,8 @@ Operands operands(const fp::Statement& st, const std::vector<Tensor>& v, size_t 
 
 /// Reverse mode: the output's cotangent walked back through the program.
 Grads fused_vjp(const GradContext& c) {
-  const fp::Program& p = program_of(c.attrs, "fused_elementwise VJP");
+  const auto program = program_of(c.attrs, "fused_elementwise VJP");
+  const fp::Program& p = *program;
   const Tensor& g = c.grad(0);
   if (!g.defined()) return Grads(c.inputs.size());
   const std::vector<Tensor> v = evaluate(p, c.inputs);
@@ -231,7 +227,8 @@ Grads fused_vjp(const GradContext& c) {
 
 /// Forward mode: the inputs' tangents pushed through the program.
 Grads fused_jvp(const GradContext& c) {
-  const fp::Program& p = program_of(c.attrs, "fused_elementwise JVP");
+  const auto program = program_of(c.attrs, "fused_elementwise JVP");
+  const fp::Program& p = *program;
   const std::vector<Tensor> v = evaluate(p, c.inputs);
   std::vector<Tensor> dot(v.size());
   for (int k = 0; k < p.n_inputs; ++k) dot[static_cast<size_t>(k)] = c.grad(k);
@@ -260,7 +257,8 @@ const detail::OpDef& kFusedElementwise =
                        .prepare = fused_rule,
                        .decompose =
                            [](const OpCall& c) {
-                             const fp::Program& p = program_of(c.attrs, c.describe());
+                             const auto program = program_of(c.attrs, c.describe());
+                             const fp::Program& p = *program;
                              std::vector<Tensor> in;
                              for (int k = 0; k < c.n_inputs; ++k) in.push_back(c.in(k));
                              const std::vector<Tensor> v = evaluate(p, in);

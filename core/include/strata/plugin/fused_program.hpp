@@ -22,6 +22,9 @@
 #include <cstdint>
 #include <cstdio>
 #include <cstdlib>
+#include <map>
+#include <memory>
+#include <mutex>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -122,7 +125,8 @@ struct Program {
   }
 
   /// Parses and checks a program; on failure returns false with `error`
-  /// naming the line and what is wrong.
+  /// naming the line and what is wrong. Outputs are statements' values
+  /// (never an input itself), so a kernel always writes fresh memory.
   static bool parse(std::string_view text, Program& out, std::string& error) {
     out = Program{};
     std::vector<std::string_view> lines;
@@ -207,10 +211,37 @@ struct Program {
       if (!value_of(w[j], out.n_values(), v)) {
         return fail(lines.size() - 1, "output '" + std::string(w[j]) + "' is no value of the program");
       }
+      if (v < out.n_inputs) {
+        return fail(lines.size() - 1, "output '" + std::string(w[j]) + "' is an input; outputs are statements' values");
+      }
       out.outputs.push_back(v);
     }
     return true;
   }
+};
+
+/// Programs parsed once per distinct text (a kernel sees the same few over
+/// and over). Thread-safe; holds at most `capacity` programs and starts
+/// over when full, so a stream of distinct programs cannot grow it without
+/// bound (a caller keeps its program alive through the shared_ptr).
+class ProgramCache {
+ public:
+  explicit ProgramCache(size_t capacity = 1024) : capacity_(capacity) {}
+  /// The parsed program, or nullptr with `error` naming the line.
+  std::shared_ptr<const Program> get(std::string_view text, std::string& error) {
+    std::lock_guard lock(mutex_);
+    if (auto it = programs_.find(text); it != programs_.end()) return it->second;
+    auto p = std::make_shared<Program>();
+    if (!Program::parse(text, *p, error)) return nullptr;
+    if (programs_.size() >= capacity_) programs_.clear();
+    programs_.emplace(std::string(text), p);
+    return p;
+  }
+
+ private:
+  size_t capacity_;
+  std::mutex mutex_;
+  std::map<std::string, std::shared_ptr<const Program>, std::less<>> programs_;
 };
 
 }  // namespace strata::plugin::fused
