@@ -147,6 +147,14 @@ class RatioReporter : public benchmark::ConsoleReporter {
     if (auto it = single_.find(name); it != single_.end()) return it->second;
     return std::nullopt;
   }
+  /// One line "what  real a / b ms = a/b x" for benchmarks `num` and `den`
+  /// (nothing when either did not run).
+  void print_ratio(const std::string& what, const std::string& num, const std::string& den) const {
+    auto a = times(num), b = times(den);
+    if (!a || !b) return;
+    std::printf("  %-58s real %10.3f / %10.3f ms = %7.3fx\n", what.c_str(), a->real_ms, b->real_ms,
+                a->real_ms / b->real_ms);
+  }
 
  private:
   std::map<std::string, Times> median_, single_;

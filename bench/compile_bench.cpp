@@ -179,13 +179,6 @@ bool programs_agree() {
   return true;
 }
 
-void print_ratio(const bench::RatioReporter& r, const std::string& what, const std::string& num,
-                 const std::string& den) {
-  auto a = r.times(num), b = r.times(den);
-  if (!a || !b) return;
-  std::printf("  %-58s real %10.3f / %10.3f ms = %7.3fx\n", what.c_str(), a->real_ms, b->real_ms,
-              a->real_ms / b->real_ms);
-}
 
 }  // namespace
 
@@ -202,10 +195,10 @@ int main(int argc, char** argv) {
   for (int64_t n : kSizes) {
     const std::string s = "/n" + std::to_string(n);
     const std::string at = " at " + std::to_string(n);
-    print_ratio(reporter, "fused / eager, forward" + at, "BM_Fused_Forward" + s, "BM_Eager_Forward" + s);
-    print_ratio(reporter, "fused / hand-fused loop, forward" + at, "BM_Fused_Forward" + s, "BM_HandFused_Forward" + s);
-    print_ratio(reporter, "fused / memory floor, forward" + at, "BM_Fused_Forward" + s, "BM_MemoryFloor" + s);
-    print_ratio(reporter, "fused / eager, forward+backward" + at, "BM_Fused_ForwardBackward" + s,
+    reporter.print_ratio("fused / eager, forward" + at, "BM_Fused_Forward" + s, "BM_Eager_Forward" + s);
+    reporter.print_ratio("fused / hand-fused loop, forward" + at, "BM_Fused_Forward" + s, "BM_HandFused_Forward" + s);
+    reporter.print_ratio("fused / memory floor, forward" + at, "BM_Fused_Forward" + s, "BM_MemoryFloor" + s);
+    reporter.print_ratio("fused / eager, forward+backward" + at, "BM_Fused_ForwardBackward" + s,
                 "BM_Eager_ForwardBackward" + s);
   }
   benchmark::Shutdown();

@@ -391,13 +391,6 @@ bool programs_agree() {
   return ok;
 }
 
-void print_ratio(const bench::RatioReporter& r, const std::string& what, const std::string& num,
-                 const std::string& den) {
-  auto a = r.times(num), b = r.times(den);
-  if (!a || !b) return;
-  std::printf("  %-52s real %9.3f / %9.3f ms = %6.3fx\n", what.c_str(), a->real_ms, b->real_ms,
-              a->real_ms / b->real_ms);
-}
 
 }  // namespace
 
@@ -418,27 +411,27 @@ int main(int argc, char** argv) {
   benchmark::RunSpecifiedBenchmarks(&reporter);
   std::cout.flush();
   std::printf("\nratios (medians when repeated; %d thread%s each):\n", threads, threads == 1 ? "" : "s");
-  print_ratio(reporter, "per-sample MLP: vmap / loop", "BM_Strata_PerSampleMlp_Vmap", "BM_Strata_PerSampleMlp_Loop");
+  reporter.print_ratio("per-sample MLP: vmap / loop", "BM_Strata_PerSampleMlp_Vmap", "BM_Strata_PerSampleMlp_Loop");
   for (int64_t n : kBatches) {
     const std::string b = "/b" + std::to_string(n);
-    print_ratio(reporter, "per-sample linear, batch " + std::to_string(n) + ": vmap / loop",
+    reporter.print_ratio("per-sample linear, batch " + std::to_string(n) + ": vmap / loop",
                 "BM_Strata_PerSampleLinear_Vmap" + b, "BM_Strata_PerSampleLinear_Loop" + b);
   }
-  print_ratio(reporter, "jacfwd 256->256: vmap / per-element loop", "BM_Strata_Jacfwd_Vmap", "BM_Strata_Jacfwd_Loop");
-  print_ratio(reporter, "fixed_point, 256 lanes: vmap (masked) / loop", "BM_Strata_FixedPoint_Vmap",
+  reporter.print_ratio("jacfwd 256->256: vmap / per-element loop", "BM_Strata_Jacfwd_Vmap", "BM_Strata_Jacfwd_Loop");
+  reporter.print_ratio("fixed_point, 256 lanes: vmap (masked) / loop", "BM_Strata_FixedPoint_Vmap",
               "BM_Strata_FixedPoint_Loop");
-  print_ratio(reporter, "grad over the list / tape", "BM_Strata_Grad_Transform", "BM_Strata_Grad_Tape");
-  print_ratio(reporter, "grad over a flat vector / tape", "BM_Strata_Grad_FlatTransform", "BM_Strata_Grad_Tape");
-  print_ratio(reporter, "hvp (fwd over rev) over the list / nested tapes", "BM_Strata_Hvp_TransformFwdRev",
+  reporter.print_ratio("grad over the list / tape", "BM_Strata_Grad_Transform", "BM_Strata_Grad_Tape");
+  reporter.print_ratio("grad over a flat vector / tape", "BM_Strata_Grad_FlatTransform", "BM_Strata_Grad_Tape");
+  reporter.print_ratio("hvp (fwd over rev) over the list / nested tapes", "BM_Strata_Hvp_TransformFwdRev",
               "BM_Strata_Hvp_NestedTapes");
-  print_ratio(reporter, "hvp (rev over rev) over the list / nested tapes", "BM_Strata_Hvp_TransformRevRev",
+  reporter.print_ratio("hvp (rev over rev) over the list / nested tapes", "BM_Strata_Hvp_TransformRevRev",
               "BM_Strata_Hvp_NestedTapes");
-  print_ratio(reporter, "hvp over a flat vector / nested tapes", "BM_Strata_Hvp_FlatTransform",
+  reporter.print_ratio("hvp over a flat vector / nested tapes", "BM_Strata_Hvp_FlatTransform",
               "BM_Strata_Hvp_NestedTapes");
 #ifdef STRATA_HAVE_TORCH
-  print_ratio(reporter, "per-sample MLP: Strata vmap / libtorch loop", "BM_Strata_PerSampleMlp_Vmap",
+  reporter.print_ratio("per-sample MLP: Strata vmap / libtorch loop", "BM_Strata_PerSampleMlp_Vmap",
               "BM_Torch_PerSampleMlp_Loop");
-  print_ratio(reporter, "per-sample linear, batch 64: Strata vmap / libtorch loop",
+  reporter.print_ratio("per-sample linear, batch 64: Strata vmap / libtorch loop",
               "BM_Strata_PerSampleLinear_Vmap/b64", "BM_Torch_PerSampleLinear_Loop/b64");
 #endif
   benchmark::Shutdown();

@@ -1,6 +1,7 @@
 // binary.cpp — elementwise binary primitives, comparisons, logical ops and
 // `where` (docs/ops.md, "Elementwise binary", "Comparisons", "Selection").
 #include "elementwise.hpp"
+#include "pointwise.hpp"
 
 #include <cmath>
 #include <type_traits>
@@ -18,9 +19,6 @@ namespace {
     }                                                                \
   }
 
-STRATA_CPU_BINARY(Add, STRATA_OP_ADD, C, wrap_add(a, b));
-STRATA_CPU_BINARY(Sub, STRATA_OP_SUB, C, wrap_sub(a, b));
-STRATA_CPU_BINARY(Mul, STRATA_OP_MUL, C, wrap_mul(a, b));
 STRATA_CPU_BINARY(Pow, STRATA_OP_POW, C, std::pow(a, b));
 STRATA_CPU_BINARY(Maximum, STRATA_OP_MAXIMUM, C, is_nan(a) || a > b ? a : b);  // NaN in b falls to b
 STRATA_CPU_BINARY(Minimum, STRATA_OP_MINIMUM, C, is_nan(a) || a < b ? a : b);
@@ -53,19 +51,9 @@ int64_t first_zero(const strata_tensor& t) {
   return found;
 }
 
-/// IEEE division for floats; truncating division for integers, where a zero
-/// divisor is an error and INT_MIN / -1 wraps.
-struct Div {
+/// DivValue (pointwise.hpp), with a zero integer divisor an error.
+struct Div : DivValue {
   static constexpr const char* name = STRATA_OP_DIV;
-
-  template <class C>
-  C operator()(C a, C b) const {
-    if constexpr (std::is_integral_v<C>) {
-      return b == C(-1) ? wrap_sub(C(0), a) : a / b;
-    } else {
-      return a / b;
-    }
-  }
 
   template <class T, class>
   static strata_status validate(const KernelCall& call) {

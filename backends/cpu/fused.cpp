@@ -46,32 +46,6 @@ void binary(const T* a, const T* b, T* y, int64_t n) {
   detail::contiguous<T, T, T>(y, std::tuple<const T*, const T*>(a, b), n, Op{});
 }
 
-// IEEE arithmetic, as the binary kernels compute it for floats.
-struct Plus {
-  template <class C>
-  C operator()(C a, C b) const {
-    return a + b;
-  }
-};
-struct Minus {
-  template <class C>
-  C operator()(C a, C b) const {
-    return a - b;
-  }
-};
-struct Times {
-  template <class C>
-  C operator()(C a, C b) const {
-    return a * b;
-  }
-};
-struct Over {
-  template <class C>
-  C operator()(C a, C b) const {
-    return a / b;
-  }
-};
-
 /// One statement over n elements; f32 transcendental functions take
 /// SLEEF's array loops (the bits of the scalar functors).
 template <class T>
@@ -128,13 +102,13 @@ void statement(fp::Op op, const T* a, const T* b, T* y, int64_t n) {
     case fp::Op::relu:
       return unary<T, Relu>(a, y, n);
     case fp::Op::add:
-      return binary<T, Plus>(a, b, y, n);
+      return binary<T, Add>(a, b, y, n);
     case fp::Op::sub:
-      return binary<T, Minus>(a, b, y, n);
+      return binary<T, Sub>(a, b, y, n);
     case fp::Op::mul:
-      return binary<T, Times>(a, b, y, n);
+      return binary<T, Mul>(a, b, y, n);
     case fp::Op::div:
-      return binary<T, Over>(a, b, y, n);
+      return binary<T, DivValue>(a, b, y, n);
     case fp::Op::tanh_backward:
       return binary<T, TanhBackward>(a, b, y, n);
     case fp::Op::sigmoid_backward:

@@ -1,8 +1,8 @@
-// pointwise.hpp — the functors of the CPU plugin's unary ops and of the
-// backward helpers (grad, saved) -> grad, shared by their own kernels
-// (unary.cpp, nn.cpp) and the fused elementwise kernel (fused.cpp), so that
-// a fused program computes each statement with the very expression the
-// unfused op uses: the same bits.
+// pointwise.hpp — the functors of the CPU plugin's unary ops, of add, sub,
+// mul and div, and of the backward helpers (grad, saved) -> grad, shared by
+// their own kernels (unary.cpp, binary.cpp, nn.cpp) and the fused
+// elementwise kernel (fused.cpp), so that a fused program computes each
+// statement with the very expression the unfused op uses: the same bits.
 #pragma once
 
 #include <strata/plugin/strata_ops.h>
@@ -69,6 +69,32 @@ STRATA_CPU_UNARY(Reciprocal, STRATA_OP_RECIPROCAL, 1, C(1) / x);
 STRATA_CPU_UNARY(LogicalNot, STRATA_OP_LOGICAL_NOT, 1, !x);
 
 #undef STRATA_CPU_UNARY
+
+// Arithmetic, as the binary kernels compute it: integers wrap, floats are IEEE.
+#define STRATA_CPU_ARITH(Type, op, wrap)      \
+  struct Type {                               \
+    static constexpr const char* name = op;   \
+    template <class C>                        \
+    C operator()(C a, C b) const {            \
+      return wrap(a, b);                      \
+    }                                         \
+  }
+STRATA_CPU_ARITH(Add, STRATA_OP_ADD, wrap_add);
+STRATA_CPU_ARITH(Sub, STRATA_OP_SUB, wrap_sub);
+STRATA_CPU_ARITH(Mul, STRATA_OP_MUL, wrap_mul);
+#undef STRATA_CPU_ARITH
+/// Division's value: IEEE for floats; truncating for integers, INT_MIN / -1
+/// wrapping (binary.cpp's Div adds the refusal of a zero integer divisor).
+struct DivValue {
+  template <class C>
+  C operator()(C a, C b) const {
+    if constexpr (std::is_integral_v<C>) {
+      return b == C(-1) ? wrap_sub(C(0), a) : a / b;
+    } else {
+      return a / b;
+    }
+  }
+};
 
 struct ReluBackward {  // (grad, x)
   static constexpr const char* name = STRATA_OP_RELU_BACKWARD;

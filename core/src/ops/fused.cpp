@@ -125,11 +125,19 @@ Tensor apply(fp::Op op, const Tensor& a, const Tensor& b) {
 }
 
 /// Every value of the program on `inputs` (inputs first).
+/// An operand among the values `v` computed so far (v[0] is the first
+/// input): the value, or the constant as a 0-d tensor of the inputs' dtype.
+Tensor operand_value(const fp::Operand& o, const std::vector<Tensor>& v) {
+  return o.is_constant() ? scalar(v.front(), o.constant) : v[static_cast<size_t>(o.value)];
+}
+/// Operand k (0: a, 1: b) of a statement.
+const fp::Operand& operand(const fp::Statement& st, int k) { return k == 0 ? st.a : st.b; }
+
 std::vector<Tensor> evaluate(const fp::Program& p, std::span<const Tensor> inputs) {
   std::vector<Tensor> v(inputs.begin(), inputs.end());
-  auto operand = [&](const fp::Operand& o) { return o.is_constant() ? scalar(inputs[0], o.constant) : v[o.value]; };
   for (const fp::Statement& st : p.body) {
-    v.push_back(apply(st.op, operand(st.a), fp::arity(st.op) == 2 ? operand(st.b) : Tensor()));
+    Tensor a = operand_value(st.a, v), b = fp::arity(st.op) == 2 ? operand_value(st.b, v) : Tensor();
+    v.push_back(apply(st.op, a, b));
   }
   return v;
 }
@@ -188,16 +196,6 @@ Tensor partial(fp::Op op, int k, const Tensor& s, const Tensor& a, const Tensor&
   throw Error("internal: fused op without a derivative");
 }
 
-/// The operands of statement `st` (constants as 0-d tensors) and its value.
-struct Operands {
-  Tensor a, b, y;
-};
-Operands operands(const fp::Statement& st, const std::vector<Tensor>& v, size_t index) {
-  const Tensor& like = v.front();
-  auto of = [&](const fp::Operand& o) { return o.is_constant() ? scalar(like, o.constant) : v[o.value]; };
-  return {of(st.a), fp::arity(st.op) == 2 ? of(st.b) : Tensor(), v[index]};
-}
-
 /// Reverse mode: the output's cotangent walked back through the program.
 Grads fused_vjp(const GradContext& c) {
   const auto program = program_of(c.attrs, "fused_elementwise VJP");
@@ -211,12 +209,11 @@ Grads fused_vjp(const GradContext& c) {
     const size_t index = static_cast<size_t>(p.n_inputs) + j;
     if (!bar[index].defined()) continue;
     const fp::Statement& st = p.body[j];
-    const Operands o = operands(st, v, index);
-    const fp::Operand* args[2] = {&st.a, &st.b};
+    const Tensor a = operand_value(st.a, v), b = fp::arity(st.op) == 2 ? operand_value(st.b, v) : Tensor();
     for (int k = 0; k < fp::arity(st.op); ++k) {
-      if (args[k]->is_constant()) continue;
-      const size_t to = static_cast<size_t>(args[k]->value);
-      bar[to] = plus(bar[to], partial(st.op, k, bar[index], o.a, o.b, o.y));
+      if (operand(st, k).is_constant()) continue;
+      const size_t to = static_cast<size_t>(operand(st, k).value);
+      bar[to] = plus(bar[to], partial(st.op, k, bar[index], a, b, v[index]));
     }
   }
   Grads out(bar.begin(), bar.begin() + p.n_inputs);
@@ -235,13 +232,15 @@ Grads fused_jvp(const GradContext& c) {
   for (size_t j = 0; j < p.body.size(); ++j) {
     const size_t index = static_cast<size_t>(p.n_inputs) + j;
     const fp::Statement& st = p.body[j];
-    const fp::Operand* args[2] = {&st.a, &st.b};
-    Operands o;
-    bool evaluated = false;
+    auto tangent = [&](int k) -> const Tensor* {
+      const fp::Operand& o = operand(st, k);
+      return o.is_constant() || !dot[static_cast<size_t>(o.value)].defined() ? nullptr
+                                                                             : &dot[static_cast<size_t>(o.value)];
+    };
+    if (tangent(0) == nullptr && (fp::arity(st.op) == 1 || tangent(1) == nullptr)) continue;
+    const Tensor a = operand_value(st.a, v), b = fp::arity(st.op) == 2 ? operand_value(st.b, v) : Tensor();
     for (int k = 0; k < fp::arity(st.op); ++k) {
-      if (args[k]->is_constant() || !dot[static_cast<size_t>(args[k]->value)].defined()) continue;
-      if (!evaluated) o = operands(st, v, index), evaluated = true;
-      dot[index] = plus(dot[index], partial(st.op, k, dot[static_cast<size_t>(args[k]->value)], o.a, o.b, o.y));
+      if (const Tensor* t = tangent(k)) dot[index] = plus(dot[index], partial(st.op, k, *t, a, b, v[index]));
     }
   }
   return {dot[static_cast<size_t>(p.outputs[0])]};

@@ -222,6 +222,19 @@ CustomFunction solve_function(const ProblemPtr& p, bool transposed) {
 
 // --- the forward solvers -----------------------------------------------------
 
+/// fixed_point's test after an iteration that moved x by `residual` to an
+/// iterate of norm `size`: whether to stop, and (in `s`) whether that is
+/// convergence. A norm that overflowed (or a NaN) is divergence, never
+/// convergence: inf <= tol * inf holds, and would report a runaway map as
+/// converged.
+bool fixed_point_stops(const Problem& p, double residual, double size, ImplicitSolution& s) {
+  s.residual = residual;
+  const double scale = std::max(1.0, size);
+  if (!std::isfinite(residual) || !std::isfinite(scale)) return true;
+  s.converged = residual <= p.tolerance * scale;
+  return s.converged;
+}
+
 ImplicitSolution iterate_fixed_point(const Problem& p, const Tensor& x0, const std::vector<Tensor>& params) {
   ImplicitSolution s;
   Tensor x = x0;
@@ -229,16 +242,9 @@ ImplicitSolution iterate_fixed_point(const Problem& p, const Tensor& x0, const s
   while (s.iterations < p.options.max_iterations) {
     Tensor next = p.evaluate(x, params);
     ++s.iterations;
-    s.residual = detail::norm2(next - x);
+    const double residual = detail::norm2(next - x);
     x = next;
-    const double scale = std::max(1.0, detail::norm2(x));
-    // A norm that overflowed (or a NaN) is divergence, never convergence:
-    // inf <= tol * inf holds, and would report a runaway map as converged.
-    if (!std::isfinite(s.residual) || !std::isfinite(scale)) break;
-    if (s.residual <= p.tolerance * scale) {
-      s.converged = true;
-      break;
-    }
+    if (fixed_point_stops(p, residual, detail::norm2(x), s)) break;
   }
   s.x = x;
   return s;
@@ -268,7 +274,7 @@ std::vector<double> lane_norms(const Tensor& lanes) {
 }
 
 /// fixed_point under vmap `level`: x ← f(x, θ) on all the lanes at once,
-/// each lane stopping on its own test (iterate_fixed_point's); a lane that
+/// each lane stopping on its own test (fixed_point_stops, as alone); a lane that
 /// has stopped keeps its iterate (masked) while the others go on, until
 /// none is left or max_iterations. `lanes` gets each lane's outcome.
 Tensor iterate_masked(const Problem& p, const std::vector<Tensor>& in, uint64_t level,
@@ -288,16 +294,8 @@ Tensor iterate_masked(const Problem& p, const std::vector<Tensor>& in, uint64_t 
     for (size_t b = 0; b < lanes.size(); ++b) {
       if (running[b] == 0) continue;
       took[b] = 1.0;
-      ImplicitSolution& s = lanes[b];
-      s.iterations = it;
-      s.residual = residual[b];
-      const double scale = std::max(1.0, size[b]);
-      if (!std::isfinite(s.residual) || !std::isfinite(scale)) {
-        running[b] = 0;  // diverged: never convergence (see iterate_fixed_point)
-      } else if (s.residual <= p.tolerance * scale) {
-        s.converged = true;
-        running[b] = 0;
-      }
+      lanes[b].iterations = it;
+      if (fixed_point_stops(p, residual[b], size[b], lanes[b])) running[b] = 0;
     }
     // The lanes that ran this iteration take its iterate, as the loop would.
     Tensor mask = cast(from_data(std::span<const double>(took), mask_shape, {.device = x.device()}), DType::boolean);
