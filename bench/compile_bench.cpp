@@ -5,8 +5,11 @@
 //  - BM_Eager_Forward / BM_Eager_ForwardBackward: the chain as ten op calls
 //    (and its gradient by a tape);
 //  - BM_Fused_Forward / BM_Fused_ForwardBackward: the chain as one
-//    strata::fused_elementwise call (its gradient: the op's VJP, which runs
-//    the program's derivative statement by statement — not fused yet);
+//    strata::fused_elementwise call (its gradient: the op's VJP, one fused
+//    backward program per input, each recomputing the forward);
+//  - BM_Compiled_Forward / BM_Compiled_ForwardBackward: the eager chain
+//    through strata::compile (traced once, the ten ops fused by the pass
+//    into one op: the fused op's time plus the replay's overhead);
 //  - BM_HandFused_Forward: the chain as one loop over the elements written
 //    by hand with SLEEF's AVX-512 functions (the same 1-ULP ones the CPU
 //    plugin uses; libm's scalar ones where the CPU lacks AVX-512): the
@@ -45,6 +48,12 @@ Tensor eager(const Tensor& x, const Tensor& y) {
   return t * t + x;
 }
 Tensor fused(const Tensor& x, const Tensor& y) { return fused_elementwise({x, y}, kChain); }
+const CompiledFunction& compiled_chain() {
+  static const CompiledFunction f =
+      compile([](const std::vector<Tensor>& in) { return std::vector<Tensor>{eager(in[0], in[1])}; });
+  return f;
+}
+Tensor compiled(const Tensor& x, const Tensor& y) { return compiled_chain()({x, y})[0]; }
 
 // sleef.h declares its AVX-512 functions only where the compiler targets
 // AVX-512; this file is built for the baseline, so declare them here.
@@ -100,6 +109,12 @@ void BM_Fused_Forward(benchmark::State& state) {
   for (auto _ : state) benchmark::DoNotOptimize(fused(in.x, in.y).impl());
   label(state);
 }
+void BM_Compiled_Forward(benchmark::State& state) {
+  Inputs in(state.range(0));
+  compiled(in.x, in.y);  // the trace
+  for (auto _ : state) benchmark::DoNotOptimize(compiled(in.x, in.y).impl());
+  label(state);
+}
 template <Tensor (*F)(const Tensor&, const Tensor&)>
 void forward_backward(benchmark::State& state) {
   Inputs in(state.range(0));
@@ -114,6 +129,7 @@ void forward_backward(benchmark::State& state) {
 }
 void BM_Eager_ForwardBackward(benchmark::State& state) { forward_backward<eager>(state); }
 void BM_Fused_ForwardBackward(benchmark::State& state) { forward_backward<fused>(state); }
+void BM_Compiled_ForwardBackward(benchmark::State& state) { forward_backward<compiled>(state); }
 void BM_HandFused_Forward(benchmark::State& state) {
   const int64_t n = state.range(0);
   Inputs in(n);
@@ -144,10 +160,12 @@ void register_all() {
   };
   const Entry entries[] = {{"BM_Eager_Forward", BM_Eager_Forward},
                            {"BM_Fused_Forward", BM_Fused_Forward},
+                           {"BM_Compiled_Forward", BM_Compiled_Forward},
                            {"BM_HandFused_Forward", BM_HandFused_Forward},
                            {"BM_MemoryFloor", BM_MemoryFloor},
                            {"BM_Eager_ForwardBackward", BM_Eager_ForwardBackward},
-                           {"BM_Fused_ForwardBackward", BM_Fused_ForwardBackward}};
+                           {"BM_Fused_ForwardBackward", BM_Fused_ForwardBackward},
+                           {"BM_Compiled_ForwardBackward", BM_Compiled_ForwardBackward}};
   for (const Entry& e : entries) {
     for (int64_t n : kSizes) {
       benchmark::RegisterBenchmark((std::string(e.name) + "/n" + std::to_string(n)).c_str(), e.fn)
@@ -166,6 +184,37 @@ bool programs_agree() {
   if (std::memcmp(va.data(), vb.data(), va.size() * sizeof(float)) != 0) {
     std::fprintf(stderr, "the fused chain's bits differ from the eager chain's\n");
     return false;
+  }
+  // The compiled chain: traced (the eager run), then replayed as one fused op.
+  compiled(in.x, in.y);
+  const std::vector<float> vc = compiled(in.x, in.y).to_vector<float>();
+  const auto graph = compiled_chain().graph_for({in.x, in.y});
+  if (graph == nullptr || graph->nodes.size() != 1 || graph->nodes[0].op != "fused_elementwise") {
+    std::fprintf(stderr, "the compiled chain is not one fused op:\n%s", compiled_chain().report_for({in.x, in.y}).text().c_str());
+    return false;
+  }
+  if (std::memcmp(va.data(), vc.data(), va.size() * sizeof(float)) != 0) {
+    std::fprintf(stderr, "the compiled chain's bits differ from the eager chain's\n");
+    return false;
+  }
+  // Gradients: the fused op's backward programs against the eager tape.
+  Tensor xt = in.x.detach(), yt = in.y.detach();
+  GradientTape tape;
+  tape.watch(xt);
+  tape.watch(yt);
+  std::vector<Tensor> ge = tape.gradient(sum(eager(xt, yt)), {xt, yt});
+  GradientTape tape2;
+  tape2.watch(xt);
+  tape2.watch(yt);
+  std::vector<Tensor> gf = tape2.gradient(sum(compiled(xt, yt)), {xt, yt});
+  for (size_t k = 0; k < 2; ++k) {
+    const std::vector<float> e = ge[k].to_vector<float>(), c = gf[k].to_vector<float>();
+    for (size_t i = 0; i < e.size(); ++i) {
+      if (std::fabs(e[i] - c[i]) > 1e-5f * (1.0f + std::fabs(e[i]))) {
+        std::fprintf(stderr, "gradient %zu differs at %zu: eager %g, compiled %g\n", k, i, e[i], c[i]);
+        return false;
+      }
+    }
   }
   const std::vector<float> x = in.x.to_vector<float>(), y = in.y.to_vector<float>();
   std::vector<float> h(x.size());
@@ -199,6 +248,9 @@ int main(int argc, char** argv) {
     reporter.print_ratio("fused / hand-fused loop, forward" + at, "BM_Fused_Forward" + s, "BM_HandFused_Forward" + s);
     reporter.print_ratio("fused / memory floor, forward" + at, "BM_Fused_Forward" + s, "BM_MemoryFloor" + s);
     reporter.print_ratio("fused / eager, forward+backward" + at, "BM_Fused_ForwardBackward" + s,
+                "BM_Eager_ForwardBackward" + s);
+    reporter.print_ratio("compiled / eager, forward" + at, "BM_Compiled_Forward" + s, "BM_Eager_Forward" + s);
+    reporter.print_ratio("compiled / eager, forward+backward" + at, "BM_Compiled_ForwardBackward" + s,
                 "BM_Eager_ForwardBackward" + s);
   }
   benchmark::Shutdown();

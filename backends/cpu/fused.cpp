@@ -128,23 +128,20 @@ bool compact_like(const strata_tensor& t, const strata_tensor& y) {
   return true;
 }
 
-template <class T, int N>
-struct Fused;
-
-/// The signature T(T, ... N times).
-template <class T, class Seq>
-struct FusedSignature;
-template <class T, size_t... I>
-struct FusedSignature<T, std::index_sequence<I...>> {
+/// N inputs and M outputs, all T.
+template <class T, class In, class Out>
+struct FusedOperands;
+template <class T, size_t... I, size_t... O>
+struct FusedOperands<T, std::index_sequence<I...>, std::index_sequence<O...>> {
   template <size_t>
   using Same = T;
-  using type = T(Same<I>...);
+  using type = plugin::Signature<plugin::TypeList<Same<I>...>, plugin::TypeList<Same<O>...>>;
 };
 
-template <class T, int N>
+template <class T, int N, int M>
 struct Fused {
   static constexpr const char* name = STRATA_OP_FUSED_ELEMENTWISE;
-  using signature = typename FusedSignature<T, std::make_index_sequence<N>>::type;
+  using operands = typename FusedOperands<T, std::make_index_sequence<N>, std::make_index_sequence<M>>::type;
   static constexpr uint32_t flags = kStrided;
 
   static strata_status run(const KernelCall& call) {
@@ -152,11 +149,16 @@ struct Fused {
     const std::shared_ptr<const fp::Program> p = program_of(call, error);
     if (p == nullptr) return fail(call.error, STRATA_ERROR_INVALID_ARGUMENT, "%s: %s", name, error.c_str());
     const strata_tensor& y = call.out();
-    if (p->n_inputs != N || p->outputs.size() != 1) {
+    if (p->n_inputs != N || p->outputs.size() != static_cast<size_t>(M)) {
       return fail(call.error, STRATA_ERROR_INVALID_ARGUMENT,
                   "%s: the program reads %d inputs into %zu outputs, "
-                  "the call has %d and 1",
-                  name, static_cast<int>(p->n_inputs), p->outputs.size(), N);
+                  "the call has %d and %d",
+                  name, static_cast<int>(p->n_inputs), p->outputs.size(), N, M);
+    }
+    for (int m = 1; m < M; ++m) {
+      if (!same_shape(call.out(m), y)) {
+        return fail(call.error, STRATA_ERROR_INVALID_ARGUMENT, "%s: output %d's shape differs from output 0's", name, m);
+      }
     }
     for (int k = 0; k < N; ++k) {
       if (!compact_like(call.in(k), y)) {
@@ -164,8 +166,10 @@ struct Fused {
                     "%s: input %d is neither compact like the output nor one broadcast value", name, k);
       }
     }
-    if (!plugin::is_contiguous(y)) {
-      return fail(call.error, STRATA_ERROR_UNSUPPORTED, "%s: the output is not compact", name);
+    for (int m = 0; m < M; ++m) {
+      if (!plugin::is_contiguous(call.out(m))) {
+        return fail(call.error, STRATA_ERROR_UNSUPPORTED, "%s: output %d is not compact", name, m);
+      }
     }
     const int64_t total = plugin::numel(y);
     const T* in[N];
@@ -174,8 +178,13 @@ struct Fused {
       in[k] = data<const T>(call.in(k));
       broadcast[k] = !plugin::is_contiguous(call.in(k)) || (plugin::numel(call.in(k)) == 1 && total != 1);
     }
-    T* out = data<T>(y);
+    T* out[M];
+    for (int m = 0; m < M; ++m) out[m] = data<T>(call.out(m));
     const fp::Program& prog = *p;
+    // Which output (if any) each value is: a statement that is one writes
+    // there directly (the first output naming it, when several do).
+    std::vector<int> output_of(static_cast<size_t>(prog.n_values()), -1);
+    for (int m = M; m-- > 0;) output_of[static_cast<size_t>(prog.outputs[static_cast<size_t>(m)])] = m;
     parallel_for((total + kTile - 1) / kTile, call.threads,
                  [&](int64_t first, int64_t last) {
                    // Registers: one tile per value; constants and broadcast inputs filled once.
@@ -205,8 +214,8 @@ struct Fused {
                      for (size_t j = 0; j < prog.body.size(); ++j) {
                        const fp::Statement& st = prog.body[j];
                        const size_t v = static_cast<size_t>(prog.n_inputs) + j;
-                       const bool last_out = v == static_cast<size_t>(prog.outputs[0]) && j + 1 == prog.body.size();
-                       T* dst = last_out ? out + begin : tile(v);  // the last statement writes the output in place
+                       const int m = output_of[v];
+                       T* dst = m >= 0 ? out[m] + begin : tile(v);  // an output's statement writes it in place
                        const T* a = st.a.is_constant() ? constant[2 * j] : at[static_cast<size_t>(st.a.value)];
                        const T* b = fp::arity(st.op) == 1 ? nullptr
                                     : st.b.is_constant()  ? constant[2 * j + 1]
@@ -214,8 +223,10 @@ struct Fused {
                        statement<T>(st.op, a, b, dst, n);
                        at[v] = dst;
                      }
-                     const size_t result = static_cast<size_t>(prog.outputs[0]);
-                     if (at[result] != out + begin) std::copy(at[result], at[result] + n, out + begin);
+                     for (int m = 0; m < M; ++m) {
+                       const size_t result = static_cast<size_t>(prog.outputs[static_cast<size_t>(m)]);
+                       if (at[result] != out[m] + begin) std::copy(at[result], at[result] + n, out[m] + begin);
+                     }
                    }
                  },
                  kTile * static_cast<int64_t>(prog.body.size()));
@@ -223,12 +234,18 @@ struct Fused {
   }
 };
 
+template <class T, int N, int M>
+void add_fused(plugin::KernelTable& table) {
+  using F = Fused<T, N, M>;
+  table.add(F::name, F::operands::text(), &entry<F, typename F::operands>, F::flags, nullptr, STRATA_OP_VERSION);
+}
+
+/// 1 to 4 inputs, 1 to 3 outputs.
 template <class T>
 void add_fused(plugin::KernelTable& table) {
-  add<Fused<T, 1>>(table);
-  add<Fused<T, 2>>(table);
-  add<Fused<T, 3>>(table);
-  add<Fused<T, 4>>(table);
+  [&]<int... N>(std::integer_sequence<int, N...>) {
+    ((add_fused<T, N + 1, 1>(table), add_fused<T, N + 1, 2>(table), add_fused<T, N + 1, 3>(table)), ...);
+  }(std::make_integer_sequence<int, 4>{});
 }
 
 }  // namespace

@@ -96,9 +96,9 @@ inline int kernel_threads(const strata_kernel_call& call) {
 template <class F>
 using SignatureOf = plugin::SignatureOf<F>;
 
-template <class Impl>
+/// `Sig`: Impl's operands; by default its one-output function type.
+template <class Impl, class Sig = SignatureOf<typename Impl::signature>>
 strata_status entry(const strata_kernel_call* call) noexcept {
-  using Sig = SignatureOf<typename Impl::signature>;
   if (!Sig::accepts(call)) [[unlikely]] {
     return Sig::refuse(call, Impl::name);
   }

@@ -32,8 +32,8 @@ class Fused : public DeviceTest {
       }
     }
   }
-  /// The program's ops one by one, through the public functions.
-  static Tensor unfused(const fp::Program& p, const std::vector<Tensor>& in) {
+  /// The program's ops one by one, through the public functions: output m.
+  static Tensor unfused(const fp::Program& p, const std::vector<Tensor>& in, size_t m = 0) {
     std::vector<Tensor> v = in;
     auto of = [&](const fp::Operand& o) {
       return o.is_constant() ? s::scalar_tensor(o.constant, {.dtype = in[0].dtype(), .device = in[0].device()})
@@ -44,7 +44,7 @@ class Fused : public DeviceTest {
           std::string("strata::") + fp::name(st.op),
           fp::arity(st.op) == 2 ? std::vector<Tensor>{of(st.a), of(st.b)} : std::vector<Tensor>{of(st.a)}, {})[0]);
     }
-    return v[static_cast<size_t>(p.outputs[0])];
+    return v[static_cast<size_t>(p.outputs[m])];
   }
   static fp::Program parsed(const std::string& text) {
     fp::Program p;
@@ -111,6 +111,63 @@ TEST_P(Fused, AChainGivesTheBitsOfItsOps) {
   EXPECT_EQ(how, std::string(GetParam()) == "cpu:0" ? "kernel" : "decomposition");
 }
 
+// Up to three outputs, each with the bits of its ops, and derivatives
+// through all of them (cotangents on every output, or on some) against the
+// unfused chain's; one backward program computes every gradient.
+TEST_P(Fused, SeveralOutputsGiveTheirOpsBitsAndDifferentiate) {
+  const char* const text = "in 2\n%2 = mul %0 %1\n%3 = sin %2\n%4 = tanh %3\n%5 = mul %4 %0\nout %5 %3 %2";
+  const fp::Program p = parsed(text);
+  for (DType dtype : dtypes({s::f32, s::f64})) {
+    STRATA_TRACE(s::dtype_name(dtype));
+    Operand x = operand({4, 513}, dtype), y = operand({4, 513}, dtype);
+    const std::vector<Tensor> got = s::fused_elementwise_outputs({x.dev, y.dev}, text);
+    ASSERT_EQ(got.size(), 3u);
+    for (size_t m = 0; m < 3; ++m) expect_same_bits(got[m], unfused(p, {x.dev, y.dev}, m));
+    // Cotangents on two outputs: the inputs and both cotangents go into one
+    // backward program, both gradients come out of it. On all three: five
+    // operands, more than the op takes, so the derivative walk runs.
+    auto two = [&](const std::vector<Tensor>& outs) { return s::sum(outs[0]) + s::sum(outs[2] * outs[2]); };
+    auto three = [&](const std::vector<Tensor>& outs) { return two(outs) + s::sum(outs[1] * 0.5); };
+    const Tolerance tol = tolerance(dtype).scaled(8);
+    const std::string t(s::dtype_name(dtype));
+    for (int cotangents : {2, 3}) {
+      auto weighted = [&](const std::vector<Tensor>& outs) { return cotangents == 2 ? two(outs) : three(outs); };
+      s::ScalarFn fused = [&](const std::vector<Tensor>& in) { return weighted(s::fused_elementwise_outputs(in, text)); };
+      s::ScalarFn plain = [&](const std::vector<Tensor>& in) {
+        return weighted({unfused(p, in, 0), unfused(p, in, 1), unfused(p, in, 2)});
+      };
+      s::runtime().start_op_census();
+      std::vector<Tensor> g = s::grad(fused, {x.dev, y.dev});
+      uint64_t backward_calls = 0;
+      for (const s::OpUse& use : s::runtime().stop_op_census()) {
+        if (use.op == "strata::fused_elementwise" && use.signature == t + "," + t + "," + t + "," + t + "->" + t + "," + t) {
+          backward_calls += use.count;
+        }
+      }
+      if (std::string(GetParam()) == "cpu:0") {
+        EXPECT_EQ(backward_calls, cotangents == 2 ? 1u : 0u);
+      }
+      std::vector<Tensor> h = s::grad(plain, {x.dev, y.dev});
+      for (size_t k = 0; k < 2; ++k) EXPECT_CLOSE(g[k], to_host(h[k]), dtype, tol);
+    }
+    // A cotangent on one output only.
+    s::ScalarFn first = [&](const std::vector<Tensor>& in) { return s::sum(s::fused_elementwise_outputs(in, text)[1]); };
+    s::ScalarFn first_plain = [&](const std::vector<Tensor>& in) { return s::sum(unfused(p, in, 1)); };
+    std::vector<Tensor> g = s::grad(first, {x.dev, y.dev}), h = s::grad(first_plain, {x.dev, y.dev});
+    for (size_t k = 0; k < 2; ++k) EXPECT_CLOSE(g[k], to_host(h[k]), dtype, tol);
+    // Second order through every output.
+    Operand v = operand({4, 513}, dtype);
+    s::ScalarFn fused = [&](const std::vector<Tensor>& in) { return three(s::fused_elementwise_outputs(in, text)); };
+    s::ScalarFn plain = [&](const std::vector<Tensor>& in) {
+      return three({unfused(p, in, 0), unfused(p, in, 1), unfused(p, in, 2)});
+    };
+    std::vector<Tensor> hv = s::hvp(fused, {x.dev, y.dev}, {v.dev, v.dev}), hu = s::hvp(plain, {x.dev, y.dev}, {v.dev, v.dev});
+    for (size_t k = 0; k < 2; ++k) EXPECT_CLOSE(hv[k], to_host(hu[k]), dtype, tol.scaled(4));
+  }
+  Operand x = operand({3}, DType::f32);
+  EXPECT_THROW(s::fused_elementwise({x.dev}, "in 1\n%1 = exp %0\n%2 = sin %0\nout %1 %2"), s::ValueError);
+}
+
 // Reverse and forward mode, to second order, against the unfused chain.
 TEST_P(Fused, DerivativesEqualTheUnfusedChains) {
   const fp::Program p = parsed(kChain);
@@ -144,6 +201,55 @@ TEST_P(Fused, DerivativesEqualTheUnfusedChains) {
       EXPECT_CLOSE(hr[k], to_host(hu[k]), dtype, tol.scaled(4));
     }
   }
+}
+
+// The VJP of a program of up to three inputs, one of which needs a
+// gradient, is itself one fused op (the forward recomputed and walked back
+// in one pass): the same ops, in the same order, as the derivative table's
+// walk, so the same bits. Here the walk of y = sin(x)·x + c·x is written
+// out in the order it accumulates.
+TEST_P(Fused, TheBackwardProgramGivesTheBitsOfTheDerivativeWalk) {
+  const char* const text = "in 2\n%2 = sin %0\n%3 = mul %2 %0\n%4 = mul %1 %0\n%5 = add %3 %4\nout %5";
+  for (DType dtype : dtypes({s::f32, s::f64})) {
+    STRATA_TRACE(s::dtype_name(dtype));
+    Operand x = operand({3, 700}, dtype), c = operand({3, 700}, dtype), g = operand({3, 700}, dtype);
+    auto gradient_in = [&](int k) {
+      return s::vjp(
+                 [&](const std::vector<Tensor>& in) {
+                   return std::vector<Tensor>{s::fused_elementwise(k == 0 ? std::vector<Tensor>{in[0], c.dev}
+                                                                          : std::vector<Tensor>{x.dev, in[0]},
+                                                                   text)};
+                 },
+                 {k == 0 ? x.dev : c.dev}, {g.dev})
+          .second[0];
+    };
+    s::runtime().start_op_census();
+    const std::vector<Tensor> got{gradient_in(0), gradient_in(1)};
+    int fused_calls = 0;
+    for (const s::OpUse& use : s::runtime().stop_op_census())
+      if (use.op == "strata::fused_elementwise") fused_calls += static_cast<int>(use.count);
+    // Where the op has a kernel, a forward and a backward program per
+    // gradient; where it is decomposed, autograd records the ops it ran.
+    EXPECT_EQ(fused_calls, std::string(GetParam()) == "cpu:0" ? 4 : 2);
+    // Walked back from %5: add passes g to %3 and %4; %4 = c·x gives c̄ = g·x,
+    // x̄ = g·c; %3 = sin(x)·x gives sin̄ = g·x and x̄ += g·sin(x); sin gives
+    // x̄ += sin̄·cos(x).
+    const Tensor sx = s::sin(x.dev);
+    Tensor xbar = g.dev * c.dev;
+    xbar = xbar + g.dev * sx;
+    xbar = xbar + (g.dev * x.dev) * s::cos(x.dev);
+    expect_same_bits(got[0], xbar);
+    expect_same_bits(got[1], g.dev * x.dev);
+  }
+  // Four inputs leave no room for the cotangent, and two gradients would
+  // recompute the forward twice: the walk runs on tensors.
+  Operand a = operand({5}, DType::f32);
+  std::vector<Tensor> four = s::vjp(
+      [](const std::vector<Tensor>& in) {
+        return std::vector<Tensor>{s::fused_elementwise(in, "in 4\n%4 = mul %0 %1\n%5 = mul %2 %3\n%6 = add %4 %5\nout %6")};
+      },
+      {a.dev, a.dev, a.dev, a.dev}, {s::ones_like(a.dev)}).second;
+  expect_same_bits(four[0], a.dev);
 }
 
 TEST_P(Fused, MalformedProgramsAreRefusedNamingTheLine) {

@@ -406,6 +406,34 @@ TEST(Cli, TraceOpsRefusesAFileThatIsNoGraphWithExit2) {
   EXPECT_NE(r.out.find("strata: trace ops: "), std::string::npos) << r.out;
 }
 
+// `strata trace --explain-fusion`: tanh, mul and add of the graph above read
+// one tensor (the matmul's result) and become one region; the fused graph it
+// writes runs on mini:0 (no kernel for the fused op there: decomposed).
+TEST(Cli, TraceExplainFusionListsTheRegionsAndWritesTheFusedGraph) {
+  const std::string graph = write_temp("strata_cli_trace_fuse.json", kTracedGraph);
+  const std::string fused = graph + ".fused.json";
+  Result r = run("trace --explain-fusion " + graph + " --fused-output " + fused);
+  ASSERT_EQ(r.exit_code, 0) << r.out;
+  EXPECT_TRUE(has_line(r.out, "^Fusion of .*: 7 nodes -> 5 \\(1 fused region\\)$")) << r.out;
+  EXPECT_TRUE(has_line(r.out, "^region at node #3: 3 ops \\(tanh mul add\\), 1 input, f32\\[4, 2\\]$")) << r.out;
+  r = run("trace ops " + fused + " --device mini:0 --config " + STRATA_TEST_CONFIG, false);
+  ASSERT_EQ(r.exit_code, 0) << r.out;
+  EXPECT_TRUE(has_line(r.out, "^  strata::fused_elementwise f32->f32 +mini:0 +1 x  decomposition$")) << r.out;
+  std::remove(fused.c_str());
+  r = run("trace --explain-fusion " + graph + " --json", false);
+  ASSERT_EQ(r.exit_code, 0) << r.out;
+  const nlohmann::json j = nlohmann::json::parse(r.out);
+  ASSERT_EQ(j["regions"].size(), 1u) << r.out;
+  EXPECT_EQ(j["regions"][0]["ops"], nlohmann::json({"tanh", "mul", "add"}));
+  EXPECT_EQ(j["regions"][0]["program"], "in 1\n%1 = tanh %0\n%2 = mul %1 %0\n%3 = add %2 %0\nout %3");
+  r = run("trace --explain-fusion /nonexistent/graph.json");
+  EXPECT_EQ(r.exit_code, 2) << r.out;
+  EXPECT_NE(r.out.find("/nonexistent/graph.json"), std::string::npos) << r.out;
+  r = run("trace");
+  EXPECT_EQ(r.exit_code, 2) << r.out;
+  EXPECT_NE(r.out.find("--explain-fusion"), std::string::npos) << r.out;
+}
+
 }  // namespace
 
 // A plugin that declares what its probe depends on (minienv:

@@ -60,10 +60,10 @@ TEST(OpManifest, EveryCoreOpSaysWhatItIs) {
       ASSERT_NE(attr(op, "seed"), nullptr);
       ASSERT_NE(attr(op, "offset"), nullptr);
     }
-    // n_inputs -1: 1 to 4 inputs (fused_elementwise).
+    // -1: 1 to 4 inputs, 1 to 3 outputs (fused_elementwise).
     if (has(op.tags, "pointwise")) {
       EXPECT_TRUE(op.n_inputs >= 1 || op.n_inputs == -1) << op.n_inputs;
-      EXPECT_EQ(op.n_outputs, 1);
+      EXPECT_TRUE(op.n_outputs == 1 || op.n_outputs == -1) << op.n_outputs;
     }
     if (has(op.tags, "broadcasting")) {
       EXPECT_TRUE(op.n_inputs >= 2 || op.n_inputs == -1) << op.n_inputs;

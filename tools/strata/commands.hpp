@@ -1,6 +1,9 @@
 // commands.hpp — subcommands of the `strata` command line.
 #pragma once
 
+#include <strata/graph.hpp>
+
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -28,6 +31,11 @@ int run_demo(const std::string& device);
 /// `strata new-backend NAME [--dir DIR]` (new_backend.cpp).
 int run_new_backend(const std::string& name, const std::string& dir);
 
+/// Loads a traced graph (Graph::save) for a `strata trace` command; on a bad
+/// file prints "strata: WHO: " and what is wrong (the file, the JSON path)
+/// and returns nothing: the command exits with kBadInput (trace_ops.cpp).
+std::optional<strata::Graph> load_traced_graph(const std::string& path, const char* who);
+
 /// `strata trace ops GRAPH [--device D] [--forward-only] [--json]` (trace_ops.cpp).
 struct TraceOpsOptions {
   std::string graph;   // a file Graph::save wrote
@@ -36,6 +44,14 @@ struct TraceOpsOptions {
   bool json = false;
 };
 int run_trace_ops(const TraceOpsOptions& options);
+
+/// `strata trace --explain-fusion GRAPH [--json] [--fused-output FILE]` (trace_fuse.cpp).
+struct TraceFuseOptions {
+  std::string graph;   // a file Graph::save wrote
+  std::string output;  // "": do not write the fused graph
+  bool json = false;
+};
+int run_trace_fuse(const TraceFuseOptions& options);
 
 /// `strata launch -n N [--nnodes K --node-rank R --master-addr A]
 /// [--master-port P] PROGRAM ARGS...`, or `strata launch -n N --hosts

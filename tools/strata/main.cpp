@@ -83,7 +83,13 @@ int main(int argc, char** argv) {
 
   TraceOpsOptions trace_options;
   CLI::App* trace = app.add_subcommand("trace", "Tools for traced programs (Graph::save)");
-  trace->require_subcommand(1);
+  TraceFuseOptions fuse_options;
+  trace->require_subcommand(0, 1);
+  trace->add_option("--explain-fusion", fuse_options.graph,
+                    "Run the fusion pass over a graph file and list each fused region and why chains split "
+                    "(docs/compile.md)");
+  trace->add_flag("--json", fuse_options.json, "With --explain-fusion: print one JSON object");
+  trace->add_option("--fused-output", fuse_options.output, "With --explain-fusion: write the fused graph here");
   CLI::App* trace_ops = trace->add_subcommand(
       "ops", "The ops a traced program needs on a device (forward and backward), and how the device serves each: "
              "kernel, decomposition or CPU fallback");
@@ -185,6 +191,13 @@ int main(int argc, char** argv) {
     if (ops->parsed()) return run_ops(ops_options);
     if (demo->parsed()) return run_demo(demo_device);
     if (trace_ops->parsed()) return run_trace_ops(trace_options);
+    if (trace->parsed()) {
+      if (fuse_options.graph.empty()) {
+        std::cerr << "strata: trace: give a subcommand (ops, diff) or --explain-fusion GRAPH\n";
+        return kBadInput;
+      }
+      return run_trace_fuse(fuse_options);
+    }
   } catch (const strata::ConfigError& e) {
     std::cerr << "strata: configuration error: " << e.what() << "\n";
     return kBadInput;

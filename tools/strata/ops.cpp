@@ -64,8 +64,9 @@ void print_c_header(std::vector<OpInfo> ops) {
   for (size_t k = 0; k < tags.size(); ++k) {
     std::cout << "#define STRATA_OP_TAG_" << upper(tags[k]) << " (1u << " << k << ")\n";
   }
-  std::cout << "\n/* Every op above as X(MACRO_SUFFIX, name, inputs, outputs, tags); inputs -1\n"
-               " * is any number. A backend's tables and tests can iterate it:\n"
+  std::cout << "\n/* Every op above as X(MACRO_SUFFIX, name, inputs, outputs, tags); -1 is\n"
+               " * any number (the op's rule checks it). A backend's tables and tests\n"
+               " * can iterate it:\n"
                " *   #define X(id, name, n_in, n_out, tags) ...\n"
                " *   STRATA_OP_LIST(X)\n"
                " *   #undef X */\n"

@@ -37,18 +37,25 @@ std::vector<Tensor> example_inputs(const Graph& g, Device device, bool grad) {
 
 }  // namespace
 
-int run_trace_ops(const TraceOpsOptions& options) {
+std::optional<Graph> load_traced_graph(const std::string& path, const char* who) {
   Graph graph;
   try {
-    graph = Graph::load(options.graph);
+    graph = Graph::load(path);
   } catch (const Error& e) {  // the file, and the JSON path of what is wrong
-    std::cerr << "strata: trace ops: " << e.what() << "\n";
-    return kBadInput;
+    std::cerr << "strata: " << who << ": " << e.what() << "\n";
+    return std::nullopt;
   }
   if (!graph.traced) {
-    std::cerr << "strata: trace ops: " << options.graph << " is no traced graph (Graph::save of trace())\n";
-    return kBadInput;
+    std::cerr << "strata: " << who << ": " << path << " is no traced graph (Graph::save of trace())\n";
+    return std::nullopt;
   }
+  return graph;
+}
+
+int run_trace_ops(const TraceOpsOptions& options) {
+  const std::optional<Graph> loaded = load_traced_graph(options.graph, "trace ops");
+  if (!loaded) return kBadInput;
+  const Graph& graph = *loaded;
   const Device device = options.device.empty() ? runtime().default_device() : Device(options.device);
   std::vector<Tensor> inputs = example_inputs(graph, device, !options.forward_only);
   runtime().start_op_census();

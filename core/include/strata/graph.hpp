@@ -54,6 +54,9 @@ struct GraphNode {
   // trace() only:
   std::vector<int64_t> outputs;  // value ids this node defines
   std::vector<Shape> output_shapes;
+  /// Per output, its dtype: set by trace() and by Graph::load (derived from
+  /// the inputs by each op's shape rule, not stored in the file).
+  std::vector<DType> output_dtypes;
   std::vector<GraphAttr> attrs;
 };
 

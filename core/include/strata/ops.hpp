@@ -155,10 +155,13 @@ Tensor tanh_backward(const Tensor& grad, const Tensor& y);
 /// A chain of elementwise ops as one op (docs/ops.md, "Fused elementwise
 /// programs"; <strata/plugin/fused_program.hpp> has the program format):
 /// `program` reads inputs %0.. (1 to 4, promoted to one float dtype and
-/// broadcast to one shape) and names one output. A device with a kernel for
-/// it computes the chain in one pass (the CPU plugin's gives the bits of the
-/// ops one by one); any other runs the ops one by one. Differentiable to any
-/// order. Throws ValueError naming the line of a malformed program.
+/// broadcast to one shape) and names 1 to 3 outputs, returned in order. A
+/// device with a kernel for it computes the chain in one pass (the CPU
+/// plugin's gives the bits of the ops one by one); any other runs the ops
+/// one by one. Differentiable to any order. Throws ValueError naming the
+/// line of a malformed program.
+std::vector<Tensor> fused_elementwise_outputs(const std::vector<Tensor>& inputs, const std::string& program);
+/// fused_elementwise_outputs for a program of one output (ValueError for more).
 Tensor fused_elementwise(const std::vector<Tensor>& inputs, const std::string& program);
 Tensor gelu_backward(const Tensor& grad, const Tensor& x);
 Tensor softmax_backward(const Tensor& grad, const Tensor& y, int64_t dim);

@@ -4,6 +4,7 @@
 #include <strata/amp.hpp>
 #include <strata/autograd.hpp>
 #include <strata/checkpoint.hpp>
+#include <strata/compile.hpp>
 #include <strata/config.hpp>
 #include <strata/custom_function.hpp>
 #include <strata/device.hpp>

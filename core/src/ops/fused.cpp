@@ -48,17 +48,13 @@ std::shared_ptr<const fp::Program> program_of(const detail::Attrs* attrs, const 
 }
 
 /// Inputs promoted to one float dtype and broadcast to one shape, as a
-/// binary op's are; the program's one output has them.
+/// binary op's are; every output of the program (1 to 3) has them.
 void fused_rule(OpCall& call) {
   const auto program = program_of(call.attrs, call.describe());
   const fp::Program& p = *program;
   if (call.n_inputs != p.n_inputs) {
     throw ValueError(call.describe() + ": its program reads " + std::to_string(p.n_inputs) +
                      " input(s), the call has " + std::to_string(call.n_inputs));
-  }
-  if (p.outputs.size() != 1) {
-    throw ValueError(call.describe() + ": its program has " + std::to_string(p.outputs.size()) +
-                     " outputs; the op (version 1) has one");
   }
   DType t = call.in(0).dtype();
   for (int k = 1; k < call.n_inputs; ++k) t = promote_types(t, call.in(k).dtype());
@@ -71,8 +67,11 @@ void fused_rule(OpCall& call) {
     detail::cast_input(call, k, t);
     detail::expand_input(call, k, shape);
   }
-  call.out().dtype = t;
-  call.out().set_shape(shape);
+  call.n_outputs = static_cast<int>(p.outputs.size());  // 1 to kMaxOutputs: the parser checked
+  for (int k = 0; k < call.n_outputs; ++k) {
+    call.out(k).dtype = t;
+    call.out(k).set_shape(shape);
+  }
 }
 
 /// One statement on tensors: what its op means.
@@ -144,15 +143,17 @@ std::vector<Tensor> evaluate(const fp::Program& p, std::span<const Tensor> input
 
 /// s · ∂y/∂(operand k) of statement y = op(a, b): the derivative table. The
 /// partials are diagonal, so one map serves both modes (the JVP applies it
-/// to a tangent, the VJP to a cotangent). Undefined: zero.
-Tensor partial(fp::Op op, int k, const Tensor& s, const Tensor& a, const Tensor& b, const Tensor& y) {
+/// to a tangent, the VJP to a cotangent). Undefined: zero. V is Tensor (the
+/// walks below) or Sym (the backward program: the same ops as statements).
+template <typename V>
+V partial(fp::Op op, int k, const V& s, const V& a, const V& b, const V& y) {
   switch (op) {
     case fp::Op::neg:
       return neg(s);
     case fp::Op::abs:
       return s * sign(a);
     case fp::Op::sign:
-      return Tensor();
+      return V();
     case fp::Op::exp:
       return s * y;
     case fp::Op::log:
@@ -191,20 +192,151 @@ Tensor partial(fp::Op op, int k, const Tensor& s, const Tensor& a, const Tensor&
       return k == 0 ? sigmoid_backward(s, b) : s * a * (1.0 - b * 2.0);
     // (g, x) ↦ g [x > 0]: in g the same map; flat in x.
     case fp::Op::relu_backward:
-      return k == 0 ? relu_backward(s, b) : Tensor();
+      return k == 0 ? relu_backward(s, b) : V();
   }
   throw Error("internal: fused op without a derivative");
+}
+
+/// The backward program under construction: a Sym is an operand of it (a
+/// value, a constant, or undefined: zero), and the op functions on Syms
+/// append statements, so partial<Sym> writes the VJP as a program.
+struct Builder {
+  fp::Program program;
+  bool failed = false;  // a statement of two constants (no value to compute on)
+};
+struct Sym {
+  Builder* b = nullptr;
+  fp::Operand o;
+  bool defined() const { return b != nullptr; }
+};
+Sym emit(fp::Op op, const Sym& a, const Sym& b = Sym()) {
+  Builder* owner = a.b != nullptr ? a.b : b.b;
+  if (a.o.is_constant() && (fp::arity(op) == 1 || b.o.is_constant())) {
+    owner->failed = true;
+    return {owner, {}};
+  }
+  return {owner, {owner->program.add(op, a.o, b.o), 0.0}};
+}
+Sym constant(const Sym& like, double c) { return {like.b, {-1, c}}; }
+Sym neg(const Sym& a) { return emit(fp::Op::neg, a); }
+Sym sign(const Sym& a) { return emit(fp::Op::sign, a); }
+Sym sin(const Sym& a) { return emit(fp::Op::sin, a); }
+Sym cos(const Sym& a) { return emit(fp::Op::cos, a); }
+Sym tanh_backward(const Sym& g, const Sym& y) { return emit(fp::Op::tanh_backward, g, y); }
+Sym sigmoid_backward(const Sym& g, const Sym& y) { return emit(fp::Op::sigmoid_backward, g, y); }
+Sym relu_backward(const Sym& g, const Sym& x) { return emit(fp::Op::relu_backward, g, x); }
+Sym operator+(const Sym& a, const Sym& b) { return emit(fp::Op::add, a, b); }
+Sym operator*(const Sym& a, const Sym& b) { return emit(fp::Op::mul, a, b); }
+Sym operator/(const Sym& a, const Sym& b) { return emit(fp::Op::div, a, b); }
+Sym operator+(const Sym& a, double c) { return a + constant(a, c); }
+Sym operator*(const Sym& a, double c) { return a * constant(a, c); }
+Sym operator-(double c, const Sym& a) { return emit(fp::Op::sub, constant(a, c), a); }
+Sym plus(const Sym& a, const Sym& b) { return !a.defined() ? b : !b.defined() ? a : a + b; }
+
+/// `p` without the statements its outputs do not need (values renumbered).
+fp::Program without_dead_code(const fp::Program& p) {
+  std::vector<bool> live(static_cast<size_t>(p.n_values()), false);
+  for (int32_t v : p.outputs) live[static_cast<size_t>(v)] = true;
+  for (size_t j = p.body.size(); j-- > 0;) {
+    if (!live[static_cast<size_t>(p.n_inputs) + j]) continue;
+    for (int k = 0; k < fp::arity(p.body[j].op); ++k) {
+      const fp::Operand& o = k == 0 ? p.body[j].a : p.body[j].b;
+      if (!o.is_constant()) live[static_cast<size_t>(o.value)] = true;
+    }
+  }
+  fp::Program out;
+  out.n_inputs = p.n_inputs;
+  std::vector<int32_t> to(static_cast<size_t>(p.n_values()), -1);
+  for (int32_t k = 0; k < p.n_inputs; ++k) to[static_cast<size_t>(k)] = k;
+  auto map = [&to](fp::Operand o) {
+    if (!o.is_constant()) o.value = to[static_cast<size_t>(o.value)];
+    return o;
+  };
+  for (size_t j = 0; j < p.body.size(); ++j) {
+    if (!live[static_cast<size_t>(p.n_inputs) + j]) continue;
+    const fp::Statement& st = p.body[j];
+    to[static_cast<size_t>(p.n_inputs) + j] = out.add(st.op, map(st.a), map(st.b));
+  }
+  for (int32_t v : p.outputs) out.outputs.push_back(to[static_cast<size_t>(v)]);
+  return out;
+}
+
+/// Reverse mode as one fused op: a program over the forward's inputs and
+/// the outputs' cotangents that recomputes the forward and walks it back
+/// with partial<Sym> (the same ops, in the same order, as the tensor walk
+/// in fused_vjp, so the same values), writing every needed gradient in one
+/// pass over memory. Returns false (the caller walks with tensors) where it
+/// does not fit the op: the forward's inputs and the defined cotangents
+/// more than kMaxInputs, or a statement of two constants.
+bool fused_backward(const fp::Program& p, const GradContext& c, Grads& out) {
+  Builder b;
+  std::vector<Tensor> inputs(c.inputs.begin(), c.inputs.end());
+  std::vector<Sym> seed(p.outputs.size());  // each output's cotangent, an input of the program
+  for (size_t m = 0; m < p.outputs.size(); ++m) {
+    if (!c.grad(static_cast<int>(m)).defined()) continue;
+    seed[m] = {&b, {static_cast<int32_t>(inputs.size()), 0.0}};
+    inputs.push_back(c.grad(static_cast<int>(m)));
+  }
+  if (inputs.size() > static_cast<size_t>(fp::kMaxInputs)) return false;
+  b.program.n_inputs = static_cast<int32_t>(inputs.size());
+  // Values of the forward program → operands of the backward one.
+  std::vector<Sym> v;
+  for (int32_t k = 0; k < p.n_inputs; ++k) v.push_back({&b, {k, 0.0}});
+  auto operand_sym = [&](const fp::Operand& o) { return o.is_constant() ? Sym{&b, o} : v[static_cast<size_t>(o.value)]; };
+  for (const fp::Statement& st : p.body) {
+    v.push_back(emit(st.op, operand_sym(st.a), fp::arity(st.op) == 2 ? operand_sym(st.b) : Sym()));
+  }
+  std::vector<Sym> bar(v.size());
+  for (size_t m = 0; m < p.outputs.size(); ++m) {
+    const size_t at = static_cast<size_t>(p.outputs[m]);
+    if (seed[m].defined()) bar[at] = plus(bar[at], seed[m]);
+  }
+  for (size_t j = p.body.size(); j-- > 0;) {
+    const size_t index = static_cast<size_t>(p.n_inputs) + j;
+    if (!bar[index].defined()) continue;
+    const fp::Statement& st = p.body[j];
+    const Sym a = operand_sym(st.a), bb = fp::arity(st.op) == 2 ? operand_sym(st.b) : Sym();
+    for (int k = 0; k < fp::arity(st.op); ++k) {
+      if (operand(st, k).is_constant()) continue;
+      const size_t to = static_cast<size_t>(operand(st, k).value);
+      bar[to] = plus(bar[to], partial(st.op, k, bar[index], a, bb, v[index]));
+    }
+  }
+  if (b.failed) return false;
+  // The gradients computed by statements are the program's outputs; one
+  // that is a cotangent passed through (an add) is that tensor itself.
+  out.assign(c.inputs.size(), Tensor());
+  std::vector<int32_t> computed;  // the inputs whose gradient a statement computes
+  for (int32_t k = 0; k < p.n_inputs; ++k) {
+    const Sym& s = bar[static_cast<size_t>(k)];
+    if (!c.needs(k) || !s.defined()) continue;
+    if (s.o.value < b.program.n_inputs) {
+      out[static_cast<size_t>(k)] = inputs[static_cast<size_t>(s.o.value)];
+    } else {
+      computed.push_back(k);
+      b.program.outputs.push_back(s.o.value);
+    }
+  }
+  if (computed.empty()) return true;
+  const std::vector<Tensor> grads = fused_elementwise_outputs(inputs, without_dead_code(b.program).text());
+  for (size_t j = 0; j < computed.size(); ++j) out[static_cast<size_t>(computed[j])] = grads[j];
+  return true;
 }
 
 /// Reverse mode: the output's cotangent walked back through the program.
 Grads fused_vjp(const GradContext& c) {
   const auto program = program_of(c.attrs, "fused_elementwise VJP");
   const fp::Program& p = *program;
-  const Tensor& g = c.grad(0);
-  if (!g.defined()) return Grads(c.inputs.size());
+  bool any = false;
+  for (size_t m = 0; m < p.outputs.size(); ++m) any = any || c.grad(static_cast<int>(m)).defined();
+  if (!any) return Grads(c.inputs.size());
+  if (Grads out; fused_backward(p, c, out)) return out;
   const std::vector<Tensor> v = evaluate(p, c.inputs);
   std::vector<Tensor> bar(v.size());
-  bar[static_cast<size_t>(p.outputs[0])] = g;
+  for (size_t m = 0; m < p.outputs.size(); ++m) {
+    const size_t at = static_cast<size_t>(p.outputs[m]);
+    bar[at] = plus(bar[at], c.grad(static_cast<int>(m)));
+  }
   for (size_t j = p.body.size(); j-- > 0;) {
     const size_t index = static_cast<size_t>(p.n_inputs) + j;
     if (!bar[index].defined()) continue;
@@ -243,7 +375,9 @@ Grads fused_jvp(const GradContext& c) {
       if (const Tensor* t = tangent(k)) dot[index] = plus(dot[index], partial(st.op, k, *t, a, b, v[index]));
     }
   }
-  return {dot[static_cast<size_t>(p.outputs[0])]};
+  Grads out;
+  for (int32_t v_out : p.outputs) out.push_back(dot[static_cast<size_t>(v_out)]);
+  return out;
 }
 
 const detail::OpDef& kFusedElementwise =
@@ -253,6 +387,7 @@ const detail::OpDef& kFusedElementwise =
                        .attrs = kProgramAttrs,
                        .dtypes = detail::DTypeFamily::floating,
                        .n_inputs = -1,
+                       .n_outputs = -1,
                        .prepare = fused_rule,
                        .decompose =
                            [](const OpCall& c) {
@@ -261,19 +396,31 @@ const detail::OpDef& kFusedElementwise =
                              std::vector<Tensor> in;
                              for (int k = 0; k < c.n_inputs; ++k) in.push_back(c.in(k));
                              const std::vector<Tensor> v = evaluate(p, in);
-                             return std::vector<Tensor>{v[static_cast<size_t>(p.outputs[0])]};
+                             std::vector<Tensor> out;
+                             for (int32_t v_out : p.outputs) out.push_back(v[static_cast<size_t>(v_out)]);
+                             return out;
                            },
                        .derivative = {.vjp = fused_vjp, .jvp = fused_jvp}});
 
 }  // namespace
 
-Tensor fused_elementwise(const std::vector<Tensor>& inputs, const std::string& program) {
+std::vector<Tensor> fused_elementwise_outputs(const std::vector<Tensor>& inputs, const std::string& program) {
   if (inputs.empty() || inputs.size() > static_cast<size_t>(fp::kMaxInputs)) {
     throw ValueError("fused_elementwise: 1 to " + std::to_string(fp::kMaxInputs) + " inputs, got " +
                      std::to_string(inputs.size()));
   }
   detail::Attrs attrs{detail::Attr::string("program", program)};
-  return detail::dispatch_span(kFusedElementwise, inputs, &attrs)[0];
+  detail::OpResult r = detail::dispatch_span(kFusedElementwise, inputs, &attrs);
+  return std::vector<Tensor>(r.tensors.begin(), r.tensors.begin() + r.count);
+}
+
+Tensor fused_elementwise(const std::vector<Tensor>& inputs, const std::string& program) {
+  std::vector<Tensor> out = fused_elementwise_outputs(inputs, program);
+  if (out.size() != 1) {
+    throw ValueError("fused_elementwise: the program has " + std::to_string(out.size()) +
+                     " outputs; call fused_elementwise_outputs for all of them");
+  }
+  return out.front();
 }
 
 }  // namespace strata

@@ -105,8 +105,9 @@
 #define STRATA_OP_TAG_COMPLEX (1u << 13)
 #define STRATA_OP_TAG_AUTOGRAD (1u << 14)
 
-/* Every op above as X(MACRO_SUFFIX, name, inputs, outputs, tags); inputs -1
- * is any number. A backend's tables and tests can iterate it:
+/* Every op above as X(MACRO_SUFFIX, name, inputs, outputs, tags); -1 is
+ * any number (the op's rule checks it). A backend's tables and tests
+ * can iterate it:
  *   #define X(id, name, n_in, n_out, tags) ...
  *   STRATA_OP_LIST(X)
  *   #undef X */
@@ -133,7 +134,7 @@
   X(EXPM1, "strata::expm1", 1, 1, STRATA_OP_TAG_POINTWISE) \
   X(FILL, "strata::fill", 0, 1, STRATA_OP_TAG_CREATION) \
   X(FLOOR, "strata::floor", 1, 1, STRATA_OP_TAG_POINTWISE) \
-  X(FUSED_ELEMENTWISE, "strata::fused_elementwise", -1, 1, STRATA_OP_TAG_POINTWISE | STRATA_OP_TAG_BROADCASTING) \
+  X(FUSED_ELEMENTWISE, "strata::fused_elementwise", -1, -1, STRATA_OP_TAG_POINTWISE | STRATA_OP_TAG_BROADCASTING) \
   X(GATHER, "strata::gather", 2, 1, STRATA_OP_TAG_INDEXING | STRATA_OP_TAG_ALONG_DIM) \
   X(GE, "strata::ge", 2, 1, STRATA_OP_TAG_POINTWISE | STRATA_OP_TAG_BROADCASTING | STRATA_OP_TAG_PREDICATE) \
   X(GELU, "strata::gelu", 1, 1, STRATA_OP_TAG_POINTWISE) \

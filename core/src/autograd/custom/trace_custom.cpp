@@ -105,6 +105,7 @@ std::vector<Tensor> trace_custom_call(const CustomFunction& f, const std::vector
   for (const Tensor& t : outputs) {
     n.outputs.push_back(s.define(t));
     n.output_shapes.push_back(t.sizes());
+    n.output_dtypes.push_back(t.dtype());
     dtypes.ints.push_back(static_cast<int64_t>(t.dtype()));
   }
   n.attrs.push_back(graph_attr("function", key));

@@ -10,10 +10,12 @@
 #include "runtime/dispatch/op.hpp"
 
 #include <strata/custom_function.hpp>
+#include <strata/graph.hpp>
 
 #include <atomic>
 #include <functional>
 #include <memory>
+#include <optional>
 #include <set>
 #include <span>
 #include <string>
@@ -57,6 +59,31 @@ class TraceNested {
 /// replays it and its rules); otherwise just runs `run`.
 std::vector<Tensor> trace_custom_call(const CustomFunction& f, const std::vector<Tensor>& inputs,
                                       const FunctionAttrs& attrs, const std::function<std::vector<Tensor>()>& run);
+
+/// What strata::compile traces: `graph` reads the function's inputs, then
+/// the tensors it closed over (`captured`, read again at every call, so a
+/// weight updated in place is seen); `outputs` is the traced run's result.
+struct CompileTrace {
+  Graph graph;
+  std::vector<Tensor> captured;
+  std::vector<Tensor> outputs;
+};
+/// Traces `f` on `inputs` for strata::compile: like trace(), but tensors
+/// made before the trace are captured by reference (graph inputs) rather
+/// than copied as constants, and in-place writes and random draws throw
+/// (a replay would not repeat them), naming the op.
+CompileTrace trace_for_compile(const TraceFn& f, const std::vector<Tensor>& inputs);
+
+/// A traced graph's constants as tensors on `device` (none: the default
+/// device), in g.constants' order.
+std::vector<Tensor> make_constants(const Graph& g, std::optional<Device> device);
+/// Graph::run, with the constants made beforehand by make_constants (null:
+/// made here, on the inputs' device). `any_shape`: the inputs need only the
+/// traced ranks (a graph of elementwise ops only, whose shape rules give
+/// every value's shape from the inputs': strata::compile's shape-free
+/// signatures).
+std::vector<Tensor> run_graph(const Graph& g, const std::vector<Tensor>& inputs, const std::vector<Tensor>* constants,
+                              bool any_shape);
 
 /// Throws when tracing: `what` cannot be replayed from a graph.
 void trace_unsupported(const char* what);

@@ -49,6 +49,11 @@ int64_t TraceState::value_of(const Tensor& t) {
     if (t.impl()->autograd != nullptr && is_differentiable(t.dtype())) externals.push_back(t);
     return define(t);
   }
+  if (by_reference && t.impl()->storage != nullptr && t.impl()->storage->serial < first_serial) {
+    int64_t id = define(t);
+    captured.emplace_back(id, t);
+    return id;
+  }
   GraphConstant c;
   c.dtype = t.dtype();
   c.shape = t.sizes();
@@ -78,6 +83,7 @@ void TraceState::record(std::string_view op, std::span<const Tensor> inputs, std
   for (const Tensor& t : outputs) {
     n.outputs.push_back(define(t));
     n.output_shapes.push_back(t.sizes());
+    n.output_dtypes.push_back(t.dtype());
   }
   if (attrs != nullptr) {
     for (const Attr& a : *attrs) {
@@ -104,6 +110,18 @@ TraceState*& active_trace() {
 
 OpResult traced_dispatch(OpCall& call, OpResult (*run)(OpCall&)) {
   TraceState& s = *active_trace();
+  if (s.by_reference && s.replay == nullptr) {
+    if ((call.op->tags & op_tag::random) != 0) {
+      throw Error("compile: op '" + std::string(call.op->name) +
+                  "' draws random numbers; a replay would repeat the same draw");
+    }
+    if (s.depth == 0 && call.preset[0].defined()) {
+      throw Error("compile: in-place op '" + std::string(call.op->name) + "' writes " +
+                  (call.preset[0].impl()->storage->serial < s.first_serial ? "a tensor made outside the function"
+                                                                            : "a tensor the function made") +
+                  "; a replay would not write it");
+    }
+  }
   if (s.depth > 0 || call.n_inputs == 0 || call.op->n_inputs == 0) {  // nested, or a creation op (a constant)
     TraceNested nested;
     return run(call);
@@ -170,28 +188,71 @@ std::vector<Tensor> capture_external_reads(const std::vector<Tensor>& known, con
   return std::move(state.externals);
 }
 
-}  // namespace detail
+namespace {
 
-Graph trace(const TraceFn& f, const std::vector<Tensor>& example_inputs) {
-  if (detail::active_trace() != nullptr) throw Error("trace: already tracing on this thread (trace does not nest)");
-  detail::TraceState state;
-  for (const Tensor& t : example_inputs) {
-    if (!t.defined()) throw Error("trace: example input " + std::to_string(state.next_value) + " is undefined");
+/// Runs `f` on `inputs` under `state` and returns its outputs, with the
+/// graph's inputs and outputs set.
+std::vector<Tensor> run_traced(TraceState& state, const TraceFn& f, const std::vector<Tensor>& inputs, const char* who) {
+  if (active_trace() != nullptr) throw Error(std::string(who) + ": already tracing on this thread (traces do not nest)");
+  for (const Tensor& t : inputs) {
+    if (!t.defined()) throw Error(std::string(who) + ": input " + std::to_string(state.next_value) + " is undefined");
     state.graph.input_dtypes.push_back(t.dtype());
     state.graph.input_shapes.push_back(t.sizes());
     state.define(t);
   }
   std::vector<Tensor> outputs;
   {
-    detail::ActiveTrace active(state);
-    outputs = f(example_inputs);
+    ActiveTrace active(state);
+    outputs = f(inputs);
   }
   state.depth = 0;
   for (const Tensor& t : outputs) {
-    if (!t.defined()) throw Error("trace: the function returned an undefined tensor");
+    if (!t.defined()) throw Error(std::string(who) + ": the function returned an undefined tensor");
     state.graph.outputs.push_back(state.value_of(t));
   }
   state.graph.traced = true;
+  return outputs;
+}
+
+}  // namespace
+
+CompileTrace trace_for_compile(const TraceFn& f, const std::vector<Tensor>& inputs) {
+  TraceState state;
+  state.by_reference = true;
+  state.first_serial = storage_serial();
+  CompileTrace out;
+  out.outputs = run_traced(state, f, inputs, "compile");
+  // The captured tensors become inputs n.. (in the order first read), the
+  // other values follow them: ids are renumbered, order kept.
+  Graph& g = state.graph;
+  const int64_t n = static_cast<int64_t>(inputs.size());
+  std::vector<int64_t> renumber(static_cast<size_t>(state.next_value), -1);
+  for (int64_t k = 0; k < n; ++k) renumber[static_cast<size_t>(k)] = k;
+  int64_t next = n;
+  for (const auto& [id, t] : state.captured) {
+    renumber[static_cast<size_t>(id)] = next++;
+    g.input_dtypes.push_back(t.dtype());
+    g.input_shapes.push_back(t.sizes());
+    out.captured.push_back(t);
+  }
+  for (int64_t& r : renumber)
+    if (r < 0) r = next++;
+  auto at = [&renumber](int64_t& id) { id = renumber[static_cast<size_t>(id)]; };
+  for (GraphNode& node : g.nodes) {
+    for (int64_t& v : node.inputs) at(v);
+    for (int64_t& v : node.outputs) at(v);
+  }
+  for (GraphConstant& c : g.constants) at(c.value);
+  for (int64_t& v : g.outputs) at(v);
+  out.graph = std::move(g);
+  return out;
+}
+
+}  // namespace detail
+
+Graph trace(const TraceFn& f, const std::vector<Tensor>& example_inputs) {
+  detail::TraceState state;
+  detail::run_traced(state, f, example_inputs, "trace");
   return std::move(state.graph);
 }
 

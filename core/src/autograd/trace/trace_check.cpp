@@ -119,7 +119,7 @@ class Checker {
     const OpDef* op = find_op(n.op);
     if (op == nullptr) fail(p + "/op", "unknown op \"" + n.op + "\"");
     const bool structural = op->kind == OpKind::view || op->kind == OpKind::join;
-    if (structural ? !structural_replayable(n.op) : (op->kind == OpKind::transfer || op->n_inputs <= 0)) {
+    if (structural ? !structural_replayable(n.op) : (op->kind == OpKind::transfer || op->n_inputs == 0)) {
       fail(p + "/op", "op \"" + n.op + "\" is never recorded by trace() and cannot be replayed (" +
                           (op->n_inputs == 0 ? "a creation op: its result is a constant" : "not replayable") + ")");
     }
@@ -151,6 +151,8 @@ class Checker {
       }
       values_[static_cast<size_t>(n.outputs[i])] = out[i];
     }
+    n.output_dtypes.clear();
+    for (const Meta& m : out) n.output_dtypes.push_back(m.dtype);
   }
 
   /// A custom function's node: its function must be registered here; its
@@ -168,7 +170,11 @@ class Checker {
       }
     }
     std::vector<std::pair<DType, Shape>> out = load_custom_node(g_, n, source_, p);
-    for (size_t i = 0; i < out.size(); ++i) values_[static_cast<size_t>(n.outputs[i])] = {out[i].first, out[i].second};
+    n.output_dtypes.clear();
+    for (size_t i = 0; i < out.size(); ++i) {
+      values_[static_cast<size_t>(n.outputs[i])] = {out[i].first, out[i].second};
+      n.output_dtypes.push_back(out[i].first);
+    }
   }
 
   static std::string describe(const std::vector<Meta>& in) {

@@ -45,6 +45,14 @@ struct TraceState {
   int64_t next_value = 0;
   std::unordered_map<const TensorImpl*, int64_t> ids;
   std::vector<Tensor> alive;  // keeps traced tensors alive so addresses are not reused
+  /// strata::compile's trace (trace_for_compile): a tensor whose storage is
+  /// older than the trace (serial below `first_serial`: a weight the
+  /// function closes over) is not a constant but a value read at each call,
+  /// kept in `captured` with its id; in-place writes and random draws are
+  /// refused, since a replay would not repeat them.
+  bool by_reference = false;
+  uint64_t first_serial = 0;
+  std::vector<std::pair<int64_t, Tensor>> captured;
 
   int64_t define(const Tensor& t);
 

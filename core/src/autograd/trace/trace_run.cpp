@@ -144,8 +144,33 @@ void replay_node(const Graph& g, const GraphNode& n, std::vector<Tensor>& in, Se
 
 }  // namespace
 
-std::vector<Tensor> Graph::run(const std::vector<Tensor>& inputs) const {
-  if (!traced) throw Error("Graph::run: only graphs made by trace() (or loaded) can be replayed");
+namespace detail {
+
+std::vector<Tensor> make_constants(const Graph& g, std::optional<Device> device) {
+  std::vector<Tensor> out;
+  for (const GraphConstant& c : g.constants) {
+    // Converted on the host straight to the constant's dtype (its values are
+    // exact in it), so no f64 or i64 tensor is made on a device that may not
+    // store one.
+    bool integral = c.dtype == DType::i32 || c.dtype == DType::i64;
+    const TensorOptions options{.dtype = c.dtype, .device = device};
+    if (is_complex(c.dtype)) {  // (real, imaginary) pairs: std::complex's layout
+      std::span<const std::complex<double>> pairs(reinterpret_cast<const std::complex<double>*>(c.data.data()),
+                                                  c.data.size() / 2);
+      out.push_back(from_data(pairs, c.shape, options));
+      continue;
+    }
+    out.push_back(integral ? from_data(std::span<const int64_t>(c.ints), c.shape, options)
+                           : from_data(std::span<const double>(c.data), c.shape, options));
+  }
+  return out;
+}
+
+std::vector<Tensor> run_graph(const Graph& g, const std::vector<Tensor>& inputs, const std::vector<Tensor>* constants,
+                              bool any_shape) {
+  const auto& input_dtypes = g.input_dtypes;
+  const auto& input_shapes = g.input_shapes;
+  if (!g.traced) throw Error("Graph::run: only graphs made by trace() (or loaded) can be replayed");
   if (inputs.size() != input_dtypes.size()) {
     throw Error("Graph::run: expected " + std::to_string(input_dtypes.size()) + " inputs, got " +
                 std::to_string(inputs.size()));
@@ -160,7 +185,8 @@ std::vector<Tensor> Graph::run(const std::vector<Tensor>& inputs) const {
   for (size_t k = 0; k < inputs.size(); ++k) {
     const Tensor& t = inputs[k];
     if (!t.defined()) throw Error("Graph::run: input " + std::to_string(k) + " is undefined");
-    if (t.dtype() != input_dtypes[k] || t.sizes() != input_shapes[k]) {
+    if (t.dtype() != input_dtypes[k] ||
+        (any_shape ? t.dim() != static_cast<int64_t>(input_shapes[k].size()) : t.sizes() != input_shapes[k])) {
       throw ShapeError("Graph::run: input " + std::to_string(k) + " is " + std::string(dtype_name(t.dtype())) +
                        detail::shape_string(t.shape()) + ", the graph was traced with " +
                        std::string(dtype_name(input_dtypes[k])) + detail::shape_string(input_shapes[k]));
@@ -171,20 +197,14 @@ std::vector<Tensor> Graph::run(const std::vector<Tensor>& inputs) const {
     device = t.device();
     set(static_cast<int64_t>(k), t);
   }
-  for (const GraphConstant& c : constants) {
-    // Converted on the host straight to the constant's dtype (its values are
-    // exact in it), so no f64 or i64 tensor is made on a device that may not
-    // store one.
-    bool integral = c.dtype == DType::i32 || c.dtype == DType::i64;
-    const TensorOptions options{.dtype = c.dtype, .device = device};
-    if (is_complex(c.dtype)) {  // (real, imaginary) pairs: std::complex's layout
-      std::span<const std::complex<double>> pairs(reinterpret_cast<const std::complex<double>*>(c.data.data()),
-                                                  c.data.size() / 2);
-      set(c.value, from_data(pairs, c.shape, options));
-      continue;
+  {
+    std::vector<Tensor> made;
+    if (constants == nullptr) {
+      made = make_constants(g, device);
+      constants = &made;
     }
-    set(c.value, integral ? from_data(std::span<const int64_t>(c.ints), c.shape, options)
-                          : from_data(std::span<const double>(c.data), c.shape, options));
+    if (constants->size() != g.constants.size()) throw Error("Graph::run: internal: constants do not match the graph");
+    for (size_t k = 0; k < g.constants.size(); ++k) set(g.constants[k].value, (*constants)[k]);
   }
   auto value = [&values](int64_t id) -> const Tensor& {
     if (id < 0 || static_cast<size_t>(id) >= values.size() || !values[static_cast<size_t>(id)].defined()) {
@@ -192,11 +212,11 @@ std::vector<Tensor> Graph::run(const std::vector<Tensor>& inputs) const {
     }
     return values[static_cast<size_t>(id)];
   };
-  for (const GraphNode& n : nodes) {
+  for (const GraphNode& n : g.nodes) {
     std::vector<Tensor> in;
     for (int64_t v : n.inputs) in.push_back(value(v));
     try {
-      replay_node(*this, n, in, set);
+      replay_node(g, n, in, set);
     } catch (const Error&) {
       throw;
     } catch (const std::exception& e) {  // a graph built by hand can reach what load() did not check
@@ -204,8 +224,14 @@ std::vector<Tensor> Graph::run(const std::vector<Tensor>& inputs) const {
     }
   }
   std::vector<Tensor> out;
-  for (int64_t v : outputs) out.push_back(value(v));
+  for (int64_t v : g.outputs) out.push_back(value(v));
   return out;
+}
+
+}  // namespace detail
+
+std::vector<Tensor> Graph::run(const std::vector<Tensor>& inputs) const {
+  return detail::run_graph(*this, inputs, nullptr, false);
 }
 
 }  // namespace strata

@@ -1,0 +1,216 @@
+// compile.cpp — strata::compile (<strata/compile.hpp>, docs/compile.md): a
+// cache of traced and fused graphs keyed by the input signature, replayed
+// through the dispatcher (so autograd records the replay as usual).
+#include "autograd/autocast.hpp"
+#include "autograd/trace/trace.hpp"
+#include "runtime/dispatch/vmap_state.hpp"
+
+#include <strata/compile.hpp>
+#include <strata/error.hpp>
+#include <strata/plugin/fused_program.hpp>
+
+#include <list>
+#include <mutex>
+#include <optional>
+#include <string>
+#include <utility>
+#include <vector>
+
+namespace strata {
+
+namespace {
+
+/// One signature's trace: its graph (null when it fell back, with the
+/// reason), the tensors it captured and its constants, made once.
+struct Entry {
+  std::string key;
+  bool any_shape = false;  // replays inputs of any shape of the traced ranks
+  std::shared_ptr<const Graph> graph;
+  std::string reason;
+  std::vector<Tensor> captured;
+  std::vector<Tensor> constants;
+  FusionReport report;
+};
+
+/// The cache key of a call: each input's dtype, shape (or, `shapes` false,
+/// rank) and device, and the autocast state.
+std::string signature(const std::vector<Tensor>& inputs, bool shapes = true) {
+  std::string key;
+  for (size_t k = 0; k < inputs.size(); ++k) {
+    const Tensor& t = inputs[k];
+    if (!t.defined()) throw Error("compile: input " + std::to_string(k) + " is undefined");
+    key += std::string(dtype_name(t.dtype())) +
+           (shapes ? detail::shape_string(t.sizes()) : "[rank " + std::to_string(t.dim()) + "]") + "@" +
+           t.device().str() + " ";
+  }
+  const detail::AutocastSnapshot amp = detail::autocast_snapshot();
+  if (amp.enabled) key += "autocast:" + std::string(dtype_name(amp.dtype)) + "@" + std::to_string(amp.device_slot);
+  return key;
+}
+
+/// Whether every input of rank above 0 has one shape: a call a shape-free
+/// trace may serve.
+bool one_shape(const std::vector<Tensor>& inputs) {
+  const Tensor* first = nullptr;
+  for (const Tensor& t : inputs) {
+    if (t.dim() == 0) continue;
+    if (first == nullptr) first = &t;
+    else if (t.sizes() != first->sizes()) return false;
+  }
+  return true;
+}
+
+/// Whether a traced graph computes the same on inputs of any one shape of
+/// the traced ranks: elementwise ops only (the fused vocabulary and fused
+/// ops, no attribute but a program), 0-d constants, and no captured tensor
+/// (inputs from `n_inputs` on) of rank above 0, whose shape would not follow.
+bool shape_free(const Graph& g, size_t n_inputs) {
+  for (const GraphNode& n : g.nodes) {
+    plugin::fused::Op op;
+    const bool fused = n.op == "fused_elementwise";
+    if (!fused && (!plugin::fused::op_named(n.op, op) || !n.attrs.empty())) return false;
+  }
+  for (const GraphConstant& c : g.constants)
+    if (!c.shape.empty()) return false;
+  for (size_t k = n_inputs; k < g.input_shapes.size(); ++k)
+    if (!g.input_shapes[k].empty()) return false;
+  return true;
+}
+
+}  // namespace
+
+struct CompiledFunction::State {
+  TraceFn fn;
+  CompileOptions options;
+  mutable std::mutex mutex;
+  std::list<std::shared_ptr<Entry>> entries;  // most recently used first
+  CompileStats stats;
+
+  std::shared_ptr<Entry> find(const std::string& key) const {
+    for (const auto& e : entries)
+      if (e->key == key) return e;
+    return nullptr;
+  }
+  /// The entry serving `inputs`: traced with their shapes, or shape-free
+  /// for their ranks.
+  std::shared_ptr<Entry> find_for(const std::vector<Tensor>& inputs, const std::string& key) const {
+    if (auto e = find(key)) return e;
+    if (!one_shape(inputs)) return nullptr;
+    auto e = find(signature(inputs, false));
+    return e != nullptr && e->any_shape ? e : nullptr;
+  }
+  void touch(const std::shared_ptr<Entry>& e) {
+    entries.remove(e);
+    entries.push_front(e);
+  }
+  void store(std::shared_ptr<Entry> e) {
+    entries.remove_if([&e](const std::shared_ptr<Entry>& x) { return x->key == e->key; });
+    entries.push_front(std::move(e));
+    while (entries.size() > std::max<size_t>(options.max_signatures, 1)) entries.pop_back();
+  }
+
+  /// The first call of a signature: trace (running the function), fuse,
+  /// keep; on a trace that cannot be taken, run eagerly and remember why.
+  std::vector<Tensor> trace_and_keep(const std::vector<Tensor>& inputs, const std::string& key) {
+    auto e = std::make_shared<Entry>();
+    e->key = key;
+    detail::CompileTrace t;
+    try {
+      t = detail::trace_for_compile(fn, inputs);
+    } catch (const Error& error) {
+      // Ops run before the refused one were pure (in-place writes and
+      // random draws are refused before they run), so running the
+      // function again is what an eager call does. Its own errors are the
+      // caller's and keep nothing.
+      std::vector<Tensor> out = fn(inputs);
+      e->reason = error.what();
+      std::lock_guard lock(mutex);
+      stats.fallbacks.push_back({key, e->reason});
+      store(std::move(e));
+      return out;
+    }
+    Graph g = options.fuse && !detail::autocast_active() ? fuse(t.graph, &e->report) : std::move(t.graph);
+    if (one_shape(inputs) && shape_free(g, inputs.size())) {
+      e->any_shape = true;
+      e->key = signature(inputs, false);
+    }
+    std::optional<Device> device;
+    if (!inputs.empty()) device = inputs.front().device();
+    else if (!t.captured.empty()) device = t.captured.front().device();
+    e->constants = detail::make_constants(g, device);
+    e->captured = std::move(t.captured);
+    e->graph = std::make_shared<const Graph>(std::move(g));
+    std::lock_guard lock(mutex);
+    stats.shape_free_traces += e->any_shape ? 1 : 0;
+    store(std::move(e));
+    return std::move(t.outputs);
+  }
+};
+
+std::vector<Tensor> CompiledFunction::operator()(const std::vector<Tensor>& inputs) const {
+  State& s = *state_;
+  // Inside another trace (or a checkpoint's capture) the function's ops
+  // belong to that trace; under vmap the inputs are lanes, which a trace
+  // does not record: both run the function as written.
+  if (detail::active_trace() != nullptr || !detail::vmap_frames().empty()) {
+    {
+      std::lock_guard lock(s.mutex);
+      ++s.stats.calls;
+      ++s.stats.eager_calls;
+    }
+    return s.fn(inputs);
+  }
+  const std::string key = signature(inputs);
+  std::shared_ptr<Entry> e;
+  {
+    std::lock_guard lock(s.mutex);
+    ++s.stats.calls;
+    e = s.find_for(inputs, key);
+    if (e == nullptr) {
+      ++s.stats.traces;
+    } else {
+      s.touch(e);
+      ++(e->graph != nullptr ? s.stats.replays : s.stats.eager_calls);
+    }
+  }
+  if (e == nullptr) return s.trace_and_keep(inputs, key);
+  if (e->graph == nullptr) return s.fn(inputs);
+  std::vector<Tensor> all(inputs);
+  all.insert(all.end(), e->captured.begin(), e->captured.end());
+  return detail::run_graph(*e->graph, all, &e->constants, e->any_shape);
+}
+
+CompileStats CompiledFunction::stats() const {
+  std::lock_guard lock(state_->mutex);
+  CompileStats out = state_->stats;
+  for (const auto& e : state_->entries) {
+    out.fused_regions += e->report.regions.size();
+    for (const FusionRegion& r : e->report.regions) out.fused_ops += r.ops.size();
+  }
+  return out;
+}
+
+std::shared_ptr<const Graph> CompiledFunction::graph_for(const std::vector<Tensor>& inputs) const {
+  const std::string key = signature(inputs);
+  std::lock_guard lock(state_->mutex);
+  auto e = state_->find_for(inputs, key);
+  return e != nullptr ? e->graph : nullptr;
+}
+
+FusionReport CompiledFunction::report_for(const std::vector<Tensor>& inputs) const {
+  const std::string key = signature(inputs);
+  std::lock_guard lock(state_->mutex);
+  auto e = state_->find_for(inputs, key);
+  return e != nullptr ? e->report : FusionReport{};
+}
+
+CompiledFunction compile(TraceFn fn, CompileOptions options) {
+  if (!fn) throw Error("compile: the function is empty");
+  CompiledFunction f;
+  f.state_ = std::make_shared<CompiledFunction::State>();
+  f.state_->fn = std::move(fn);
+  f.state_->options = options;
+  return f;
+}
+
+}  // namespace strata

@@ -1,0 +1,289 @@
+// compile_test.cpp — strata::compile and the fusion pass: compiled and eager
+// results (values, gradients to second order) agree, the cache traces once
+// per signature and sees weights updated in place, functions that cannot be
+// replayed fall back with their reason, and the fusion report names why a
+// chain split. Public API only; on the default device.
+#include <gtest/gtest.h>
+
+#include <strata/strata.hpp>
+
+#include <filesystem>
+
+#include "../common/test_device.hpp"
+
+namespace {
+
+using namespace strata;
+using strata_test::real_dtype;
+
+std::vector<double> host(const Tensor& t) { return t.detach().to(Device("cpu:0")).to_vector<double>(); }
+
+/// Bit for bit where the fused kernel promises it (the CPU plugin), else to
+/// the dtype's tolerance (a device that runs the decomposition computes
+/// the same ops, but its kernels need not match one another across calls).
+void expect_same(const Tensor& got, const Tensor& want, double rtol = 0.0) {
+  ASSERT_EQ(got.sizes(), want.sizes());
+  ASSERT_EQ(got.dtype(), want.dtype());
+  const std::vector<double> a = host(got), b = host(want);
+  for (size_t i = 0; i < a.size(); ++i) {
+    if (rtol == 0.0) {
+      EXPECT_EQ(a[i], b[i]) << "element " << i;
+    } else {
+      EXPECT_NEAR(a[i], b[i], rtol * (1.0 + std::abs(b[i]))) << "element " << i;
+    }
+  }
+}
+
+int count_ops(const Graph& g, const std::string& op) {
+  int n = 0;
+  for (const GraphNode& node : g.nodes) n += node.op == op ? 1 : 0;
+  return n;
+}
+
+/// A chain of 14 elementwise ops over an input and a captured weight.
+struct Chain {
+  Tensor w;
+  std::vector<Tensor> operator()(const std::vector<Tensor>& in) const {
+    const Tensor& x = in[0];
+    Tensor y = sin(x * w) + exp(x) * 0.5;
+    y = tanh(y) - sigmoid(x);
+    return {relu(y * y + 0.25) / (abs(x) + 1.0)};
+  }
+};
+
+TEST(Compile, AFusedChainMatchesEagerValuesAndGradientsToSecondOrder) {
+  manual_seed(11);
+  const DType t = real_dtype();
+  Chain chain{randn({64}, {.dtype = t, .requires_grad = true})};
+  auto compiled = compile([&chain](const std::vector<Tensor>& in) { return chain(in); });
+  Tensor x = randn({64}, {.dtype = t, .requires_grad = true});
+  expect_same(compiled({x})[0], chain({x})[0]);  // the first call: the trace's own run
+  Tensor x2 = randn({64}, {.dtype = t, .requires_grad = true});
+  Tensor got = compiled({x2})[0], want = chain({x2})[0];
+  const bool cpu = x.device() == Device("cpu:0");
+  expect_same(got, want);
+
+  CompileStats s = compiled.stats();
+  EXPECT_EQ(s.calls, 2u);
+  EXPECT_EQ(s.traces, 1u);
+  EXPECT_EQ(s.replays, 1u);
+  EXPECT_EQ(s.fused_regions, 1u);
+  EXPECT_EQ(s.fused_ops, 14u);
+  std::shared_ptr<const Graph> g = compiled.graph_for({x2});
+  ASSERT_NE(g, nullptr);
+  EXPECT_EQ(count_ops(*g, "fused_elementwise"), 1);
+  EXPECT_EQ(g->nodes.size(), 1u) << "every op of the chain is in the region";
+  EXPECT_EQ(g->input_dtypes.size(), 2u) << "the weight is captured as an input, not a constant";
+
+  // First order, both inputs; the fused op's derivative walks its program
+  // with the ops' own rules.
+  const double rtol = cpu ? 0.0 : strata_test::tolerance(t).rtol;
+  chain.w.set_grad(Tensor());
+  sum(got).backward();
+  const Tensor gx = x2.grad(), gw = chain.w.grad();
+  x2.set_grad(Tensor());
+  chain.w.set_grad(Tensor());
+  sum(want).backward();
+  expect_same(gx, x2.grad(), rtol == 0.0 ? 1e-14 : rtol);
+  expect_same(gw, chain.w.grad(), rtol == 0.0 ? 1e-14 : rtol);
+  // Second order: a Hessian-vector product through the compiled function.
+  Fn fc = [&](const Tensor& v) { return sum(compiled({v})[0]); };
+  Fn fe = [&](const Tensor& v) { return sum(chain({v})[0]); };
+  Tensor v = randn({64}, {.dtype = t});
+  Tensor xd = x2.detach();
+  expect_same(hvp(fc, xd, v), hvp(fe, xd, v), cpu ? 1e-12 : 1e-3);
+  expect_same(jvp(fc, xd, v).second, jvp(fe, xd, v).second, cpu ? 1e-12 : 1e-3);
+}
+
+TEST(Compile, TracesOncePerSignatureAndReadsCapturedWeightsAtEachCall) {
+  manual_seed(12);
+  const DType t = real_dtype();
+  Tensor w = randn({8}, {.dtype = t});
+  auto compiled = compile([&w](const std::vector<Tensor>& in) { return std::vector<Tensor>{tanh(in[0] * w) + 1.0}; });
+  Tensor x = randn({8}, {.dtype = t});
+  compiled({x});
+  {
+    NoGradGuard no_grad;
+    w.copy_(w * -2.0);  // an optimizer's in-place update
+  }
+  expect_same(compiled({x})[0], tanh(x * w) + 1.0);
+  compiled({randn({3, 8}, {.dtype = t})});  // a new shape: a new trace
+  compiled({randn({3, 8}, {.dtype = t})});
+  CompileStats s = compiled.stats();
+  EXPECT_EQ(s.traces, 2u);
+  EXPECT_EQ(s.replays, 2u);
+  // At most max_signatures traces are kept: the least recently used goes
+  // (a sum: not elementwise, so each shape is its own signature).
+  auto small = compile([](const std::vector<Tensor>& in) { return std::vector<Tensor>{sum(exp(in[0]) + 1.0)}; },
+                       {.max_signatures = 2});
+  for (int64_t n : {1, 2, 1, 3, 2}) small({ones({n}, {.dtype = t})});
+  EXPECT_EQ(small.stats().traces, 4u) << "size 2 was dropped when size 3 came";
+  EXPECT_EQ(small.stats().replays, 1u);
+}
+
+// A graph of elementwise ops only, on inputs of one shape, serves every
+// shape of the traced ranks: a new batch size replays, values exact.
+TEST(Compile, AnElementwiseTraceServesEveryShapeOfItsRanks) {
+  const DType t = real_dtype();
+  auto f = compile([](const std::vector<Tensor>& in) {
+    return std::vector<Tensor>{tanh(in[0] * in[1] + 0.5) * sigmoid(in[1])};
+  });
+  auto eager = [](const Tensor& a, const Tensor& b) { return tanh(a * b + 0.5) * sigmoid(b); };
+  for (int64_t n : {64, 1000, 7, 64}) {
+    Tensor a = randn({n}, {.dtype = t}), b = randn({n}, {.dtype = t});
+    expect_same(f({a, b})[0], eager(a, b));
+  }
+  CompileStats s = f.stats();
+  EXPECT_EQ(s.traces, 1u);
+  EXPECT_EQ(s.shape_free_traces, 1u);
+  EXPECT_EQ(s.replays, 3u);
+  // Another rank, or inputs of two shapes (broadcast): traced for themselves.
+  Tensor m = randn({3, 5}, {.dtype = t}), row = randn({5}, {.dtype = t});
+  expect_same(f({m, m})[0], eager(m, m));
+  expect_same(f({m, row})[0], eager(m, row));
+  expect_same(f({m, row})[0], eager(m, row));
+  s = f.stats();
+  EXPECT_EQ(s.traces, 3u);
+  EXPECT_EQ(s.shape_free_traces, 2u) << "[3, 5] with [5] is not one shape";
+  // A captured tensor of rank 1 fixes the shape.
+  Tensor w = randn({4}, {.dtype = t});
+  auto g = compile([&w](const std::vector<Tensor>& in) { return std::vector<Tensor>{exp(in[0] * w)}; });
+  g({randn({4}, {.dtype = t})});
+  EXPECT_EQ(g.stats().shape_free_traces, 0u);
+}
+
+TEST(Compile, WhatCannotBeReplayedFallsBackWithItsReason) {
+  const DType t = real_dtype();
+  Tensor counter = zeros({1}, {.dtype = t});
+  auto writes = compile([&counter](const std::vector<Tensor>& in) {
+    counter.copy_(counter + 1.0);
+    return std::vector<Tensor>{exp(in[0])};
+  });
+  Tensor x = randn({4}, {.dtype = t});
+  for (int k = 0; k < 3; ++k) expect_same(writes({x})[0], exp(x));
+  EXPECT_EQ(host(counter)[0], 3.0) << "the write happens once per call, fallback or not";
+  CompileStats s = writes.stats();
+  ASSERT_EQ(s.fallbacks.size(), 1u);
+  EXPECT_NE(s.fallbacks[0].reason.find("in-place op"), std::string::npos) << s.fallbacks[0].reason;
+  EXPECT_NE(s.fallbacks[0].reason.find("made outside the function"), std::string::npos) << s.fallbacks[0].reason;
+  EXPECT_EQ(s.traces, 1u);
+  EXPECT_EQ(s.eager_calls, 2u);
+  EXPECT_EQ(writes.graph_for({x}), nullptr);
+
+  auto draws = compile([](const std::vector<Tensor>& in) { return std::vector<Tensor>{in[0] + rand(in[0].sizes(), {.dtype = in[0].dtype()})}; });
+  Tensor a = draws({x})[0], b = draws({x})[0];
+  EXPECT_NE(host(a), host(b)) << "every call draws afresh";
+  ASSERT_EQ(draws.stats().fallbacks.size(), 1u);
+  EXPECT_NE(draws.stats().fallbacks[0].reason.find("random"), std::string::npos) << draws.stats().fallbacks[0].reason;
+
+  // The function's own errors are the caller's, and nothing is kept.
+  auto bad = compile([](const std::vector<Tensor>& in) { return std::vector<Tensor>{in[0] + in[1]}; });
+  EXPECT_THROW(bad({ones({2}), ones({3})}), ShapeError);
+  EXPECT_TRUE(bad.stats().fallbacks.empty());
+  EXPECT_THROW(bad({Tensor(), ones({2})}), Error);
+  EXPECT_THROW(compile(TraceFn()), Error);
+}
+
+TEST(Compile, InsideATraceItRunsEagerlySoTheOuterTraceSeesItsOps) {
+  auto inner = compile([](const std::vector<Tensor>& in) { return std::vector<Tensor>{exp(sin(in[0]))}; });
+  Tensor x = randn({5});
+  Graph g = trace([&inner](const std::vector<Tensor>& in) { return inner(in); }, {x});
+  EXPECT_EQ(count_ops(g, "sin"), 1);
+  EXPECT_EQ(count_ops(g, "exp"), 1);
+  EXPECT_EQ(inner.stats().eager_calls, 1u);
+}
+
+TEST(Fuse, TheReportNamesEachRegionAndWhyChainsSplit) {
+  const DType t = real_dtype();
+  Tensor x = randn({4, 3}, {.dtype = t}), m = randn({3, 3}, {.dtype = t});
+  Tensor b = randn({3}, {.dtype = t});
+  Graph g = trace(
+      [&](const std::vector<Tensor>& in) {
+        Tensor h = tanh(in[0] * 2.0 + 1.0);  // region 1 ends: h is an output and read by matmul
+        Tensor z = matmul(h, m);
+        Tensor e = exp(b) * 3.0;              // broadcast: [3] against [4, 3]
+        Tensor y = sin(z) * e + cos(z);       // region 2 reads z, e
+        return std::vector<Tensor>{y, h};
+      },
+      {x});
+  FusionReport report;
+  Graph f = fuse(g, &report);
+  ASSERT_EQ(report.regions.size(), 3u) << report.text();
+  EXPECT_EQ(count_ops(f, "fused_elementwise"), 3);
+  EXPECT_EQ(count_ops(f, "matmul"), 1);
+  const std::string text = report.text();
+  std::printf("%s", text.c_str());
+  EXPECT_NE(text.find("3 ops (mul add tanh)"), std::string::npos) << text;
+  EXPECT_NE(text.find("its shape [3] differs from the region's [4, 3]"), std::string::npos) << text;
+  // Same values as the unfused graph, after a save and load of the fused one.
+  const auto path = std::filesystem::temp_directory_path() / ("strata_fuse_" + std::to_string(::getpid()) + ".json");
+  f.save(path);
+  Graph loaded = Graph::load(path);
+  std::filesystem::remove(path);
+  Tensor x2 = randn({4, 3}, {.dtype = t});
+  std::vector<Tensor> want = g.run({x2}), got = loaded.run({x2});
+  expect_same(got[0], want[0]);
+  expect_same(got[1], want[1]);
+
+  // Five distinct tensors: more than the fused op reads.
+  std::vector<Tensor> five;
+  for (int k = 0; k < 5; ++k) five.push_back(randn({6}, {.dtype = t}));
+  Graph wide = trace(
+      [](const std::vector<Tensor>& in) {
+        return std::vector<Tensor>{(((in[0] * in[1]) + in[2]) * in[3]) - in[4]};
+      },
+      five);
+  FusionReport wide_report;
+  Graph fw = fuse(wide, &wide_report);
+  EXPECT_NE(wide_report.text().find("would read 5 tensors"), std::string::npos) << wide_report.text();
+  expect_same(fw.run(five)[0], wide.run(five)[0]);
+  // Nothing to fuse says so; a graph not from trace() is refused.
+  FusionReport none;
+  fuse(trace([](const std::vector<Tensor>& in) { return std::vector<Tensor>{sum(in[0])}; }, {x}), &none);
+  EXPECT_EQ(none.text(), "no elementwise chain to fuse\n");
+  EXPECT_THROW(fuse(Graph{}), Error);
+}
+
+// A value read outside its chain is one more output of the fused op (the
+// fused node then stands before that reader), unless the reader leads back
+// into the chain.
+TEST(Fuse, AValueReadOutsideTheChainBecomesAnOutput) {
+  const DType t = real_dtype();
+  Tensor x = randn({4, 4}, {.dtype = t}), m = randn({4, 4}, {.dtype = t});
+  Graph g = trace(
+      [&](const std::vector<Tensor>& in) {
+        Tensor y = sin(in[0]);  // read by the chain and by the matmul
+        Tensor q = matmul(y, m);
+        return std::vector<Tensor>{y * y + 1.0, q};
+      },
+      {x});
+  FusionReport report;
+  Graph f = fuse(g, &report);
+  ASSERT_EQ(report.regions.size(), 1u) << report.text();
+  EXPECT_EQ(report.regions[0].outputs, 2);
+  EXPECT_NE(report.text().find("3 ops (sin mul add), 1 input, 2 outputs"), std::string::npos) << report.text();
+  ASSERT_EQ(f.nodes.size(), 2u);
+  EXPECT_EQ(f.nodes[0].op, "fused_elementwise") << "the matmul reads one of its outputs";
+  Tensor x2 = randn({4, 4}, {.dtype = t, .requires_grad = true});
+  std::vector<Tensor> want = g.run({x2}), got = f.run({x2});
+  for (size_t k = 0; k < 2; ++k) expect_same(got[k], want[k]);
+  Fn through_g = [&](const Tensor& v) { std::vector<Tensor> o = g.run({v}); return sum(o[0]) + sum(o[1]); };
+  Fn through_f = [&](const Tensor& v) { std::vector<Tensor> o = f.run({v}); return sum(o[0]) + sum(o[1]); };
+  expect_same(grad(through_f)(x2.detach()), grad(through_g)(x2.detach()), 1e-12);
+
+  // The matmul's result comes back into the chain: sin stays out.
+  Graph c = trace(
+      [&](const std::vector<Tensor>& in) {
+        Tensor y = sin(in[0]);
+        return std::vector<Tensor>{exp(y * matmul(y, m))};
+      },
+      {x});
+  FusionReport cycle;
+  Graph cf = fuse(c, &cycle);
+  EXPECT_NE(cycle.text().find("leads back into the region"), std::string::npos) << cycle.text();
+  ASSERT_EQ(cycle.regions.size(), 1u) << cycle.text();
+  EXPECT_EQ(cycle.regions[0].ops, (std::vector<std::string>{"mul", "exp"}));
+  expect_same(cf.run({x2})[0], c.run({x2})[0]);
+}
+
+}  // namespace
