@@ -9,7 +9,10 @@
 //    backward program per input, each recomputing the forward);
 //  - BM_Compiled_Forward / BM_Compiled_ForwardBackward: the eager chain
 //    through strata::compile (traced once, the ten ops fused by the pass
-//    into one op: the fused op's time plus the replay's overhead);
+//    into one op: the fused op's time plus the replay's overhead), and
+//    BM_Compiled_FirstCall: a cold compile (trace, fuse, run) at 1K;
+//  - bench/compile_peers.py: JAX's jit and eager, PyTorch eager, on the
+//    same chain and sizes (Python peers, run separately);
 //  - BM_HandFused_Forward: the chain as one loop over the elements written
 //    by hand with SLEEF's AVX-512 functions (the same 1-ULP ones the CPU
 //    plugin uses; libm's scalar ones where the CPU lacks AVX-512): the
@@ -109,6 +112,15 @@ void BM_Fused_Forward(benchmark::State& state) {
   for (auto _ : state) benchmark::DoNotOptimize(fused(in.x, in.y).impl());
   label(state);
 }
+/// A cold compile: a new compiled function's first call (trace, fusion pass,
+/// constants made, the eager run the trace is) on 1K elements.
+void BM_Compiled_FirstCall(benchmark::State& state) {
+  Inputs in(1024);
+  for (auto _ : state) {
+    CompiledFunction f = compile([](const std::vector<Tensor>& x) { return std::vector<Tensor>{eager(x[0], x[1])}; });
+    benchmark::DoNotOptimize(f({in.x, in.y})[0].impl());
+  }
+}
 void BM_Compiled_Forward(benchmark::State& state) {
   Inputs in(state.range(0));
   compiled(in.x, in.y);  // the trace
@@ -152,6 +164,7 @@ void BM_MemoryFloor(benchmark::State& state) {
 }
 
 constexpr int64_t kSizes[] = {1 << 10, 1 << 16, 1 << 22};
+BENCHMARK(BM_Compiled_FirstCall)->Unit(benchmark::kMicrosecond);
 
 void register_all() {
   struct Entry {

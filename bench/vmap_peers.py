@@ -26,11 +26,9 @@ unpin_openblas, the script executes itself again without them first.
 import argparse
 import json
 import os
-import statistics
 import subprocess
 import sys
 import tempfile
-import time
 
 if any(k in os.environ for k in ("OPENBLAS_CORETYPE", "OPENBLAS_L2_SIZE")):
     env = {k: v for k, v in os.environ.items() if k not in ("OPENBLAS_CORETYPE", "OPENBLAS_L2_SIZE")}
@@ -49,19 +47,8 @@ except ImportError:
     torch = None
 
 
-def timed(fn, repetitions, min_time=0.3):
-    fn()  # warm up (and JIT)
-    runs = []
-    for _ in range(repetitions):
-        n, start = 0, time.perf_counter()
-        while True:
-            fn()
-            n += 1
-            elapsed = time.perf_counter() - start
-            if elapsed >= min_time:
-                break
-        runs.append(elapsed / n)
-    return statistics.median(runs), min(runs), max(runs)
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from peer_timing import timed  # noqa: E402
 
 
 def report(name, stats, unit):
