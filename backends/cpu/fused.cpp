@@ -33,8 +33,7 @@ std::shared_ptr<const fp::Program> program_of(const KernelCall& call, std::strin
     error = "no STRING attribute 'program'";
     return nullptr;
   }
-  static auto* cache = new fp::ProgramCache();  // outlives static teardown
-  return cache->get(std::string_view(text->string, static_cast<size_t>(text->count)), error);
+  return fp::cached_program(std::string_view(text->string, static_cast<size_t>(text->count)), error);
 }
 
 template <class T, class Op>

@@ -308,6 +308,7 @@ const plugin::KernelTable& kernel_table(const Device& device) {
     register_matmul_kernels(reg);
     register_index_kernels(reg);
     register_random_kernels(reg);
+    register_fused_kernels(reg);
     t = table;
   }
   return *t;

@@ -175,6 +175,7 @@ void register_reduce_kernels(Registry& reg);
 void register_matmul_kernels(Registry& reg);
 void register_index_kernels(Registry& reg);
 void register_random_kernels(Registry& reg);
+void register_fused_kernels(Registry& reg);
 
 /// The table of `device`, built on first use and kept until the process exits.
 const plugin::KernelTable& kernel_table(const Device& device);

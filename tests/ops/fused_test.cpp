@@ -46,6 +46,12 @@ class Fused : public DeviceTest {
     }
     return v[static_cast<size_t>(p.outputs[m])];
   }
+  /// Whether the device under test has kernels for the op (one output):
+  /// the CPU plugin and the Vulkan plugin; any other decomposes it.
+  static bool has_kernel() {
+    const std::string d = GetParam();
+    return d == "cpu:0" || d.rfind("vulkan:", 0) == 0;
+  }
   static fp::Program parsed(const std::string& text) {
     fp::Program p;
     std::string error;
@@ -88,7 +94,8 @@ const char* const kChain =
 
 TEST_P(Fused, AChainGivesTheBitsOfItsOps) {
   const fp::Program p = parsed(kChain);
-  for (DType dtype : dtypes({s::f32, s::f64})) {
+  // f16: each statement's value rounded as its op stores it.
+  for (DType dtype : dtypes({s::f32, s::f64, s::f16})) {
     for (const Shape& shape : std::vector<Shape>{{}, {7}, {3, 1500}, {0, 4}}) {
       STRATA_TRACE(s::dtype_name(dtype) << shape_str(shape));
       Operand x = operand(shape, dtype), y = operand(shape, dtype);
@@ -100,15 +107,15 @@ TEST_P(Fused, AChainGivesTheBitsOfItsOps) {
     Operand t = operand({40, 30}, dtype, Layout::transposed), u = operand({40, 30}, dtype);
     expect_same_bits(s::fused_elementwise({t.dev, u.dev}, kChain), unfused(p, {t.dev, u.dev}));
   }
-  // How the device served it: the CPU plugin's kernel on compact operands;
-  // a device without one (Vulkan today), the ops one by one.
+  // How the device served it: the CPU and Vulkan plugins' kernels on
+  // compact operands; a device without one, the ops one by one.
   Operand x = operand({3, 5}, DType::f32), y = operand({3, 5}, DType::f32);
   s::runtime().start_op_census();
   (void)s::fused_elementwise({x.dev, y.dev}, kChain);
   std::string how;
   for (const s::OpUse& use : s::runtime().stop_op_census())
     if (use.op == "strata::fused_elementwise") how = use.how;
-  EXPECT_EQ(how, std::string(GetParam()) == "cpu:0" ? "kernel" : "decomposition");
+  EXPECT_EQ(how, has_kernel() ? "kernel" : "decomposition");
 }
 
 // Up to three outputs, each with the bits of its ops, and derivatives
@@ -144,7 +151,7 @@ TEST_P(Fused, SeveralOutputsGiveTheirOpsBitsAndDifferentiate) {
           backward_calls += use.count;
         }
       }
-      if (std::string(GetParam()) == "cpu:0") {
+      if (std::string(GetParam()) == "cpu:0") {  // kernels of several outputs: the CPU plugin's
         EXPECT_EQ(backward_calls, cotangents == 2 ? 1u : 0u);
       }
       std::vector<Tensor> h = s::grad(plain, {x.dev, y.dev});
@@ -230,7 +237,7 @@ TEST_P(Fused, TheBackwardProgramGivesTheBitsOfTheDerivativeWalk) {
       if (use.op == "strata::fused_elementwise") fused_calls += static_cast<int>(use.count);
     // Where the op has a kernel, a forward and a backward program per
     // gradient; where it is decomposed, autograd records the ops it ran.
-    EXPECT_EQ(fused_calls, std::string(GetParam()) == "cpu:0" ? 4 : 2);
+    EXPECT_EQ(fused_calls, has_kernel() ? 4 : 2);
     // Walked back from %5: add passes g to %3 and %4; %4 = c·x gives c̄ = g·x,
     // x̄ = g·c; %3 = sin(x)·x gives sin̄ = g·x and x̄ += g·sin(x); sin gives
     // x̄ += sin̄·cos(x).

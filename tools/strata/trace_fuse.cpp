@@ -4,13 +4,11 @@
 // and shape) and why each elementwise op at a region's border stayed out;
 // optionally writes the fused graph (Graph::save) for `strata trace ops` or
 // Graph::load.
-#include "commands.hpp"
-
+#include <iostream>
+#include <nlohmann/json.hpp>
 #include <strata/strata.hpp>
 
-#include <nlohmann/json.hpp>
-
-#include <iostream>
+#include "commands.hpp"
 
 namespace strata::cli {
 
@@ -37,12 +35,13 @@ int run_trace_fuse(const TraceFuseOptions& options) {
                               {"program", r.program}});
     }
     j["notes"] = nlohmann::json::array();
-    for (const FusionNote& n : report.notes) j["notes"].push_back({{"node", n.node}, {"op", n.op}, {"reason", n.reason}});
+    for (const FusionNote& n : report.notes)
+      j["notes"].push_back({{"node", n.node}, {"op", n.op}, {"reason", n.reason}});
     std::cout << j.dump(2) << "\n";
     return kOk;
   }
-  std::cout << "Fusion of " << options.graph << ": " << graph.nodes.size() << " nodes -> " << fused.nodes.size()
-            << " (" << report.regions.size() << " fused region" << (report.regions.size() == 1 ? "" : "s") << ")\n"
+  std::cout << "Fusion of " << options.graph << ": " << graph.nodes.size() << " nodes -> " << fused.nodes.size() << " ("
+            << report.regions.size() << " fused region" << (report.regions.size() == 1 ? "" : "s") << ")\n"
             << report.text();
   if (!options.output.empty()) std::cout << "fused graph written to " << options.output << "\n";
   return kOk;

@@ -9,6 +9,7 @@
 // operand allows, so most calls arrive as rank 1. Integer division by zero
 // yields 0 and is recorded as a deferred failure (common.glsl).
 #include "common.glsl"
+#include "float_ops.glsl"
 
 layout(local_size_x = ELTWISE_GROUP) in;
 layout(constant_id = 0) const int OP = 0;
@@ -44,31 +45,7 @@ layout(push_constant) uniform Push {
 #if NIN == 1
 YC unary_op(AC x) {
 #if IS_FLOAT(A_K) && A_K == Y_K
-  switch (OP) {
-    case OP_NEG: return -x;
-    case OP_ABS: return abs(x);
-    case OP_SIGN: return x > 0.0 ? 1.0 : (x < 0.0 ? -1.0 : 0.0);
-    case OP_EXP: return exp(x);
-    case OP_LOG: return log(x);
-    case OP_LOG1P: return log1p_f(x);
-    case OP_EXPM1: return expm1_f(x);
-    case OP_SQRT: return sqrt(x);
-    case OP_RSQRT: return 1.0 / sqrt(x);
-    case OP_SIN: return sin(x);
-    case OP_COS: return cos(x);
-    case OP_ATAN: return atan(x);
-    case OP_TANH: return tanh_f(x);
-    case OP_SIGMOID: return sigmoid_f(x);
-    case OP_RELU: return x > 0.0 ? x : 0.0;
-    case OP_ERF: return erf_f(x);
-    case OP_FLOOR: return floor(x);
-    case OP_CEIL: return ceil(x);
-    case OP_ROUND: return roundEven(x);
-    case OP_RECIPROCAL: return 1.0 / x;
-    case OP_GELU: return x * normal_cdf(x);
-    case OP_SILU: return x * sigmoid_f(x);
-    default: return x;
-  }
+  return unary_float(OP, x);
 #elif (A_K == KIND_I32 || A_K == KIND_I64) && A_K == Y_K
   switch (OP) {
     case OP_NEG: return -x;
@@ -106,20 +83,7 @@ YC binary_op(AC a, AC b) {
   return 0u;
 #endif
 #elif IS_FLOAT(A_K)
-  switch (OP) {
-    case OP_ADD: return a + b;
-    case OP_SUB: return a - b;
-    case OP_MUL: return a * b;
-    case OP_DIV: return a / b;
-    case OP_POW: return pow_f(a, b);
-    case OP_MAXIMUM: return isnan(a) || isnan(b) ? nan_value() : max(a, b);
-    case OP_MINIMUM: return isnan(a) || isnan(b) ? nan_value() : min(a, b);
-    case OP_RELU_BACKWARD: return b > 0.0 ? a : 0.0;
-    case OP_SIGMOID_BACKWARD: return a * b * (1.0 - b);
-    case OP_TANH_BACKWARD: return a * (1.0 - b * b);
-    case OP_GELU_BACKWARD: return a * (normal_cdf(b) + b * normal_pdf(b));
-  }
-  return a;
+  return binary_float(OP, a, b);
 #else
   switch (OP) {
     case OP_ADD: return a + b;

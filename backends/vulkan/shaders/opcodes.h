@@ -37,4 +37,9 @@
 
 #define MAX_RANK 8
 
+/* fused.comp: statements a program may have, and the operand index that
+ * stands for the statement's constant. */
+#define FUSED_MAX_STATEMENTS 60
+#define FUSED_CONSTANT 0xffffffffu
+
 #endif

@@ -13,11 +13,10 @@
 // meaning; the fused op's derivatives are its own rules (docs/ops.md).
 #pragma once
 
-#include <strata/graph.hpp>
-#include <strata/tensor.hpp>
-
 #include <cstdint>
 #include <memory>
+#include <strata/graph.hpp>
+#include <strata/tensor.hpp>
 #include <string>
 #include <vector>
 
@@ -26,14 +25,14 @@ namespace strata {
 /// One fused region: a chain of elementwise ops that became one
 /// fused_elementwise node.
 struct FusionRegion {
-  uint64_t node = 0;                // the fused node's id (its last op's)
-  std::vector<uint64_t> nodes;      // the ops it replaced, in order
-  std::vector<std::string> ops;     // their names
-  int inputs = 0;                   // the fused op's tensor inputs
-  int outputs = 1;                  // its outputs: the last op's value, then values read outside
+  uint64_t node = 0;             // the fused node's id (its last op's)
+  std::vector<uint64_t> nodes;   // the ops it replaced, in order
+  std::vector<std::string> ops;  // their names
+  int inputs = 0;                // the fused op's tensor inputs
+  int outputs = 1;               // its outputs: the last op's value, then values read outside
   DType dtype = DType::f32;
-  Shape shape;                      // every value of the region has it
-  std::string program;              // the fused op's "program" attribute
+  Shape shape;          // every value of the region has it
+  std::string program;  // the fused op's "program" attribute
 };
 
 /// Why an elementwise op was left out of a region, or where a chain split.

@@ -244,4 +244,11 @@ class ProgramCache {
   std::map<std::string, std::shared_ptr<const Program>, std::less<>> programs_;
 };
 
+/// The program of `text` (a kernel's "program" attribute) from one cache
+/// per library: nullptr with `error` naming the line when it is malformed.
+inline std::shared_ptr<const Program> cached_program(std::string_view text, std::string& error) {
+  static auto* cache = new ProgramCache();  // leaked: outlives static teardown
+  return cache->get(text, error);
+}
+
 }  // namespace strata::plugin::fused

@@ -1,20 +1,19 @@
 // compile.cpp — strata::compile (<strata/compile.hpp>, docs/compile.md): a
 // cache of traced and fused graphs keyed by the input signature, replayed
 // through the dispatcher (so autograd records the replay as usual).
-#include "autograd/autocast.hpp"
-#include "autograd/trace/trace.hpp"
-#include "runtime/dispatch/vmap_state.hpp"
-
-#include <strata/compile.hpp>
-#include <strata/error.hpp>
-#include <strata/plugin/fused_program.hpp>
-
 #include <list>
 #include <mutex>
 #include <optional>
+#include <strata/compile.hpp>
+#include <strata/error.hpp>
+#include <strata/plugin/fused_program.hpp>
 #include <string>
 #include <utility>
 #include <vector>
+
+#include "autograd/autocast.hpp"
+#include "autograd/trace/trace.hpp"
+#include "runtime/dispatch/vmap_state.hpp"
 
 namespace strata {
 
@@ -54,8 +53,10 @@ bool one_shape(const std::vector<Tensor>& inputs) {
   const Tensor* first = nullptr;
   for (const Tensor& t : inputs) {
     if (t.dim() == 0) continue;
-    if (first == nullptr) first = &t;
-    else if (t.sizes() != first->sizes()) return false;
+    if (first == nullptr)
+      first = &t;
+    else if (t.sizes() != first->sizes())
+      return false;
   }
   return true;
 }
@@ -135,8 +136,10 @@ struct CompiledFunction::State {
       e->key = signature(inputs, false);
     }
     std::optional<Device> device;
-    if (!inputs.empty()) device = inputs.front().device();
-    else if (!t.captured.empty()) device = t.captured.front().device();
+    if (!inputs.empty())
+      device = inputs.front().device();
+    else if (!t.captured.empty())
+      device = t.captured.front().device();
     e->constants = detail::make_constants(g, device);
     e->captured = std::move(t.captured);
     e->graph = std::make_shared<const Graph>(std::move(g));

@@ -3,25 +3,25 @@
 // program (<strata/plugin/fused_program.hpp>) computes the chain in one
 // pass over memory.
 //
-// A region has one sink, the op whose value leaves it; it grows backwards
-// from the sink, absorbing a producer when every reader of the producer's
-// value is already in the region (so no value inside a region is read
-// outside it, and the region stays convex), the producer is of the fused
-// vocabulary, the region's dtype and shape, and the region still reads at
-// most kMaxInputs tensors. Nodes are visited from last to first, so a sink
-// is never absorbed later.
-#include "autograd/trace/trace_internal.hpp"
-#include "runtime/dispatch/op.hpp"
-
-#include <strata/compile.hpp>
-#include <strata/error.hpp>
-#include <strata/plugin/fused_program.hpp>
-
+// A region has one sink, its last op; it grows backwards from the sink,
+// absorbing a producer of one of its operands when the producer is of the
+// fused vocabulary, the region's dtype and shape, the region still reads at
+// most kMaxInputs tensors, and the producer's value either is read only
+// inside the region or can be one more output of the fused op (at most
+// kMaxOutputs, and no reader outside leads back into the region: regions
+// stay convex, so the fused graph has no cycle). Nodes are visited from
+// last to first, so a sink is never absorbed later.
 #include <algorithm>
 #include <map>
 #include <set>
+#include <strata/compile.hpp>
+#include <strata/error.hpp>
+#include <strata/plugin/fused_program.hpp>
 #include <string>
 #include <vector>
+
+#include "autograd/trace/trace_internal.hpp"
+#include "runtime/dispatch/op.hpp"
 
 namespace strata {
 
@@ -32,10 +32,10 @@ namespace fp = strata::plugin::fused;
 struct ValueMeta {
   DType dtype = DType::f32;
   Shape shape;
-  int producer = -1;              // node index, -1: an input or a constant
+  int producer = -1;  // node index, -1: an input or a constant
   const GraphConstant* constant = nullptr;
-  std::vector<int> readers;       // node indices (once per reading node)
-  bool output = false;            // a graph output
+  std::vector<int> readers;  // node indices (once per reading node)
+  bool output = false;       // a graph output
 };
 
 std::string node_label(const GraphNode& n) { return "node #" + std::to_string(n.id) + " (" + n.op + ")"; }
@@ -101,7 +101,8 @@ class Fuser {
     for (int k = 0; k < static_cast<int>(g_.nodes.size()); ++k) {
       const GraphNode& n = g_.nodes[static_cast<size_t>(k)];
       if (n.output_dtypes.size() != n.outputs.size() || n.output_shapes.size() != n.outputs.size()) {
-        throw Error("fuse: " + node_label(n) + " has no output dtypes or shapes (a graph from trace() or Graph::load has them)");
+        throw Error("fuse: " + node_label(n) +
+                    " has no output dtypes or shapes (a graph from trace() or Graph::load has them)");
       }
       for (int64_t v : n.inputs) {
         std::vector<int>& r = values_.at(static_cast<size_t>(v)).readers;
@@ -229,9 +230,9 @@ class Fuser {
     // its outside readers may lead back into the region (a cycle).
     const std::vector<int> outside = outside_readers(v, r);
     if (meta(v).output || !outside.empty()) {
-      const std::string why = meta(v).output ? std::string("its value is an output of the graph")
-                                             : "its value is also read by " +
-                                                   node_label(g_.nodes[static_cast<size_t>(outside.front())]);
+      const std::string why =
+          meta(v).output ? std::string("its value is an output of the graph")
+                         : "its value is also read by " + node_label(g_.nodes[static_cast<size_t>(outside.front())]);
       if (extras(r).size() + 2 > static_cast<size_t>(fp::kMaxOutputs)) {
         return why + ", and the fused op has at most " + std::to_string(fp::kMaxOutputs) + " outputs";
       }
@@ -273,8 +274,8 @@ class Fuser {
       for (size_t i = 0; i < r.size() && !changed; ++i) {
         for (int64_t v : g_.nodes[static_cast<size_t>(r[i])].inputs) {
           const int p = meta(v).producer;
-          if (p < 0 || !candidate_[static_cast<size_t>(p)] || region_of[static_cast<size_t>(p)] != -1 ||
-              in(r, p) || !refusal(p, v, r, t, shape).empty()) {
+          if (p < 0 || !candidate_[static_cast<size_t>(p)] || region_of[static_cast<size_t>(p)] != -1 || in(r, p) ||
+              !refusal(p, v, r, t, shape).empty()) {
             continue;
           }
           r.push_back(p);
@@ -289,7 +290,8 @@ class Fuser {
         const int p = meta(v).producer;
         if (p < 0 || !candidate_[static_cast<size_t>(p)] || in(r, p)) continue;
         const std::string why = refusal(p, v, r, t, shape);
-        if (!why.empty()) note(g_.nodes[static_cast<size_t>(p)], "ends a region before " + node_label(sink) + ": " + why);
+        if (!why.empty())
+          note(g_.nodes[static_cast<size_t>(p)], "ends a region before " + node_label(sink) + ": " + why);
       }
     }
     return r;
