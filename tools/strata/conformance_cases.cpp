@@ -43,9 +43,9 @@ Fn binary(Tensor (*f)(const Tensor&, const Tensor&)) {
 
 /// strata::fused_elementwise's case: a chain over all n inputs that
 /// touches the transcendental statements (sin, tanh, exp, sigmoid), a
-/// constant and a backward helper.
-Tensor fused_chain(const std::vector<Tensor>& in) {
-  const int n = static_cast<int>(in.size());
+/// constant and a backward helper; with `outputs` 2 or 3, the tanh's and
+/// the sigmoid's values are outputs too.
+std::string fused_chain_text(int n, int outputs) {
   std::string text = "in " + std::to_string(n) + "\n";
   int v = n;
   auto line = [&](const std::string& body) {
@@ -58,8 +58,21 @@ Tensor fused_chain(const std::vector<Tensor>& in) {
   const std::string e = line("exp " + line("mul " + t + " 0x1p-1"));
   const std::string s = line("sigmoid " + line("sub " + e + " %0"));
   const std::string y = line("tanh_backward " + s + " " + t);
-  text += "out " + y;
-  return fused_elementwise(in, text);
+  text += "out " + y + (outputs > 1 ? " " + t : "") + (outputs > 2 ? " " + s : "");
+  return text;
+}
+Tensor fused_chain(const std::vector<Tensor>& in) {
+  return fused_elementwise(in, fused_chain_text(static_cast<int>(in.size()), 1));
+}
+/// A kernel of several outputs: every output, flattened, one after another.
+Fn fused_chain_outputs(int outputs) {
+  return [outputs](const std::vector<Tensor>& in) {
+    std::vector<Tensor> flat;
+    for (const Tensor& y : fused_elementwise_outputs(in, fused_chain_text(static_cast<int>(in.size()), outputs))) {
+      flat.push_back(y.reshape({-1}));
+    }
+    return cat(flat, 0);
+  };
 }
 
 bool tagged(const OpInfo& op, const char* tag) { return std::ranges::find(op.tags, tag) != op.tags.end(); }
@@ -261,18 +274,20 @@ std::vector<OpCase> op_cases(const std::string& op, const OpSpec& spec, const Si
     }
     case Family::fused: {
       // Every operand of the signature drawn alike; then the last one a
-      // broadcast scalar (the shape rule expands it: stride 0).
+      // broadcast scalar (the shape rule expands it: stride 0). A signature
+      // of several outputs runs a program of that many.
+      const Fn fn = sig.out.size() > 1 ? fused_chain_outputs(static_cast<int>(sig.out.size())) : spec.fn;
       for (const ShapeCase& s : kElementwiseShapes) {
         if (quick && s.large) continue;
         std::vector<Operand> ops;
         for (size_t k = 0; k < sig.in.size(); ++k) ops.push_back(random_operand(rng, s.shape, t, s.layout, spec.range));
-        add_case("", std::move(ops), spec.fn);
+        add_case("", std::move(ops), fn);
       }
       if (sig.in.size() > 1) {
         std::vector<Operand> ops;
         for (size_t k = 0; k + 1 < sig.in.size(); ++k) ops.push_back(random_operand(rng, {3, 4}, t, Layout::contiguous, spec.range));
         ops.push_back(random_operand(rng, {}, t, Layout::contiguous, spec.range));
-        add_case("a broadcast scalar", std::move(ops), spec.fn);
+        add_case("a broadcast scalar", std::move(ops), fn);
       }
       break;
     }
