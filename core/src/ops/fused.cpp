@@ -10,10 +10,13 @@
 // for the JVP and backwards for the VJP, with public ops only, so every
 // order of derivative follows.
 #include <memory>
+#include <mutex>
 #include <strata/error.hpp>
 #include <strata/ops.hpp>
 #include <strata/plugin/fused_program.hpp>
 #include <string>
+#include <string_view>
+#include <unordered_map>
 #include <vector>
 
 #include "derivatives.hpp"
@@ -31,6 +34,13 @@ using detail::derivatives::plus;
 using detail::derivatives::scalar;
 
 constexpr detail::AttrDecl kProgramAttrs[] = {{"program", STRATA_ATTR_STRING, true}};
+
+/// The text of a call's "program" attribute (program_of checked it is there).
+std::string_view program_text(const detail::Attrs* attrs) {
+  for (const detail::Attr& a : *attrs)
+    if (std::string_view(a.name) == "program") return a.text;
+  return {};
+}
 
 /// The program of a call's "program" attribute (parsed once per text).
 std::shared_ptr<const fp::Program> program_of(const detail::Attrs* attrs, const std::string& who) {
@@ -261,28 +271,42 @@ fp::Program without_dead_code(const fp::Program& p) {
   return out;
 }
 
+/// The backward program of a forward program, for one pattern of defined
+/// cotangents and needed gradients (BackwardPlans caches it).
+struct BackwardPlan {
+  bool fits = false;  // false: the caller walks with tensors
+  std::string text;   // the program (empty: no statement computes a gradient)
+  /// Per forward input k: -1 no gradient; else the index among the
+  /// backward program's inputs of the tensor that is it (a cotangent passed
+  /// through), or kComputed + j for the program's output j.
+  std::vector<int> source;
+  static constexpr int kComputed = 1 << 16;
+};
+
 /// Reverse mode as one fused op: a program over the forward's inputs and
-/// the outputs' cotangents that recomputes the forward and walks it back
-/// with partial<Sym> (the same ops, in the same order, as the tensor walk
-/// in fused_vjp, so the same values), writing every needed gradient in one
-/// pass over memory. Returns false (the caller walks with tensors) where it
-/// does not fit the op: the forward's inputs and the defined cotangents
-/// more than kMaxInputs, or a statement of two constants.
-bool fused_backward(const fp::Program& p, const GradContext& c, Grads& out) {
+/// the defined cotangents (`defined[m]` for output m) that recomputes the
+/// forward and walks it back with partial<Sym> (the same ops, in the same
+/// order, as the tensor walk in fused_vjp, so the same values), writing
+/// every needed gradient (`needs[k]`) in one pass over memory. Does not fit
+/// (the caller walks with tensors) where the forward's inputs and the
+/// cotangents are more than kMaxInputs, or a statement would have two
+/// constants.
+BackwardPlan plan_backward(const fp::Program& p, const std::vector<bool>& defined, const std::vector<bool>& needs) {
+  BackwardPlan plan;
   Builder b;
-  std::vector<Tensor> inputs(c.inputs.begin(), c.inputs.end());
+  int32_t n_in = p.n_inputs;
   std::vector<Sym> seed(p.outputs.size());  // each output's cotangent, an input of the program
   for (size_t m = 0; m < p.outputs.size(); ++m) {
-    if (!c.grad(static_cast<int>(m)).defined()) continue;
-    seed[m] = {&b, {static_cast<int32_t>(inputs.size()), 0.0}};
-    inputs.push_back(c.grad(static_cast<int>(m)));
+    if (defined[m]) seed[m] = {&b, {n_in++, 0.0}};
   }
-  if (inputs.size() > static_cast<size_t>(fp::kMaxInputs)) return false;
-  b.program.n_inputs = static_cast<int32_t>(inputs.size());
+  if (n_in > fp::kMaxInputs) return plan;
+  b.program.n_inputs = n_in;
   // Values of the forward program → operands of the backward one.
   std::vector<Sym> v;
   for (int32_t k = 0; k < p.n_inputs; ++k) v.push_back({&b, {k, 0.0}});
-  auto operand_sym = [&](const fp::Operand& o) { return o.is_constant() ? Sym{&b, o} : v[static_cast<size_t>(o.value)]; };
+  auto operand_sym = [&](const fp::Operand& o) {
+    return o.is_constant() ? Sym{&b, o} : v[static_cast<size_t>(o.value)];
+  };
   for (const fp::Statement& st : p.body) {
     v.push_back(emit(st.op, operand_sym(st.a), fp::arity(st.op) == 2 ? operand_sym(st.b) : Sym()));
   }
@@ -302,24 +326,77 @@ bool fused_backward(const fp::Program& p, const GradContext& c, Grads& out) {
       bar[to] = plus(bar[to], partial(st.op, k, bar[index], a, bb, v[index]));
     }
   }
-  if (b.failed) return false;
+  if (b.failed) return plan;
   // The gradients computed by statements are the program's outputs; one
   // that is a cotangent passed through (an add) is that tensor itself.
-  out.assign(c.inputs.size(), Tensor());
-  std::vector<int32_t> computed;  // the inputs whose gradient a statement computes
+  plan.fits = true;
+  plan.source.assign(static_cast<size_t>(p.n_inputs), -1);
   for (int32_t k = 0; k < p.n_inputs; ++k) {
     const Sym& s = bar[static_cast<size_t>(k)];
-    if (!c.needs(k) || !s.defined()) continue;
-    if (s.o.value < b.program.n_inputs) {
-      out[static_cast<size_t>(k)] = inputs[static_cast<size_t>(s.o.value)];
+    if (!needs[static_cast<size_t>(k)] || !s.defined()) continue;
+    if (s.o.value < n_in) {
+      plan.source[static_cast<size_t>(k)] = s.o.value;
     } else {
-      computed.push_back(k);
+      plan.source[static_cast<size_t>(k)] = BackwardPlan::kComputed + static_cast<int>(b.program.outputs.size());
       b.program.outputs.push_back(s.o.value);
     }
   }
-  if (computed.empty()) return true;
-  const std::vector<Tensor> grads = fused_elementwise_outputs(inputs, without_dead_code(b.program).text());
-  for (size_t j = 0; j < computed.size(); ++j) out[static_cast<size_t>(computed[j])] = grads[j];
+  if (!b.program.outputs.empty()) plan.text = without_dead_code(b.program).text();
+  return plan;
+}
+
+/// Plans by forward program text and pattern, built once each (a training
+/// loop differentiates the same few programs over and over). Bounded like
+/// the ProgramCache: starts over when full.
+class BackwardPlans {
+ public:
+  std::shared_ptr<const BackwardPlan> get(std::string_view text, const fp::Program& p, const std::vector<bool>& defined,
+                                          const std::vector<bool>& needs) {
+    std::string key(text);
+    key += '\n';
+    for (bool d : defined) key += d ? 'g' : '-';
+    key += '/';
+    for (bool n : needs) key += n ? 'n' : '-';
+    {
+      std::lock_guard lock(mutex_);
+      if (auto it = plans_.find(key); it != plans_.end()) return it->second;
+    }
+    auto plan = std::make_shared<const BackwardPlan>(plan_backward(p, defined, needs));
+    std::lock_guard lock(mutex_);
+    if (plans_.size() >= 1024) plans_.clear();
+    plans_.emplace(std::move(key), plan);
+    return plan;
+  }
+
+ private:
+  std::mutex mutex_;
+  std::unordered_map<std::string, std::shared_ptr<const BackwardPlan>> plans_;
+};
+
+/// fused_vjp's one-op path (plan_backward); false where the plan does not fit.
+bool fused_backward(std::string_view text, const fp::Program& p, const GradContext& c, Grads& out) {
+  static auto* plans = new BackwardPlans();  // outlives static teardown
+  std::vector<bool> defined(p.outputs.size()), needs(static_cast<size_t>(p.n_inputs));
+  std::vector<Tensor> inputs(c.inputs.begin(), c.inputs.end());
+  for (size_t m = 0; m < p.outputs.size(); ++m) {
+    defined[m] = c.grad(static_cast<int>(m)).defined();
+    if (defined[m]) inputs.push_back(c.grad(static_cast<int>(m)));
+  }
+  for (int32_t k = 0; k < p.n_inputs; ++k) needs[static_cast<size_t>(k)] = c.needs(k);
+  if (inputs.size() > static_cast<size_t>(fp::kMaxInputs)) return false;
+  const std::shared_ptr<const BackwardPlan> plan = plans->get(text, p, defined, needs);
+  if (!plan->fits) return false;
+  std::vector<Tensor> grads;
+  if (!plan->text.empty()) grads = fused_elementwise_outputs(inputs, plan->text);
+  out.assign(c.inputs.size(), Tensor());
+  for (size_t k = 0; k < plan->source.size(); ++k) {
+    const int from = plan->source[k];
+    if (from >= BackwardPlan::kComputed) {
+      out[k] = grads[static_cast<size_t>(from - BackwardPlan::kComputed)];
+    } else if (from >= 0) {
+      out[k] = inputs[static_cast<size_t>(from)];
+    }
+  }
   return true;
 }
 
@@ -330,7 +407,7 @@ Grads fused_vjp(const GradContext& c) {
   bool any = false;
   for (size_t m = 0; m < p.outputs.size(); ++m) any = any || c.grad(static_cast<int>(m)).defined();
   if (!any) return Grads(c.inputs.size());
-  if (Grads out; fused_backward(p, c, out)) return out;
+  if (Grads out; fused_backward(program_text(c.attrs), p, c, out)) return out;
   const std::vector<Tensor> v = evaluate(p, c.inputs);
   std::vector<Tensor> bar(v.size());
   for (size_t m = 0; m < p.outputs.size(); ++m) {
