@@ -207,6 +207,39 @@ std::vector<Tensor> tape_hvp(const Mlp4& m) {
   return outer.gradient(dot, w);
 }
 
+/// The loss through strata::compile (bias+tanh and the last layer's
+/// bias, difference and square fused), differentiated by tapes.
+CompiledFunction compiled_loss(const Mlp4& m) {
+  return compile([&m](const std::vector<Tensor>& w) { return std::vector<Tensor>{m.loss(w)}; });
+}
+std::vector<Tensor> compiled_gradient(const Mlp4& m, const CompiledFunction& loss) {
+  GradientTape tape;
+  const std::vector<Tensor> w = watched(tape, m.params);
+  return tape.gradient(loss(w)[0], w);
+}
+std::vector<Tensor> compiled_hvp(const Mlp4& m, const CompiledFunction& loss) {
+  GradientTape outer;
+  const std::vector<Tensor> w = watched(outer, m.params);
+  Tensor dot;
+  {
+    GradientTape inner({.higher_order = true});
+    for (const Tensor& t : w) inner.watch(t);
+    std::vector<Tensor> g = inner.gradient(loss(w)[0], w);
+    for (size_t k = 0; k < g.size(); ++k) dot = k == 0 ? sum(g[k] * m.v[k]) : dot + sum(g[k] * m.v[k]);
+  }
+  return outer.gradient(dot, w);
+}
+void BM_Strata_Grad_Compiled(benchmark::State& state) {
+  Mlp4 m;
+  const CompiledFunction loss = compiled_loss(m);
+  for (auto _ : state) benchmark::DoNotOptimize(compiled_gradient(m, loss));
+}
+void BM_Strata_Hvp_Compiled(benchmark::State& state) {
+  Mlp4 m;
+  const CompiledFunction loss = compiled_loss(m);
+  for (auto _ : state) benchmark::DoNotOptimize(compiled_hvp(m, loss));
+}
+
 void BM_Strata_Grad_Tape(benchmark::State& state) {
   Mlp4 m;
   for (auto _ : state) benchmark::DoNotOptimize(tape_gradient(m));
@@ -239,6 +272,8 @@ void BM_Strata_Hvp_FlatTransform(benchmark::State& state) {
   for (auto _ : state) benchmark::DoNotOptimize(hvp(f, flat, v));
 }
 BENCHMARK(BM_Strata_Grad_Tape)->Unit(benchmark::kMillisecond);
+BENCHMARK(BM_Strata_Grad_Compiled)->Unit(benchmark::kMillisecond);
+BENCHMARK(BM_Strata_Hvp_Compiled)->Unit(benchmark::kMillisecond);
 BENCHMARK(BM_Strata_Grad_Transform)->Unit(benchmark::kMillisecond);
 BENCHMARK(BM_Strata_Grad_FlatTransform)->Unit(benchmark::kMillisecond);
 BENCHMARK(BM_Strata_Hvp_NestedTapes)->Unit(benchmark::kMillisecond);
@@ -377,12 +412,22 @@ bool programs_agree() {
                       h_rev = hvp(loss, m.params, m.v, HvpMode::reverse_over_reverse);
   std::vector<Tensor> h_flat =
       m.unflat(hvp([&](const Tensor& p) { return m.loss(m.unflat(p)); }, m.flat(m.params), m.flat(m.v)));
+  const CompiledFunction compiled = compiled_loss(m);
+  compiled_gradient(m, compiled);  // the trace
+  std::vector<Tensor> g_compiled = compiled_gradient(m, compiled), h_compiled = compiled_hvp(m, compiled);
+  if (compiled.stats().fused_regions != 3) {
+    std::fprintf(stderr, "the compiled loss has %llu fused regions, expected 3:\n%s",
+                 static_cast<unsigned long long>(compiled.stats().fused_regions),
+                 compiled.report_for(m.params).text().c_str());
+    ok = false;
+  }
   for (size_t k = 0; k < g_tape.size(); ++k) {
     const double scale = 1e-4 * (1.0 + amax(abs(h_tape[k])).item<double>());
     const double worst =
         std::max({max_difference(g_tape[k], g_list[k]), max_difference(g_tape[k], g_flat[k]),
                   max_difference(h_tape[k], h_fwd[k]) / scale, max_difference(h_tape[k], h_rev[k]) / scale,
-                  max_difference(h_tape[k], h_flat[k]) / scale});
+                  max_difference(h_tape[k], h_flat[k]) / scale, max_difference(g_tape[k], g_compiled[k]),
+                  max_difference(h_tape[k], h_compiled[k]) / scale});
     if (!(worst <= 1.0)) {
       std::fprintf(stderr, "the transforms' gradient or HVP of parameter %zu differs from the tapes' (%g)\n", k, worst);
       ok = false;
