@@ -119,8 +119,8 @@ def strata_medians(binary, repetitions):
                        check=True, stdout=subprocess.DEVNULL, env={**os.environ, "STRATA_BENCH_THREADS": "1"})
         runs = json.load(open(f.name))["benchmarks"]
     medians = {}
-    for b in runs:
-        if b.get("aggregate_name") == "median":
+    for b in runs:  # one repetition: the run itself; more: their median
+        if b.get("aggregate_name") == "median" or (repetitions == 1 and b.get("run_type") == "iteration"):
             medians[b["run_name"]] = b["real_time"]  # microseconds (the bench's unit)
     return medians
 
@@ -139,7 +139,7 @@ def main():
         for name, (median, _, _) in results.items():
             what, n = name.rsplit("/", 1)
             pass_ = "ForwardBackward" if what.endswith("forward+backward") else "Forward"
-            key = f"BM_Compiled_{pass_}/n{n}"
+            key = f"BM_Compiled_{pass_}/n{n}/{n}"  # the bench's name, then its argument
             if key in ours:
                 print(f"  {key:40s} / {what:32s} = {ours[key] / median:.3f}x")
 
