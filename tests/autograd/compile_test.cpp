@@ -6,6 +6,7 @@
 #include <gtest/gtest.h>
 
 #include <filesystem>
+#include <random>
 #include <strata/strata.hpp>
 
 #include "../common/test_device.hpp"
@@ -291,6 +292,122 @@ TEST(Fuse, AValueReadOutsideTheChainBecomesAnOutput) {
   ASSERT_EQ(cycle.regions.size(), 1u) << cycle.text();
   EXPECT_EQ(cycle.regions[0].ops, (std::vector<std::string>{"mul", "exp"}));
   expect_same(cf.run({x2})[0], c.run({x2})[0]);
+}
+
+// Random programs of elementwise ops mixed with matrix products, broadcast
+// operands and constants, values read many times and several outputs: the
+// fused graph (saved and loaded again, so its order and numbering are what
+// a file needs) gives the unfused graph's values and gradients.
+TEST(Fuse, RandomGraphsKeepTheirValuesAndGradients) {
+  const DType t = real_dtype();
+  std::mt19937 rng(2026);
+  const Tensor w = randn({6, 6}, {.dtype = t}) * 0.4, row = randn({6}, {.dtype = t});
+  struct Step {
+    int op;    // 0-7 unary, 8-10 binary, 11 matmul, 12 add the row, 13 times a constant
+    int a, b;  // operand indices among the values so far
+  };
+  int regions = 0, multi_output = 0;
+  for (int trial = 0; trial < 40; ++trial) {
+    SCOPED_TRACE("trial " + std::to_string(trial));
+    std::vector<Step> steps;
+    const int n_steps = 4 + static_cast<int>(rng() % 14);
+    for (int s = 0; s < n_steps; ++s) {
+      const int values = 2 + s;
+      steps.push_back(
+          {static_cast<int>(rng() % 14), static_cast<int>(rng() % values), static_cast<int>(rng() % values)});
+    }
+    const int n_out = 1 + static_cast<int>(rng() % 3);
+    auto program = [&](const std::vector<Tensor>& in) {
+      std::vector<Tensor> v(in.begin(), in.end());
+      for (const Step& s : steps) {
+        const Tensor& a = v[static_cast<size_t>(s.a)];
+        const Tensor& b = v[static_cast<size_t>(s.b)];
+        Tensor y;
+        switch (s.op) {
+          case 0:
+            y = neg(a);
+            break;
+          case 1:
+            y = sin(a);
+            break;
+          case 2:
+            y = cos(a);
+            break;
+          case 3:
+            y = tanh(a);
+            break;
+          case 4:
+            y = sigmoid(a);
+            break;
+          case 5:
+            y = relu(a);
+            break;
+          case 6:
+            y = abs(a);
+            break;
+          case 7:
+            y = exp(tanh(a));
+            break;  // bounded
+          case 8:
+            y = a + b;
+            break;
+          case 9:
+            y = a - b;
+            break;
+          case 10:
+            y = tanh(a * b);
+            break;  // bounded
+          case 11:
+            y = matmul(a, w);
+            break;
+          case 12:
+            y = a + row;
+            break;
+          default:
+            y = a * 0.75;
+            break;
+        }
+        v.push_back(y);
+      }
+      std::vector<Tensor> out;
+      for (int k = 0; k < n_out; ++k) out.push_back(v[v.size() - 1 - static_cast<size_t>(k) * 2 % v.size()]);
+      return out;
+    };
+    const std::vector<Tensor> x{randn({4, 6}, {.dtype = t}), randn({4, 6}, {.dtype = t})};
+    const Graph g = trace(program, x);
+    FusionReport report;
+    const Graph fused = fuse(g, &report);
+    regions += static_cast<int>(report.regions.size());
+    for (const FusionRegion& r : report.regions) multi_output += r.outputs > 1 ? 1 : 0;
+    const auto path = std::filesystem::temp_directory_path() /
+                      ("strata_fuse_random_" + std::to_string(::getpid()) + "_" + std::to_string(trial) + ".json");
+    fused.save(path);
+    const Graph loaded = Graph::load(path);
+    std::filesystem::remove(path);
+    std::vector<Tensor> x2{randn({4, 6}, {.dtype = t, .requires_grad = true}),
+                           randn({4, 6}, {.dtype = t, .requires_grad = true})};
+    const std::vector<Tensor> want = g.run(x2), got = loaded.run(x2);
+    ASSERT_EQ(got.size(), want.size()) << report.text();
+    for (size_t k = 0; k < want.size(); ++k) expect_same(got[k], want[k]);
+    // Gradients of a weighted sum of the outputs.
+    auto loss_of = [](const Graph& graph) {
+      return ScalarFn([&graph](const std::vector<Tensor>& in) {
+        const std::vector<Tensor> out = graph.run(in);
+        Tensor l = sum(out[0]);
+        for (size_t k = 1; k < out.size(); ++k) l = l + sum(out[k] * static_cast<double>(k + 1));
+        return l;
+      });
+    };
+    const double tol = t == DType::f64 ? 1e-12 : strata_test::tolerance(t).rtol;
+    const std::vector<Tensor> gw = grad(loss_of(g), x2), gg = grad(loss_of(loaded), x2);
+    for (size_t k = 0; k < 2; ++k) {
+      ASSERT_EQ(gw[k].defined(), gg[k].defined());
+      if (gw[k].defined()) expect_same(gg[k], gw[k], tol);
+    }
+  }
+  std::printf("%d fused regions over 40 random programs, %d with several outputs\n", regions, multi_output);
+  EXPECT_GT(regions, 20);
+  EXPECT_GT(multi_output, 0);
 }
 
 }  // namespace

@@ -130,7 +130,19 @@ struct CompiledFunction::State {
       store(std::move(e));
       return out;
     }
-    Graph g = options.fuse && !detail::autocast_active() ? fuse(t.graph, &e->report) : std::move(t.graph);
+    Graph g;
+    if (options.fuse && !detail::autocast_active()) {
+      try {
+        g = fuse(t.graph, &e->report);
+      } catch (const Error& error) {  // a defect of the pass must not cost the call: replay unfused, say why
+        e->report = FusionReport{};
+        e->report.notes.push_back(
+            {0, "", std::string("the fusion pass failed, the trace replays unfused: ") + error.what()});
+        g = std::move(t.graph);
+      }
+    } else {
+      g = std::move(t.graph);
+    }
     if (one_shape(inputs) && shape_free(g, inputs.size())) {
       e->any_shape = true;
       e->key = signature(inputs, false);
