@@ -5,9 +5,11 @@
 // chain split. Public API only; on the default device.
 #include <gtest/gtest.h>
 
+#include <atomic>
 #include <filesystem>
 #include <random>
 #include <strata/strata.hpp>
+#include <thread>
 
 #include "../common/test_device.hpp"
 
@@ -292,6 +294,36 @@ TEST(Fuse, AValueReadOutsideTheChainBecomesAnOutput) {
   ASSERT_EQ(cycle.regions.size(), 1u) << cycle.text();
   EXPECT_EQ(cycle.regions[0].ops, (std::vector<std::string>{"mul", "exp"}));
   expect_same(cf.run({x2})[0], c.run({x2})[0]);
+}
+
+// One compiled function called from four threads at once, on two
+// signatures: every call gives the eager values, and the cache counts every
+// call once (the threads preset runs it under ThreadSanitizer).
+TEST(Threads, ACompiledFunctionCalledFromSeveralThreadsGivesTheEagerValues) {
+  const DType t = real_dtype();
+  const Tensor w = randn({16}, {.dtype = t});
+  auto eager = [&w](const Tensor& x) { return tanh(x * w) + sin(x) * 0.5; };
+  const CompiledFunction f = compile([&](const std::vector<Tensor>& in) { return std::vector<Tensor>{eager(in[0])}; });
+  const std::vector<Tensor> xs{randn({16}, {.dtype = t}), randn({3, 16}, {.dtype = t})};
+  std::vector<Tensor> want;
+  for (const Tensor& x : xs) want.push_back(eager(x));
+  std::atomic<int> wrong{0};
+  std::vector<std::thread> threads;
+  for (int k = 0; k < 4; ++k) {
+    threads.emplace_back([&, k] {
+      for (int i = 0; i < 50; ++i) {
+        const size_t s = static_cast<size_t>((i + k) % 2);
+        const std::vector<double> got = host(f({xs[s]})[0]), expected = host(want[s]);
+        if (got != expected) ++wrong;
+      }
+    });
+  }
+  for (std::thread& th : threads) th.join();
+  EXPECT_EQ(wrong.load(), 0);
+  const CompileStats s = f.stats();
+  EXPECT_EQ(s.calls, 200u);
+  EXPECT_EQ(s.traces + s.replays, 200u);
+  EXPECT_GE(s.traces, 2u);  // each signature at least once (two threads may trace one at the same time)
 }
 
 // Random programs of elementwise ops mixed with matrix products, broadcast
