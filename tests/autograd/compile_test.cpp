@@ -179,6 +179,33 @@ TEST(Compile, WhatCannotBeReplayedFallsBackWithItsReason) {
   ASSERT_EQ(draws.stats().fallbacks.size(), 1u);
   EXPECT_NE(draws.stats().fallbacks[0].reason.find("random"), std::string::npos) << draws.stats().fallbacks[0].reason;
 
+  // A branch on a traced value, read on the host: the trace would freeze
+  // the branch taken, so the signature runs eagerly and each call takes its
+  // own branch.
+  auto branches = compile([](const std::vector<Tensor>& in) {
+    return std::vector<Tensor>{sum(in[0]).item<double>() > 0.0 ? exp(in[0]) : neg(in[0])};
+  });
+  const Tensor up = full({3}, 1.0, {.dtype = t}), down = full({3}, -1.0, {.dtype = t});
+  expect_same(branches({up})[0], exp(up));
+  expect_same(branches({down})[0], neg(down));
+  ASSERT_EQ(branches.stats().fallbacks.size(), 1u);
+  EXPECT_NE(branches.stats().fallbacks[0].reason.find("reads a value it computed"), std::string::npos)
+      << branches.stats().fallbacks[0].reason;
+  // A number read from a tensor made before the call would be frozen too;
+  // one made inside from constants may be read.
+  Tensor scale = full({}, 2.0, {.dtype = t});
+  auto reads_weight =
+      compile([&scale](const std::vector<Tensor>& in) { return std::vector<Tensor>{in[0] * scale.item<double>()}; });
+  expect_same(reads_weight({up})[0], up * 2.0);
+  scale.copy_(full({}, 3.0, {.dtype = t}));
+  expect_same(reads_weight({up})[0], up * 3.0);
+  ASSERT_EQ(reads_weight.stats().fallbacks.size(), 1u);
+  EXPECT_NE(reads_weight.stats().fallbacks[0].reason.find("a tensor made before the call"), std::string::npos);
+  auto reads_own =
+      compile([](const std::vector<Tensor>& in) { return std::vector<Tensor>{in[0] * full({}, 2.0).item<double>()}; });
+  reads_own({up});
+  EXPECT_TRUE(reads_own.stats().fallbacks.empty());
+
   // The function's own errors are the caller's, and nothing is kept.
   auto bad = compile([](const std::vector<Tensor>& in) { return std::vector<Tensor>{in[0] + in[1]}; });
   EXPECT_THROW(bad({ones({2}), ones({3})}), ShapeError);

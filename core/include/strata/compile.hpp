@@ -97,9 +97,11 @@ class CompiledFunction {
   /// traces it and returns the traced run's results; later calls replay
   /// the fused graph. A trace of elementwise ops only, whose inputs of rank
   /// above 0 share one shape and which captured no such tensor, serves
-  /// every shape of those ranks (shapes are then symbolic). A function that cannot be traced (an in-place write,
-  /// a random draw, a device move: the reason is in stats().fallbacks)
-  /// runs eagerly for that signature from then on. Called while another
+  /// every shape of those ranks (shapes are then symbolic). A function that
+  /// cannot be traced (an in-place write, a random draw, a device move, a
+  /// host read of a value it computed or of a tensor made before the call:
+  /// the reason is in stats().fallbacks) runs eagerly for that signature
+  /// from then on. Called while another
   /// trace records (inside trace() or another compiled function's first
   /// call), it runs the function eagerly, so the outer trace sees its ops.
   std::vector<Tensor> operator()(const std::vector<Tensor>& inputs) const;
@@ -118,9 +120,11 @@ class CompiledFunction {
   std::shared_ptr<State> state_;
 };
 
-/// Compiles `fn` (see CompiledFunction). Control flow is frozen to the path
-/// the first call of a signature takes, as with trace(): a function whose
-/// path depends on tensor values must not be compiled (docs/compile.md).
+/// Compiles `fn` (see CompiledFunction). A function that reads on the host a
+/// value it computed or a tensor made before the call (item, to_vector: a
+/// branch or a number a replay could not follow) falls back to eager for
+/// that signature; other control flow is frozen to the path the first call
+/// takes, as with trace() (docs/compile.md).
 CompiledFunction compile(TraceFn fn, CompileOptions options = {});
 
 }  // namespace strata

@@ -2,15 +2,14 @@
 // replayable Graph from them; checkpoint's capture finds the weights a function
 // reads. Selective checkpointing lives in trace_selective.cpp, the graph's
 // replay in trace_run.cpp, its file format in trace_format.cpp.
-#include "autograd/trace/trace_internal.hpp"
-
-#include "runtime/tensor/tensor_impl.hpp"
-
+#include <complex>
 #include <strata/error.hpp>
 #include <strata/graph.hpp>
-
-#include <complex>
 #include <string>
+
+#include "autograd/trace/trace_internal.hpp"
+#include "runtime/tensor/host_data.hpp"
+#include "runtime/tensor/tensor_impl.hpp"
 
 namespace strata {
 
@@ -20,16 +19,24 @@ namespace {
 
 GraphAttr::Kind graph_kind(const detail::Attr& a) {
   switch (a.kind) {
-    case STRATA_ATTR_INT: return GraphAttr::Kind::integer;
-    case STRATA_ATTR_FLOAT: return GraphAttr::Kind::real;
-    case STRATA_ATTR_INTS: return GraphAttr::Kind::integers;
-    case STRATA_ATTR_BOOL: return GraphAttr::Kind::flag;
-    case STRATA_ATTR_DTYPE: return GraphAttr::Kind::dtype;
-    case STRATA_ATTR_FLOATS: return GraphAttr::Kind::reals;
-    case STRATA_ATTR_STRING: return GraphAttr::Kind::text;
+    case STRATA_ATTR_INT:
+      return GraphAttr::Kind::integer;
+    case STRATA_ATTR_FLOAT:
+      return GraphAttr::Kind::real;
+    case STRATA_ATTR_INTS:
+      return GraphAttr::Kind::integers;
+    case STRATA_ATTR_BOOL:
+      return GraphAttr::Kind::flag;
+    case STRATA_ATTR_DTYPE:
+      return GraphAttr::Kind::dtype;
+    case STRATA_ATTR_FLOATS:
+      return GraphAttr::Kind::reals;
+    case STRATA_ATTR_STRING:
+      return GraphAttr::Kind::text;
     case STRATA_ATTR_SCALAR:
       return a.scalar_dtype == STRATA_F64 ? GraphAttr::Kind::scalar_real : GraphAttr::Kind::scalar_int;
-    default: return GraphAttr::Kind::integer;  // the core writes only the kinds above
+    default:
+      return GraphAttr::Kind::integer;  // the core writes only the kinds above
   }
 }
 
@@ -60,7 +67,8 @@ int64_t TraceState::value_of(const Tensor& t) {
   if (t.dtype() == DType::i32 || t.dtype() == DType::i64) {
     c.ints = t.to_vector<int64_t>();
   } else if (is_complex(t.dtype())) {
-    for (std::complex<double> v : t.to_vector<std::complex<double>>()) c.data.insert(c.data.end(), {v.real(), v.imag()});
+    for (std::complex<double> v : t.to_vector<std::complex<double>>())
+      c.data.insert(c.data.end(), {v.real(), v.imag()});
   } else {
     c.data = t.to_vector<double>();
   }
@@ -103,6 +111,30 @@ void TraceState::record(std::string_view op, std::span<const Tensor> inputs, std
 
 std::atomic<int> g_active_traces{0};
 
+namespace {
+
+/// strata::compile's trace refuses to let the function read on the host a
+/// value it computed, or a tensor made before the call: what it does with
+/// the number (a branch, a loop bound, a scalar operand) would be frozen
+/// into the graph, and a replay could not follow another value. Tensors
+/// the function made from constants may be read.
+void refuse_host_read_of_traced(const Tensor& t) {
+  if (!tracing_anywhere()) return;
+  const TraceState* s = active_trace();
+  if (s == nullptr || !s->by_reference || s->replay != nullptr || s->depth > 0) return;
+  const bool computed = s->ids.count(t.impl()) != 0;
+  if (!computed && (t.impl()->storage == nullptr || t.impl()->storage->serial >= s->first_serial)) return;
+  throw Error("compile: the function reads " +
+              std::string(computed ? "a value it computed" : "a tensor made before the call") + " (" +
+              std::string(dtype_name(t.dtype())) + shape_string(t.sizes()) +
+              ") on the host (item, to_vector, printing): a replay would not see another value, so it could not "
+              "follow a branch or a number taken from it");
+}
+
+const bool g_host_read_hook_set = (set_host_read_hook(&refuse_host_read_of_traced), true);
+
+}  // namespace
+
 TraceState*& active_trace() {
   thread_local TraceState* state = nullptr;
   return state;
@@ -118,7 +150,7 @@ OpResult traced_dispatch(OpCall& call, OpResult (*run)(OpCall&)) {
     if (s.depth == 0 && call.preset[0].defined()) {
       throw Error("compile: in-place op '" + std::string(call.op->name) + "' writes " +
                   (call.preset[0].impl()->storage->serial < s.first_serial ? "a tensor made outside the function"
-                                                                            : "a tensor the function made") +
+                                                                           : "a tensor the function made") +
                   "; a replay would not write it");
     }
   }
@@ -192,8 +224,10 @@ namespace {
 
 /// Runs `f` on `inputs` under `state` and returns its outputs, with the
 /// graph's inputs and outputs set.
-std::vector<Tensor> run_traced(TraceState& state, const TraceFn& f, const std::vector<Tensor>& inputs, const char* who) {
-  if (active_trace() != nullptr) throw Error(std::string(who) + ": already tracing on this thread (traces do not nest)");
+std::vector<Tensor> run_traced(TraceState& state, const TraceFn& f, const std::vector<Tensor>& inputs,
+                               const char* who) {
+  if (active_trace() != nullptr)
+    throw Error(std::string(who) + ": already tracing on this thread (traces do not nest)");
   for (const Tensor& t : inputs) {
     if (!t.defined()) throw Error(std::string(who) + ": input " + std::to_string(state.next_value) + " is undefined");
     state.graph.input_dtypes.push_back(t.dtype());

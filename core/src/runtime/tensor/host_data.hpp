@@ -102,7 +102,12 @@ std::vector<T> host_vector(size_t count, What&& what) {
 }
 
 /// The raw bytes of a tensor's elements, row-major (copies to the host).
+/// Calls the host-read hook first, when one is set.
 std::vector<uint8_t> read_bytes(const Tensor& t);
+/// Sets the function read_bytes calls with every tensor it reads (to_vector,
+/// item, printing): the autograd layer's compile trace refuses host reads of
+/// traced values, whose branches a replay could not follow. May throw.
+void set_host_read_hook(void (*hook)(const Tensor& t));
 /// Writes row-major bytes into the elements of an existing (possibly strided)
 /// tensor: a read-modify-write of the storage span it covers when strided.
 void write_bytes(const Tensor& dst, const std::vector<uint8_t>& bytes);

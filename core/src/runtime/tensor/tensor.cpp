@@ -164,7 +164,14 @@ void host_out_of_memory(const std::string& what, size_t count, size_t element) {
   throw OutOfMemoryError(what + ": cannot allocate " + amount + " of host memory");
 }
 
+namespace {
+std::atomic<void (*)(const Tensor&)> g_host_read_hook{nullptr};
+}  // namespace
+
+void set_host_read_hook(void (*hook)(const Tensor& t)) { g_host_read_hook.store(hook, std::memory_order_relaxed); }
+
 std::vector<uint8_t> read_bytes(const Tensor& t) {
+  if (auto* hook = g_host_read_hook.load(std::memory_order_relaxed)) hook(t);
   // Copies the span of storage the tensor covers and gathers on the host, so
   // reading never needs a device kernel (a device may lack a strided copy).
   const TensorImpl& impl = *t.impl();
