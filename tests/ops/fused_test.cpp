@@ -104,8 +104,19 @@ TEST_P(Fused, AChainGivesTheBitsOfItsOps) {
       Tensor c = make({}, {0.375}, dtype);
       expect_same_bits(s::fused_elementwise({x.dev, c}, kChain), unfused(p, {x.dev, c.expand(x.dev.sizes())}));
     }
+    // A transposed input: the kernels decline it (with their reason,
+    // recorded) and the ops run one by one on the device.
     Operand t = operand({40, 30}, dtype, Layout::transposed), u = operand({40, 30}, dtype);
+    s::runtime().reset_fallback_stats();
     expect_same_bits(s::fused_elementwise({t.dev, u.dev}, kChain), unfused(p, {t.dev, u.dev}));
+    if (has_kernel() && dtype != s::f16) {
+      bool recorded = false;
+      for (const s::DeclinedKernelRecord& r : s::runtime().declined_kernels()) {
+        recorded = recorded || (r.op == "fused_elementwise" && r.device == GetParam() &&
+                                r.reason.find("compact") != std::string::npos && r.count == 1);
+      }
+      EXPECT_TRUE(recorded) << "no declined-kernel record naming the layout";
+    }
   }
   // How the device served it: the CPU and Vulkan plugins' kernels on
   // compact operands; a device without one, the ops one by one.

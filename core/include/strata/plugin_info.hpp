@@ -132,4 +132,15 @@ struct FallbackRecord {
   uint64_t count = 0;
 };
 
+/// Calls a device's kernel declined (STRATA_ERROR_UNSUPPORTED: a layout or
+/// a program it does not handle) that the core then ran as the op's
+/// decomposition on the same device (Runtime::declined_kernels()).
+struct DeclinedKernelRecord {
+  std::string device;
+  std::string op;
+  std::string signature;
+  std::string reason;  // the kernel's message, the latest
+  uint64_t count = 0;
+};
+
 }  // namespace strata

@@ -68,7 +68,12 @@ class Runtime {
 
   std::vector<FallbackRecord> fallback_stats();
   uint64_t fallback_count();
+  /// Also forgets the declined kernels.
   void reset_fallback_stats();
+  /// Kernels that declined calls the core then decomposed on their device
+  /// (a fused program a plugin does not run, a layout it leaves to the
+  /// primitives), with the kernel's reason; logged once each.
+  std::vector<DeclinedKernelRecord> declined_kernels();
   /// Attributes kernels looked for that their ops do not declare, since the
   /// process started (`strata plugin check` fails such a kernel).
   std::vector<AttrMisread> attr_misreads();

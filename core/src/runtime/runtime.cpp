@@ -175,6 +175,16 @@ std::vector<AttrMisread> Runtime::attr_misreads() {
 void Runtime::reset_fallback_stats() {
   std::lock_guard lock(impl_->fallback_mutex);
   impl_->fallback_counts.clear();
+  impl_->declined.clear();
+}
+
+std::vector<DeclinedKernelRecord> Runtime::declined_kernels() {
+  std::lock_guard lock(impl_->fallback_mutex);
+  std::vector<DeclinedKernelRecord> out;
+  for (const auto& [key, value] : impl_->declined) {
+    out.push_back({std::get<0>(key), std::get<1>(key), std::get<2>(key), value.first, value.second});
+  }
+  return out;
 }
 
 void Runtime::synchronize(Device device) { detail::device_record(device).synchronize(); }
@@ -291,6 +301,22 @@ void record_fallback(const DeviceRecord& device, std::string_view op, const std:
   }
   if (first) {
     logger("dispatch")->warn("{} on {} falls back to cpu:0 ({}); counted in fallback_stats()", op, device.id, reason);
+  }
+}
+
+void record_declined(const DeviceRecord& device, std::string_view op, const std::string& signature,
+                     const std::string& reason) {
+  Runtime::Impl& rt = runtime().impl();
+  bool first = false;
+  {
+    std::lock_guard lock(rt.fallback_mutex);
+    auto& [latest, n] = rt.declined[{device.id, std::string(op), signature}];
+    latest = reason;
+    first = n++ == 0;
+  }
+  if (first) {
+    logger("dispatch")->info("{} {} on {}: {}; decomposed into its ops there, counted in declined_kernels()", op,
+                             signature, device.id, reason);
   }
 }
 }  // namespace strata::detail

@@ -42,6 +42,8 @@ struct Runtime::Impl {
 
   std::mutex fallback_mutex;
   std::map<std::tuple<std::string, std::string, std::string>, uint64_t> fallback_counts;
+  /// (device, op, signature) -> (latest reason, count), under fallback_mutex.
+  std::map<std::tuple<std::string, std::string, std::string>, std::pair<std::string, uint64_t>> declined;
 
   void ensure_initialized();
   void apply(const Config& config);

@@ -17,6 +17,10 @@ DeviceRecord* cpu_device();
 /// Counts one fallback of (device, op, signature); logs the first of each.
 void record_fallback(const DeviceRecord& device, std::string_view op, const std::string& signature,
                      const std::string& reason);
+/// Counts one call a kernel of `device` declined and the core decomposed;
+/// logs the first of each (device, op, signature) with the kernel's reason.
+void record_declined(const DeviceRecord& device, std::string_view op, const std::string& signature,
+                     const std::string& reason);
 /// True once the process is exiting and plugins were shut down.
 bool shutting_down();
 /// The default device's record (loads the runtime on first use).

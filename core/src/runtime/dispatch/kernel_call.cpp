@@ -251,6 +251,7 @@ OpResult execute(OpCall& call, bool& decomposed) {
   }
 
   std::string reason;
+  bool declined = false;
   if (const KernelSlot* kernel = dev.find_kernel(op.id, call_key(call))) {
     OpResult results;
     strata_error err;
@@ -260,6 +261,7 @@ OpResult execute(OpCall& call, bool& decomposed) {
     if (status == STRATA_OK) return results;
     if (status != STRATA_ERROR_UNSUPPORTED) throw_kernel_failure(dev, status, err, call.describe());
     reason = "the kernel declined the call (" + message_text(err) + ")";
+    declined = true;
   } else {
     reason = "no kernel for signature " + call_signature(call);
     if (dev.kernel_excluded(op.name, call_key(call))) {
@@ -268,6 +270,7 @@ OpResult execute(OpCall& call, bool& decomposed) {
   }
   if (op.kind == OpKind::composite && op.decompose != nullptr) {
     decomposed = true;  // its primitives recorded themselves
+    if (declined) record_declined(dev, op.name, call_signature(call), reason);
     OpResult parts;
     try {
       for (Tensor& t : op.decompose(call)) parts.push_back(std::move(t));
