@@ -146,6 +146,10 @@ TEST(Compile, AnElementwiseTraceServesEveryShapeOfItsRanks) {
   s = f.stats();
   EXPECT_EQ(s.traces, 3u);
   EXPECT_EQ(s.shape_free_traces, 2u) << "[3, 5] with [5] is not one shape";
+  const std::string d(dtype_name(t)), at = "@" + m.device().str();
+  EXPECT_EQ(s.signatures, (std::vector<std::string>{d + "[3, 5]" + at + " " + d + "[5]" + at,
+                                                    d + "[rank 2]" + at + " " + d + "[rank 2]" + at,
+                                                    d + "[rank 1]" + at + " " + d + "[rank 1]" + at}));
   // A captured tensor of rank 1 fixes the shape.
   Tensor w = randn({4}, {.dtype = t});
   auto g = compile([&w](const std::vector<Tensor>& in) { return std::vector<Tensor>{exp(in[0] * w)}; });

@@ -86,6 +86,11 @@ struct CompileStats {
   std::vector<Fallback> fallbacks;
   uint64_t fused_regions = 0;  // over every cached graph
   uint64_t fused_ops = 0;      // ops those regions replaced
+  /// The cached signatures, most recently used first: each input's dtype,
+  /// shape (or "[rank N]" for a shape-free trace) and device, e.g.
+  /// "f32[64]@cpu:0 f32[rank 1]@cpu:0"; a fallen-back one ends in
+  /// " (eager)".
+  std::vector<std::string> signatures;
 };
 
 /// A function compiled by compile(): call it like the function. Copies

@@ -199,6 +199,9 @@ CompileStats CompiledFunction::stats() const {
   std::lock_guard lock(state_->mutex);
   CompileStats out = state_->stats;
   for (const auto& e : state_->entries) {
+    std::string key = e->key;
+    while (!key.empty() && key.back() == ' ') key.pop_back();
+    out.signatures.push_back(e->graph != nullptr ? key : key + " (eager)");
     out.fused_regions += e->report.regions.size();
     for (const FusionRegion& r : e->report.regions) out.fused_ops += r.ops.size();
   }
