@@ -108,8 +108,13 @@ TEST_P(Fused, AChainGivesTheBitsOfItsOps) {
     // recorded) and the ops run one by one on the device.
     Operand t = operand({40, 30}, dtype, Layout::transposed), u = operand({40, 30}, dtype);
     s::runtime().reset_fallback_stats();
+    s::runtime().start_op_census();
     expect_same_bits(s::fused_elementwise({t.dev, u.dev}, kChain), unfused(p, {t.dev, u.dev}));
+    std::string served;
+    for (const s::OpUse& use : s::runtime().stop_op_census())
+      if (use.op == "strata::fused_elementwise") served = use.how;
     if (has_kernel() && dtype != s::f16) {
+      EXPECT_EQ(served, "kernel (declined calls decomposed)");
       bool recorded = false;
       for (const s::DeclinedKernelRecord& r : s::runtime().declined_kernels()) {
         recorded = recorded || (r.op == "fused_elementwise" && r.device == GetParam() &&

@@ -120,7 +120,9 @@ struct OpUse {
   std::string op;         // "strata::mul"
   std::string signature;  // "f32,f32->f32"
   /// "kernel", "decomposition" (into other ops, each counted too),
-  /// "fallback" (run on cpu:0), or "fallback (kernel set aside)".
+  /// "fallback" (run on cpu:0), "fallback (kernel set aside)", or "kernel
+  /// (declined calls decomposed)" when the kernel declined some of the
+  /// calls (Runtime::declined_kernels() has its reason).
   std::string how;
   uint64_t count = 0;
 };

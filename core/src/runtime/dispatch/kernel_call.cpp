@@ -270,7 +270,10 @@ OpResult execute(OpCall& call, bool& decomposed) {
   }
   if (op.kind == OpKind::composite && op.decompose != nullptr) {
     decomposed = true;  // its primitives recorded themselves
-    if (declined) record_declined(dev, op.name, call_signature(call), reason);
+    if (declined) {
+      record_declined(dev, op.name, call_signature(call), reason);
+      if (op_census_open()) [[unlikely]] census_declined(call, dev, call_signature(call));
+    }
     OpResult parts;
     try {
       for (Tensor& t : op.decompose(call)) parts.push_back(std::move(t));

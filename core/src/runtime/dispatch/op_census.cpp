@@ -48,6 +48,16 @@ void census_note(const OpCall& call, DeviceRecord& dev, uint64_t signature_key, 
   }
 }
 
+void census_declined(const OpCall& call, const DeviceRecord& dev, const std::string& signature) {
+  try {
+    Census& c = census();
+    std::lock_guard lock(c.mutex);
+    auto it = c.uses.find(std::make_tuple(dev.id, std::string(call.op->kernel_name), signature));
+    if (it != c.uses.end()) it->second.first = "kernel (declined calls decomposed)";
+  } catch (...) {  // out of memory: the record keeps "kernel"
+  }
+}
+
 void open_op_census() {
   Census& c = census();
   std::lock_guard lock(c.mutex);

@@ -23,6 +23,10 @@ inline bool op_census_open() { return g_op_census_open.load(std::memory_order_re
 /// Counts `call` on `dev` with its signature, and how `dev` serves it.
 [[gnu::cold, gnu::noinline]] void census_note(const OpCall& call, DeviceRecord& dev, uint64_t signature_key,
                                               const std::string& signature);
+/// A call of `dev`'s kernel declined and decomposed: its census entry
+/// (noted as "kernel" before the kernel ran) says so.
+[[gnu::cold, gnu::noinline]] void census_declined(const OpCall& call, const DeviceRecord& dev,
+                                                  const std::string& signature);
 void open_op_census();
 std::vector<OpUse> close_op_census();
 
