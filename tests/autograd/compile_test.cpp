@@ -114,6 +114,16 @@ TEST(Compile, TracesOncePerSignatureAndReadsCapturedWeightsAtEachCall) {
   CompileStats s = compiled.stats();
   EXPECT_EQ(s.traces, 2u);
   EXPECT_EQ(s.replays, 2u);
+  // Without the fusion pass the trace replays as recorded.
+  auto unfused = compile([&w](const std::vector<Tensor>& in) { return std::vector<Tensor>{tanh(in[0] * w) + 1.0}; },
+                         {.fuse = false});
+  unfused({x});
+  expect_same(unfused({x})[0], tanh(x * w) + 1.0);
+  ASSERT_NE(unfused.graph_for({x}), nullptr);
+  EXPECT_EQ(count_ops(*unfused.graph_for({x}), "fused_elementwise"), 0);
+  EXPECT_EQ(unfused.graph_for({x})->nodes.size(), 3u);
+  EXPECT_EQ(unfused.stats().fused_regions, 0u);
+
   // At most max_signatures traces are kept: the least recently used goes
   // (a sum: not elementwise, so each shape is its own signature).
   auto small = compile([](const std::vector<Tensor>& in) { return std::vector<Tensor>{sum(exp(in[0]) + 1.0)}; },
