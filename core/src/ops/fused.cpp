@@ -35,24 +35,20 @@ using detail::derivatives::scalar;
 
 constexpr detail::AttrDecl kProgramAttrs[] = {{"program", STRATA_ATTR_STRING, true}};
 
-/// The text of a call's "program" attribute (program_of checked it is there).
-std::string_view program_text(const detail::Attrs* attrs) {
-  for (const detail::Attr& a : *attrs)
-    if (std::string_view(a.name) == "program") return a.text;
-  return {};
+/// The text of a call's "program" attribute; ValueError naming `who`
+/// when it has none.
+std::string_view program_text(const detail::Attrs* attrs, const std::string& who) {
+  if (attrs != nullptr) {
+    for (const detail::Attr& a : *attrs)
+      if (std::string_view(a.name) == "program") return a.text;
+  }
+  throw ValueError(who + ": no 'program' attribute");
 }
 
 /// The program of a call's "program" attribute (parsed once per text).
 std::shared_ptr<const fp::Program> program_of(const detail::Attrs* attrs, const std::string& who) {
-  const detail::Attr* text = nullptr;
-  if (attrs != nullptr) {
-    for (const detail::Attr& a : *attrs)
-      if (std::string_view(a.name) == "program") text = &a;
-  }
-  if (text == nullptr) throw ValueError(who + ": no 'program' attribute");
-  static auto* cache = new fp::ProgramCache();  // outlives static teardown
   std::string error;
-  std::shared_ptr<const fp::Program> p = cache->get(text->text, error);
+  std::shared_ptr<const fp::Program> p = fp::cached_program(program_text(attrs, who), error);
   if (p == nullptr) throw ValueError(who + ": " + error);
   return p;
 }
@@ -407,7 +403,7 @@ Grads fused_vjp(const GradContext& c) {
   bool any = false;
   for (size_t m = 0; m < p.outputs.size(); ++m) any = any || c.grad(static_cast<int>(m)).defined();
   if (!any) return Grads(c.inputs.size());
-  if (Grads out; fused_backward(program_text(c.attrs), p, c, out)) return out;
+  if (Grads out; fused_backward(program_text(c.attrs, "fused_elementwise VJP"), p, c, out)) return out;
   const std::vector<Tensor> v = evaluate(p, c.inputs);
   std::vector<Tensor> bar(v.size());
   for (size_t m = 0; m < p.outputs.size(); ++m) {

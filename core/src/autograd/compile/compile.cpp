@@ -19,13 +19,12 @@ namespace strata {
 
 namespace {
 
-/// One signature's trace: its graph (null when it fell back, with the
-/// reason), the tensors it captured and its constants, made once.
+/// One signature's trace: its graph (null when it fell back; the reason is
+/// in the stats), the tensors it captured and its constants, made once.
 struct Entry {
   std::string key;
   bool any_shape = false;  // replays inputs of any shape of the traced ranks
   std::shared_ptr<const Graph> graph;
-  std::string reason;
   std::vector<Tensor> captured;
   std::vector<Tensor> constants;
   FusionReport report;
@@ -38,12 +37,12 @@ std::string signature(const std::vector<Tensor>& inputs, bool shapes = true) {
   for (size_t k = 0; k < inputs.size(); ++k) {
     const Tensor& t = inputs[k];
     if (!t.defined()) throw Error("compile: input " + std::to_string(k) + " is undefined");
-    key += std::string(dtype_name(t.dtype())) +
+    key += (k == 0 ? "" : " ") + std::string(dtype_name(t.dtype())) +
            (shapes ? detail::shape_string(t.sizes()) : "[rank " + std::to_string(t.dim()) + "]") + "@" +
-           t.device().str() + " ";
+           t.device().str();
   }
   const detail::AutocastSnapshot amp = detail::autocast_snapshot();
-  if (amp.enabled) key += "autocast:" + std::string(dtype_name(amp.dtype)) + "@" + std::to_string(amp.device_slot);
+  if (amp.enabled) key += " autocast:" + std::string(dtype_name(amp.dtype)) + "@" + std::to_string(amp.device_slot);
   return key;
 }
 
@@ -124,9 +123,8 @@ struct CompiledFunction::State {
       // function again is what an eager call does. Its own errors are the
       // caller's and keep nothing.
       std::vector<Tensor> out = fn(inputs);
-      e->reason = error.what();
       std::lock_guard lock(mutex);
-      stats.fallbacks.push_back({key, e->reason});
+      stats.fallbacks.push_back({key, error.what()});
       store(std::move(e));
       return out;
     }
@@ -199,9 +197,7 @@ CompileStats CompiledFunction::stats() const {
   std::lock_guard lock(state_->mutex);
   CompileStats out = state_->stats;
   for (const auto& e : state_->entries) {
-    std::string key = e->key;
-    while (!key.empty() && key.back() == ' ') key.pop_back();
-    out.signatures.push_back(e->graph != nullptr ? key : key + " (eager)");
+    out.signatures.push_back(e->graph != nullptr ? e->key : e->key + " (eager)");
     out.fused_regions += e->report.regions.size();
     for (const FusionRegion& r : e->report.regions) out.fused_ops += r.ops.size();
   }

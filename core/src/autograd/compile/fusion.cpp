@@ -225,6 +225,7 @@ class Fuser {
              detail::shape_string(shape) + " (a broadcast value ends a region)";
     }
     const int sink = r.back();
+    const std::vector<int64_t> leaving = extras(r);
     // A value read outside the region (or an output of the graph) becomes
     // one more output of the fused op: at most kMaxOutputs, and none of
     // its outside readers may lead back into the region (a cycle).
@@ -233,7 +234,7 @@ class Fuser {
       const std::string why =
           meta(v).output ? std::string("its value is an output of the graph")
                          : "its value is also read by " + node_label(g_.nodes[static_cast<size_t>(outside.front())]);
-      if (extras(r).size() + 2 > static_cast<size_t>(fp::kMaxOutputs)) {
+      if (leaving.size() + 2 > static_cast<size_t>(fp::kMaxOutputs)) {
         return why + ", and the fused op has at most " + std::to_string(fp::kMaxOutputs) + " outputs";
       }
       const std::vector<bool> down = downstream(outside, sink);
@@ -245,7 +246,7 @@ class Fuser {
     }
     // Nor may p itself lie downstream of a value already leaving the region.
     std::vector<int> readers_of_extras;
-    for (int64_t x : extras(r)) {
+    for (int64_t x : leaving) {
       for (int q : outside_readers(x, r)) readers_of_extras.push_back(q);
     }
     if (downstream(readers_of_extras, sink)[static_cast<size_t>(p)]) {
