@@ -35,13 +35,29 @@ inline LoopIsa loop_isa() noexcept { return g_loop_isa.load(std::memory_order_re
 /// counters, indexed by LoopIsa; the baseline is counted only where a wide
 /// level could have been chosen). The plugin logs them at shutdown, so a test
 /// can see that its loops reach the level it claims (cpu_isa_test), not
-/// only that every level computes the same bits.
-inline std::atomic<uint64_t> g_loop_runs[3];
+/// only that every level computes the same bits. One cache line of
+/// counters per thread slot: the fused kernel runs a loop per statement
+/// per tile on every worker, and one shared line would bounce between
+/// their cores.
+struct alignas(64) LoopRuns {
+  std::atomic<uint64_t> runs[3];
+};
+inline constexpr int kLoopRunSlots = 16;
+inline LoopRuns g_loop_runs[kLoopRunSlots];
+inline std::atomic<int> g_loop_run_next_slot{0};
+
+/// Loops run at `isa`, over every slot.
+inline uint64_t loop_runs(LoopIsa isa) noexcept {
+  uint64_t n = 0;
+  for (const LoopRuns& slot : g_loop_runs) n += slot.runs[static_cast<int>(isa)].load(std::memory_order_relaxed);
+  return n;
+}
 
 /// loop_isa() for a loop about to run: counts the run at its level.
 inline LoopIsa dispatch_loop_isa() noexcept {
+  thread_local LoopRuns& mine = g_loop_runs[g_loop_run_next_slot.fetch_add(1) % kLoopRunSlots];
   const LoopIsa isa = loop_isa();
-  g_loop_runs[static_cast<int>(isa)].fetch_add(1, std::memory_order_relaxed);
+  mine.runs[static_cast<int>(isa)].fetch_add(1, std::memory_order_relaxed);
   return isa;
 }
 

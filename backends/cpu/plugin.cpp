@@ -264,11 +264,9 @@ CpuState::~CpuState() {
   // wonders whether the wide loops are used.
   char line[160];
   std::snprintf(line, sizeof line, "loop runs: %s %llu, %s %llu, %s %llu", loop_isa_name(LoopIsa::avx512),
-                static_cast<unsigned long long>(g_loop_runs[static_cast<int>(LoopIsa::avx512)].load()),
-                loop_isa_name(LoopIsa::avx2),
-                static_cast<unsigned long long>(g_loop_runs[static_cast<int>(LoopIsa::avx2)].load()),
-                loop_isa_name(LoopIsa::generic),
-                static_cast<unsigned long long>(g_loop_runs[static_cast<int>(LoopIsa::generic)].load()));
+                static_cast<unsigned long long>(loop_runs(LoopIsa::avx512)), loop_isa_name(LoopIsa::avx2),
+                static_cast<unsigned long long>(loop_runs(LoopIsa::avx2)), loop_isa_name(LoopIsa::generic),
+                static_cast<unsigned long long>(loop_runs(LoopIsa::generic)));
   plugin::log(host, STRATA_LOG_DEBUG, kPluginName, line);
 }
 
