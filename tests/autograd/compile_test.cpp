@@ -97,6 +97,72 @@ TEST(Compile, AFusedChainMatchesEagerValuesAndGradientsToSecondOrder) {
   expect_same(jvp(fc, xd, v).second, jvp(fe, xd, v).second, cpu ? 1e-12 : 1e-3);
 }
 
+// A call autograd records is traced for its backward pass: the fused op also
+// writes the costly values its backward program reads instead of
+// recomputing them; the same call under no_grad is a signature of its own,
+// without them. Gradients agree with eager either way (first order above).
+TEST(Compile, ADifferentiatedCallSavesCostlyValuesForTheBackwardPass) {
+  manual_seed(13);
+  const DType t = real_dtype();
+  Chain chain{randn({32}, {.dtype = t, .requires_grad = true})};
+  auto compiled = compile([&chain](const std::vector<Tensor>& in) { return chain(in); });
+  const Tensor x = randn({32}, {.dtype = t});
+  Tensor y = compiled({x})[0];  // x takes no gradient, but the captured weight does
+  {
+    NoGradGuard no_grad;
+    compiled({x});
+  }
+  const CompileStats s = compiled.stats();
+  EXPECT_EQ(s.traces, 2u) << "grad mode is part of the signature";
+  ASSERT_EQ(s.signatures.size(), 2u);
+  EXPECT_NE(s.signatures[0].find(" no_grad"), std::string::npos) << s.signatures[0];
+  const FusionReport with = compiled.report_for({x});  // grad mode on again
+  ASSERT_EQ(with.regions.size(), 1u) << with.text();
+  // exp, tanh and sigmoid: their derivatives read their values (the
+  // division's, which its derivative reads too, is the output already;
+  // sin's derivative reads its argument, and cos is computed either way).
+  EXPECT_EQ(with.regions[0].saved, 3) << with.text();
+  EXPECT_EQ(with.regions[0].outputs, 4) << with.text();
+  EXPECT_NE(with.text().find("4 outputs, 3 saved for the backward pass"), std::string::npos) << with.text();
+  std::shared_ptr<const Graph> g = compiled.graph_for({x});
+  ASSERT_NE(g, nullptr);
+  EXPECT_EQ(g->nodes.front().outputs.size(), 4u);
+  EXPECT_EQ(g->outputs.size(), 1u) << "saved values are no outputs of the graph";
+  {
+    NoGradGuard no_grad;
+    const FusionReport without = compiled.report_for({x});
+    ASSERT_EQ(without.regions.size(), 1u);
+    EXPECT_EQ(without.regions[0].saved, 0);
+    EXPECT_EQ(without.regions[0].outputs, 1);
+  }
+  // The weight as an input: a replay and its backward pass are two fused
+  // ops (where a kernel serves them: the CPU plugin's), the backward one
+  // reading the saved values, and no op of the chain runs on its own.
+  auto by_weight = compile([&x](const std::vector<Tensor>& in) { return Chain{in[0]}({x}); });
+  Fn through = [&by_weight](const Tensor& w) { return sum(by_weight({w})[0]); };
+  Fn eager = [&x](const Tensor& w) { return sum(Chain{w}({x})[0]); };
+  const Tensor w = chain.w.detach();
+  grad(through)(w);  // the trace
+  const bool cpu = x.device() == Device("cpu:0");
+  runtime().start_op_census();
+  const Tensor gw = grad(through)(w);
+  int fused_calls = 0, unfused = 0;
+  for (const OpUse& use : runtime().stop_op_census()) {
+    if (use.op == "strata::fused_elementwise") fused_calls += static_cast<int>(use.count);
+    if (use.op == "strata::tanh" || use.op == "strata::exp" || use.op == "strata::sigmoid" || use.op == "strata::sin")
+      ++unfused;
+  }
+  if (cpu) {
+    EXPECT_EQ(fused_calls, 2) << "the forward and one backward program";
+    EXPECT_EQ(unfused, 0);
+  }
+  expect_same(gw, grad(eager)(w), cpu ? 1e-14 : strata_test::tolerance(t).rtol);
+  Tensor v = randn({32}, {.dtype = t});
+  expect_same(hvp(through, w, v), hvp(eager, w, v), cpu ? 1e-12 : 1e-3);
+  expect_same(hvp(through, w, v, HvpMode::reverse_over_reverse), hvp(eager, w, v, HvpMode::reverse_over_reverse),
+              cpu ? 1e-12 : 1e-3);
+}
+
 TEST(Compile, TracesOncePerSignatureAndReadsCapturedWeightsAtEachCall) {
   manual_seed(12);
   const DType t = real_dtype();
@@ -379,7 +445,7 @@ TEST(Fuse, RandomGraphsKeepTheirValuesAndGradients) {
     int op;    // 0-7 unary, 8-10 binary, 11 matmul, 12 add the row, 13 times a constant
     int a, b;  // operand indices among the values so far
   };
-  int regions = 0, multi_output = 0;
+  int regions = 0, multi_output = 0, saving = 0;
   for (int trial = 0; trial < 40; ++trial) {
     SCOPED_TRACE("trial " + std::to_string(trial));
     std::vector<Step> steps;
@@ -449,9 +515,13 @@ TEST(Fuse, RandomGraphsKeepTheirValuesAndGradients) {
     const std::vector<Tensor> x{randn({4, 6}, {.dtype = t}), randn({4, 6}, {.dtype = t})};
     const Graph g = trace(program, x);
     FusionReport report;
-    const Graph fused = fuse(g, &report);
+    const bool save = trial % 2 == 1;  // as compile fuses a differentiated call
+    const Graph fused = fuse(g, &report, {.save_for_backward = save});
     regions += static_cast<int>(report.regions.size());
-    for (const FusionRegion& r : report.regions) multi_output += r.outputs > 1 ? 1 : 0;
+    for (const FusionRegion& r : report.regions) {
+      multi_output += r.outputs > 1 ? 1 : 0;
+      saving += r.saved > 0 ? 1 : 0;
+    }
     const auto path = std::filesystem::temp_directory_path() /
                       ("strata_fuse_random_" + std::to_string(::getpid()) + "_" + std::to_string(trial) + ".json");
     fused.save(path);
@@ -477,10 +547,23 @@ TEST(Fuse, RandomGraphsKeepTheirValuesAndGradients) {
       ASSERT_EQ(gw[k].defined(), gg[k].defined());
       if (gw[k].defined()) expect_same(gg[k], gw[k], tol);
     }
+    // Second order (a backward program that reads saved values is itself
+    // differentiated: their cotangents flow back into the forward op).
+    if (save && gw[0].defined()) {
+      const std::vector<Tensor> v{randn({4, 6}, {.dtype = t}), randn({4, 6}, {.dtype = t})};
+      const std::vector<Tensor> hw = hvp(loss_of(g), x2, v, HvpMode::reverse_over_reverse),
+                                hg = hvp(loss_of(loaded), x2, v, HvpMode::reverse_over_reverse);
+      for (size_t k = 0; k < 2; ++k) {
+        ASSERT_EQ(hw[k].defined(), hg[k].defined());
+        if (hw[k].defined()) expect_same(hg[k], hw[k], t == DType::f64 ? 1e-10 : tol * 4);
+      }
+    }
   }
-  std::printf("%d fused regions over 40 random programs, %d with several outputs\n", regions, multi_output);
+  std::printf("%d fused regions over 40 random programs, %d with several outputs, %d saving values\n", regions,
+              multi_output, saving);
   EXPECT_GT(regions, 20);
   EXPECT_GT(multi_output, 0);
+  EXPECT_GT(saving, 0);
 }
 
 }  // namespace

@@ -426,6 +426,19 @@ TEST(Cli, TraceExplainFusionListsTheRegionsAndWritesTheFusedGraph) {
   ASSERT_EQ(j["regions"].size(), 1u) << r.out;
   EXPECT_EQ(j["regions"][0]["ops"], nlohmann::json({"tanh", "mul", "add"}));
   EXPECT_EQ(j["regions"][0]["program"], "in 1\n%1 = tanh %0\n%2 = mul %1 %0\n%3 = add %2 %0\nout %3");
+  EXPECT_EQ(j["regions"][0]["saved"], 0);
+  // As compile fuses a differentiated call: tanh's value (its derivative
+  // reads it) is one more output.
+  r = run("trace --explain-fusion " + graph + " --save-for-backward", false);
+  ASSERT_EQ(r.exit_code, 0) << r.out;
+  EXPECT_TRUE(has_line(r.out,
+                       "^region at node #3: 3 ops \\(tanh mul add\\), 1 input, 2 outputs, 1 saved for the "
+                       "backward pass, f32\\[4, 2\\]$"))
+      << r.out;
+  r = run("trace --explain-fusion " + graph + " --save-for-backward --json", false);
+  ASSERT_EQ(r.exit_code, 0) << r.out;
+  EXPECT_EQ(nlohmann::json::parse(r.out)["regions"][0]["program"],
+            "in 1\n%1 = tanh %0\n%2 = mul %1 %0\n%3 = add %2 %0\nout %3 %1");
   r = run("trace --explain-fusion /nonexistent/graph.json");
   EXPECT_EQ(r.exit_code, 2) << r.out;
   EXPECT_NE(r.out.find("/nonexistent/graph.json"), std::string::npos) << r.out;

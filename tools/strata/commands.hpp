@@ -50,6 +50,7 @@ struct TraceFuseOptions {
   std::string graph;   // a file Graph::save wrote
   std::string output;  // "": do not write the fused graph
   bool json = false;
+  bool save_for_backward = false;  // FuseOptions::save_for_backward
 };
 int run_trace_fuse(const TraceFuseOptions& options);
 

@@ -90,6 +90,9 @@ int main(int argc, char** argv) {
                     "(docs/compile.md)");
   trace->add_flag("--json", fuse_options.json, "With --explain-fusion: print one JSON object");
   trace->add_option("--fused-output", fuse_options.output, "With --explain-fusion: write the fused graph here");
+  trace->add_flag("--save-for-backward", fuse_options.save_for_backward,
+                  "With --explain-fusion: fuse as compile does for a differentiated call (costly values saved as "
+                  "extra outputs for the backward pass)");
   CLI::App* trace_ops = trace->add_subcommand(
       "ops", "The ops a traced program needs on a device (forward and backward), and how the device serves each: "
              "kernel, decomposition or CPU fallback");

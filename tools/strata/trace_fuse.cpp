@@ -1,5 +1,5 @@
 // trace_fuse.cpp — `strata trace --explain-fusion GRAPH [--json]
-// [--fused-output FILE]`: runs the fusion pass (strata::fuse, docs/compile.md)
+// [--fused-output FILE] [--save-for-backward]`: runs the fusion pass (strata::fuse, docs/compile.md)
 // over a traced program and lists each fused region (its ops, inputs, dtype
 // and shape) and why each elementwise op at a region's border stayed out;
 // optionally writes the fused graph (Graph::save) for `strata trace ops` or
@@ -17,7 +17,7 @@ int run_trace_fuse(const TraceFuseOptions& options) {
   if (!loaded) return kBadInput;
   const Graph& graph = *loaded;
   FusionReport report;
-  const Graph fused = fuse(graph, &report);
+  const Graph fused = fuse(graph, &report, {.save_for_backward = options.save_for_backward});
   if (!options.output.empty()) fused.save(options.output);
   if (options.json) {
     nlohmann::json j;
@@ -30,6 +30,8 @@ int run_trace_fuse(const TraceFuseOptions& options) {
                               {"nodes", r.nodes},
                               {"ops", r.ops},
                               {"inputs", r.inputs},
+                              {"outputs", r.outputs},
+                              {"saved", r.saved},
                               {"dtype", dtype_name(r.dtype)},
                               {"shape", r.shape},
                               {"program", r.program}});

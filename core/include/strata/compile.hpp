@@ -29,7 +29,9 @@ struct FusionRegion {
   std::vector<uint64_t> nodes;   // the ops it replaced, in order
   std::vector<std::string> ops;  // their names
   int inputs = 0;                // the fused op's tensor inputs
-  int outputs = 1;               // its outputs: the last op's value, then values read outside
+  int outputs = 1;               // its outputs: the last op's value, then values read outside,
+                                 // then the saved values
+  int saved = 0;                 // of those, values saved for the backward pass (FuseOptions)
   DType dtype = DType::f32;
   Shape shape;          // every value of the region has it
   std::string program;  // the fused op's "program" attribute
@@ -50,17 +52,29 @@ struct FusionReport {
   std::string text() const;
 };
 
+struct FuseOptions {
+  /// Also write, as more outputs of each fused op (nothing in the graph
+  /// reads them), the values of its costly statements (transcendental
+  /// functions, division, square root) that the op's backward program
+  /// would otherwise recompute: its VJP reads them (docs/compile.md,
+  /// "Saved values"). For graphs whose replay is differentiated; a
+  /// forward-only replay pays a write per saved value for nothing.
+  bool save_for_backward = false;
+};
+
 /// The fusion pass over a traced graph: every maximal chain of ops of the
 /// fused vocabulary (<strata/plugin/fused_program.hpp>) of one real
 /// floating dtype (f32 or f64) and one shape, reading at most 4 tensors,
 /// becomes one fused_elementwise node (0-d constants of the chain's dtype
 /// become program constants). Besides the chain's last value, up to two
 /// inner values read outside it (or outputs of the graph) become outputs of
-/// the fused op, unless a reader leads back into the chain. A chain of one op is left alone. The result replays
-/// to the same values (the CPU plugin's fused kernel gives the same bits;
-/// a device without a kernel for the op runs its decomposition into the
-/// original ops). Throws Error when `g` is not a traced graph.
-Graph fuse(const Graph& g, FusionReport* report = nullptr);
+/// the fused op, unless a reader leads back into the chain; with
+/// `options.save_for_backward`, saved values follow them (up to 6 outputs
+/// in all). A chain of one op is left alone. The result replays to the
+/// same values (the CPU plugin's fused kernel gives the same bits; a device
+/// without a kernel for the op runs its decomposition into the original
+/// ops). Throws Error when `g` is not a traced graph.
+Graph fuse(const Graph& g, FusionReport* report = nullptr, FuseOptions options = {});
 
 struct CompileOptions {
   /// Run the fusion pass (off: replay the trace as recorded).

@@ -179,7 +179,7 @@ OpResult loop_over_lanes(const BatchCall& c, const std::string& reason) {
       inputs.push_back(c.batched[static_cast<size_t>(k)] ? t.select(0, lane) : t);
     }
     OpResult r = dispatch_span(c.op(), inputs, c.call.attrs);
-    for (int k = 0; k < r.count; ++k) outputs[static_cast<size_t>(k)].push_back(r[k]);
+    for (int k = 0; k < r.size(); ++k) outputs[static_cast<size_t>(k)].push_back(r[k]);
   }
   OpResult result;
   for (auto& lane_outputs : outputs) result.push_back(stack(lane_outputs, 0));
@@ -301,12 +301,12 @@ BatchCall lanes_of_call(const OpCall& call, uint64_t level, int64_t lanes) {
 
 /// The outputs a rule returned, checked against the shape rule's, batched.
 OpResult batched_outputs(const OpCall& call, const OpResult& lanes, uint64_t level, int64_t n) {
-  if (lanes.count != call.n_outputs) {
+  if (lanes.size() != call.n_outputs) {
     throw Error("internal: the batching rule of " + std::string(call.op->name) + " returned " +
-                std::to_string(lanes.count) + " outputs for " + std::to_string(call.n_outputs));
+                std::to_string(lanes.size()) + " outputs for " + std::to_string(call.n_outputs));
   }
   OpResult out;
-  for (int k = 0; k < lanes.count; ++k) {
+  for (int k = 0; k < lanes.size(); ++k) {
     const Tensor& l = lanes.tensors[static_cast<size_t>(k)];
     const OutputMeta& want = call.outputs[static_cast<size_t>(k)];
     const auto got = l.shape();
@@ -344,7 +344,7 @@ OpResult dispatch_batched(OpCall& call, uint64_t level) {
     BatchCall c = lanes_of_call(call, level, n);
     in_lanes_scope(level, [&] { lanes = rule(c); });
   }
-  if (lanes.count == 0 && call.op->decompose != nullptr) {
+  if (lanes.size() == 0 && call.op->decompose != nullptr) {
     // No rule (or the rule declined these operands): the decomposition's
     // ops, each batched and recorded on its own.
     std::vector<Tensor> parts = call.op->decompose(call);
@@ -361,7 +361,7 @@ OpResult dispatch_batched(OpCall& call, uint64_t level) {
     finish_dispatch(call, result, true, hooks);
     return result;
   }
-  if (lanes.count == 0) {
+  if (lanes.size() == 0) {
     BatchCall c = lanes_of_call(call, level, n);
     in_lanes_scope(level, [&] { lanes = loop_over_lanes(c, "no batching rule"); });
   }

@@ -9,6 +9,10 @@
 // derivatives walk the program with each statement's partials, forwards
 // for the JVP and backwards for the VJP, with public ops only, so every
 // order of derivative follows.
+#include "fused.hpp"
+
+#include <algorithm>
+#include <bit>
 #include <memory>
 #include <mutex>
 #include <strata/error.hpp>
@@ -215,13 +219,26 @@ struct Sym {
   fp::Operand o;
   bool defined() const { return b != nullptr; }
 };
+/// Whether two operands are the same value or the same constant (bits).
+bool same_operand(const fp::Operand& x, const fp::Operand& y) {
+  return x.value == y.value &&
+         (!x.is_constant() || std::bit_cast<uint64_t>(x.constant) == std::bit_cast<uint64_t>(y.constant));
+}
+/// Appends `op(a, b)`, or finds the statement that computes it already (a
+/// walk computes the same partial twice: y = x·x gives s·x + s·x).
 Sym emit(fp::Op op, const Sym& a, const Sym& b = Sym()) {
   Builder* owner = a.b != nullptr ? a.b : b.b;
   if (a.o.is_constant() && (fp::arity(op) == 1 || b.o.is_constant())) {
     owner->failed = true;
     return {owner, {}};
   }
-  return {owner, {owner->program.add(op, a.o, b.o), 0.0}};
+  fp::Program& p = owner->program;
+  for (size_t j = 0; j < p.body.size(); ++j) {
+    const fp::Statement& st = p.body[j];
+    if (st.op == op && same_operand(st.a, a.o) && (fp::arity(op) == 1 || same_operand(st.b, b.o)))
+      return {owner, {p.n_inputs + static_cast<int32_t>(j), 0.0}};
+  }
+  return {owner, {p.add(op, a.o, b.o), 0.0}};
 }
 Sym constant(const Sym& like, double c) { return {like.b, {-1, c}}; }
 Sym neg(const Sym& a) { return emit(fp::Op::neg, a); }
@@ -239,8 +256,10 @@ Sym operator*(const Sym& a, double c) { return a * constant(a, c); }
 Sym operator-(double c, const Sym& a) { return emit(fp::Op::sub, constant(a, c), a); }
 Sym plus(const Sym& a, const Sym& b) { return !a.defined() ? b : !b.defined() ? a : a + b; }
 
-/// `p` without the statements its outputs do not need (values renumbered).
-fp::Program without_dead_code(const fp::Program& p) {
+/// `p` without the statements its outputs do not need and without the
+/// inputs nothing reads (values renumbered); `kept` gets the old index of
+/// each input left.
+fp::Program without_dead_code(const fp::Program& p, std::vector<int32_t>& kept) {
   std::vector<bool> live(static_cast<size_t>(p.n_values()), false);
   for (int32_t v : p.outputs) live[static_cast<size_t>(v)] = true;
   for (size_t j = p.body.size(); j-- > 0;) {
@@ -251,9 +270,14 @@ fp::Program without_dead_code(const fp::Program& p) {
     }
   }
   fp::Program out;
-  out.n_inputs = p.n_inputs;
   std::vector<int32_t> to(static_cast<size_t>(p.n_values()), -1);
-  for (int32_t k = 0; k < p.n_inputs; ++k) to[static_cast<size_t>(k)] = k;
+  kept.clear();
+  for (int32_t k = 0; k < p.n_inputs; ++k) {
+    if (!live[static_cast<size_t>(k)]) continue;
+    to[static_cast<size_t>(k)] = static_cast<int32_t>(kept.size());
+    kept.push_back(k);
+  }
+  out.n_inputs = static_cast<int32_t>(kept.size());
   auto map = [&to](fp::Operand o) {
     if (!o.is_constant()) o.value = to[static_cast<size_t>(o.value)];
     return o;
@@ -267,44 +291,92 @@ fp::Program without_dead_code(const fp::Program& p) {
   return out;
 }
 
+/// What a backward program reads or passes through: forward input k
+/// (kInput + k), forward output m (kOutput + m), output m's cotangent
+/// (kCotangent + m), or (fused_saved_values' trial plans) the value v of
+/// the forward program were it saved (kSaved + v).
+enum Source : int { kInput = 0, kOutput = 1 << 10, kCotangent = 2 << 10, kSaved = 3 << 10 };
+
+/// The costlier a statement is to recompute, the more a saved value saves:
+/// 0 for those not worth a pass over memory (arithmetic, relu, sign).
+int recompute_cost(fp::Op op) {
+  switch (op) {
+    case fp::Op::tanh:
+      return 4;
+    case fp::Op::sin:
+    case fp::Op::cos:
+    case fp::Op::log:
+    case fp::Op::log1p:
+    case fp::Op::expm1:
+    case fp::Op::sigmoid:
+      return 3;
+    case fp::Op::exp:
+      return 2;
+    case fp::Op::sqrt:
+    case fp::Op::div:
+    case fp::Op::reciprocal:
+      return 1;
+    default:
+      return 0;
+  }
+}
+
 /// The backward program of a forward program, for one pattern of defined
-/// cotangents and needed gradients (BackwardPlans caches it).
+/// cotangents, needed gradients and readable values (BackwardPlans caches
+/// it).
 struct BackwardPlan {
   bool fits = false;  // false: the caller walks with tensors
   std::string text;   // the program (empty: no statement computes a gradient)
-  /// Per forward input k: -1 no gradient; else the index among the
-  /// backward program's inputs of the tensor that is it (a cotangent passed
-  /// through), or kComputed + j for the program's output j.
+  /// The program's inputs, in order (Source codes).
+  std::vector<int> reads;
+  /// Per forward input k: -1 no gradient; kComputed + j the program's
+  /// output j; else the tensor (a Source code: a cotangent) that is it.
   std::vector<int> source;
   static constexpr int kComputed = 1 << 16;
 };
 
-/// Reverse mode as one fused op: a program over the forward's inputs and
-/// the defined cotangents (`defined[m]` for output m) that recomputes the
-/// forward and walks it back with partial<Sym> (the same ops, in the same
-/// order, as the tensor walk in fused_vjp, so the same values), writing
-/// every needed gradient (`needs[k]`) in one pass over memory. Does not fit
-/// (the caller walks with tensors) where the forward's inputs and the
-/// cotangents are more than kMaxInputs, or a statement would have two
+/// Reverse mode as one fused op: a program over the forward's inputs, the
+/// defined cotangents (`defined[m]` for output m) and the forward values it
+/// may read (`readable[v]`: a Source code, or -1 where value v is
+/// recomputed) that walks the forward back with partial<Sym> (the same ops,
+/// in the same order, as the tensor walk in fused_vjp, on the same values,
+/// so the same bits), writing every needed gradient (`needs[k]`) in one
+/// pass over memory. Does not fit (the caller walks with tensors) where it
+/// would read more than kMaxInputs tensors, or a statement would have two
 /// constants.
-BackwardPlan plan_backward(const fp::Program& p, const std::vector<bool>& defined, const std::vector<bool>& needs) {
+BackwardPlan plan_backward(const fp::Program& p, const std::vector<bool>& defined, const std::vector<bool>& needs,
+                           const std::vector<int>& readable) {
   BackwardPlan plan;
   Builder b;
-  int32_t n_in = p.n_inputs;
-  std::vector<Sym> seed(p.outputs.size());  // each output's cotangent, an input of the program
-  for (size_t m = 0; m < p.outputs.size(); ++m) {
-    if (defined[m]) seed[m] = {&b, {n_in++, 0.0}};
-  }
-  if (n_in > fp::kMaxInputs) return plan;
-  b.program.n_inputs = n_in;
-  // Values of the forward program → operands of the backward one.
+  std::vector<int> reads;  // the program's inputs before dead code goes
+  auto read = [&](int source) {
+    reads.push_back(source);
+    return Sym{&b, {static_cast<int32_t>(reads.size()) - 1, 0.0}};
+  };
+  // Values of the forward program → operands of the backward one. Inputs
+  // are numbered as they are met; the program's n_inputs is set last.
   std::vector<Sym> v;
-  for (int32_t k = 0; k < p.n_inputs; ++k) v.push_back({&b, {k, 0.0}});
+  for (int32_t k = 0; k < p.n_inputs; ++k) v.push_back(read(kInput + k));
+  std::vector<Sym> seed(p.outputs.size());  // each output's cotangent
+  for (size_t m = 0; m < p.outputs.size(); ++m) {
+    if (defined[m]) seed[m] = read(kCotangent + static_cast<int>(m));
+  }
+  std::vector<std::pair<int, int>> loads;  // (value, source) read instead of recomputed
+  for (size_t j = 0; j < p.body.size(); ++j) {
+    const int r = readable[static_cast<size_t>(p.n_inputs) + j];
+    if (r >= 0) loads.emplace_back(p.n_inputs + static_cast<int>(j), r);
+  }
+  std::vector<Sym> loaded(p.body.size());
+  for (const auto& [value, source] : loads) loaded[static_cast<size_t>(value - p.n_inputs)] = read(source);
+  b.program.n_inputs = static_cast<int32_t>(reads.size());
   auto operand_sym = [&](const fp::Operand& o) {
     return o.is_constant() ? Sym{&b, o} : v[static_cast<size_t>(o.value)];
   };
-  for (const fp::Statement& st : p.body) {
-    v.push_back(emit(st.op, operand_sym(st.a), fp::arity(st.op) == 2 ? operand_sym(st.b) : Sym()));
+  for (size_t j = 0; j < p.body.size(); ++j) {
+    const fp::Statement& st = p.body[j];
+    v.push_back(loaded[j].defined()
+                    ? loaded[j]
+                    : emit(st.op, operand_sym(st.a), fp::arity(st.op) == 2 ? operand_sym(st.b) : Sym()));
   }
   std::vector<Sym> bar(v.size());
   for (size_t m = 0; m < p.outputs.size(); ++m) {
@@ -324,21 +396,49 @@ BackwardPlan plan_backward(const fp::Program& p, const std::vector<bool>& define
   }
   if (b.failed) return plan;
   // The gradients computed by statements are the program's outputs; one
-  // that is a cotangent passed through (an add) is that tensor itself.
-  plan.fits = true;
+  // that is a tensor passed through (an add's cotangent) is that tensor.
   plan.source.assign(static_cast<size_t>(p.n_inputs), -1);
   for (int32_t k = 0; k < p.n_inputs; ++k) {
     const Sym& s = bar[static_cast<size_t>(k)];
     if (!needs[static_cast<size_t>(k)] || !s.defined()) continue;
-    if (s.o.value < n_in) {
-      plan.source[static_cast<size_t>(k)] = s.o.value;
+    if (s.o.value < b.program.n_inputs) {
+      plan.source[static_cast<size_t>(k)] = reads[static_cast<size_t>(s.o.value)];
     } else {
       plan.source[static_cast<size_t>(k)] = BackwardPlan::kComputed + static_cast<int>(b.program.outputs.size());
       b.program.outputs.push_back(s.o.value);
     }
   }
-  if (!b.program.outputs.empty()) plan.text = without_dead_code(b.program).text();
+  if (!b.program.outputs.empty()) {
+    std::vector<int32_t> kept;
+    const fp::Program live = without_dead_code(b.program, kept);
+    for (int32_t k : kept) plan.reads.push_back(reads[static_cast<size_t>(k)]);
+    plan.text = live.text();
+  }
+  plan.fits = plan.reads.size() <= static_cast<size_t>(fp::kMaxInputs) &&
+              plan.reads.size() + b.program.outputs.size() <= static_cast<size_t>(fp::kMaxOperands);
   return plan;
+}
+
+/// The forward's outputs the backward program may read instead of
+/// recomputing their statements: the costly ones (`available[m]`: output
+/// m's tensor is at hand). Per value: a Source code, or -1.
+std::vector<int> readable_outputs(const fp::Program& p, const std::vector<bool>& available) {
+  std::vector<int> readable(static_cast<size_t>(p.n_values()), -1);
+  for (size_t m = p.outputs.size(); m-- > 0;) {
+    const int32_t v = p.outputs[m];
+    if (available[m] && v >= p.n_inputs && recompute_cost(p.body[static_cast<size_t>(v - p.n_inputs)].op) > 0)
+      readable[static_cast<size_t>(v)] = kOutput + static_cast<int>(m);
+  }
+  return readable;
+}
+
+/// The plan reading the costly outputs at hand; where it would read too
+/// many tensors, the plan recomputing them.
+BackwardPlan best_plan(const fp::Program& p, const std::vector<bool>& defined, const std::vector<bool>& needs,
+                       const std::vector<bool>& available) {
+  BackwardPlan plan = plan_backward(p, defined, needs, readable_outputs(p, available));
+  if (plan.fits) return plan;
+  return plan_backward(p, defined, needs, std::vector<int>(static_cast<size_t>(p.n_values()), -1));
 }
 
 /// Plans by forward program text and pattern, built once each (a training
@@ -347,17 +447,19 @@ BackwardPlan plan_backward(const fp::Program& p, const std::vector<bool>& define
 class BackwardPlans {
  public:
   std::shared_ptr<const BackwardPlan> get(std::string_view text, const fp::Program& p, const std::vector<bool>& defined,
-                                          const std::vector<bool>& needs) {
+                                          const std::vector<bool>& needs, const std::vector<bool>& available) {
     std::string key(text);
     key += '\n';
     for (bool d : defined) key += d ? 'g' : '-';
     key += '/';
     for (bool n : needs) key += n ? 'n' : '-';
+    key += '/';
+    for (bool a : available) key += a ? 'o' : '-';
     {
       std::lock_guard lock(mutex_);
       if (auto it = plans_.find(key); it != plans_.end()) return it->second;
     }
-    auto plan = std::make_shared<const BackwardPlan>(plan_backward(p, defined, needs));
+    auto plan = std::make_shared<const BackwardPlan>(best_plan(p, defined, needs, available));
     std::lock_guard lock(mutex_);
     if (plans_.size() >= 1024) plans_.clear();
     plans_.emplace(std::move(key), plan);
@@ -372,25 +474,32 @@ class BackwardPlans {
 /// fused_vjp's one-op path (plan_backward); false where the plan does not fit.
 bool fused_backward(std::string_view text, const fp::Program& p, const GradContext& c, Grads& out) {
   static auto* plans = new BackwardPlans();  // outlives static teardown
-  std::vector<bool> defined(p.outputs.size()), needs(static_cast<size_t>(p.n_inputs));
-  std::vector<Tensor> inputs(c.inputs.begin(), c.inputs.end());
+  std::vector<bool> defined(p.outputs.size()), needs(static_cast<size_t>(p.n_inputs)), available(p.outputs.size());
   for (size_t m = 0; m < p.outputs.size(); ++m) {
     defined[m] = c.grad(static_cast<int>(m)).defined();
-    if (defined[m]) inputs.push_back(c.grad(static_cast<int>(m)));
+    available[m] = m < c.outputs.size() && c.out(static_cast<int>(m)).defined();
   }
   for (int32_t k = 0; k < p.n_inputs; ++k) needs[static_cast<size_t>(k)] = c.needs(k);
-  if (inputs.size() > static_cast<size_t>(fp::kMaxInputs)) return false;
-  const std::shared_ptr<const BackwardPlan> plan = plans->get(text, p, defined, needs);
+  const std::shared_ptr<const BackwardPlan> plan = plans->get(text, p, defined, needs, available);
   if (!plan->fits) return false;
+  auto tensor = [&c](int source) -> const Tensor& {
+    if (source >= kCotangent) return c.grad(source - kCotangent);
+    if (source >= kOutput) return c.out(source - kOutput);
+    return c.in(source - kInput);
+  };
   std::vector<Tensor> grads;
-  if (!plan->text.empty()) grads = fused_elementwise_outputs(inputs, plan->text);
+  if (!plan->text.empty()) {
+    std::vector<Tensor> inputs;
+    for (int source : plan->reads) inputs.push_back(tensor(source));
+    grads = fused_elementwise_outputs(inputs, plan->text);
+  }
   out.assign(c.inputs.size(), Tensor());
   for (size_t k = 0; k < plan->source.size(); ++k) {
     const int from = plan->source[k];
     if (from >= BackwardPlan::kComputed) {
       out[k] = grads[static_cast<size_t>(from - BackwardPlan::kComputed)];
     } else if (from >= 0) {
-      out[k] = inputs[static_cast<size_t>(from)];
+      out[k] = tensor(from);
     }
   }
   return true;
@@ -477,6 +586,37 @@ const detail::OpDef& kFusedElementwise =
 
 }  // namespace
 
+namespace detail {
+
+std::vector<int32_t> fused_saved_values(const fp::Program& p, int max_saved) {
+  const std::vector<bool> defined(p.outputs.size(), true), needs(static_cast<size_t>(p.n_inputs), true);
+  // The outputs the VJP reads anyway, and the candidates: every other
+  // costly statement, were it saved.
+  const std::vector<int> outputs = readable_outputs(p, defined);
+  std::vector<int> readable = outputs;
+  for (size_t j = 0; j < p.body.size(); ++j) {
+    const size_t v = static_cast<size_t>(p.n_inputs) + j;
+    if (readable[v] < 0 && recompute_cost(p.body[j].op) > 0) readable[v] = kSaved + static_cast<int>(v);
+  }
+  std::vector<int32_t> saved;
+  for (int source : plan_backward(p, defined, needs, readable).reads)
+    if (source >= kSaved) saved.push_back(source - kSaved);
+  auto cost = [&p](int32_t v) { return recompute_cost(p.body[static_cast<size_t>(v - p.n_inputs)].op); };
+  std::stable_sort(saved.begin(), saved.end(), [&cost](int32_t x, int32_t y) { return cost(x) > cost(y); });
+  const int outputs_now = static_cast<int>(p.outputs.size());
+  const int room = std::min({max_saved, fp::kMaxOutputs - outputs_now, fp::kMaxOperands - p.n_inputs - outputs_now});
+  saved.resize(static_cast<size_t>(std::clamp(room, 0, static_cast<int>(saved.size()))));
+  // Fewer, the cheapest first, until the backward program's reads fit.
+  for (; !saved.empty(); saved.pop_back()) {
+    readable = outputs;
+    for (int32_t v : saved) readable[static_cast<size_t>(v)] = kSaved + v;
+    if (plan_backward(p, defined, needs, readable).fits) break;
+  }
+  return saved;
+}
+
+}  // namespace detail
+
 std::vector<Tensor> fused_elementwise_outputs(const std::vector<Tensor>& inputs, const std::string& program) {
   if (inputs.empty() || inputs.size() > static_cast<size_t>(fp::kMaxInputs)) {
     throw ValueError("fused_elementwise: 1 to " + std::to_string(fp::kMaxInputs) + " inputs, got " +
@@ -484,7 +624,7 @@ std::vector<Tensor> fused_elementwise_outputs(const std::vector<Tensor>& inputs,
   }
   detail::Attrs attrs{detail::Attr::string("program", program)};
   detail::OpResult r = detail::dispatch_span(kFusedElementwise, inputs, &attrs);
-  return std::vector<Tensor>(r.tensors.begin(), r.tensors.begin() + r.count);
+  return r.to_vector();
 }
 
 Tensor fused_elementwise(const std::vector<Tensor>& inputs, const std::string& program) {

@@ -9,7 +9,10 @@
 //   %2 = mul %0 %1          each statement defines the next value
 //   %3 = sin %2
 //   %4 = add %3 0x1p-1      an operand is a value or a constant (hex float, exact)
-//   out %4                  the outputs (1 to 3 values), last line
+//   out %4                  the outputs (1 to 6 values), last line
+//
+// Inputs and outputs together are at most 9 (kMaxOperands: a kernel
+// table's signature holds 9 dtypes).
 //
 // Every value has the shape the inputs broadcast to and the inputs' dtype
 // (the op takes inputs of one float dtype); a constant is a scalar of that
@@ -76,8 +79,9 @@ inline bool op_named(std::string_view s, Op& out) {
   return false;
 }
 
-inline constexpr int kMaxInputs = 4;   // the op's inputs (the op set's limit)
-inline constexpr int kMaxOutputs = 3;  // and outputs
+inline constexpr int kMaxInputs = 8;    // the op's inputs (the op set's limit)
+inline constexpr int kMaxOutputs = 6;   // and outputs
+inline constexpr int kMaxOperands = 9;  // inputs and outputs together (a kernel signature's dtypes)
 
 /// An operand: value `value`, or (value < 0) the constant `constant`.
 struct Operand {
@@ -205,6 +209,10 @@ struct Program {
     if (w.empty() || w[0] != "out") return fail(lines.size() - 1, "the last line must be 'out <values>'");
     if (w.size() < 2 || w.size() > 1 + kMaxOutputs) {
       return fail(lines.size() - 1, "1 to " + std::to_string(kMaxOutputs) + " outputs");
+    }
+    if (out.n_inputs + static_cast<int>(w.size()) - 1 > kMaxOperands) {
+      return fail(lines.size() - 1, std::to_string(out.n_inputs) + " inputs and " + std::to_string(w.size() - 1) +
+                                        " outputs; at most " + std::to_string(kMaxOperands) + " together");
     }
     for (size_t j = 1; j < w.size(); ++j) {
       int32_t v;

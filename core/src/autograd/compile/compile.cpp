@@ -1,6 +1,7 @@
 // compile.cpp — strata::compile (<strata/compile.hpp>, docs/compile.md): a
 // cache of traced and fused graphs keyed by the input signature, replayed
 // through the dispatcher (so autograd records the replay as usual).
+#include <algorithm>
 #include <list>
 #include <mutex>
 #include <optional>
@@ -12,6 +13,7 @@
 #include <vector>
 
 #include "autograd/autocast.hpp"
+#include "autograd/engine/nodes.hpp"
 #include "autograd/trace/trace.hpp"
 #include "runtime/dispatch/vmap_state.hpp"
 
@@ -30,8 +32,22 @@ struct Entry {
   FusionReport report;
 };
 
+/// Whether autograd records the ops that read `t` now: grad mode is on and
+/// `t` has history, requires grad, or a recording tape watches it.
+bool recorded(const Tensor& t) {
+  const detail::AutogradState& st = detail::autograd_state();
+  const detail::AutogradMeta* m = detail::meta_if(t);
+  if (!st.grad_enabled || m == nullptr) return false;
+  if (m->requires_grad || m->grad_fn != nullptr) return true;
+  for (uint8_t k = 0; k < m->levels.count; ++k)
+    if (st.recording.contains(m->levels.ids[k])) return true;
+  return false;
+}
+
 /// The cache key of a call: each input's dtype, shape (or, `shapes` false,
-/// rank) and device, and the autocast state.
+/// rank) and device, the autocast state, and whether gradients are taken
+/// (grad mode off, or an input recorded: a trace made for a backward pass
+/// saves values a forward-only replay would write for nothing).
 std::string signature(const std::vector<Tensor>& inputs, bool shapes = true) {
   std::string key;
   for (size_t k = 0; k < inputs.size(); ++k) {
@@ -43,6 +59,10 @@ std::string signature(const std::vector<Tensor>& inputs, bool shapes = true) {
   }
   const detail::AutocastSnapshot amp = detail::autocast_snapshot();
   if (amp.enabled) key += " autocast:" + std::string(dtype_name(amp.dtype)) + "@" + std::to_string(amp.device_slot);
+  if (!detail::autograd_state().grad_enabled)
+    key += " no_grad";
+  else if (std::any_of(inputs.begin(), inputs.end(), recorded))
+    key += " grad";
   return key;
 }
 
@@ -131,7 +151,10 @@ struct CompiledFunction::State {
     Graph g;
     if (options.fuse && !detail::autocast_active()) {
       try {
-        g = fuse(t.graph, &e->report);
+        // Values for the backward pass when the traced run was recorded
+        // (an input or a captured weight takes gradients).
+        const bool differentiated = std::any_of(t.outputs.begin(), t.outputs.end(), recorded);
+        g = fuse(t.graph, &e->report, {.save_for_backward = differentiated});
       } catch (const Error& error) {  // a defect of the pass must not cost the call: replay unfused, say why
         e->report = FusionReport{};
         e->report.notes.push_back(

@@ -6,9 +6,9 @@
 // A region has one sink, its last op; it grows backwards from the sink,
 // absorbing a producer of one of its operands when the producer is of the
 // fused vocabulary, the region's dtype and shape, the region still reads at
-// most kMaxInputs tensors, and the producer's value either is read only
+// most kRegionInputs tensors, and the producer's value either is read only
 // inside the region or can be one more output of the fused op (at most
-// kMaxOutputs, and no reader outside leads back into the region: regions
+// kRegionOutputs, and no reader outside leads back into the region: regions
 // stay convex, so the fused graph has no cycle). Nodes are visited from
 // last to first, so a sink is never absorbed later.
 #include <algorithm>
@@ -21,6 +21,7 @@
 #include <vector>
 
 #include "autograd/trace/trace_internal.hpp"
+#include "ops/fused.hpp"
 #include "runtime/dispatch/op.hpp"
 
 namespace strata {
@@ -28,6 +29,13 @@ namespace strata {
 namespace {
 
 namespace fp = strata::plugin::fused;
+
+/// A region's tensor inputs and outputs: half the op's, so that the values
+/// saved for the backward program (more outputs of the forward) and the
+/// cotangents (more inputs of the backward) fit beside them.
+constexpr int kRegionInputs = 4;
+constexpr int kRegionOutputs = 3;
+static_assert(2 * kRegionInputs <= fp::kMaxInputs && kRegionOutputs <= fp::kMaxOutputs);
 
 struct ValueMeta {
   DType dtype = DType::f32;
@@ -42,7 +50,7 @@ std::string node_label(const GraphNode& n) { return "node #" + std::to_string(n.
 
 class Fuser {
  public:
-  Fuser(const Graph& g, FusionReport& report) : g_(g), report_(report) {}
+  Fuser(const Graph& g, FusionReport& report, FuseOptions options) : g_(g), report_(report), options_(options) {}
 
   Graph run() {
     values();
@@ -227,15 +235,15 @@ class Fuser {
     const int sink = r.back();
     const std::vector<int64_t> leaving = extras(r);
     // A value read outside the region (or an output of the graph) becomes
-    // one more output of the fused op: at most kMaxOutputs, and none of
+    // one more output of the fused op: at most kRegionOutputs, and none of
     // its outside readers may lead back into the region (a cycle).
     const std::vector<int> outside = outside_readers(v, r);
     if (meta(v).output || !outside.empty()) {
       const std::string why =
           meta(v).output ? std::string("its value is an output of the graph")
                          : "its value is also read by " + node_label(g_.nodes[static_cast<size_t>(outside.front())]);
-      if (leaving.size() + 2 > static_cast<size_t>(fp::kMaxOutputs)) {
-        return why + ", and the fused op has at most " + std::to_string(fp::kMaxOutputs) + " outputs";
+      if (leaving.size() + 2 > static_cast<size_t>(kRegionOutputs)) {
+        return why + ", and a fused region has at most " + std::to_string(kRegionOutputs) + " outputs";
       }
       const std::vector<bool> down = downstream(outside, sink);
       for (int m : r) {
@@ -255,9 +263,9 @@ class Fuser {
     std::vector<int> with(r);
     with.push_back(p);
     std::sort(with.begin(), with.end());
-    if (const size_t k = region_inputs(with, t).size(); k > static_cast<size_t>(fp::kMaxInputs)) {
-      return "the region would read " + std::to_string(k) + " tensors; the fused op takes at most " +
-             std::to_string(fp::kMaxInputs);
+    if (const size_t k = region_inputs(with, t).size(); k > static_cast<size_t>(kRegionInputs)) {
+      return "the region would read " + std::to_string(k) + " tensors; a fused region reads at most " +
+             std::to_string(kRegionInputs);
     }
     return {};
   }
@@ -339,6 +347,17 @@ class Fuser {
       program.outputs.push_back(index.at(v));
       f.outputs.push_back(v);
     }
+    if (options_.save_for_backward) {
+      // A saved value keeps the graph value id of the op that made it (an
+      // inner value, gone from the graph otherwise).
+      std::map<int32_t, int64_t> value_of;
+      for (const auto& [graph_value, program_value] : index) value_of[program_value] = graph_value;
+      for (int32_t v : detail::fused_saved_values(program, fp::kMaxOutputs)) {
+        program.outputs.push_back(v);
+        f.outputs.push_back(value_of.at(v));
+        ++region.saved;
+      }
+    }
     f.output_shapes.assign(f.outputs.size(), sink.output_shapes.front());
     f.output_dtypes.assign(f.outputs.size(), t);
     region.outputs = static_cast<int>(f.outputs.size());
@@ -401,6 +420,7 @@ class Fuser {
 
   const Graph& g_;
   FusionReport& report_;
+  FuseOptions options_;
   std::vector<ValueMeta> values_;
   std::vector<bool> candidate_;
   std::set<std::pair<uint64_t, std::string>> noted_;
@@ -408,12 +428,12 @@ class Fuser {
 
 }  // namespace
 
-Graph fuse(const Graph& g, FusionReport* report) {
+Graph fuse(const Graph& g, FusionReport* report, FuseOptions options) {
   if (!g.traced) throw Error("fuse: only graphs made by trace() (or loaded) can be fused");
   FusionReport local;
   FusionReport& r = report != nullptr ? *report : local;
   r = FusionReport{};
-  return Fuser(g, r).run();
+  return Fuser(g, r, options).run();
 }
 
 std::string FusionReport::text() const {
@@ -422,8 +442,9 @@ std::string FusionReport::text() const {
     s += "region at node #" + std::to_string(r.node) + ": " + std::to_string(r.ops.size()) + " ops (";
     for (size_t k = 0; k < r.ops.size(); ++k) s += (k == 0 ? "" : " ") + r.ops[k];
     s += "), " + std::to_string(r.inputs) + (r.inputs == 1 ? " input, " : " inputs, ") +
-         (r.outputs == 1 ? "" : std::to_string(r.outputs) + " outputs, ") + std::string(dtype_name(r.dtype)) +
-         detail::shape_string(r.shape) + "\n";
+         (r.outputs == 1 ? "" : std::to_string(r.outputs) + " outputs, ") +
+         (r.saved == 0 ? "" : std::to_string(r.saved) + " saved for the backward pass, ") +
+         std::string(dtype_name(r.dtype)) + detail::shape_string(r.shape) + "\n";
   }
   for (const FusionNote& n : notes) s += "node #" + std::to_string(n.node) + " (" + n.op + "): " + n.reason + "\n";
   if (regions.empty() && notes.empty()) s += "no elementwise chain to fuse\n";

@@ -33,7 +33,7 @@ void before_prepare(OpCall& call) {
 /// Anomaly mode, forward side: the first op whose output holds a NaN or Inf
 /// is named, with its operands, before anything downstream uses the value.
 void check_outputs_finite(const OpCall& call, OpResult& result) {
-  for (int k = 0; k < result.count; ++k) {
+  for (int k = 0; k < result.size(); ++k) {
     const Tensor& t = result[k];
     if (!is_differentiable(t.dtype()) || t.numel() == 0) continue;
     if (std::optional<double> v = first_non_finite(t)) {
@@ -46,7 +46,7 @@ void check_outputs_finite(const OpCall& call, OpResult& result) {
 void after(const OpCall& call, OpResult& outputs, bool computed) {
   // A batched call (vmap) was checked on its lanes, op by op, when they ran.
   if (computed && g_anomaly_threads.load(std::memory_order_relaxed) != 0 && autograd_state().anomaly &&
-      top_batch_level(std::span<const Tensor>(outputs.tensors.data(), static_cast<size_t>(outputs.count))) == 0) {
+      top_batch_level(outputs.span()) == 0) {
     check_outputs_finite(call, outputs);
   }
   record_op(call, outputs);

@@ -459,7 +459,7 @@ void record_node(const OpDef& op, std::span<const Tensor> inputs, std::span<Tens
 
 void record_op(const OpCall& call, OpResult& outputs) {
   record_node(*call.op, std::span<const Tensor>(call.inputs.data(), static_cast<size_t>(call.n_inputs)),
-              std::span<Tensor>(outputs.tensors.data(), static_cast<size_t>(outputs.count)), call.attrs);
+              std::span<Tensor>(outputs.tensors.data(), outputs.tensors.size()), call.attrs);
 }
 
 void record_view(const OpDef& op, const Tensor& base, Tensor& view, Attrs attrs) {

@@ -180,8 +180,7 @@ OpResult traced_dispatch(OpCall& call, OpResult (*run)(OpCall&)) {
   }
   if (selective_op(s.keep, s, call)) keep_cached(s, call, result);
   if (s.keep != nullptr && s.keep->reuse_output && s.suspended == 0) note_top_level(s, call, result);
-  s.record(call.op->name, inputs, std::span<const Tensor>(result.tensors.data(), static_cast<size_t>(result.count)),
-           call.attrs);
+  s.record(call.op->name, inputs, result.span(), call.attrs);
   return result;
 }
 

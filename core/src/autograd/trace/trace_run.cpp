@@ -135,11 +135,11 @@ void replay_node(const Graph& g, const GraphNode& n, std::vector<Tensor>& in, Se
   }
   detail::Attrs attrs = detail::node_attrs(n);
   detail::OpResult r = detail::dispatch_span(*op, in, attrs.empty() ? nullptr : &attrs);
-  if (r.count != static_cast<int>(n.outputs.size())) {
-    throw Error("Graph::run: node #" + std::to_string(n.id) + " (" + n.op + ") made " + std::to_string(r.count) +
+  if (r.size() != static_cast<int>(n.outputs.size())) {
+    throw Error("Graph::run: node #" + std::to_string(n.id) + " (" + n.op + ") made " + std::to_string(r.size()) +
                 " outputs, the graph names " + std::to_string(n.outputs.size()));
   }
-  for (int k = 0; k < r.count; ++k) set(n.outputs[static_cast<size_t>(k)], r[k]);
+  for (int k = 0; k < r.size(); ++k) set(n.outputs[static_cast<size_t>(k)], r[k]);
 }
 
 }  // namespace

@@ -37,7 +37,7 @@ OpResult replay_cached(TraceState& s, OpCall& call) {
   }
   TraceNested nested;
   OpResult out = dispatch_precomputed(call, std::move(result));
-  for (int k = 0; k < out.count; ++k) {
+  for (int k = 0; k < out.size(); ++k) {
     if (!std::ranges::equal(out[k].sizes(), call.out(k).sizes())) {
       throw Error(where + ": shape " + shape_string(call.out(k).sizes()) + " now, " + shape_string(out[k].sizes()) +
                   " the first time (the function must be deterministic)");
@@ -48,7 +48,7 @@ OpResult replay_cached(TraceState& s, OpCall& call) {
 
 void keep_cached(TraceState& s, const OpCall& call, OpResult& result) {
   SelectiveCache::Entry e{call.op, {}, {}};
-  for (int k = 0; k < result.count; ++k) {
+  for (int k = 0; k < result.size(); ++k) {
     e.outputs.push_back(result[k]);
     e.versions.push_back(result[k].impl()->storage->version.load(std::memory_order_relaxed));
   }
@@ -75,7 +75,7 @@ void note_top_level(TraceState& s, const OpCall& call, OpResult& result) {
   SelectiveCache& c = *s.keep;
   c.ops.push_back(call.op);
   SelectiveCache::Last& last = c.last;
-  last.single = !call.decomposed && result.count == 1 && !call.preset[0].defined() && result[0].defined() &&
+  last.single = !call.decomposed && result.size() == 1 && !call.preset[0].defined() && result[0].defined() &&
                 result[0].impl()->storage != nullptr;
   last.output.reset();
   if (!last.single) return;
@@ -109,7 +109,7 @@ bool reuse_last(TraceState& s, OpCall& call, OpResult& out) {
   kept.push_back(std::exchange(c.output, Tensor()));  // handed over: freed once the op's node has run backward
   TraceNested nested;
   out = dispatch_precomputed(call, std::move(kept));
-  if (out.count != 1 || out[0].dtype() != call.out(0).dtype ||
+  if (out.size() != 1 || out[0].dtype() != call.out(0).dtype ||
       !std::ranges::equal(out[0].sizes(), call.out(0).sizes())) {
     throw Error("checkpoint: recomputing op '" + std::string(call.op->name) + "' (the function's last op): " +
                 type_string(out[0]) + " the first time, " + std::string(dtype_name(call.out(0).dtype)) +

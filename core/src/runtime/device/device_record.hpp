@@ -252,7 +252,10 @@ inline void check_stores(const DeviceRecord& device, DType dtype, std::string_vi
 }
 
 /// Packs dtypes of inputs and outputs into one integer (6 bits each, 63
-/// between inputs and outputs, a leading 1 so that arity is part of the key).
+/// between inputs and outputs, a leading 1 so that arity is part of the key):
+/// at most 9 dtypes, which every call has (ops have at most 4 inputs and 3
+/// outputs; fused_elementwise's parser holds its programs to
+/// plugin::fused::kMaxOperands, 9).
 uint64_t signature_key(const DType* inputs, int n_inputs, const DType* outputs, int n_outputs);
 /// Parses "f32,f32->f32"; returns 0 when malformed.
 uint64_t parse_signature(const char* text);

@@ -120,7 +120,9 @@ namespace {
 strata_status run_kernel(DeviceRecord& dev, const KernelSlot& kernel, OpCall& call, OpResult& outputs,
                          strata_error& err) {
   dev.ensure_alive();
-  std::array<Tensor, kMaxInputs> compacted;  // only for inputs the kernel needs compact
+  // Compact copies of the inputs the kernel needs compact (rarely any: only
+  // those are constructed).
+  boost::container::static_vector<Tensor, kMaxInputs> compacted;
   // Not value-initialised: only the fields up to each rank are read.
   std::array<strata_tensor, kMaxInputs + kMaxOutputs> desc;
   std::array<const strata_tensor*, kMaxInputs + kMaxOutputs> desc_ptr;
@@ -128,11 +130,11 @@ strata_status run_kernel(DeviceRecord& dev, const KernelSlot& kernel, OpCall& ca
   for (int k = 0; k < call.n_inputs; ++k) {
     const Tensor& t = call.in(k);
     bool compact = (kernel.flags & STRATA_KERNEL_STRIDED_INPUTS) == 0 && !t.impl()->is_contiguous();
-    if (compact) compacted[static_cast<size_t>(k)] = compact_copy(dev, t);
-    describe_into(compact ? compacted[static_cast<size_t>(k)] : t, desc[static_cast<size_t>(k)]);
+    if (compact) compacted.push_back(compact_copy(dev, t));
+    describe_into(compact ? compacted.back() : t, desc[static_cast<size_t>(k)]);
     desc_ptr[static_cast<size_t>(k)] = &desc[static_cast<size_t>(k)];
   }
-  outputs.count = 0;
+  outputs.tensors.clear();
   for (int k = 0; k < call.n_outputs; ++k) {
     const Tensor& preset = call.preset[static_cast<size_t>(k)];
     outputs.push_back(preset.defined() ? preset : new_output(dev, call, k));
@@ -180,7 +182,7 @@ OpResult run_on_cpu(OpCall& call, DeviceRecord& dev, const std::string& reason) 
   on_cpu.preset = {};
   for (int k = 0; k < call.n_inputs; ++k) on_cpu.inputs[static_cast<size_t>(k)] = call.in(k).to(on_cpu.device);
   OpResult results = dispatch_call(on_cpu);
-  for (int k = 0; k < results.count; ++k) {
+  for (int k = 0; k < results.size(); ++k) {
     const Tensor& preset = call.preset[static_cast<size_t>(k)];
     if (preset.defined()) {  // results written into an existing (strided) tensor
       write_bytes(preset, read_bytes(results[k]));

@@ -15,6 +15,7 @@
 #include <strata/tensor.hpp>
 
 #include <array>
+#include <boost/container/static_vector.hpp>
 #include <cstdint>
 #include <limits>
 #include <optional>
@@ -69,29 +70,37 @@ struct Attr {
 
 using Attrs = std::vector<Attr>;
 
-inline constexpr int kMaxInputs = 4;
-inline constexpr int kMaxOutputs = 3;  // adam_step: parameter and both moments
+/// The most inputs and outputs one call has: fused_elementwise's backward
+/// programs (forward inputs, saved values and cotangents; docs/ops.md,
+/// "Fused elementwise programs") and its forward with saved values set
+/// them; other ops have at most 4 inputs and 3 outputs (adam_step).
+inline constexpr int kMaxInputs = 8;
+inline constexpr int kMaxOutputs = 6;
 
 struct OutputMeta {
   DType dtype = DType::f32;
   int32_t rank = 0;
-  Dims shape{};
+  Dims shape;  // not value-initialised (kMaxOutputs of them per call): the first `rank` are read
   std::span<const int64_t> sizes() const { return {shape.data(), static_cast<size_t>(rank)}; }
   void set_shape(std::span<const int64_t> s);
 };
 
 struct OpDef;
 
-/// The outputs of one op call, without a heap allocation.
+/// The outputs of one op call, without a heap allocation. Only the
+/// outputs it holds are constructed, moved and destroyed (a static_vector),
+/// so the cost of a call does not grow with kMaxOutputs.
 struct OpResult {
-  std::array<Tensor, kMaxOutputs> tensors{};
-  int count = 0;
+  boost::container::static_vector<Tensor, kMaxOutputs> tensors;
 
-  void push_back(Tensor t) { tensors[static_cast<size_t>(count++)] = std::move(t); }
+  int size() const { return static_cast<int>(tensors.size()); }
+  void push_back(Tensor t) { tensors.push_back(std::move(t)); }
   Tensor& operator[](int k) { return tensors[static_cast<size_t>(k)]; }
+  const Tensor& operator[](int k) const { return tensors[static_cast<size_t>(k)]; }
   Tensor* begin() { return tensors.data(); }
-  Tensor* end() { return tensors.data() + count; }
-  std::vector<Tensor> to_vector() const { return {tensors.begin(), tensors.begin() + count}; }
+  Tensor* end() { return tensors.data() + tensors.size(); }
+  std::span<const Tensor> span() const { return {tensors.data(), tensors.size()}; }
+  std::vector<Tensor> to_vector() const { return {tensors.begin(), tensors.end()}; }
 };
 
 /// One invocation of an op, as it flows through prepare and dispatch.
@@ -101,7 +110,7 @@ struct OpCall {
   std::array<Tensor, kMaxInputs> inputs{};
   int n_inputs = 0;
   const Attrs* attrs = nullptr;
-  std::array<OutputMeta, kMaxOutputs> outputs{};
+  std::array<OutputMeta, kMaxOutputs> outputs;
   int n_outputs = 1;
   /// Set by dispatch once the call ran: whether a decomposition into other
   /// ops made its outputs (no kernel of its own ran; its primitives recorded

@@ -224,11 +224,11 @@ strata_status host_call_op(strata_call_op_args* args) noexcept {
     for (int32_t k = 0; k < args->n_attrs; ++k) attrs.push_back(attr_from_abi(args->attrs[k], "call_op(" + op_name + ")"));
     OpResult result = dispatch_span(*op, {inputs.data(), static_cast<size_t>(args->n_inputs)},
                                     attrs.empty() ? nullptr : &attrs);
-    if (args->outputs == nullptr || args->n_outputs < result.count) {
+    if (args->outputs == nullptr || args->n_outputs < result.size()) {
       throw ValueError("room for " + std::to_string(args->n_outputs) + " outputs, the op has " +
-                       std::to_string(result.count));
+                       std::to_string(result.size()));
     }
-    for (int k = 0; k < result.count; ++k) args->outputs[k] = arena->own(std::move(result[k]));
+    for (int k = 0; k < result.size(); ++k) args->outputs[k] = arena->own(std::move(result[k]));
     return STRATA_OK;
   } catch (const std::exception& e) {
     arena->inner_failed(std::current_exception(), "call_op(" + op_name + "): " + e.what());
@@ -422,13 +422,13 @@ strata_status host_register_op(const strata_op_schema* schema, strata_error* err
     }
     if (schema->version < 1) return refuse(name + ": version must be >= 1");
     // strata_op_schema promises 1..4 inputs and 1..2 outputs; the core's own
-    // ops may have more outputs (adam_step: 3).
-    constexpr int kMaxPluginOpOutputs = 2;
-    if (schema->n_inputs < 1 || schema->n_inputs > kMaxInputs || schema->n_outputs < 1 ||
+    // ops may have more (adam_step: 3 outputs; fused_elementwise: 8 and 6).
+    constexpr int kMaxPluginOpInputs = 4, kMaxPluginOpOutputs = 2;
+    if (schema->n_inputs < 1 || schema->n_inputs > kMaxPluginOpInputs || schema->n_outputs < 1 ||
         schema->n_outputs > kMaxPluginOpOutputs) {
       return refuse(name + ": " + std::to_string(schema->n_inputs) + " inputs and " +
-                    std::to_string(schema->n_outputs) + " outputs (1.." + std::to_string(kMaxInputs) + " and 1.." +
-                    std::to_string(kMaxPluginOpOutputs) + " supported)");
+                    std::to_string(schema->n_outputs) + " outputs (1.." + std::to_string(kMaxPluginOpInputs) +
+                    " and 1.." + std::to_string(kMaxPluginOpOutputs) + " supported)");
     }
     if (schema->infer == nullptr) return refuse(name + ": no shape rule (infer)");
     // 2.3: the test domain, when the schema is long enough to carry it.
