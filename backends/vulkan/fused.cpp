@@ -2,16 +2,20 @@
 // op's program (<strata/plugin/fused_program.hpp>) per element, one pass
 // over memory, with the ops' own arithmetic (shaders/float_ops.glsl), so a
 // program gives the bits of its ops run one by one on this device. f32 and
-// f16, 1 to 4 inputs, one output (a kernel per signature; programs of more
-// outputs are served by the core's decomposition). Declined (UNSUPPORTED:
+// f16, every signature of the op (1 to 8 inputs, 1 to 6 outputs, 9 operands
+// at most; a kernel per signature). Declined (UNSUPPORTED:
 // the core decomposes the call) are inputs neither compact like the output
 // nor one broadcast value, outputs that are not compact, and programs of
 // more than FUSED_MAX_STATEMENTS statements.
+#include <array>
 #include <bit>
+#include <cstddef>
 #include <cstring>
+#include <span>
 #include <strata/plugin/fused_program.hpp>
 #include <strata/plugin/half.hpp>
 #include <string>
+#include <utility>
 
 #include "kernels.hpp"
 
@@ -22,12 +26,16 @@ namespace fp = strata::plugin::fused;
 
 /// fused.comp's parameters.
 struct FusedParams {
-  uint32_t n = 0, n_inputs = 0, n_statements = 0, result = 0, broadcast = 0, pad[3] = {};
+  uint32_t n = 0, n_inputs = 0, n_statements = 0, n_outputs = 0, broadcast = 0, pad[3] = {};
+  uint32_t result[FUSED_MAX_OUTPUTS] = {}, pad2[2] = {};
   uint32_t st[FUSED_MAX_STATEMENTS][4] = {};
 };
+static_assert(offsetof(FusedParams, st) == 64, "fused.comp's layout: st is 16-byte aligned after 16 uints");
 struct FusedPush {
-  VkDeviceAddress y, x[4], p;
+  VkDeviceAddress y[FUSED_MAX_OUTPUTS], x[FUSED_MAX_INPUTS], p;
 };
+static_assert(sizeof(FusedPush) <= kPushConstantBytes);
+static_assert(FUSED_MAX_INPUTS == fp::kMaxInputs && FUSED_MAX_OUTPUTS == fp::kMaxOutputs);
 
 /// The shader's opcode of a statement, bit 16 set for a binary op.
 uint32_t opcode(fp::Op op) {
@@ -91,7 +99,7 @@ bool same_shape(const strata_tensor& a, const strata_tensor& b) {
   return a.rank == b.rank && std::memcmp(a.shape, b.shape, sizeof(int64_t) * static_cast<size_t>(a.rank)) == 0;
 }
 
-template <int N>
+template <int N, int M>
 struct Fused {
   static strata_status run(Call& c) {
     if (strata_status s = expect_inputs(c, N); s != STRATA_OK) return s;
@@ -106,27 +114,34 @@ struct Fused {
       return fail(c.error, STRATA_ERROR_INVALID_ARGUMENT, "%s: %s (%s)", c.op, error.c_str(), c.device.id().c_str());
     }
     const fp::Program& p = *program;
-    if (p.n_inputs != N || p.outputs.size() != 1) {
+    if (p.n_inputs != N || p.outputs.size() != static_cast<size_t>(M)) {
       return fail(c.error, STRATA_ERROR_INVALID_ARGUMENT,
                   "%s: the program reads %d inputs into %zu outputs, the call "
-                  "has %d and 1 (%s)",
-                  c.op, static_cast<int>(p.n_inputs), p.outputs.size(), N, c.device.id().c_str());
+                  "has %d and %d (%s)",
+                  c.op, static_cast<int>(p.n_inputs), p.outputs.size(), N, M, c.device.id().c_str());
     }
     if (p.body.size() > FUSED_MAX_STATEMENTS) {
       return fail(c.error, STRATA_ERROR_UNSUPPORTED, "%s: %zu statements; the shader runs at most %d (%s)", c.op,
                   p.body.size(), FUSED_MAX_STATEMENTS, c.device.id().c_str());
     }
-    if (!compact(c.out)) {
-      return fail(c.error, STRATA_ERROR_UNSUPPORTED, "%s: the output is not compact (%s)", c.op, c.device.id().c_str());
-    }
     FusedParams params;
+    FusedPush push{};
+    for (int m = 0; m < M; ++m) {
+      const strata_tensor& y = c.output(m);
+      if (!compact(y) || !same_shape(y, c.out)) {
+        return fail(c.error, STRATA_ERROR_UNSUPPORTED, "%s: output %d %s is not compact like output 0 %s (%s)", c.op, m,
+                    describe(y).c_str(), describe(c.out).c_str(), c.device.id().c_str());
+      }
+      params.result[m] = static_cast<uint32_t>(p.outputs[static_cast<size_t>(m)]);
+      push.y[m] = address_of(y);
+    }
     params.n = static_cast<uint32_t>(plugin::numel(c.out));
     params.n_inputs = static_cast<uint32_t>(N);
     params.n_statements = static_cast<uint32_t>(p.body.size());
-    params.result = static_cast<uint32_t>(p.outputs.front());
-    FusedPush push{};
-    push.y = address_of(c.out);
-    for (int k = 0; k < 4; ++k) push.x[k] = push.y;  // unused inputs: a valid address never read
+    params.n_outputs = static_cast<uint32_t>(M);
+    // Unused slots: a valid address never read or written.
+    for (int m = M; m < FUSED_MAX_OUTPUTS; ++m) push.y[m] = push.y[0];
+    for (int k = 0; k < FUSED_MAX_INPUTS; ++k) push.x[k] = push.y[0];
     for (int k = 0; k < N; ++k) {
       const strata_tensor& x = c.input(k);
       const bool one = plugin::numel(x) == 1;
@@ -155,14 +170,30 @@ struct Fused {
   }
 };
 
+/// The kernel of N inputs and M outputs, all of dtype d.
+template <int N, int M>
+void add_fused(Registry& r, strata_dtype d) {
+  std::array<strata_dtype, N> ins;
+  std::array<strata_dtype, M> outs;
+  ins.fill(d);
+  outs.fill(d);
+  r.add<Fused<N, M>>(STRATA_OP_FUSED_ELEMENTWISE, 0, std::span<const strata_dtype>(ins),
+                     std::span<const strata_dtype>(outs));
+}
+template <int N>
+void add_fused_outputs(Registry& r, strata_dtype d) {
+  [&]<int... M>(std::integer_sequence<int, M...>) {
+    ((N + M + 1 <= fp::kMaxOperands ? add_fused<N, M + 1>(r, d) : void()), ...);
+  }
+  (std::make_integer_sequence<int, fp::kMaxOutputs>{});
+}
+
 }  // namespace
 
 void register_fused_kernels(Registry& r) {
   for (strata_dtype d : kFloatTypes) {
-    r.add<Fused<1>>(STRATA_OP_FUSED_ELEMENTWISE, 0, {d}, d);
-    r.add<Fused<2>>(STRATA_OP_FUSED_ELEMENTWISE, 0, {d, d}, d);
-    r.add<Fused<3>>(STRATA_OP_FUSED_ELEMENTWISE, 0, {d, d, d}, d);
-    r.add<Fused<4>>(STRATA_OP_FUSED_ELEMENTWISE, 0, {d, d, d, d}, d);
+    [&]<int... N>(std::integer_sequence<int, N...>) { (add_fused_outputs<N + 1>(r, d), ...); }
+    (std::make_integer_sequence<int, fp::kMaxInputs>{});
   }
 }
 

@@ -30,15 +30,19 @@ SpecRegistry& specs() {
 
 }  // namespace
 
-const OpSpec& op_spec(const char* op, int32_t code, std::initializer_list<strata_dtype> ins, strata_dtype out) {
-  if (ins.size() > static_cast<size_t>(OpSpec::kMaxInputs)) throw std::logic_error("op_spec: too many inputs");
-  OpSpec wanted{op, code, 0, static_cast<int32_t>(ins.size()), {}};
+const OpSpec& op_spec(const char* op, int32_t code, std::span<const strata_dtype> ins,
+                      std::span<const strata_dtype> outs) {
+  if (outs.empty() || ins.size() + outs.size() > static_cast<size_t>(OpSpec::kMaxOperands))
+    throw std::logic_error("op_spec: too many operands");
+  OpSpec wanted{op, code, 0, static_cast<int32_t>(ins.size()), static_cast<int32_t>(outs.size()), {}};
   std::copy(ins.begin(), ins.end(), wanted.dtypes.begin());
-  wanted.dtypes[ins.size()] = out;
+  std::copy(outs.begin(), outs.end(), wanted.dtypes.begin() + static_cast<ptrdiff_t>(ins.size()));
   SpecRegistry& r = specs();
   std::lock_guard lock(r.mutex);
   for (const OpSpec& s : r.specs) {
-    if (s.code == code && s.n_in == wanted.n_in && s.dtypes == wanted.dtypes && std::strcmp(s.op, op) == 0) return s;
+    if (s.code == code && s.n_in == wanted.n_in && s.n_out == wanted.n_out && s.dtypes == wanted.dtypes &&
+        std::strcmp(s.op, op) == 0)
+      return s;
   }
   wanted.id = static_cast<uint32_t>(r.specs.size());
   r.specs.push_back(wanted);
@@ -51,18 +55,21 @@ const OpSpec* op_spec_by_id(uint32_t id) {
   return id < r.specs.size() ? &r.specs[id] : nullptr;
 }
 
-void Registry::add_entry(const char* op, int32_t code, std::initializer_list<strata_dtype> ins, strata_dtype out,
-                         uint32_t flags, strata_kernel_fn fn) {
+void Registry::add_entry(const char* op, int32_t code, std::span<const strata_dtype> ins,
+                         std::span<const strata_dtype> outs, uint32_t flags, strata_kernel_fn fn) {
   std::string sig;
   for (strata_dtype d : ins) {
     if (!stores(d)) return;
     sig += (sig.empty() ? "" : ",");
     sig += tag(d);
   }
-  if (!stores(out)) return;
   sig += "->";
-  sig += tag(out);
-  const OpSpec& spec = op_spec(op, code, ins, out);
+  for (size_t m = 0; m < outs.size(); ++m) {
+    if (!stores(outs[m])) return;
+    sig += (m == 0 ? "" : ",");
+    sig += tag(outs[m]);
+  }
+  const OpSpec& spec = op_spec(op, code, ins, outs);
   table_.add(op, std::move(sig), fn, flags, const_cast<OpSpec*>(&spec), STRATA_OP_VERSION);
 }
 
@@ -150,8 +157,8 @@ strata_status check_tensor(const strata_kernel_call& call, const OpSpec& spec, c
 strata_status prepare(const strata_kernel_call& call, const OpSpec& spec, Device** device, Stream** stream) {
   // Counts, arrays and each descriptor's size, dtype and rank against the
   // entry's signature.
-  if (!plugin::operands_match(call, spec.in(), spec.n_in, spec.out(), 1)) {
-    return plugin::refuse_call(&call, spec.op, spec.in(), spec.n_in, spec.out(), 1);
+  if (!plugin::operands_match(call, spec.in(), spec.n_in, spec.out(), spec.n_out)) {
+    return plugin::refuse_call(&call, spec.op, spec.in(), spec.n_in, spec.out(), spec.n_out);
   }
   Device* d = device_of(call.state, call.device, call.error);
   if (d == nullptr) return STRATA_ERROR_INVALID_ARGUMENT;
@@ -160,7 +167,9 @@ strata_status prepare(const strata_kernel_call& call, const OpSpec& spec, Device
                 call.n_attrs, d->id().c_str());
   }
   if (strata_status s = d->check_lost(call.error); s != STRATA_OK) return s;
-  if (strata_status s = check_tensor(call, spec, *d, call.outputs[0], "output", 0); s != STRATA_OK) return s;
+  for (int32_t m = 0; m < call.n_outputs; ++m) {
+    if (strata_status s = check_tensor(call, spec, *d, call.outputs[m], "output", m); s != STRATA_OK) return s;
+  }
   for (int32_t k = 0; k < call.n_inputs; ++k) {
     if (strata_status s = check_tensor(call, spec, *d, call.inputs[k], "input", k); s != STRATA_OK) return s;
   }

@@ -24,6 +24,7 @@
 #include <cstdint>
 #include <initializer_list>
 #include <mutex>
+#include <span>
 #include <stdexcept>
 #include <strata/plugin/kernel.hpp>
 #include <strata/plugin/strata_plugin.hpp>
@@ -41,20 +42,22 @@ using plugin::fail;
 /// the shader's opcode (specialization constant 0). `id` names the op in
 /// deferred-error records, which shaders write without knowing names.
 struct OpSpec {
-  static constexpr int kMaxInputs = 7;
-  const char* op;  // a STRATA_OP_* constant
+  static constexpr int kMaxOperands = 9;  // fused_elementwise's most (fused_program.hpp)
+  const char* op;                         // a STRATA_OP_* constant
   int32_t code;
   uint32_t id;
-  /// The entry's signature: n_in inputs' dtypes, then the output's
+  /// The entry's signature: n_in inputs' dtypes, then the n_out outputs'
   /// (prepare checks each call against it: plugin::operands_match).
   int32_t n_in;
-  std::array<strata_dtype, kMaxInputs + 1> dtypes;
+  int32_t n_out;
+  std::array<strata_dtype, kMaxOperands> dtypes;
 
   const strata_dtype* in() const { return dtypes.data(); }
   const strata_dtype* out() const { return dtypes.data() + n_in; }
 };
 /// The interned spec of (op, code, signature): one per entry for the process.
-const OpSpec& op_spec(const char* op, int32_t code, std::initializer_list<strata_dtype> ins, strata_dtype out);
+const OpSpec& op_spec(const char* op, int32_t code, std::span<const strata_dtype> ins,
+                      std::span<const strata_dtype> outs);
 /// The spec with `id`, or nullptr.
 const OpSpec* op_spec_by_id(uint32_t id);
 
@@ -66,11 +69,12 @@ struct Call {
   const char* op;  // spec.op: "strata::add"
   const strata_tensor* const* in;
   int32_t n_in;
-  const strata_tensor& out;
-  const strata_kernel_call& abi;  // attributes (plugin::attr_* take it)
+  const strata_tensor& out;       // output 0
+  const strata_kernel_call& abi;  // attributes (plugin::attr_* take it); all outputs
   strata_error* error;
 
   const strata_tensor& input(int k) const { return *in[k]; }
+  const strata_tensor& output(int m) const { return *abi.outputs[m]; }
 };
 
 /// "f32" / "f16" / ... as used in shader variant names.
@@ -156,11 +160,17 @@ class Registry {
   template <class K>
   void add(const char* op, int32_t code, std::initializer_list<strata_dtype> ins, strata_dtype out,
            uint32_t flags = STRATA_KERNEL_STRIDED_INPUTS) {
-    add_entry(op, code, ins, out, flags, &entry<K>);
+    add_entry(op, code, {ins.begin(), ins.size()}, {&out, 1}, flags, &entry<K>);
+  }
+  /// (op, "in,in->out,out"): several outputs.
+  template <class K>
+  void add(const char* op, int32_t code, std::span<const strata_dtype> ins, std::span<const strata_dtype> outs,
+           uint32_t flags = STRATA_KERNEL_STRIDED_INPUTS) {
+    add_entry(op, code, ins, outs, flags, &entry<K>);
   }
 
  private:
-  void add_entry(const char* op, int32_t code, std::initializer_list<strata_dtype> ins, strata_dtype out,
+  void add_entry(const char* op, int32_t code, std::span<const strata_dtype> ins, std::span<const strata_dtype> outs,
                  uint32_t flags, strata_kernel_fn fn);
   plugin::KernelTable& table_;
   uint64_t dtype_mask_;

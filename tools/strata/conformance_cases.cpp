@@ -43,8 +43,9 @@ Fn binary(Tensor (*f)(const Tensor&, const Tensor&)) {
 
 /// strata::fused_elementwise's case: a chain over all n inputs that
 /// touches the transcendental statements (sin, tanh, exp, sigmoid), a
-/// constant and a backward helper; with `outputs` 2 or 3, the tanh's and
-/// the sigmoid's values are outputs too.
+/// constant and a backward helper; with `outputs` 2 to 6, the tanh's, the
+/// sigmoid's, the exp's, the product's and the sum's values are outputs
+/// too, in that order (the op's widest signatures).
 std::string fused_chain_text(int n, int outputs) {
   std::string text = "in " + std::to_string(n) + "\n";
   int v = n;
@@ -54,11 +55,14 @@ std::string fused_chain_text(int n, int outputs) {
   };
   std::string acc = line("sin %0");
   for (int k = 1; k < n; ++k) acc = line("mul " + acc + " %" + std::to_string(k));
-  const std::string t = line("tanh " + line("add " + acc + " 0x1p-1"));
+  const std::string sum = line("add " + acc + " 0x1p-1");
+  const std::string t = line("tanh " + sum);
   const std::string e = line("exp " + line("mul " + t + " 0x1p-1"));
   const std::string s = line("sigmoid " + line("sub " + e + " %0"));
   const std::string y = line("tanh_backward " + s + " " + t);
-  text += "out " + y + (outputs > 1 ? " " + t : "") + (outputs > 2 ? " " + s : "");
+  const std::string values[] = {y, t, s, e, acc, sum};
+  text += "out";
+  for (int m = 0; m < outputs && m < 6; ++m) text += " " + values[m];
   return text;
 }
 Tensor fused_chain(const std::vector<Tensor>& in) {

@@ -4,8 +4,10 @@
 // parameters as statements, over registers, with the ops' own arithmetic
 // (float_ops.glsl) — so a program gives the bits of its ops run one by one,
 // f16 values rounded after each statement as the ops store them. Compiled
-// once per kind (K: f32, f16); one output. The host passes inputs compact
-// with the output or one broadcast value, and programs of at most
+// once per kind (K: f32, f16); 1 to FUSED_MAX_INPUTS inputs and 1 to
+// FUSED_MAX_OUTPUTS outputs (their addresses fill the 128 bytes of push
+// constants every device offers). The host passes inputs compact with the
+// outputs or one broadcast value, and programs of at most
 // FUSED_MAX_STATEMENTS statements (vulkan/fused.cpp).
 #include "common.glsl"
 #include "float_ops.glsl"
@@ -20,20 +22,20 @@ layout(buffer_reference, std430, buffer_reference_align = 16) readonly buffer Pa
   uint n;
   uint n_inputs;
   uint n_statements;
-  uint result;     // the value written to the output
+  uint n_outputs;
   uint broadcast;  // bit k: input k is one value
   uint pad0;
   uint pad1;
   uint pad2;
+  uint result[FUSED_MAX_OUTPUTS];  // the value each output is
+  uint pad3;
+  uint pad4;
   uvec4 st[FUSED_MAX_STATEMENTS];
 };
 
 layout(push_constant) uniform Push {
-  Buffer y;
-  Buffer x0;
-  Buffer x1;
-  Buffer x2;
-  Buffer x3;
+  Buffer y[FUSED_MAX_OUTPUTS];
+  Buffer x[FUSED_MAX_INPUTS];
   Params p;
 } pc;
 
@@ -49,14 +51,12 @@ void main() {
   const uint n = pc.p.n;
   const uint ni = pc.p.n_inputs;
   const uint ns = pc.p.n_statements;
+  const uint no = pc.p.n_outputs;
   const uint bc = pc.p.broadcast;
   const uint step = gl_NumWorkGroups.x * ELTWISE_GROUP;
   for (uint i = gl_GlobalInvocationID.x; i < n; i += step) {
-    float v[FUSED_MAX_STATEMENTS + 4];
-    v[0] = LOAD(K, pc.x0.v[(bc & 1u) != 0u ? 0u : i]);
-    if (ni > 1u) v[1] = LOAD(K, pc.x1.v[(bc & 2u) != 0u ? 0u : i]);
-    if (ni > 2u) v[2] = LOAD(K, pc.x2.v[(bc & 4u) != 0u ? 0u : i]);
-    if (ni > 3u) v[3] = LOAD(K, pc.x3.v[(bc & 8u) != 0u ? 0u : i]);
+    float v[FUSED_MAX_STATEMENTS + FUSED_MAX_INPUTS];
+    for (uint k = 0u; k < ni; ++k) v[k] = LOAD(K, pc.x[k].v[(bc & (1u << k)) != 0u ? 0u : i]);
     for (uint j = 0u; j < ns; ++j) {
       const uvec4 s = pc.p.st[j];
       const float c = uintBitsToFloat(s.w);
@@ -65,6 +65,6 @@ void main() {
       const int op = int(s.x & 0xffffu);
       v[ni + j] = rounded((s.x & 0x10000u) != 0u ? binary_float(op, a, b) : unary_float(op, a));
     }
-    pc.y.v[i] = STORE(K, v[pc.p.result]);
+    for (uint m = 0u; m < no; ++m) pc.y[m].v[i] = STORE(K, v[pc.p.result[m]]);
   }
 }

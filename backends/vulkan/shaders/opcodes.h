@@ -40,6 +40,8 @@
 /* fused.comp: statements a program may have, and the operand index that
  * stands for the statement's constant. */
 #define FUSED_MAX_STATEMENTS 60
+#define FUSED_MAX_INPUTS 8  /* fused_elementwise's limits (fused_program.hpp): */
+#define FUSED_MAX_OUTPUTS 6 /* 14 addresses and the parameters', 120 of the 128 push-constant bytes */
 #define FUSED_CONSTANT 0xffffffffu
 
 #endif
