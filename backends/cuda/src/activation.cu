@@ -5,28 +5,14 @@
 
 #include "eltwise.cuh"
 #include "kernels.hpp"
+#include "pointwise_ops.hpp"
 
 namespace strata::gpu {
 namespace {
 
-struct ReluBackward {
-  template <class C>
-  __device__ C operator()(C g, C x) const {
-    return x > C(0) ? g : C(0);
-  }
-};
-struct SigmoidBackward {
-  template <class C>
-  __device__ C operator()(C g, C y) const {
-    return g * y * (C(1) - y);
-  }
-};
-struct TanhBackward {
-  template <class C>
-  __device__ C operator()(C g, C y) const {
-    return g * (C(1) - y * y);
-  }
-};
+using ops::ReluBackward;  // fused_elementwise's vocabulary: shared with its interpreter
+using ops::SigmoidBackward;
+using ops::TanhBackward;
 /// grad * (Phi(x) + x phi(x)).
 struct GeluBackward {
   template <class C>

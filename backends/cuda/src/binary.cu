@@ -7,14 +7,15 @@
 
 #include "eltwise.cuh"
 #include "kernels.hpp"
+#include "pointwise_ops.hpp"
 
 namespace strata::gpu {
 namespace {
 
-struct Add { template <class C> __device__ C operator()(C a, C b) const { return a + b; } };
-struct Sub { template <class C> __device__ C operator()(C a, C b) const { return a - b; } };
-struct Mul { template <class C> __device__ C operator()(C a, C b) const { return a * b; } };
-struct FloatDiv { template <class C> __device__ C operator()(C a, C b) const { return a / b; } };
+using ops::Add;  // fused_elementwise's vocabulary: shared with its interpreter
+using ops::FloatDiv;
+using ops::Mul;
+using ops::Sub;
 struct Pow { template <class C> __device__ C operator()(C a, C b) const { return ::pow(a, b); } };
 /// NaN propagates (either operand).
 struct Maximum {

@@ -9,7 +9,8 @@ namespace strata::gpu {
 const plugin::KernelTable& kernel_table() {
   return plugin::static_kernel_table<register_data_kernels, register_unary_kernels, register_binary_kernels,
                                      register_activation_kernels, register_reduce_kernels, register_softmax_kernels,
-                                     register_index_kernels, register_matmul_kernels, register_random_kernels>();
+                                     register_index_kernels, register_matmul_kernels, register_random_kernels,
+                                     register_fused_kernels>();
 }
 
 strata_status launch_result(const Launch& l, const char* kernel) {

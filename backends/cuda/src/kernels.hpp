@@ -19,5 +19,6 @@ void register_softmax_kernels(plugin::KernelTable& t);     // softmax.cu
 void register_index_kernels(plugin::KernelTable& t);       // index.cu
 void register_matmul_kernels(plugin::KernelTable& t);      // matmul.cu
 void register_random_kernels(plugin::KernelTable& t);      // random.cu
+void register_fused_kernels(plugin::KernelTable& t);       // fused.cu
 
 }  // namespace strata::gpu

@@ -6,42 +6,33 @@
 
 #include "eltwise.cuh"
 #include "kernels.hpp"
+#include "pointwise_ops.hpp"
 
 namespace strata::gpu {
 namespace {
 
-// Compute-type operations. C is float, double, int32_t or int64_t.
-struct Neg { template <class C> __device__ C operator()(C x) const { return -x; } };
-struct Abs { template <class C> __device__ C operator()(C x) const { return x < C(0) ? -x : x; } };
-struct Sign {
-  template <class C>
-  __device__ C operator()(C x) const {
-    if (x != x) return x;  // NaN stays NaN
-    return x > C(0) ? C(1) : (x < C(0) ? C(-1) : C(0));
-  }
-};
-struct Relu {
-  template <class C>
-  __device__ C operator()(C x) const {
-    return x != x ? x : (x > C(0) ? x : C(0));
-  }
-};
-struct Exp { template <class C> __device__ C operator()(C x) const { return ::exp(x); } };
-struct Log { template <class C> __device__ C operator()(C x) const { return ::log(x); } };
-struct Log1p { template <class C> __device__ C operator()(C x) const { return ::log1p(x); } };
-struct Expm1 { template <class C> __device__ C operator()(C x) const { return ::expm1(x); } };
-struct Sqrt { template <class C> __device__ C operator()(C x) const { return ::sqrt(x); } };
+// Compute-type operations. C is float, double, int32_t or int64_t. Those of
+// fused_elementwise's vocabulary are shared with its interpreter.
+using ops::Abs;
+using ops::Cos;
+using ops::Exp;
+using ops::Expm1;
+using ops::Log;
+using ops::Log1p;
+using ops::Neg;
+using ops::Reciprocal;
+using ops::Relu;
+using ops::Sigmoid;
+using ops::Sign;
+using ops::Sin;
+using ops::Sqrt;
+using ops::Tanh;
 struct Rsqrt { template <class C> __device__ C operator()(C x) const { return C(1) / ::sqrt(x); } };
-struct Sin { template <class C> __device__ C operator()(C x) const { return ::sin(x); } };
-struct Cos { template <class C> __device__ C operator()(C x) const { return ::cos(x); } };
 struct Atan { template <class C> __device__ C operator()(C x) const { return ::atan(x); } };
-struct Tanh { template <class C> __device__ C operator()(C x) const { return ::tanh(x); } };
-struct Sigmoid { template <class C> __device__ C operator()(C x) const { return C(1) / (C(1) + ::exp(-x)); } };
 struct Erf { template <class C> __device__ C operator()(C x) const { return ::erf(x); } };
 struct Floor { template <class C> __device__ C operator()(C x) const { return ::floor(x); } };
 struct Ceil { template <class C> __device__ C operator()(C x) const { return ::ceil(x); } };
 struct Round { template <class C> __device__ C operator()(C x) const { return ::rint(x); } };  // half to even
-struct Reciprocal { template <class C> __device__ C operator()(C x) const { return C(1) / x; } };
 /// Exact gelu: 0.5 x (1 + erf(x / sqrt 2)).
 struct Gelu {
   template <class C>

@@ -30,58 +30,10 @@
 #include <mutex>
 #include <string>
 #include <string_view>
+#include <strata/plugin/fused_ops.hpp>
 #include <vector>
 
 namespace strata::plugin::fused {
-
-/// The vocabulary: every op a program may name, and its arity.
-enum class Op : uint8_t {
-  // unary
-  neg,
-  abs,
-  sign,
-  exp,
-  log,
-  log1p,
-  expm1,
-  sqrt,
-  reciprocal,
-  sin,
-  cos,
-  tanh,
-  sigmoid,
-  relu,
-  // binary
-  add,
-  sub,
-  mul,
-  div,
-  // (grad, saved) backward helpers, as the op set defines them
-  tanh_backward,
-  sigmoid_backward,
-  relu_backward,
-};
-inline constexpr int kOpCount = static_cast<int>(Op::relu_backward) + 1;
-inline constexpr const char* kOpNames[kOpCount] = {
-    "neg",          "abs",  "sign",    "exp",  "log", "log1p", "expm1", "sqrt", "reciprocal",    "sin",
-    "cos",          "tanh", "sigmoid", "relu", "add", "sub",   "mul",   "div",  "tanh_backward", "sigmoid_backward",
-    "relu_backward"};
-inline constexpr int arity(Op op) { return op < Op::add ? 1 : 2; }
-inline const char* name(Op op) { return kOpNames[static_cast<int>(op)]; }
-/// The op of that name, or false.
-inline bool op_named(std::string_view s, Op& out) {
-  for (int k = 0; k < kOpCount; ++k) {
-    if (s == kOpNames[k]) {
-      out = static_cast<Op>(k);
-      return true;
-    }
-  }
-  return false;
-}
-
-inline constexpr int kMaxInputs = 8;    // the op's inputs (the op set's limit)
-inline constexpr int kMaxOutputs = 6;   // and outputs
-inline constexpr int kMaxOperands = 9;  // inputs and outputs together (a kernel signature's dtypes)
 
 /// An operand: value `value`, or (value < 0) the constant `constant`.
 struct Operand {
