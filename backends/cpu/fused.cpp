@@ -245,12 +245,11 @@ void add_fused(plugin::KernelTable& table) {
   table.add(F::name, F::operands::text(), &entry<F, typename F::operands>, F::flags, nullptr, STRATA_OP_VERSION);
 }
 
-/// Every signature: 1 to kMaxInputs inputs, 1 to kMaxOutputs outputs, at
-/// most kMaxOperands together.
+/// Every signature: 1 to kMaxInputs inputs, 1 to kMaxOutputs outputs.
 template <class T, int N>
 void add_fused_outputs(plugin::KernelTable& table) {
   [&]<int... M>(std::integer_sequence<int, M...>) {
-    ((N + M + 1 <= fp::kMaxOperands ? add_fused<T, N, M + 1>(table) : void()), ...);
+    (add_fused<T, N, M + 1>(table), ...);
   }
   (std::make_integer_sequence<int, fp::kMaxOutputs>{});
 }

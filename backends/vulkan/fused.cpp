@@ -2,8 +2,8 @@
 // op's program (<strata/plugin/fused_program.hpp>) per element, one pass
 // over memory, with the ops' own arithmetic (shaders/float_ops.glsl), so a
 // program gives the bits of its ops run one by one on this device. f32 and
-// f16, every signature of the op (1 to 8 inputs, 1 to 6 outputs, 9 operands
-// at most; a kernel per signature). Declined (UNSUPPORTED:
+// f16, every signature of the op (1 to 8 inputs, 1 to 6 outputs; a kernel
+// per signature). Declined (UNSUPPORTED:
 // the core decomposes the call) are inputs neither compact like the output
 // nor one broadcast value, outputs that are not compact, and programs of
 // more than FUSED_MAX_STATEMENTS statements.
@@ -183,7 +183,7 @@ void add_fused(Registry& r, strata_dtype d) {
 template <int N>
 void add_fused_outputs(Registry& r, strata_dtype d) {
   [&]<int... M>(std::integer_sequence<int, M...>) {
-    ((N + M + 1 <= fp::kMaxOperands ? add_fused<N, M + 1>(r, d) : void()), ...);
+    (add_fused<N, M + 1>(r, d), ...);
   }
   (std::make_integer_sequence<int, fp::kMaxOutputs>{});
 }

@@ -42,7 +42,7 @@ using plugin::fail;
 /// the shader's opcode (specialization constant 0). `id` names the op in
 /// deferred-error records, which shaders write without knowing names.
 struct OpSpec {
-  static constexpr int kMaxOperands = 9;  // fused_elementwise's most (fused_program.hpp)
+  static constexpr int kMaxOperands = 14;  // fused_elementwise's most: 8 inputs, 6 outputs (fused_ops.hpp)
   const char* op;                         // a STRATA_OP_* constant
   int32_t code;
   uint32_t id;

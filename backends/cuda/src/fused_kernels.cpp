@@ -3,7 +3,7 @@
 // op's program per element (fused_eval.hpp: statements in the kernel's
 // parameters, values in registers, the ops' own functors), one pass over
 // memory, no compiler at run time. A kernel entry per signature of the op
-// (1 to 8 inputs, 1 to 6 outputs, 9 together) and float dtype. Declined
+// (1 to 8 inputs, 1 to 6 outputs) and float dtype. Declined
 // (UNSUPPORTED: the core runs the program's ops one by one) are inputs
 // neither compact like the outputs nor one broadcast value, outputs that
 // are not compact or of another shape, and programs of more than
@@ -100,7 +100,7 @@ struct FusedKernel {
 template <class T, int N>
 void add_fused_outputs(plugin::KernelTable& t) {
   [&]<int... M>(std::integer_sequence<int, M...>) {
-    ((N + M + 1 <= fp::kMaxOperands ? add<FusedKernel<T, N, M + 1>>(t) : void()), ...);
+    (add<FusedKernel<T, N, M + 1>>(t), ...);
   }
   (std::make_integer_sequence<int, fp::kMaxOutputs>{});
 }

@@ -155,8 +155,7 @@ Tensor tanh_backward(const Tensor& grad, const Tensor& y);
 /// A chain of elementwise ops as one op (docs/ops.md, "Fused elementwise
 /// programs"; <strata/plugin/fused_program.hpp> has the program format):
 /// `program` reads inputs %0.. (1 to 8, promoted to one float dtype and
-/// broadcast to one shape) and names 1 to 6 outputs (9 operands at most in
-/// all), returned in order. A
+/// broadcast to one shape) and names 1 to 6 outputs, returned in order. A
 /// device with a kernel for it computes the chain in one pass (the CPU
 /// plugin's gives the bits of the ops one by one); any other runs the ops
 /// one by one. Differentiable to any order. Throws ValueError naming the

@@ -291,11 +291,12 @@ fp::Program without_dead_code(const fp::Program& p, std::vector<int32_t>& kept) 
   return out;
 }
 
-/// What a backward program reads or passes through: forward input k
-/// (kInput + k), forward output m (kOutput + m), output m's cotangent
-/// (kCotangent + m), or (fused_saved_values' trial plans) the value v of
-/// the forward program were it saved (kSaved + v).
-enum Source : int { kInput = 0, kOutput = 1 << 10, kCotangent = 2 << 10, kSaved = 3 << 10 };
+/// What a derivative program reads or passes through: forward input k
+/// (kInput + k), forward output m (kOutput + m), the rule's grads[k] (kSeed
+/// + k: output k's cotangent in reverse mode, input k's tangent in forward
+/// mode), or (fused_saved_values' trial plans) the value v of the forward
+/// program were it saved (kSaved + v).
+enum Source : int { kInput = 0, kOutput = 1 << 10, kSeed = 2 << 10, kSaved = 3 << 10 };
 
 /// The costlier a statement is to recompute, the more a saved value saves:
 /// 0 for those not worth a pass over memory (arithmetic, relu, sign).
@@ -321,53 +322,92 @@ int recompute_cost(fp::Op op) {
   }
 }
 
-/// The backward program of a forward program, for one pattern of defined
-/// cotangents, needed gradients and readable values (BackwardPlans caches
-/// it).
-struct BackwardPlan {
+/// Reverse mode over values `v` (V: Tensor for the walk, Sym for a
+/// program): `bar`, seeded at the outputs, walked back to the inputs with
+/// the derivative table's partials. `operand_of` gives an operand's value.
+template <class V, class OperandOf>
+void walk_back(const fp::Program& p, const std::vector<V>& v, const OperandOf& operand_of, std::vector<V>& bar) {
+  for (size_t j = p.body.size(); j-- > 0;) {
+    const size_t index = static_cast<size_t>(p.n_inputs) + j;
+    if (!bar[index].defined()) continue;
+    const fp::Statement& st = p.body[j];
+    const V a = operand_of(st.a), b = fp::arity(st.op) == 2 ? operand_of(st.b) : V();
+    for (int k = 0; k < fp::arity(st.op); ++k) {
+      if (operand(st, k).is_constant()) continue;
+      const size_t to = static_cast<size_t>(operand(st, k).value);
+      bar[to] = plus(bar[to], partial(st.op, k, bar[index], a, b, v[index]));
+    }
+  }
+}
+
+/// Forward mode: `dot`, set at the inputs, pushed through the statements.
+template <class V, class OperandOf>
+void walk_forward(const fp::Program& p, const std::vector<V>& v, const OperandOf& operand_of, std::vector<V>& dot) {
+  for (size_t j = 0; j < p.body.size(); ++j) {
+    const size_t index = static_cast<size_t>(p.n_inputs) + j;
+    const fp::Statement& st = p.body[j];
+    auto tangent = [&](int k) -> const V* {
+      const fp::Operand& o = operand(st, k);
+      return o.is_constant() || !dot[static_cast<size_t>(o.value)].defined() ? nullptr
+                                                                             : &dot[static_cast<size_t>(o.value)];
+    };
+    if (tangent(0) == nullptr && (fp::arity(st.op) == 1 || tangent(1) == nullptr)) continue;
+    const V a = operand_of(st.a), b = fp::arity(st.op) == 2 ? operand_of(st.b) : V();
+    for (int k = 0; k < fp::arity(st.op); ++k) {
+      if (const V* t = tangent(k)) dot[index] = plus(dot[index], partial(st.op, k, *t, a, b, v[index]));
+    }
+  }
+}
+
+enum class Mode { reverse, forward };
+
+/// The derivative program of a forward program, for one pattern of
+/// defined seeds, wanted results and readable values (Plans caches it).
+struct Plan {
   bool fits = false;  // false: the caller walks with tensors
-  std::string text;   // the program (empty: no statement computes a gradient)
+  std::string text;   // the program (empty: no statement computes a result)
   /// The program's inputs, in order (Source codes).
   std::vector<int> reads;
-  /// Per forward input k: -1 no gradient; kComputed + j the program's
-  /// output j; else the tensor (a Source code: a cotangent) that is it.
+  /// Per result (reverse: each forward input's gradient; forward: each
+  /// output's tangent): -1 none (zero); kComputed + j the program's output
+  /// j; else the tensor (a Source code: a seed) that is it.
   std::vector<int> source;
   static constexpr int kComputed = 1 << 16;
 };
 
-/// Reverse mode as one fused op: a program over the forward's inputs, the
-/// defined cotangents (`defined[m]` for output m) and the forward values it
-/// may read (`readable[v]`: a Source code, or -1 where value v is
-/// recomputed) that walks the forward back with partial<Sym> (the same ops,
-/// in the same order, as the tensor walk in fused_vjp, on the same values,
-/// so the same bits), writing every needed gradient (`needs[k]`) in one
-/// pass over memory. Does not fit (the caller walks with tensors) where it
-/// would read more than kMaxInputs tensors, or a statement would have two
-/// constants.
-BackwardPlan plan_backward(const fp::Program& p, const std::vector<bool>& defined, const std::vector<bool>& needs,
-                           const std::vector<int>& readable) {
-  BackwardPlan plan;
+/// A derivative as one fused op: a program over the forward's inputs, the
+/// defined seeds (`seeded[k]`: the rule's grads[k] is defined) and the
+/// forward values it may read (`readable[v]`: a Source code, or -1 where
+/// value v is recomputed) that walks the forward with partial<Sym> — back
+/// from the outputs' cotangents, or forward from the inputs' tangents: the
+/// same ops, in the same order, as the tensor walk in fused_vjp/fused_jvp,
+/// on the same values, so the same bits — writing every wanted result
+/// (`wanted`: per forward input in reverse mode, per output in forward
+/// mode) in one pass over memory. Does not fit (the caller walks with
+/// tensors) where it would read more than kMaxInputs tensors or write more
+/// than kMaxOutputs, or a statement would have two constants.
+Plan plan_derivative(const fp::Program& p, Mode mode, const std::vector<bool>& seeded, const std::vector<bool>& wanted,
+                     const std::vector<int>& readable) {
+  Plan plan;
   Builder b;
   std::vector<int> reads;  // the program's inputs before dead code goes
   auto read = [&](int source) {
     reads.push_back(source);
     return Sym{&b, {static_cast<int32_t>(reads.size()) - 1, 0.0}};
   };
-  // Values of the forward program → operands of the backward one. Inputs
+  // Values of the forward program → operands of the derivative one. Inputs
   // are numbered as they are met; the program's n_inputs is set last.
   std::vector<Sym> v;
   for (int32_t k = 0; k < p.n_inputs; ++k) v.push_back(read(kInput + k));
-  std::vector<Sym> seed(p.outputs.size());  // each output's cotangent
-  for (size_t m = 0; m < p.outputs.size(); ++m) {
-    if (defined[m]) seed[m] = read(kCotangent + static_cast<int>(m));
+  std::vector<Sym> seed(seeded.size());
+  for (size_t k = 0; k < seeded.size(); ++k) {
+    if (seeded[k]) seed[k] = read(kSeed + static_cast<int>(k));
   }
-  std::vector<std::pair<int, int>> loads;  // (value, source) read instead of recomputed
+  std::vector<Sym> loaded(p.body.size());  // values read instead of recomputed
   for (size_t j = 0; j < p.body.size(); ++j) {
     const int r = readable[static_cast<size_t>(p.n_inputs) + j];
-    if (r >= 0) loads.emplace_back(p.n_inputs + static_cast<int>(j), r);
+    if (r >= 0) loaded[j] = read(r);
   }
-  std::vector<Sym> loaded(p.body.size());
-  for (const auto& [value, source] : loads) loaded[static_cast<size_t>(value - p.n_inputs)] = read(source);
   b.program.n_inputs = static_cast<int32_t>(reads.size());
   auto operand_sym = [&](const fp::Operand& o) {
     return o.is_constant() ? Sym{&b, o} : v[static_cast<size_t>(o.value)];
@@ -378,33 +418,30 @@ BackwardPlan plan_backward(const fp::Program& p, const std::vector<bool>& define
                     ? loaded[j]
                     : emit(st.op, operand_sym(st.a), fp::arity(st.op) == 2 ? operand_sym(st.b) : Sym()));
   }
-  std::vector<Sym> bar(v.size());
-  for (size_t m = 0; m < p.outputs.size(); ++m) {
-    const size_t at = static_cast<size_t>(p.outputs[m]);
-    if (seed[m].defined()) bar[at] = plus(bar[at], seed[m]);
-  }
-  for (size_t j = p.body.size(); j-- > 0;) {
-    const size_t index = static_cast<size_t>(p.n_inputs) + j;
-    if (!bar[index].defined()) continue;
-    const fp::Statement& st = p.body[j];
-    const Sym a = operand_sym(st.a), bb = fp::arity(st.op) == 2 ? operand_sym(st.b) : Sym();
-    for (int k = 0; k < fp::arity(st.op); ++k) {
-      if (operand(st, k).is_constant()) continue;
-      const size_t to = static_cast<size_t>(operand(st, k).value);
-      bar[to] = plus(bar[to], partial(st.op, k, bar[index], a, bb, v[index]));
+  std::vector<Sym> d(v.size()), results;
+  if (mode == Mode::reverse) {
+    for (size_t m = 0; m < p.outputs.size(); ++m) {
+      const size_t at = static_cast<size_t>(p.outputs[m]);
+      if (seed[m].defined()) d[at] = plus(d[at], seed[m]);
     }
+    walk_back(p, v, operand_sym, d);
+    results.assign(d.begin(), d.begin() + p.n_inputs);
+  } else {
+    std::copy(seed.begin(), seed.end(), d.begin());
+    walk_forward(p, v, operand_sym, d);
+    for (int32_t out : p.outputs) results.push_back(d[static_cast<size_t>(out)]);
   }
   if (b.failed) return plan;
-  // The gradients computed by statements are the program's outputs; one
-  // that is a tensor passed through (an add's cotangent) is that tensor.
-  plan.source.assign(static_cast<size_t>(p.n_inputs), -1);
-  for (int32_t k = 0; k < p.n_inputs; ++k) {
-    const Sym& s = bar[static_cast<size_t>(k)];
-    if (!needs[static_cast<size_t>(k)] || !s.defined()) continue;
+  // The results computed by statements are the program's outputs; one that
+  // is a tensor passed through (an add's seed) is that tensor.
+  plan.source.assign(results.size(), -1);
+  for (size_t k = 0; k < results.size(); ++k) {
+    const Sym& s = results[k];
+    if (!wanted[k] || !s.defined()) continue;
     if (s.o.value < b.program.n_inputs) {
-      plan.source[static_cast<size_t>(k)] = reads[static_cast<size_t>(s.o.value)];
+      plan.source[k] = reads[static_cast<size_t>(s.o.value)];
     } else {
-      plan.source[static_cast<size_t>(k)] = BackwardPlan::kComputed + static_cast<int>(b.program.outputs.size());
+      plan.source[k] = Plan::kComputed + static_cast<int>(b.program.outputs.size());
       b.program.outputs.push_back(s.o.value);
     }
   }
@@ -415,11 +452,11 @@ BackwardPlan plan_backward(const fp::Program& p, const std::vector<bool>& define
     plan.text = live.text();
   }
   plan.fits = plan.reads.size() <= static_cast<size_t>(fp::kMaxInputs) &&
-              plan.reads.size() + b.program.outputs.size() <= static_cast<size_t>(fp::kMaxOperands);
+              b.program.outputs.size() <= static_cast<size_t>(fp::kMaxOutputs);
   return plan;
 }
 
-/// The forward's outputs the backward program may read instead of
+/// The forward's outputs a derivative program may read instead of
 /// recomputing their statements: the costly ones (`available[m]`: output
 /// m's tensor is at hand). Per value: a Source code, or -1.
 std::vector<int> readable_outputs(const fp::Program& p, const std::vector<bool>& available) {
@@ -432,72 +469,94 @@ std::vector<int> readable_outputs(const fp::Program& p, const std::vector<bool>&
   return readable;
 }
 
-/// The plan reading the costly outputs at hand; where it would read too
-/// many tensors, the plan recomputing them.
-BackwardPlan best_plan(const fp::Program& p, const std::vector<bool>& defined, const std::vector<bool>& needs,
-                       const std::vector<bool>& available) {
-  BackwardPlan plan = plan_backward(p, defined, needs, readable_outputs(p, available));
-  if (plan.fits) return plan;
-  return plan_backward(p, defined, needs, std::vector<int>(static_cast<size_t>(p.n_values()), -1));
+/// The recompute cost of the statement defining `value`, -1 for an input.
+int statement_cost(const fp::Program& p, size_t value) {
+  return value < static_cast<size_t>(p.n_inputs) ? -1
+                                                 : recompute_cost(p.body[value - static_cast<size_t>(p.n_inputs)].op);
 }
 
-/// Plans by forward program text and pattern, built once each (a training
-/// loop differentiates the same few programs over and over). Bounded like
-/// the ProgramCache: starts over when full.
-class BackwardPlans {
+/// The plan reading the costly outputs at hand; where that would read too
+/// many tensors, the cheapest of them recomputed instead, one by one, until
+/// it fits (forward mode writes a tangent per output, saved values too, so
+/// it has fewer operands to spare than reverse mode).
+Plan best_plan(const fp::Program& p, Mode mode, const std::vector<bool>& seeded, const std::vector<bool>& wanted,
+               const std::vector<bool>& available) {
+  std::vector<int> readable = readable_outputs(p, available);
+  Plan plan = plan_derivative(p, mode, seeded, wanted, readable);
+  while (!plan.fits) {
+    size_t cheapest = readable.size();
+    for (size_t v = 0; v < readable.size(); ++v) {
+      if (readable[v] >= 0 && (cheapest == readable.size() || statement_cost(p, v) < statement_cost(p, cheapest)))
+        cheapest = v;
+    }
+    if (cheapest == readable.size()) break;  // nothing read: the walk runs
+    readable[cheapest] = -1;
+    plan = plan_derivative(p, mode, seeded, wanted, readable);
+  }
+  return plan;
+}
+
+/// Plans by forward program text, mode and pattern, built once each (a
+/// training loop differentiates the same few programs over and over).
+/// Bounded like the ProgramCache: starts over when full.
+class Plans {
  public:
-  std::shared_ptr<const BackwardPlan> get(std::string_view text, const fp::Program& p, const std::vector<bool>& defined,
-                                          const std::vector<bool>& needs, const std::vector<bool>& available) {
+  std::shared_ptr<const Plan> get(std::string_view text, const fp::Program& p, Mode mode,
+                                  const std::vector<bool>& seeded, const std::vector<bool>& wanted,
+                                  const std::vector<bool>& available) {
     std::string key(text);
-    key += '\n';
-    for (bool d : defined) key += d ? 'g' : '-';
-    key += '/';
-    for (bool n : needs) key += n ? 'n' : '-';
-    key += '/';
-    for (bool a : available) key += a ? 'o' : '-';
+    key += mode == Mode::reverse ? "\nvjp " : "\njvp ";
+    for (const std::vector<bool>* pattern : {&seeded, &wanted, &available}) {
+      for (bool x : *pattern) key += x ? '1' : '0';
+      key += '/';
+    }
     {
       std::lock_guard lock(mutex_);
       if (auto it = plans_.find(key); it != plans_.end()) return it->second;
     }
-    auto plan = std::make_shared<const BackwardPlan>(best_plan(p, defined, needs, available));
+    auto shared = std::make_shared<const Plan>(best_plan(p, mode, seeded, wanted, available));
     std::lock_guard lock(mutex_);
     if (plans_.size() >= 1024) plans_.clear();
-    plans_.emplace(std::move(key), plan);
-    return plan;
+    plans_.emplace(std::move(key), shared);
+    return shared;
   }
 
  private:
   std::mutex mutex_;
-  std::unordered_map<std::string, std::shared_ptr<const BackwardPlan>> plans_;
+  std::unordered_map<std::string, std::shared_ptr<const Plan>> plans_;
 };
 
-/// fused_vjp's one-op path (plan_backward); false where the plan does not fit.
-bool fused_backward(std::string_view text, const fp::Program& p, const GradContext& c, Grads& out) {
-  static auto* plans = new BackwardPlans();  // outlives static teardown
-  std::vector<bool> defined(p.outputs.size()), needs(static_cast<size_t>(p.n_inputs)), available(p.outputs.size());
-  for (size_t m = 0; m < p.outputs.size(); ++m) {
-    defined[m] = c.grad(static_cast<int>(m)).defined();
-    available[m] = m < c.outputs.size() && c.out(static_cast<int>(m)).defined();
+/// fused_vjp's and fused_jvp's one-op path (plan_derivative); false where
+/// the plan does not fit.
+bool fused_derivative(std::string_view text, const fp::Program& p, Mode mode, const GradContext& c, Grads& out) {
+  static auto* plans = new Plans();  // outlives static teardown
+  const size_t n_seeds = mode == Mode::reverse ? p.outputs.size() : static_cast<size_t>(p.n_inputs);
+  const size_t n_results = mode == Mode::reverse ? static_cast<size_t>(p.n_inputs) : p.outputs.size();
+  std::vector<bool> seeded(n_seeds), wanted(n_results, true), available(p.outputs.size());
+  for (size_t k = 0; k < n_seeds; ++k) seeded[k] = c.grad(static_cast<int>(k)).defined();
+  if (mode == Mode::reverse) {
+    for (size_t k = 0; k < n_results; ++k) wanted[k] = c.needs(static_cast<int>(k));
   }
-  for (int32_t k = 0; k < p.n_inputs; ++k) needs[static_cast<size_t>(k)] = c.needs(k);
-  const std::shared_ptr<const BackwardPlan> plan = plans->get(text, p, defined, needs, available);
+  for (size_t m = 0; m < p.outputs.size(); ++m)
+    available[m] = m < c.outputs.size() && c.out(static_cast<int>(m)).defined();
+  const std::shared_ptr<const Plan> plan = plans->get(text, p, mode, seeded, wanted, available);
   if (!plan->fits) return false;
   auto tensor = [&c](int source) -> const Tensor& {
-    if (source >= kCotangent) return c.grad(source - kCotangent);
+    if (source >= kSeed) return c.grad(source - kSeed);
     if (source >= kOutput) return c.out(source - kOutput);
     return c.in(source - kInput);
   };
-  std::vector<Tensor> grads;
+  std::vector<Tensor> computed;
   if (!plan->text.empty()) {
     std::vector<Tensor> inputs;
     for (int source : plan->reads) inputs.push_back(tensor(source));
-    grads = fused_elementwise_outputs(inputs, plan->text);
+    computed = fused_elementwise_outputs(inputs, plan->text);
   }
-  out.assign(c.inputs.size(), Tensor());
+  out.assign(n_results, Tensor());
   for (size_t k = 0; k < plan->source.size(); ++k) {
     const int from = plan->source[k];
-    if (from >= BackwardPlan::kComputed) {
-      out[k] = grads[static_cast<size_t>(from - BackwardPlan::kComputed)];
+    if (from >= Plan::kComputed) {
+      out[k] = computed[static_cast<size_t>(from - Plan::kComputed)];
     } else if (from >= 0) {
       out[k] = tensor(from);
     }
@@ -505,31 +564,22 @@ bool fused_backward(std::string_view text, const fp::Program& p, const GradConte
   return true;
 }
 
-/// Reverse mode: the output's cotangent walked back through the program.
+/// Reverse mode: the outputs' cotangents walked back through the program.
 Grads fused_vjp(const GradContext& c) {
   const auto program = program_of(c.attrs, "fused_elementwise VJP");
   const fp::Program& p = *program;
   bool any = false;
   for (size_t m = 0; m < p.outputs.size(); ++m) any = any || c.grad(static_cast<int>(m)).defined();
   if (!any) return Grads(c.inputs.size());
-  if (Grads out; fused_backward(program_text(c.attrs, "fused_elementwise VJP"), p, c, out)) return out;
+  if (Grads out; fused_derivative(program_text(c.attrs, "fused_elementwise VJP"), p, Mode::reverse, c, out)) return out;
   const std::vector<Tensor> v = evaluate(p, c.inputs);
   std::vector<Tensor> bar(v.size());
   for (size_t m = 0; m < p.outputs.size(); ++m) {
     const size_t at = static_cast<size_t>(p.outputs[m]);
     bar[at] = plus(bar[at], c.grad(static_cast<int>(m)));
   }
-  for (size_t j = p.body.size(); j-- > 0;) {
-    const size_t index = static_cast<size_t>(p.n_inputs) + j;
-    if (!bar[index].defined()) continue;
-    const fp::Statement& st = p.body[j];
-    const Tensor a = operand_value(st.a, v), b = fp::arity(st.op) == 2 ? operand_value(st.b, v) : Tensor();
-    for (int k = 0; k < fp::arity(st.op); ++k) {
-      if (operand(st, k).is_constant()) continue;
-      const size_t to = static_cast<size_t>(operand(st, k).value);
-      bar[to] = plus(bar[to], partial(st.op, k, bar[index], a, b, v[index]));
-    }
-  }
+  walk_back(
+      p, v, [&v](const fp::Operand& o) { return operand_value(o, v); }, bar);
   Grads out(bar.begin(), bar.begin() + p.n_inputs);
   for (size_t k = 0; k < out.size(); ++k)
     if (!c.needs(static_cast<int>(k))) out[k] = Tensor();
@@ -540,23 +590,12 @@ Grads fused_vjp(const GradContext& c) {
 Grads fused_jvp(const GradContext& c) {
   const auto program = program_of(c.attrs, "fused_elementwise JVP");
   const fp::Program& p = *program;
+  if (Grads out; fused_derivative(program_text(c.attrs, "fused_elementwise JVP"), p, Mode::forward, c, out)) return out;
   const std::vector<Tensor> v = evaluate(p, c.inputs);
   std::vector<Tensor> dot(v.size());
   for (int k = 0; k < p.n_inputs; ++k) dot[static_cast<size_t>(k)] = c.grad(k);
-  for (size_t j = 0; j < p.body.size(); ++j) {
-    const size_t index = static_cast<size_t>(p.n_inputs) + j;
-    const fp::Statement& st = p.body[j];
-    auto tangent = [&](int k) -> const Tensor* {
-      const fp::Operand& o = operand(st, k);
-      return o.is_constant() || !dot[static_cast<size_t>(o.value)].defined() ? nullptr
-                                                                             : &dot[static_cast<size_t>(o.value)];
-    };
-    if (tangent(0) == nullptr && (fp::arity(st.op) == 1 || tangent(1) == nullptr)) continue;
-    const Tensor a = operand_value(st.a, v), b = fp::arity(st.op) == 2 ? operand_value(st.b, v) : Tensor();
-    for (int k = 0; k < fp::arity(st.op); ++k) {
-      if (const Tensor* t = tangent(k)) dot[index] = plus(dot[index], partial(st.op, k, *t, a, b, v[index]));
-    }
-  }
+  walk_forward(
+      p, v, [&v](const fp::Operand& o) { return operand_value(o, v); }, dot);
   Grads out;
   for (int32_t v_out : p.outputs) out.push_back(dot[static_cast<size_t>(v_out)]);
   return out;
@@ -599,18 +638,18 @@ std::vector<int32_t> fused_saved_values(const fp::Program& p, int max_saved) {
     if (readable[v] < 0 && recompute_cost(p.body[j].op) > 0) readable[v] = kSaved + static_cast<int>(v);
   }
   std::vector<int32_t> saved;
-  for (int source : plan_backward(p, defined, needs, readable).reads)
+  for (int source : plan_derivative(p, Mode::reverse, defined, needs, readable).reads)
     if (source >= kSaved) saved.push_back(source - kSaved);
   auto cost = [&p](int32_t v) { return recompute_cost(p.body[static_cast<size_t>(v - p.n_inputs)].op); };
   std::stable_sort(saved.begin(), saved.end(), [&cost](int32_t x, int32_t y) { return cost(x) > cost(y); });
   const int outputs_now = static_cast<int>(p.outputs.size());
-  const int room = std::min({max_saved, fp::kMaxOutputs - outputs_now, fp::kMaxOperands - p.n_inputs - outputs_now});
+  const int room = std::min(max_saved, fp::kMaxOutputs - outputs_now);
   saved.resize(static_cast<size_t>(std::clamp(room, 0, static_cast<int>(saved.size()))));
   // Fewer, the cheapest first, until the backward program's reads fit.
   for (; !saved.empty(); saved.pop_back()) {
     readable = outputs;
     for (int32_t v : saved) readable[static_cast<size_t>(v)] = kSaved + v;
-    if (plan_backward(p, defined, needs, readable).fits) break;
+    if (plan_derivative(p, Mode::reverse, defined, needs, readable).fits) break;
   }
   return saved;
 }

@@ -57,8 +57,7 @@ inline bool op_named(std::string_view s, Op& out) {
   return false;
 }
 
-inline constexpr int kMaxInputs = 8;    // the op's inputs (the op set's limit)
-inline constexpr int kMaxOutputs = 6;   // and outputs
-inline constexpr int kMaxOperands = 9;  // inputs and outputs together (a kernel signature's dtypes)
+inline constexpr int kMaxInputs = 8;   // the op's inputs (the op set's limit)
+inline constexpr int kMaxOutputs = 6;  // and outputs
 
 }  // namespace strata::plugin::fused

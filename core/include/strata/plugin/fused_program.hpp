@@ -11,9 +11,6 @@
 //   %4 = add %3 0x1p-1      an operand is a value or a constant (hex float, exact)
 //   out %4                  the outputs (1 to 6 values), last line
 //
-// Inputs and outputs together are at most 9 (kMaxOperands: a kernel
-// table's signature holds 9 dtypes).
-//
 // Every value has the shape the inputs broadcast to and the inputs' dtype
 // (the op takes inputs of one float dtype); a constant is a scalar of that
 // dtype. Each statement means what the op of that name means on tensors, so
@@ -161,10 +158,6 @@ struct Program {
     if (w.empty() || w[0] != "out") return fail(lines.size() - 1, "the last line must be 'out <values>'");
     if (w.size() < 2 || w.size() > 1 + kMaxOutputs) {
       return fail(lines.size() - 1, "1 to " + std::to_string(kMaxOutputs) + " outputs");
-    }
-    if (out.n_inputs + static_cast<int>(w.size()) - 1 > kMaxOperands) {
-      return fail(lines.size() - 1, std::to_string(out.n_inputs) + " inputs and " + std::to_string(w.size() - 1) +
-                                        " outputs; at most " + std::to_string(kMaxOperands) + " together");
     }
     for (size_t j = 1; j < w.size(); ++j) {
       int32_t v;

@@ -32,12 +32,16 @@ struct Entry {
   FusionReport report;
 };
 
-/// Whether autograd records the ops that read `t` now: grad mode is on and
-/// `t` has history, requires grad, or a recording tape watches it.
-bool recorded(const Tensor& t) {
+/// Whether the ops that read `t` now are differentiated: autograd records
+/// them (grad mode on, and `t` has history, requires grad, or a recording
+/// tape watches it), or `t` carries a tangent of an active forward level.
+bool differentiated(const Tensor& t) {
   const detail::AutogradState& st = detail::autograd_state();
   const detail::AutogradMeta* m = detail::meta_if(t);
-  if (!st.grad_enabled || m == nullptr) return false;
+  if (m == nullptr) return false;
+  for (const auto& tangent : m->tangents)
+    if (st.forward.contains(tangent.first)) return true;
+  if (!st.grad_enabled) return false;
   if (m->requires_grad || m->grad_fn != nullptr) return true;
   for (uint8_t k = 0; k < m->levels.count; ++k)
     if (st.recording.contains(m->levels.ids[k])) return true;
@@ -45,9 +49,10 @@ bool recorded(const Tensor& t) {
 }
 
 /// The cache key of a call: each input's dtype, shape (or, `shapes` false,
-/// rank) and device, the autocast state, and whether gradients are taken
-/// (grad mode off, or an input recorded: a trace made for a backward pass
-/// saves values a forward-only replay would write for nothing).
+/// rank) and device, the autocast state, and whether derivatives are taken
+/// (" grad": an input differentiated, in reverse or forward mode; " no_grad":
+/// grad mode off): a trace made for derivatives saves values a
+/// forward-only replay would write for nothing.
 std::string signature(const std::vector<Tensor>& inputs, bool shapes = true) {
   std::string key;
   for (size_t k = 0; k < inputs.size(); ++k) {
@@ -59,10 +64,10 @@ std::string signature(const std::vector<Tensor>& inputs, bool shapes = true) {
   }
   const detail::AutocastSnapshot amp = detail::autocast_snapshot();
   if (amp.enabled) key += " autocast:" + std::string(dtype_name(amp.dtype)) + "@" + std::to_string(amp.device_slot);
-  if (!detail::autograd_state().grad_enabled)
-    key += " no_grad";
-  else if (std::any_of(inputs.begin(), inputs.end(), recorded))
+  if (std::any_of(inputs.begin(), inputs.end(), differentiated))
     key += " grad";
+  else if (!detail::autograd_state().grad_enabled)
+    key += " no_grad";
   return key;
 }
 
@@ -151,10 +156,11 @@ struct CompiledFunction::State {
     Graph g;
     if (options.fuse && !detail::autocast_active()) {
       try {
-        // Values for the backward pass when the traced run was recorded
-        // (an input or a captured weight takes gradients).
-        const bool differentiated = std::any_of(t.outputs.begin(), t.outputs.end(), recorded);
-        g = fuse(t.graph, &e->report, {.save_for_backward = differentiated});
+        // Values for the derivative programs when the traced run was
+        // differentiated (an input or a captured weight takes gradients,
+        // or carries a tangent).
+        const bool save = std::any_of(t.outputs.begin(), t.outputs.end(), differentiated);
+        g = fuse(t.graph, &e->report, {.save_for_backward = save});
       } catch (const Error& error) {  // a defect of the pass must not cost the call: replay unfused, say why
         e->report = FusionReport{};
         e->report.notes.push_back(

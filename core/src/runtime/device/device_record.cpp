@@ -18,6 +18,7 @@ constexpr int kDTypeBits = 6;
 constexpr uint64_t kDTypeMask = (uint64_t{1} << kDTypeBits) - 1;
 constexpr uint64_t kSeparator = kDTypeMask;  // never a dtype value
 constexpr int kMaxSignatureDTypes = 9;       // 1 + 10 * 6 bits fit in 64
+constexpr int kMaxParsedDTypes = 16;         // per side of a signature string
 
 thread_local DeviceRecord* t_issue_holder = nullptr;
 
@@ -98,6 +99,18 @@ bool DeviceRecord::kernel_excluded(std::string_view op, uint64_t signature) cons
 }
 
 uint64_t signature_key(const DType* inputs, int n_inputs, const DType* outputs, int n_outputs) {
+  if (n_inputs + n_outputs > kMaxSignatureDTypes) [[unlikely]] {
+    // More dtypes than 64 bits hold (fused_elementwise: up to 8 + 6): keyed
+    // by count and the one dtype they share, bit 63 set (a key of at most
+    // 9 dtypes stays below 2^61); mixed dtypes have no key.
+    const DType d = n_inputs > 0 ? inputs[0] : outputs[0];
+    for (int k = 0; k < n_inputs; ++k)
+      if (inputs[k] != d) return 0;
+    for (int k = 0; k < n_outputs; ++k)
+      if (outputs[k] != d) return 0;
+    return (uint64_t{1} << 63) | (static_cast<uint64_t>(d) << 16) | (static_cast<uint64_t>(n_inputs) << 8) |
+           static_cast<uint64_t>(n_outputs);
+  }
   uint64_t key = 1;
   for (int k = 0; k < n_inputs; ++k) key = (key << kDTypeBits) | static_cast<uint64_t>(inputs[k]);
   key = (key << kDTypeBits) | kSeparator;
@@ -117,7 +130,7 @@ uint64_t parse_signature(const char* text) {
     while (true) {
       size_t comma = list.find(',', start);
       std::string name = list.substr(start, comma == std::string::npos ? std::string::npos : comma - start);
-      if (n == kMaxSignatureDTypes) return false;
+      if (n == kMaxParsedDTypes) return false;
       try {
         out[n++] = dtype_from_name(name);
       } catch (const Error&) {
@@ -127,15 +140,14 @@ uint64_t parse_signature(const char* text) {
       start = comma + 1;
     }
   };
-  DType in[kMaxSignatureDTypes];
-  DType out[kMaxSignatureDTypes];
+  DType in[kMaxParsedDTypes];
+  DType out[kMaxParsedDTypes];
   int n_in = 0;
   int n_out = 0;
   if (!parse_list(s.substr(0, arrow), in, n_in) || !parse_list(s.substr(arrow + 2), out, n_out) || n_out == 0) {
     return 0;
   }
-  if (n_in + n_out > kMaxSignatureDTypes) return 0;  // must fit in 64 bits
-  return signature_key(in, n_in, out, n_out);
+  return signature_key(in, n_in, out, n_out);  // 0 for more than 9 dtypes of several kinds
 }
 
 std::string signature_string(const DType* inputs, int n_inputs, const DType* outputs, int n_outputs) {

@@ -252,10 +252,10 @@ inline void check_stores(const DeviceRecord& device, DType dtype, std::string_vi
 }
 
 /// Packs dtypes of inputs and outputs into one integer (6 bits each, 63
-/// between inputs and outputs, a leading 1 so that arity is part of the key):
-/// at most 9 dtypes, which every call has (ops have at most 4 inputs and 3
-/// outputs; fused_elementwise's parser holds its programs to
-/// plugin::fused::kMaxOperands, 9).
+/// between inputs and outputs, a leading 1 so that arity is part of the key)
+/// for up to 9 dtypes; more (fused_elementwise's up to 8 inputs and 6
+/// outputs) are keyed by their counts and the one dtype they share, and have
+/// no key (0) when their dtypes differ.
 uint64_t signature_key(const DType* inputs, int n_inputs, const DType* outputs, int n_outputs);
 /// Parses "f32,f32->f32"; returns 0 when malformed.
 uint64_t parse_signature(const char* text);
