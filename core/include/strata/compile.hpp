@@ -101,9 +101,10 @@ struct CompileStats {
   uint64_t fused_regions = 0;  // over every cached graph
   uint64_t fused_ops = 0;      // ops those regions replaced
   /// The cached signatures, most recently used first: each input's dtype,
-  /// shape (or "[rank N]" for a shape-free trace) and device, e.g.
-  /// "f32[64]@cpu:0 f32[rank 1]@cpu:0"; a fallen-back one ends in
-  /// " (eager)".
+  /// shape (or "[rank N]" for a shape-free trace) and device, then
+  /// " grad" when derivatives were taken or " no_grad" under grad mode off,
+  /// e.g. "f32[64]@cpu:0 f32[rank 1]@cpu:0 grad"; a fallen-back one ends
+  /// in " (eager)".
   std::vector<std::string> signatures;
 };
 
@@ -112,8 +113,10 @@ struct CompileStats {
 class CompiledFunction {
  public:
   /// Runs the function: the first call for an input signature (each
-  /// input's dtype, shape and device, and the thread's autocast state)
-  /// traces it and returns the traced run's results; later calls replay
+  /// input's dtype, shape and device, the thread's autocast state, and
+  /// whether derivatives are taken: an input autograd records or that
+  /// carries a forward-mode tangent, or grad mode off) traces it and
+  /// returns the traced run's results; later calls replay
   /// the fused graph. A trace of elementwise ops only, whose inputs of rank
   /// above 0 share one shape and which captured no such tensor, serves
   /// every shape of those ranks (shapes are then symbolic). A function that
