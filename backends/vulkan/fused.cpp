@@ -95,6 +95,15 @@ uint32_t constant_bits(double c, strata_dtype dtype) {
 }
 
 bool compact(const strata_tensor& t) { return plugin::is_contiguous(t); }
+/// Whether `t` is one value seen at every element: each dim of size above
+/// one has stride 0 (how the core passes a broadcast operand: expanded to
+/// the output's shape), or it has one element.
+bool one_value(const strata_tensor& t) {
+  for (int32_t d = 0; d < t.rank; ++d)
+    if (t.shape[d] != 1 && t.strides[d] != 0) return false;
+  return true;
+}
+
 bool same_shape(const strata_tensor& a, const strata_tensor& b) {
   return a.rank == b.rank && std::memcmp(a.shape, b.shape, sizeof(int64_t) * static_cast<size_t>(a.rank)) == 0;
 }
@@ -144,7 +153,7 @@ struct Fused {
     for (int k = 0; k < FUSED_MAX_INPUTS; ++k) push.x[k] = push.y[0];
     for (int k = 0; k < N; ++k) {
       const strata_tensor& x = c.input(k);
-      const bool one = plugin::numel(x) == 1;
+      const bool one = one_value(x);
       if (!one && !(same_shape(x, c.out) && compact(x))) {
         return fail(c.error, STRATA_ERROR_UNSUPPORTED,
                     "%s: input %d %s is neither compact like the output %s nor one broadcast value (%s)", c.op, k,

@@ -133,6 +133,17 @@ TEST_P(Fused, AChainGivesTheBitsOfItsOps) {
   for (const s::OpUse& use : s::runtime().stop_op_census())
     if (use.op == "strata::fused_elementwise") how = use.how;
   EXPECT_EQ(how, has_kernel() ? "kernel" : "decomposition");
+  // A broadcast operand (the core expands it: stride 0) is one value to
+  // the kernels, not a layout to decline.
+  Operand one = operand({}, DType::f32);
+  s::runtime().start_op_census();
+  const Tensor got = s::fused_elementwise({x.dev, one.dev}, kChain);
+  how.clear();
+  for (const s::OpUse& use : s::runtime().stop_op_census())
+    if (use.op == "strata::fused_elementwise") how = use.how;
+  EXPECT_EQ(how, has_kernel() ? "kernel" : "decomposition");
+  const fp::Program chain = parsed(kChain);
+  expect_same_bits(got, unfused(chain, {x.dev, one.dev}, 0));
 }
 
 // The widest signature, 8 inputs into 6 outputs (more dtypes than a

@@ -27,6 +27,15 @@ namespace {
 namespace fp = strata::plugin::fused;
 
 bool compact(const strata_tensor& t) { return plugin::is_contiguous(t); }
+/// Whether `t` is one value seen at every element: each dim of size above
+/// one has stride 0 (how the core passes a broadcast operand: expanded to
+/// the output's shape), or it has one element.
+bool one_value(const strata_tensor& t) {
+  for (int32_t d = 0; d < t.rank; ++d)
+    if (t.shape[d] != 1 && t.strides[d] != 0) return false;
+  return true;
+}
+
 bool same_shape(const strata_tensor& a, const strata_tensor& b) {
   return a.rank == b.rank && std::memcmp(a.shape, b.shape, sizeof(int64_t) * static_cast<size_t>(a.rank)) == 0;
 }
@@ -79,7 +88,7 @@ struct FusedKernel {
     args.n = element_count(y);
     for (int k = 0; k < N; ++k) {
       const strata_tensor& x = l.in(k);
-      const bool one = element_count(x) == 1;
+      const bool one = one_value(x);
       if (!one && !(compact(x) && same_shape(x, y))) {
         return fail(l.error, STRATA_ERROR_UNSUPPORTED,
                     "%s: input %d is neither compact like the output nor one broadcast value", op, k);
