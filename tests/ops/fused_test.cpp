@@ -341,6 +341,37 @@ TEST_P(Fused, TheTangentProgramGivesTheBitsOfTheForwardWalk) {
   }
 }
 
+// A derivative too wide for one op (six inputs and their six tangents are
+// twelve reads) is linear in its seeds: it runs as several fused programs,
+// each over a group of tangents, whose results add up.
+TEST_P(Fused, ADerivativeTooWideForOneOpIsSplitByLinearity) {
+  const char* const text =
+      "in 6\n%6 = mul %0 %1\n%7 = mul %2 %3\n%8 = mul %4 %5\n%9 = add %6 %7\n%10 = add %9 %8\nout %10";
+  for (DType dtype : dtypes({s::f32, s::f64})) {
+    STRATA_TRACE(s::dtype_name(dtype));
+    std::vector<Tensor> x, t;
+    for (int k = 0; k < 6; ++k) {
+      x.push_back(operand({2, 50}, dtype).dev);
+      t.push_back(operand({2, 50}, dtype).dev);
+    }
+    s::runtime().start_op_census();
+    const std::vector<Tensor> got =
+        s::jvp([&](const std::vector<Tensor>& in) { return std::vector<Tensor>{s::fused_elementwise(in, text)}; }, x, t)
+            .second;
+    int fused_calls = 0;
+    for (const s::OpUse& use : s::runtime().stop_op_census())
+      if (use.op == "strata::fused_elementwise") fused_calls += static_cast<int>(use.count);
+    // The primal, then the tangent in two programs (four tangents and the
+    // four inputs their partials read fill one op's eight inputs).
+    if (has_kernel()) {
+      EXPECT_EQ(fused_calls, 3);
+    }
+    Tensor want = t[0] * x[1] + x[0] * t[1];
+    for (int k = 2; k < 6; k += 2) want = want + (t[k] * x[k + 1] + x[k] * t[k + 1]);
+    EXPECT_CLOSE(got[0], to_host(want), dtype, tolerance(dtype));
+  }
+}
+
 TEST_P(Fused, MalformedProgramsAreRefusedNamingTheLine) {
   Operand x = operand({4}, DType::f32);
   auto refusal = [&](const std::string& text, const std::vector<Tensor>& in) {

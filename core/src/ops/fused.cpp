@@ -496,14 +496,59 @@ Plan best_plan(const fp::Program& p, Mode mode, const std::vector<bool>& seeded,
   return plan;
 }
 
+/// The plans a derivative runs as: one where it fits (best_plan); else, as
+/// a derivative is linear in its seeds and its results are independent,
+/// several — the wanted results in chunks of at most kMaxOutputs, the seeds
+/// of each chunk in groups as large as fit — whose results add up per
+/// result. Empty where even one seed alone does not fit (the walk runs).
+std::vector<Plan> plans_for(const fp::Program& p, Mode mode, const std::vector<bool>& seeded,
+                            const std::vector<bool>& wanted, const std::vector<bool>& available) {
+  Plan whole = best_plan(p, mode, seeded, wanted, available);
+  if (whole.fits) return {std::move(whole)};
+  std::vector<std::vector<bool>> chunks;
+  std::vector<bool> chunk(wanted.size(), false);
+  int in_chunk = 0;
+  for (size_t k = 0; k < wanted.size(); ++k) {
+    if (!wanted[k]) continue;
+    chunk[k] = true;
+    if (++in_chunk == fp::kMaxOutputs) {
+      chunks.push_back(chunk);
+      chunk.assign(wanted.size(), false);
+      in_chunk = 0;
+    }
+  }
+  if (in_chunk > 0) chunks.push_back(chunk);
+  std::vector<Plan> parts;
+  const std::vector<bool> none(seeded.size(), false);
+  for (const std::vector<bool>& results : chunks) {
+    std::vector<bool> group = none;
+    for (size_t s = 0; s < seeded.size(); ++s) {
+      if (!seeded[s]) continue;
+      std::vector<bool> with = group;
+      with[s] = true;
+      if (best_plan(p, mode, with, results, available).fits) {
+        group = std::move(with);
+        continue;
+      }
+      if (group == none) return {};  // seed s alone does not fit
+      parts.push_back(best_plan(p, mode, group, results, available));
+      group = none;
+      group[s] = true;
+      if (!best_plan(p, mode, group, results, available).fits) return {};
+    }
+    if (group != none) parts.push_back(best_plan(p, mode, group, results, available));
+  }
+  return parts;
+}
+
 /// Plans by forward program text, mode and pattern, built once each (a
 /// training loop differentiates the same few programs over and over).
 /// Bounded like the ProgramCache: starts over when full.
 class Plans {
  public:
-  std::shared_ptr<const Plan> get(std::string_view text, const fp::Program& p, Mode mode,
-                                  const std::vector<bool>& seeded, const std::vector<bool>& wanted,
-                                  const std::vector<bool>& available) {
+  std::shared_ptr<const std::vector<Plan>> get(std::string_view text, const fp::Program& p, Mode mode,
+                                               const std::vector<bool>& seeded, const std::vector<bool>& wanted,
+                                               const std::vector<bool>& available) {
     std::string key(text);
     key += mode == Mode::reverse ? "\nvjp " : "\njvp ";
     for (const std::vector<bool>* pattern : {&seeded, &wanted, &available}) {
@@ -514,7 +559,7 @@ class Plans {
       std::lock_guard lock(mutex_);
       if (auto it = plans_.find(key); it != plans_.end()) return it->second;
     }
-    auto shared = std::make_shared<const Plan>(best_plan(p, mode, seeded, wanted, available));
+    auto shared = std::make_shared<const std::vector<Plan>>(plans_for(p, mode, seeded, wanted, available));
     std::lock_guard lock(mutex_);
     if (plans_.size() >= 1024) plans_.clear();
     plans_.emplace(std::move(key), shared);
@@ -523,11 +568,11 @@ class Plans {
 
  private:
   std::mutex mutex_;
-  std::unordered_map<std::string, std::shared_ptr<const Plan>> plans_;
+  std::unordered_map<std::string, std::shared_ptr<const std::vector<Plan>>> plans_;
 };
 
-/// fused_vjp's and fused_jvp's one-op path (plan_derivative); false where
-/// the plan does not fit.
+/// fused_vjp's and fused_jvp's fused path (plans_for: one op, or a few
+/// whose results add up); false where no plan fits.
 bool fused_derivative(std::string_view text, const fp::Program& p, Mode mode, const GradContext& c, Grads& out) {
   static auto* plans = new Plans();  // outlives static teardown
   const size_t n_seeds = mode == Mode::reverse ? p.outputs.size() : static_cast<size_t>(p.n_inputs);
@@ -539,26 +584,26 @@ bool fused_derivative(std::string_view text, const fp::Program& p, Mode mode, co
   }
   for (size_t m = 0; m < p.outputs.size(); ++m)
     available[m] = m < c.outputs.size() && c.out(static_cast<int>(m)).defined();
-  const std::shared_ptr<const Plan> plan = plans->get(text, p, mode, seeded, wanted, available);
-  if (!plan->fits) return false;
+  const std::shared_ptr<const std::vector<Plan>> parts = plans->get(text, p, mode, seeded, wanted, available);
+  if (parts->empty()) return false;
   auto tensor = [&c](int source) -> const Tensor& {
     if (source >= kSeed) return c.grad(source - kSeed);
     if (source >= kOutput) return c.out(source - kOutput);
     return c.in(source - kInput);
   };
-  std::vector<Tensor> computed;
-  if (!plan->text.empty()) {
-    std::vector<Tensor> inputs;
-    for (int source : plan->reads) inputs.push_back(tensor(source));
-    computed = fused_elementwise_outputs(inputs, plan->text);
-  }
   out.assign(n_results, Tensor());
-  for (size_t k = 0; k < plan->source.size(); ++k) {
-    const int from = plan->source[k];
-    if (from >= Plan::kComputed) {
-      out[k] = computed[static_cast<size_t>(from - Plan::kComputed)];
-    } else if (from >= 0) {
-      out[k] = tensor(from);
+  for (const Plan& plan : *parts) {
+    std::vector<Tensor> computed;
+    if (!plan.text.empty()) {
+      std::vector<Tensor> inputs;
+      for (int source : plan.reads) inputs.push_back(tensor(source));
+      computed = fused_elementwise_outputs(inputs, plan.text);
+    }
+    for (size_t k = 0; k < plan.source.size(); ++k) {
+      const int from = plan.source[k];
+      if (from < 0) continue;
+      const Tensor& r = from >= Plan::kComputed ? computed[static_cast<size_t>(from - Plan::kComputed)] : tensor(from);
+      out[k] = out[k].defined() ? plus(out[k], r) : r;
     }
   }
   return true;
