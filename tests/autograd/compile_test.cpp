@@ -287,6 +287,50 @@ TEST(Compile, WhatCannotBeReplayedFallsBackWithItsReason) {
   reads_own({up});
   EXPECT_TRUE(reads_own.stats().fallbacks.empty());
 
+  // .grad is autograd state, not an op: backward() inside the function
+  // (it accumulates into the leaves' .grad), reading .grad, and clearing
+  // it would not be repeated by a replay, so the signature runs eagerly,
+  // and every call accumulates as eager backward() does.
+  Tensor w = full({4}, 0.5, {.dtype = t, .requires_grad = true});
+  auto steps = compile([&w](const std::vector<Tensor>& in) {
+    Tensor loss = sum(tanh(in[0] * w));
+    loss.backward();
+    return std::vector<Tensor>{loss};
+  });
+  steps({x});
+  const std::vector<double> once = host(w.grad());
+  steps({x});
+  const std::vector<double> twice = host(w.grad());
+  for (size_t k = 0; k < once.size(); ++k) EXPECT_DOUBLE_EQ(twice[k], 2.0 * once[k]);
+  ASSERT_EQ(steps.stats().fallbacks.size(), 1u);
+  EXPECT_NE(steps.stats().fallbacks[0].reason.find("calls backward()"), std::string::npos)
+      << steps.stats().fallbacks[0].reason;
+  EXPECT_NE(steps.stats().fallbacks[0].reason.find("GradientTape::gradient"), std::string::npos);
+  auto reads_grad = compile([&w](const std::vector<Tensor>& in) { return std::vector<Tensor>{in[0] * w.grad()}; });
+  expect_same(reads_grad({x})[0], x * w.grad());
+  w.set_grad(w.grad() * 3.0);
+  expect_same(reads_grad({x})[0], x * w.grad());
+  ASSERT_EQ(reads_grad.stats().fallbacks.size(), 1u);
+  EXPECT_NE(reads_grad.stats().fallbacks[0].reason.find("reads a tensor's .grad"), std::string::npos);
+  auto clears = compile([&w](const std::vector<Tensor>& in) {
+    w.zero_grad();
+    return std::vector<Tensor>{exp(in[0])};
+  });
+  clears({x});
+  w.set_grad(ones({4}, {.dtype = t}));
+  clears({x});
+  EXPECT_FALSE(w.grad().defined()) << "every call clears it";
+  ASSERT_EQ(clears.stats().fallbacks.size(), 1u);
+  EXPECT_NE(clears.stats().fallbacks[0].reason.find("zero_grad"), std::string::npos);
+  // trace() refuses them as well: a saved graph would not write .grad.
+  EXPECT_THROW(trace(
+                   [&w](const std::vector<Tensor>& in) {
+                     sum(in[0] * w).backward();
+                     return std::vector<Tensor>{in[0]};
+                   },
+                   {x}),
+               Error);
+
   // The function's own errors are the caller's, and nothing is kept.
   auto bad = compile([](const std::vector<Tensor>& in) { return std::vector<Tensor>{in[0] + in[1]}; });
   EXPECT_THROW(bad({ones({2}), ones({3})}), ShapeError);
@@ -565,6 +609,53 @@ TEST(Fuse, RandomGraphsKeepTheirValuesAndGradients) {
   EXPECT_GT(regions, 20);
   EXPECT_GT(multi_output, 0);
   EXPECT_GT(saving, 0);
+}
+
+// A training step's loss and gradients, taken inside the function with a
+// tape and returned: cross_entropy's label check is left to the gather
+// kernel (a host read would make the signature fall back), the backward
+// pass is part of the trace, and every replay gives eager's values; a
+// label out of range at a replay is the kernel's error, naming it.
+TEST(Compile, ALossAndItsGradientsReplayWithTheKernelCheckingTheLabels) {
+  const DType t = real_dtype();
+  manual_seed(3);
+  Tensor w = randn({5, 4}, {.dtype = t, .requires_grad = true});
+  Tensor b = randn({4}, {.dtype = t, .requires_grad = true});
+  auto step = [&](const std::vector<Tensor>& in) {
+    GradientTape tape;
+    Tensor loss = nn::functional::cross_entropy(relu(matmul(in[0], w) + b), in[1]);
+    std::vector<Tensor> out = tape.gradient(loss, {w, b});
+    out.insert(out.begin(), loss);
+    return out;
+  };
+  auto compiled = compile(step);
+  Tensor x = randn({6, 5}, {.dtype = t});
+  Tensor labels = from_data(std::vector<int64_t>{0, 3, 1, 2, 3, 0}, {6}, {.dtype = DType::i64});
+  for (int call = 0; call < 3; ++call) {
+    Tensor xc = x * (1.0 + call);
+    std::vector<Tensor> got = compiled({xc, labels}), want = step({xc, labels});
+    ASSERT_EQ(got.size(), 3u);
+    for (size_t k = 0; k < got.size(); ++k) expect_same(got[k], want[k], 1e-12);
+  }
+  CompileStats s = compiled.stats();
+  EXPECT_TRUE(s.fallbacks.empty()) << s.fallbacks[0].reason;
+  EXPECT_EQ(s.traces, 1u);
+  EXPECT_EQ(s.replays, 2u);
+  Tensor bad = from_data(std::vector<int64_t>{0, 3, 1, 7, 3, 0}, {6}, {.dtype = DType::i64});
+  try {
+    host(compiled({x, bad})[0]);  // a device may report it when the value is read
+    ADD_FAILURE() << "a label out of range replayed";
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("out of range"), std::string::npos) << e.what();
+    EXPECT_NE(std::string(e.what()).find('7'), std::string::npos) << e.what();
+  }
+  EXPECT_FALSE(is_compiling());
+  bool inside = false;
+  compile([&inside](const std::vector<Tensor>& in) {
+    inside = is_compiling();
+    return std::vector<Tensor>{in[0] + 1.0};
+  })({x});
+  EXPECT_TRUE(inside);
 }
 
 }  // namespace

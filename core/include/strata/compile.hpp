@@ -149,4 +149,12 @@ class CompiledFunction {
 /// takes, as with trace() (docs/compile.md).
 CompiledFunction compile(TraceFn fn, CompileOptions options = {});
 
+/// Whether this thread is inside a compiled function's trace (the first
+/// call of a signature), in the function itself rather than inside an op:
+/// the counterpart of torch.compiler.is_compiling(). Code that reads
+/// values on the host only to check them (nn::functional's label range)
+/// leaves the check to the kernels there, since a host read would make the
+/// signature fall back to eager.
+bool is_compiling();
+
 }  // namespace strata

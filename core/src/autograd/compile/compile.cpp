@@ -247,6 +247,8 @@ FusionReport CompiledFunction::report_for(const std::vector<Tensor>& inputs) con
   return e != nullptr ? e->report : FusionReport{};
 }
 
+bool is_compiling() { return detail::compile_tracing(); }
+
 CompiledFunction compile(TraceFn fn, CompileOptions options) {
   if (!fn) throw Error("compile: the function is empty");
   CompiledFunction f;

@@ -195,6 +195,7 @@ bool Tensor::is_leaf() const {
 }
 
 Tensor Tensor::grad() const {
+  detail::refuse_grad_access("reads a tensor's .grad");
   const detail::AutogradMeta* m = meta_if(*this);
   return m != nullptr ? m->grad : Tensor();
 }
@@ -224,11 +225,13 @@ void Tensor::retain_grad() {
 }
 
 void Tensor::zero_grad() {
+  detail::refuse_grad_access("clears a tensor's .grad (zero_grad)");
   if (detail::AutogradMeta* m = meta_if(*this)) m->grad = Tensor();
 }
 
 void Tensor::set_grad(const Tensor& grad) {
   if (!defined()) throw Error("set_grad: undefined tensor");
+  detail::refuse_grad_access("sets a tensor's .grad (set_grad)");
   detail::AutogradMeta* m = meta_if(*this);
   if (m == nullptr || m->grad_fn != nullptr || !m->requires_grad) {
     throw Error("set_grad: the tensor (" + type_string(*this) + ") is not a leaf that requires grad");
@@ -262,6 +265,7 @@ void Tensor::backward(const Tensor& gradient, BackwardOptions options) const {
     throw Error("backward: the tensor (" + type_string(*this) +
                 ") does not require grad: no leaf it depends on was created with requires_grad");
   }
+  detail::refuse_grad_access("calls backward(), which accumulates into the leaves' .grad");
   detail::BackwardRequest req;
   req.level = 0;
   req.roots = {*this};

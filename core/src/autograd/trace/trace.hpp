@@ -91,6 +91,18 @@ void trace_unsupported(const char* what);
 /// Whether trace() (not a capture) is active on this thread.
 bool tracing_graph();
 
+/// Whether strata::compile traces a function on this thread, at its top
+/// level (not inside an op, a capture or a recomputation): host reads of
+/// values are refused there, so checks that read values on the host (a
+/// label range) are left to the kernels, which check them on every run.
+bool compile_tracing();
+
+/// Throws when trace() or strata::compile records at top level: the
+/// function reads or writes a tensor's .grad (`what`), which is autograd
+/// state, not an op: a replay would neither write it nor read its new
+/// value. A no-op otherwise (one atomic load while nobody traces).
+void refuse_grad_access(const char* what);
+
 /// What a checkpointed function's first run leaves for its recomputation.
 ///
 /// Selective checkpointing: the outputs of the listed ops, kept in the order

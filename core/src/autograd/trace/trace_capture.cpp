@@ -2,6 +2,7 @@
 // replayable Graph from them; checkpoint's capture finds the weights a function
 // reads. Selective checkpointing lives in trace_selective.cpp, the graph's
 // replay in trace_run.cpp, its file format in trace_format.cpp.
+#include <algorithm>
 #include <complex>
 #include <strata/error.hpp>
 #include <strata/graph.hpp>
@@ -45,13 +46,37 @@ GraphAttr::Kind graph_kind(const detail::Attr& a) {
 int64_t TraceState::define(const Tensor& t) {
   int64_t id = next_value++;
   ids[t.impl()] = id;
-  if (!capture) alive.push_back(t);
+  if (!capture) {
+    alive.push_back(t);
+    if (t.impl()->storage != nullptr) by_storage.emplace(t.impl()->storage.get(), std::make_pair(t.impl(), id));
+  }
   return id;
+}
+
+int64_t TraceState::alias_of(const Tensor& t) {
+  const TensorImpl* a = t.impl();
+  if (a->storage == nullptr) return -1;
+  auto [from, to] = by_storage.equal_range(a->storage.get());
+  for (auto it = from; it != to; ++it) {
+    const TensorImpl* b = it->second.first;
+    if (b->dtype == a->dtype && b->offset == a->offset && b->rank == a->rank &&
+        std::ranges::equal(b->sizes(), a->sizes()) && std::ranges::equal(b->stride_span(), a->stride_span())) {
+      return it->second.second;
+    }
+  }
+  return -1;
 }
 
 int64_t TraceState::value_of(const Tensor& t) {
   auto it = ids.find(t.impl());
   if (it != ids.end()) return it->second;
+  if (!capture) {
+    if (int64_t id = alias_of(t); id >= 0) {
+      ids[t.impl()] = id;
+      alive.push_back(t);  // its address stays this value's
+      return id;
+    }
+  }
   if (capture) {
     if (t.impl()->autograd != nullptr && is_differentiable(t.dtype())) externals.push_back(t);
     return define(t);
@@ -206,6 +231,22 @@ void trace_unsupported(const char* what) {
 bool tracing_graph() {
   TraceState* s = active_trace();
   return s != nullptr && !s->capture && s->replay == nullptr;
+}
+
+bool compile_tracing() {
+  if (!tracing_anywhere()) return false;
+  const TraceState* s = active_trace();
+  return s != nullptr && s->by_reference && !s->capture && s->replay == nullptr && s->depth == 0;
+}
+
+void refuse_grad_access(const char* what) {
+  if (!tracing_anywhere()) return;
+  const TraceState* s = active_trace();
+  if (s == nullptr || s->depth > 0 || s->capture || s->replay != nullptr) return;
+  throw Error(std::string(s->by_reference ? "compile" : "trace") + ": the function " + what +
+              ", autograd state that a replay would neither write nor read again; take gradients with "
+              "GradientTape::gradient (or grad()) and return them, and keep .grad and optimizer steps outside "
+              "the function");
 }
 
 std::vector<Tensor> capture_external_reads(const std::vector<Tensor>& known, const std::function<void()>& f,

@@ -44,6 +44,12 @@ struct TraceState {
   uint64_t next_node = 0;
   int64_t next_value = 0;
   std::unordered_map<const TensorImpl*, int64_t> ids;
+  /// The traced values by storage: an alias of one (the same storage,
+  /// dtype, offset, sizes and strides: a tensor autograd saved for a
+  /// backward rule is a detached alias of the op's input or output) is
+  /// that value, not a constant. Traced values are never written in place
+  /// (the trace refuses it), so an alias holds the same data.
+  std::unordered_multimap<const void*, std::pair<const TensorImpl*, int64_t>> by_storage;
   std::vector<Tensor> alive;  // keeps traced tensors alive so addresses are not reused
   /// strata::compile's trace (trace_for_compile): a tensor whose storage is
   /// older than the trace (serial below `first_serial`: a weight the
@@ -55,6 +61,9 @@ struct TraceState {
   std::vector<std::pair<int64_t, Tensor>> captured;
 
   int64_t define(const Tensor& t);
+
+  /// The traced value `t` aliases, or -1.
+  int64_t alias_of(const Tensor& t);
 
   /// The value id of an input: a traced value, or a new constant.
   int64_t value_of(const Tensor& t);
