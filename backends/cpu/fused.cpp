@@ -121,22 +121,8 @@ void statement(fp::Op op, const T* a, const T* b, T* y, int64_t n) {
 /// Whether operand `t` is compact with `n` elements in y's order, or one
 /// value broadcast (every stride 0).
 bool compact_like(const strata_tensor& t, const strata_tensor& y) {
-  if (!same_shape(t, y)) return false;
-  if (plugin::is_contiguous(t)) return true;
-  for (int32_t d = 0; d < t.rank; ++d)
-    if (t.strides[d] != 0 && t.shape[d] != 1) return false;
-  return true;
+  return same_shape(t, y) && (plugin::is_contiguous(t) || plugin::is_one_value(t));
 }
-
-/// N inputs and M outputs, all T.
-template <class T, class In, class Out>
-struct FusedOperands;
-template <class T, size_t... I, size_t... O>
-struct FusedOperands<T, std::index_sequence<I...>, std::index_sequence<O...>> {
-  template <size_t>
-  using Same = T;
-  using type = plugin::Signature<plugin::TypeList<Same<I>...>, plugin::TypeList<Same<O>...>>;
-};
 
 /// The program on N inputs into M outputs, all T (every signature's kernel).
 template <class T>
@@ -243,7 +229,7 @@ strata_status run_fused(const KernelCall& call, const char* name, int N, int M) 
 template <class T, int N, int M>
 struct Fused {
   static constexpr const char* name = STRATA_OP_FUSED_ELEMENTWISE;
-  using operands = typename FusedOperands<T, std::make_index_sequence<N>, std::make_index_sequence<M>>::type;
+  using operands = plugin::Signature<plugin::RepeatedTypes<T, N>, plugin::RepeatedTypes<T, M>>;
   static constexpr uint32_t flags = kStrided;
 
   static strata_status run(const KernelCall& call) { return run_fused<T>(call, name, N, M); }

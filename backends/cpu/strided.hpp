@@ -236,13 +236,6 @@ template <class... Ts>
   return (plugin::is_contiguous(tensors) && ...);
 }
 
-/// True when two descriptors have the same rank and shape.
-inline bool same_shape(const strata_tensor& a, const strata_tensor& b) {
-  if (a.rank != b.rank) return false;
-  for (int d = 0; d < a.rank; ++d) {
-    if (a.shape[d] != b.shape[d]) return false;
-  }
-  return true;
-}
+using plugin::same_shape;
 
 }  // namespace strata::cpu

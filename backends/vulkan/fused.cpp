@@ -10,7 +10,6 @@
 #include <array>
 #include <bit>
 #include <cstddef>
-#include <cstring>
 #include <span>
 #include <strata/plugin/fused_program.hpp>
 #include <strata/plugin/half.hpp>
@@ -94,19 +93,9 @@ uint32_t constant_bits(double c, strata_dtype dtype) {
   return std::bit_cast<uint32_t>(dtype == STRATA_F16 ? f16_to_float(float_to_f16(f)) : f);
 }
 
+using plugin::is_one_value;
+using plugin::same_shape;
 bool compact(const strata_tensor& t) { return plugin::is_contiguous(t); }
-/// Whether `t` is one value seen at every element: each dim of size above
-/// one has stride 0 (how the core passes a broadcast operand: expanded to
-/// the output's shape), or it has one element.
-bool one_value(const strata_tensor& t) {
-  for (int32_t d = 0; d < t.rank; ++d)
-    if (t.shape[d] != 1 && t.strides[d] != 0) return false;
-  return true;
-}
-
-bool same_shape(const strata_tensor& a, const strata_tensor& b) {
-  return a.rank == b.rank && std::memcmp(a.shape, b.shape, sizeof(int64_t) * static_cast<size_t>(a.rank)) == 0;
-}
 
 template <int N, int M>
 struct Fused {
@@ -153,7 +142,7 @@ struct Fused {
     for (int k = 0; k < FUSED_MAX_INPUTS; ++k) push.x[k] = push.y[0];
     for (int k = 0; k < N; ++k) {
       const strata_tensor& x = c.input(k);
-      const bool one = one_value(x);
+      const bool one = is_one_value(x);
       if (!one && !(same_shape(x, c.out) && compact(x))) {
         return fail(c.error, STRATA_ERROR_UNSUPPORTED,
                     "%s: input %d %s is neither compact like the output %s nor one broadcast value (%s)", c.op, k,

@@ -262,13 +262,7 @@ void* address(const strata_tensor* t, const char* role, const std::string& at, s
   return static_cast<char*>(static_cast<void*>(t->buffer)) + t->offset * static_cast<int64_t>(bytes);
 }
 
-bool same_shape(const strata_tensor& x, const strata_tensor& y) {
-  if (x.rank != y.rank) return false;
-  for (int32_t k = 0; k < x.rank; ++k) {
-    if (x.shape[k] != y.shape[k]) return false;
-  }
-  return true;
-}
+using plugin::same_shape;
 
 strata_status launched(const Nccl& n, ncclResult_t r, const char* fn, const std::string& at, const std::string& what,
                        strata_error* error) {

@@ -10,7 +10,6 @@
 // kFusedMaxStatements statements. Generating source per program for
 // NVRTC/hiprtc (values in registers by name, no interpreter switch) is the
 // next step (docs/compile.md, "Not yet").
-#include <cstring>
 #include <memory>
 #include <strata/plugin/fused_program.hpp>
 #include <string>
@@ -26,37 +25,15 @@ namespace {
 
 namespace fp = strata::plugin::fused;
 
+using plugin::is_one_value;
+using plugin::same_shape;
 bool compact(const strata_tensor& t) { return plugin::is_contiguous(t); }
-/// Whether `t` is one value seen at every element: each dim of size above
-/// one has stride 0 (how the core passes a broadcast operand: expanded to
-/// the output's shape), or it has one element.
-bool one_value(const strata_tensor& t) {
-  for (int32_t d = 0; d < t.rank; ++d)
-    if (t.shape[d] != 1 && t.strides[d] != 0) return false;
-  return true;
-}
-
-bool same_shape(const strata_tensor& a, const strata_tensor& b) {
-  return a.rank == b.rank && std::memcmp(a.shape, b.shape, sizeof(int64_t) * static_cast<size_t>(a.rank)) == 0;
-}
-
-/// N inputs and M outputs, all T.
-template <class T, class In, class Out>
-struct FusedTypes;
-template <class T, size_t... I, size_t... O>
-struct FusedTypes<T, std::index_sequence<I...>, std::index_sequence<O...>> {
-  template <size_t>
-  using Same = T;
-  using inputs = Types<Same<I>...>;
-  using outputs = Types<Same<O>...>;
-};
 
 template <class T, int N, int M>
 struct FusedKernel {
   static constexpr const char* op = STRATA_OP_FUSED_ELEMENTWISE;
-  using types = FusedTypes<T, std::make_index_sequence<N>, std::make_index_sequence<M>>;
-  using inputs = typename types::inputs;
-  using outputs = typename types::outputs;
+  using inputs = plugin::RepeatedTypes<T, N>;
+  using outputs = plugin::RepeatedTypes<T, M>;
 
   static strata_status run(Launch& l) {
     const strata_attr* text = plugin::find_attr(l.call, "program");
@@ -88,7 +65,7 @@ struct FusedKernel {
     args.n = element_count(y);
     for (int k = 0; k < N; ++k) {
       const strata_tensor& x = l.in(k);
-      const bool one = one_value(x);
+      const bool one = is_one_value(x);
       if (!one && !(compact(x) && same_shape(x, y))) {
         return fail(l.error, STRATA_ERROR_UNSUPPORTED,
                     "%s: input %d is neither compact like the output nor one broadcast value", op, k);

@@ -21,6 +21,7 @@
 #include <stdexcept>
 #include <string>
 #include <string_view>
+#include <utility>
 #include <vector>
 
 namespace strata::plugin {
@@ -186,6 +187,24 @@ inline bool is_contiguous(const strata_tensor& t) {
   return true;
 }
 
+/// True when two descriptors have the same rank and shape.
+inline bool same_shape(const strata_tensor& a, const strata_tensor& b) {
+  if (a.rank != b.rank) return false;
+  for (int32_t d = 0; d < a.rank; ++d) {
+    if (a.shape[d] != b.shape[d]) return false;
+  }
+  return true;
+}
+
+/// True when the descriptor shows one value at every element: each dim of
+/// size above one has stride 0 (how the core passes a broadcast operand,
+/// expanded to the output's shape), or it has one element.
+inline bool is_one_value(const strata_tensor& t) {
+  for (int32_t d = 0; d < t.rank; ++d)
+    if (t.shape[d] != 1 && t.strides[d] != 0) return false;
+  return true;
+}
+
 /// The number of applications k in a call of a kernel registered with
 /// STRATA_KERNEL_GROUPED for a signature of `n_in` inputs and `n_out`
 /// outputs: n_inputs = k * n_in and n_outputs = k * n_out with k >= 1, and
@@ -301,6 +320,21 @@ template <class... T>
 struct TypeList {
   static constexpr int size = sizeof...(T);
 };
+
+template <class T, class Indices>
+struct RepeatedTypeList;
+template <class T, size_t... I>
+struct RepeatedTypeList<T, std::index_sequence<I...>> {
+  template <size_t>
+  using Same = T;
+  using type = TypeList<Same<I>...>;
+};
+
+/// TypeList<T, ..., T> of N entries: the operands of a signature of N
+/// tensors of one type (the fused op's kernels, one per operand count):
+///   Signature<RepeatedTypes<float, 3>, RepeatedTypes<float, 2>>
+template <class T, size_t N>
+using RepeatedTypes = typename RepeatedTypeList<T, std::make_index_sequence<N>>::type;
 
 /// Calls `body.template operator()<T>()` for each T of the list, in order:
 ///   for_each_type(TypeList<float, double>{}, [&]<class T>() { add<Relu<T>>(table); });
