@@ -23,7 +23,28 @@ packages=(
   mesa-vulkan-drivers     # lavapipe, so the Vulkan tests run on a CPU-only machine
   hipcc libamdhip64-dev   # the HIP plugin, built from the CUDA kernel sources; no AMD GPU needed to build
   clang libclang-rt-14-dev libomp-dev  # the fuzz preset: clang, libFuzzer + sanitizers, OpenMP for the CPU plugin
+  python3-dev python3-venv python3-numpy  # the Python module (python/): headers, its virtual environment, NumPy
 )
+
+# The Python module's build and test tools, from PyPI (Debian 12 has no
+# nanobind), pinned, in a virtual environment of the system Python that
+# CMake finds (python/CMakeLists.txt) and that also sees Debian's NumPy.
+venv="$(cd "$(dirname "$0")/.." && pwd)/python/.venv"
+pip_pins=(nanobind==3.1.0 pytest==8.3.4)
+python_tools() {
+  if "$venv/bin/python3" - "${pip_pins[@]}" 2>/dev/null <<'PY'
+import sys
+from importlib.metadata import version
+sys.exit(0 if all(version(p.split("==")[0]) == p.split("==")[1] for p in sys.argv[1:]) else 1)
+PY
+  then
+    echo "install-deps: python/.venv has ${pip_pins[*]}"
+    return
+  fi
+  echo "install-deps: making python/.venv with ${pip_pins[*]}"
+  /usr/bin/python3 -m venv --system-site-packages "$venv"
+  "$venv/bin/python3" -m pip install --quiet --disable-pip-version-check "${pip_pins[@]}"
+}
 
 missing=()
 for p in "${packages[@]}"; do
@@ -34,6 +55,7 @@ done
 
 if [ ${#missing[@]} -eq 0 ]; then
   echo "install-deps: all ${#packages[@]} packages present"
+  python_tools
   exit 0
 fi
 
@@ -43,3 +65,4 @@ echo "install-deps: installing ${missing[*]}"
 export DEBIAN_FRONTEND=noninteractive
 $SUDO apt-get update -qq
 $SUDO apt-get install -y -qq --no-install-recommends "${missing[@]}"
+python_tools

@@ -1,0 +1,75 @@
+"""The Python module's call overhead (issue 38's targets), with its peers in
+the same run: a one-element f32 add from Python (strata.add and the +
+operator) against the same add from C++ (bench_dispatch's BM_TinyAdd,
+started by this script) and against PyTorch eager from Python when torch is
+importable; and the ten-op tiny chain of bench_compile from Python.
+
+    PYTHONPATH=build/default/python python/.venv/bin/python bench/python_overhead.py \
+        --bench-dispatch build/default/bin/bench_dispatch --repetitions 5
+
+Times are medians of --repetitions runs (min and max beside); pin the
+process (taskset -c 1) on a shared machine. 1 thread on both sides.
+"""
+import argparse
+import json
+import os
+import subprocess
+import sys
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from peer_timing import timed  # noqa: E402
+
+
+def cxx_tiny_add(binary, repetitions):
+    out = subprocess.run(
+        [binary, "--benchmark_filter=BM_TinyAdd$", f"--benchmark_repetitions={repetitions}",
+         "--benchmark_report_aggregates_only=true", "--benchmark_format=json"],
+        check=True, capture_output=True, text=True, env=dict(os.environ, STRATA_THREADS="1")).stdout
+    rows = {b["aggregate_name"]: b["real_time"] for b in json.loads(out)["benchmarks"] if b.get("aggregate_name")}
+    return rows["median"] * 1e-9
+
+
+def chain(strata, x, y):
+    t = strata.sin(x * y) + 0.75
+    t = strata.tanh(t) * x
+    t = strata.sigmoid(strata.exp(t) - y)
+    return t * t + x
+
+
+def main():
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--bench-dispatch", help="bench_dispatch binary (the C++ peer)")
+    ap.add_argument("--repetitions", type=int, default=5)
+    args = ap.parse_args()
+    os.environ.setdefault("STRATA_THREADS", "1")
+    import strata
+
+    a, b = strata.full([1], 1.0), strata.full([1], 2.0)
+    fmt = lambda r: f"{r[0] * 1e6:.3f} us [{r[1] * 1e6:.3f}, {r[2] * 1e6:.3f}]"  # noqa: E731
+    add_fn = timed(lambda: strata.add(a, b), args.repetitions)
+    add_op = timed(lambda: a + b, args.repetitions)
+    x, y = strata.rand([1024]), strata.rand([1024])
+    tiny_chain = timed(lambda: chain(strata, x, y), args.repetitions)
+    print(f"python strata.add, 1 element: {fmt(add_fn)}")
+    print(f"python a + b, 1 element:      {fmt(add_op)}")
+    print(f"python 10-op chain, 1K:       {fmt(tiny_chain)}")
+    if args.bench_dispatch:
+        cxx = cxx_tiny_add(args.bench_dispatch, args.repetitions)
+        print(f"C++ add, 1 element:           {cxx * 1e6:.3f} us (bench_dispatch BM_TinyAdd, median)")
+        print(f"ratio python/C++ add: {add_fn[0] / cxx:.2f} (strata.add), {add_op[0] / cxx:.2f} (+)")
+    try:
+        import torch
+    except ImportError:
+        print("torch: not importable here; the PyTorch ratios are not measured")
+        return
+    torch.set_num_threads(1)
+    ta, tb = torch.full([1], 1.0), torch.full([1], 2.0)
+    tx, ty = torch.rand(1024), torch.rand(1024)
+    t_add = timed(lambda: torch.add(ta, tb), args.repetitions)
+    t_chain = timed(lambda: chain(torch, tx, ty), args.repetitions)
+    print(f"torch.add, 1 element: {fmt(t_add)}; ratio strata/torch {add_fn[0] / t_add[0]:.2f}")
+    print(f"torch 10-op chain, 1K: {fmt(t_chain)}; ratio strata/torch {tiny_chain[0] / t_chain[0]:.2f}")
+
+
+if __name__ == "__main__":
+    main()

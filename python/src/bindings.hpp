@@ -1,0 +1,24 @@
+// bindings.hpp — what the parts of strata._strata share (python/src/).
+//   module.cpp    the module: exceptions, dtypes, devices, the runtime
+//   tensor.cpp    strata.Tensor: properties, conversion to and from NumPy
+//                 and DLPack, indexing as views, creation functions
+//   ops.cpp       every public op as a function, the usual ones as methods
+//                 and operators
+//   autograd.cpp  requires_grad and backward, no_grad, GradientTape, the
+//                 function transforms
+#pragma once
+
+#include <nanobind/nanobind.h>
+#include <strata/strata.hpp>
+
+namespace strata::python {
+
+namespace nb = nanobind;
+
+void bind_errors(nb::module_& m);
+void bind_types(nb::module_& m);
+void bind_tensor(nb::module_& m, nb::class_<Tensor>& cls);
+void bind_ops(nb::module_& m, nb::class_<Tensor>& cls);
+void bind_autograd(nb::module_& m, nb::class_<Tensor>& cls);
+
+}  // namespace strata::python

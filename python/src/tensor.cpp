@@ -1,0 +1,300 @@
+// tensor.cpp — strata.Tensor's properties, conversion to and from NumPy and
+// DLPack, indexing as views, and the creation functions.
+#include "bindings.hpp"
+
+#include <nanobind/ndarray.h>
+#include <nanobind/stl/complex.h>
+#include <nanobind/stl/optional.h>
+#include <nanobind/stl/string.h>
+#include <nanobind/stl/vector.h>
+
+#include <strata/native_view.hpp>
+
+#include <complex>
+#include <cstring>
+#include <string>
+#include <vector>
+
+namespace strata::python {
+
+namespace {
+
+namespace dl = nb::dlpack;
+
+dl::dtype dl_dtype(DType d) {
+  switch (d) {
+    case DType::f32: return nb::dtype<float>();
+    case DType::f64: return nb::dtype<double>();
+    case DType::f16: return {static_cast<uint8_t>(dl::dtype_code::Float), 16, 1};
+    case DType::bf16: return {static_cast<uint8_t>(dl::dtype_code::Bfloat), 16, 1};
+    case DType::i32: return nb::dtype<int32_t>();
+    case DType::i64: return nb::dtype<int64_t>();
+    case DType::boolean: return {static_cast<uint8_t>(dl::dtype_code::Bool), 8, 1};
+    case DType::c64: return {static_cast<uint8_t>(dl::dtype_code::Complex), 64, 1};
+    case DType::c128: return {static_cast<uint8_t>(dl::dtype_code::Complex), 128, 1};
+  }
+  throw DTypeError("DLPack: no encoding for dtype " + std::string(dtype_name(d)));
+}
+
+/// The Strata dtype of a DLPack dtype, or a DTypeError naming it.
+DType strata_dtype(dl::dtype t) {
+  using C = dl::dtype_code;
+  const auto code = static_cast<C>(t.code);
+  if (t.lanes == 1) {
+    if (code == C::Float && t.bits == 32) return DType::f32;
+    if (code == C::Float && t.bits == 64) return DType::f64;
+    if (code == C::Float && t.bits == 16) return DType::f16;
+    if (code == C::Bfloat && t.bits == 16) return DType::bf16;
+    if (code == C::Int && t.bits == 32) return DType::i32;
+    if (code == C::Int && t.bits == 64) return DType::i64;
+    if (code == C::Bool && t.bits == 8) return DType::boolean;
+    if (code == C::UInt && t.bits == 8) return DType::boolean;  // NumPy's bool through the buffer protocol
+    if (code == C::Complex && t.bits == 64) return DType::c64;
+    if (code == C::Complex && t.bits == 128) return DType::c128;
+  }
+  throw DTypeError("strata.tensor: no Strata dtype for an array of DLPack type code " + std::to_string(t.code) +
+                   " with " + std::to_string(t.bits) + " bits and " + std::to_string(t.lanes) +
+                   " lanes (Strata has float16/32/64, bfloat16, int32/64, bool, complex64/128)");
+}
+
+using HostArray = nb::ndarray<nb::ro, nb::c_contig, nb::device::cpu>;
+
+/// A copy of a C-contiguous host array as a tensor on `device`.
+Tensor from_array(const HostArray& a, const std::optional<DType>& dtype, const std::optional<Device>& device,
+                  bool requires_grad) {
+  const DType own = strata_dtype(a.dtype());
+  Shape shape(a.ndim());
+  for (size_t k = 0; k < a.ndim(); ++k) shape[k] = static_cast<int64_t>(a.shape(k));
+  const auto* bytes = static_cast<const uint8_t*>(a.data());
+  Tensor t;
+  {
+    nb::gil_scoped_release release;
+    const std::span<const uint8_t> data(bytes, a.nbytes());
+    if (!dtype || *dtype == own) {
+      t = from_bytes(data, shape, {.dtype = own, .device = device});
+    } else {  // cast on the host: the device may not store the array's dtype (float64 on vulkan:0)
+      t = cast(from_bytes(data, shape, {.dtype = own, .device = Device("cpu:0")}), *dtype);
+      if (device && *device != t.device()) t = t.to(*device);
+      else if (!device && runtime().default_device() != t.device()) t = t.to(runtime().default_device());
+    }
+  }
+  if (requires_grad) t.set_requires_grad(true);
+  return t;
+}
+
+/// `t`'s memory as a DLPack-capable array, zero-copy for a tensor whose
+/// plugin exposes host memory (cpu:0); a tensor elsewhere is copied to
+/// cpu:0 first. The array holds the tensor alive. Queued work is waited for.
+nb::ndarray<> host_array(const Tensor& t) {
+  Tensor h = t;
+  NativeView view;
+  {
+    nb::gil_scoped_release release;
+    runtime().synchronize(h.device());
+    view = native_view(h);
+    if (view.api != "host") {
+      h = h.to(Device("cpu:0"));
+      runtime().synchronize(h.device());
+      view = native_view(h);
+    }
+  }
+  std::vector<size_t> shape(static_cast<size_t>(h.dim()));
+  std::vector<int64_t> strides(static_cast<size_t>(h.dim()));
+  for (int64_t k = 0; k < h.dim(); ++k) {
+    shape[static_cast<size_t>(k)] = static_cast<size_t>(h.size(k));
+    strides[static_cast<size_t>(k)] = h.strides()[static_cast<size_t>(k)];
+  }
+  auto* keep = new Tensor(h);
+  nb::capsule owner(keep, [](void* p) noexcept { delete static_cast<Tensor*>(p); });
+  return nb::ndarray<>(view.data, shape.size(), shape.data(), owner, strides.data(), dl_dtype(h.dtype()),
+                       nb::device::cpu::value, 0);
+}
+
+/// t[index]: ints select (dropping the dim), slices with a positive step
+/// slice, None inserts a dim of size 1, ... stands for the dims not named,
+/// a 1-d int64 tensor picks along its dim (index_select): all views but the
+/// last, which copies.
+Tensor index(const Tensor& t, nb::handle idx) {
+  std::vector<nb::handle> items;
+  if (nb::isinstance<nb::tuple>(idx)) {
+    for (nb::handle h : nb::borrow<nb::tuple>(idx)) items.push_back(h);
+  } else {
+    items.push_back(idx);
+  }
+  int64_t consuming = 0;
+  int ellipses = 0;
+  for (nb::handle h : items) {
+    if (h.is_none()) continue;
+    if (h.ptr() == Py_Ellipsis) {
+      ++ellipses;
+      continue;
+    }
+    ++consuming;
+  }
+  if (ellipses > 1) throw nb::index_error("strata.Tensor: an index may hold one ellipsis (...)");
+  if (consuming > t.dim()) {
+    throw nb::index_error(("strata.Tensor: too many indices (" + std::to_string(consuming) + ") for a tensor of " +
+                           std::to_string(t.dim()) + " dims")
+                              .c_str());
+  }
+  Tensor r = t;
+  int64_t dim = 0;     // in r
+  int64_t source = 0;  // in t, for messages
+  for (nb::handle h : items) {
+    if (h.is_none()) {
+      r = r.unsqueeze(dim++);
+    } else if (h.ptr() == Py_Ellipsis) {
+      dim += t.dim() - consuming;
+      source += t.dim() - consuming;
+    } else if (PyLong_Check(h.ptr()) && !PyBool_Check(h.ptr())) {
+      const int64_t size = r.size(dim);
+      int64_t i = nb::cast<int64_t>(h);
+      if (i < -size || i >= size) {
+        throw nb::index_error(("strata.Tensor: index " + std::to_string(i) + " is out of range for dim " +
+                               std::to_string(source) + " of size " + std::to_string(size))
+                                  .c_str());
+      }
+      r = r.select(dim, i < 0 ? i + size : i);
+      ++source;
+    } else if (PySlice_Check(h.ptr())) {
+      Py_ssize_t start = 0, stop = 0, step = 0;
+      if (PySlice_Unpack(h.ptr(), &start, &stop, &step) < 0) throw nb::python_error();
+      if (step <= 0) throw nb::value_error("strata.Tensor: slices take a positive step (there are no negative strides)");
+      const Py_ssize_t n = PySlice_AdjustIndices(static_cast<Py_ssize_t>(r.size(dim)), &start, &stop, step);
+      r = r.slice(dim, start, start + (n == 0 ? 0 : (n - 1) * step + 1), step);
+      ++dim;
+      ++source;
+    } else if (nb::isinstance<Tensor>(h)) {
+      const Tensor& i = nb::cast<const Tensor&>(h);
+      if (i.dtype() != DType::i64 || i.dim() != 1) {
+        throw nb::type_error(("strata.Tensor: a tensor index must be 1-d int64, got " + std::string(dtype_name(i.dtype())) +
+                              " with " + std::to_string(i.dim()) + " dims")
+                                 .c_str());
+      }
+      r = index_select(r, dim++, i);
+      ++source;
+    } else {
+      throw nb::type_error(("strata.Tensor: indices are int, slice, None, ... or a 1-d int64 Tensor, not " +
+                            std::string(nb::type_name(h.type()).c_str()))
+                               .c_str());
+    }
+  }
+  return r;
+}
+
+nb::object item(const Tensor& t) {
+  if (t.numel() != 1) {
+    throw nb::value_error(("strata.Tensor.item: the tensor has " + std::to_string(t.numel()) +
+                           " elements; item() reads one")
+                              .c_str());
+  }
+  switch (t.dtype()) {
+    case DType::boolean: return nb::bool_(t.item<bool>());
+    case DType::i32:
+    case DType::i64: return nb::int_(t.item<int64_t>());
+    case DType::c64:
+    case DType::c128: return nb::cast(t.item<std::complex<double>>());
+    default: return nb::float_(t.item<double>());
+  }
+}
+
+TensorOptions options(const std::optional<DType>& dtype, const std::optional<Device>& device, bool requires_grad,
+                      DType fallback = DType::f32) {
+  return {.dtype = dtype.value_or(fallback), .device = device, .requires_grad = requires_grad};
+}
+
+}  // namespace
+
+void bind_tensor(nb::module_& m, nb::class_<Tensor>& cls) {
+  cls.def_prop_ro("shape", [](const Tensor& t) {
+       nb::list l;
+       for (int64_t s : t.shape()) l.append(s);
+       return nb::tuple(l);
+     }, "The sizes, as a tuple.")
+      .def_prop_ro("dtype", &Tensor::dtype)
+      .def_prop_ro("device", &Tensor::device)
+      .def_prop_ro("ndim", &Tensor::dim)
+      .def("dim", &Tensor::dim)
+      .def("numel", &Tensor::numel)
+      .def("size", [](const Tensor& t, int64_t d) { return t.size(d); }, nb::arg("dim"))
+      .def("stride", [](const Tensor& t) { return std::vector<int64_t>(t.strides().begin(), t.strides().end()); })
+      .def("is_contiguous", &Tensor::is_contiguous)
+      .def("__len__", [](const Tensor& t) {
+        if (t.dim() == 0) throw nb::type_error("len() of a 0-d tensor");
+        return t.size(0);
+      })
+      .def("__repr__", &Tensor::to_string)
+      .def("item", &item, "The value of a one-element tensor as a Python bool, int, float or complex.")
+      .def("_host_array", &host_array)
+      .def("_to_bytes", [](const Tensor& t) {
+        std::vector<uint8_t> b;
+        {
+          nb::gil_scoped_release release;
+          b = t.to_bytes();
+        }
+        return nb::bytes(reinterpret_cast<const char*>(b.data()), b.size());
+      })
+      .def("__dlpack_device__", [](const Tensor&) { return nb::make_tuple(1, 0); },
+           "(kDLCPU, 0): exported tensors are host memory (a device tensor is copied to cpu:0).")
+      .def("__getitem__", &index, nb::arg("index"))
+      .def("__setitem__", [](Tensor& t, nb::handle idx, const Tensor& value) { index(t, idx).copy_(value); })
+      .def("__setitem__", [](Tensor& t, nb::handle idx, double value) {
+        Tensor v = index(t, idx);
+        v.copy_(full({}, value, {.dtype = v.dtype(), .device = v.device()}));
+      })
+      .def("to", [](const Tensor& t, const Device& d) { return t.to(d); }, nb::arg("device"),
+           nb::call_guard<nb::gil_scoped_release>())
+      .def("to", [](const Tensor& t, DType d) { return t.to(d); }, nb::arg("dtype"))
+      .def("contiguous", &Tensor::contiguous)
+      .def("clone", &Tensor::clone)
+      .def("copy_", [](Tensor& t, const Tensor& src) -> Tensor& {
+        t.copy_(src);
+        return t;
+      }, nb::arg("src"), nb::rv_policy::reference)
+      .def("reshape", [](const Tensor& t, const Shape& s) { return t.reshape(s); }, nb::arg("shape"))
+      .def("view", [](const Tensor& t, const Shape& s) { return t.view(s); }, nb::arg("shape"))
+      .def("permute", [](const Tensor& t, const Shape& s) { return t.permute(s); }, nb::arg("dims"))
+      .def("transpose", &Tensor::transpose, nb::arg("dim0"), nb::arg("dim1"))
+      .def_prop_ro("T", [](const Tensor& t) {
+        Shape dims(static_cast<size_t>(t.dim()));
+        for (int64_t k = 0; k < t.dim(); ++k) dims[static_cast<size_t>(k)] = t.dim() - 1 - k;
+        return t.permute(dims);
+      }, "The dims reversed (the transpose of a matrix).")
+      .def_prop_ro("mT", &Tensor::mT, "The transpose of the last two dims.")
+      .def("expand", [](const Tensor& t, const Shape& s) { return t.expand(s); }, nb::arg("shape"))
+      .def("squeeze", [](const Tensor& t, std::optional<int64_t> d) { return d ? t.squeeze(*d) : t.squeeze(); },
+           nb::arg("dim") = nb::none())
+      .def("unsqueeze", &Tensor::unsqueeze, nb::arg("dim"))
+      .def("flatten", &Tensor::flatten);
+
+  m.def("_from_array", &from_array, nb::arg("array"), nb::arg("dtype") = nb::none(), nb::arg("device") = nb::none(),
+        nb::arg("requires_grad") = false);
+  using Make = Tensor (*)(const Shape&, const TensorOptions&);
+  const std::pair<const char*, Make> makers[] = {
+      {"empty", &empty}, {"zeros", &zeros}, {"ones", &ones}, {"rand", &rand}, {"randn", &randn}};
+  for (const auto& [name, make] : makers) {
+    m.def(name, [make](const Shape& s, std::optional<DType> d, std::optional<Device> dev, bool rg) {
+      return make(s, options(d, dev, rg));
+    }, nb::arg("shape"), nb::arg("dtype") = nb::none(), nb::arg("device") = nb::none(),
+       nb::arg("requires_grad") = false);
+  }
+  m.def("full", [](const Shape& s, double v, std::optional<DType> d, std::optional<Device> dev, bool rg) {
+    return full(s, v, options(d, dev, rg));
+  }, nb::arg("shape"), nb::arg("fill_value"), nb::arg("dtype") = nb::none(), nb::arg("device") = nb::none(),
+     nb::arg("requires_grad") = false);
+  m.def("rand", [](const Shape& s, std::optional<DType> d, std::optional<Device> dev, bool rg) {
+    return rand(s, options(d, dev, rg));
+  }, nb::arg("shape"), nb::arg("dtype") = nb::none(), nb::arg("device") = nb::none(), nb::arg("requires_grad") = false);
+  m.def("randn", [](const Shape& s, std::optional<DType> d, std::optional<Device> dev, bool rg) {
+    return randn(s, options(d, dev, rg));
+  }, nb::arg("shape"), nb::arg("dtype") = nb::none(), nb::arg("device") = nb::none(), nb::arg("requires_grad") = false);
+  m.def("arange", [](double start, double end, double step, std::optional<DType> d, std::optional<Device> dev) {
+    return arange(start, end, step, options(d, dev, false, DType::i64));
+  }, nb::arg("start"), nb::arg("end"), nb::arg("step") = 1.0, nb::arg("dtype") = nb::none(),
+     nb::arg("device") = nb::none());
+  m.def("zeros_like", &zeros_like, nb::arg("input"));
+  m.def("ones_like", &ones_like, nb::arg("input"));
+  m.def("full_like", &full_like, nb::arg("input"), nb::arg("fill_value"));
+}
+
+}  // namespace strata::python
