@@ -81,10 +81,13 @@ void bind_autograd(nb::module_& m, nb::class_<Tensor>& cls) {
          return g;
        }, [](Tensor& t, std::optional<Tensor> g) { t.set_grad(g ? *g : Tensor()); }, nb::arg("grad").none(),
        "The gradient backward() accumulated (None before); assign None to clear it.")
-      .def("backward", [](const Tensor& t, const Tensor* gradient, bool retain_graph, bool create_graph) {
-        t.backward(gradient ? *gradient : Tensor(), {.retain_graph = retain_graph, .create_graph = create_graph});
-      }, nb::arg("gradient").none() = nb::none(), nb::arg("retain_graph") = false, nb::arg("create_graph") = false,
-      kRelease, "Accumulates d(self)/d(leaf) into every leaf's .grad.")
+      .def("backward", [](const Tensor& t, const Tensor* gradient, std::optional<bool> retain_graph,
+                          bool create_graph) {
+        t.backward(gradient ? *gradient : Tensor(),
+                   {.retain_graph = retain_graph.value_or(create_graph), .create_graph = create_graph});
+      }, nb::arg("gradient").none() = nb::none(), nb::arg("retain_graph").none() = nb::none(),
+      nb::arg("create_graph") = false, kRelease,
+      "Accumulates d(self)/d(leaf) into every leaf's .grad. retain_graph defaults to create_graph (PyTorch's rule).")
       .def("detach", &Tensor::detach)
       .def("retain_grad", &Tensor::retain_grad)
       .def("register_hook", &Tensor::register_hook, nb::arg("hook"),

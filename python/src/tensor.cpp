@@ -20,6 +20,7 @@ namespace strata::python {
 namespace {
 
 namespace dl = nb::dlpack;
+using namespace nb::literals;
 
 dl::dtype dl_dtype(DType d) {
   switch (d) {
@@ -182,6 +183,52 @@ Tensor index(const Tensor& t, nb::handle idx) {
   return r;
 }
 
+/// A NumPy array holding a copy of `t`'s elements, from any device.
+nb::object to_numpy(const Tensor& t) {
+  const char* name = nullptr;
+  switch (t.dtype()) {
+    case DType::f32: name = "float32"; break;
+    case DType::f64: name = "float64"; break;
+    case DType::f16: name = "float16"; break;
+    case DType::i32: name = "int32"; break;
+    case DType::i64: name = "int64"; break;
+    case DType::boolean: name = "bool"; break;
+    case DType::c64: name = "complex64"; break;
+    case DType::c128: name = "complex128"; break;
+    case DType::bf16:
+      throw nb::type_error("strata.Tensor.numpy: NumPy has no bfloat16; cast to float32 first");
+  }
+  std::vector<uint8_t> bytes;
+  {
+    nb::gil_scoped_release release;
+    bytes = t.to_bytes();
+  }
+  nb::module_ np = nb::module_::import_("numpy");
+  nb::list shape;
+  for (int64_t s : t.shape()) shape.append(s);
+  nb::bytes data(reinterpret_cast<const char*>(bytes.data()), bytes.size());
+  return np.attr("frombuffer")(data, "dtype"_a = name).attr("reshape")(nb::tuple(shape)).attr("copy")();
+}
+
+/// __dlpack__: a "dltensor" capsule of host memory (zero-copy on cpu:0).
+nb::object dlpack(const Tensor& t, nb::handle stream, nb::handle max_version, nb::handle dl_device, nb::handle copy) {
+  (void)max_version;  // an unversioned capsule, which every consumer takes
+  if (!stream.is_none() && !(PyLong_Check(stream.ptr()) && (nb::cast<int64_t>(stream) == -1 ||
+                                                              nb::cast<int64_t>(stream) == 0))) {
+    throw nb::buffer_error("strata.Tensor.__dlpack__: exported tensors are host memory; a stream does not apply");
+  }
+  if (!dl_device.is_none()) {
+    nb::tuple d = nb::cast<nb::tuple>(dl_device);
+    if (nb::len(d) != 2 || nb::cast<int>(d[0]) != 1 || nb::cast<int>(d[1]) != 0) {
+      throw nb::buffer_error(("strata.Tensor.__dlpack__: exported tensors are host memory (1, 0), not " +
+                              std::string(nb::str(dl_device).c_str()))
+                                 .c_str());
+    }
+  }
+  const bool copied = !copy.is_none() && nb::cast<bool>(copy);
+  return nb::cast(host_array(copied ? t.contiguous().clone() : t));
+}
+
 nb::object item(const Tensor& t) {
   if (t.numel() != 1) {
     throw nb::value_error(("strata.Tensor.item: the tensor has " + std::to_string(t.numel()) +
@@ -225,15 +272,17 @@ void bind_tensor(nb::module_& m, nb::class_<Tensor>& cls) {
       })
       .def("__repr__", &Tensor::to_string)
       .def("item", &item, "The value of a one-element tensor as a Python bool, int, float or complex.")
-      .def("_host_array", &host_array)
-      .def("_to_bytes", [](const Tensor& t) {
-        std::vector<uint8_t> b;
-        {
-          nb::gil_scoped_release release;
-          b = t.to_bytes();
-        }
-        return nb::bytes(reinterpret_cast<const char*>(b.data()), b.size());
-      })
+      .def("numpy", &to_numpy, "A NumPy array holding a copy of the elements (from any device).")
+      .def("tolist", [](const Tensor& t) { return to_numpy(t).attr("tolist")(); },
+           "The elements as nested Python lists.")
+      .def("__array__", [](const Tensor& t, nb::handle dtype, nb::handle) {
+        nb::object a = to_numpy(t);
+        return dtype.is_none() ? a : a.attr("astype")(dtype);
+      }, nb::arg("dtype") = nb::none(), nb::arg("copy") = nb::none())
+      .def("__dlpack__", &dlpack, nb::kw_only(), nb::arg("stream") = nb::none(), nb::arg("max_version") = nb::none(),
+           nb::arg("dl_device") = nb::none(), nb::arg("copy") = nb::none(),
+           "The tensor as a DLPack capsule: zero-copy for cpu:0 (host) tensors; a tensor on another device is "
+           "copied to cpu:0 first.")
       .def("__dlpack_device__", [](const Tensor&) { return nb::make_tuple(1, 0); },
            "(kDLCPU, 0): exported tensors are host memory (a device tensor is copied to cpu:0).")
       .def("__getitem__", &index, nb::arg("index"))

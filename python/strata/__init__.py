@@ -79,48 +79,6 @@ def from_dlpack(x):
     return tensor(_np.from_dlpack(x))
 
 
-def _dlpack(self, *, stream=None, max_version=None, dl_device=None, copy=None):
-    """The tensor as a DLPack capsule, zero-copy for cpu:0 (host) tensors; a
-    tensor on another device is copied to cpu:0 first."""
-    if stream is not None and stream != -1 and stream != 0:
-        raise BufferError("strata.Tensor.__dlpack__: exported tensors are host memory; a stream does not apply")
-    if dl_device is not None and tuple(dl_device) != (1, 0):
-        raise BufferError(f"strata.Tensor.__dlpack__: exported tensors are host memory (1, 0), not {dl_device}")
-    if copy:
-        return self.contiguous().clone()._host_array()
-    # An unversioned "dltensor" capsule, which every consumer takes (the
-    # protocol lets a producer answer max_version with an older version).
-    return self._host_array()
-
-
-_TO_NUMPY = {
-    float32: _np.float32, float64: _np.float64, float16: _np.float16, int32: _np.int32, int64: _np.int64,
-    bool_: _np.bool_, complex64: _np.complex64, complex128: _np.complex128,
-}
-
-
-def _numpy(self):
-    """A NumPy array holding a copy of the tensor's elements (from any device)."""
-    if self.dtype not in _TO_NUMPY:
-        raise TypeError(f"strata.Tensor.numpy: NumPy has no {self.dtype}; cast to float32 first")
-    return _np.frombuffer(self._to_bytes(), dtype=_TO_NUMPY[self.dtype]).reshape(self.shape).copy()
-
-
-def _tolist(self):
-    return _numpy(self).tolist()
-
-
-def _array(self, dtype=None, copy=None):
-    a = _numpy(self)
-    return a if dtype is None else a.astype(dtype)
-
-
-Tensor.__dlpack__ = _dlpack
-Tensor.numpy = _numpy
-Tensor.tolist = _tolist
-Tensor.__array__ = _array
-
-
 def _shape_args(shape):
     if len(shape) == 1 and isinstance(shape[0], (list, tuple)):
         return list(shape[0])
