@@ -6,6 +6,7 @@
 //                 and operators
 //   autograd.cpp  requires_grad and backward, no_grad, GradientTape, the
 //                 function transforms
+//   nn.cpp        losses, optimizers, clipping, safetensors files
 #pragma once
 
 #include <nanobind/nanobind.h>
@@ -20,5 +21,6 @@ void bind_types(nb::module_& m);
 void bind_tensor(nb::module_& m, nb::class_<Tensor>& cls);
 void bind_ops(nb::module_& m, nb::class_<Tensor>& cls);
 void bind_autograd(nb::module_& m, nb::class_<Tensor>& cls);
+void bind_nn(nb::module_& m);
 
 }  // namespace strata::python

@@ -8,6 +8,8 @@
 #include <nanobind/stl/string.h>
 #include <nanobind/stl/vector.h>
 
+#include <strata/serialize.hpp>
+
 #include <string>
 
 namespace strata::python {
@@ -34,7 +36,7 @@ PyObject* tuple_of(std::initializer_list<PyObject*> types) {
 }
 
 struct Exceptions {
-  PyObject *error, *config, *plugin, *shape, *dtype, *device, *device_lost, *index, *value, *oom;
+  PyObject *error, *config, *plugin, *shape, *dtype, *device, *device_lost, *index, *value, *oom, *serialization;
 };
 Exceptions g_exceptions{};
 
@@ -52,6 +54,8 @@ void bind_errors(nb::module_& m) {
   e.index = new_exception(m, "IndexError", tuple_of({e.error, PyExc_IndexError}), "An index out of range.");
   e.value = new_exception(m, "ValueError", tuple_of({e.error, PyExc_ValueError}), "An argument of a wrong value.");
   e.oom = new_exception(m, "OutOfMemoryError", tuple_of({e.error, PyExc_MemoryError}), "A device ran out of memory.");
+  e.serialization = new_exception(m, "SerializationError", tuple_of({e.error, PyExc_OSError}),
+                                  "A tensor file that cannot be written or read.");
   // Most derived first: the first matching handler raises.
   nb::register_exception_translator([](const std::exception_ptr& p, void*) {
     const Exceptions& x = g_exceptions;
@@ -71,6 +75,8 @@ void bind_errors(nb::module_& m) {
       PyErr_SetString(x.value, err.what());
     } catch (const OutOfMemoryError& err) {
       PyErr_SetString(x.oom, err.what());
+    } catch (const SerializationError& err) {
+      PyErr_SetString(x.serialization, err.what());
     } catch (const ConfigError& err) {
       PyErr_SetString(x.config, err.what());
     } catch (const PluginError& err) {
@@ -138,4 +144,5 @@ NB_MODULE(_strata, m) {
   py::bind_tensor(m, cls);
   py::bind_ops(m, cls);
   py::bind_autograd(m, cls);
+  py::bind_nn(m);
 }

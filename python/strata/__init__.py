@@ -114,3 +114,11 @@ def arange(start, end=None, step=1, dtype=None, device=None):
     if dtype is None:
         dtype = float32 if any(isinstance(v, float) for v in (start, end, step)) else int64
     return _strata.arange(start, end, step, dtype=dtype, device=device)
+
+
+# strata.nn is the Python module python/strata/nn.py (modules built on the
+# C++ toolkit), not the extension's submodule of the same name that the
+# star import above brought in.
+import importlib as _importlib  # noqa: E402
+
+nn = _importlib.import_module(".nn", __name__)

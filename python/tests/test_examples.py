@@ -1,0 +1,14 @@
+"""The Python examples run and do what they say."""
+import os
+import sys
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+sys.path.insert(0, os.path.join(HERE, "..", "examples"))
+
+import digits  # noqa: E402
+
+
+def test_digits_trains_saves_and_reloads(capsys, device):
+    acc = digits.main(["--epochs", "4", "--device", device])
+    assert acc > 0.85
+    assert capsys.readouterr().out.strip().startswith("test_accuracy=0.9")
