@@ -2,10 +2,13 @@
 the same run: a one-element f32 add from Python (strata.add and the +
 operator) against the same add from C++ (bench_dispatch's BM_TinyAdd,
 started by this script) and against PyTorch eager from Python when torch is
-importable; and the ten-op tiny chain of bench_compile from Python.
+importable; the ten-op tiny chain of bench_compile from Python; and one
+training epoch of the digits demo from Python (python/examples/digits.py)
+against the C++ demo's epoch (bench_demo's BM_Strata_DigitsEpoch).
 
     PYTHONPATH=build/default/python python/.venv/bin/python bench/python_overhead.py \
-        --bench-dispatch build/default/bin/bench_dispatch --repetitions 5
+        --bench-dispatch build/default/bin/bench_dispatch --bench-demo build/default/bin/bench_demo \
+        --repetitions 5
 
 Times are medians of --repetitions runs (min and max beside); pin the
 process (taskset -c 1) on a shared machine. 1 thread on both sides.
@@ -20,13 +23,35 @@ sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from peer_timing import timed  # noqa: E402
 
 
-def cxx_tiny_add(binary, repetitions):
+def cxx_median(binary, name, repetitions):
+    """The median real time, in seconds, of benchmark `name` of a Google
+    Benchmark binary, 1 thread."""
     out = subprocess.run(
-        [binary, "--benchmark_filter=BM_TinyAdd$", f"--benchmark_repetitions={repetitions}",
+        [binary, f"--benchmark_filter={name}$", f"--benchmark_repetitions={repetitions}",
          "--benchmark_report_aggregates_only=true", "--benchmark_format=json"],
-        check=True, capture_output=True, text=True, env=dict(os.environ, STRATA_THREADS="1")).stdout
-    rows = {b["aggregate_name"]: b["real_time"] for b in json.loads(out)["benchmarks"] if b.get("aggregate_name")}
-    return rows["median"] * 1e-9
+        check=True, capture_output=True, text=True,
+        env=dict(os.environ, STRATA_THREADS="1", STRATA_BENCH_THREADS="1")).stdout
+    rows = {b["aggregate_name"]: b for b in json.loads(out)["benchmarks"] if b.get("aggregate_name")}
+    unit = {"ns": 1e-9, "us": 1e-6, "ms": 1e-3, "s": 1.0}[rows["median"]["time_unit"]]
+    return rows["median"]["real_time"] * unit
+
+
+def digits_epoch_seconds(repetitions):
+    """One epoch of python/examples/digits.py's loop (the C++ demo's), after
+    one warm-up epoch."""
+    import numpy as np
+
+    import strata
+    from strata import nn
+    sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "python", "examples"))
+    import digits
+
+    (x, y), _ = digits.load(digits.DEFAULT_DATA, strata.device("cpu:0"))
+    strata.manual_seed(0)
+    model = digits.make_model()
+    opt = nn.Adam(model.parameters(), lr=3e-3)
+    rng = np.random.default_rng(1)
+    return timed(lambda: digits.train_epoch(model, opt, x, y, 64, rng), repetitions, min_time=0.5)
 
 
 def chain(strata, x, y):
@@ -38,7 +63,8 @@ def chain(strata, x, y):
 
 def main():
     ap = argparse.ArgumentParser()
-    ap.add_argument("--bench-dispatch", help="bench_dispatch binary (the C++ peer)")
+    ap.add_argument("--bench-dispatch", help="bench_dispatch binary (the C++ peer of the add)")
+    ap.add_argument("--bench-demo", help="bench_demo binary (the C++ peer of the digits epoch)")
     ap.add_argument("--repetitions", type=int, default=5)
     args = ap.parse_args()
     os.environ.setdefault("STRATA_THREADS", "1")
@@ -53,8 +79,15 @@ def main():
     print(f"python strata.add, 1 element: {fmt(add_fn)}")
     print(f"python a + b, 1 element:      {fmt(add_op)}")
     print(f"python 10-op chain, 1K:       {fmt(tiny_chain)}")
+    if args.bench_demo:
+        py_epoch = digits_epoch_seconds(args.repetitions)
+        cxx_epoch = cxx_median(args.bench_demo, "BM_Strata_DigitsEpoch", args.repetitions)
+        print(f"python digits epoch:          {py_epoch[0] * 1e3:.3f} ms [{py_epoch[1] * 1e3:.3f}, "
+              f"{py_epoch[2] * 1e3:.3f}]")
+        print(f"C++ digits epoch:             {cxx_epoch * 1e3:.3f} ms (bench_demo, median); "
+              f"ratio python/C++ {py_epoch[0] / cxx_epoch:.2f}")
     if args.bench_dispatch:
-        cxx = cxx_tiny_add(args.bench_dispatch, args.repetitions)
+        cxx = cxx_median(args.bench_dispatch, "BM_TinyAdd", args.repetitions)
         print(f"C++ add, 1 element:           {cxx * 1e6:.3f} us (bench_dispatch BM_TinyAdd, median)")
         print(f"ratio python/C++ add: {add_fn[0] / cxx:.2f} (strata.add), {add_op[0] / cxx:.2f} (+)")
     try:

@@ -229,6 +229,22 @@ nb::object dlpack(const Tensor& t, nb::handle stream, nb::handle max_version, nb
   return nb::cast(host_array(copied ? t.contiguous().clone() : t));
 }
 
+/// t[index] for an assignment: a view (a tensor index, which copies, would
+/// take the write and drop it, so it is refused).
+Tensor view_for_write(const Tensor& t, nb::handle idx) {
+  auto is_tensor = [](nb::handle h) { return nb::isinstance<Tensor>(h); };
+  bool any = is_tensor(idx);
+  if (nb::isinstance<nb::tuple>(idx)) {
+    for (nb::handle h : nb::borrow<nb::tuple>(idx)) any = any || is_tensor(h);
+  }
+  if (any) {
+    throw nb::type_error(
+        "strata.Tensor: assignment through a tensor index is not supported (a tensor index selects a copy); "
+        "index with ints and slices, or use scatter_add");
+  }
+  return index(t, idx);
+}
+
 nb::object item(const Tensor& t) {
   if (t.numel() != 1) {
     throw nb::value_error(("strata.Tensor.item: the tensor has " + std::to_string(t.numel()) +
@@ -286,9 +302,9 @@ void bind_tensor(nb::module_& m, nb::class_<Tensor>& cls) {
       .def("__dlpack_device__", [](const Tensor&) { return nb::make_tuple(1, 0); },
            "(kDLCPU, 0): exported tensors are host memory (a device tensor is copied to cpu:0).")
       .def("__getitem__", &index, nb::arg("index"))
-      .def("__setitem__", [](Tensor& t, nb::handle idx, const Tensor& value) { index(t, idx).copy_(value); })
+      .def("__setitem__", [](Tensor& t, nb::handle idx, const Tensor& value) { view_for_write(t, idx).copy_(value); })
       .def("__setitem__", [](Tensor& t, nb::handle idx, double value) {
-        Tensor v = index(t, idx);
+        Tensor v = view_for_write(t, idx);
         v.copy_(full({}, value, {.dtype = v.dtype(), .device = v.device()}));
       })
       .def("to", [](const Tensor& t, const Device& d) { return t.to(d); }, nb::arg("device"),

@@ -7,8 +7,6 @@ order, devices chosen by JSON configuration (docs/python.md).
     y.backward()
     print(x.grad)
 """
-import numpy as _np
-
 from . import _strata
 from ._strata import *  # noqa: F401,F403  (the C++ API, one to one)
 from ._strata import Tensor, dtype, device
@@ -25,15 +23,16 @@ bool_ = dtype.bool
 complex64 = dtype.complex64
 complex128 = dtype.complex128
 
-_NUMPY_DEFAULT = {
-    # Python numbers and lists become what PyTorch makes of them: floats
-    # float32, ints int64, complex complex64.
-    _np.dtype(_np.float64): float32,
-    _np.dtype(_np.complex128): complex64,
-}
+def _numpy():
+    # NumPy is imported when data is converted, not with the package: the
+    # build imports the package to write its type stubs.
+    import numpy
+
+    return numpy
 
 
 def _contiguous_host_array(data):
+    _np = _numpy()
     array = _np.require(_np.asarray(data), requirements="C")
     if array.dtype == _np.uint8 or array.dtype == _np.int8 or array.dtype == _np.int16:
         array = array.astype(_np.int32)
@@ -56,18 +55,21 @@ def tensor(data, dtype=None, device=None, requires_grad=False):
         if requires_grad:
             out.requires_grad_(True)
         return out
+    _np = _numpy()
     from_python = not isinstance(data, _np.ndarray) and not hasattr(data, "__dlpack__")
     if hasattr(data, "__dlpack__") and not isinstance(data, _np.ndarray):
         data = _np.from_dlpack(data)
     array = _contiguous_host_array(data)
     if dtype is None and from_python:
-        dtype = _NUMPY_DEFAULT.get(array.dtype)
+        # Python numbers and lists become what PyTorch makes of them: floats
+        # float32, ints int64, complex complex64.
+        dtype = {_np.dtype(_np.float64): float32, _np.dtype(_np.complex128): complex64}.get(array.dtype)
     return _strata._from_array(array, dtype=dtype, device=device, requires_grad=requires_grad)
 
 
 def from_numpy(array):
     """A tensor holding a copy of a NumPy array, with its dtype."""
-    return tensor(_np.asarray(array))
+    return tensor(_numpy().asarray(array))
 
 
 def from_dlpack(x):
@@ -76,7 +78,7 @@ def from_dlpack(x):
     built)."""
     if not hasattr(x, "__dlpack__"):
         raise TypeError(f"strata.from_dlpack: {type(x).__name__} has no __dlpack__")
-    return tensor(_np.from_dlpack(x))
+    return tensor(_numpy().from_dlpack(x))
 
 
 def _shape_args(shape):

@@ -74,6 +74,8 @@ def test_indexing_gives_views_that_share_memory():
     assert base[0].numpy().sum() == 0.0
     picked = base[strata.tensor([1, 0])]
     assert picked.shape == (2, 3, 4)
+    with pytest.raises(TypeError, match="assignment through a tensor index"):
+        base[strata.tensor([1, 0])] = 0.0
 
 
 def test_bad_indices_are_python_errors_naming_them():
