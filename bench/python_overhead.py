@@ -18,6 +18,7 @@ import json
 import os
 import subprocess
 import sys
+import tempfile
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from peer_timing import timed  # noqa: E402
@@ -26,12 +27,15 @@ from peer_timing import timed  # noqa: E402
 def cxx_median(binary, name, repetitions):
     """The median real time, in seconds, of benchmark `name` of a Google
     Benchmark binary, 1 thread."""
-    out = subprocess.run(
-        [binary, f"--benchmark_filter={name}$", f"--benchmark_repetitions={repetitions}",
-         "--benchmark_report_aggregates_only=true", "--benchmark_format=json"],
-        check=True, capture_output=True, text=True,
-        env=dict(os.environ, STRATA_THREADS="1", STRATA_BENCH_THREADS="1")).stdout
-    rows = {b["aggregate_name"]: b for b in json.loads(out)["benchmarks"] if b.get("aggregate_name")}
+    with tempfile.NamedTemporaryFile(suffix=".json") as out:
+        subprocess.run(
+            [binary, f"--benchmark_filter=^{name}(/real_time)?$", f"--benchmark_repetitions={repetitions}",
+             "--benchmark_report_aggregates_only=true", f"--benchmark_out={out.name}",
+             "--benchmark_out_format=json"],
+            check=True, capture_output=True, text=True,
+            env=dict(os.environ, STRATA_THREADS="1", STRATA_BENCH_THREADS="1"))
+        report = json.load(open(out.name))
+    rows = {b["aggregate_name"]: b for b in report["benchmarks"] if b.get("aggregate_name")}
     unit = {"ns": 1e-9, "us": 1e-6, "ms": 1e-3, "s": 1.0}[rows["median"]["time_unit"]]
     return rows["median"]["real_time"] * unit
 
