@@ -7,6 +7,9 @@
 //   autograd.cpp  requires_grad and backward, no_grad, GradientTape, the
 //                 function transforms
 //   nn.cpp        losses, optimizers, clipping, safetensors files
+//   rules.cpp     custom_vjp / custom_jvp from Python callables,
+//                 checkpoint, autocast, GradScaler
+//   distributed.cpp  process groups on Gloo, when the build has them
 #pragma once
 
 #include <nanobind/nanobind.h>
@@ -22,5 +25,7 @@ void bind_tensor(nb::module_& m, nb::class_<Tensor>& cls);
 void bind_ops(nb::module_& m, nb::class_<Tensor>& cls);
 void bind_autograd(nb::module_& m, nb::class_<Tensor>& cls);
 void bind_nn(nb::module_& m);
+void bind_rules(nb::module_& m);
+void bind_distributed(nb::module_& m);
 
 }  // namespace strata::python

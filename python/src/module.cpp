@@ -16,10 +16,12 @@ namespace strata::python {
 
 namespace {
 
-/// A Python exception class "strata.<name>" with `bases` (a tuple).
+/// A Python exception class "strata.<name>" with `bases` (a new reference
+/// to a tuple, released here). The module and g_exceptions keep the class.
 PyObject* new_exception(nb::module_& m, const char* name, PyObject* bases, const char* doc) {
   const std::string qualified = std::string("strata.") + name;
   PyObject* type = PyErr_NewExceptionWithDoc(qualified.c_str(), doc, bases, nullptr);
+  Py_DECREF(bases);  // the new type holds its bases
   if (type == nullptr) throw nb::python_error();
   m.attr(name) = nb::handle(type);
   return type;
@@ -145,4 +147,6 @@ NB_MODULE(_strata, m) {
   py::bind_ops(m, cls);
   py::bind_autograd(m, cls);
   py::bind_nn(m);
+  py::bind_rules(m);
+  py::bind_distributed(m);
 }

@@ -118,9 +118,129 @@ def arange(start, end=None, step=1, dtype=None, device=None):
     return _strata.arange(start, end, step, dtype=dtype, device=device)
 
 
-# strata.nn is the Python module python/strata/nn.py (modules built on the
-# C++ toolkit), not the extension's submodule of the same name that the
-# star import above brought in.
+def _as_list(x):
+    return list(x) if isinstance(x, (tuple, list)) else [x]
+
+
+def _unpack(xs):
+    return xs[0] if len(xs) == 1 else tuple(xs)
+
+
+class custom_vjp:
+    """JAX's custom_vjp on Strata's custom functions (docs/custom-derivatives.md):
+
+        @strata.custom_vjp
+        def clip_gradient(x):
+            return x
+
+        def fwd(x):
+            return x, ()                      # outputs, residuals (tensors)
+
+        def bwd(residuals, g):
+            return (strata.clamp(g, -1.0, 1.0),)  # one gradient per input
+
+        clip_gradient.defvjp(fwd, bwd)
+
+    `fun` runs when nothing differentiates the call; under differentiation
+    `fwd` runs and `bwd` is the reverse rule, itself differentiable (so the
+    function has derivatives of every order). Forward mode differentiates
+    `bwd`."""
+
+    def __init__(self, fun, name=None, first_order_only=False):
+        self.fun, self.name, self.first_order_only = fun, name or fun.__qualname__, first_order_only
+        self._fn = None
+        self.__doc__, self.__name__ = fun.__doc__, fun.__name__
+
+    def defvjp(self, fwd, bwd):
+        fun = self.fun
+
+        def fwd_lists(xs):
+            out, residuals = fwd(*xs)
+            return _as_list(out), list(residuals)
+
+        self._fn = _strata._custom_vjp(lambda xs: _as_list(fun(*xs)), fwd_lists,
+                                       lambda res, gs: _as_list(bwd(tuple(res), _unpack(gs))), self.name,
+                                       self.first_order_only)
+        return self
+
+    def __call__(self, *args):
+        if self._fn is None:
+            raise TypeError(f"custom_vjp {self.name}: call defvjp(fwd, bwd) before calling the function")
+        return _unpack(self._fn(list(args)))
+
+
+class custom_jvp:
+    """JAX's custom_jvp: `fun` computes the outputs and the rule, given
+    (primals, tangents), returns (outputs, tangents of the outputs); reverse
+    mode transposes the rule, which must be linear in the tangents.
+
+        @strata.custom_jvp
+        def f(x):
+            return strata.sin(x)
+
+        @f.defjvp
+        def f_jvp(primals, tangents):
+            (x,), (t,) = primals, tangents
+            return strata.sin(x), strata.cos(x) * t
+    """
+
+    def __init__(self, fun, name=None):
+        self.fun, self.name = fun, name or fun.__qualname__
+        self._fn = None
+        self.__doc__, self.__name__ = fun.__doc__, fun.__name__
+
+    def defjvp(self, rule):
+        fun = self.fun
+
+        def rule_lists(primals, outputs, tangents):
+            _, tangents_out = rule(tuple(primals), tuple(tangents))
+            return _as_list(tangents_out)
+
+        self._fn = _strata._custom_jvp(lambda xs: _as_list(fun(*xs)), rule_lists, self.name)
+        return rule
+
+    def __call__(self, *args):
+        if self._fn is None:
+            raise TypeError(f"custom_jvp {self.name}: call defjvp(rule) before calling the function")
+        return _unpack(self._fn(list(args)))
+
+
+def vmap(fn, in_dims=0, out_dims=0, randomness="error"):
+    """fn mapped over dim `in_dims` of its inputs (an int for every input,
+    or one per input, None for an unmapped one), its outputs stacked along
+    `out_dims`: composes with grad and the other transforms (docs/vmap.md)."""
+
+    def mapped(*args):
+        dims = list(in_dims) if isinstance(in_dims, (list, tuple)) else [in_dims] * len(args)
+        if len(dims) != len(args):
+            raise ValueError(f"vmap: in_dims has {len(dims)} entries for {len(args)} inputs")
+        outs = _strata._vmap(lambda xs: _as_list(fn(*xs)), dims, [], randomness)(list(args))
+        odims = list(out_dims) if isinstance(out_dims, (list, tuple)) else [out_dims] * len(outs)
+        outs = [o if d == 0 else _movedim(o, d) for o, d in zip(outs, odims)]
+        return _unpack(outs)
+
+    return mapped
+
+
+def _movedim(t, dim):
+    """t with its dim 0 moved to `dim`."""
+    dim = dim % t.ndim
+    order = list(range(1, t.ndim))
+    order.insert(dim, 0)
+    return t.permute(order)
+
+
+def checkpoint(fn, *args):
+    """fn(*args), with its intermediate values recomputed in the backward
+    pass instead of kept (activation checkpointing); tensors fn reads without
+    receiving them get their gradients too."""
+    return _unpack(_strata._checkpoint(lambda xs: _as_list(fn(*xs)), list(args)))
+
+
+# strata.nn and strata.distributed are the Python modules of this package
+# (built on the C++ toolkit), not the extension's submodules of the same
+# names that the star import above brought in.
 import importlib as _importlib  # noqa: E402
 
 nn = _importlib.import_module(".nn", __name__)
+distributed = _importlib.import_module(".distributed", __name__)

@@ -12,3 +12,11 @@ def test_digits_trains_saves_and_reloads(capsys, device):
     acc = digits.main(["--epochs", "4", "--device", device])
     assert acc > 0.85
     assert capsys.readouterr().out.strip().startswith("test_accuracy=0.9")
+
+
+def test_per_sample_gradients_agree_with_a_loop(capsys, device):
+    import per_sample_grads
+
+    worst = per_sample_grads.main(["--examples", "16", "--device", device])
+    assert worst < 1e-5
+    assert "max_difference=" in capsys.readouterr().out

@@ -579,6 +579,27 @@ TEST(Vmap, CustomJvpRulesRunOnBatchedTensors) {
 
 // trace() of a vmapped function records the ops the batching rules ran on
 // the lanes: the graph replays the batched computation without vmap.
+// cross_entropy reads the label range on the host to name a bad label;
+// batched labels (each lane its own) are left to the gather kernel, which
+// checks every index, so a classifier's per-sample gradients work and a bad
+// label is still an error naming it.
+TEST(Vmap, PerSampleGradientsOfACrossEntropyLossLeaveTheLabelCheckToTheKernel) {
+  Tensor w = draw({4, 3}, 80), x = draw({5, 4}, 81);
+  Tensor y = from_data(std::vector<int64_t>{0, 2, 1, 1, 0}, {5}, {.dtype = DType::i64});
+  auto loss = [](const std::vector<Tensor>& p, const std::vector<Tensor>& ex) {
+    return nn::functional::cross_entropy(matmul(ex[0].unsqueeze(0), p[0]), ex[1].unsqueeze(0));
+  };
+  Tensor g = per_sample_grad(loss, {w}, {x, y})[0];
+  for (int64_t i = 0; i < 5; ++i) {
+    GradientTape tape;
+    Tensor wi = w.detach();
+    tape.watch(wi);
+    expect_close(g.select(0, i), tape.gradient(loss({wi}, {x.select(0, i), y.select(0, i)}), {wi})[0]);
+  }
+  Tensor bad = from_data(std::vector<int64_t>{0, 2, 7, 1, 0}, {5}, {.dtype = DType::i64});
+  expect_error([&] { (void)per_sample_grad(loss, {w}, {x, bad})[0].to_vector<double>(); }, {"out of range"});
+}
+
 TEST(Vmap, TracingAVmappedFunctionRecordsTheBatchedOps) {
   Tensor w = draw({3, 2}, 130), x = draw({5, 3}, 131);
   auto f = [&](const Tensor& v) { return tanh(matmul(v, w)) * 2.0; };

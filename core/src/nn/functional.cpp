@@ -3,6 +3,7 @@
 #include <limits>
 #include <strata/compile.hpp>
 #include <strata/error.hpp>
+#include <strata/vmap.hpp>
 #include <strata/nn/functional.hpp>
 #include <strata/ops.hpp>
 #include <string>
@@ -85,10 +86,11 @@ void check_classification(const char* op, const Tensor& scores, const Tensor& ta
     throw ShapeError(std::string(op) + ": targets must be [N] = [" + std::to_string(scores.size(0)) + "] for input " +
                      type_string(scores) + ", got " + type_string(targets));
   }
-  // Under strata::compile the labels are not read on the host (a replay
-  // would not read them again): the gather kernel checks every index on
-  // every run (docs/ops.md), naming the one out of range.
-  if (targets.numel() == 0 || is_compiling()) return;
+  // Under strata::compile (a replay would not read them again) and for
+  // labels batched by vmap (each lane has its own) the labels are not read
+  // on the host: the gather kernel checks every index on every run
+  // (docs/ops.md), naming the one out of range.
+  if (targets.numel() == 0 || is_compiling() || is_batched(targets)) return;
   int64_t lo = amin(targets).item<int64_t>();
   int64_t hi = amax(targets).item<int64_t>();
   int64_t classes = scores.size(1);

@@ -1,0 +1,71 @@
+// distributed.cpp — strata._strata.distributed: process groups on Gloo
+// (docs/distributed.md) for Python's strata.distributed. Built when the
+// C++ build has libstrata_distributed (STRATA_HAVE_DISTRIBUTED).
+#include "bindings.hpp"
+
+#include <nanobind/stl/chrono.h>
+#include <nanobind/stl/optional.h>
+#include <nanobind/stl/string.h>
+
+#ifdef STRATA_HAVE_DISTRIBUTED
+#include <strata/distributed.hpp>
+#endif
+
+#include <string>
+
+namespace strata::python {
+
+#ifdef STRATA_HAVE_DISTRIBUTED
+namespace {
+
+namespace dist = strata::distributed;
+constexpr auto kRelease = nb::call_guard<nb::gil_scoped_release>();
+
+dist::ReduceOp op_of(const std::string& op) {
+  if (op == "sum") return dist::ReduceOp::sum;
+  if (op == "mean") return dist::ReduceOp::mean;
+  if (op == "max") return dist::ReduceOp::max;
+  if (op == "min") return dist::ReduceOp::min;
+  throw nb::value_error(("op must be 'sum', 'mean', 'max' or 'min', got '" + op + "'").c_str());
+}
+
+}  // namespace
+
+void bind_distributed(nb::module_& m) {
+  nb::module_ d = m.def_submodule("distributed", "Process groups on Gloo (the C++ API).");
+  d.attr("available") = true;
+  nb::class_<dist::Work>(d, "Work", "An asynchronous collective: wait() for it.")
+      .def("wait", &dist::Work::wait, kRelease)
+      .def("completed", &dist::Work::completed);
+  d.def("init_process_group", [](int rank, int world_size, const std::string& master_addr, int master_port,
+                                 double timeout_s) {
+    dist::Options o;
+    o.rank = rank;
+    o.world_size = world_size;
+    o.master_addr = master_addr;
+    o.master_port = master_port;
+    o.timeout = std::chrono::milliseconds(static_cast<int64_t>(timeout_s * 1000.0));
+    dist::init_process_group(o);
+  }, nb::arg("rank") = -1, nb::arg("world_size") = -1, nb::arg("master_addr") = "", nb::arg("master_port") = -1,
+     nb::arg("timeout") = 60.0, kRelease,
+     "Joins the job `strata launch` started (STRATA_RANK, STRATA_WORLD_SIZE, ...; -1 and \"\" read them).");
+  d.def("is_initialized", &dist::is_initialized);
+  d.def("destroy_process_group", &dist::destroy_process_group, kRelease);
+  d.def("rank", &dist::rank);
+  d.def("world_size", &dist::world_size);
+  d.def("all_reduce", [](Tensor& t, const std::string& op) { return dist::group().all_reduce(t, op_of(op)); },
+        nb::arg("tensor"), nb::arg("op") = "sum", kRelease, "Reduces `tensor` in place over the ranks.");
+  d.def("broadcast", [](Tensor& t, int root) { return dist::group().broadcast(t, root); }, nb::arg("tensor"),
+        nb::arg("src") = 0, kRelease);
+  d.def("all_gather", [](Tensor& out, const Tensor& in) { return dist::group().all_gather(out, in); },
+        nb::arg("output"), nb::arg("input"), kRelease);
+  d.def("barrier", [] { dist::group().barrier().wait(); }, kRelease);
+}
+#else
+void bind_distributed(nb::module_& m) {
+  nb::module_ d = m.def_submodule("distributed", "Not built: this build has no libstrata_distributed (Gloo).");
+  d.attr("available") = false;
+}
+#endif
+
+}  // namespace strata::python
