@@ -83,21 +83,33 @@ Tensor from_array(const HostArray& a, const std::optional<DType>& dtype, const s
   return t;
 }
 
+/// The native view of `t` when its plugin exposes it as host memory.
+std::optional<NativeView> host_view(const Tensor& t) {
+  runtime().synchronize(t.device());
+  try {
+    NativeView view = native_view(t);
+    if (view.api == "host") return view;
+  } catch (const DeviceError&) {  // the plugin offers no native handles
+  }
+  return std::nullopt;
+}
+
 /// `t`'s memory as a DLPack-capable array, zero-copy for a tensor whose
-/// plugin exposes host memory (cpu:0); a tensor elsewhere is copied to
-/// cpu:0 first. The array holds the tensor alive. Queued work is waited for.
+/// plugin exposes host memory (cpu:0); a tensor elsewhere (device memory, or
+/// a plugin without native handles) is copied to cpu:0 first. The array
+/// holds the tensor alive. Queued work is waited for.
 nb::ndarray<> host_array(const Tensor& t) {
   Tensor h = t;
   NativeView view;
   {
     nb::gil_scoped_release release;
-    runtime().synchronize(h.device());
-    view = native_view(h);
-    if (view.api != "host") {
+    std::optional<NativeView> v = host_view(h);
+    if (!v) {
       h = h.to(Device("cpu:0"));
-      runtime().synchronize(h.device());
-      view = native_view(h);
+      v = host_view(h);
+      if (!v) throw DeviceError("__dlpack__: cpu:0 exposes no host memory (its plugin has no native handles)");
     }
+    view = *v;
   }
   std::vector<size_t> shape(static_cast<size_t>(h.dim()));
   std::vector<int64_t> strides(static_cast<size_t>(h.dim()));
