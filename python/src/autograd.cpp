@@ -143,6 +143,20 @@ void bind_autograd(nb::module_& m, nb::class_<Tensor>& cls) {
   m.def("hvp", [](const Fn& f, const Tensor& x, const Tensor& v) { return hvp(f, x, v); }, nb::arg("f"),
         nb::arg("x"), nb::arg("v"), kRelease, "H_f(x)·v without forming H.");
   m.def("hessian", [](const Fn& f, const Tensor& x) { return hessian(f, x); }, nb::arg("f"), nb::arg("x"), kRelease);
+
+  // The same over lists of tensors (python/strata/__init__.py's argnums and
+  // tuple forms call them).
+  m.def("_grad_list", [](const ScalarFn& f, const std::vector<Tensor>& xs) { return grad(f, xs); }, nb::arg("f"),
+        nb::arg("xs"), kRelease);
+  m.def("_jvp_list", [](const ListFn& f, const std::vector<Tensor>& xs, const std::vector<Tensor>& vs) {
+    return jvp(f, xs, vs);
+  }, nb::arg("f"), nb::arg("xs"), nb::arg("vs"), kRelease);
+  m.def("_vjp_list", [](const ListFn& f, const std::vector<Tensor>& xs, const std::vector<Tensor>& vs) {
+    return vjp(f, xs, vs);
+  }, nb::arg("f"), nb::arg("xs"), nb::arg("vs"), kRelease);
+  m.def("_hvp_list", [](const ScalarFn& f, const std::vector<Tensor>& xs, const std::vector<Tensor>& vs) {
+    return hvp(f, xs, vs);
+  }, nb::arg("f"), nb::arg("xs"), nb::arg("vs"), kRelease);
 }
 
 }  // namespace strata::python

@@ -205,6 +205,86 @@ class custom_jvp:
         return _unpack(self._fn(list(args)))
 
 
+def _argnums(argnums, n):
+    nums = (argnums,) if isinstance(argnums, int) else tuple(argnums)
+    for k in nums:
+        if not -n <= k < n:
+            raise ValueError(f"argnums {k} is out of range for a function of {n} arguments")
+    return tuple(k % n for k in nums)
+
+
+def _with(args, nums, xs):
+    a = list(args)
+    for k, x in zip(nums, xs):
+        a[k] = x
+    return a
+
+
+def grad(f, argnums=0):
+    """The gradient of a scalar function, as a function of the same
+    arguments: with respect to argument `argnums` (an int: one tensor), or
+    several (a tuple: a tuple of tensors). grad(grad(f)) is the second
+    derivative; transforms compose to any order."""
+    if isinstance(argnums, int) and argnums == 0:
+        single = _strata.grad(lambda t: f(t))
+
+        def g(*args):
+            if len(args) == 1:
+                return single(args[0])
+            return _grad_of(f, 0, args)[0]
+
+        return g
+    return lambda *args: _grad_of(f, argnums, args)[0 if isinstance(argnums, int) else slice(None)]
+
+
+def _grad_of(f, argnums, args):
+    nums = _argnums(argnums, len(args))
+    gs = _strata._grad_list(lambda xs: f(*_with(args, nums, xs)), [args[k] for k in nums])
+    return tuple(gs)
+
+
+def value_and_grad(f, argnums=0):
+    """(f(*args), grad(f, argnums)(*args)) in one pass."""
+
+    def vg(*args):
+        nums = _argnums(argnums, len(args))
+        # higher_order: an enclosing transform differentiates the gradient too.
+        with GradientTape(higher_order=True) as tape:
+            xs = [args[k] for k in nums]
+            for x in xs:
+                tape.watch(x)
+            value = f(*_with(args, nums, xs))
+            gs = tape.gradient(value, xs)
+        return value, gs[0] if isinstance(argnums, int) else tuple(gs)
+
+    return vg
+
+
+def jvp(f, primals, tangents):
+    """(f(*primals), J·tangents) in forward mode: primals and tangents are
+    tensors (f of one argument) or tuples of them (f of several; outputs a
+    tuple when f returns one)."""
+    if isinstance(primals, Tensor):
+        return _strata.jvp(f, primals, tangents)
+    outs, touts = _strata._jvp_list(lambda xs: _as_list(f(*xs)), list(primals), list(tangents))
+    return _unpack(outs), _unpack(touts)
+
+
+def vjp(f, primals, cotangents):
+    """(f(*primals), cotangentsᵀ·J) in reverse mode, in jvp's forms."""
+    if isinstance(primals, Tensor):
+        return _strata.vjp(f, primals, cotangents)
+    outs, grads = _strata._vjp_list(lambda xs: _as_list(f(*xs)), list(primals), _as_list(cotangents))
+    return _unpack(outs), tuple(grads)
+
+
+def hvp(f, primals, tangents):
+    """H·tangents for a scalar f, without forming H, in jvp's forms."""
+    if isinstance(primals, Tensor):
+        return _strata.hvp(f, primals, tangents)
+    return tuple(_strata._hvp_list(lambda xs: f(*xs), list(primals), list(tangents)))
+
+
 def vmap(fn, in_dims=0, out_dims=0, randomness="error"):
     """fn mapped over dim `in_dims` of its inputs (an int for every input,
     or one per input, None for an unmapped one), its outputs stacked along

@@ -120,3 +120,32 @@ def test_long_calls_release_the_gil():
     worker.join()
     # Had the matrix products held the GIL, this loop would barely run.
     assert ticks > 50, ticks
+
+
+def test_transforms_over_several_arguments():
+    f = lambda x, y: (strata.sin(x) * y * y).sum()  # noqa: E731
+    x = strata.tensor([0.2, 0.7], dtype=strata.float64)
+    y = strata.tensor([1.5, -0.5], dtype=strata.float64)
+    xs, ys = x.numpy(), y.numpy()
+    np.testing.assert_allclose(strata.grad(f)(x, y).numpy(), np.cos(xs) * ys ** 2)
+    np.testing.assert_allclose(strata.grad(f, argnums=1)(x, y).numpy(), 2 * np.sin(xs) * ys)
+    gx, gy = strata.grad(f, argnums=(0, 1))(x, y)
+    np.testing.assert_allclose(gy.numpy(), 2 * np.sin(xs) * ys)
+    # Second order across arguments: d/dy of sum(df/dx) = 2 cos(x) y.
+    np.testing.assert_allclose(
+        strata.grad(lambda a, b: strata.grad(f)(a, b).sum(), argnums=1)(x, y).numpy(), 2 * np.cos(xs) * ys)
+    value, g = strata.value_and_grad(f, argnums=1)(x, y)
+    np.testing.assert_allclose(value.item(), (np.sin(xs) * ys ** 2).sum())
+    # value_and_grad composes: the derivative of its gradient.
+    np.testing.assert_allclose(
+        strata.grad(lambda a: strata.value_and_grad(f, argnums=1)(a, y)[1].sum())(x).numpy(), 2 * np.cos(xs) * ys)
+    v = strata.ones(2, dtype=strata.float64)
+    out, tangent = strata.jvp(lambda a, b: a * b, (x, y), (v, strata.zeros(2, dtype=strata.float64)))
+    np.testing.assert_allclose(tangent.numpy(), ys)
+    out, (ca, cb) = strata.vjp(lambda a, b: a * b, (x, y), v)
+    np.testing.assert_allclose(cb.numpy(), xs)
+    hx, hy = strata.hvp(f, (x, y), (v, strata.zeros(2, dtype=strata.float64)))
+    np.testing.assert_allclose(hx.numpy(), -np.sin(xs) * ys ** 2)
+    np.testing.assert_allclose(hy.numpy(), 2 * np.cos(xs) * ys)
+    with pytest.raises(ValueError, match="argnums 2 is out of range"):
+        strata.grad(f, argnums=2)(x, y)
