@@ -83,6 +83,72 @@ Tensor from_array(const HostArray& a, const std::optional<DType>& dtype, const s
   return t;
 }
 
+/// DLPack's device types by number, for messages.
+const char* dl_device_name(int type) {
+  switch (type) {
+    case 1: return "cpu";
+    case 2: return "cuda";
+    case 3: return "cuda_host";
+    case 4: return "opencl";
+    case 7: return "vulkan";
+    case 8: return "metal";
+    case 10: return "rocm";
+    case 13: return "cuda_managed";
+    case 14: return "oneapi";
+    default: return "unknown";
+  }
+}
+
+/// strata.from_dlpack: a copy of a DLPack tensor (an object with
+/// __dlpack__, or a "dltensor" capsule) on `device`. Host memory only; any
+/// strides (a strided or transposed view is gathered in element order).
+Tensor from_dlpack(nb::handle obj, const std::optional<Device>& device) {
+  if (PyCapsule_CheckExact(obj.ptr())) {
+    const char* name = PyCapsule_GetName(obj.ptr());
+    if (name != nullptr && std::string(name).rfind("used_", 0) == 0) {
+      throw nb::value_error("strata.from_dlpack: the DLPack capsule was already consumed (a capsule is used once; "
+                            "call __dlpack__() again for another)");
+    }
+  } else if (!nb::hasattr(obj, "__dlpack__")) {
+    throw nb::type_error(("strata.from_dlpack: " + std::string(nb::type_name(obj.type()).c_str()) +
+                          " has no __dlpack__ and is not a DLPack capsule")
+                             .c_str());
+  }
+  // The producer's own refusal (a meta tensor, a stream it cannot serve)
+  // propagates as it raised it.
+  nb::object capsule = PyCapsule_CheckExact(obj.ptr()) ? nb::borrow(obj) : obj.attr("__dlpack__")();
+  nb::ndarray<nb::ro> a;
+  if (!nb::try_cast(capsule, a, false)) {
+    throw nb::type_error("strata.from_dlpack: the DLPack capsule could not be read (not a \"dltensor\" capsule, or "
+                         "a DLPack version this build does not know)");
+  }
+  if (a.device_type() != nb::device::cpu::value) {
+    throw DeviceError(std::string("strata.from_dlpack: the tensor is on DLPack device ") +
+                      dl_device_name(a.device_type()) + ":" + std::to_string(a.device_id()) + " (type " +
+                      std::to_string(a.device_type()) +
+                      "); Strata imports host memory (kDLCPU) only: copy it to the CPU first");
+  }
+  const DType dtype = strata_dtype(a.dtype());
+  const size_t item = a.itemsize(), n = a.size();
+  Shape shape(a.ndim());
+  for (size_t k = 0; k < a.ndim(); ++k) shape[k] = static_cast<int64_t>(a.shape(k));
+  std::vector<uint8_t> bytes(n * item);
+  const auto* src = static_cast<const uint8_t*>(a.data());
+  // Element order: an odometer over the dims, strides in elements (DLPack's).
+  std::vector<int64_t> at(a.ndim(), 0);
+  for (size_t e = 0; e < n; ++e) {
+    int64_t offset = 0;
+    for (size_t k = 0; k < a.ndim(); ++k) offset += at[k] * a.stride(k);
+    std::memcpy(bytes.data() + e * item, src + offset * static_cast<int64_t>(item), item);
+    for (size_t k = a.ndim(); k-- > 0;) {
+      if (++at[k] < static_cast<int64_t>(a.shape(k))) break;
+      at[k] = 0;
+    }
+  }
+  nb::gil_scoped_release release;
+  return from_bytes(bytes, shape, {.dtype = dtype, .device = device});
+}
+
 /// The native view of `t` when its plugin exposes it as host memory.
 std::optional<NativeView> host_view(const Tensor& t) {
   runtime().synchronize(t.device());
@@ -344,6 +410,9 @@ void bind_tensor(nb::module_& m, nb::class_<Tensor>& cls) {
       .def("unsqueeze", &Tensor::unsqueeze, nb::arg("dim"))
       .def("flatten", &Tensor::flatten);
 
+  m.def("from_dlpack", &from_dlpack, nb::arg("x"), nb::arg("device") = nb::none(),
+        "A tensor holding a copy of a DLPack tensor (an object with __dlpack__, or a capsule) from host memory, "
+        "with its dtype, on `device`.");
   m.def("_from_array", &from_array, nb::arg("array"), nb::arg("dtype") = nb::none(), nb::arg("device") = nb::none(),
         nb::arg("requires_grad") = false);
   using Make = Tensor (*)(const Shape&, const TensorOptions&);

@@ -56,9 +56,16 @@ def tensor(data, dtype=None, device=None, requires_grad=False):
             out.requires_grad_(True)
         return out
     _np = _numpy()
-    from_python = not isinstance(data, _np.ndarray) and not hasattr(data, "__dlpack__")
     if hasattr(data, "__dlpack__") and not isinstance(data, _np.ndarray):
-        data = _np.from_dlpack(data)
+        out = _strata.from_dlpack(data)
+        if dtype is not None and dtype != out.dtype:
+            out = cast(out, dtype)  # noqa: F405
+        if device is not None:
+            out = out.to(device)
+        if requires_grad:
+            out.requires_grad_(True)
+        return out
+    from_python = not isinstance(data, _np.ndarray)
     array = _contiguous_host_array(data)
     if dtype is None and from_python:
         # Python numbers and lists become what PyTorch makes of them: floats
@@ -70,15 +77,6 @@ def tensor(data, dtype=None, device=None, requires_grad=False):
 def from_numpy(array):
     """A tensor holding a copy of a NumPy array, with its dtype."""
     return tensor(_numpy().asarray(array))
-
-
-def from_dlpack(x):
-    """A tensor from any object with __dlpack__ (NumPy, PyTorch, JAX) on the
-    host. The data is copied (docs/python.md: zero-copy import is not yet
-    built)."""
-    if not hasattr(x, "__dlpack__"):
-        raise TypeError(f"strata.from_dlpack: {type(x).__name__} has no __dlpack__")
-    return tensor(_numpy().from_dlpack(x))
 
 
 def _shape_args(shape):

@@ -111,6 +111,13 @@ def test_dlpack_import_and_a_device_tensor_exported_through_the_host(device):
     np.testing.assert_array_equal(t.numpy(), a)
     with pytest.raises(TypeError, match="has no __dlpack__"):
         strata.from_dlpack([1, 2])
+    # Strided views are gathered in element order; a capsule is used once.
+    s = np.arange(24, dtype=np.float64).reshape(4, 6)[::2, 1::2].T
+    np.testing.assert_array_equal(strata.from_dlpack(s).numpy(), s)
+    capsule = a.__dlpack__()
+    np.testing.assert_array_equal(strata.from_dlpack(capsule).numpy(), a)
+    with pytest.raises(ValueError, match="already consumed"):
+        strata.from_dlpack(capsule)
     d = strata.tensor([1.0, 2.0, 3.0], device=device)
     np.testing.assert_array_equal(np.from_dlpack(d), [1.0, 2.0, 3.0])
     with pytest.raises(BufferError, match="host memory"):

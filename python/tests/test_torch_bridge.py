@@ -43,3 +43,12 @@ def test_a_torch_function_inside_a_strata_tape_to_second_order():
     np.testing.assert_allclose(g(x).numpy(), (torch.exp(torch.sin(xt)) * xt).detach().numpy(), rtol=1e-12)
     np.testing.assert_allclose(d1(x).numpy(), w1.detach().numpy(), rtol=1e-12)
     np.testing.assert_allclose(d2(x).numpy(), w2.numpy(), rtol=1e-12)
+
+
+def test_dlpack_import_from_pytorch_views_and_bad_devices():
+    t = torch.arange(12, dtype=torch.float32).reshape(3, 4).t()  # a transposed view
+    np.testing.assert_array_equal(strata.from_dlpack(t).numpy(), t.numpy())
+    assert strata.tensor(torch.tensor([1, 2])).dtype == strata.int64
+    # The producer's own refusal propagates as it raised it.
+    with pytest.raises(RuntimeError, match="meta"):
+        strata.from_dlpack(torch.empty(2, device="meta"))
