@@ -41,30 +41,26 @@ def _contiguous_host_array(data):
     return array
 
 
+def _finish(out, dtype, device, requires_grad):
+    if dtype is not None and dtype != out.dtype:
+        out = cast(out, dtype)  # noqa: F405
+    if device is not None:
+        out = out.to(device)
+    if requires_grad:
+        out.requires_grad_(True)
+    return out
+
+
 def tensor(data, dtype=None, device=None, requires_grad=False):
     """A new tensor holding a copy of `data`: a Tensor, a NumPy array (its
     dtype is kept), anything with __dlpack__ or the buffer protocol, or
     nested lists of numbers (floats become float32, ints int64, bools
     bool)."""
     if isinstance(data, Tensor):
-        out = data.detach().clone()
-        if dtype is not None:
-            out = cast(out, dtype)  # noqa: F405
-        if device is not None:
-            out = out.to(device)
-        if requires_grad:
-            out.requires_grad_(True)
-        return out
+        return _finish(data.detach().clone(), dtype, device, requires_grad)
     _np = _numpy()
     if hasattr(data, "__dlpack__") and not isinstance(data, _np.ndarray):
-        out = _strata.from_dlpack(data)
-        if dtype is not None and dtype != out.dtype:
-            out = cast(out, dtype)  # noqa: F405
-        if device is not None:
-            out = out.to(device)
-        if requires_grad:
-            out.requires_grad_(True)
-        return out
+        return _finish(_strata.from_dlpack(data), dtype, device, requires_grad)
     from_python = not isinstance(data, _np.ndarray)
     array = _contiguous_host_array(data)
     if dtype is None and from_python:
