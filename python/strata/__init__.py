@@ -23,6 +23,7 @@ bool_ = dtype.bool
 complex64 = dtype.complex64
 complex128 = dtype.complex128
 
+
 def _numpy():
     # NumPy is imported when data is converted, not with the package: the
     # build imports the package to write its type stubs.
