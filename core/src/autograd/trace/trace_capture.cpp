@@ -136,6 +136,12 @@ void TraceState::record(std::string_view op, std::span<const Tensor> inputs, std
 
 std::atomic<int> g_active_traces{0};
 
+const TraceState* recording_trace() {
+  if (!tracing_anywhere()) return nullptr;
+  const TraceState* s = active_trace();
+  return s != nullptr && s->depth == 0 && !s->capture && s->replay == nullptr ? s : nullptr;
+}
+
 namespace {
 
 /// strata::compile's trace refuses to let the function read on the host a
@@ -144,9 +150,8 @@ namespace {
 /// into the graph, and a replay could not follow another value. Tensors
 /// the function made from constants may be read.
 void refuse_host_read_of_traced(const Tensor& t) {
-  if (!tracing_anywhere()) return;
-  const TraceState* s = active_trace();
-  if (s == nullptr || !s->by_reference || s->replay != nullptr || s->depth > 0) return;
+  const TraceState* s = recording_trace();
+  if (s == nullptr || !s->by_reference) return;
   const bool computed = s->ids.count(t.impl()) != 0;
   if (!computed && (t.impl()->storage == nullptr || t.impl()->storage->serial >= s->first_serial)) return;
   throw Error("compile: the function reads " +
@@ -223,8 +228,7 @@ TraceNested::~TraceNested() {
 }
 
 void trace_unsupported(const char* what) {
-  TraceState* s = active_trace();
-  if (s == nullptr || s->depth > 0 || s->capture || s->replay != nullptr) return;
+  if (recording_trace() == nullptr) return;
   throw Error(std::string("trace: ") + what + " cannot be replayed from a graph; keep it outside the traced function");
 }
 
@@ -234,15 +238,13 @@ bool tracing_graph() {
 }
 
 bool compile_tracing() {
-  if (!tracing_anywhere()) return false;
-  const TraceState* s = active_trace();
-  return s != nullptr && s->by_reference && !s->capture && s->replay == nullptr && s->depth == 0;
+  const TraceState* s = recording_trace();
+  return s != nullptr && s->by_reference;
 }
 
 void refuse_grad_access(const char* what) {
-  if (!tracing_anywhere()) return;
-  const TraceState* s = active_trace();
-  if (s == nullptr || s->depth > 0 || s->capture || s->replay != nullptr) return;
+  const TraceState* s = recording_trace();
+  if (s == nullptr) return;
   throw Error(std::string(s->by_reference ? "compile" : "trace") + ": the function " + what +
               ", autograd state that a replay would neither write nor read again; take gradients with "
               "GradientTape::gradient (or grad()) and return them, and keep .grad and optimizer steps outside "

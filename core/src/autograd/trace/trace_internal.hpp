@@ -72,6 +72,12 @@ struct TraceState {
               const Attrs* attrs);
 };
 
+/// The thread's trace when it records a graph (trace() or strata::compile,
+/// not a checkpoint's capture or recomputation) at the function's top
+/// level (not inside an op); null otherwise. One atomic load while nobody
+/// traces.
+const TraceState* recording_trace();
+
 /// Makes `state` the thread's active trace for a scope.
 class ActiveTrace {
  public:
