@@ -49,7 +49,6 @@ DType strata_dtype(dl::dtype t) {
     if (code == C::Int && t.bits == 32) return DType::i32;
     if (code == C::Int && t.bits == 64) return DType::i64;
     if (code == C::Bool && t.bits == 8) return DType::boolean;
-    if (code == C::UInt && t.bits == 8) return DType::boolean;  // NumPy's bool through the buffer protocol
     if (code == C::Complex && t.bits == 64) return DType::c64;
     if (code == C::Complex && t.bits == 128) return DType::c128;
   }
@@ -60,25 +59,27 @@ DType strata_dtype(dl::dtype t) {
 
 using HostArray = nb::ndarray<nb::ro, nb::c_contig, nb::device::cpu>;
 
+/// A tensor of row-major host bytes of dtype `own`, as `dtype` (default:
+/// own) on `device` (default: the default device). A cast is done on the
+/// host: the device may not store `own` (float64 on vulkan:0). Releases the
+/// GIL; `bytes` must stay valid.
+Tensor tensor_of(std::span<const uint8_t> bytes, const Shape& shape, DType own, const std::optional<DType>& dtype,
+                 const std::optional<Device>& device) {
+  nb::gil_scoped_release release;
+  if (!dtype || *dtype == own) return from_bytes(bytes, shape, {.dtype = own, .device = device});
+  Tensor t = cast(from_bytes(bytes, shape, {.dtype = own, .device = Device("cpu:0")}), *dtype);
+  const Device target = device ? *device : runtime().default_device();
+  return target == t.device() ? t : t.to(target);
+}
+
 /// A copy of a C-contiguous host array as a tensor on `device`.
 Tensor from_array(const HostArray& a, const std::optional<DType>& dtype, const std::optional<Device>& device,
                   bool requires_grad) {
   const DType own = strata_dtype(a.dtype());
   Shape shape(a.ndim());
   for (size_t k = 0; k < a.ndim(); ++k) shape[k] = static_cast<int64_t>(a.shape(k));
-  const auto* bytes = static_cast<const uint8_t*>(a.data());
-  Tensor t;
-  {
-    nb::gil_scoped_release release;
-    const std::span<const uint8_t> data(bytes, a.nbytes());
-    if (!dtype || *dtype == own) {
-      t = from_bytes(data, shape, {.dtype = own, .device = device});
-    } else {  // cast on the host: the device may not store the array's dtype (float64 on vulkan:0)
-      t = cast(from_bytes(data, shape, {.dtype = own, .device = Device("cpu:0")}), *dtype);
-      if (device && *device != t.device()) t = t.to(*device);
-      else if (!device && runtime().default_device() != t.device()) t = t.to(runtime().default_device());
-    }
-  }
+  Tensor t = tensor_of(std::span<const uint8_t>(static_cast<const uint8_t*>(a.data()), a.nbytes()), shape, own, dtype,
+                       device);
   if (requires_grad) t.set_requires_grad(true);
   return t;
 }
@@ -145,8 +146,7 @@ Tensor from_dlpack(nb::handle obj, const std::optional<Device>& device) {
       at[k] = 0;
     }
   }
-  nb::gil_scoped_release release;
-  return from_bytes(bytes, shape, {.dtype = dtype, .device = device});
+  return tensor_of(bytes, shape, dtype, std::nullopt, device);
 }
 
 /// The native view of `t` when its plugin exposes it as host memory.

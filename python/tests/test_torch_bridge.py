@@ -49,6 +49,9 @@ def test_dlpack_import_from_pytorch_views_and_bad_devices():
     t = torch.arange(12, dtype=torch.float32).reshape(3, 4).t()  # a transposed view
     np.testing.assert_array_equal(strata.from_dlpack(t).numpy(), t.numpy())
     assert strata.tensor(torch.tensor([1, 2])).dtype == strata.int64
+    # Strata has no uint8: refused naming the type, not read as bool.
+    with pytest.raises(strata.DTypeError, match="no Strata dtype"):
+        strata.from_dlpack(torch.tensor([0, 5, 255], dtype=torch.uint8))
     # The producer's own refusal propagates as it raised it.
     with pytest.raises(RuntimeError, match="meta"):
         strata.from_dlpack(torch.empty(2, device="meta"))
