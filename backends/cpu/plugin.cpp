@@ -1,8 +1,9 @@
 // plugin.cpp — the CPU plugin's entry symbol and its ABI 2.0 table: probe,
 // init (options), the single device "cpu:0", host memory (with statistics)
-// and copies, and the strata.native_handles extension. There are no streams
-// or events: every call completes before it returns, and the device is free
-// threaded (the kernels share no state the host would have to serialise).
+// and copies, and the strata.native_handles and strata.buffer_views
+// extensions. There are no streams or events: every call completes before it
+// returns, and the device is free threaded (the kernels share no state the
+// host would have to serialise).
 //
 // Options (a JSON object; any other key is an error):
 //   "threads": integer 0..1024, OpenMP threads per kernel (0: the environment's
@@ -30,8 +31,11 @@
 #include <cstring>
 #include <fstream>
 #include <memory>
+#include <mutex>
+#include <shared_mutex>
 #include <string>
 #include <type_traits>
+#include <unordered_map>
 #include <utility>
 
 namespace strata::cpu {
@@ -164,7 +168,28 @@ MemoryCounters g_memory;
 
 char* bytes_of(strata_buffer buffer) { return reinterpret_cast<char*>(buffer); }
 
+/// Views (strata.buffer_views): buffers over host memory that someone else
+/// allocated, with no header in front, so their sizes are kept here. One
+/// address may carry several views (a DLPack array imported twice, or a
+/// slice and its base); the largest size stands for the address. `live`
+/// keeps the lock off every copy while no view exists.
+struct ViewRegistry {
+  std::atomic<int64_t> live{0};
+  std::shared_mutex mutex;
+  std::unordered_multimap<const char*, size_t> sizes;
+};
+ViewRegistry g_views;
+
 size_t buffer_size(strata_buffer buffer) {
+  if (g_views.live.load(std::memory_order_acquire) > 0) {
+    std::shared_lock lock(g_views.mutex);
+    auto [first, last] = g_views.sizes.equal_range(bytes_of(buffer));
+    if (first != last) {
+      size_t size = 0;
+      for (auto it = first; it != last; ++it) size = std::max(size, it->second);
+      return size;
+    }
+  }
   return reinterpret_cast<const BlockHeader*>(bytes_of(buffer) - kHeader)->bytes;
 }
 
@@ -416,7 +441,36 @@ strata_status CpuState::stream_handle(Device&, strata_native_args& args) {
   return STRATA_OK;
 }
 
-const strata_extension* CpuState::extensions() { return plugin::native_handles<CpuState>(); }
+// ---- strata.buffer_views v1 ---------------------------------------------------
+
+strata_status CpuState::create_view(Device&, strata_view_args& args) {
+  if (args.address == nullptr) {
+    return fail(args.error, STRATA_ERROR_INVALID_ARGUMENT, "cpu: buffer_views.create_view: no address");
+  }
+  // Any host address will do: the kernels take element-aligned operands
+  // (views at any offset reach them today), and the host checked that.
+  std::unique_lock lock(g_views.mutex);
+  g_views.sizes.emplace(static_cast<const char*>(args.address), args.bytes);
+  g_views.live.fetch_add(1, std::memory_order_release);
+  args.buffer = reinterpret_cast<strata_buffer>(args.address);  // a buffer is its host address
+  return STRATA_OK;
+}
+
+strata_status CpuState::destroy_view(Device&, strata_view_args& args) {
+  std::unique_lock lock(g_views.mutex);
+  auto [first, last] = g_views.sizes.equal_range(bytes_of(args.buffer));
+  if (first == last) {
+    return fail(args.error, STRATA_ERROR_INVALID_ARGUMENT, "cpu: buffer_views.destroy_view: %p is not a view",
+                static_cast<void*>(args.buffer));
+  }
+  g_views.sizes.erase(first);
+  g_views.live.fetch_sub(1, std::memory_order_release);
+  return STRATA_OK;
+}
+
+const strata_extension* CpuState::extensions() {
+  return plugin::buffer_views<CpuState>(plugin::native_handles<CpuState>());
+}
 
 /// What decides probe and init here (ABI 2.1, section 10): the thread
 /// count and oneDNN's ISA cap come from these.

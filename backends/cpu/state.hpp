@@ -37,6 +37,8 @@ struct CpuState {
   STRATA_BACKEND_MEMORY_MEMBERS(Device);
   strata_status buffer_pointer(Device&, strata_native_args& a);
   strata_status stream_handle(Device&, strata_native_args& a);
+  strata_status create_view(Device&, strata_view_args& a);
+  strata_status destroy_view(Device&, strata_view_args& a);
 };
 
 inline CpuState* as_state(strata_plugin_state state) { return reinterpret_cast<CpuState*>(state); }

@@ -100,39 +100,53 @@ const char* dl_device_name(int type) {
   }
 }
 
-/// strata.from_dlpack: a copy of a DLPack tensor (an object with
-/// __dlpack__, or a "dltensor" capsule) on `device`. Host memory only; any
-/// strides (a strided or transposed view is gathered in element order).
-Tensor from_dlpack(nb::handle obj, const std::optional<Device>& device) {
+/// The DLPack capsule of `obj`: `obj` itself when it is one (refused when
+/// consumed), else its __dlpack__() — versioned (max_version (1, 0), whose
+/// flags say whether the memory is read-only) where the producer takes the
+/// keyword. The producer's own refusal (a meta tensor, a stream it cannot
+/// serve) propagates as it raised it.
+nb::object dlpack_capsule(nb::handle obj) {
   if (PyCapsule_CheckExact(obj.ptr())) {
     const char* name = PyCapsule_GetName(obj.ptr());
     if (name != nullptr && std::string(name).rfind("used_", 0) == 0) {
       throw nb::value_error("strata.from_dlpack: the DLPack capsule was already consumed (a capsule is used once; "
                             "call __dlpack__() again for another)");
     }
-  } else if (!nb::hasattr(obj, "__dlpack__")) {
+    return nb::borrow(obj);
+  }
+  if (!nb::hasattr(obj, "__dlpack__")) {
     throw nb::type_error(("strata.from_dlpack: " + std::string(nb::type_name(obj.type()).c_str()) +
                           " has no __dlpack__ and is not a DLPack capsule")
                              .c_str());
   }
-  // The producer's own refusal (a meta tensor, a stream it cannot serve)
-  // propagates as it raised it.
-  nb::object capsule = PyCapsule_CheckExact(obj.ptr()) ? nb::borrow(obj) : obj.attr("__dlpack__")();
-  nb::ndarray<nb::ro> a;
-  if (!nb::try_cast(capsule, a, false)) {
-    throw nb::type_error("strata.from_dlpack: the DLPack capsule could not be read (not a \"dltensor\" capsule, or "
-                         "a DLPack version this build does not know)");
+  try {
+    return obj.attr("__dlpack__")("max_version"_a = nb::make_tuple(1, 0));
+  } catch (nb::python_error& e) {
+    if (!e.matches(PyExc_TypeError)) throw;  // a producer predating max_version refuses the keyword
   }
-  if (a.device_type() != nb::device::cpu::value) {
-    throw DeviceError(std::string("strata.from_dlpack: the tensor is on DLPack device ") +
-                      dl_device_name(a.device_type()) + ":" + std::to_string(a.device_id()) + " (type " +
-                      std::to_string(a.device_type()) +
-                      "); Strata imports host memory (kDLCPU) only: copy it to the CPU first");
+  return obj.attr("__dlpack__")();
+}
+
+/// Why a host DLPack tensor cannot be viewed in place on cpu:0 (empty when
+/// it can): the tests tensor_from_native makes, asked first so that a copy
+/// is chosen without an exception.
+template <class Array>
+std::string why_not_a_view(const Array& a, bool writable, const std::optional<Device>& device) {
+  const Device cpu("cpu:0");
+  if (device && *device != cpu) return "the target device is " + device->str() + ", not cpu:0, where the memory is";
+  if (!writable) return "the producer marks its memory read-only";
+  if (!can_view_native(cpu)) return "cpu:0's plugin cannot view memory it did not allocate";
+  for (size_t k = 0; k < a.ndim(); ++k) {
+    if (a.stride(k) < 0) return "dim " + std::to_string(k) + " has a negative stride";
   }
-  const DType dtype = strata_dtype(a.dtype());
+  if (reinterpret_cast<uintptr_t>(a.data()) % a.itemsize() != 0) return "the data is not aligned to its element size";
+  return {};
+}
+
+/// A strided host array's elements gathered in row-major order.
+template <class Array>
+std::vector<uint8_t> gathered(const Array& a) {
   const size_t item = a.itemsize(), n = a.size();
-  Shape shape(a.ndim());
-  for (size_t k = 0; k < a.ndim(); ++k) shape[k] = static_cast<int64_t>(a.shape(k));
   std::vector<uint8_t> bytes(n * item);
   const auto* src = static_cast<const uint8_t*>(a.data());
   // Element order: an odometer over the dims, strides in elements (DLPack's).
@@ -146,7 +160,64 @@ Tensor from_dlpack(nb::handle obj, const std::optional<Device>& device) {
       at[k] = 0;
     }
   }
-  return tensor_of(bytes, shape, dtype, std::nullopt, device);
+  return bytes;
+}
+
+/// strata.from_dlpack (the array API's, and torch.from_dlpack's): a DLPack
+/// tensor (an object with __dlpack__, or a "dltensor" capsule) from host
+/// memory as a tensor. copy=None: a view of the producer's memory on cpu:0
+/// where one can be had (writes show on both sides; the tensor keeps the
+/// producer's memory alive), else a copy; copy=True: always a copy;
+/// copy=False: a view or BufferError saying why not. A copy goes to
+/// `device` (default: the default device) and may have any strides.
+Tensor from_dlpack(nb::handle obj, const std::optional<Device>& device, const std::optional<bool>& copy) {
+  if (nb::isinstance<Tensor>(obj)) {  // Strata's own: the same tensor (its memory), not a view of a view
+    const Tensor& t = nb::cast<const Tensor&>(obj);
+    if (copy.value_or(false)) return t.detach().clone().to(device ? *device : t.device());
+    if (!device || *device == t.device()) return t;
+    if (copy.has_value()) throw nb::buffer_error(("strata.from_dlpack: copy=False, but the tensor is on " +
+                                                  t.device().str() + ", not " + device->str()).c_str());
+    return t.to(*device);
+  }
+  nb::object capsule = dlpack_capsule(obj);
+  // Writable first: a versioned capsule flagged read-only is refused there
+  // without being consumed, and read next as read-only.
+  nb::ndarray<> writable;
+  nb::ndarray<nb::ro> readonly;
+  const bool can_write = nb::try_cast(capsule, writable, false);
+  if (!can_write && !nb::try_cast(capsule, readonly, false)) {
+    throw nb::type_error("strata.from_dlpack: the DLPack capsule could not be read (not a \"dltensor\" capsule, or "
+                         "a DLPack version this build does not know)");
+  }
+  auto import = [&](const auto& a) -> Tensor {
+    if (a.device_type() != nb::device::cpu::value) {
+      throw DeviceError(std::string("strata.from_dlpack: the tensor is on DLPack device ") +
+                        dl_device_name(a.device_type()) + ":" + std::to_string(a.device_id()) + " (type " +
+                        std::to_string(a.device_type()) +
+                        "); Strata imports host memory (kDLCPU) only: copy it to the CPU first");
+    }
+    const DType dtype = strata_dtype(a.dtype());
+    Shape shape(a.ndim()), strides(a.ndim());
+    for (size_t k = 0; k < a.ndim(); ++k) {
+      shape[k] = static_cast<int64_t>(a.shape(k));
+      strides[k] = a.stride(k);
+    }
+    if (!copy.value_or(false)) {
+      const std::string why = why_not_a_view(a, can_write, device);
+      if (why.empty()) {
+        // The view holds the array (and so the producer's memory) until its
+        // last tensor goes; nanobind takes the GIL to let go of it.
+        // (The read-only array never gets here: why_not_a_view refuses it.)
+        void* data = const_cast<void*>(static_cast<const void*>(a.data()));
+        return tensor_from_native(data, dtype, shape, strides, Device("cpu:0"),
+                                  [keep = nb::ndarray<nb::ro>(a.handle())]() mutable { keep = {}; });
+      }
+      if (copy.has_value()) throw nb::buffer_error(("strata.from_dlpack: copy=False, but " + why).c_str());
+    }
+    const std::vector<uint8_t> bytes = gathered(a);
+    return tensor_of(bytes, shape, dtype, std::nullopt, device);
+  };
+  return can_write ? import(writable) : import(readonly);
 }
 
 /// The native view of `t` when its plugin exposes it as host memory.
@@ -410,9 +481,10 @@ void bind_tensor(nb::module_& m, nb::class_<Tensor>& cls) {
       .def("unsqueeze", &Tensor::unsqueeze, nb::arg("dim"))
       .def("flatten", &Tensor::flatten);
 
-  m.def("from_dlpack", &from_dlpack, nb::arg("x"), nb::arg("device") = nb::none(),
-        "A tensor holding a copy of a DLPack tensor (an object with __dlpack__, or a capsule) from host memory, "
-        "with its dtype, on `device`.");
+  m.def("from_dlpack", &from_dlpack, nb::arg("x"), nb::arg("device") = nb::none(), nb::arg("copy") = nb::none(),
+        "A DLPack tensor (an object with __dlpack__, or a capsule) from host memory as a tensor with its dtype. "
+        "copy=None: a view of the producer's memory on cpu:0 where one can be had (writes show on both sides), "
+        "else a copy on `device`; copy=True: always a copy; copy=False: a view, or BufferError saying why not.");
   m.def("_from_array", &from_array, nb::arg("array"), nb::arg("dtype") = nb::none(), nb::arg("device") = nb::none(),
         nb::arg("requires_grad") = false);
   using Make = Tensor (*)(const Shape&, const TensorOptions&);

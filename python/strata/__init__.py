@@ -61,7 +61,7 @@ def tensor(data, dtype=None, device=None, requires_grad=False):
         return _finish(data.detach().clone(), dtype, device, requires_grad)
     _np = _numpy()
     if hasattr(data, "__dlpack__") and not isinstance(data, _np.ndarray):
-        return _finish(_strata.from_dlpack(data), dtype, device, requires_grad)
+        return _finish(_strata.from_dlpack(data, copy=True), dtype, device, requires_grad)
     from_python = not isinstance(data, _np.ndarray)
     array = _contiguous_host_array(data)
     if dtype is None and from_python:

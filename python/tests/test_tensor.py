@@ -1,4 +1,7 @@
 """strata.Tensor: creation, dtypes, views, indexing, NumPy and DLPack."""
+import gc
+import sys
+
 import numpy as np
 import pytest
 
@@ -103,6 +106,39 @@ def test_dlpack_export_is_zero_copy_on_the_cpu():
     # The array keeps the tensor's memory alive.
     del t
     assert a[1, 1] == 4.0
+
+
+def test_dlpack_import_is_zero_copy_on_the_cpu():
+    a = np.arange(6, dtype=np.float32).reshape(2, 3)
+    before = sys.getrefcount(a)
+    t = strata.from_dlpack(a)
+    assert t.device == "cpu:0"
+    t[0, 0] = 42.0  # written through Strata, seen through NumPy
+    assert a[0, 0] == 42.0
+    a[1, 2] = -1.0  # and the other way
+    assert t.numpy()[1, 2] == -1.0
+    np.testing.assert_array_equal((t * 2.0).numpy(), a * 2.0)
+    # A strided view stays a view, with the producer's strides.
+    s = np.arange(24, dtype=np.float64).reshape(4, 6)[::2, 1::2].T
+    v = strata.from_dlpack(s, copy=False)
+    assert v.stride() == [2, 12]
+    np.testing.assert_array_equal(v.numpy(), s)
+    # The tensor holds the array; the last tensor gone, it lets go.
+    assert sys.getrefcount(a) > before
+    del t
+    gc.collect()
+    assert sys.getrefcount(a) == before
+    # What cannot be viewed is copied (copy=None) or refused (copy=False).
+    r = np.arange(4.0)[::-1]
+    np.testing.assert_array_equal(strata.from_dlpack(r).numpy(), r)
+    with pytest.raises(BufferError, match="copy=False, but dim 0 has a negative stride"):
+        strata.from_dlpack(r, copy=False)
+    c = strata.from_dlpack(a, copy=True)
+    c[0, 0] = 0.0
+    assert a[0, 0] == 42.0
+    # A Strata tensor comes back as a handle of the same tensor.
+    strata.from_dlpack(c)[1, 1] = 9.0
+    assert c.numpy()[1, 1] == 9.0
 
 
 def test_dlpack_import_and_a_device_tensor_exported_through_the_host(device):

@@ -47,7 +47,10 @@ def test_a_torch_function_inside_a_strata_tape_to_second_order():
 
 def test_dlpack_import_from_pytorch_views_and_bad_devices():
     t = torch.arange(12, dtype=torch.float32).reshape(3, 4).t()  # a transposed view
-    np.testing.assert_array_equal(strata.from_dlpack(t).numpy(), t.numpy())
+    v = strata.from_dlpack(t)
+    np.testing.assert_array_equal(v.numpy(), t.numpy())
+    v[0, 1] = 100.0  # one memory: the write shows in PyTorch's tensor
+    assert t[0, 1].item() == 100.0
     assert strata.tensor(torch.tensor([1, 2])).dtype == strata.int64
     # Strata has no uint8: refused naming the type, not read as bool.
     with pytest.raises(strata.DTypeError, match="no Strata dtype"):

@@ -4,6 +4,9 @@
 // (their `op` is empty); the report lists them first.
 #include "conformance_support.hpp"
 
+#include <strata/plugin/strata_plugin.h>
+
+#include <algorithm>
 #include <cmath>
 #include <cstring>
 
@@ -182,6 +185,34 @@ Outcome device_timer(const Context& ctx) {
               std::to_string(ms) + " ms for 20 adds");
 }
 
+/// strata.buffer_views: a view over the device's own memory at the address
+/// native_handles gives (the one address a checker can have on any
+/// device) reads the values, its writes land in the memory, and its release
+/// runs once, after the last tensor over it is gone.
+Outcome buffer_views(const Context& ctx) {
+  const int64_t n = 1000;
+  std::vector<double> host(static_cast<size_t>(n));
+  for (int64_t i = 0; i < n; ++i) host[static_cast<size_t>(i)] = 0.5 * static_cast<double>(i) - 7.0;
+  Tensor owner = from_data(std::span<const double>(host), {n}, {.dtype = DType::f32, .device = ctx.dut});
+  runtime().synchronize(ctx.dut);
+  void* address = native_view(owner).data;
+  int released = 0;
+  {
+    Tensor view = tensor_from_native(address, DType::f32, std::vector<int64_t>{n}, {}, ctx.dut, [&] { ++released; });
+    if (native_view(view).data != address) return fail("buffer_pointer of the view is not the address it was made of");
+    Outcome o = compare_values(view.to_vector<double>(), host, {}, "a view of f32[1000], read");
+    if (o.status != Status::pass) return o;
+    view.slice(0, 0, n / 2).copy_(zeros({n / 2}, {.dtype = DType::f32, .device = ctx.dut}));
+    std::vector<double> want = host;
+    std::fill(want.begin(), want.begin() + n / 2, 0.0);
+    o = compare_values(owner.to_vector<double>(), want, {}, "the memory after copy_(zeros) into half the view");
+    if (o.status != Status::pass) return o;
+    if (released != 0) return fail("the view's release ran while the view was alive");
+  }
+  if (released != 1) return fail("the view's release ran " + std::to_string(released) + " times, not once");
+  return pass("a view of f32[1000] at its native address reads, writes and is released once");
+}
+
 }  // namespace
 
 void add_general_cases(const Context& ctx, std::vector<Case>& cases) {
@@ -198,6 +229,19 @@ void add_general_cases(const Context& ctx, std::vector<Case>& cases) {
   cases.push_back({"copies at offsets and steps", "", "", [&ctx] { return slices_at_offsets(ctx); }});
   cases.push_back({"device-to-device clone", "", "", [&ctx] { return device_clone(ctx); }});
   cases.push_back({"overlapping copy_", "", "", [&ctx] { return overlapping_copy(ctx); }});
+  const auto& ext = ctx.plugin.extensions;
+  auto offers = [&ext](const std::string& name) { return std::find(ext.begin(), ext.end(), name) != ext.end(); };
+  if (offers(STRATA_EXT_BUFFER_VIEWS " v1")) {
+    cases.push_back({"buffer views", "", "", [&ctx, offers] {
+                       if (!offers(STRATA_EXT_NATIVE_HANDLES " v1")) {
+                         return Outcome{Status::skip,
+                                        "not run: the check views the device's own memory at the address "
+                                        "strata.native_handles gives, which the plugin does not offer",
+                                        0.0};
+                       }
+                       return buffer_views(ctx);
+                     }});
+  }
 }
 
 void add_queue_cases(const Context& ctx, std::vector<Case>& cases) {

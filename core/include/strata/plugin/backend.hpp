@@ -146,6 +146,8 @@ STRATA_SDK_HAS(event_query, strata_stream_args)
 STRATA_SDK_HAS(event_elapsed, strata_stream_args)
 STRATA_SDK_HAS(buffer_pointer, strata_native_args)
 STRATA_SDK_HAS(stream_handle, strata_native_args)
+STRATA_SDK_HAS(create_view, strata_view_args)
+STRATA_SDK_HAS(destroy_view, strata_view_args)
 #undef STRATA_SDK_HAS
 
 template <class B>
@@ -374,6 +376,39 @@ const strata_extension* native_handles(const strata_extension* next = nullptr) {
             return call<B, strata_native_args,
                         [](B& b, Device& d, strata_native_args& x) -> strata_status { return b.stream_handle(d, x); }>(
                 a, "native_handles.stream_handle");
+          },
+  };
+  return &ext.base;
+}
+
+/// The strata.buffer_views extension (v1) of a backend that declares
+///   strata_status create_view(Device&, strata_view_args&);
+///   strata_status destroy_view(Device&, strata_view_args&);
+/// with the same checks as the table's entry points; `next` chains another
+/// extension (the first call's `next` is kept). For B::extensions(), e.g.
+/// `buffer_views<Acme>(native_handles<Acme>())`.
+template <Backend B>
+const strata_extension* buffer_views(const strata_extension* next = nullptr) {
+  static_assert(backend_detail::has_create_view<B> && backend_detail::has_destroy_view<B>,
+                "buffer_views<B>: B declares create_view and destroy_view (Device&, strata_view_args&)");
+  using namespace backend_detail;
+  using Device = typename B::Device;
+  static const strata_ext_buffer_views ext = {
+      .base = {.struct_size = sizeof(strata_ext_buffer_views),
+               .name = STRATA_EXT_BUFFER_VIEWS,
+               .version = STRATA_EXT_BUFFER_VIEWS_VERSION,
+               .next = next},
+      .create_view =
+          [](strata_view_args* a) noexcept {
+            return call<B, strata_view_args,
+                        [](B& b, Device& d, strata_view_args& x) -> strata_status { return b.create_view(d, x); }>(
+                a, "buffer_views.create_view");
+          },
+      .destroy_view =
+          [](strata_view_args* a) noexcept {
+            call_void<B, strata_view_args,
+                      [](B& b, Device& d, strata_view_args& x) -> strata_status { return b.destroy_view(d, x); }>(
+                a, "buffer_views.destroy_view");
           },
   };
   return &ext.base;

@@ -167,7 +167,8 @@
  * -------------
  * Optional capabilities hang off the table as a list of named, versioned
  * structs (strata_extension): strata.native_handles (device pointers and
- * native streams, for interop), strata.graph_execution (a traced graph
+ * native streams, for interop), strata.buffer_views (buffers over memory
+ * another library owns, for zero-copy import), strata.graph_execution (a traced graph
  * handed whole to the plugin), strata.collectives (all-reduce, broadcast,
  * all-gather for data-parallel training), strata.test_cases (the plugin's
  * own cases for `strata plugin check`: inputs, attributes and the outputs
@@ -204,7 +205,7 @@ extern "C" {
 #endif
 
 #define STRATA_ABI_MAJOR 2
-#define STRATA_ABI_MINOR 6
+#define STRATA_ABI_MINOR 7
 
 /** The one symbol each plugin exports (type: strata_plugin_entry_fn). */
 #define STRATA_PLUGIN_ENTRY_SYMBOL "strata_plugin_entry"
@@ -890,6 +891,42 @@ typedef struct strata_ext_native_handles {
   strata_status (*buffer_pointer)(strata_native_args* args);
   strata_status (*stream_handle)(strata_native_args* args);
 } strata_ext_native_handles;
+
+/* -- strata.buffer_views v1: buffers over memory someone else owns --------- */
+#define STRATA_EXT_BUFFER_VIEWS "strata.buffer_views"
+#define STRATA_EXT_BUFFER_VIEWS_VERSION 1u
+
+/* A buffer over memory that another library allocated and still owns (a
+ * NumPy array or a PyTorch tensor imported through DLPack, a pointer handed
+ * to strata::tensor_from_native): PJRT's CreateViewOfDeviceBuffer. `address`
+ * is an address in the sense of native_handles.buffer_pointer's `handle`
+ * for the plugin's api (a host address for "host", a device pointer for
+ * "cuda"/"hip"). The view is a buffer of the device like one from `alloc`
+ * (kernels, copies and buffer_pointer take it; buffer_pointer returns
+ * `address`) with these differences: the host never passes it to `free`,
+ * and calls `destroy_view` once when the last tensor over it is gone and the
+ * device's work on it has completed (the host synchronizes the device's
+ * stream first); only after destroy_view returns does the host give the
+ * memory back to its owner. A plugin refuses (INVALID_ARGUMENT, saying why)
+ * an address its kernels cannot use: memory of another device or API, or
+ * an alignment its kernels need. The host checks the address is aligned to
+ * the tensor's element size and that `bytes` covers every element. */
+typedef struct strata_view_args {
+  size_t struct_size;
+  strata_plugin_state state;
+  int32_t device;
+  void* address;         /* in, create_view: the first byte of the memory  */
+  size_t bytes;          /* in, create_view: how many bytes it spans       */
+  strata_buffer buffer;  /* out: create_view; in: destroy_view             */
+  strata_error* error;
+} strata_view_args;
+#define STRATA_VIEW_ARGS_MIN_SIZE STRATA_SIZE_UP_TO(strata_view_args, error)
+
+typedef struct strata_ext_buffer_views {
+  strata_extension base;
+  strata_status (*create_view)(strata_view_args* args);
+  void (*destroy_view)(strata_view_args* args);
+} strata_ext_buffer_views;
 
 /* -- strata.graph_execution v1: a traced graph handed whole to a plugin ----- */
 #define STRATA_EXT_GRAPH_EXECUTION "strata.graph_execution"

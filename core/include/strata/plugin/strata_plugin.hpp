@@ -218,8 +218,9 @@ inline int32_t group_count(const strata_kernel_call& call, int32_t n_in, int32_t
 
 // ---- Entry points ----------------------------------------------------------------
 
-/// The ABI 2.0 size of each argument struct the plugin table's functions
-/// take (the STRATA_*_ARGS_MIN_SIZE macros), for entry_point().
+/// The ABI 2.0 size (2.7 for strata_view_args, which 2.7 added) of each
+/// argument struct the plugin table's and the extensions' functions take
+/// (the STRATA_*_ARGS_MIN_SIZE macros), for entry_point().
 template <class Args>
 inline constexpr size_t kArgsMinSize = 0;
 #define STRATA_SDK_ARGS_MIN_SIZE(name, NAME) \
@@ -235,6 +236,7 @@ STRATA_SDK_ARGS_MIN_SIZE(stream, STREAM)
 STRATA_SDK_ARGS_MIN_SIZE(native, NATIVE)
 STRATA_SDK_ARGS_MIN_SIZE(collective, COLLECTIVE)
 STRATA_SDK_ARGS_MIN_SIZE(graph, GRAPH)
+STRATA_SDK_ARGS_MIN_SIZE(view, VIEW)  // ABI 2.7
 #undef STRATA_SDK_ARGS_MIN_SIZE
 
 /// The frame of a table function: an argument struct below its ABI minimum

@@ -63,7 +63,8 @@ std::string options_for(const std::string& name, const Config& config) {
 std::vector<std::string> known_extensions(const LoadedPlugin& p) {
   std::vector<std::string> out;
   for (const char* name :
-       {STRATA_EXT_NATIVE_HANDLES, STRATA_EXT_GRAPH_EXECUTION, STRATA_EXT_COLLECTIVES, STRATA_EXT_TEST_CASES}) {
+       {STRATA_EXT_NATIVE_HANDLES, STRATA_EXT_BUFFER_VIEWS, STRATA_EXT_GRAPH_EXECUTION, STRATA_EXT_COLLECTIVES,
+        STRATA_EXT_TEST_CASES}) {
     if (const strata_extension* e = p.extension(name, 1)) out.push_back(std::string(name) + " v" + std::to_string(e->version));
   }
   return out;

@@ -19,6 +19,10 @@
 namespace strata::detail {
 
 Storage::~Storage() {
+  if (foreign != nullptr) {
+    release_foreign(*this);
+    return;
+  }
   if (device != nullptr && buffer != nullptr && !shutting_down()) device->allocator.release(buffer, bytes, device->stream);
 }
 
@@ -41,6 +45,7 @@ std::atomic<uint64_t> g_storage_serial{1};
 }  // namespace
 
 uint64_t storage_serial() { return g_storage_serial.load(std::memory_order_relaxed); }
+uint64_t next_storage_serial() { return g_storage_serial.fetch_add(1, std::memory_order_relaxed); }
 
 Tensor meta_tensor(DType dtype, std::span<const int64_t> shape, std::string_view op) {
   return Tensor(contiguous_impl(dtype, shape, checked_numel(op, shape, dtype)));
@@ -61,7 +66,7 @@ Tensor make_tensor(DeviceRecord& device, DType dtype, std::span<const int64_t> s
   }
   impl->device = device.device();
   impl->storage = make_pooled<Storage>(&device, buffer, block);
-  impl->storage->serial = g_storage_serial.fetch_add(1, std::memory_order_relaxed);
+  impl->storage->serial = next_storage_serial();
   return Tensor(std::move(impl));
 }
 

@@ -7,6 +7,7 @@
 #include <array>
 #include <atomic>
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <span>
 #include <string>
@@ -17,12 +18,21 @@ namespace strata::detail {
 struct DeviceRecord;
 struct AutogradMeta;
 
+/// Memory another library owns, under a strata.buffer_views view
+/// (tensor_from_native, native_view.cpp).
+struct ForeignMemory {
+  const strata_ext_buffer_views* views = nullptr;  // the device's extension
+  std::function<void()> release;                   // gives the memory back to its owner
+};
+
 /// A block of device memory. Returned to the device's caching allocator when
-/// the last tensor viewing it goes away.
+/// the last tensor viewing it goes away — or, for a view of memory another
+/// library owns (`foreign`), handed back to it (release_foreign).
 struct Storage {
   DeviceRecord* device = nullptr;
   strata_buffer buffer = nullptr;
   size_t bytes = 0;
+  std::unique_ptr<ForeignMemory> foreign;
   /// Bumped by in-place writes; saved tensors check it before backward.
   std::atomic<uint32_t> version{0};
   /// Allocation order in the process (storage_serial()): vmap tells the
@@ -47,6 +57,12 @@ using Dims = std::array<int64_t, STRATA_MAX_RANK>;
 /// outer vmap's (lower) level.
 /// The serial the next storage gets (Storage::serial).
 uint64_t storage_serial();
+/// A new storage's serial (storage_serial() moves past it).
+uint64_t next_storage_serial();
+
+/// Destroys a foreign storage's view once the device's work is done, then
+/// runs its release (native_view.cpp); never throws (a destructor's).
+void release_foreign(Storage& storage) noexcept;
 
 struct BatchLevel {
   uint64_t level = 0;  // the vmap that made it (ids shared with the gradient tapes' levels)
