@@ -4,6 +4,7 @@
 #include <strata/ddp.hpp>
 
 #include <strata/autograd.hpp>
+#include <strata/custom_function.hpp>
 #include <strata/error.hpp>
 #include <strata/ops.hpp>
 #include <strata/runtime.hpp>
@@ -50,10 +51,45 @@ struct PassBucket {
   std::optional<distributed::Work> work;
 };
 
+/// The mean over the ranks as a differentiable op: forward all-reduces a
+/// copy (blocking), and its VJP is the same op applied to the cotangent (the
+/// adjoint of y = (1/N) sum_r x_r, when every rank's loss depends on y, is
+/// the mean of the ranks' cotangents), so gradients of DDP's averaged
+/// gradients work to any order. Every rank runs each of these collectives
+/// in the same order, as it runs the same graph.
+std::shared_ptr<CustomFunction> mean_over_ranks(distributed::ProcessGroup* group) {
+  auto self = std::make_shared<CustomFunction>();
+  auto reduce = [group](const Tensor& t) {
+    NoGradGuard no_grad;
+    Tensor flat = t.contiguous().to(collective_device(t.device())).clone();
+    group->all_reduce(flat, distributed::ReduceOp::mean).wait();
+    return flat.to(t.device());
+  };
+  std::weak_ptr<CustomFunction> weak = self;
+  *self = custom_vjp([reduce](const std::vector<Tensor>& in) { return std::vector<Tensor>{reduce(in[0])}; },
+                     [reduce](const std::vector<Tensor>& in) {
+                       return std::make_pair(std::vector<Tensor>{reduce(in[0])}, std::vector<Tensor>{});
+                     },
+                     [weak](const std::vector<Tensor>&, const std::vector<Tensor>& g) -> std::vector<Tensor> {
+                       auto f = weak.lock();
+                       if (!f) throw Error("DistributedDataParallel: the wrapper is gone, so its averaged gradients "
+                                           "cannot be differentiated again");
+                       return (*f)(std::vector<Tensor>{g[0]});
+                     },
+                     {.name = "ddp_mean_over_ranks", .n_inputs = 1});
+  // The rule reaches the function through `weak` (no cycle through the
+  // rule); the DDPState keeps `self`.
+  return self;
+}
+
 struct DDPState {
   distributed::ProcessGroup* group = nullptr;
   int world = 1;
   DDPOptions options;
+  /// mean_over_ranks for a pass whose gradients carry history (backward
+  /// with create_graph, a higher-order tape): averaged without buckets, as
+  /// a differentiable op, so that gradients of the averaged gradients work.
+  std::shared_ptr<CustomFunction> differentiable_mean;
   std::vector<Tensor> params;
   std::vector<std::string> names;
   Plan backward_plan;
@@ -68,6 +104,7 @@ struct DDPState {
   // The pass being reduced.
   bool active = false;
   bool accumulates = false;
+  bool differentiable = false;  // its gradients carry history: reduced by differentiable_mean, no buckets
   const Plan* plan = nullptr;
   std::vector<PassBucket> pass;
   size_t next_launch = 0;
@@ -85,9 +122,10 @@ struct DDPState {
     return info.accumulates && info.level == 0;
   }
 
-  void begin(bool accumulating) {
+  void begin(bool accumulating, bool with_history) {
     plan = tape_armed ? &tape_plan : &backward_plan;
     accumulates = accumulating;
+    differentiable = with_history && world > 1;
     pass.assign(plan->buckets.size(), PassBucket{});
     for (size_t b = 0; b < pass.size(); ++b) pass[b].grads.resize(plan->buckets[b].params.size());
     next_launch = 0;
@@ -141,6 +179,7 @@ struct DDPState {
   /// same collectives in the same order, whatever order its gradients
   /// became ready in).
   void launch_ready(bool at_end) {
+    if (differentiable) return;  // finalize reduces each gradient itself
     while (next_launch < pass.size() && pass[next_launch].ready == pass[next_launch].grads.size()) {
       launch(next_launch, at_end);
       ++next_launch;
@@ -149,7 +188,7 @@ struct DDPState {
 
   void on_ready(size_t i, const Tensor& g, const GradReadyInfo& info) {
     if (!accepts(info)) return;
-    if (!active) begin(info.accumulates);
+    if (!active) begin(info.accumulates, g.requires_grad());
     auto [b, s] = plan->where[i];
     if (b == Plan::npos || got[i]) return;
     got[i] = 1;
@@ -158,7 +197,8 @@ struct DDPState {
     if (accumulates) {
       Tensor prev = params[i].grad();
       if (prev.defined()) {
-        NoGradGuard no_grad;
+        std::optional<NoGradGuard> constant;  // a differentiable pass keeps the sum's history
+        if (!differentiable) constant.emplace();
         total = add(prev, g);
         had_prev[i] = 1;
       }
@@ -208,6 +248,23 @@ struct DDPState {
         pass[b].grads[s] = value;
         ++pass[b].ready;
       }
+    }
+    if (differentiable) {
+      // Each gradient through the differentiable mean, in plan order (the
+      // same on every rank).
+      for (size_t b = 0; b < pass.size(); ++b) {
+        for (size_t s = 0; s < pass[b].grads.size(); ++s) {
+          reduced[plan->buckets[b].params[s]] = (*differentiable_mean)(pass[b].grads[s]);
+        }
+        pass[b].grads.clear();
+      }
+      for (size_t i = 0; i < params.size(); ++i) {
+        if (unused_here[i]) params[i].set_grad(reduced[i]);
+      }
+      finalized = true;
+      ++stats.reduced_passes;
+      ++stats.differentiable_passes;
+      return;
     }
     launch_ready(true);
     NoGradGuard no_grad;
@@ -386,6 +443,7 @@ DistributedDataParallel::DistributedDataParallel(Module& module, DDPOptions opti
   st.group = group_;
   st.world = group_->size();
   st.options = options_;
+  st.differentiable_mean = detail::mean_over_ranks(group_);
   for (auto& [name, p] : module_.named_parameters()) {  // the module's own tensors, each once
     st.names.push_back(name);
     st.params.push_back(p);
@@ -470,7 +528,11 @@ std::vector<Tensor> DistributedDataParallel::gradient(GradientTape& tape, const 
     }
   } disarm{st};
   std::vector<Tensor> results = tape.gradient(target, sources, output_grad);
-  if (!st.active) st.begin(false);
+  if (!st.active) {
+    bool with_history = false;
+    for (size_t i : chosen) with_history = with_history || results[source_of[i]].requires_grad();
+    st.begin(false, with_history);
+  }
   st.finalize([&](size_t i) { return results[source_of[i]]; });
   // Every occurrence of a parameter among the sources gets its average.
   for (size_t k = 0; k < sources.size(); ++k) {

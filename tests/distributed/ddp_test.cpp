@@ -399,6 +399,79 @@ TEST(DDP, HigherOrderGradientPenaltyReducesOnlyTheOutermostLevel) {
   });
 }
 
+// Gradients of the averaged gradients (issue: a second backward through
+// backward(create_graph=true) under DDP failed with "does not require
+// grad"): the average is a differentiable all-reduce whose VJP is an
+// all-reduce, so a gradient-norm penalty and a Hessian-vector product of
+// the global loss come out as in one process over the concatenated batch.
+TEST(DDP, GradientsOfTheAveragedGradientsEqualTheConcatenatedBatchs) {
+  run_ranks("grad_of_grad", [](int rank) {
+    Batch all = global_batch(16, DType::f64);
+    Batch mine = shard(all, rank, 2);
+    auto clear = [](const std::vector<Tensor>& ps) {
+      for (Tensor q : ps) q.set_grad(Tensor());
+    };
+    auto norm_penalty = [](const std::vector<Tensor>& gs) {
+      Tensor p = zeros({}, {.dtype = DType::f64});
+      for (const Tensor& g : gs) p = p + sum(g * g);
+      return p;
+    };
+    // backward(create_graph) twice: the penalty's gradient.
+    auto ref = make_net(DType::f64);
+    nn::functional::cross_entropy((*ref)(all.x), all.y).backward(Tensor(), {.retain_graph = true, .create_graph = true});
+    auto ref_g = grads_of(*ref);
+    clear(ref->parameters());
+    norm_penalty(ref_g).backward();
+    auto ref_pg = grads_of(*ref);
+
+    auto net = make_net(DType::f64);
+    nn::DistributedDataParallel ddp(*net, {.bucket_bytes = 256});
+    nn::functional::cross_entropy(ddp(mine.x), mine.y).backward(Tensor(), {.retain_graph = true, .create_graph = true});
+    auto g = grads_of(*net);
+    for (size_t i = 0; i < g.size(); ++i) {
+      require(g[i].requires_grad(), "the averaged gradient carries history");
+      require(max_abs_diff(g[i], ref_g[i]) <= 1e-12, "gradient " + std::to_string(i) + " averaged");
+    }
+    clear(net->parameters());
+    norm_penalty(g).backward();
+    auto pg = grads_of(*net);
+    for (size_t i = 0; i < pg.size(); ++i) {
+      const double d = max_abs_diff(pg[i], ref_pg[i]);
+      require(d <= 1e-12, "penalty gradient " + std::to_string(i) + " differs by " + std::to_string(d));
+    }
+    nn::DDPStats s = ddp.stats();
+    require(s.differentiable_passes == 1, "the create_graph pass reduced differentiably");
+    require(s.reduced_passes == 2, "both passes reduced");
+
+    // A Hessian-vector product of the global loss: the gradients from
+    // ddp.gradient with a higher-order tape, then backward() of v . g (a
+    // reduced pass itself: the ranks' H_r v are averaged into grad()).
+    auto params = net->parameters();
+    clear(params);
+    std::vector<Tensor> v;
+    for (const Tensor& q : params) v.push_back(full_like(q.detach(), 0.5));
+    GradientTape outer({.higher_order = true});
+    auto gs = ddp.gradient(outer, nn::functional::cross_entropy(ddp(mine.x), mine.y), params);
+    Tensor dot = zeros({}, {.dtype = DType::f64});
+    for (size_t i = 0; i < gs.size(); ++i) dot = dot + sum(gs[i] * v[i]);
+    dot.backward();
+    auto hv = grads_of(*net);
+    auto rparams = ref->parameters();
+    clear(rparams);
+    GradientTape router({.higher_order = true});
+    auto rgs = router.gradient(nn::functional::cross_entropy((*ref)(all.x), all.y), rparams);
+    Tensor rdot = zeros({}, {.dtype = DType::f64});
+    for (size_t i = 0; i < rgs.size(); ++i) rdot = rdot + sum(rgs[i] * v[i]);
+    rdot.backward();
+    auto rhv = grads_of(*ref);
+    for (size_t i = 0; i < hv.size(); ++i) {
+      const double d = max_abs_diff(hv[i], rhv[i]);
+      require(d <= 1e-12, "HVP " + std::to_string(i) + " differs by " + std::to_string(d));
+    }
+    require(ddp.stats().differentiable_passes == 2, "the tape's pass reduced differentiably");
+  });
+}
+
 TEST(DDP, TapeGradientWithExplicitSourcesReducesOnlyThoseParameters) {
   run_ranks("tape", [](int rank) {
     Batch all = global_batch(16, DType::f64);

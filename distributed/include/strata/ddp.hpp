@@ -23,7 +23,15 @@
 //   - higher-order training: gradients computed by inner tapes (a gradient
 //     penalty's d loss / d input or d loss / d parameters) stay local; only
 //     the outermost pass — backward(), or the tape given to
-//     ddp.gradient() — is reduced.
+//     ddp.gradient() — is reduced;
+//   - gradients of the averaged gradients: when the reduced pass records
+//     its own graph (backward with create_graph, or a higher-order tape
+//     given to ddp.gradient()), each gradient is averaged by a
+//     differentiable all-reduce whose VJP is again an all-reduce, so a
+//     penalty on the averaged gradient or a Hessian-vector product of the
+//     global loss differentiates through it, to any order (one blocking
+//     all-reduce per parameter: no buckets, no overlap, in that pass).
+//     Forward mode through it is refused (the rule has no JVP).
 #pragma once
 
 #include <strata/autograd.hpp>
@@ -67,6 +75,11 @@ struct DDPStats {
   /// in host memory over Gloo, copied there and back when the device has no
   /// host memory and no collectives.
   uint64_t buckets_on_device = 0;
+  /// Reduced passes whose gradients carried history (backward with
+  /// create_graph, or a higher-order tape given to gradient()): each
+  /// gradient averaged by a differentiable all-reduce, one per parameter,
+  /// without buckets or overlap.
+  uint64_t differentiable_passes = 0;
 };
 
 namespace detail {
@@ -122,8 +135,9 @@ class DistributedDataParallel {
   /// input's, say) are returned as computed locally. Every rank must pass
   /// the same parameters as sources. A parameter source the target does not
   /// reach contributes what the tape returns for it (zeros, or the tape's
-  /// Unconnected::error). The averaged gradients are constants (not
-  /// recorded for higher order): use this for the outermost tape only.
+  /// Unconnected::error). With a higher-order tape the averaged gradients
+  /// carry history (a differentiable all-reduce; see the file comment);
+  /// otherwise they are constants.
   /// Inside a no_sync() scope it is tape.gradient() unchanged.
   std::vector<Tensor> gradient(GradientTape& tape, const Tensor& target, const std::vector<Tensor>& sources,
                                const Tensor& output_grad = Tensor());
