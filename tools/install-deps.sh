@@ -24,6 +24,8 @@ packages=(
   hipcc libamdhip64-dev   # the HIP plugin, built from the CUDA kernel sources; no AMD GPU needed to build
   clang libclang-rt-14-dev libomp-dev  # the fuzz preset: clang, libFuzzer + sanitizers, OpenMP for the CPU plugin
   python3-dev python3-venv python3-numpy  # the Python module (python/): headers, its virtual environment, NumPy
+  openmpi-bin             # launch tests: `mpirun -np 3` starts the digits demo's ranks (no MPI library is linked)
+  slurmctld slurmd slurm-client munge  # launch tests: a one-node Slurm cluster started by the test runs `srun -n 2`
 )
 
 # The Python module's build and test tools, from PyPI (Debian 12 has no

@@ -4,6 +4,7 @@
 // Every failure on the way is a DistributedError naming this rank and the
 // cause; nothing Gloo throws escapes (docs/distributed.md, "Rendezvous").
 #include "group_impl.hpp"
+#include "launch_env.hpp"
 
 #include <gloo/barrier.h>
 #include <gloo/transport/tcp/device.h>
@@ -35,25 +36,6 @@ constexpr auto kLinger = std::chrono::milliseconds(5000);
 std::string env_or(const char* name, const std::string& fallback) {
   const char* v = std::getenv(name);
   return v && *v ? std::string(v) : fallback;
-}
-
-int env_int(const char* name, const char* field, bool required, int fallback) {
-  const char* v = std::getenv(name);
-  if (!v || !*v) {
-    if (required)
-      throw DistributedError(std::string("init_process_group: ") + name + " is not set and Options::" + field +
-                             " was not given (run under `strata launch -n N` or set " + name + ")");
-    return fallback;
-  }
-  char* end = nullptr;
-  errno = 0;
-  long long value = std::strtoll(v, &end, 10);
-  if (end == v || *end != '\0')
-    throw DistributedError(std::string("init_process_group: ") + name + "=\"" + v + "\" is not an integer");
-  if (errno == ERANGE || value < INT32_MIN || value > INT32_MAX)
-    throw DistributedError(std::string("init_process_group: ") + name + "=\"" + v + "\" is out of range (" +
-                           std::to_string(INT32_MIN) + ".." + std::to_string(INT32_MAX) + ")");
-  return static_cast<int>(value);
 }
 
 wire::Bytes bytes(const std::string& s) { return {s.begin(), s.end()}; }
@@ -209,9 +191,24 @@ void connect_mesh(ProcessGroup::Impl& g, PrefixedStore& store, std::shared_ptr<g
 std::unique_ptr<ProcessGroup> make_group(const Options& options) {
   ignore_sigpipe();
   auto impl = std::make_unique<ProcessGroup::Impl>();
-  int world = options.world_size >= 0 ? options.world_size : env_int("STRATA_WORLD_SIZE", "world_size", true, 0);
-  int rank = options.rank >= 0 ? options.rank : env_int("STRATA_RANK", "rank", true, 0);
-  const char* world_from = options.world_size >= 0 ? "Options::world_size" : "STRATA_WORLD_SIZE";
+  const LaunchEnvironment launched = launch_environment();
+  // The launcher's local rank picks this rank's accelerator (one per rank
+  // of a host); STRATA_LOCAL_RANK did at start when the launcher set it.
+  if (launched.local_rank >= 0 && std::getenv("STRATA_LOCAL_RANK") == nullptr)
+    runtime().set_local_rank(launched.local_rank);
+  auto missing = [](const std::string& variable, const std::string& field) {
+    return DistributedError("init_process_group: " + variable + " is not set and Options::" + field +
+                            " was not given (run under `strata launch -n N`, torchrun, mpirun or srun, or set "
+                            "STRATA_RANK and STRATA_WORLD_SIZE)");
+  };
+  // A launcher found has set both (launch_environment refuses one without
+  // the other); its values are checked below, naming its variables.
+  if (options.world_size < 0 && launched.launcher.empty()) throw missing("STRATA_WORLD_SIZE", "world_size");
+  if (options.rank < 0 && launched.launcher.empty()) throw missing("STRATA_RANK", "rank");
+  const int world = options.world_size >= 0 ? options.world_size : launched.world_size;
+  const int rank = options.rank >= 0 ? options.rank : launched.rank;
+  const std::string world_from = options.world_size >= 0 ? "Options::world_size" : launched.world_from;
+  const std::string rank_from = options.rank >= 0 ? "Options::rank" : launched.rank_from;
   if (world < 1)
     throw DistributedError("init_process_group: world size " + std::to_string(world) + " (" + world_from +
                            ") must be >= 1");
@@ -220,16 +217,21 @@ std::unique_ptr<ProcessGroup> make_group(const Options& options) {
                            ") is more than " + std::to_string(kMaxWorldSize) +
                            ", the most ranks a group connects (every rank connects to every other)");
   if (rank < 0)
-    throw DistributedError("init_process_group: rank " + std::to_string(rank) + " (STRATA_RANK) must be >= 0");
+    throw DistributedError("init_process_group: rank " + std::to_string(rank) + " (" + rank_from + ") must be >= 0");
   if (rank >= world)
-    throw DistributedError("init_process_group: rank " + std::to_string(rank) + " (" +
-                           (options.rank >= 0 ? "Options::rank" : "STRATA_RANK") + ") is not below the world size " +
-                           std::to_string(world));
-  std::string addr = !options.master_addr.empty() ? options.master_addr : env_or("STRATA_MASTER_ADDR", "127.0.0.1");
-  int port =
-      options.master_port >= 0 ? options.master_port : env_int("STRATA_MASTER_PORT", "master_port", false, 29500);
+    throw DistributedError("init_process_group: rank " + std::to_string(rank) + " (" + rank_from +
+                           ") is not below the world size " + std::to_string(world) + " (" + world_from + ")");
+  std::string addr = !options.master_addr.empty() ? options.master_addr
+                     : !launched.master_addr.empty() ? launched.master_addr
+                                                     : std::string("127.0.0.1");
+  const std::string addr_from = !options.master_addr.empty()    ? std::string("Options::master_addr")
+                                : !launched.master_addr.empty() ? launched.master_addr_from
+                                                                : std::string("the default address");
+  int port = options.master_port >= 0 ? options.master_port : launched.master_port >= 0 ? launched.master_port : 29500;
   if (port < 1 || port > 65535)
-    throw DistributedError("init_process_group: master port " + std::to_string(port) + " is not in 1..65535");
+    throw DistributedError("init_process_group: master port " + std::to_string(port) + " (" +
+                           (options.master_port >= 0 ? std::string("Options::master_port") : launched.master_port_from) +
+                           ") is not in 1..65535");
   std::string token = !options.job_token.empty() ? options.job_token : env_or("STRATA_JOB_TOKEN", "");
   if (token.size() > wire::kMaxTokenBytes)
     throw DistributedError("init_process_group: the job token (" +
@@ -238,7 +240,7 @@ std::unique_ptr<ProcessGroup> make_group(const Options& options) {
                            std::to_string(wire::kMaxTokenBytes));
   auto timeout = options.timeout;
   if (const char* t = std::getenv("STRATA_DIST_TIMEOUT_MS"); t && *t) {
-    int ms = env_int("STRATA_DIST_TIMEOUT_MS", "timeout", false, 0);
+    const int ms = detail::env_integer("STRATA_DIST_TIMEOUT_MS").value_or(0);
     if (ms <= 0)
       throw DistributedError(std::string("init_process_group: STRATA_DIST_TIMEOUT_MS=\"") + t + "\" must be > 0");
     timeout = std::chrono::milliseconds(ms);
@@ -260,7 +262,8 @@ std::unique_ptr<ProcessGroup> make_group(const Options& options) {
     if (rank == 0) {
       try {
         impl->server = std::make_unique<TcpStoreServer>(
-            TcpStoreServer::Options{addr, port, token, timeout, static_cast<size_t>(world) + kSpareConnections});
+            TcpStoreServer::Options{addr, port, token, timeout, static_cast<size_t>(world) + kSpareConnections,
+                                    addr_from});
       } catch (const DistributedError& e) {
         throw DistributedError(who + ": " + e.what());
       }

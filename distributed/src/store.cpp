@@ -57,9 +57,9 @@ TcpStoreServer::TcpStoreServer(Options options) : options_(std::move(options)) {
   const bool loopback_name = host == "localhost" || host.rfind("127.", 0) == 0 || host == "::1";
   if (!loopback_name && (bound_.rfind("127.", 0) == 0 || bound_.rfind("[::1]", 0) == 0))
     log_warn(
-        "the TCP store listens on {}, a loopback address, because STRATA_MASTER_ADDR \"{}\" resolves to it "
+        "the TCP store listens on {}, a loopback address, because {} \"{}\" resolves to it "
         "on rank 0's host: ranks on other hosts cannot reach it; give rank 0's reachable address instead",
-        bound_, host);
+        bound_, options_.host_from, host);
   acceptor_ = std::thread([this] { accept_loop(); });
 }
 

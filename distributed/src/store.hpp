@@ -52,6 +52,7 @@ class TcpStoreServer {
     /// header arrived, and every reply.
     std::chrono::milliseconds io_timeout{60000};
     size_t max_connections = 64;  // more are refused at once
+    std::string host_from = "STRATA_MASTER_ADDR";  // where `host` came from, for messages
   };
   /// Binds host:port and starts serving. DistributedError naming the
   /// address when it is in use or not this host's.

@@ -48,7 +48,23 @@ void bind_distributed(nb::module_& m) {
     dist::init_process_group(o);
   }, nb::arg("rank") = -1, nb::arg("world_size") = -1, nb::arg("master_addr") = "", nb::arg("master_port") = -1,
      nb::arg("timeout") = 60.0, kRelease,
-     "Joins the job `strata launch` started (STRATA_RANK, STRATA_WORLD_SIZE, ...; -1 and \"\" read them).");
+     "Joins the job its launcher started (strata launch, torchrun, mpirun, srun: launch_environment(); -1 and \"\" "
+     "read it).");
+  d.def("launch_environment", [] {
+    const dist::LaunchEnvironment e = dist::launch_environment();
+    nb::dict out;
+    out["launcher"] = e.launcher;
+    out["rank"] = e.rank;
+    out["world_size"] = e.world_size;
+    out["local_rank"] = e.local_rank;
+    out["local_world_size"] = e.local_world_size;
+    out["master_addr"] = e.master_addr;
+    out["master_port"] = e.master_port;
+    out["rank_from"] = e.rank_from;
+    out["world_from"] = e.world_from;
+    return out;
+  }, "Who this process is, as its launcher (strata launch, torchrun, mpirun, srun) told it: a dict; -1 and \"\" "
+     "for what no launcher gave (docs/distributed.md, \"Launchers\").");
   d.def("is_initialized", &dist::is_initialized);
   d.def("destroy_process_group", &dist::destroy_process_group, kRelease);
   d.def("rank", &dist::rank);

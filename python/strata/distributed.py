@@ -21,7 +21,7 @@ available = _d.available
 if available:
     from ._strata.distributed import (  # noqa: F401  (the C++ API, one to one)
         Work, all_gather, all_reduce, barrier, broadcast, destroy_process_group, init_process_group,
-        is_initialized, rank, world_size,
+        is_initialized, launch_environment, rank, world_size,
     )
 
 

@@ -49,3 +49,20 @@ def test_two_ranks_reduce_and_train_in_step(tmp_path):
                           text=True, timeout=120, env=dict(os.environ, STRATA_THREADS="1"))
     assert done.returncode == 0, done.stdout + done.stderr
     assert "rank 0 of 2: ok" in done.stdout and "rank 1 of 2: ok" in done.stdout, done.stdout
+
+
+def test_the_launchers_variables_are_read(monkeypatch):
+    import strata.distributed as dist
+    for name in ("STRATA_RANK", "STRATA_WORLD_SIZE", "RANK", "WORLD_SIZE", "OMPI_COMM_WORLD_RANK", "PMI_RANK"):
+        monkeypatch.delenv(name, raising=False)
+    monkeypatch.setenv("SLURM_PROCID", "3")
+    monkeypatch.setenv("SLURM_NTASKS", "8")
+    monkeypatch.setenv("SLURM_LOCALID", "1")
+    monkeypatch.setenv("SLURM_JOB_NODELIST", "gpu[07-08]")
+    monkeypatch.setenv("SLURM_JOB_ID", "123456")
+    e = dist.launch_environment()
+    assert (e["launcher"], e["rank"], e["world_size"], e["local_rank"]) == ("Slurm", 3, 8, 1)
+    assert (e["master_addr"], e["master_port"]) == ("gpu07", 15000 + 3456)
+    monkeypatch.setenv("SLURM_LOCALID", "4")  # above the rank: refused, naming both
+    with pytest.raises(strata.Error, match="SLURM_LOCALID=4 cannot be the local rank of SLURM_PROCID=3"):
+        dist.launch_environment()

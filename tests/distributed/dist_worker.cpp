@@ -401,6 +401,20 @@ int init_error() {
   return failures ? 1 : 0;
 }
 
+// Under any launcher: who launch_environment says this process is, then a
+// group joined from it and one all-reduce of the ranks' numbers.
+int whoami() {
+  const dist::LaunchEnvironment e = dist::launch_environment();
+  dist::init_process_group(options());
+  auto t = strata::full({1}, static_cast<double>(dist::rank()), {.dtype = strata::DType::f64});
+  dist::group().all_reduce(t).wait();
+  std::cout << "whoami: rank " << dist::rank() << " of " << dist::world_size() << " local " << e.local_rank
+            << " launcher " << e.launcher << " from " << e.rank_from << " master " << e.master_addr << ":"
+            << e.master_port << " sum " << t.item<double>() << std::endl;
+  dist::destroy_process_group();
+  return 0;
+}
+
 // For `strata launch`: print, then rank 1 exits with DIST_TEST_EXIT (or a
 // signal with DIST_TEST_SIGNAL) while the others wait for a long time.
 int launch_probe() {
@@ -561,6 +575,7 @@ int main(int argc, char** argv) {
     if (scenario == "init_error") return init_error();
     if (scenario == "peer_stalls") return peer_stalls();
     if (scenario == "launch_probe") return launch_probe();
+    if (scenario == "whoami") return whoami();
     if (scenario == "device_collectives") return device_collectives();
     if (scenario == "peer_killed") return peer_killed();
     if (scenario == "die_together") return die_together();

@@ -222,6 +222,99 @@ TEST(Distributed, WorldSizeBelowOne) {
   EXPECT_TRUE(contains(results[0].output, "world size 0 (STRATA_WORLD_SIZE) must be >= 1")) << describe(results);
 }
 
+// Launchers (docs/distributed.md, "Launchers"): each rank's variables as
+// torchrun, Open MPI, MPICH and Slurm set them, with no STRATA_RANK or
+// STRATA_WORLD_SIZE ("" is unset to the library).
+namespace launchers {
+
+Ranks as_launched(int world, const std::function<Env(int)>& vars) {
+  Ranks spec{.world = world, .scenario = "whoami"};
+  for (int r = 0; r < world; ++r) {
+    Env e{{"STRATA_RANK", ""}, {"STRATA_WORLD_SIZE", ""}};
+    for (const auto& [k, v] : vars(r)) e[k] = v;
+    spec.rank_env[r] = e;
+  }
+  return spec;
+}
+
+void expect_joined(const std::vector<Result>& results, int world, const std::string& launcher,
+                   const std::string& rank_from) {
+  expect_all_pass(results);
+  const int sum = world * (world - 1) / 2;
+  for (int r = 0; r < world; ++r) {
+    EXPECT_TRUE(contains(results[static_cast<size_t>(r)].output,
+                         "whoami: rank " + std::to_string(r) + " of " + std::to_string(world) + " local " +
+                             std::to_string(r) + " launcher " + launcher + " from " + rank_from))
+        << describe(results);
+    EXPECT_TRUE(contains(results[static_cast<size_t>(r)].output, "sum " + std::to_string(sum))) << describe(results);
+  }
+}
+
+}  // namespace launchers
+
+TEST(Distributed, TorchrunOpenMpiMpichAndSlurmVariablesAreRead) {
+  using launchers::as_launched;
+  using launchers::expect_joined;
+  auto s = [](int r) { return std::to_string(r); };
+  expect_joined(run_ranks(as_launched(2, [&](int r) {
+                  return Env{{"RANK", s(r)}, {"WORLD_SIZE", "2"}, {"LOCAL_RANK", s(r)}};
+                })),
+                2, "torchrun", "RANK");
+  expect_joined(run_ranks(as_launched(3, [&](int r) {
+                  return Env{{"OMPI_COMM_WORLD_RANK", s(r)},
+                             {"OMPI_COMM_WORLD_SIZE", "3"},
+                             {"OMPI_COMM_WORLD_LOCAL_RANK", s(r)},
+                             {"OMPI_COMM_WORLD_LOCAL_SIZE", "3"}};
+                })),
+                3, "Open MPI", "OMPI_COMM_WORLD_RANK");
+  expect_joined(run_ranks(as_launched(2, [&](int r) {
+                  return Env{{"PMI_RANK", s(r)}, {"PMI_SIZE", "2"}, {"MPI_LOCALRANKID", s(r)}};
+                })),
+                2, "MPICH", "PMI_RANK");
+  // Slurm: the rendezvous address is the node list's first host. The test
+  // gives a list whose first host is this one ("localhost[]" is no list:
+  // an address given as a host list entry that names this machine).
+  expect_joined(run_ranks(as_launched(2, [&](int r) {
+                  return Env{{"SLURM_PROCID", s(r)},     {"SLURM_NTASKS", "2"}, {"SLURM_LOCALID", s(r)},
+                             {"SLURM_JOB_NODELIST", "localhost,other[1-3]"}, {"STRATA_MASTER_ADDR", ""}};
+                })),
+                2, "Slurm", "SLURM_PROCID");
+  // An outer launcher's variables under an inner one's: mpirun in an sbatch
+  // script, whose SLURM_PROCID=0 every rank inherits.
+  expect_joined(run_ranks(as_launched(2, [&](int r) {
+                  return Env{{"OMPI_COMM_WORLD_RANK", s(r)}, {"OMPI_COMM_WORLD_SIZE", "2"},
+                             {"OMPI_COMM_WORLD_LOCAL_RANK", s(r)}, {"SLURM_PROCID", "0"}, {"SLURM_NTASKS", "1"}};
+                })),
+                2, "Open MPI", "OMPI_COMM_WORLD_RANK");
+}
+
+TEST(Distributed, LaunchersThatContradictAreRefusedNamingBoth) {
+  using launchers::as_launched;
+  auto refused = [](const Ranks& spec, const std::string& message) {
+    Ranks one = spec;
+    one.scenario = "init_error";
+    one.ranks_started = 1;
+    auto results = run_ranks(one);
+    expect_all_pass(results);
+    EXPECT_TRUE(contains(results[0].output, message)) << describe(results);
+  };
+  refused(as_launched(2, [](int) { return Env{{"SLURM_PROCID", "2"}, {"SLURM_NTASKS", "2"}}; }),
+          "rank 2 (SLURM_PROCID) is not below the world size 2 (SLURM_NTASKS)");
+  refused(as_launched(2, [](int) { return Env{{"RANK", "0"}}; }),
+          "WORLD_SIZE is not set, but RANK=0 is (torchrun's variables come together");
+  refused(as_launched(2, [](int) { return Env{{"RANK", "0"}, {"WORLD_SIZE", "2"}, {"LOCAL_RANK", "1"}}; }),
+          "LOCAL_RANK=1 cannot be the local rank of RANK=0 (torchrun's variables contradict each other)");
+  refused(as_launched(2, [](int) { return Env{{"STRATA_RANK", "0"}, {"STRATA_WORLD_SIZE", "4"}, {"RANK", "0"},
+                                              {"WORLD_SIZE", "2"}}; }),
+          "STRATA_RANK=0 and STRATA_WORLD_SIZE=4 contradict torchrun's RANK=0 and WORLD_SIZE=2");
+  refused(as_launched(2, [](int) { return Env{{"SLURM_PROCID", "0"}, {"SLURM_NTASKS", "2"},
+                                              {"SLURM_JOB_NODELIST", "node[x-y]"}, {"STRATA_MASTER_ADDR", ""}}; }),
+          "SLURM_JOB_NODELIST=\"node[x-y]\" is not a Slurm host list");
+  refused(as_launched(4, [](int) { return Env{{"OMPI_COMM_WORLD_RANK", "0"}, {"OMPI_COMM_WORLD_SIZE", "4"},
+                                              {"OMPI_COMM_WORLD_LOCAL_SIZE", "2"}, {"STRATA_MASTER_ADDR", ""}}; }),
+          "Open MPI started 4 ranks, 2 on this host: set MASTER_ADDR");
+}
+
 TEST(Distributed, MissingEnvironmentIsNamed) {
   // Rank 0 alone, one variable set: the message names it and what is wrong.
   const std::vector<std::tuple<std::string, std::string, std::string>> cases{
@@ -300,6 +393,21 @@ TEST(Launch, RunsNRanksWithPrefixedOutput) {
 TEST(Launch, RanksRendezvousUnderLaunch) {
   auto r = launch({"-n", "2", DIST_WORKER, "async"});
   EXPECT_EQ(r[0].status, 0) << r[0].output;
+}
+
+// launch is its ranks' innermost launcher: it gives each its local rank and
+// clears an outer launcher's variables (launch run by srun inside a pod).
+TEST(Launch, RanksGetTheirLocalRankAndNoOuterLaunchersVariables) {
+  auto r = launch({"-n", "2", DIST_WORKER, "whoami"},
+                  {{"SLURM_PROCID", "3"}, {"SLURM_NTASKS", "8"}, {"RANK", "5"}, {"WORLD_SIZE", "9"},
+                   {"OMPI_COMM_WORLD_RANK", "1"}, {"OMPI_COMM_WORLD_SIZE", "2"}});
+  ASSERT_EQ(r[0].status, 0) << r[0].output;
+  for (int k = 0; k < 2; ++k) {
+    EXPECT_TRUE(contains(r[0].output, "[rank " + std::to_string(k) + "] whoami: rank " + std::to_string(k) +
+                                          " of 2 local " + std::to_string(k) +
+                                          " launcher strata launch from STRATA_RANK"))
+        << r[0].output;
+  }
 }
 
 TEST(Launch, UsesTheGivenMasterPort) {

@@ -2,9 +2,11 @@
 // (harness.hpp): strangers on the master port while a job trains, a store
 // that stalls mid-reply, a rank of another job, and a "rank" that arrives
 // but never connects. The test plays the stranger or the broken store itself
-// with the store's own wire format (distributed/src/store_wire.hpp).
+// with the store's own wire format (distributed/src/store_wire.hpp); and
+// the Slurm host-list parser of launch_env.cpp.
 #include "harness.hpp"
 
+#include "launch_env.hpp"
 #include "socket_io.hpp"
 #include "store_wire.hpp"
 
@@ -292,3 +294,15 @@ TEST(Distributed, AFailedMeshIsAnErrorNotAnAbort) {
 }
 
 }  // namespace
+
+TEST(LaunchEnvironment, TheFirstHostOfASlurmHostList) {
+  using strata::distributed::detail::first_slurm_host;
+  EXPECT_EQ(first_slurm_host("node07"), "node07");
+  EXPECT_EQ(first_slurm_host("node[07-09,12],gpu3"), "node07");
+  EXPECT_EQ(first_slurm_host("gpu3,node[1-2]"), "gpu3");
+  EXPECT_EQ(first_slurm_host("rack[1-2]-n[004-005]"), "rack1-n004");
+  EXPECT_EQ(first_slurm_host("c[3,5]-ib"), "c3-ib");
+  EXPECT_EQ(first_slurm_host("node[x-y]"), "");
+  EXPECT_EQ(first_slurm_host("node[1-2"), "");
+  EXPECT_EQ(first_slurm_host("node]"), "");
+}

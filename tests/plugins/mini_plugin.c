@@ -11,7 +11,7 @@
  *
  * One source, several builds (tests/plugins/CMakeLists.txt):
  *   mini         against the SDK header (ABI 2.0)
- *   minifuture   -DMINI_FUTURE, against compat/future (a future minor, 2.7:
+ *   minifuture   -DMINI_FUTURE, against compat/future (a future minor, 2.8:
  *                every struct has trailing fields the 2.0 host does not know)
  *   miniolder    -DMINI_OLDER, against compat/older (the structs the plugin
  *                writes cut after their last required field)
@@ -59,8 +59,14 @@
 #define MINI_NAME "mini"
 #endif
 
-#if defined(MINI_FUTURE) && STRATA_ABI_MINOR != 7
-#error "MINI_FUTURE must be built against tests/plugins/compat/future (ABI 2.7)"
+/* How many devices: "minipair" has two (the default device following the
+ * local rank, tests/runtime/abi_compat_test.cpp); they share the memory. */
+#ifndef MINI_DEVICES
+#define MINI_DEVICES 1
+#endif
+
+#if defined(MINI_FUTURE) && STRATA_ABI_MINOR != 8
+#error "MINI_FUTURE must be built against tests/plugins/compat/future (ABI 2.8)"
 #endif
 #if defined(MINI_OLDER) && defined(STRATA_DEVICE_HAS_UUID)
 #error "MINI_OLDER must be built against tests/plugins/compat/older"
@@ -127,7 +133,7 @@ static strata_status mini_init(strata_init_args* args) {
   if (STRATA_HAS_FIELD(args, strata_init_args, future_a)) args->future_a = 7;
 #endif
   args->state = (strata_plugin_state)&g_state;
-  args->device_count = 1;
+  args->device_count = MINI_DEVICES;
   return STRATA_OK;
 }
 
@@ -138,7 +144,7 @@ static void mini_shutdown(strata_plugin_state s) {
 /* ---- devices ------------------------------------------------------------------- */
 
 static strata_status device_args_ok(strata_device_args* args, const char* what) {
-  return tpc_device_args_ok(args, &g_state, MINI_MAGIC, MINI_NAME, what);
+  return tpc_device_args_ok_of(args, &g_state, MINI_MAGIC, MINI_NAME, what, MINI_DEVICES);
 }
 
 static strata_status mini_device_props(strata_device_args* args) {
@@ -155,7 +161,7 @@ static strata_status mini_device_props(strata_device_args* args) {
   snprintf(p.name, sizeof(p.name), "Mini test accelerator (%s)", MINI_NAME);
   snprintf(p.compute_capability, sizeof(p.compute_capability), "mini 2");
 #ifdef MINI_FUTURE
-  /* What a 2.7 plugin would say: a flag and a dtype the 2.0 host does not
+  /* What a 2.8 plugin would say: a flag and a dtype the 2.0 host does not
    * know (it must ignore both), and the future fields (past the 2.0 host's
    * capacity, so never copied to it). */
   p.flags |= STRATA_DEVICE_FUTURE_FLAG;
@@ -187,7 +193,7 @@ static strata_status mini_device_props(strata_device_args* args) {
 static strata_status mini_alloc(strata_alloc_args* args) {
   strata_status st;
   if (args == NULL || args->struct_size < STRATA_ALLOC_ARGS_MIN_SIZE) return STRATA_ERROR_INVALID_ARGUMENT;
-  if (!state_ok(args->state) || args->device != 0) {
+  if (!state_ok(args->state) || args->device < 0 || args->device >= MINI_DEVICES) {
     return tpc_fail(args->error, STRATA_ERROR_INVALID_ARGUMENT, MINI_NAME ": alloc: bad state or device %d", (int)args->device);
   }
   st = tpc_alloc(args, MINI_MAGIC, MINI_NAME);
@@ -201,7 +207,7 @@ static void mini_free(strata_alloc_args* args) { (void)tpc_free(args, MINI_MAGIC
 
 static strata_status mini_copy(strata_copy_args* args) {
   if (args == NULL || args->struct_size < STRATA_COPY_ARGS_MIN_SIZE) return STRATA_ERROR_INVALID_ARGUMENT;
-  if (!state_ok(args->state) || args->device != 0) {
+  if (!state_ok(args->state) || args->device < 0 || args->device >= MINI_DEVICES) {
     return tpc_fail(args->error, STRATA_ERROR_INVALID_ARGUMENT, MINI_NAME ": copy: bad state or device %d", (int)args->device);
   }
   /* Synchronous: STRATA_COPY_ASYNC is allowed to complete at once. */
@@ -248,7 +254,7 @@ static strata_status check_call(const strata_kernel_call* c, const mini_kernel_i
     return tpc_fail(c->error, STRATA_ERROR_INVALID_ARGUMENT, MINI_NAME ": kernel of %s v%d called as %s v%u", info->op,
                     STRATA_OP_VERSION, c->op != NULL ? c->op : "(null)", (unsigned)c->op_version);
   }
-  if (!state_ok(c->state) || c->device != 0) {
+  if (!state_ok(c->state) || c->device < 0 || c->device >= MINI_DEVICES) {
     return tpc_fail(c->error, STRATA_ERROR_INVALID_ARGUMENT, MINI_NAME ": %s: bad state or device %d", c->op, (int)c->device);
   }
 #ifdef MINI_OLDER

@@ -166,14 +166,14 @@ TEST_F(AbiCompat, AnExtensionIsReadOnlyAsFarAsItsStructSize) {
 
 // ---- other minors ---------------------------------------------------------------------
 
-// mini built against ABI 2.7: every struct it writes is larger than the host's
+// mini built against ABI 2.8: every struct it writes is larger than the host's
 // (props are cut to the host's capacity by the plugin; kernel entries and the
 // table carry fields the host does not know), its props carry a flag and a
 // dtype bit the host does not know, and it reads no field past the host's
 // struct_size.
 TEST_F(AbiCompat, PluginOfANewerMinorLoadsAndRuns) {
   PluginInfo p = plugin("minifuture");
-  EXPECT_EQ(p.abi, "2.7");
+  EXPECT_EQ(p.abi, "2.8");
   EXPECT_TRUE(p.warnings.empty()) << joined(p.warnings);
   is_a_mini_device(p, "minifuture");
   if (!p.loaded) return;
@@ -244,6 +244,30 @@ TEST_F(AbiCompat, PreferListInAFilePicksWhichTwinIsTheDefault) {
   runtime().load_config(file.string());
   EXPECT_EQ(runtime().default_device().str(), "twinb:0");
   fs::remove(file);
+}
+
+// ---- the local rank: each rank of a host its own accelerator ---------------------------------
+
+// minipair has two accelerator devices; the CPU plugin's device is not
+// moved by a local rank.
+TEST_F(AbiCompat, TheDefaultAcceleratorFollowsTheLocalRank) {
+  Config c = abi_config({"minipair", "cpu"});
+  c.plugin_paths = {c.plugin_paths.at(0), STRATA_TEST_PAIR_PLUGIN_DIR};
+  runtime().configure(c);
+  EXPECT_EQ(runtime().default_device().str(), "minipair:0");
+  runtime().set_local_rank(1);
+  EXPECT_EQ(runtime().default_device().str(), "minipair:1");
+  Tensor t = ones({3});  // made on the new default, and usable there
+  EXPECT_EQ(t.device().str(), "minipair:1");
+  EXPECT_EQ(t.to_vector<float>(), (std::vector<float>{1, 1, 1}));
+  runtime().set_local_rank(3);  // more ranks than devices: shared, with a warning
+  EXPECT_EQ(runtime().default_device().str(), "minipair:1");
+  runtime().set_local_rank(-1);
+  EXPECT_EQ(runtime().default_device().str(), "minipair:0");
+  runtime().set_local_rank(1);
+  runtime().configure(abi_config({"cpu"}));  // a CPU-class default stays
+  EXPECT_EQ(runtime().default_device().str(), "cpu:0");
+  runtime().set_local_rank(-1);
 }
 
 // ---- malformed kernel entries ---------------------------------------------------------------

@@ -4,7 +4,8 @@
 // shell (`--launcher`, default ssh), node k on host k, and supervises them
 // as it supervises local ranks ("Multi-host").
 //
-// Each rank gets STRATA_RANK, STRATA_WORLD_SIZE, STRATA_MASTER_ADDR=127.0.0.1,
+// Each rank gets STRATA_RANK, STRATA_WORLD_SIZE, STRATA_LOCAL_RANK (its index
+// on this node), STRATA_LOCAL_WORLD_SIZE, STRATA_MASTER_ADDR=127.0.0.1,
 // STRATA_MASTER_PORT (the given port, else a free one the kernel picks) and
 // STRATA_JOB_TOKEN, the secret rank 0's store asks of every connection: 128
 // random bits per run, or launch's own STRATA_JOB_TOKEN when it has one
@@ -110,6 +111,7 @@ struct Stream {
 struct ChildSpec {
   std::vector<std::string> argv;
   std::vector<std::pair<std::string, std::string>> env;  // set in the child
+  std::vector<std::string> unset;                         // removed from the child's environment first
   std::string prefix;                                     // before each output line
   std::string name;                                       // in messages: "rank 3", "node 1 (hostb)"
   std::string input;  // non-empty: the child's standard input, then end of file
@@ -247,6 +249,7 @@ int supervise(const std::vector<ChildSpec>& specs, const std::string& what) {
       ::dup2(out[1], STDOUT_FILENO);
       ::dup2(err[1], STDERR_FILENO);
       if (in[0] >= 0) ::dup2(in[0], STDIN_FILENO);
+      for (const std::string& name : spec.unset) ::unsetenv(name.c_str());
       for (const auto& [name, value] : spec.env) ::setenv(name.c_str(), value.c_str(), 1);
       ::execvp(argv[0], argv.data());
       int e = errno;
@@ -396,6 +399,17 @@ bool world_fits(int64_t nodes, int64_t per_node, const std::string& nodes_given)
             << " ranks: more than " << INT_MAX << ", the largest world size\n";
   return false;
 }
+
+/// The rank variables of the launchers init_process_group also reads
+/// (distributed/src/launch_env.cpp), cleared for the ranks launch starts:
+/// launch is their innermost launcher, so an outer one's variables (srun's
+/// SLURM_PROCID of the task that runs launch, a pod's RANK) describe another
+/// process and, beside STRATA_*, would read as a contradiction.
+constexpr const char* kOuterLauncherVariables[] = {
+    "RANK",         "WORLD_SIZE",      "LOCAL_RANK",      "LOCAL_WORLD_SIZE",
+    "OMPI_COMM_WORLD_RANK", "OMPI_COMM_WORLD_SIZE", "OMPI_COMM_WORLD_LOCAL_RANK", "OMPI_COMM_WORLD_LOCAL_SIZE",
+    "PMI_RANK",     "PMI_SIZE",        "MPI_LOCALRANKID", "MPI_LOCALNRANKS",
+    "SLURM_PROCID", "SLURM_NTASKS",    "SLURM_LOCALID"};
 
 /// The job token for the ranks: launch's own STRATA_JOB_TOKEN, else a fresh
 /// random one when `fresh` (else ""). Sets `error` when /dev/urandom fails.
@@ -561,8 +575,11 @@ int run_launch(const LaunchOptions& options) {
     spec.argv = options.command;
     spec.env = {{"STRATA_RANK", std::to_string(first_rank + k)},
                 {"STRATA_WORLD_SIZE", std::to_string(world)},
+                {"STRATA_LOCAL_RANK", std::to_string(k)},
+                {"STRATA_LOCAL_WORLD_SIZE", std::to_string(options.nprocs)},
                 {"STRATA_MASTER_ADDR", master_addr},
                 {"STRATA_MASTER_PORT", std::to_string(port)}};
+    spec.unset.assign(std::begin(kOuterLauncherVariables), std::end(kOuterLauncherVariables));
     if (!token.empty()) spec.env.emplace_back("STRATA_JOB_TOKEN", token);
     if (one_thread_each) spec.env.emplace_back("OMP_NUM_THREADS", "1");
     spec.prefix = "[rank " + std::to_string(first_rank + k) + "] ";

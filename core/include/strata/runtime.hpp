@@ -41,6 +41,17 @@ class Runtime {
   Device default_device();
   /// Overrides the default device for this process.
   void set_default_device(Device device);
+  /// This process's index among the ranks of its host (a data-parallel
+  /// job's local rank): when the selected default is an accelerator whose
+  /// plugin has several devices, the default becomes that plugin's device
+  /// `local_rank` (modulo their count, with a warning: ranks then share a
+  /// device), so that each rank of a node gets its own GPU. CPU-class
+  /// devices are unaffected; -1 forgets it. STRATA_LOCAL_RANK, which
+  /// `strata launch` sets, gives it at start; init_process_group passes the
+  /// launcher's (SLURM_LOCALID, OMPI_COMM_WORLD_LOCAL_RANK, LOCAL_RANK), so
+  /// tensors made before it stay where the default was. A device chosen
+  /// with set_default_device stays chosen.
+  void set_local_rank(int local_rank);
   std::vector<DeviceInfo> devices();
   std::vector<PluginInfo> plugins();
   DeviceInfo device_info(Device device);

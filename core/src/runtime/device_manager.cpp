@@ -14,6 +14,8 @@
 #include <strata/error.hpp>
 
 #include <algorithm>
+#include <cerrno>
+#include <climits>
 #include <cstdlib>
 #include <cstring>
 #include <filesystem>
@@ -57,6 +59,22 @@ bool same_hardware(const DeviceRecord& a, const DeviceRecord& b) {
   bool has_pci = STRATA_HAS_FIELD(&a.props, strata_device_props, pci_bus_id) &&
                  STRATA_HAS_FIELD(&b.props, strata_device_props, pci_bus_id);
   return has_pci && a.props.pci_bus_id[0] != '\0' && std::strcmp(a.props.pci_bus_id, b.props.pci_bus_id) == 0;
+}
+
+/// STRATA_LOCAL_RANK (set by `strata launch`), or -1 when unset; a value
+/// that is not a non-negative integer is named in a warning and ignored.
+int env_local_rank() {
+  const char* v = std::getenv("STRATA_LOCAL_RANK");
+  if (v == nullptr || *v == '\0') return -1;
+  char* end = nullptr;
+  errno = 0;
+  const long value = std::strtol(v, &end, 10);
+  if (end == v || *end != '\0' || errno == ERANGE || value < 0 || value > INT32_MAX) {
+    detail::logger("runtime")->warn("STRATA_LOCAL_RANK=\"{}\" is not a local rank (a non-negative integer): ignored",
+                                    v);
+    return -1;
+  }
+  return static_cast<int>(value);
 }
 
 }  // namespace
@@ -244,6 +262,23 @@ void Runtime::Impl::select_default() {
     if (r->lost() || shadowed(*r)) continue;
     if (any_preferred && prefer_index(r->plugin.name) >= prefer.size()) continue;
     if (best == nullptr || key(*r) < key(*best)) best = r.get();
+  }
+  if (!local_rank_set) local_rank = env_local_rank();
+  if (best != nullptr && local_rank >= 0 && best->props.type != STRATA_DEVICE_CPU) {
+    // Each rank of a node its own device of the chosen plugin.
+    std::vector<const DeviceRecord*> siblings;
+    for (const auto& r : records) {
+      if (&r->plugin == &best->plugin && !r->lost() && !shadowed(*r)) siblings.push_back(r.get());
+    }
+    if (siblings.size() > 1) {
+      const DeviceRecord* mine = siblings[static_cast<size_t>(local_rank) % siblings.size()];
+      if (static_cast<size_t>(local_rank) >= siblings.size()) {
+        detail::logger("runtime")->warn("local rank {} but {} has {} devices: the default is {}, which another rank "
+                                        "of this host shares",
+                                        local_rank, best->plugin.name, siblings.size(), mine->id);
+      }
+      best = mine;
+    }
   }
   selected_slot = best != nullptr ? best->slot : -1;
 }

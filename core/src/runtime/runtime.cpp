@@ -70,6 +70,14 @@ void Runtime::set_default_device(Device device) {
   impl_->override_slot = device.slot();
 }
 
+void Runtime::set_local_rank(int local_rank) {
+  impl_->ensure_initialized();
+  std::lock_guard lock(impl_->mutex);
+  impl_->local_rank = local_rank < 0 ? -1 : local_rank;
+  impl_->local_rank_set = true;
+  impl_->select_default();
+}
+
 std::vector<DeviceInfo> Runtime::devices() {
   impl_->ensure_initialized();
   std::lock_guard lock(impl_->mutex);

@@ -37,6 +37,10 @@ struct Runtime::Impl {
   std::set<std::string> seen_paths;
   int32_t selected_slot = -1;
   int32_t override_slot = -1;
+  /// The local rank (Runtime::set_local_rank); -1: none. `local_rank_set`:
+  /// given by the program, so STRATA_LOCAL_RANK no longer applies.
+  int local_rank = -1;
+  bool local_rank_set = false;
   /// Policy per op id; fixed size so readers on the dispatch path need no lock.
   std::array<std::atomic<uint8_t>, 1024> fallback_by_op{};
 

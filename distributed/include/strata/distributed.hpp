@@ -42,16 +42,47 @@ class DistributedError : public strata::Error {
   using Error::Error;
 };
 
-/// How to join a process group. Every field has an environment fallback,
-/// so that programs run under `strata launch` (or a cluster's launcher that
-/// sets the variables) need no arguments.
+/// Who this process is, as its launcher told it through the environment
+/// (docs/distributed.md, "Launchers"). The launchers are asked in this
+/// order, and the first whose rank variable is set is the one:
+///   strata launch       STRATA_RANK, STRATA_WORLD_SIZE, STRATA_LOCAL_RANK
+///   torchrun, Kubeflow  RANK, WORLD_SIZE, LOCAL_RANK
+///   Open MPI            OMPI_COMM_WORLD_RANK, _SIZE, _LOCAL_RANK
+///   MPICH, Intel MPI    PMI_RANK, PMI_SIZE, MPI_LOCALRANKID
+///   Slurm (srun)        SLURM_PROCID, SLURM_NTASKS, SLURM_LOCALID
+/// (an inner launcher's variables describe this process; an outer one's, such
+/// as an sbatch script's SLURM_PROCID=0 seen under mpirun, another). The
+/// rendezvous address is STRATA_MASTER_ADDR/PORT, else MASTER_ADDR/PORT,
+/// else under Slurm the first host of the step's node list and port 15000
+/// plus the job id's last four digits, else unset (init uses 127.0.0.1 and
+/// 29500). Throws DistributedError for a variable that is not an integer,
+/// a launcher's rank without its world size, a local rank that cannot be
+/// (above the rank), STRATA_RANK/STRATA_WORLD_SIZE that contradict the next
+/// launcher's variables (naming both), a Slurm node list that is not one, or
+/// ranks spread over hosts with no rendezvous address given.
+struct LaunchEnvironment {
+  std::string launcher;  // "strata launch", "torchrun", "Open MPI", "MPICH", "Slurm"; "" when none
+  int rank = -1;         // -1 when not given
+  int world_size = -1;
+  int local_rank = -1;        // this rank's index among the ranks of its host
+  int local_world_size = -1;  // the ranks on this host, where the launcher says
+  std::string rank_from, world_from, local_rank_from;  // the variables read: "SLURM_PROCID"
+  std::string master_addr;  // "" when not given
+  int master_port = -1;
+  std::string master_addr_from, master_port_from;  // where they came from, for messages
+};
+LaunchEnvironment launch_environment();
+
+/// How to join a process group. Every field has an environment fallback
+/// (launch_environment), so that programs run under `strata launch`,
+/// torchrun, mpirun or srun need no arguments.
 struct Options {
-  int rank = -1;            // -1: STRATA_RANK
-  int world_size = -1;      // -1: STRATA_WORLD_SIZE
+  int rank = -1;            // -1: the launcher's (launch_environment)
+  int world_size = -1;      // -1: the launcher's
   /// Where rank 0 serves the TCP store, and the one address it listens on
   /// (so a loopback master is reachable from this host only).
-  std::string master_addr;  // "": STRATA_MASTER_ADDR, default "127.0.0.1"
-  int master_port = -1;     // -1: STRATA_MASTER_PORT, default 29500
+  std::string master_addr;  // "": the launcher's, default "127.0.0.1"
+  int master_port = -1;     // -1: the launcher's, default 29500
   /// The job's secret: every rank must present it to rank 0's TCP store,
   /// which refuses connections without it. `strata launch` sets a fresh
   /// random one per run. Empty (and no STRATA_JOB_TOKEN): the store admits

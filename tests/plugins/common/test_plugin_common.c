@@ -32,17 +32,22 @@ void tpc_log(const tpc_state* state, const char* name, strata_log_level level, c
   }
 }
 
-strata_status tpc_device_args_ok(strata_device_args* args, const tpc_state* state, uint32_t magic, const char* name,
-                                 const char* what) {
+strata_status tpc_device_args_ok_of(strata_device_args* args, const tpc_state* state, uint32_t magic,
+                                    const char* name, const char* what, int32_t devices) {
   if (args == NULL || args->struct_size < STRATA_DEVICE_ARGS_MIN_SIZE) return STRATA_ERROR_INVALID_ARGUMENT;
   if (!tpc_state_ok(state, magic, args->state)) {
     return tpc_fail(args->error, STRATA_ERROR_INVALID_ARGUMENT, "%s: %s: not my state", name, what);
   }
-  if (args->device != 0) {
-    return tpc_fail(args->error, STRATA_ERROR_INVALID_ARGUMENT, "%s: %s: no device %d (one device)", name, what,
-                    (int)args->device);
+  if (args->device < 0 || args->device >= devices) {
+    return tpc_fail(args->error, STRATA_ERROR_INVALID_ARGUMENT, "%s: %s: no device %d (%d device%s)", name, what,
+                    (int)args->device, (int)devices, devices == 1 ? "" : "s");
   }
   return STRATA_OK;
+}
+
+strata_status tpc_device_args_ok(strata_device_args* args, const tpc_state* state, uint32_t magic, const char* name,
+                                 const char* what) {
+  return tpc_device_args_ok_of(args, state, magic, name, what, 1);
 }
 
 /* ---- device props -------------------------------------------------------------------- */

@@ -70,6 +70,9 @@ void tpc_log(const tpc_state* state, const char* name, strata_log_level level, c
  * device)"). */
 strata_status tpc_device_args_ok(strata_device_args* args, const tpc_state* state, uint32_t magic, const char* name,
                                  const char* what);
+/* The same for a plugin of `devices` devices (0 .. devices - 1). */
+strata_status tpc_device_args_ok_of(strata_device_args* args, const tpc_state* state, uint32_t magic,
+                                    const char* name, const char* what, int32_t devices);
 
 /* ---- device props -------------------------------------------------------------------- */
 

@@ -1,12 +1,12 @@
 /*
  * TEST COPY — tests/plugins/compat/future: the 2.0 header as a hypothetical
- * future minor, ABI 2.7, would look (with 2.1's one addition,
+ * future minor, ABI 2.8, would look (with 2.1's one addition,
  * strata_plugin_api.probe_environment, and 2.2's,
  * strata_kernel_call.attr_missing, in their places: a minor keeps every
  * field of the minors before it). Only the test plugin "minifuture" is
  * built against it (placed first on its include path). Changes from 2.0,
- * all marked "ABI 2.7 (test header)":
- *  - STRATA_ABI_MINOR 7;
+ * all marked "ABI 2.8 (test header)":
+ *  - STRATA_ABI_MINOR 8;
  *  - every struct gets two trailing fields (future_a, future_b); the plugin
  *    table also a function pointer (future_call), the host services one
  *    (future_service). strata_extension and the extension structs are left
@@ -132,7 +132,7 @@ extern "C" {
 #endif
 
 #define STRATA_ABI_MAJOR 2
-#define STRATA_ABI_MINOR 7
+#define STRATA_ABI_MINOR 8
 
 /** The one symbol each plugin exports (type: strata_plugin_entry_fn). */
 #define STRATA_PLUGIN_ENTRY_SYMBOL "strata_plugin_entry"
@@ -165,7 +165,7 @@ typedef enum strata_status {
   STRATA_ERROR_DEFERRED = 7,         /* at a sync point: earlier async work */
                                      /* failed; the message names its op    */
   STRATA_ERROR_DEVICE_LOST = 8,      /* sticky: the device is unusable      */
-  STRATA_ERROR_FUTURE = 9            /* ABI 2.7 (test header)               */
+  STRATA_ERROR_FUTURE = 9            /* ABI 2.8 (test header)               */
 } strata_status;
 
 #define STRATA_ERROR_MESSAGE_CAPACITY 512
@@ -174,8 +174,8 @@ typedef enum strata_status {
 typedef struct strata_error {
   size_t struct_size;
   char message[STRATA_ERROR_MESSAGE_CAPACITY];
-  uint64_t future_a; /* ABI 2.7 (test header) */
-  void* future_b;    /* ABI 2.7 (test header) */
+  uint64_t future_a; /* ABI 2.8 (test header) */
+  void* future_b;    /* ABI 2.8 (test header) */
 } strata_error;
 #define STRATA_ERROR_MIN_SIZE STRATA_SIZE_UP_TO(strata_error, message)
 
@@ -199,7 +199,7 @@ typedef enum strata_dtype {
   STRATA_F8_E5M2 = 10, /* reserved: OCP fp8 e5m2 */
   STRATA_C64 = 11,     /* complex of two f32 */
   STRATA_C128 = 12,    /* complex of two f64 (2.0, 2026-11-27) */
-  STRATA_F4_E2M1 = 13, /* ABI 2.7 (test header) */
+  STRATA_F4_E2M1 = 13, /* ABI 2.8 (test header) */
   STRATA_DTYPE_COUNT = 14
 } strata_dtype;
 
@@ -226,7 +226,7 @@ typedef enum strata_device_type {
   STRATA_DEVICE_GPU = 1,        /* discrete GPU                             */
   STRATA_DEVICE_IGPU = 2,       /* integrated GPU sharing host memory       */
   STRATA_DEVICE_ACCELERATOR = 3, /* anything else (NPU, TPU-like, FPGA, ...) */
-  STRATA_DEVICE_FUTURE = 4       /* ABI 2.7 (test header) */
+  STRATA_DEVICE_FUTURE = 4       /* ABI 2.8 (test header) */
 } strata_device_type;
 
 /* strata_device_props.flags */
@@ -239,7 +239,7 @@ typedef enum strata_device_type {
 #define STRATA_DEVICE_HAS_UUID 0x10u      /* `uuid` identifies the hardware  */
 #define STRATA_DEVICE_STAGE_PINNED 0x20u  /* stage host-to-device copies:   */
                                           /* see section 4                   */
-#define STRATA_DEVICE_FUTURE_FLAG 0x40u   /* ABI 2.7 (test header)           */
+#define STRATA_DEVICE_FUTURE_FLAG 0x40u   /* ABI 2.8 (test header)           */
 
 typedef struct strata_device_props {
   size_t struct_size;
@@ -255,8 +255,8 @@ typedef struct strata_device_props {
    * bus id "0000:65:00.0" (empty when none). */
   uint8_t uuid[16];
   char pci_bus_id[32];
-  uint64_t future_a; /* ABI 2.7 (test header) */
-  void* future_b;    /* ABI 2.7 (test header) */
+  uint64_t future_a; /* ABI 2.8 (test header) */
+  void* future_b;    /* ABI 2.8 (test header) */
 } strata_device_props;
 #define STRATA_DEVICE_PROPS_MIN_SIZE STRATA_SIZE_UP_TO(strata_device_props, compute_capability)
 
@@ -279,8 +279,8 @@ typedef struct strata_tensor {
   int32_t rank;
   int64_t shape[STRATA_MAX_RANK];
   int64_t strides[STRATA_MAX_RANK];
-  uint64_t future_a; /* ABI 2.7 (test header) */
-  void* future_b;    /* ABI 2.7 (test header) */
+  uint64_t future_a; /* ABI 2.8 (test header) */
+  void* future_b;    /* ABI 2.8 (test header) */
 } strata_tensor;
 #define STRATA_TENSOR_MIN_SIZE STRATA_SIZE_UP_TO(strata_tensor, strides)
 
@@ -294,7 +294,7 @@ typedef enum strata_attr_kind {
   STRATA_ATTR_DTYPE = 6,  /* i: a strata_dtype                              */
   STRATA_ATTR_SCALAR = 7, /* exact scalar: scalar_dtype says which field    */
                           /* holds it (I64/BOOL: i; F64: f), never rounded   */
-  STRATA_ATTR_FUTURE = 8  /* ABI 2.7 (test header)                           */
+  STRATA_ATTR_FUTURE = 8  /* ABI 2.8 (test header)                           */
 } strata_attr_kind;
 
 /** One named attribute, e.g. {"dim", INT, .i = 1}. */
@@ -309,8 +309,8 @@ typedef struct strata_attr {
   const double* floats;
   const char* string;
   int64_t count;
-  uint64_t future_a; /* ABI 2.7 (test header) */
-  void* future_b;    /* ABI 2.7 (test header) */
+  uint64_t future_a; /* ABI 2.8 (test header) */
+  void* future_b;    /* ABI 2.8 (test header) */
 } strata_attr;
 #define STRATA_ATTR_MIN_SIZE STRATA_SIZE_UP_TO(strata_attr, count)
 
@@ -339,8 +339,8 @@ typedef struct strata_workspace_args {
   strata_buffer buffer;                  /* out: valid on call->stream      */
                                          /* until the kernel returns        */
   strata_error* error;                   /* out: why not (OUT_OF_MEMORY)    */
-  uint64_t future_a; /* ABI 2.7 (test header) */
-  void* future_b;    /* ABI 2.7 (test header) */
+  uint64_t future_a; /* ABI 2.8 (test header) */
+  void* future_b;    /* ABI 2.8 (test header) */
 } strata_workspace_args;
 #define STRATA_WORKSPACE_ARGS_MIN_SIZE STRATA_SIZE_UP_TO(strata_workspace_args, error)
 
@@ -367,9 +367,9 @@ typedef struct strata_host_api {
    *  plugin's native handles (section 9). */
   const struct strata_extension* (*find_extension)(const char* plugin_name, const char* name,
                                                    uint32_t min_version);
-  uint64_t future_a; /* ABI 2.7 (test header) */
-  void* future_b;    /* ABI 2.7 (test header) */
-  void (*future_service)(const char* plugin_name); /* ABI 2.7 (test header) */
+  uint64_t future_a; /* ABI 2.8 (test header) */
+  void* future_b;    /* ABI 2.8 (test header) */
+  void (*future_service)(const char* plugin_name); /* ABI 2.8 (test header) */
 } strata_host_api;
 #define STRATA_HOST_API_MIN_SIZE STRATA_SIZE_UP_TO(strata_host_api, find_extension)
 
@@ -399,8 +399,8 @@ typedef struct strata_kernel_call {
   void* host_context; /* opaque to the plugin: the host's, for workspace  */
   strata_error* error;
   void (*attr_missing)(const struct strata_kernel_call* call, const char* name); /* ABI 2.2 */
-  uint64_t future_a; /* ABI 2.7 (test header) */
-  void* future_b;    /* ABI 2.7 (test header) */
+  uint64_t future_a; /* ABI 2.8 (test header) */
+  void* future_b;    /* ABI 2.8 (test header) */
 } strata_kernel_call;
 #define STRATA_KERNEL_CALL_MIN_SIZE STRATA_SIZE_UP_TO(strata_kernel_call, error)
 
@@ -425,8 +425,8 @@ typedef struct strata_kernel_entry {
   strata_kernel_fn fn;
   /* Optional from here. */
   void* user_data;       /* handed back in strata_kernel_call.user_data     */
-  uint64_t future_a; /* ABI 2.7 (test header) */
-  void* future_b;    /* ABI 2.7 (test header) */
+  uint64_t future_a; /* ABI 2.8 (test header) */
+  void* future_b;    /* ABI 2.8 (test header) */
 } strata_kernel_entry;
 #define STRATA_KERNEL_ENTRY_MIN_SIZE STRATA_SIZE_UP_TO(strata_kernel_entry, fn)
 
@@ -440,8 +440,8 @@ typedef struct strata_attr_schema {
   const char* name;
   strata_attr_kind kind;
   int32_t required; /* nonzero: a call without it is an error */
-  uint64_t future_a; /* ABI 2.7 (test header) */
-  void* future_b;    /* ABI 2.7 (test header) */
+  uint64_t future_a; /* ABI 2.8 (test header) */
+  void* future_b;    /* ABI 2.8 (test header) */
 } strata_attr_schema;
 #define STRATA_ATTR_SCHEMA_MIN_SIZE STRATA_SIZE_UP_TO(strata_attr_schema, required)
 
@@ -451,8 +451,8 @@ typedef struct strata_tensor_meta {
   strata_dtype dtype;
   int32_t rank;
   int64_t shape[STRATA_MAX_RANK];
-  uint64_t future_a; /* ABI 2.7 (test header) */
-  void* future_b;    /* ABI 2.7 (test header) */
+  uint64_t future_a; /* ABI 2.8 (test header) */
+  void* future_b;    /* ABI 2.8 (test header) */
 } strata_tensor_meta;
 #define STRATA_TENSOR_META_MIN_SIZE STRATA_SIZE_UP_TO(strata_tensor_meta, shape)
 
@@ -468,8 +468,8 @@ typedef struct strata_infer_args {
   int32_t n_attrs;
   void* user_data; /* of the schema */
   strata_error* error;
-  uint64_t future_a; /* ABI 2.7 (test header) */
-  void* future_b;    /* ABI 2.7 (test header) */
+  uint64_t future_a; /* ABI 2.8 (test header) */
+  void* future_b;    /* ABI 2.8 (test header) */
 } strata_infer_args;
 #define STRATA_INFER_ARGS_MIN_SIZE STRATA_SIZE_UP_TO(strata_infer_args, error)
 
@@ -497,8 +497,8 @@ typedef struct strata_derivative_args {
   const strata_host_api* host;
   void* user_data; /* of the schema */
   strata_error* error;
-  uint64_t future_a; /* ABI 2.7 (test header) */
-  void* future_b;    /* ABI 2.7 (test header) */
+  uint64_t future_a; /* ABI 2.8 (test header) */
+  void* future_b;    /* ABI 2.8 (test header) */
 } strata_derivative_args;
 #define STRATA_DERIVATIVE_ARGS_MIN_SIZE STRATA_SIZE_UP_TO(strata_derivative_args, error)
 
@@ -519,8 +519,8 @@ typedef struct strata_op_schema {
   strata_derivative_fn jvp;   /* NULL: no forward mode */
   void* user_data;
   const char* doc;            /* one line for `strata ops` and errors */
-  uint64_t future_a; /* ABI 2.7 (test header) */
-  void* future_b;    /* ABI 2.7 (test header) */
+  uint64_t future_a; /* ABI 2.8 (test header) */
+  void* future_b;    /* ABI 2.8 (test header) */
 } strata_op_schema;
 #define STRATA_OP_SCHEMA_MIN_SIZE STRATA_SIZE_UP_TO(strata_op_schema, doc)
 
@@ -535,8 +535,8 @@ typedef struct strata_call_op_args {
   strata_value* outputs; /* out: n_outputs values owned by the host */
   int32_t n_outputs;     /* capacity of outputs */
   strata_error* error;
-  uint64_t future_a; /* ABI 2.7 (test header) */
-  void* future_b;    /* ABI 2.7 (test header) */
+  uint64_t future_a; /* ABI 2.8 (test header) */
+  void* future_b;    /* ABI 2.8 (test header) */
 } strata_call_op_args;
 #define STRATA_CALL_OP_ARGS_MIN_SIZE STRATA_SIZE_UP_TO(strata_call_op_args, error)
 
@@ -546,8 +546,8 @@ typedef struct strata_kernel_registration {
   const char* plugin_name; /* devices of this plugin: "cpu", "cuda" */
   const strata_kernel_entry* const* entries;
   int32_t n_entries;
-  uint64_t future_a; /* ABI 2.7 (test header) */
-  void* future_b;    /* ABI 2.7 (test header) */
+  uint64_t future_a; /* ABI 2.8 (test header) */
+  void* future_b;    /* ABI 2.8 (test header) */
 } strata_kernel_registration;
 #define STRATA_KERNEL_REGISTRATION_MIN_SIZE STRATA_SIZE_UP_TO(strata_kernel_registration, n_entries)
 
@@ -563,8 +563,8 @@ typedef struct strata_probe_args {
                        /* builds of one backend. In-tree: 10 software, 50 */
                        /* CPU, 100 integrated GPU, 200 discrete GPU.      */
   strata_error* error; /* out: why the score is 0                         */
-  uint64_t future_a; /* ABI 2.7 (test header) */
-  void* future_b;    /* ABI 2.7 (test header) */
+  uint64_t future_a; /* ABI 2.8 (test header) */
+  void* future_b;    /* ABI 2.8 (test header) */
 } strata_probe_args;
 #define STRATA_PROBE_ARGS_MIN_SIZE STRATA_SIZE_UP_TO(strata_probe_args, error)
 
@@ -579,8 +579,8 @@ typedef struct strata_init_args {
   int32_t score;             /* in: the probe's; out: init may lower it now */
                              /* that it has seen the devices (lavapipe: 10) */
   strata_error* error;
-  uint64_t future_a; /* ABI 2.7 (test header) */
-  void* future_b;    /* ABI 2.7 (test header) */
+  uint64_t future_a; /* ABI 2.8 (test header) */
+  void* future_b;    /* ABI 2.8 (test header) */
 } strata_init_args;
 #define STRATA_INIT_ARGS_MIN_SIZE STRATA_SIZE_UP_TO(strata_init_args, error)
 
@@ -594,8 +594,8 @@ typedef struct strata_device_args {
   const strata_kernel_entry* const* entries; /* get_kernels: out, valid   */
   int32_t n_entries;                         /* until the process exits   */
   strata_error* error;
-  uint64_t future_a; /* ABI 2.7 (test header) */
-  void* future_b;    /* ABI 2.7 (test header) */
+  uint64_t future_a; /* ABI 2.8 (test header) */
+  void* future_b;    /* ABI 2.8 (test header) */
 } strata_device_args;
 #define STRATA_DEVICE_ARGS_MIN_SIZE STRATA_SIZE_UP_TO(strata_device_args, error)
 
@@ -615,8 +615,8 @@ typedef struct strata_alloc_args {
   strata_buffer buffer;  /* out: alloc; in: free                           */
   void* host_pointer;    /* out (PINNED_HOST): its host address            */
   strata_error* error;
-  uint64_t future_a; /* ABI 2.7 (test header) */
-  void* future_b;    /* ABI 2.7 (test header) */
+  uint64_t future_a; /* ABI 2.8 (test header) */
+  void* future_b;    /* ABI 2.8 (test header) */
 } strata_alloc_args;
 #define STRATA_ALLOC_ARGS_MIN_SIZE STRATA_SIZE_UP_TO(strata_alloc_args, error)
 
@@ -647,8 +647,8 @@ typedef struct strata_copy_args {
   strata_stream stream;
   strata_event done;         /* optional: recorded when the copy completes  */
   strata_error* error;
-  uint64_t future_a; /* ABI 2.7 (test header) */
-  void* future_b;    /* ABI 2.7 (test header) */
+  uint64_t future_a; /* ABI 2.8 (test header) */
+  void* future_b;    /* ABI 2.8 (test header) */
 } strata_copy_args;
 #define STRATA_COPY_ARGS_MIN_SIZE STRATA_SIZE_UP_TO(strata_copy_args, error)
 /* Without STRATA_COPY_ASYNC a copy is complete when it returns (a D2H copy
@@ -670,8 +670,8 @@ typedef struct strata_stream_args {
   int32_t complete;      /* out, event_query: 1 when the event completed   */
   double elapsed_ms;     /* out, event_elapsed: end - event                */
   strata_error* error;
-  uint64_t future_a; /* ABI 2.7 (test header) */
-  void* future_b;    /* ABI 2.7 (test header) */
+  uint64_t future_a; /* ABI 2.8 (test header) */
+  void* future_b;    /* ABI 2.8 (test header) */
 } strata_stream_args;
 #define STRATA_STREAM_ARGS_MIN_SIZE STRATA_SIZE_UP_TO(strata_stream_args, error)
 
@@ -687,8 +687,8 @@ typedef struct strata_memory_args {
   uint64_t peak_bytes_in_use;  /* out, memory_stats                        */
   uint64_t allocations;     /* out, memory_stats: driver allocations made   */
   strata_error* error;
-  uint64_t future_a; /* ABI 2.7 (test header) */
-  void* future_b;    /* ABI 2.7 (test header) */
+  uint64_t future_a; /* ABI 2.8 (test header) */
+  void* future_b;    /* ABI 2.8 (test header) */
 } strata_memory_args;
 #define STRATA_MEMORY_ARGS_MIN_SIZE STRATA_SIZE_UP_TO(strata_memory_args, error)
 
@@ -724,8 +724,8 @@ typedef struct strata_native_args {
                          /* (cudaStream_t, hipStream_t, VkQueue)          */
   const char* api;       /* out: "host", "cuda", "hip", "vulkan", ...     */
   strata_error* error;
-  uint64_t future_a; /* ABI 2.7 (test header) */
-  void* future_b;    /* ABI 2.7 (test header) */
+  uint64_t future_a; /* ABI 2.8 (test header) */
+  void* future_b;    /* ABI 2.8 (test header) */
 } strata_native_args;
 #define STRATA_NATIVE_ARGS_MIN_SIZE STRATA_SIZE_UP_TO(strata_native_args, error)
 
@@ -752,8 +752,8 @@ typedef struct strata_graph_args {
   int32_t n_outputs;
   strata_stream stream;
   strata_error* error;
-  uint64_t future_a; /* ABI 2.7 (test header) */
-  void* future_b;    /* ABI 2.7 (test header) */
+  uint64_t future_a; /* ABI 2.8 (test header) */
+  void* future_b;    /* ABI 2.8 (test header) */
 } strata_graph_args;
 #define STRATA_GRAPH_ARGS_MIN_SIZE STRATA_SIZE_UP_TO(strata_graph_args, error)
 
@@ -795,8 +795,8 @@ typedef struct strata_collective_args {
   int32_t root;              /* broadcast                                 */
   strata_stream stream;      /* ordered after prior work on this stream   */
   strata_error* error;
-  uint64_t future_a; /* ABI 2.7 (test header) */
-  void* future_b;    /* ABI 2.7 (test header) */
+  uint64_t future_a; /* ABI 2.8 (test header) */
+  void* future_b;    /* ABI 2.8 (test header) */
 } strata_collective_args;
 #define STRATA_COLLECTIVE_ARGS_MIN_SIZE STRATA_SIZE_UP_TO(strata_collective_args, error)
 
@@ -868,7 +868,7 @@ typedef struct strata_plugin_api {
   const strata_extension* extensions;
   /* ABI 2.1: what the future minor keeps of the minors before it. */
   const char* const* probe_environment;
-  /* -- ABI 2.7 (test header): appended by a future minor. ------------- */
+  /* -- ABI 2.8 (test header): appended by a future minor. ------------- */
   uint64_t future_a;
   void* future_b;
   strata_status (*future_call)(strata_probe_args* args);
