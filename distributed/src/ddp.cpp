@@ -3,6 +3,8 @@
 // their tensor hooks when the pass ends (see ddp.hpp and docs/distributed.md).
 #include <strata/ddp.hpp>
 
+#include "collective_device.hpp"
+
 #include <strata/autograd.hpp>
 #include <strata/custom_function.hpp>
 #include <strata/error.hpp>
@@ -19,9 +21,6 @@ namespace strata::nn {
 
 namespace detail {
 
-/// Where the process group reduces or broadcasts a bucket of `device`: on
-/// the device itself when that is cpu:0 or its plugin brings
-/// strata.collectives (no copy through the host), else on cpu:0 over Gloo.
 Device collective_device(const Device& device) {
   const Device cpu("cpu:0");
   return device == cpu || DeviceCommunicator::available(device) ? device : cpu;

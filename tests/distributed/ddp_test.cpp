@@ -1,9 +1,10 @@
-// DistributedDataParallel across 2 processes on loopback. Each test forks
+// DistributedDataParallel and ShardedOptimizer across 2 or 3 processes on loopback. Each test forks
 // two ranks (the parent process never touches strata, so forking is safe)
 // that rendezvous through a fresh file store; each rank checks its own
 // results and exits non-zero with the reason. The parent waits at most
 // kDeadline and kills ranks that hang.
 #include <strata/ddp.hpp>
+#include <strata/zero.hpp>
 #include <strata/distributed.hpp>
 #include <strata/strata.hpp>
 
@@ -15,6 +16,7 @@
 #include <chrono>
 #include <cmath>
 #include <csignal>
+#include <iostream>
 #include <cstdio>
 #include <filesystem>
 #include <functional>
@@ -469,6 +471,89 @@ TEST(DDP, GradientsOfTheAveragedGradientsEqualTheConcatenatedBatchs) {
       require(d <= 1e-12, "HVP " + std::to_string(i) + " differs by " + std::to_string(d));
     }
     require(ddp.stats().differentiable_passes == 2, "the tape's pass reduced differentiably");
+  });
+}
+
+// ZeRO (zero.hpp): stage 1 under DDP and stage 2 without it give, step for
+// step, the parameters of DDP with an unsharded Adam — bit for bit in f64
+// on two ranks — while each rank holds about half of Adam's state.
+void expect_sharded_training_equals_ddp(int world) {
+  run_ranks("zero_" + std::to_string(world), [world](int rank) {
+    Batch all = global_batch(24, DType::f64);
+    Batch mine = shard(all, rank, world);
+    auto adam = [](std::vector<Tensor> ps) {
+      return std::make_unique<nn::Adam>(std::move(ps), nn::AdamOptions{.lr = 0.05, .weight_decay = 0.01});
+    };
+    auto reference = make_net(DType::f64);
+    nn::DistributedDataParallel ref_ddp(*reference, {.bucket_bytes = 256});
+    nn::Adam ref_opt(reference->parameters(), {.lr = 0.05, .weight_decay = 0.01});
+
+    auto one = make_net(DType::f64);
+    nn::DistributedDataParallel ddp1(*one, {.bucket_bytes = 256});
+    nn::ShardedOptimizer zero1(one->parameters(), adam);
+
+    auto two = make_net(DType::f64);
+    nn::ShardedOptimizer zero2(two->parameters(), adam, {.stage = 2});
+    for (int step = 0; step < 3; ++step) {
+      ref_opt.zero_grad();
+      nn::functional::cross_entropy(ref_ddp(mine.x), mine.y).backward();
+      ref_opt.step();
+      zero1.zero_grad();
+      nn::functional::cross_entropy(ddp1(mine.x), mine.y).backward();
+      zero1.step();
+      zero2.zero_grad();
+      nn::functional::cross_entropy((*two)(mine.x), mine.y).backward();
+      zero2.step();
+    }
+    auto r = reference->parameters(), p1 = one->parameters(), p2 = two->parameters();
+    for (size_t i = 0; i < r.size(); ++i) {
+      if (world == 2) {
+        require(bitwise_equal(p1[i], r[i]), "stage 1: parameter " + std::to_string(i) + " is DDP's, bit for bit");
+        require(bitwise_equal(p2[i], r[i]), "stage 2: parameter " + std::to_string(i) + " is DDP's, bit for bit");
+      } else {
+        require(max_abs_diff(p1[i], r[i]) <= 1e-12, "stage 1: parameter " + std::to_string(i));
+        require(max_abs_diff(p2[i], r[i]) <= 1e-12, "stage 2: parameter " + std::to_string(i));
+      }
+      // Stage 2 keeps only this rank's shard of the averaged gradients.
+      require(p2[i].grad().defined() == (zero2.owner(i) == rank), "stage 2 keeps only its shard's gradients");
+    }
+    size_t full = 0;
+    for (const auto& [name, t] : ref_opt.state_dict()) {
+      if (name.rfind("param.", 0) == 0) full += static_cast<size_t>(t.numel()) * dtype_size(t.dtype());
+    }
+    const double share = static_cast<double>(zero1.state_bytes()) / static_cast<double>(full);
+    std::cout << "rank " << rank << " of " << world << ": optimizer state " << zero1.state_bytes() << " of "
+              << full << " bytes (" << share << ")" << std::endl;
+    require(share > 0.0 && share <= 1.0 / world + 0.25, "this rank holds about 1/world of the state: " +
+                                                          std::to_string(share));
+  }, world);
+}
+
+TEST(DDP, ShardedOptimizerStagesOneAndTwoEqualDdpBitForBit) { expect_sharded_training_equals_ddp(2); }
+TEST(DDP, ShardedOptimizerOnThreeRanks) { expect_sharded_training_equals_ddp(3); }
+
+TEST(DDP, ShardedOptimizerRefusesWhatItCannotShard) {
+  run_ranks("zero_bad", [](int) {
+    auto net = make_net(DType::f32);
+    auto params = net->parameters();
+    auto sgd = [](std::vector<Tensor> ps) { return std::make_unique<nn::SGD>(std::move(ps), nn::SGDOptions{}); };
+    auto message = [&](const std::function<void()>& f) -> std::string {
+      try {
+        f();
+      } catch (const Error& e) {
+        return e.what();
+      }
+      return "no error";
+    };
+    require(message([&] { nn::ShardedOptimizer z(params, sgd, {.stage = 3}); }).find(
+                "stage 3 (ShardedOptions::stage must be 1 or 2)") != std::string::npos,
+            "stage 3 refused");
+    std::vector<Tensor> mixed = params;
+    mixed.push_back(zeros({2}, {.dtype = DType::f64}));
+    const std::string m = message([&] { nn::ShardedOptimizer z(mixed, sgd); });
+    require(m.find("parameter 6 is f64[2] on cpu:0, parameter 0 f32[8, 6] on cpu:0: the parameters must share one "
+                   "dtype and device") != std::string::npos,
+            "mixed dtypes refused: " + m);
   });
 }
 
