@@ -27,6 +27,16 @@ const char* kind_name(Kind k) {
       return "reduce_scatter";
     case Kind::barrier:
       return "barrier";
+    case Kind::gather:
+      return "gather";
+    case Kind::scatter:
+      return "scatter";
+    case Kind::all_to_all:
+      return "all_to_all";
+    case Kind::send:
+      return "send";
+    case Kind::recv:
+      return "recv";
   }
   return "?";
 }
@@ -129,6 +139,9 @@ Work ProcessGroup::Impl::enqueue(std::function<void()> body) {
 
 DeviceCommunicator& ProcessGroup::Impl::device_comm(Kind kind, Device device) {
   std::string id = device.str();
+  if (store == nullptr)  // a sub-group: no store of its own to publish a communicator's id under
+    throw DistributedError(prefix(kind) + ": " + id + " tensors: device collectives (strata.collectives) run on the "
+                           "default group only; copy to cpu:0 for a sub-group");
   if (auto it = devcomms.find(id); it != devcomms.end()) return *it->second;
   std::string key = "strata/default/devcomm/" + std::to_string(devcomm_count);
   try {
@@ -282,6 +295,19 @@ void ProcessGroup::Impl::guarded(Kind kind, const std::string& what, const std::
   }
 }
 
+void ProcessGroup::Impl::require_member(Kind kind) const {
+  if (rank >= 0) return;
+  throw DistributedError(std::string(kind_name(kind)) + " on " + label + ": rank " + std::to_string(world_rank) +
+                         " of the default group is not a member (new_group left it out)");
+}
+
+void ProcessGroup::Impl::begin(Kind kind, const Header& mine, const std::string& local_error) {
+  if (!broken.empty())
+    throw DistributedError(prefix(kind) + ": the group is unusable after an earlier failure: " + broken);
+  if (check) exchange(kind, mine, local_error);
+  if (!local_error.empty()) throw DistributedError(prefix(kind) + ": " + local_error);
+}
+
 void ProcessGroup::Impl::exchange(Kind kind, const Header& mine, const std::string& local_error) {
   std::vector<Header> all(static_cast<size_t>(size));
   guarded(kind, "the consistency check", [&] {
@@ -320,7 +346,7 @@ void ProcessGroup::Impl::exchange(Kind kind, const Header& mine, const std::stri
     int64_t arg = h.w[2] & ~detail::kDevicePath;
     if (kind == Kind::all_reduce || kind == Kind::reduce_scatter)
       desc += " op " + std::string(reduce_op_name(static_cast<ReduceOp>(arg)));
-    if (kind == Kind::broadcast) desc += " root " + std::to_string(arg);
+    if (kind == Kind::broadcast || kind == Kind::gather || kind == Kind::scatter) desc += " root " + std::to_string(arg);
     if (h.w[2] & detail::kDevicePath) desc += " on a device communicator";
     views += std::string(views.empty() ? "" : "; ") + detail::rank_list(agree) + ": " +
              (what.empty() ? desc : what + " with " + desc);

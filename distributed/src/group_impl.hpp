@@ -26,7 +26,8 @@
 namespace strata::distributed {
 namespace detail {
 
-enum class Kind : int64_t { all_reduce = 1, broadcast, all_gather, reduce_scatter, barrier };
+enum class Kind : int64_t { all_reduce = 1, broadcast, all_gather, reduce_scatter, barrier, gather, scatter,
+                            all_to_all, send, recv };
 const char* kind_name(Kind k);
 
 /// What a rank announces before a collective: 16 int64 (128 bytes).
@@ -62,6 +63,8 @@ uint32_t layout_tag(const Tensor& t);
 
 /// Joins the default group (init_process_group; rendezvous.cpp).
 std::unique_ptr<ProcessGroup> make_group(const Options& options);
+/// A group of `ranks` of `world` (new_group; rendezvous.cpp).
+std::unique_ptr<ProcessGroup> make_subgroup(ProcessGroup::Impl& world, const std::vector<int>& ranks);
 
 }  // namespace detail
 
@@ -72,8 +75,18 @@ struct Work::State {
 struct ProcessGroup::Impl {
   using Kind = detail::Kind;
 
-  int rank = 0;
+  int rank = 0;  // -1 on a rank a new_group() left out
   int size = 1;
+  /// The default group's ranks this group spans (rank r is world_ranks[r]),
+  /// and, for a sub-group, "group [0, 2]" in messages; this process's rank
+  /// in the default group.
+  std::vector<int> world_ranks;
+  std::string label;
+  int world_rank = 0;
+  /// The default group's Gloo device (sub-groups connect over it) and how
+  /// many sub-groups it has made (their store keys).
+  std::shared_ptr<gloo::transport::Device> transport;
+  int subgroups = 0;
   std::chrono::milliseconds timeout{60000};
   bool check = true;
   std::string store_where;                  // for messages
@@ -106,7 +119,11 @@ struct ProcessGroup::Impl {
   /// call does nothing.
   std::string close();
 
-  std::string who() const { return "rank " + std::to_string(rank) + " of " + std::to_string(size); }
+  std::string who() const {
+    return (label.empty() ? "" : label + ", ") + "rank " + std::to_string(rank) + " of " + std::to_string(size);
+  }
+  /// DistributedError when this rank is not a member (a new_group() left it out).
+  void require_member(Kind kind) const;
   std::string prefix(Kind kind) const { return std::string(kind_name(kind)) + " on " + who(); }
 
   void start_worker();
@@ -138,6 +155,9 @@ struct ProcessGroup::Impl {
   void guarded(Kind kind, const std::string& what, const std::function<void()>& fn);
   /// Exchanges headers; throws on every rank when they differ.
   void exchange(Kind kind, const detail::Header& mine, const std::string& local_error);
+  /// What every collective does first, on the worker: refuse when the group
+  /// is broken, exchange headers (when checking), throw `local_error`.
+  void begin(Kind kind, const detail::Header& mine, const std::string& local_error);
 };
 
 }  // namespace strata::distributed

@@ -13,6 +13,8 @@
 #include <gloo/alltoall.h>
 #include <gloo/barrier.h>
 #include <gloo/broadcast.h>
+#include <gloo/gather.h>
+#include <gloo/scatter.h>
 
 #include <cstring>
 #include <future>
@@ -57,6 +59,8 @@ ProcessGroup::ProcessGroup(std::unique_ptr<Impl> impl) : impl_(std::move(impl)) 
 ProcessGroup::~ProcessGroup() = default;
 int ProcessGroup::rank() const { return impl_->rank; }
 int ProcessGroup::size() const { return impl_->size; }
+const std::vector<int>& ProcessGroup::world_ranks() const { return impl_->world_ranks; }
+bool ProcessGroup::is_member() const { return impl_->rank >= 0; }
 
 namespace {
 
@@ -101,6 +105,25 @@ std::string host_pointer(Kind kind, const char* role, const Tensor& t, void*& da
 
 size_t nbytes(const Tensor& t) { return static_cast<size_t>(t.numel()) * dtype_size(t.dtype()); }
 
+/// "" when `stacked` is `row`'s dtype with shape [size, *row.shape]; else
+/// "<stacked_role> f32[..] does not fit <row_role> f32[..] <how> N ranks
+/// (want ...)".
+std::string fits_stacked(const Tensor& stacked, const Tensor& row, int size, const char* stacked_role,
+                         const char* row_role, const char* how) {
+  Shape want{size};
+  for (int64_t d : row.shape()) want.push_back(d);
+  if (stacked.sizes() == want && stacked.dtype() == row.dtype()) return "";
+  return std::string(stacked_role) + " " + type_string(stacked) + " does not fit " + row_role + " " +
+         type_string(row) + " " + how + " " + std::to_string(size) + " ranks (want " +
+         std::string(dtype_name(row.dtype())) + shape_string(want) + ")";
+}
+
+/// "" when `root` is a rank of a group of `size`.
+std::string root_error(int root, int size) {
+  if (root >= 0 && root < size) return "";
+  return "root " + std::to_string(root) + " is not a rank of this group (0.." + std::to_string(size - 1) + ")";
+}
+
 /// Reductions of complex tensors are not implemented (docs/complex.md):
 /// reduce real() and imag() instead. Empty when `t` is not complex.
 std::string refuse_complex(const Tensor& t) {
@@ -112,6 +135,7 @@ std::string refuse_complex(const Tensor& t) {
 
 Work ProcessGroup::all_reduce(Tensor& t, ReduceOp op) {
   Impl& g = *impl_;
+  g.require_member(Kind::all_reduce);
   void* data = nullptr;
   bool device = false;
   std::string error = host_pointer(Kind::all_reduce, "tensor", t, data, &device);
@@ -123,10 +147,7 @@ Work ProcessGroup::all_reduce(Tensor& t, ReduceOp op) {
   if (!error.empty()) h.w[3] = kBadTensor;
   Tensor keep = t;
   return g.enqueue([&g, h, error, keep, data, op, device]() mutable {
-    if (!g.broken.empty())
-      throw DistributedError(g.prefix(Kind::all_reduce) + ": the group is unusable after an earlier failure: " + g.broken);
-    if (g.check) g.exchange(Kind::all_reduce, h, error);
-    if (!error.empty()) throw DistributedError(g.prefix(Kind::all_reduce) + ": " + error);
+    g.begin(Kind::all_reduce, h, error);
     size_t n = static_cast<size_t>(keep.numel());
     if (device) {
       if (n == 0) return;
@@ -159,20 +180,17 @@ Work ProcessGroup::all_reduce(Tensor& t, ReduceOp op) {
 
 Work ProcessGroup::broadcast(Tensor& t, int root) {
   Impl& g = *impl_;
+  g.require_member(Kind::broadcast);
   void* data = nullptr;
   bool device = false;
   std::string error = host_pointer(Kind::broadcast, "tensor", t, data, &device);
-  if (error.empty() && (root < 0 || root >= g.size))
-    error = "root " + std::to_string(root) + " is not a rank of this group (0.." + std::to_string(g.size - 1) + ")";
+  if (error.empty()) error = root_error(root, g.size);
   Header h = make_header(Kind::broadcast, &t, root);
   if (device) h.w[2] |= kDevicePath;
   if (!error.empty()) h.w[3] = kBadTensor;
   Tensor keep = t;
   return g.enqueue([&g, h, error, keep, data, root, device]() mutable {
-    if (!g.broken.empty())
-      throw DistributedError(g.prefix(Kind::broadcast) + ": the group is unusable after an earlier failure: " + g.broken);
-    if (g.check) g.exchange(Kind::broadcast, h, error);
-    if (!error.empty()) throw DistributedError(g.prefix(Kind::broadcast) + ": " + error);
+    g.begin(Kind::broadcast, h, error);
     size_t bytes = nbytes(keep);
     if (device) {
       if (bytes == 0) return;
@@ -193,6 +211,7 @@ Work ProcessGroup::broadcast(Tensor& t, int root) {
 
 Work ProcessGroup::all_gather(Tensor& out, const Tensor& in) {
   Impl& g = *impl_;
+  g.require_member(Kind::all_gather);
   void* in_data = nullptr;
   void* out_data = nullptr;
   bool in_device = false, out_device = false;
@@ -202,22 +221,13 @@ Work ProcessGroup::all_gather(Tensor& out, const Tensor& in) {
     error = "input on " + in.device().str() + " and output on " + out.device().str() +
             ": a device collective needs both on one device";
   bool device = in_device || out_device;
-  if (error.empty()) {
-    Shape want{g.size};
-    for (int64_t d : in.shape()) want.push_back(d);
-    if (out.sizes() != want || out.dtype() != in.dtype())
-      error = "output " + type_string(out) + " does not fit input " + type_string(in) + " gathered from " +
-              std::to_string(g.size) + " ranks (want " + std::string(dtype_name(in.dtype())) + shape_string(want) + ")";
-  }
+  if (error.empty()) error = fits_stacked(out, in, g.size, "output", "input", "gathered from");
   Header h = make_header(Kind::all_gather, &in, 0);
   if (device) h.w[2] |= kDevicePath;
   if (!error.empty()) h.w[3] = kBadTensor;
   Tensor keep_in = in, keep_out = out;
   return g.enqueue([&g, h, error, keep_in, keep_out, in_data, out_data, device]() mutable {
-    if (!g.broken.empty())
-      throw DistributedError(g.prefix(Kind::all_gather) + ": the group is unusable after an earlier failure: " + g.broken);
-    if (g.check) g.exchange(Kind::all_gather, h, error);
-    if (!error.empty()) throw DistributedError(g.prefix(Kind::all_gather) + ": " + error);
+    g.begin(Kind::all_gather, h, error);
     size_t bytes = nbytes(keep_in);
     if (bytes == 0) return;
     if (device) {
@@ -242,17 +252,12 @@ Work ProcessGroup::all_gather(Tensor& out, const Tensor& in) {
 
 Work ProcessGroup::reduce_scatter(Tensor& out, const Tensor& in, ReduceOp op) {
   Impl& g = *impl_;
+  g.require_member(Kind::reduce_scatter);
   void* in_data = nullptr;
   void* out_data = nullptr;
   std::string error = host_pointer(Kind::reduce_scatter, "input", in, in_data);
   if (error.empty()) error = host_pointer(Kind::reduce_scatter, "output", out, out_data);
-  if (error.empty()) {
-    Shape want{g.size};
-    for (int64_t d : out.shape()) want.push_back(d);
-    if (in.sizes() != want || out.dtype() != in.dtype())
-      error = "input " + type_string(in) + " does not fit output " + type_string(out) + " scattered over " +
-              std::to_string(g.size) + " ranks (want " + std::string(dtype_name(out.dtype())) + shape_string(want) + ")";
-  }
+  if (error.empty()) error = fits_stacked(in, out, g.size, "input", "output", "scattered over");
   if (error.empty()) error = refuse_complex(in);
   if (error.empty() && op == ReduceOp::mean && !is_floating(in.dtype()))
     error = "mean needs a floating dtype (got " + std::string(dtype_name(in.dtype())) + "): use sum and divide";
@@ -260,11 +265,7 @@ Work ProcessGroup::reduce_scatter(Tensor& out, const Tensor& in, ReduceOp op) {
   if (!error.empty()) h.w[3] = kBadTensor;
   Tensor keep_in = in, keep_out = out;
   return g.enqueue([&g, h, error, keep_in, keep_out, in_data, out_data, op] {
-    if (!g.broken.empty())
-      throw DistributedError(g.prefix(Kind::reduce_scatter) +
-                             ": the group is unusable after an earlier failure: " + g.broken);
-    if (g.check) g.exchange(Kind::reduce_scatter, h, error);
-    if (!error.empty()) throw DistributedError(g.prefix(Kind::reduce_scatter) + ": " + error);
+    g.begin(Kind::reduce_scatter, h, error);
     size_t chunk = nbytes(keep_out);
     size_t n = static_cast<size_t>(keep_out.numel());
     if (chunk == 0) return;
@@ -292,11 +293,10 @@ Work ProcessGroup::reduce_scatter(Tensor& out, const Tensor& in, ReduceOp op) {
 
 Work ProcessGroup::barrier() {
   Impl& g = *impl_;
+  g.require_member(Kind::barrier);
   Header h = make_header(Kind::barrier, nullptr, 0);
   return g.enqueue([&g, h] {
-    if (!g.broken.empty())
-      throw DistributedError(g.prefix(Kind::barrier) + ": the group is unusable after an earlier failure: " + g.broken);
-    if (g.check) g.exchange(Kind::barrier, h, "");
+    g.begin(Kind::barrier, h, "");
     if (g.size == 1) return;
     g.guarded(Kind::barrier, "the barrier", [&] {
       gloo::BarrierOptions opts(g.context);
@@ -306,6 +306,164 @@ Work ProcessGroup::barrier() {
     });
   });
 }
+
+
+Work ProcessGroup::gather(Tensor& out, const Tensor& in, int root) {
+  Impl& g = *impl_;
+  g.require_member(Kind::gather);
+  void* in_data = nullptr;
+  void* out_data = nullptr;
+  std::string error = host_pointer(Kind::gather, "input", in, in_data);
+  if (error.empty()) error = root_error(root, g.size);
+  if (error.empty() && g.rank == root) error = host_pointer(Kind::gather, "output", out, out_data);
+  if (error.empty() && g.rank == root) error = fits_stacked(out, in, g.size, "output", "input", "gathered from");
+  Header h = make_header(Kind::gather, &in, root);
+  if (!error.empty()) h.w[3] = kBadTensor;
+  Tensor keep_in = in, keep_out = out;
+  return g.enqueue([&g, h, error, keep_in, keep_out, in_data, out_data, root] {
+    g.begin(Kind::gather, h, error);
+    const size_t bytes = nbytes(keep_in);
+    if (bytes == 0) return;
+    if (g.size == 1) {
+      std::memcpy(out_data, in_data, bytes);
+      return;
+    }
+    g.guarded(Kind::gather, "the gather to rank " + std::to_string(root), [&] {
+      gloo::GatherOptions opts(g.context);
+      opts.setInput(static_cast<uint8_t*>(in_data), bytes);
+      if (g.rank == root) opts.setOutput(static_cast<uint8_t*>(out_data), bytes * static_cast<size_t>(g.size));
+      opts.setRoot(root);
+      opts.setTag(layout_tag(keep_in));
+      opts.setTimeout(g.timeout);
+      gloo::gather(opts);
+    });
+  });
+}
+
+Work ProcessGroup::scatter(Tensor& out, const Tensor& in, int root) {
+  Impl& g = *impl_;
+  g.require_member(Kind::scatter);
+  void* in_data = nullptr;
+  void* out_data = nullptr;
+  std::string error = host_pointer(Kind::scatter, "output", out, out_data);
+  if (error.empty()) error = root_error(root, g.size);
+  if (error.empty() && g.rank == root) error = host_pointer(Kind::scatter, "input", in, in_data);
+  if (error.empty() && g.rank == root) error = fits_stacked(in, out, g.size, "input", "output", "scattered over");
+  Header h = make_header(Kind::scatter, &out, root);
+  if (!error.empty()) h.w[3] = kBadTensor;
+  Tensor keep_in = in, keep_out = out;
+  return g.enqueue([&g, h, error, keep_in, keep_out, in_data, out_data, root] {
+    g.begin(Kind::scatter, h, error);
+    const size_t bytes = nbytes(keep_out);
+    if (bytes == 0) return;
+    if (g.size == 1) {
+      std::memcpy(out_data, in_data, bytes);
+      return;
+    }
+    g.guarded(Kind::scatter, "the scatter from rank " + std::to_string(root), [&] {
+      gloo::ScatterOptions opts(g.context);
+      if (g.rank == root) {
+        std::vector<uint8_t*> rows;
+        for (int r = 0; r < g.size; ++r) rows.push_back(static_cast<uint8_t*>(in_data) + bytes * static_cast<size_t>(r));
+        opts.setInputs(rows, bytes);
+      }
+      opts.setOutput(static_cast<uint8_t*>(out_data), bytes);
+      opts.setRoot(root);
+      opts.setTag(layout_tag(keep_out));
+      opts.setTimeout(g.timeout);
+      gloo::scatter(opts);
+    });
+  });
+}
+
+Work ProcessGroup::all_to_all(Tensor& out, const Tensor& in) {
+  Impl& g = *impl_;
+  g.require_member(Kind::all_to_all);
+  void* in_data = nullptr;
+  void* out_data = nullptr;
+  std::string error = host_pointer(Kind::all_to_all, "input", in, in_data);
+  if (error.empty()) error = host_pointer(Kind::all_to_all, "output", out, out_data);
+  if (error.empty() && (in.dim() == 0 || in.size(0) != g.size))
+    error = "input " + type_string(in) + " needs a first dim of " + std::to_string(g.size) + " (one row per rank)";
+  if (error.empty() && (out.sizes() != in.sizes() || out.dtype() != in.dtype()))
+    error = "output " + type_string(out) + " is not shaped like input " + type_string(in);
+  Header h = make_header(Kind::all_to_all, &in, 0);
+  if (!error.empty()) h.w[3] = kBadTensor;
+  Tensor keep_in = in, keep_out = out;
+  return g.enqueue([&g, h, error, keep_in, keep_out, in_data, out_data] {
+    g.begin(Kind::all_to_all, h, error);
+    const size_t bytes = nbytes(keep_in);
+    if (bytes == 0) return;
+    if (g.size == 1) {
+      std::memcpy(out_data, in_data, bytes);
+      return;
+    }
+    g.guarded(Kind::all_to_all, "the exchange", [&] {
+      gloo::AlltoallOptions opts(g.context);
+      opts.setInput(static_cast<uint8_t*>(in_data), bytes);
+      opts.setOutput(static_cast<uint8_t*>(out_data), bytes);
+      opts.setTag(layout_tag(keep_in));
+      opts.setTimeout(g.timeout);
+      gloo::alltoall(opts);
+    });
+  });
+}
+
+namespace {
+
+/// The most tags a send/recv may use: tag, size and element size share one
+/// Gloo slot with a prefix no collective uses.
+constexpr int kMaxTag = (1 << 27) - 1;
+
+/// The Gloo slot of a point-to-point message: prefix 0x7f (collectives use
+/// 0x01..0x08), the tag, and the layout tag (so that a size that does not
+/// match waits on another slot until the timeout instead of overrunning
+/// the receiver's buffer).
+uint64_t p2p_slot(int tag, const Tensor& t) {
+  return (uint64_t{0x7f} << 56) | (static_cast<uint64_t>(tag) << 29) | (layout_tag(t) & ((1u << 29) - 1));
+}
+
+/// Point to point: `t` to (send) or from (recv) rank `peer`.
+Work point_to_point(ProcessGroup::Impl& g, Kind kind, const Tensor& t, int peer, int tag) {
+  g.require_member(kind);
+  void* data = nullptr;
+  std::string error = host_pointer(kind, "tensor", t, data);
+  const char* role = kind == Kind::send ? "destination" : "source";
+  if (error.empty() && (peer < 0 || peer >= g.size || peer == g.rank))
+    error = std::string(role) + " rank " + std::to_string(peer) + " is not another rank of this group (0.." +
+            std::to_string(g.size - 1) + ", this rank " + std::to_string(g.rank) + ")";
+  if (error.empty() && (tag < 0 || tag > kMaxTag))
+    error = "tag " + std::to_string(tag) + " is outside 0.." + std::to_string(kMaxTag);
+  Tensor keep = t;
+  return g.enqueue([&g, kind, error, keep, data, peer, tag] {
+    if (!g.broken.empty())
+      throw DistributedError(g.prefix(kind) + ": the group is unusable after an earlier failure: " + g.broken);
+    if (!error.empty()) throw DistributedError(g.prefix(kind) + ": " + error);
+    const size_t bytes = nbytes(keep);
+    if (bytes == 0) return;
+    const std::string what = (kind == Kind::send ? "the send to rank " : "the receive from rank ") +
+                             std::to_string(peer) + " (tag " + std::to_string(tag) + ", " + type_string(keep) + ")";
+    g.guarded(kind, what, [&] {
+      auto buffer = g.context->createUnboundBuffer(data, bytes);
+      const uint64_t slot = p2p_slot(tag, keep);
+      bool done = false;
+      if (kind == Kind::send) {
+        buffer->send(peer, slot);
+        done = buffer->waitSend(nullptr, g.timeout);
+      } else {
+        buffer->recv(peer, slot);
+        done = buffer->waitRecv(nullptr, g.timeout);
+      }
+      if (!done) throw DistributedError(what + " was aborted");
+    });
+  });
+}
+
+}  // namespace
+
+Work ProcessGroup::send(const Tensor& t, int dst, int tag) { return point_to_point(*impl_, Kind::send, t, dst, tag); }
+
+Work ProcessGroup::recv(Tensor& t, int src, int tag) { return point_to_point(*impl_, Kind::recv, t, src, tag); }
 
 // --- the default group ----------------------------------------------------------
 
@@ -352,6 +510,10 @@ void destroy_process_group() {
   delete g;
   if (!error.empty())
     throw DistributedError("destroy_process_group on " + who + ": Gloo failed closing the connections: " + error);
+}
+
+std::unique_ptr<ProcessGroup> new_group(const std::vector<int>& ranks) {
+  return detail::make_subgroup(group().impl(), ranks);
 }
 
 int rank() { return group().rank(); }

@@ -250,6 +250,8 @@ std::unique_ptr<ProcessGroup> make_group(const Options& options) {
 
   impl->rank = rank;
   impl->size = world;
+  impl->world_rank = rank;
+  for (int r = 0; r < world; ++r) impl->world_ranks.push_back(r);
   impl->timeout = timeout;
   impl->check = check;
   const std::string who = "init_process_group on " + impl->who();
@@ -280,6 +282,7 @@ std::unique_ptr<ProcessGroup> make_group(const Options& options) {
                            (file_store ? ", or a directory holding an earlier run's files?)"
                                        : ", or a rank of an earlier run still using this port?)"));
   std::shared_ptr<gloo::transport::Device> device = make_device(addr, file_store, who);
+  impl->transport = device;
   try {
     impl->peer_addresses = arrive(store, rank, world, device->str(), timeout, who, where);
   } catch (const DistributedError&) {
@@ -303,6 +306,58 @@ std::unique_ptr<ProcessGroup> make_group(const Options& options) {
   }
   impl->start_worker();
   return std::make_unique<ProcessGroup>(std::move(impl));
+}
+
+std::unique_ptr<ProcessGroup> make_subgroup(ProcessGroup::Impl& world, const std::vector<int>& ranks) {
+  std::string list;
+  for (int r : ranks) list += (list.empty() ? "" : ", ") + std::to_string(r);
+  const std::string label = "group [" + list + "]";
+  const std::string who = "new_group(" + label.substr(6) + ") on rank " + std::to_string(world.rank) + " of " +
+                          std::to_string(world.size);
+  if (!world.label.empty()) throw DistributedError(who + ": sub-groups are made from the default group only");
+  if (ranks.empty()) throw DistributedError(who + ": no ranks");
+  std::vector<bool> seen(static_cast<size_t>(world.size), false);
+  for (int r : ranks) {
+    if (r < 0 || r >= world.size)
+      throw DistributedError(who + ": rank " + std::to_string(r) + " is not a rank of the default group (0.." +
+                             std::to_string(world.size - 1) + ", world size " + std::to_string(world.size) + ")");
+    if (seen[static_cast<size_t>(r)]) throw DistributedError(who + ": rank " + std::to_string(r) + " is listed twice");
+    seen[static_cast<size_t>(r)] = true;
+  }
+  // Every rank counts its new_group calls, so the k-th group of every rank
+  // is the same group and meets under the same store keys.
+  const int serial = world.subgroups++;
+  auto sub = std::make_unique<ProcessGroup::Impl>();
+  sub->world_ranks = ranks;
+  sub->label = label;
+  sub->world_rank = world.rank;
+  sub->size = static_cast<int>(ranks.size());
+  sub->rank = -1;
+  for (size_t k = 0; k < ranks.size(); ++k)
+    if (ranks[k] == world.rank) sub->rank = static_cast<int>(k);
+  sub->timeout = world.timeout;
+  sub->check = world.check;
+  sub->store_where = world.store_where;
+  sub->peer_addresses.assign(ranks.size(), std::string());
+  if (sub->rank < 0) return std::make_unique<ProcessGroup>(std::move(sub));  // not a member: nothing to connect
+  // The members connect through the default group's store, on its queue, so
+  // that no collective of the default group uses the store meanwhile.
+  ProcessGroup::Impl& g = *sub;
+  world
+      .enqueue([&world, &g, serial] {
+        g.context = std::make_shared<gloo::rendezvous::Context>(g.rank, g.size);
+        g.context->setTimeout(g.timeout);
+        PrefixedStore mesh("strata/group/" + std::to_string(serial) + "/mesh/", *world.store);
+        try {
+          g.context->connectFullMesh(mesh, world.transport);
+        } catch (const std::exception& e) {  // gloo::Exception, gloo::EnforceNotMet, std::system_error
+          throw DistributedError("connecting the ranks of " + g.label + " failed: " + e.what());
+        }
+        g.meshed = true;
+      })
+      .wait();
+  sub->start_worker();
+  return std::make_unique<ProcessGroup>(std::move(sub));
 }
 
 }  // namespace strata::distributed::detail

@@ -13,6 +13,7 @@
 
 #include <unistd.h>
 
+#include <algorithm>
 #include <chrono>
 #include <cmath>
 #include <csignal>
@@ -401,6 +402,88 @@ int init_error() {
   return failures ? 1 : 0;
 }
 
+// gather, scatter, all_to_all, send/recv and sub-groups (3 or 4 ranks).
+int more_collectives() {
+  dist::init_process_group(options());
+  auto& pg = dist::group();
+  const int r = pg.rank(), n = pg.size();
+  for (DType dtype : {DType::f32, DType::f64, DType::i64}) {
+    const std::string tag(strata::dtype_name(dtype));
+    for (int64_t size : {int64_t{1}, int64_t{5}, int64_t{100003}}) {
+      const std::string what = tag + "[" + std::to_string(size) + "]";
+      // gather to the last rank: row k is rank k's.
+      Tensor in = make(dtype, {size}, [&](int64_t i) { return base(i) + r; });
+      Tensor out = r == n - 1 ? strata::zeros({n, size}, on_cpu(dtype)) : Tensor();
+      pg.gather(out, in, n - 1).wait();
+      if (r == n - 1) {
+        expect_values("gather " + what, out, [&](int64_t i) { return base(i % size) + static_cast<double>(i / size); });
+      }
+      // scatter from rank 1: rank k gets row k.
+      Tensor rows = r == 1 ? make(dtype, {n, size}, [&](int64_t i) { return base(i % size) + 10.0 * static_cast<double>(i / size); })
+                           : Tensor();
+      Tensor mine = strata::zeros({size}, on_cpu(dtype));
+      pg.scatter(mine, rows, 1).wait();
+      expect_values("scatter " + what, mine, [&](int64_t i) { return base(i) + 10.0 * r; });
+      // all_to_all: rank r's out[q] is rank q's in[r] = base + 100 q + r.
+      Tensor a2a_in = make(dtype, {n, size}, [&](int64_t i) { return base(i % size) + 100.0 * r + static_cast<double>(i / size); });
+      Tensor a2a_out = strata::zeros({n, size}, on_cpu(dtype));
+      pg.all_to_all(a2a_out, a2a_in).wait();
+      expect_values("all_to_all " + what, a2a_out,
+                    [&](int64_t i) { return base(i % size) + 100.0 * static_cast<double>(i / size) + r; });
+    }
+  }
+  // send/recv around a ring: even ranks send first, odd ranks receive first.
+  const int next = (r + 1) % n, prev = (r + n - 1) % n;
+  Tensor outgoing = make(DType::f32, {3, 4}, [&](int64_t i) { return base(i) + r; });
+  Tensor incoming = strata::zeros({3, 4}, on_cpu(DType::f32));
+  if (r % 2 == 0) {
+    pg.send(outgoing, next, 7).wait();
+    pg.recv(incoming, prev, 7).wait();
+  } else {
+    pg.recv(incoming, prev, 7).wait();
+    pg.send(outgoing, next, 7).wait();
+  }
+  expect_values("recv from the previous rank", incoming, [&](int64_t i) { return base(i) + prev; });
+  // Sub-groups: the even ranks, and the odd ranks in reverse.
+  std::vector<int> evens, odds;
+  for (int k = 0; k < n; ++k) (k % 2 == 0 ? evens : odds).push_back(k);
+  std::reverse(odds.begin(), odds.end());
+  auto even_group = dist::new_group(evens);
+  auto odd_group = dist::new_group(odds);
+  dist::ProcessGroup& mine_group = r % 2 == 0 ? *even_group : *odd_group;
+  dist::ProcessGroup& other_group = r % 2 == 0 ? *odd_group : *even_group;
+  const std::vector<int>& members = r % 2 == 0 ? evens : odds;
+  if (!mine_group.is_member() || other_group.is_member()) fail("membership of the sub-groups");
+  if (mine_group.world_ranks() != members) fail("world_ranks() of the sub-group");
+  if (members[static_cast<size_t>(mine_group.rank())] != r) fail("a sub-group's rank numbers its world rank");
+  Tensor t = make(DType::f64, {4}, [&](int64_t i) { return base(i) + r; });
+  mine_group.all_reduce(t).wait();
+  double sum = 0;
+  for (int k : members) sum += k;
+  expect_values("all_reduce over " + std::string(r % 2 == 0 ? "the even ranks" : "the odd ranks"), t,
+                [&](int64_t i) { return static_cast<double>(members.size()) * base(i) + sum; });
+  mine_group.barrier().wait();
+  // A rank outside a group may not use it: named, with the group.
+  expect_error("a non-member's all_reduce", [&] { other_group.all_reduce(t).wait(); },
+               "all_reduce on group [");
+  expect_error("a non-member's all_reduce names the rank", [&] { other_group.all_reduce(t).wait(); },
+               "rank " + std::to_string(r) + " of the default group is not a member (new_group left it out)");
+  // Bad groups: a rank outside the world, a rank twice, none.
+  expect_error("new_group with a rank outside the world", [&] { dist::new_group({0, n}); },
+               "rank " + std::to_string(n) + " is not a rank of the default group (0.." + std::to_string(n - 1) +
+                   ", world size " + std::to_string(n) + ")");
+  expect_error("new_group with a rank twice", [&] { dist::new_group({1, 1}); }, "rank 1 is listed twice");
+  expect_error("new_group with no rank", [&] { dist::new_group({}); }, "no ranks");
+  // Bad point-to-point arguments: this rank, a tag out of range.
+  expect_error("send to itself", [&] { pg.send(outgoing, r).wait(); }, "is not another rank of this group");
+  expect_error("a negative tag", [&] { pg.recv(incoming, next, -1).wait(); }, "tag -1 is outside 0..134217727");
+  pg.barrier().wait();
+  even_group.reset();
+  odd_group.reset();
+  dist::destroy_process_group();
+  return failures ? 1 : 0;
+}
+
 // Under any launcher: who launch_environment says this process is, then a
 // group joined from it and one all-reduce of the ranks' numbers.
 int whoami() {
@@ -576,6 +659,7 @@ int main(int argc, char** argv) {
     if (scenario == "peer_stalls") return peer_stalls();
     if (scenario == "launch_probe") return launch_probe();
     if (scenario == "whoami") return whoami();
+    if (scenario == "more_collectives") return more_collectives();
     if (scenario == "device_collectives") return device_collectives();
     if (scenario == "peer_killed") return peer_killed();
     if (scenario == "die_together") return die_together();

@@ -61,6 +61,15 @@ TEST(Distributed, MismatchedTensorsAreNamedOnEveryRank) {
 
 // Device collectives through the commhost test plugin (strata.collectives
 // over POSIX shared memory): the group's device path without a GPU.
+// gather, scatter, all_to_all, send/recv around a ring and sub-groups (the
+// even ranks; the odd ranks in reverse order), with their bad arguments.
+TEST(Distributed, GatherScatterAllToAllSendRecvAndSubGroupsOn3Ranks) {
+  expect_all_pass(run_ranks({.world = 3, .scenario = "more_collectives"}));
+}
+TEST(Distributed, GatherScatterAllToAllSendRecvAndSubGroupsOn4Ranks) {
+  expect_all_pass(run_ranks({.world = 4, .scenario = "more_collectives"}));
+}
+
 TEST(Distributed, DeviceCollectivesThroughAPluginOn2Ranks) {
   expect_all_pass(run_ranks({.world = 2, .scenario = "device_collectives",
                              .env = {{"STRATA_PLUGIN_PATH", COMMHOST_PLUGIN_DIR}}}));

@@ -2,7 +2,8 @@
 //
 // libstrata_distributed.so (CMake: strata::distributed) connects N processes
 // — one per rank, on one host or many — into a process group and runs
-// collectives (all-reduce, broadcast, all-gather, reduce-scatter, barrier)
+// collectives (all-reduce, broadcast, all-gather, reduce-scatter, barrier,
+// gather, scatter, all-to-all, send/recv; sub-groups with new_group)
 // on CPU tensors through Gloo's TCP transport. It uses only the core's
 // public API: tensors are reached with strata::native_view() (api "host").
 //
@@ -22,6 +23,7 @@
 #include <chrono>
 #include <memory>
 #include <string>
+#include <vector>
 
 namespace strata::distributed {
 
@@ -163,12 +165,52 @@ class ProcessGroup {
   Work reduce_scatter(Tensor& out, const Tensor& in, ReduceOp op = ReduceOp::sum);
   /// Completes once every rank has reached it.
   Work barrier();
+  /// Rank `root`'s `out` (shape [size(), *in.shape], in's dtype) gets every
+  /// rank's `in`, row r from rank r; the other ranks' `out` is not used (it
+  /// may be undefined). Host memory only.
+  Work gather(Tensor& out, const Tensor& in, int root = 0);
+  /// Every rank's `out` gets row rank() of rank `root`'s `in` (shape
+  /// [size(), *out.shape]); the other ranks' `in` is not used (it may be
+  /// undefined). Host memory only.
+  Work scatter(Tensor& out, const Tensor& in, int root = 0);
+  /// `in` and `out` of shape [size(), ...] (the same): rank r's out[q] gets
+  /// rank q's in[r]. Host memory only.
+  Work all_to_all(Tensor& out, const Tensor& in);
+  /// Point to point: `t` to rank `dst`, whose matching recv (this rank as
+  /// `src`, the same `tag`, a tensor of the same dtype and size) receives
+  /// it. Only the two ranks take part, so nothing is checked across ranks:
+  /// a size or tag that does not match waits until the timeout, and the
+  /// error names both ranks. A send waits in the group's queue until the
+  /// peer posts its recv: two ranks that both send first to each other wait
+  /// until the timeout (order them, even ranks first, or use all_to_all).
+  /// `tag` in 0..2^31-1. Host memory only.
+  Work send(const Tensor& t, int dst, int tag = 0);
+  Work recv(Tensor& t, int src, int tag = 0);
+  /// This group's ranks as ranks of the default group: rank r here is
+  /// world_ranks()[r] there (0..size()-1 for the default group itself).
+  const std::vector<int>& world_ranks() const;
+  /// False on a rank of the default group that a new_group() left out: it
+  /// holds the group (every rank calls new_group) but may not use it.
+  bool is_member() const;
 
   Impl& impl() { return *impl_; }
 
  private:
   std::unique_ptr<Impl> impl_;
 };
+
+/// A group of some of the default group's ranks, `ranks` (default-group
+/// ranks, unique, in the order that numbers them in the new group: rank r
+/// of the new group is ranks[r]). Every rank of the default group calls it
+/// with the same list, in the same order as its other new_group calls and
+/// collectives (the ranks meet through the default group's store, on its
+/// queue). A rank not in `ranks` gets a group it is not a member of
+/// (is_member() false, rank() -1): its collectives throw DistributedError
+/// naming the group and the rank. DistributedError for an empty list, a
+/// rank listed twice, or a rank outside the default group (naming it and
+/// the world size). Device collectives (strata.collectives) are the default
+/// group's only.
+std::unique_ptr<ProcessGroup> new_group(const std::vector<int>& ranks);
 
 /// Joins the default process group (see Options for the environment).
 /// Returns once every rank has arrived and every pair of ranks is connected.
