@@ -38,7 +38,8 @@ if(TARGET strata_distributed)
     INCLUDES DESTINATION include)
   install(FILES ${PROJECT_SOURCE_DIR}/distributed/include/strata/distributed.hpp
                 ${PROJECT_SOURCE_DIR}/distributed/include/strata/ddp.hpp
-                ${PROJECT_SOURCE_DIR}/distributed/include/strata/zero.hpp DESTINATION include/strata)
+                ${PROJECT_SOURCE_DIR}/distributed/include/strata/zero.hpp
+                ${PROJECT_SOURCE_DIR}/distributed/include/strata/checkpointer.hpp DESTINATION include/strata)
 endif()
 install(TARGETS strata_plugin_probe RUNTIME DESTINATION libexec/strata)
 install(TARGETS strata_cli RUNTIME DESTINATION bin)

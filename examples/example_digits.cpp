@@ -8,12 +8,15 @@
 // `strata launch -n N`: each rank trains on its own slice of every global
 // batch (--batch is the global batch, split evenly over the ranks) through
 // nn::DistributedDataParallel, rank 0 evaluates, prints and writes the
-// checkpoint, and every rank reloads it.
+// checkpoint, and every rank reloads it. With --state-dir DIR the training
+// state is saved after every epoch and a restarted run (strata launch
+// --max-restarts) resumes after the newest one.
 #include "digits_data.hpp"
 
 #include <CLI/CLI.hpp>
 #include <strata/strata.hpp>
 #ifdef STRATA_HAVE_DISTRIBUTED
+#include <strata/checkpointer.hpp>
 #include <strata/ddp.hpp>
 #include <strata/distributed.hpp>
 #endif
@@ -154,6 +157,10 @@ int main(int argc, char** argv) {
   app.add_option("--device", device_flag, "device id, e.g. cpu:0 (default: the configuration's choice)");
   app.add_option("--data", data, "path of digits.csv.gz");
   app.add_option("--save", save, "checkpoint file (default: a temporary file, removed at exit)");
+  std::string state_dir;
+  app.add_option("--state-dir", state_dir,
+                 "save the training state here after every epoch and resume from the newest one at start "
+                 "(for restarts: strata launch --max-restarts)");
   app.add_option("--trace-step", trace_step,
                  "save one training step's loss as a traced graph to this file (Graph::save; for `strata trace "
                  "diff` and `strata trace ops`) and exit without training");
@@ -237,6 +244,23 @@ int main(int argc, char** argv) {
     std::optional<AutocastOptions> autocast;
     if (amp != "off") autocast = AutocastOptions{.dtype = amp == "bf16" ? DType::bf16 : DType::f16, .device = device};
 
+    // Restarts: resume after the newest saved epoch (every rank loads it).
+    int64_t done = 0;
+#ifdef STRATA_HAVE_DISTRIBUTED
+    std::optional<strata::distributed::Checkpointer> states;
+    if (!state_dir.empty()) {
+      states.emplace(state_dir);
+      done = std::max<int64_t>(0, states->restore(model, &opt, &scaler));
+      schedule.set_step(done);
+      if (lead && done > 0) {
+        const char* restart = std::getenv("STRATA_RESTART_COUNT");
+        std::fprintf(stderr, "resumed from epoch %lld of %s (restart %s)\n", static_cast<long long>(done),
+                     state_dir.c_str(), restart != nullptr ? restart : "?");
+      }
+    }
+#else
+    if (!state_dir.empty()) throw Error("--state-dir: this build has no strata::distributed (Gloo was not found)");
+#endif
     int64_t n = ds.train.x.size(0);
     std::mt19937_64 rng(seed + 1);
     std::vector<int64_t> order(static_cast<size_t>(n));
@@ -244,6 +268,7 @@ int main(int argc, char** argv) {
     auto start = std::chrono::steady_clock::now();
     for (int epoch = 1; epoch <= epochs; ++epoch) {
       std::shuffle(order.begin(), order.end(), rng);
+      if (epoch <= done) continue;  // trained before the restart: only its shuffle, to keep the order
       Tensor perm = from_data(order, {n}, {.dtype = DType::i64, .device = device});
       double loss_sum = 0.0;
       int64_t batches = 0;
@@ -269,11 +294,15 @@ int main(int argc, char** argv) {
         progress(epoch, epochs, e, n, loss_sum / static_cast<double>(batches), quiet);
       }
       schedule.step();
+#ifdef STRATA_HAVE_DISTRIBUTED
+      if (states) states->save(epoch, model, &opt, scaler.state_dict());
+#endif
     }
     double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
     if (lead) {
-      std::fprintf(stderr, "trained %d epochs in %.2f s (%.1f ms per epoch)\n", epochs, seconds,
-                   1000.0 * seconds / epochs);
+      const auto trained = static_cast<int>(epochs - done);
+      std::fprintf(stderr, "trained %d epochs in %.2f s (%.1f ms per epoch)\n", trained, seconds,
+                   trained > 0 ? 1000.0 * seconds / trained : 0.0);
     }
 
     // Save, reload into a fresh model, and compare: rank 0 (the only one

@@ -419,6 +419,29 @@ TEST(Launch, RanksGetTheirLocalRankAndNoOuterLaunchersVariables) {
   }
 }
 
+// --max-restarts: every rank restarts when one fails (STRATA_RESTART_COUNT
+// tells the attempt); an exhausted budget names the last failure.
+TEST(Launch, MaxRestartsRestartsEveryRankAndNamesTheLastFailureWhenSpent) {
+  auto r = launch({"--max-restarts", "2", "-n", "2", "/bin/sh", "-c",
+                   "echo attempt $STRATA_RESTART_COUNT; [ \"$STRATA_RANK\" = 1 ] && [ $STRATA_RESTART_COUNT -lt 2 ] && exit 4; "
+                   "exit 0"});
+  ASSERT_EQ(r[0].status, 0) << r[0].output;
+  EXPECT_TRUE(contains(r[0].output, "strata launch: restarting the 2 ranks (restart 2 of 2)")) << r[0].output;
+  EXPECT_TRUE(contains(r[0].output, "[rank 1] attempt 2")) << r[0].output;
+  r = launch({"--max-restarts", "1", "-n", "2", "/bin/sh", "-c", "[ \"$STRATA_RANK\" = 1 ] && exit 3; sleep 30"});
+  EXPECT_EQ(r[0].status, 3) << r[0].output;
+  EXPECT_TRUE(contains(r[0].output,
+                       "strata launch: giving up after 1 restart: the last failure: rank 1 exited with status 3"))
+      << r[0].output;
+  r = launch({"--max-restarts", "-1", "-n", "2", "/bin/true"});
+  EXPECT_EQ(r[0].status, 2) << r[0].output;
+  EXPECT_TRUE(contains(r[0].output, "--max-restarts must be at least 0 (got -1)")) << r[0].output;
+  r = launch({"--max-restarts", "1", "--nnodes", "2", "--node-rank", "0", "--master-addr", "127.0.0.1",
+              "--master-port", "29999", "-n", "1", "/bin/true"});
+  EXPECT_EQ(r[0].status, 2) << r[0].output;
+  EXPECT_TRUE(contains(r[0].output, "--max-restarts restarts the ranks of one node")) << r[0].output;
+}
+
 TEST(Launch, UsesTheGivenMasterPort) {
   std::string port = std::to_string(free_port());
   auto r = launch({"-n", "2", "--master-port", port, DIST_WORKER, "launch_probe"});

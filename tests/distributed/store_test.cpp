@@ -3,15 +3,20 @@
 // that stalls mid-reply, a rank of another job, and a "rank" that arrives
 // but never connects. The test plays the stranger or the broken store itself
 // with the store's own wire format (distributed/src/store_wire.hpp); and
-// the Slurm host-list parser of launch_env.cpp.
+// the Slurm host-list parser of launch_env.cpp, and Checkpointer.
 #include "harness.hpp"
 
 #include "launch_env.hpp"
 #include "socket_io.hpp"
 #include "store_wire.hpp"
 
+#include <strata/checkpointer.hpp>
+#include <strata/strata.hpp>
+
 #include <gtest/gtest.h>
 
+#include <algorithm>
+#include <filesystem>
 #include <fstream>
 #include <optional>
 #include <thread>
@@ -306,3 +311,54 @@ TEST(LaunchEnvironment, TheFirstHostOfASlurmHostList) {
   EXPECT_EQ(first_slurm_host("node[1-2"), "");
   EXPECT_EQ(first_slurm_host("node]"), "");
 }
+
+// Checkpointer (checkpointer.hpp), in one process: numbered states, the
+// newest restored, the oldest beyond `keep` removed, what a killed writer
+// left ignored and cleared, a corrupted newest state named, not skipped.
+TEST(Checkpointer, SavesRestoresKeepsTheNewestAndIgnoresTornWrites) {
+  namespace fs = std::filesystem;
+  const fs::path dir = fs::temp_directory_path() / ("strata-states-" + std::to_string(::getpid()));
+  fs::remove_all(dir);
+  strata::manual_seed(3);
+  strata::nn::Linear model(3, 2);
+  strata::nn::Adam opt(model.parameters(), {.lr = 0.1});
+  strata::distributed::Checkpointer states(dir, 2);
+  EXPECT_FALSE(states.latest().has_value());
+  EXPECT_EQ(states.restore(model, &opt), -1);  // a fresh start
+  auto train_step = [&] {
+    opt.zero_grad();
+    strata::sum(model(strata::ones({4, 3}))).backward();
+    opt.step();
+  };
+  for (int64_t epoch = 1; epoch <= 3; ++epoch) {
+    train_step();
+    states.save(epoch, model, &opt);
+  }
+  std::vector<std::string> names;
+  for (const auto& e : fs::directory_iterator(dir)) names.push_back(e.path().filename().string());
+  std::sort(names.begin(), names.end());
+  EXPECT_EQ(names, (std::vector<std::string>{"state-000000000002.st", "state-000000000003.st"}));
+  // A writer killed mid-write leaves its temporary file: not a state.
+  std::ofstream(dir / ".state-000000000004.st.tmp-123-abcd") << "half a file";
+  EXPECT_EQ(states.latest()->filename().string(), "state-000000000003.st");
+  const std::vector<float> saved = model.parameters()[0].to_vector<float>();
+  train_step();  // moves away from the saved state
+  strata::nn::Linear fresh(3, 2);
+  strata::nn::Adam fresh_opt(fresh.parameters(), {.lr = 0.1});
+  EXPECT_EQ(states.restore(fresh, &fresh_opt), 3);
+  EXPECT_EQ(fresh.parameters()[0].to_vector<float>(), saved);
+  EXPECT_EQ(fresh_opt.state_dict().size(), opt.state_dict().size());
+  states.save(4, model, &opt);  // clears what the killed writer left
+  EXPECT_FALSE(fs::exists(dir / ".state-000000000004.st.tmp-123-abcd"));
+  // A corrupted newest state is named, not skipped for an older one.
+  std::ofstream(dir / "state-000000000009.st") << "not a state";
+  try {
+    states.restore(fresh, &fresh_opt);
+    ADD_FAILURE() << "a corrupted state restored";
+  } catch (const strata::SerializationError& e) {
+    EXPECT_NE(std::string(e.what()).find("state-000000000009.st"), std::string::npos) << e.what();
+  }
+  EXPECT_THROW(strata::distributed::Checkpointer(dir, 0), strata::ValueError);
+  fs::remove_all(dir);
+}
+

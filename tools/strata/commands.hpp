@@ -66,6 +66,7 @@ struct LaunchOptions {
   std::string hosts;                 // "a,b,c": start node k on host k through `launcher`
   std::string launcher = "ssh -o BatchMode=yes";  // remote shell: LAUNCHER HOST COMMAND
   std::vector<std::string> command;  // PROGRAM ARGS...
+  int max_restarts = 0;              // restart every rank when one fails, at most this often (one node)
 };
 /// Exit status: the first failing rank's (128 + signal for a signal), 127
 /// when the program cannot be started, 2 for bad arguments, else 0.

@@ -65,7 +65,12 @@ constexpr auto kGracePeriod = std::chrono::seconds(5);
 /// beside a build); a second is nothing beside a failed job.
 constexpr auto kSettleTime = std::chrono::milliseconds(1000);
 
+/// A program that cannot be started, as a shell reports it.
+constexpr int kNotFound = 127;
 volatile std::sig_atomic_t g_forward_signal = 0;
+/// The last failure supervise() named ("rank 1 was killed by signal 9"),
+/// for the message of an exhausted restart budget.
+std::string g_last_failure;
 
 void on_signal(int sig) { g_forward_signal = sig; }
 
@@ -292,7 +297,7 @@ int supervise(const std::vector<ChildSpec>& specs, const std::string& what) {
           ::close(q.out.fd);
           ::close(q.err.fd);
         }
-      return 127;
+      return kNotFound;
     }
   }
 
@@ -360,8 +365,9 @@ int supervise(const std::vector<ChildSpec>& specs, const std::string& what) {
     // its death is the cause of theirs.
     if (deciding && !terminating &&
         (std::chrono::steady_clock::now() >= decide_at || running == 0 || g_forward_signal)) {
-      std::cerr << "strata launch: " << specs[static_cast<size_t>(failed)].name << " " << describe_status(failed_status)
-                << (running > 0 ? "; terminating the other " + what : "") << "\n";
+      g_last_failure = specs[static_cast<size_t>(failed)].name + " " + describe_status(failed_status);
+      std::cerr << "strata launch: " << g_last_failure << (running > 0 ? "; terminating the other " + what : "")
+                << "\n";
       terminating = true;
       signal_all(children, SIGTERM);
       kill_at = std::chrono::steady_clock::now() + kGracePeriod;
@@ -518,6 +524,10 @@ int run_hosts(const LaunchOptions& options) {
 
 }  // namespace
 
+/// One attempt: the ranks of this node, started and supervised.
+int run_ranks_once(const LaunchOptions& options, int first_rank, int world, const std::string& master_addr, int port,
+                   const std::string& token, bool one_thread_each, int attempt);
+
 int run_launch(const LaunchOptions& options) {
   if (options.nprocs < 1) {
     std::cerr << "strata launch: -n must be at least 1 (got " << options.nprocs << ")\n";
@@ -569,6 +579,43 @@ int run_launch(const LaunchOptions& options) {
     std::cerr << "strata launch: OMP_NUM_THREADS is not set: each of the " << options.nprocs
               << " ranks runs with OMP_NUM_THREADS=1 (set it to use more threads per rank)\n";
   }
+  if (options.max_restarts < 0) {
+    std::cerr << "strata launch: --max-restarts must be at least 0 (got " << options.max_restarts << ")\n";
+    return kBadInput;
+  }
+  if (options.max_restarts > 0 && options.nnodes > 1) {
+    std::cerr << "strata launch: --max-restarts restarts the ranks of one node: with --nnodes " << options.nnodes
+              << " the other nodes' ranks would not restart with them (restart the whole job instead)\n";
+    return kBadInput;
+  }
+  // Elastic restarts (docs/distributed.md, "Restarts"): when a rank fails,
+  // every rank is stopped and all start again, up to --max-restarts times,
+  // each attempt told its number in STRATA_RESTART_COUNT; a program resumes
+  // from its latest complete training state (distributed::Checkpointer).
+  for (int attempt = 0;; ++attempt) {
+    if (attempt > 0 && options.master_port < 0) {
+      port = free_port();  // the last attempt's port may still be held by a dying rank
+      if (port < 0) {
+        std::cerr << "strata launch: found no free TCP port: " << std::strerror(errno) << "\n";
+        return kFailure;
+      }
+    }
+    const int status = run_ranks_once(options, first_rank, world, master_addr, port, token, one_thread_each, attempt);
+    if (status == kOk || status == kNotFound || g_forward_signal != 0) return status;
+    if (attempt >= options.max_restarts) {
+      if (options.max_restarts > 0) {
+        std::cerr << "strata launch: giving up after " << options.max_restarts << " restart"
+                  << (options.max_restarts == 1 ? "" : "s") << ": the last failure: " << g_last_failure << "\n";
+      }
+      return status;
+    }
+    std::cerr << "strata launch: restarting the " << options.nprocs << " ranks (restart " << attempt + 1 << " of "
+              << options.max_restarts << ")\n";
+  }
+}
+
+int run_ranks_once(const LaunchOptions& options, int first_rank, int world, const std::string& master_addr, int port,
+                   const std::string& token, bool one_thread_each, int attempt) {
   std::vector<ChildSpec> specs;
   for (int k = 0; k < options.nprocs; ++k) {
     ChildSpec spec;
@@ -580,6 +627,7 @@ int run_launch(const LaunchOptions& options) {
                 {"STRATA_MASTER_ADDR", master_addr},
                 {"STRATA_MASTER_PORT", std::to_string(port)}};
     spec.unset.assign(std::begin(kOuterLauncherVariables), std::end(kOuterLauncherVariables));
+    spec.env.emplace_back("STRATA_RESTART_COUNT", std::to_string(attempt));
     if (!token.empty()) spec.env.emplace_back("STRATA_JOB_TOKEN", token);
     if (one_thread_each) spec.env.emplace_back("OMP_NUM_THREADS", "1");
     spec.prefix = "[rank " + std::to_string(first_rank + k) + "] ";

@@ -152,6 +152,9 @@ int main(int argc, char** argv) {
   launch->add_option("--hosts", launch_options.hosts,
                      "Comma-separated hosts: start node k's launch on host k through --launcher (node 0's host "
                      "serves the store unless --master-addr says otherwise; --master-port defaults to 29500)");
+  launch->add_option("--max-restarts", launch_options.max_restarts,
+                     "When a rank fails, stop every rank and start them all again, at most this many times "
+                     "(one node; each attempt gets STRATA_RESTART_COUNT)");
   launch->add_option("--launcher", launch_options.launcher,
                      "Remote shell for --hosts, run as LAUNCHER HOST COMMAND (default \"ssh -o BatchMode=yes\")");
   // PROGRAM and everything after it go to the program, options included.
