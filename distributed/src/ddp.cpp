@@ -47,6 +47,7 @@ struct PassBucket {
   size_t ready = 0;
   bool launched = false;
   Tensor flat;  // on the CPU, being reduced in place
+  Tensor original;  // the bucket before a communication hook's encode (undefined without one)
   std::optional<distributed::Work> work;
 };
 
@@ -167,8 +168,13 @@ struct DDPState {
     flats.reserve(pb.grads.size());
     for (const Tensor& g : pb.grads) flats.push_back(g.reshape({-1}));
     Tensor flat = flats.size() == 1 ? flats[0].clone() : cat(flats, 0);
+    if (options.comm_hook && world > 1) {
+      pb.original = flat;
+      flat = options.comm_hook->encode(flat, world).contiguous();
+    }
     pb.flat = flat.to(collective_device(flat.device()));
     if (pb.flat.device() != Device("cpu:0")) ++stats.buckets_on_device;
+    stats.bytes_reduced += static_cast<uint64_t>(pb.flat.numel()) * dtype_size(pb.flat.dtype());
     if (world > 1) pb.work = group->all_reduce(pb.flat, distributed::ReduceOp::sum);
     pb.launched = true;
     ++(at_end ? stats.buckets_at_end : stats.buckets_overlapped);
@@ -279,7 +285,9 @@ struct DDPState {
       }
       const Bucket& bucket = plan->buckets[b];
       const Tensor& like = params[bucket.params[0]];
-      Tensor avg = world > 1 ? pb.flat / static_cast<double>(world) : pb.flat;
+      Tensor avg = !(world > 1)           ? pb.flat
+                   : pb.original.defined() ? options.comm_hook->decode(pb.flat, pb.original, world)
+                                           : pb.flat / static_cast<double>(world);
       avg = avg.to(like.device());
       for (size_t s = 0; s < bucket.params.size(); ++s) {
         size_t i = bucket.params[s];
@@ -287,6 +295,7 @@ struct DDPState {
             avg.slice(0, bucket.offsets[s], bucket.offsets[s] + params[i].numel()).reshape(params[i].sizes());
       }
       pb.flat = Tensor();
+      pb.original = Tensor();
       pb.grads.clear();
     }
     for (size_t i = 0; i < params.size(); ++i) {
@@ -431,6 +440,21 @@ void broadcast_parameters(distributed::ProcessGroup& group, const std::vector<Te
 
 }  // namespace detail
 
+namespace {
+
+CommHook compress_hook(DType wire, const char* name) {
+  return {.name = name,
+          .encode = [wire](const Tensor& flat, int world) { return cast(flat / static_cast<double>(world), wire); },
+          .decode = [](const Tensor& reduced, const Tensor& flat, int) {
+            return cast(reduced, flat.dtype()).to(flat.device());
+          }};
+}
+
+}  // namespace
+
+CommHook bf16_compress_hook() { return compress_hook(DType::bf16, "bf16_compress"); }
+CommHook f16_compress_hook() { return compress_hook(DType::f16, "f16_compress"); }
+
 DistributedDataParallel::DistributedDataParallel(Module& module, DDPOptions options,
                                                  distributed::ProcessGroup* group)
     : module_(module),
@@ -438,6 +462,10 @@ DistributedDataParallel::DistributedDataParallel(Module& module, DDPOptions opti
       group_(group != nullptr ? group : &distributed::group()),
       state_(std::make_shared<detail::DDPState>()) {
   if (options_.bucket_bytes == 0) throw ValueError("DistributedDataParallel: bucket_bytes must be positive");
+  if (options_.comm_hook && (!options_.comm_hook->encode || !options_.comm_hook->decode)) {
+    throw ValueError("DistributedDataParallel: the communication hook \"" + options_.comm_hook->name +
+                     "\" needs both encode and decode");
+  }
   detail::DDPState& st = *state_;
   st.group = group_;
   st.world = group_->size();

@@ -557,6 +557,38 @@ TEST(DDP, ShardedOptimizerRefusesWhatItCannotShard) {
   });
 }
 
+// Communication hooks: bf16 and f16 compression halve the bytes reduced and
+// give the f32 average to within the wire dtype's rounding.
+TEST(DDP, CompressionHooksHalveTheBytesAndKeepTheAverageToTheirRounding) {
+  run_ranks("hooks", [](int rank) {
+    Batch all = global_batch(16, DType::f32);
+    Batch mine = shard(all, rank, 2);
+    auto plain = make_net(DType::f32);
+    nn::DistributedDataParallel plain_ddp(*plain, {.bucket_bytes = 256});
+    nn::functional::cross_entropy(plain_ddp(mine.x), mine.y).backward();
+    auto want = grads_of(*plain);
+    struct Case {
+      nn::CommHook hook;
+      double tolerance;  // relative, of the largest gradient: the wire dtype's rounding, twice
+    };
+    for (const Case& c : {Case{nn::bf16_compress_hook(), 2 * 0.0078125}, Case{nn::f16_compress_hook(), 2 * 0.0009765625}}) {
+      auto net = make_net(DType::f32);
+      nn::DistributedDataParallel ddp(*net, {.bucket_bytes = 256, .comm_hook = c.hook});
+      nn::functional::cross_entropy(ddp(mine.x), mine.y).backward();
+      auto got = grads_of(*net);
+      for (size_t i = 0; i < got.size(); ++i) {
+        const double scale = amax(abs(want[i])).item<double>();
+        const double d = max_abs_diff(got[i], want[i]);
+        require(d <= c.tolerance * scale + 1e-12,
+                c.hook.name + ": gradient " + std::to_string(i) + " differs by " + std::to_string(d));
+      }
+      require(ddp.stats().bytes_reduced * 2 == plain_ddp.stats().bytes_reduced,
+              c.hook.name + ": half the bytes (" + std::to_string(ddp.stats().bytes_reduced) + " of " +
+                  std::to_string(plain_ddp.stats().bytes_reduced) + ")");
+    }
+  });
+}
+
 TEST(DDP, TapeGradientWithExplicitSourcesReducesOnlyThoseParameters) {
   run_ranks("tape", [](int rank) {
     Batch all = global_batch(16, DType::f64);

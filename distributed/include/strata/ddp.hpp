@@ -41,11 +41,34 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <functional>
+#include <optional>
 #include <memory>
 #include <string>
 #include <vector>
 
 namespace strata::nn {
+
+/// What a gradient bucket goes through on its way through the all-reduce:
+/// PyTorch's DDP communication hooks. `encode` gets the bucket's flat
+/// gradient (this rank's sum) and the world size, and returns the tensor to
+/// all-reduce (sum) in its place — a contiguous tensor the group can reduce;
+/// `decode` gets the reduced tensor and the original flat gradient, and
+/// returns the averaged gradient in the flat gradient's dtype and device.
+/// Both run on the thread that runs backward. Not used by a pass that
+/// records its graph (its average must be differentiable).
+struct CommHook {
+  std::string name;  // in messages
+  std::function<Tensor(const Tensor& flat, int world)> encode;
+  std::function<Tensor(const Tensor& reduced, const Tensor& flat, int world)> decode;
+};
+
+/// The gradient-compression hooks: each rank's bucket divided by the world
+/// size, rounded to bf16 (f16), all-reduced in that dtype (half the bytes
+/// of f32, a quarter of f64), and widened back. bf16 keeps f32's range
+/// with 8 bits of mantissa; f16 has 11 bits but overflows above 65504.
+CommHook bf16_compress_hook();
+CommHook f16_compress_hook();
 
 struct DDPOptions {
   /// Target size of one gradient bucket (one all-reduce). A parameter
@@ -58,6 +81,8 @@ struct DDPOptions {
   bool find_unused_parameters = false;
   /// Broadcast the module's buffers from rank 0 before every forward.
   bool broadcast_buffers = true;
+  /// Set: every bucket goes through it (e.g. bf16_compress_hook()).
+  std::optional<CommHook> comm_hook = std::nullopt;
 };
 
 /// Counters of one DistributedDataParallel, for tests and tuning.
@@ -80,6 +105,9 @@ struct DDPStats {
   /// gradient averaged by a differentiable all-reduce, one per parameter,
   /// without buckets or overlap.
   uint64_t differentiable_passes = 0;
+  /// Bytes of this rank's bucket tensors handed to the all-reduces (after
+  /// a communication hook's encode).
+  uint64_t bytes_reduced = 0;
 };
 
 namespace detail {
