@@ -39,7 +39,8 @@ if(TARGET strata_distributed)
   install(FILES ${PROJECT_SOURCE_DIR}/distributed/include/strata/distributed.hpp
                 ${PROJECT_SOURCE_DIR}/distributed/include/strata/ddp.hpp
                 ${PROJECT_SOURCE_DIR}/distributed/include/strata/zero.hpp
-                ${PROJECT_SOURCE_DIR}/distributed/include/strata/checkpointer.hpp DESTINATION include/strata)
+                ${PROJECT_SOURCE_DIR}/distributed/include/strata/checkpointer.hpp
+                ${PROJECT_SOURCE_DIR}/distributed/include/strata/sampler.hpp DESTINATION include/strata)
 endif()
 install(TARGETS strata_plugin_probe RUNTIME DESTINATION libexec/strata)
 install(TARGETS strata_cli RUNTIME DESTINATION bin)

@@ -3,7 +3,8 @@
 // that stalls mid-reply, a rank of another job, and a "rank" that arrives
 // but never connects. The test plays the stranger or the broken store itself
 // with the store's own wire format (distributed/src/store_wire.hpp); and
-// the Slurm host-list parser of launch_env.cpp, and Checkpointer.
+// the Slurm host-list parser of launch_env.cpp, Checkpointer and
+// DistributedSampler.
 #include "harness.hpp"
 
 #include "launch_env.hpp"
@@ -11,6 +12,7 @@
 #include "store_wire.hpp"
 
 #include <strata/checkpointer.hpp>
+#include <strata/sampler.hpp>
 #include <strata/strata.hpp>
 
 #include <gtest/gtest.h>
@@ -362,3 +364,40 @@ TEST(Checkpointer, SavesRestoresKeepsTheNewestAndIgnoresTornWrites) {
   fs::remove_all(dir);
 }
 
+
+// DistributedSampler: the ranks' shares are disjoint and cover the epoch's
+// order (padded or truncated), the order changes with the epoch and not
+// with the rank, and bad arguments are named.
+TEST(DistributedSampler, RanksShareOneShuffledOrderPerEpoch) {
+  using strata::distributed::DistributedSampler;
+  for (bool drop_last : {false, true}) {
+    for (int world : {1, 3, 4}) {
+      std::vector<int64_t> seen, next_epoch;
+      for (int r = 0; r < world; ++r) {
+        DistributedSampler s(10, {.seed = 5, .drop_last = drop_last, .rank = r, .world_size = world});
+        s.set_epoch(0);
+        auto mine = s.indices();
+        EXPECT_EQ(static_cast<int64_t>(mine.size()), s.num_samples());
+        EXPECT_EQ(s.num_samples(), drop_last ? 10 / world : (10 + world - 1) / world);
+        seen.insert(seen.end(), mine.begin(), mine.end());
+        s.set_epoch(1);
+        auto later = s.indices();
+        next_epoch.insert(next_epoch.end(), later.begin(), later.end());
+      }
+      EXPECT_NE(next_epoch, seen) << "a new order each epoch (" << world << " ranks)";
+      std::vector<int64_t> distinct = seen;
+      std::sort(distinct.begin(), distinct.end());
+      distinct.erase(std::unique(distinct.begin(), distinct.end()), distinct.end());
+      if (drop_last) {
+        EXPECT_EQ(distinct.size(), seen.size()) << "no example twice";
+      } else {
+        EXPECT_EQ(distinct.size(), 10u) << "every example, padding repeating a few";
+      }
+    }
+  }
+  DistributedSampler plain(5, {.shuffle = false, .rank = 1, .world_size = 2});
+  EXPECT_EQ(plain.indices(), (std::vector<int64_t>{1, 3, 0}));  // padded with the order's start
+  EXPECT_THROW(DistributedSampler(5, {.rank = 2, .world_size = 2}), strata::ValueError);
+  EXPECT_THROW(DistributedSampler(-1), strata::ValueError);
+  EXPECT_THROW(DistributedSampler(1, {.drop_last = true, .rank = 0, .world_size = 2}), strata::ValueError);
+}
