@@ -175,4 +175,8 @@ size_t ShardedOptimizer::state_bytes() const {
 
 int ShardedOptimizer::stage() const { return impl_->stage; }
 
+distributed::ProcessGroup& ShardedOptimizer::process_group() const { return *impl_->group; }
+
+const std::vector<Tensor>& ShardedOptimizer::params() const { return impl_->params; }
+
 }  // namespace strata::nn

@@ -4,6 +4,7 @@
 // results and exits non-zero with the reason. The parent waits at most
 // kDeadline and kills ranks that hang.
 #include <strata/ddp.hpp>
+#include <strata/checkpointer.hpp>
 #include <strata/zero.hpp>
 #include <strata/distributed.hpp>
 #include <strata/strata.hpp>
@@ -16,6 +17,7 @@
 #include <chrono>
 #include <cmath>
 #include <csignal>
+#include <fstream>
 #include <iostream>
 #include <cstdio>
 #include <filesystem>
@@ -587,6 +589,124 @@ TEST(DDP, CompressionHooksHalveTheBytesAndKeepTheAverageToTheirRounding) {
                   std::to_string(plain_ddp.stats().bytes_reduced) + ")");
     }
   });
+}
+
+// Sharded checkpoints (ShardedCheckpointer): saved by 2 ranks of a ZeRO job,
+// restored by 3, each now keeping the state of the parameters it owns —
+// equal to one process's Adam on the whole batch, and training on equal.
+TEST(DDP, ShardedCheckpointsSavedOnTwoRanksReshardOntoThree) {
+  const std::filesystem::path dir =
+      std::filesystem::temp_directory_path() / ("strata_sharded_" + std::to_string(::getpid()));
+  std::filesystem::remove_all(dir);
+  auto adam = [](std::vector<Tensor> ps) {
+    return std::make_unique<nn::Adam>(std::move(ps), nn::AdamOptions{.lr = 0.05});
+  };
+  auto step_of = [](nn::Module& model, const std::function<Tensor(const Tensor&)>& forward, const Batch& b,
+                    const std::function<void()>& zero, const std::function<void()>& step) {
+    zero();
+    nn::functional::cross_entropy(forward(b.x), b.y).backward();
+    step();
+    (void)model;
+  };
+  run_ranks("sharded_save", [&](int rank) {
+    Batch mine = shard(global_batch(24, DType::f64), rank, 2);
+    auto net = make_net(DType::f64);
+    nn::DistributedDataParallel ddp(*net, {.bucket_bytes = 256});
+    nn::ShardedOptimizer opt(net->parameters(), adam);
+    for (int k = 0; k < 2; ++k) {
+      step_of(*net, [&](const Tensor& x) { return ddp(x); }, mine, [&] { opt.zero_grad(); }, [&] { opt.step(); });
+    }
+    distributed::ShardedCheckpointer states(dir);
+    states.save(2, *net, opt);
+    // A later save that a killed rank left without its manifest.
+    std::filesystem::create_directories(dir / "step-000000000003");
+    std::ofstream(dir / "step-000000000003" / "optimizer-0-of-2.st") << "half";
+    require(states.latest()->filename() == "step-000000000002", "an incomplete step is passed over");
+  });
+  run_ranks("sharded_restore", [&](int rank) {
+    Batch all = global_batch(24, DType::f64);
+    Batch mine = shard(all, rank, 3);
+    // The reference: one process's Adam on the whole batch, two steps.
+    auto ref = make_net(DType::f64);
+    nn::Adam ref_opt(ref->parameters(), {.lr = 0.05});
+    for (int k = 0; k < 2; ++k) {
+      step_of(*ref, [&](const Tensor& x) { return (*ref)(x); }, all, [&] { ref_opt.zero_grad(); },
+              [&] { ref_opt.step(); });
+    }
+    auto net = make_net(DType::f64, false, false, /*seed=*/99);  // other values: restore must replace them
+    nn::DistributedDataParallel ddp(*net, {.bucket_bytes = 256});
+    nn::ShardedOptimizer opt(net->parameters(), adam);
+    distributed::ShardedCheckpointer states(dir);
+    require(states.restore(*net, opt) == 2, "step 2 restored");
+    auto p = net->parameters(), r = ref->parameters();
+    for (size_t i = 0; i < p.size(); ++i) {
+      require(max_abs_diff(p[i], r[i]) <= 1e-12, "parameter " + std::to_string(i) + " restored");
+    }
+    const auto ref_state = ref_opt.state_dict();
+    auto find = [](const nn::NamedTensors& st, const std::string& name) {
+      for (const auto& [k, v] : st)
+        if (k == name) return v;
+      return Tensor();
+    };
+    const auto local = opt.local_optimizer()->state_dict();
+    for (size_t k = 0; k < opt.shard().size(); ++k) {
+      const std::string mine_name = "param." + std::to_string(k) + ".exp_avg_sq";
+      const std::string ref_name = "param." + std::to_string(opt.shard()[k]) + ".exp_avg_sq";
+      require(max_abs_diff(find(local, mine_name), find(ref_state, ref_name)) <= 1e-12,
+              "the resharded state of parameter " + std::to_string(opt.shard()[k]));
+    }
+    // Training goes on as one process's would.
+    step_of(*net, [&](const Tensor& x) { return ddp(x); }, mine, [&] { opt.zero_grad(); }, [&] { opt.step(); });
+    step_of(*ref, [&](const Tensor& x) { return (*ref)(x); }, all, [&] { ref_opt.zero_grad(); },
+            [&] { ref_opt.step(); });
+    for (size_t i = 0; i < p.size(); ++i) {
+      require(max_abs_diff(p[i], r[i]) <= 1e-12, "parameter " + std::to_string(i) + " after a resharded step");
+    }
+  }, 3);
+  std::filesystem::remove_all(dir);
+}
+
+// What a sharded checkpoint refuses, naming the file: a shard missing, one
+// truncated, one from another save.
+TEST(DDP, ShardedCheckpointsRefuseMissingTruncatedAndForeignShards) {
+  const std::filesystem::path dir =
+      std::filesystem::temp_directory_path() / ("strata_sharded_bad_" + std::to_string(::getpid()));
+  std::filesystem::remove_all(dir);
+  run_ranks("sharded_bad", [&](int) {
+    auto adam = [](std::vector<Tensor> ps) { return std::make_unique<nn::Adam>(std::move(ps), nn::AdamOptions{}); };
+    auto net = make_net(DType::f32);
+    nn::ShardedOptimizer opt(net->parameters(), adam);
+    distributed::ShardedCheckpointer a(dir / "a"), b(dir / "b");
+    a.save(1, *net, opt);
+    b.save(1, *net, opt);
+    auto message = [&] {
+      try {
+        a.restore(*net, opt);
+      } catch (const SerializationError& e) {
+        return std::string(e.what());
+      }
+      return std::string("no error");
+    };
+    const auto step = dir / "a" / "step-000000000001";
+    const auto shard = step / "optimizer-0-of-1.st";
+    std::filesystem::copy_file(shard, dir / "saved.st");
+    std::filesystem::copy_file(dir / "b" / "step-000000000001" / "optimizer-0-of-1.st", shard,
+                               std::filesystem::copy_options::overwrite_existing);
+    std::string m = message();
+    require(m.find("optimizer-0-of-1.st") != std::string::npos && m.find("from another save") != std::string::npos,
+            "a foreign shard: " + m);
+    std::filesystem::resize_file(shard, std::filesystem::file_size(shard) / 2);
+    m = message();
+    require(m.find("optimizer-0-of-1.st") != std::string::npos && m.find("(truncated?)") != std::string::npos,
+            "a truncated shard: " + m);
+    std::filesystem::remove(shard);
+    m = message();
+    require(m.find("optimizer-0-of-1.st") != std::string::npos && m.find("but missing") != std::string::npos,
+            "a missing shard: " + m);
+    std::filesystem::copy_file(dir / "saved.st", shard);
+    require(a.restore(*net, opt) == 1, "restored once the shard is back");
+  }, 1);
+  std::filesystem::remove_all(dir);
 }
 
 TEST(DDP, TapeGradientWithExplicitSourcesReducesOnlyThoseParameters) {

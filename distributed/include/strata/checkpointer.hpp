@@ -3,6 +3,9 @@
 // requeues the job) resumes where the job was, not at the start
 // (docs/distributed.md, "Restarts").
 //
+// ShardedCheckpointer does the same for a ZeRO job (nn::ShardedOptimizer):
+// every rank writes its shard, and a restart on another world size reshards.
+//
 //   distributed::Checkpointer states("run/states");
 //   int64_t done = states.restore(model, &opt, &scaler);   // -1: a fresh start
 //   for (int64_t epoch = done + 1; epoch <= epochs; ++epoch) {
@@ -15,6 +18,7 @@
 #include <strata/nn/module.hpp>
 #include <strata/nn/optim.hpp>
 #include <strata/tensor.hpp>
+#include <strata/zero.hpp>
 
 #include <cstdint>
 #include <filesystem>
@@ -58,6 +62,36 @@ class Checkpointer {
   int64_t restore(nn::Module& model, nn::Optimizer* optimizer = nullptr, GradScaler* scaler = nullptr);
 
   const std::filesystem::path& directory() const { return dir_; }
+
+ private:
+  std::filesystem::path dir_;
+  int keep_;
+};
+
+/// Training state of a job whose optimizer is sharded (nn::ShardedOptimizer,
+/// ZeRO): one directory per step, `step-<n>/`, holding rank 0's model
+/// (`model.st`), every rank's optimizer shard (`optimizer-<r>-of-<w>.st`,
+/// its parameters under their global indices) and, written last by rank 0
+/// once every shard is on disk, `manifest.json` (the world size, each
+/// file's bytes, the save's random id, which every shard repeats). A step
+/// without a manifest is incomplete (a rank was killed while saving) and is
+/// passed over, so the previous step stays the one restored. Restoring on
+/// another world size reshards: every rank reads every optimizer shard and
+/// keeps the state of the parameters it owns now.
+class ShardedCheckpointer {
+ public:
+  explicit ShardedCheckpointer(std::filesystem::path dir, int keep = 2);
+  /// The newest complete step's directory, nullopt when there is none.
+  std::optional<std::filesystem::path> latest() const;
+  /// Every rank calls it (collectives: the save's id, two barriers).
+  void save(int64_t step, const nn::Module& model, nn::ShardedOptimizer& optimizer);
+  /// Loads the newest complete step into `model` and this rank's shard of
+  /// `optimizer` (any world size) and returns its step; -1 when there is
+  /// none. SerializationError naming the file for a listed file that is
+  /// missing, of another size than the manifest says (truncated), or from
+  /// another save (its id is not the manifest's), and for a manifest of
+  /// another number of parameters or another format.
+  int64_t restore(nn::Module& model, nn::ShardedOptimizer& optimizer);
 
  private:
   std::filesystem::path dir_;

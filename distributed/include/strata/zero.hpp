@@ -82,6 +82,10 @@ class ShardedOptimizer {
   /// Bytes of optimizer state this rank holds (its optimizer's buffers).
   size_t state_bytes() const;
   int stage() const;
+  /// The group the parameters are split over.
+  distributed::ProcessGroup& process_group() const;
+  /// The parameters, in the given order.
+  const std::vector<Tensor>& params() const;
 
  private:
   struct Impl;
