@@ -46,11 +46,20 @@ bool lead() { return !is_initialized() || rank() == 0; }
 
 }  // namespace
 
-Checkpointer::Checkpointer(std::filesystem::path dir, int keep) : dir_(std::move(dir)), keep_(keep) {
-  if (keep_ < 1) throw ValueError("Checkpointer: keep must be at least 1 (got " + std::to_string(keep_) + ")");
+namespace detail {
+
+/// Both checkpointers' constructor: `keep` checked, `dir` created.
+void prepare_directory(const std::filesystem::path& dir, int keep, const char* who) {
+  if (keep < 1) throw ValueError(std::string(who) + ": keep must be at least 1 (got " + std::to_string(keep) + ")");
   std::error_code ec;
-  std::filesystem::create_directories(dir_, ec);
-  if (ec) throw SerializationError(dir_, "Checkpointer: cannot create the directory: " + ec.message());
+  std::filesystem::create_directories(dir, ec);
+  if (ec) throw SerializationError(dir, std::string(who) + ": cannot create the directory: " + ec.message());
+}
+
+}  // namespace detail
+
+Checkpointer::Checkpointer(std::filesystem::path dir, int keep) : dir_(std::move(dir)), keep_(keep) {
+  detail::prepare_directory(dir_, keep_, "Checkpointer");
 }
 
 std::optional<std::filesystem::path> Checkpointer::latest() const {
@@ -153,10 +162,7 @@ std::pair<int64_t, std::string> param_entry(const std::string& name) {
 }  // namespace
 
 ShardedCheckpointer::ShardedCheckpointer(std::filesystem::path dir, int keep) : dir_(std::move(dir)), keep_(keep) {
-  if (keep_ < 1) throw ValueError("ShardedCheckpointer: keep must be at least 1 (got " + std::to_string(keep_) + ")");
-  std::error_code ec;
-  std::filesystem::create_directories(dir_, ec);
-  if (ec) throw SerializationError(dir_, "ShardedCheckpointer: cannot create the directory: " + ec.message());
+  detail::prepare_directory(dir_, keep_, "ShardedCheckpointer");
 }
 
 std::optional<std::filesystem::path> ShardedCheckpointer::latest() const {
