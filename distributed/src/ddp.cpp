@@ -12,6 +12,7 @@
 #include <strata/runtime.hpp>
 
 #include <algorithm>
+#include <chrono>
 #include <limits>
 #include <optional>
 #include <unordered_map>
@@ -102,6 +103,8 @@ struct DDPState {
   Plan tape_plan;
 
   // The pass being reduced.
+  std::chrono::steady_clock::time_point pass_start;
+  std::vector<double> launch_us;
   bool active = false;
   bool accumulates = false;
   bool differentiable = false;  // its gradients carry history: reduced by differentiable_mean, no buckets
@@ -122,7 +125,13 @@ struct DDPState {
     return info.accumulates && info.level == 0;
   }
 
+  double us_since_start() const {
+    return std::chrono::duration<double, std::micro>(std::chrono::steady_clock::now() - pass_start).count();
+  }
+
   void begin(bool accumulating, bool with_history) {
+    pass_start = std::chrono::steady_clock::now();
+    launch_us.clear();
     plan = tape_armed ? &tape_plan : &backward_plan;
     accumulates = accumulating;
     differentiable = with_history && world > 1;
@@ -176,6 +185,7 @@ struct DDPState {
     if (pb.flat.device() != Device("cpu:0")) ++stats.buckets_on_device;
     stats.bytes_reduced += static_cast<uint64_t>(pb.flat.numel()) * dtype_size(pb.flat.dtype());
     if (world > 1) pb.work = group->all_reduce(pb.flat, distributed::ReduceOp::sum);
+    launch_us.push_back(us_since_start());
     pb.launched = true;
     ++(at_end ? stats.buckets_at_end : stats.buckets_overlapped);
   }
@@ -219,6 +229,7 @@ struct DDPState {
   /// the remaining launches, the waits, and the averages.
   void finalize(const std::function<Tensor(size_t)>& fill) {
     if (finalized) return;
+    const double backward_end = us_since_start();
     std::vector<size_t> missing;
     for (size_t b = 0; b < pass.size(); ++b) {
       for (size_t s = 0; s < pass[b].grads.size(); ++s) {
@@ -303,6 +314,9 @@ struct DDPState {
     }
     finalized = true;
     ++stats.reduced_passes;
+    stats.last_launch_us = launch_us;
+    stats.last_backward_end_us = backward_end;
+    stats.last_end_us = us_since_start();
   }
 
   /// The tensor hook of parameter i at the end of a backward() pass: the

@@ -108,6 +108,14 @@ struct DDPStats {
   /// Bytes of this rank's bucket tensors handed to the all-reduces (after
   /// a communication hook's encode).
   uint64_t bytes_reduced = 0;
+  /// The last reduced pass's timeline, in microseconds from its first
+  /// gradient: when each bucket's all-reduce was started (in bucket order),
+  /// when backward had computed every gradient (the pass's end reached
+  /// DDP), and when the averaged gradients were ready. A launch before
+  /// `last_backward_end_us` overlapped the backward pass.
+  std::vector<double> last_launch_us;
+  double last_backward_end_us = 0;
+  double last_end_us = 0;
 };
 
 namespace detail {
