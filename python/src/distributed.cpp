@@ -76,6 +76,23 @@ void bind_distributed(nb::module_& m) {
   d.def("all_gather", [](Tensor& out, const Tensor& in) { return dist::group().all_gather(out, in); },
         nb::arg("output"), nb::arg("input"), kRelease);
   d.def("barrier", [] { dist::group().barrier().wait(); }, kRelease);
+  d.def("reduce_scatter", [](Tensor& out, const Tensor& in, const std::string& op) {
+    return dist::group().reduce_scatter(out, in, op_of(op));
+  }, nb::arg("output"), nb::arg("input"), nb::arg("op") = "sum", kRelease,
+     "`input` of shape [world_size, *output.shape]: this rank's `output` becomes the reduction of row rank().");
+  d.def("gather", [](Tensor& out, const Tensor& in, int dst) { return dist::group().gather(out, in, dst); },
+        nb::arg("output"), nb::arg("input"), nb::arg("dst") = 0, kRelease,
+        "Rank `dst`'s `output` ([world_size, *input.shape]) gets every rank's `input`; elsewhere it is unused.");
+  d.def("scatter", [](Tensor& out, const Tensor& in, int src) { return dist::group().scatter(out, in, src); },
+        nb::arg("output"), nb::arg("input"), nb::arg("src") = 0, kRelease,
+        "Every rank's `output` gets row rank() of rank `src`'s `input` ([world_size, *output.shape]).");
+  d.def("all_to_all", [](Tensor& out, const Tensor& in) { return dist::group().all_to_all(out, in); },
+        nb::arg("output"), nb::arg("input"), kRelease, "Rank r's output[q] gets rank q's input[r].");
+  d.def("send", [](const Tensor& t, int dst, int tag) { return dist::group().send(t, dst, tag); }, nb::arg("tensor"),
+        nb::arg("dst"), nb::arg("tag") = 0, kRelease,
+        "Point to point; it waits for the peer's matching recv (docs/distributed.md, \"Point to point\").");
+  d.def("recv", [](Tensor& t, int src, int tag) { return dist::group().recv(t, src, tag); }, nb::arg("tensor"),
+        nb::arg("src"), nb::arg("tag") = 0, kRelease);
 }
 #else
 void bind_distributed(nb::module_& m) {

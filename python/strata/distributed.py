@@ -20,8 +20,9 @@ available = _d.available
 
 if available:
     from ._strata.distributed import (  # noqa: F401  (the C++ API, one to one)
-        Work, all_gather, all_reduce, barrier, broadcast, destroy_process_group, init_process_group,
-        is_initialized, launch_environment, rank, world_size,
+        Work, all_gather, all_reduce, all_to_all, barrier, broadcast, destroy_process_group, gather,
+        init_process_group, is_initialized, launch_environment, rank, recv, reduce_scatter, scatter, send,
+        world_size,
     )
 
 
