@@ -49,7 +49,11 @@ bool can_view_native(Device device);
 ///            caller still owns the memory then)
 /// The memory is shared both ways: the tensor's in-place ops write the
 /// owner's memory and the owner's writes show in the tensor, unseen by
-/// autograd's version counter (as native_view's writes). Throws DeviceError
+/// autograd's version counter (as native_view's writes). Memory that a
+/// Strata tensor owns is better shared as that tensor (or a view of it):
+/// on cpu:0, while a foreign view of a tensor's first byte lives, copies
+/// into that tensor are range-checked against the view's extent (the CPU
+/// plugin finds a buffer's size by its address). Throws DeviceError
 /// naming the device when its plugin cannot view memory or refuses the
 /// address, DTypeError when the device does not store `dtype`, ValueError
 /// for a null or misaligned address, a negative stride or a strides list of
