@@ -484,6 +484,24 @@ int more_collectives() {
   return failures ? 1 : 0;
 }
 
+// send/recv whose sizes do not match: both ranks time out (the slot carries
+// the layout, so no bytes are delivered into a buffer of another size), each
+// naming its peer, the tag and its tensor.
+int p2p_mismatch() {
+  dist::init_process_group(options());
+  auto& pg = dist::group();
+  if (pg.rank() == 0) {
+    Tensor t = make(DType::f32, {3}, base);
+    expect_error("a send nobody receives", [&] { pg.send(t, 1, 1).wait(); },
+                 "the send to rank 1 (tag 1, f32[3])");
+  } else {
+    Tensor t = strata::zeros({4}, on_cpu(DType::f32));
+    expect_error("a receive of another size", [&] { pg.recv(t, 0, 1).wait(); },
+                 "the receive from rank 0 (tag 1, f32[4])");
+  }
+  return failures ? 1 : 0;  // the group broke with the timeout: not destroyed cleanly
+}
+
 // Under any launcher: who launch_environment says this process is, then a
 // group joined from it and one all-reduce of the ranks' numbers.
 int whoami() {
@@ -597,6 +615,18 @@ int device_collectives() {
   Tensor nc = on_dev({2, 3}, [](int64_t i) { return static_cast<double>(i); }).transpose(0, 1);
   expect_error("non-contiguous " + name + " tensor", [&] { pg.all_reduce(nc).wait(); },
                "is not contiguous (strides [1, 3])");
+  // A sub-group's collectives are Gloo's: a device tensor is refused there,
+  // and the sub-group stays usable.
+  std::vector<int> everyone(static_cast<size_t>(n));
+  for (int k = 0; k < n; ++k) everyone[static_cast<size_t>(k)] = k;
+  auto sub = dist::new_group(everyone);
+  Tensor dt = on_dev({3}, [](int64_t i) { return static_cast<double>(i); });
+  expect_error("a " + name + " tensor on a sub-group", [&] { sub->all_reduce(dt).wait(); },
+               "device collectives (strata.collectives) run on the default group only");
+  Tensor ht = make(DType::f32, {3}, [](int64_t) { return 1.0; });
+  sub->all_reduce(ht).wait();
+  expect_values("the sub-group after the refusal", ht, [&](int64_t) { return static_cast<double>(n); });
+  sub.reset();
   dist::destroy_process_group();
 
   // DeviceCommunicator's own errors (a communicator of this rank alone).
@@ -660,6 +690,7 @@ int main(int argc, char** argv) {
     if (scenario == "launch_probe") return launch_probe();
     if (scenario == "whoami") return whoami();
     if (scenario == "more_collectives") return more_collectives();
+    if (scenario == "p2p_mismatch") return p2p_mismatch();
     if (scenario == "device_collectives") return device_collectives();
     if (scenario == "peer_killed") return peer_killed();
     if (scenario == "die_together") return die_together();

@@ -70,6 +70,13 @@ TEST(Distributed, GatherScatterAllToAllSendRecvAndSubGroupsOn4Ranks) {
   expect_all_pass(run_ranks({.world = 4, .scenario = "more_collectives"}));
 }
 
+// A send and a receive of different sizes: both end at the timeout with an
+// error naming the peer, the tag and the tensor (never bytes overrunning a
+// buffer).
+TEST(Distributed, SendAndRecvOfDifferentSizesTimeOutNamingBothEnds) {
+  expect_all_pass(run_ranks({.world = 2, .scenario = "p2p_mismatch", .env = {{"STRATA_DIST_TIMEOUT_MS", "1500"}}}));
+}
+
 TEST(Distributed, DeviceCollectivesThroughAPluginOn2Ranks) {
   expect_all_pass(run_ranks({.world = 2, .scenario = "device_collectives",
                              .env = {{"STRATA_PLUGIN_PATH", COMMHOST_PLUGIN_DIR}}}));
