@@ -99,6 +99,10 @@ struct DDPState {
 
   // A gradient() call in progress: the tape whose pass is reduced.
   bool tape_armed = false;
+
+  // join(): inside its loop, and the wrapper's steps taken there.
+  bool joining = false;
+  int64_t join_steps = 0;
   uint64_t tape_level = 0;
   Plan tape_plan;
 
@@ -425,23 +429,24 @@ void check_same_parameters(distributed::ProcessGroup& group, const std::vector<T
 
 /// Broadcasts `tensors` from rank 0 in place, coalesced per bucket of the
 /// plan (parameters) or one by one (buffers).
-void broadcast_in_place(distributed::ProcessGroup& group, std::vector<Tensor> tensors) {
+void broadcast_in_place(distributed::ProcessGroup& group, std::vector<Tensor> tensors, int root = 0) {
   NoGradGuard no_grad;
   for (Tensor& t : tensors) {
     Tensor host = t.detach().contiguous().to(collective_device(t.device())).clone();
-    group.broadcast(host, 0).wait();
+    group.broadcast(host, root).wait();
     t.copy_(host.to(t.device()));
   }
 }
 
-void broadcast_parameters(distributed::ProcessGroup& group, const std::vector<Tensor>& params, const Plan& plan) {
+void broadcast_parameters(distributed::ProcessGroup& group, const std::vector<Tensor>& params, const Plan& plan,
+                          int root = 0) {
   NoGradGuard no_grad;
   for (const Bucket& b : plan.buckets) {
     std::vector<Tensor> flats;
     for (size_t i : b.params) flats.push_back(params[i].detach().reshape({-1}));
     Tensor flat = flats.size() == 1 ? flats[0].clone() : cat(flats, 0);
     flat = flat.to(collective_device(flat.device()));
-    group.broadcast(flat, 0).wait();
+    group.broadcast(flat, root).wait();
     Tensor back = flat.to(params[b.params[0]].device());
     for (size_t s = 0; s < b.params.size(); ++s) {
       Tensor p = params[b.params[s]];
@@ -528,12 +533,60 @@ Tensor DistributedDataParallel::operator()(const Tensor& input) {
                 std::to_string(group_->rank()) +
                 " (it failed half-way); the ranks' collectives are out of step, so restart the process group");
   }
+  if (st.joining && st.world > 1) {
+    // join(): tell the ranks whose loops ended that this one still trains.
+    Tensor training = ones({1}, {.dtype = DType::f32, .device = Device("cpu:0")});
+    group_->all_reduce(training).wait();
+    ++st.join_steps;
+  }
   if (options_.broadcast_buffers && st.world > 1) {
     std::vector<Tensor> buffers;
     for (auto& [name, b] : module_.named_buffers()) buffers.push_back(b);
     if (!buffers.empty()) detail::broadcast_in_place(*group_, buffers);
   }
   return module_(input);
+}
+
+void DistributedDataParallel::join(const std::function<void()>& loop) {
+  detail::DDPState& st = *state_;
+  if (st.joining) throw Error("DistributedDataParallel::join: already inside join()");
+  st.joining = true;
+  st.join_steps = 0;
+  try {
+    loop();
+  } catch (...) {
+    st.joining = false;
+    throw;
+  }
+  st.joining = false;
+  if (st.world == 1) return;
+  const int rank = group_->rank();
+  std::vector<Tensor> buffers;
+  for (auto& [name, b] : module_.named_buffers()) buffers.push_back(b);
+  // Shadow the steps of the ranks still training, until none is.
+  while (true) {
+    Tensor training = zeros({1}, {.dtype = DType::f32, .device = Device("cpu:0")});
+    group_->all_reduce(training).wait();
+    if (training.item<double>() == 0.0) break;
+    NoGradGuard no_grad;
+    if (options_.broadcast_buffers && !buffers.empty()) detail::broadcast_in_place(*group_, buffers);
+    for (const detail::Bucket& b : st.backward_plan.buckets) {
+      const Tensor& like = st.params[b.params[0]];
+      Tensor zero = zeros({b.numel}, {.dtype = like.dtype(), .device = like.device()});
+      if (options_.comm_hook) zero = options_.comm_hook->encode(zero, st.world).contiguous();
+      zero = zero.to(detail::collective_device(zero.device()));
+      group_->all_reduce(zero).wait();
+    }
+    ++st.stats.shadowed_steps;
+  }
+  // The rank that trained the most steps (the highest such rank) holds the
+  // final model: every rank takes its parameters and buffers.
+  Tensor key = full({1}, static_cast<double>(st.join_steps * st.world + rank),
+                    {.dtype = DType::i64, .device = Device("cpu:0")});
+  group_->all_reduce(key, distributed::ReduceOp::max).wait();
+  const int last = static_cast<int>(key.item<int64_t>() % st.world);
+  detail::broadcast_parameters(*group_, st.params, st.backward_plan, last);
+  if (!buffers.empty()) detail::broadcast_in_place(*group_, buffers, last);
 }
 
 std::vector<Tensor> DistributedDataParallel::gradient(GradientTape& tape, const Tensor& target,

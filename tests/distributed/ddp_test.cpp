@@ -709,6 +709,45 @@ TEST(DDP, ShardedCheckpointsRefuseMissingTruncatedAndForeignShards) {
   std::filesystem::remove_all(dir);
 }
 
+// Uneven inputs: rank 0 trains 3 steps, rank 1 trains 5; inside join()
+// rank 0 shadows rank 1's last two (zero gradients), and both end with rank
+// 1's model — one process's training with steps 4 and 5 at half weight (the
+// sum divided by the world size).
+TEST(DDP, JoinShadowsTheStepsOfRanksWithMoreInputsAndEndsEqual) {
+  run_ranks("join", [](int rank) {
+    const int mine = rank == 0 ? 3 : 5;
+    auto batch_of = [](int k) { return global_batch(16, DType::f64, 100 + static_cast<uint64_t>(k)); };
+    auto net = make_net(DType::f64);
+    nn::DistributedDataParallel ddp(*net, {.bucket_bytes = 256});
+    nn::Adam opt(net->parameters(), {.lr = 0.05});
+    ddp.join([&] {
+      for (int k = 0; k < mine; ++k) {
+        Batch b = shard(batch_of(k), rank, 2);
+        opt.zero_grad();
+        nn::functional::cross_entropy(ddp(b.x), b.y).backward();
+        opt.step();
+      }
+    });
+    require(ddp.stats().shadowed_steps == (rank == 0 ? 2u : 0u),
+            "rank 0 shadows 2 steps: " + std::to_string(ddp.stats().shadowed_steps));
+    auto ref = make_net(DType::f64);
+    nn::Adam ref_opt(ref->parameters(), {.lr = 0.05});
+    for (int k = 0; k < 5; ++k) {
+      ref_opt.zero_grad();
+      Batch all = batch_of(k);
+      Tensor loss = k < 3 ? nn::functional::cross_entropy((*ref)(all.x), all.y)
+                          : nn::functional::cross_entropy((*ref)(shard(all, 1, 2).x), shard(all, 1, 2).y) * 0.5;
+      loss.backward();
+      ref_opt.step();
+    }
+    auto p = net->parameters(), r = ref->parameters();
+    for (size_t i = 0; i < p.size(); ++i) {
+      const double d = max_abs_diff(p[i], r[i]);
+      require(d <= 1e-12, "parameter " + std::to_string(i) + " differs by " + std::to_string(d));
+    }
+  });
+}
+
 TEST(DDP, TapeGradientWithExplicitSourcesReducesOnlyThoseParameters) {
   run_ranks("tape", [](int rank) {
     Batch all = global_batch(16, DType::f64);

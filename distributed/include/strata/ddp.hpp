@@ -105,6 +105,9 @@ struct DDPStats {
   /// gradient averaged by a differentiable all-reduce, one per parameter,
   /// without buckets or overlap.
   uint64_t differentiable_passes = 0;
+  /// Steps of other ranks this rank shadowed inside join() after its own
+  /// loop had ended.
+  uint64_t shadowed_steps = 0;
   /// Bytes of this rank's bucket tensors handed to the all-reduces (after
   /// a communication hook's encode).
   uint64_t bytes_reduced = 0;
@@ -196,6 +199,23 @@ class DistributedDataParallel {
   [[nodiscard]] NoSync no_sync();
   /// Whether a no_sync() scope is open.
   bool sync_enabled() const;
+
+  /// Uneven inputs (PyTorch's Join context): runs `loop`, this rank's
+  /// training steps — any number of them, each one call of the wrapper
+  /// followed by one backward() — and returns once every rank's loop has
+  /// ended. While some ranks still train, a rank whose loop ended shadows
+  /// their steps: it takes part in each step's collectives with zero
+  /// gradients, so a step's average is the active ranks' gradients summed
+  /// and divided by the world size (PyTorch's default,
+  /// divide_by_initial_world_size). Each step of the wrapper inside the loop
+  /// first all-reduces one flag saying that this rank still trains. When
+  /// every rank has joined, every rank takes the parameters and buffers of
+  /// the rank that trained the most steps (the highest such rank), so the
+  /// replicas end equal. Only backward() passes are shadowed (not
+  /// gradient() with a tape, nor a pass that records its graph), and every
+  /// rank must call join. An exception from `loop` propagates (the other
+  /// ranks then wait until the group's timeout).
+  void join(const std::function<void()>& loop);
 
   /// The buckets: each a list of parameter names, in the order they are
   /// reduced (bucket 0 holds the last-registered parameters).
