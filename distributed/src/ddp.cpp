@@ -533,6 +533,10 @@ Tensor DistributedDataParallel::operator()(const Tensor& input) {
                 std::to_string(group_->rank()) +
                 " (it failed half-way); the ranks' collectives are out of step, so restart the process group");
   }
+  if (st.joining && st.no_sync_depth > 0) {
+    throw Error("DistributedDataParallel::join: a step inside no_sync() cannot be shadowed (the ranks whose loops "
+                "ended would all-reduce gradients this step does not send); accumulate outside join()");
+  }
   if (st.joining && st.world > 1) {
     // join(): tell the ranks whose loops ended that this one still trains.
     Tensor training = ones({1}, {.dtype = DType::f32, .device = Device("cpu:0")});

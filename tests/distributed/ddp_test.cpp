@@ -730,6 +730,17 @@ TEST(DDP, JoinShadowsTheStepsOfRanksWithMoreInputsAndEndsEqual) {
     });
     require(ddp.stats().shadowed_steps == (rank == 0 ? 2u : 0u),
             "rank 0 shadows 2 steps: " + std::to_string(ddp.stats().shadowed_steps));
+    // A no_sync() step cannot be shadowed: refused before it communicates.
+    bool refused = false;
+    ddp.join([&] {
+      auto quiet = ddp.no_sync();
+      try {
+        ddp(shard(batch_of(0), rank, 2).x);
+      } catch (const Error& e) {
+        refused = std::string(e.what()).find("a step inside no_sync() cannot be shadowed") != std::string::npos;
+      }
+    });
+    require(refused, "a no_sync() step inside join() is refused");
     auto ref = make_net(DType::f64);
     nn::Adam ref_opt(ref->parameters(), {.lr = 0.05});
     for (int k = 0; k < 5; ++k) {

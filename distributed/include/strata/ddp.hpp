@@ -212,8 +212,8 @@ class DistributedDataParallel {
   /// every rank has joined, every rank takes the parameters and buffers of
   /// the rank that trained the most steps (the highest such rank), so the
   /// replicas end equal. Only backward() passes are shadowed (not
-  /// gradient() with a tape, nor a pass that records its graph), and every
-  /// rank must call join. An exception from `loop` propagates (the other
+  /// gradient() with a tape, nor a pass that records its graph; a step
+  /// inside no_sync() is an Error), and every rank must call join. An exception from `loop` propagates (the other
   /// ranks then wait until the group's timeout).
   void join(const std::function<void()>& loop);
 
