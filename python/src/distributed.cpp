@@ -6,9 +6,12 @@
 #include <nanobind/stl/chrono.h>
 #include <nanobind/stl/optional.h>
 #include <nanobind/stl/string.h>
+#include <nanobind/stl/unique_ptr.h>
+#include <nanobind/stl/vector.h>
 
 #ifdef STRATA_HAVE_DISTRIBUTED
 #include <strata/distributed.hpp>
+#include <strata/sampler.hpp>
 #endif
 
 #include <string>
@@ -69,30 +72,58 @@ void bind_distributed(nb::module_& m) {
   d.def("destroy_process_group", &dist::destroy_process_group, kRelease);
   d.def("rank", &dist::rank);
   d.def("world_size", &dist::world_size);
-  d.def("all_reduce", [](Tensor& t, const std::string& op) { return dist::group().all_reduce(t, op_of(op)); },
-        nb::arg("tensor"), nb::arg("op") = "sum", kRelease, "Reduces `tensor` in place over the ranks.");
-  d.def("broadcast", [](Tensor& t, int root) { return dist::group().broadcast(t, root); }, nb::arg("tensor"),
-        nb::arg("src") = 0, kRelease);
-  d.def("all_gather", [](Tensor& out, const Tensor& in) { return dist::group().all_gather(out, in); },
-        nb::arg("output"), nb::arg("input"), kRelease);
-  d.def("barrier", [] { dist::group().barrier().wait(); }, kRelease);
-  d.def("reduce_scatter", [](Tensor& out, const Tensor& in, const std::string& op) {
-    return dist::group().reduce_scatter(out, in, op_of(op));
-  }, nb::arg("output"), nb::arg("input"), nb::arg("op") = "sum", kRelease,
-     "`input` of shape [world_size, *output.shape]: this rank's `output` becomes the reduction of row rank().");
-  d.def("gather", [](Tensor& out, const Tensor& in, int dst) { return dist::group().gather(out, in, dst); },
-        nb::arg("output"), nb::arg("input"), nb::arg("dst") = 0, kRelease,
-        "Rank `dst`'s `output` ([world_size, *input.shape]) gets every rank's `input`; elsewhere it is unused.");
-  d.def("scatter", [](Tensor& out, const Tensor& in, int src) { return dist::group().scatter(out, in, src); },
-        nb::arg("output"), nb::arg("input"), nb::arg("src") = 0, kRelease,
-        "Every rank's `output` gets row rank() of rank `src`'s `input` ([world_size, *output.shape]).");
-  d.def("all_to_all", [](Tensor& out, const Tensor& in) { return dist::group().all_to_all(out, in); },
-        nb::arg("output"), nb::arg("input"), kRelease, "Rank r's output[q] gets rank q's input[r].");
-  d.def("send", [](const Tensor& t, int dst, int tag) { return dist::group().send(t, dst, tag); }, nb::arg("tensor"),
-        nb::arg("dst"), nb::arg("tag") = 0, kRelease,
-        "Point to point; it waits for the peer's matching recv (docs/distributed.md, \"Point to point\").");
-  d.def("recv", [](Tensor& t, int src, int tag) { return dist::group().recv(t, src, tag); }, nb::arg("tensor"),
-        nb::arg("src"), nb::arg("tag") = 0, kRelease);
+  // The collectives, as methods of a group: the default group's reached
+  // through _default_group() at each call (strata/distributed.py wraps them
+  // as module functions), a sub-group's through the object new_group gives.
+  using PG = dist::ProcessGroup;
+  nb::class_<PG>(d, "ProcessGroup",
+                 "A set of ranks that run collectives together (docs/distributed.md). Made by new_group(); the "
+                 "module's functions use the default group.")
+      .def_prop_ro("rank", &PG::rank, "This rank in the group (-1 on a rank new_group left out).")
+      .def_prop_ro("size", &PG::size)
+      .def_prop_ro("world_ranks", &PG::world_ranks, "The default group's ranks this group spans, in its order.")
+      .def_prop_ro("is_member", &PG::is_member)
+      .def("all_reduce", [](PG& g, Tensor& t, const std::string& op) { return g.all_reduce(t, op_of(op)); },
+           nb::arg("tensor"), nb::arg("op") = "sum", kRelease, "Reduces `tensor` in place over the ranks.")
+      .def("broadcast", [](PG& g, Tensor& t, int src) { return g.broadcast(t, src); }, nb::arg("tensor"),
+           nb::arg("src") = 0, kRelease)
+      .def("all_gather", [](PG& g, Tensor& out, const Tensor& in) { return g.all_gather(out, in); },
+           nb::arg("output"), nb::arg("input"), kRelease)
+      .def("reduce_scatter", [](PG& g, Tensor& out, const Tensor& in, const std::string& op) {
+        return g.reduce_scatter(out, in, op_of(op));
+      }, nb::arg("output"), nb::arg("input"), nb::arg("op") = "sum", kRelease,
+         "`input` of shape [size, *output.shape]: this rank's `output` becomes the reduction of row rank.")
+      .def("gather", [](PG& g, Tensor& out, const Tensor& in, int dst) { return g.gather(out, in, dst); },
+           nb::arg("output"), nb::arg("input"), nb::arg("dst") = 0, kRelease,
+           "Rank `dst`'s `output` ([size, *input.shape]) gets every rank's `input`; elsewhere it is unused.")
+      .def("scatter", [](PG& g, Tensor& out, const Tensor& in, int src) { return g.scatter(out, in, src); },
+           nb::arg("output"), nb::arg("input"), nb::arg("src") = 0, kRelease,
+           "Every rank's `output` gets row rank of rank `src`'s `input` ([size, *output.shape]).")
+      .def("all_to_all", [](PG& g, Tensor& out, const Tensor& in) { return g.all_to_all(out, in); },
+           nb::arg("output"), nb::arg("input"), kRelease, "Rank r's output[q] gets rank q's input[r].")
+      .def("send", [](PG& g, const Tensor& t, int dst, int tag) { return g.send(t, dst, tag); }, nb::arg("tensor"),
+           nb::arg("dst"), nb::arg("tag") = 0, kRelease,
+           "Point to point; it waits for the peer's matching recv (docs/distributed.md, \"Point to point\").")
+      .def("recv", [](PG& g, Tensor& t, int src, int tag) { return g.recv(t, src, tag); }, nb::arg("tensor"),
+           nb::arg("src"), nb::arg("tag") = 0, kRelease)
+      .def("barrier", [](PG& g) { return g.barrier(); }, kRelease);
+  d.def("_default_group", [] { return &dist::group(); }, nb::rv_policy::reference,
+        "The default group, for one call (it is gone after destroy_process_group: keep no reference).");
+  d.def("new_group", &dist::new_group, nb::arg("ranks"), kRelease,
+        "A group of some of the default group's ranks, numbered in the order given; every rank calls it with the "
+        "same list.");
+  nb::class_<dist::DistributedSampler>(d, "DistributedSampler",
+                                       "This rank's examples of each epoch (PyTorch's DistributedSampler).")
+      .def("__init__", [](dist::DistributedSampler* self, int64_t size, bool shuffle, uint64_t seed, bool drop_last,
+                          int rank, int world_size) {
+        new (self) dist::DistributedSampler(size, {.shuffle = shuffle, .seed = seed, .drop_last = drop_last,
+                                                   .rank = rank, .world_size = world_size});
+      }, nb::arg("dataset_size"), nb::arg("shuffle") = true, nb::arg("seed") = 0, nb::arg("drop_last") = false,
+         nb::arg("rank") = -1, nb::arg("world_size") = -1)
+      .def("set_epoch", &dist::DistributedSampler::set_epoch, nb::arg("epoch"))
+      .def("indices", &dist::DistributedSampler::indices)
+      .def("__len__", &dist::DistributedSampler::num_samples)
+      .def("__iter__", [](const dist::DistributedSampler& s) { return nb::iter(nb::cast(s.indices())); });
 }
 #else
 void bind_distributed(nb::module_& m) {

@@ -20,10 +20,50 @@ available = _d.available
 
 if available:
     from ._strata.distributed import (  # noqa: F401  (the C++ API, one to one)
-        Work, all_gather, all_reduce, all_to_all, barrier, broadcast, destroy_process_group, gather,
-        init_process_group, is_initialized, launch_environment, rank, recv, reduce_scatter, scatter, send,
-        world_size,
+        DistributedSampler, ProcessGroup, Work, destroy_process_group, init_process_group, is_initialized,
+        launch_environment, new_group, rank, world_size,
     )
+
+    # The default group's collectives, as functions (the C++ group's methods).
+    def all_reduce(tensor, op="sum"):
+        """Reduces `tensor` in place over the ranks ('sum', 'mean', 'max', 'min')."""
+        return _d._default_group().all_reduce(tensor, op)
+
+    def broadcast(tensor, src=0):
+        """Every rank's `tensor` becomes rank `src`'s."""
+        return _d._default_group().broadcast(tensor, src)
+
+    def all_gather(output, input):
+        """`output` ([world_size, *input.shape]) gets every rank's `input`."""
+        return _d._default_group().all_gather(output, input)
+
+    def reduce_scatter(output, input, op="sum"):
+        """This rank's `output` becomes the reduction of row rank() of every rank's `input`."""
+        return _d._default_group().reduce_scatter(output, input, op)
+
+    def gather(output, input, dst=0):
+        """Rank `dst`'s `output` ([world_size, *input.shape]) gets every rank's `input`."""
+        return _d._default_group().gather(output, input, dst)
+
+    def scatter(output, input, src=0):
+        """Every rank's `output` gets row rank() of rank `src`'s `input`."""
+        return _d._default_group().scatter(output, input, src)
+
+    def all_to_all(output, input):
+        """Rank r's output[q] gets rank q's input[r]."""
+        return _d._default_group().all_to_all(output, input)
+
+    def send(tensor, dst, tag=0):
+        """Point to point: waits for rank `dst`'s matching recv."""
+        return _d._default_group().send(tensor, dst, tag)
+
+    def recv(tensor, src, tag=0):
+        """Point to point: receives rank `src`'s matching send into `tensor`."""
+        return _d._default_group().recv(tensor, src, tag)
+
+    def barrier():
+        """Returns once every rank has reached it."""
+        _d._default_group().barrier().wait()
 
 
 class DistributedDataParallel:

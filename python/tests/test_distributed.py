@@ -55,6 +55,21 @@ if r == 0:
 elif r == 1:
     dist.recv(box, 0, tag=5).wait()
     assert box.tolist() == [1.0, 2.0, 3.0], box.tolist()
+# A sub-group of rank 1 alone, and the default group's refusal for a
+# non-member.
+solo = dist.new_group([1])
+assert solo.world_ranks == [1] and solo.is_member == (r == 1)
+if r == 1:
+    one = strata.tensor([5.0])
+    solo.all_reduce(one).wait()
+    assert one.tolist() == [5.0]
+else:
+    try:
+        solo.all_reduce(strata.tensor([1.0]))
+        raise AssertionError("a non-member used the group")
+    except strata.Error as e:
+        assert "rank 0 of the default group is not a member" in str(e), str(e)
+dist.barrier()
 print(f"rank {r} of {n}: ok")
 '''
 
@@ -88,3 +103,16 @@ def test_the_launchers_variables_are_read(monkeypatch):
     monkeypatch.setenv("SLURM_LOCALID", "4")  # above the rank: refused, naming both
     with pytest.raises(strata.Error, match="SLURM_LOCALID=4 cannot be the local rank of SLURM_PROCID=3"):
         dist.launch_environment()
+
+
+@pytest.mark.skipif(not strata.distributed.available, reason="this build has no libstrata_distributed (Gloo)")
+def test_the_sampler_splits_one_order_per_epoch():
+    import strata.distributed as dist
+    shares = [dist.DistributedSampler(10, seed=3, rank=k, world_size=3) for k in range(3)]
+    for s in shares:
+        s.set_epoch(2)
+    seen = sorted(i for s in shares for i in s)
+    assert len(shares[0]) == 4 and len(seen) == 12 and set(seen) == set(range(10))
+    with pytest.raises(strata.ValueError, match="rank 3 is not in 0..2"):
+        dist.DistributedSampler(10, rank=3, world_size=3)
+
