@@ -13,22 +13,25 @@
 #include <fstream>
 #include <map>
 #include <random>
+#include <string_view>
 #include <system_error>
 
 namespace strata::distributed {
 
 namespace {
 
-/// The step of "state-<digits>.st", -1 for any other name.
-int64_t step_of(const std::filesystem::path& file) {
-  const std::string name = file.filename().string();
-  constexpr std::string_view kPrefix = "state-", kSuffix = ".st";
-  if (name.size() <= kPrefix.size() + kSuffix.size() || !name.starts_with(kPrefix) || !name.ends_with(kSuffix))
+/// The number of `name` = prefix + 1 to 18 decimal digits + suffix (the
+/// names both checkpointers give their files and entries), -1 for any other.
+int64_t number_in(std::string_view name, std::string_view prefix, std::string_view suffix) {
+  if (name.size() <= prefix.size() + suffix.size() || !name.starts_with(prefix) || !name.ends_with(suffix)) return -1;
+  const std::string_view digits = name.substr(prefix.size(), name.size() - prefix.size() - suffix.size());
+  if (digits.size() > 18 || !std::all_of(digits.begin(), digits.end(), [](char c) { return c >= '0' && c <= '9'; }))
     return -1;
-  const std::string digits = name.substr(kPrefix.size(), name.size() - kPrefix.size() - kSuffix.size());
-  if (digits.empty() || digits.size() > 18 || !std::all_of(digits.begin(), digits.end(), ::isdigit)) return -1;
-  return std::stoll(digits);
+  return std::stoll(std::string(digits));
 }
+
+/// The step of "state-<digits>.st", -1 for any other name.
+int64_t step_of(const std::filesystem::path& file) { return number_in(file.filename().string(), "state-", ".st"); }
 
 /// Every state file of `dir`, by step.
 std::map<int64_t, std::filesystem::path> states_in(const std::filesystem::path& dir) {
@@ -125,13 +128,7 @@ std::string step_dir_name(int64_t step) {
 }
 
 /// The step of "step-<digits>", -1 for any other name.
-int64_t step_of_dir(const std::filesystem::path& dir) {
-  const std::string name = dir.filename().string();
-  if (name.size() <= 5 || !name.starts_with("step-")) return -1;
-  const std::string digits = name.substr(5);
-  if (digits.size() > 18 || !std::all_of(digits.begin(), digits.end(), ::isdigit)) return -1;
-  return std::stoll(digits);
-}
+int64_t step_of_dir(const std::filesystem::path& dir) { return number_in(dir.filename().string(), "step-", ""); }
 
 /// Every step directory of `dir` by step, and whether it has a manifest.
 std::map<int64_t, std::pair<std::filesystem::path, bool>> steps_in(const std::filesystem::path& dir) {
@@ -139,7 +136,8 @@ std::map<int64_t, std::pair<std::filesystem::path, bool>> steps_in(const std::fi
   std::error_code ec;
   for (const auto& entry : std::filesystem::directory_iterator(dir, ec)) {
     const int64_t step = step_of_dir(entry.path());
-    if (step >= 0 && entry.is_directory(ec)) out[step] = {entry.path(), std::filesystem::exists(entry.path() / "manifest.json", ec)};
+    if (step >= 0 && entry.is_directory(ec))
+      out[step] = {entry.path(), std::filesystem::exists(entry.path() / "manifest.json", ec)};
   }
   if (ec) throw SerializationError(dir, "ShardedCheckpointer: cannot list the directory: " + ec.message());
   return out;
@@ -151,12 +149,9 @@ std::string shard_name(int rank, int world) {
 
 /// "param.<i>.<rest>" -> (i, rest); (-1, "") for other names.
 std::pair<int64_t, std::string> param_entry(const std::string& name) {
-  if (!name.starts_with("param.")) return {-1, ""};
-  const size_t dot = name.find('.', 6);
-  if (dot == std::string::npos) return {-1, ""};
-  const std::string digits = name.substr(6, dot - 6);
-  if (digits.empty() || digits.size() > 18 || !std::all_of(digits.begin(), digits.end(), ::isdigit)) return {-1, ""};
-  return {std::stoll(digits), name.substr(dot + 1)};
+  const size_t dot = name.starts_with("param.") ? name.find('.', 6) : std::string::npos;
+  const int64_t index = dot == std::string::npos ? -1 : number_in(std::string_view(name).substr(0, dot), "param.", "");
+  return index < 0 ? std::pair<int64_t, std::string>{-1, ""} : std::pair{index, name.substr(dot + 1)};
 }
 
 }  // namespace

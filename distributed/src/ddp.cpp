@@ -270,22 +270,34 @@ struct DDPState {
       }
     }
     if (differentiable) {
-      // Each gradient through the differentiable mean, in plan order (the
-      // same on every rank).
-      for (size_t b = 0; b < pass.size(); ++b) {
-        for (size_t s = 0; s < pass[b].grads.size(); ++s) {
-          reduced[plan->buckets[b].params[s]] = (*differentiable_mean)(pass[b].grads[s]);
-        }
-        pass[b].grads.clear();
-      }
-      for (size_t i = 0; i < params.size(); ++i) {
-        if (unused_here[i]) params[i].set_grad(reduced[i]);
-      }
-      finalized = true;
-      ++stats.reduced_passes;
+      reduce_differentiably();
       ++stats.differentiable_passes;
-      return;
+    } else {
+      reduce_buckets();
     }
+    for (size_t i = 0; i < params.size(); ++i) {
+      if (unused_here[i]) params[i].set_grad(reduced[i]);  // no tensor hook fires for it
+    }
+    finalized = true;
+    ++stats.reduced_passes;
+    stats.last_launch_us = launch_us;
+    stats.last_backward_end_us = backward_end;
+    stats.last_end_us = us_since_start();
+  }
+
+  /// Each gradient of the pass through the differentiable mean, in plan
+  /// order (the same on every rank).
+  void reduce_differentiably() {
+    for (size_t b = 0; b < pass.size(); ++b) {
+      for (size_t s = 0; s < pass[b].grads.size(); ++s) {
+        reduced[plan->buckets[b].params[s]] = (*differentiable_mean)(pass[b].grads[s]);
+      }
+      pass[b].grads.clear();
+    }
+  }
+
+  /// The buckets not launched yet, then every bucket's wait and average.
+  void reduce_buckets() {
     launch_ready(true);
     NoGradGuard no_grad;
     for (size_t b = 0; b < pass.size(); ++b) {
@@ -300,7 +312,7 @@ struct DDPState {
       }
       const Bucket& bucket = plan->buckets[b];
       const Tensor& like = params[bucket.params[0]];
-      Tensor avg = !(world > 1)           ? pb.flat
+      Tensor avg = world == 1              ? pb.flat
                    : pb.original.defined() ? options.comm_hook->decode(pb.flat, pb.original, world)
                                            : pb.flat / static_cast<double>(world);
       avg = avg.to(like.device());
@@ -313,14 +325,6 @@ struct DDPState {
       pb.original = Tensor();
       pb.grads.clear();
     }
-    for (size_t i = 0; i < params.size(); ++i) {
-      if (unused_here[i]) params[i].set_grad(reduced[i]);  // no tensor hook fires for it
-    }
-    finalized = true;
-    ++stats.reduced_passes;
-    stats.last_launch_us = launch_us;
-    stats.last_backward_end_us = backward_end;
-    stats.last_end_us = us_since_start();
   }
 
   /// The tensor hook of parameter i at the end of a backward() pass: the

@@ -21,28 +21,8 @@ import jax as _jax
 import numpy as _np
 
 import strata as _strata
-
-
-def _as_tuple(x):
-    return tuple(x) if isinstance(x, (tuple, list)) else (x,)
-
-
-def _strata_vjp(f, n):
-    """The VJP of a Strata function of n tensors, as a Strata function of
-    the n primals and one cotangent per output."""
-
-    def vjp(*args):
-        primals, cotangents = args[:n], args[n:]
-        with _strata.GradientTape(higher_order=True) as tape:
-            for p in primals:
-                tape.watch(p)
-            outs = _as_tuple(f(*primals))
-            total = sum(((o * c).sum() for o, c in zip(outs, cotangents)), _strata.zeros([], dtype=outs[0].dtype))
-            grads = tape.gradient(total, list(primals))
-        return grads[0] if n == 1 else tuple(grads)
-
-    vjp.__name__ = f"{getattr(f, '__name__', 'f')}_vjp"
-    return vjp
+from strata._bridge import as_tuple as _as_tuple
+from strata._bridge import strata_vjp as _strata_vjp
 
 
 def _out_types(f, xs, out_shape):

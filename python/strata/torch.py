@@ -16,6 +16,8 @@ Importing this module imports torch; strata does not need it otherwise.
 import torch as _torch
 
 import strata as _strata
+from strata._bridge import as_tuple as _as_tuple
+from strata._bridge import strata_vjp as _strata_vjp
 
 
 def _to_strata(x):
@@ -24,27 +26,6 @@ def _to_strata(x):
 
 def _to_torch(t):
     return _torch.from_dlpack(t.detach())
-
-
-def _as_tuple(x):
-    return tuple(x) if isinstance(x, (tuple, list)) else (x,)
-
-
-def _strata_vjp(f, n):
-    """The VJP of a Strata function of n tensors, as a Strata function of
-    the n primals and one cotangent per output."""
-
-    def vjp(*args):
-        primals, cotangents = args[:n], args[n:]
-        with _strata.GradientTape(higher_order=True) as tape:
-            for p in primals:
-                tape.watch(p)
-            outs = _as_tuple(f(*primals))
-            total = sum(((o * c).sum() for o, c in zip(outs, cotangents)), _strata.zeros([], dtype=outs[0].dtype))
-            grads = tape.gradient(total, list(primals))
-        return grads[0] if n == 1 else tuple(grads)
-
-    return vjp
 
 
 def function(f):
