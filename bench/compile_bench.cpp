@@ -18,7 +18,13 @@
 //    plugin uses; libm's scalar ones where the CPU lacks AVX-512): the
 //    peer issue 37 names, the limit of one pass with this math, and
 //  - BM_MemoryFloor: reading the two inputs and writing the output once
-//    (a copy-like loop): the bandwidth floor.
+//    (a copy-like loop): the bandwidth floor;
+//  - BM_DigitsStep_Eager / BM_DigitsStep_Compiled: one training step of the
+//    demo's 64-128-128-10 ReLU MLP (batch 64, cross-entropy, Adam): eager
+//    (zero_grad, forward, backward, step) against the loss and its
+//    gradients compiled (a tape inside, returned; Adam outside), the
+//    issue's "digits step" target. Synthetic inputs of the demo's shapes:
+//    the time does not depend on the pixel values.
 //
 // Results are checked against each other before timing: the fused op gives
 // the eager chain's bits. Prints the ratios at the end.
@@ -31,6 +37,7 @@
 #include <cstdio>
 #include <cstring>
 #include <iostream>
+#include <memory>
 #include <strata/strata.hpp>
 #include <string>
 #include <vector>
@@ -163,6 +170,67 @@ void BM_MemoryFloor(benchmark::State& state) {
   label(state);
 }
 
+/// The demo's model (examples/example_digits.cpp) and one batch.
+struct DigitsStep {
+  std::shared_ptr<nn::Linear> l1, l2, l3;
+  std::vector<Tensor> params;
+  std::unique_ptr<nn::Adam> opt;
+  Tensor x, labels;
+  DigitsStep() {
+    manual_seed(37);
+    l1 = std::make_shared<nn::Linear>(64, 128);
+    l2 = std::make_shared<nn::Linear>(128, 128);
+    l3 = std::make_shared<nn::Linear>(128, 10);
+    for (const auto& l : {l1, l2, l3})
+      for (const Tensor& p : l->parameters()) params.push_back(p);
+    opt = std::make_unique<nn::Adam>(params, nn::AdamOptions{.lr = 3e-3});
+    x = rand({64, 64});
+    labels = cast(floor(rand({64}) * 10.0), DType::i64);
+  }
+  Tensor loss(const Tensor& in, const Tensor& y) const {
+    return nn::functional::cross_entropy((*l3)(relu((*l2)(relu((*l1)(in))))), y);
+  }
+  /// The loss and the parameters' gradients, taken by a tape: what compiles.
+  std::vector<Tensor> loss_and_grads(const std::vector<Tensor>& in) const {
+    GradientTape tape;
+    Tensor l = loss(in[0], in[1]);
+    std::vector<Tensor> out = tape.gradient(l, params);
+    out.insert(out.begin(), l);
+    return out;
+  }
+  void eager_step() {
+    opt->zero_grad();
+    loss(x, labels).backward();
+    opt->step();
+  }
+  void compiled_step(const CompiledFunction& f) {
+    const std::vector<Tensor> r = f({x, labels});
+    for (size_t k = 0; k < params.size(); ++k) params[k].set_grad(r[k + 1]);
+    opt->step();
+  }
+  CompiledFunction compiled() const {
+    return compile([this](const std::vector<Tensor>& in) { return loss_and_grads(in); });
+  }
+};
+
+void BM_DigitsStep_Eager(benchmark::State& state) {
+  DigitsStep s;
+  for (int k = 0; k < 10; ++k) s.eager_step();  // allocator warm-up
+  for (auto _ : state) s.eager_step();
+}
+void BM_DigitsStep_Compiled(benchmark::State& state) {
+  DigitsStep s;
+  const CompiledFunction f = s.compiled();
+  for (int k = 0; k < 10; ++k) s.compiled_step(f);  // the trace, then warm-up
+  if (f.stats().replays == 0 || !f.stats().fallbacks.empty()) {
+    state.SkipWithError("the compiled step did not replay (it fell back)");
+    return;
+  }
+  for (auto _ : state) s.compiled_step(f);
+}
+BENCHMARK(BM_DigitsStep_Eager)->Unit(benchmark::kMicrosecond);
+BENCHMARK(BM_DigitsStep_Compiled)->Unit(benchmark::kMicrosecond);
+
 constexpr int64_t kSizes[] = {1 << 10, 1 << 16, 1 << 22};
 BENCHMARK(BM_Compiled_FirstCall)->Unit(benchmark::kMicrosecond);
 
@@ -186,6 +254,34 @@ void register_all() {
           ->Unit(benchmark::kMicrosecond);
     }
   }
+}
+
+/// Five compiled digits steps against five eager ones from the same
+/// weights: the same losses and weights (the replay runs the traced ops in
+/// the traced order; fusion of bias, ReLU and their derivatives keeps the
+/// bits).
+bool digits_steps_agree() {
+  DigitsStep a, b;
+  const CompiledFunction f = b.compiled();
+  for (int k = 0; k < 5; ++k) {
+    a.eager_step();
+    b.compiled_step(f);
+  }
+  if (f.stats().replays != 4 || !f.stats().fallbacks.empty()) {
+    std::fprintf(stderr, "the compiled digits step did not replay:\n%s\n",
+                 f.stats().fallbacks.empty() ? "" : f.stats().fallbacks[0].reason.c_str());
+    return false;
+  }
+  for (size_t k = 0; k < a.params.size(); ++k) {
+    const std::vector<float> pa = a.params[k].to_vector<float>(), pb = b.params[k].to_vector<float>();
+    for (size_t i = 0; i < pa.size(); ++i) {
+      if (std::fabs(pa[i] - pb[i]) > 1e-5f * (1.0f + std::fabs(pa[i]))) {
+        std::fprintf(stderr, "digits step: parameter %zu differs at %zu: eager %g, compiled %g\n", k, i, pa[i], pb[i]);
+        return false;
+      }
+    }
+  }
+  return true;
 }
 
 /// The fused op against the eager chain (same bits) and the hand loop
@@ -238,9 +334,8 @@ bool programs_agree() {
       return false;
     }
   }
-  return true;
+  return digits_steps_agree();
 }
-
 
 }  // namespace
 
@@ -266,6 +361,7 @@ int main(int argc, char** argv) {
     reporter.print_ratio("compiled / eager, forward+backward" + at, "BM_Compiled_ForwardBackward" + s,
                 "BM_Eager_ForwardBackward" + s);
   }
+  reporter.print_ratio("compiled / eager, digits training step", "BM_DigitsStep_Compiled", "BM_DigitsStep_Eager");
   benchmark::Shutdown();
   return 0;
 }

@@ -395,6 +395,24 @@ TEST(Fuse, TheReportNamesEachRegionAndWhyChainsSplit) {
   fuse(trace([](const std::vector<Tensor>& in) { return std::vector<Tensor>{sum(in[0])}; }, {x}), &none);
   EXPECT_EQ(none.text(), "no elementwise chain to fuse\n");
   EXPECT_THROW(fuse(Graph{}), Error);
+
+  // Grad mode splits a chain: a region replays in one mode.
+  Graph modes = trace(
+      [](const std::vector<Tensor>& in) {
+        Tensor a = sin(in[0]) * 2.0;
+        NoGradGuard off;
+        return std::vector<Tensor>{exp(a) + 1.0};
+      },
+      {x});
+  FusionReport modes_report;
+  Graph fm = fuse(modes, &modes_report);
+  ASSERT_EQ(modes_report.regions.size(), 2u) << modes_report.text();
+  EXPECT_NE(modes_report.text().find("it ran with grad mode on, the region with it off"), std::string::npos)
+      << modes_report.text();
+  ASSERT_EQ(fm.nodes.size(), 2u);
+  EXPECT_FALSE(fm.nodes[0].no_grad);
+  EXPECT_TRUE(fm.nodes[1].no_grad);
+  expect_same(fm.run({x})[0], modes.run({x})[0]);
 }
 
 // A value read outside its chain is one more output of the fused op (the
@@ -641,6 +659,17 @@ TEST(Compile, ALossAndItsGradientsReplayWithTheKernelCheckingTheLabels) {
   EXPECT_TRUE(s.fallbacks.empty()) << s.fallbacks[0].reason;
   EXPECT_EQ(s.traces, 1u);
   EXPECT_EQ(s.replays, 2u);
+  // The replay's results have history where eager's do: the loss does, the
+  // gradients (a backward pass without create_graph) do not, and the
+  // replay recorded none of the backward pass's ops.
+  {
+    GradientTape again;
+    std::vector<Tensor> got = compiled({x, labels}), want = step({x, labels});
+    for (size_t k = 0; k < got.size(); ++k) EXPECT_EQ(got[k].requires_grad(), want[k].requires_grad()) << "output " << k;
+    EXPECT_TRUE(got[0].requires_grad());
+    std::vector<Tensor> g2 = again.gradient(got[0], {w, b});  // the replayed loss differentiates
+    for (size_t k = 0; k < g2.size(); ++k) expect_same(g2[k], want[k + 1], 1e-12);
+  }
   Tensor bad = from_data(std::vector<int64_t>{0, 3, 1, 7, 3, 0}, {6}, {.dtype = DType::i64});
   try {
     host(compiled({x, bad})[0]);  // a device may report it when the value is read

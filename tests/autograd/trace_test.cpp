@@ -64,6 +64,63 @@ TEST(Trace, ReplayMatchesTheFunctionAfterSaveAndLoad) {
   expect_near(got[1], want[1], strata_test::tolerance(real_dtype()).rtol);
 }
 
+// What eager ran with grad mode off (a NoGradGuard, a backward pass without
+// create_graph) the replay runs so too: the same results have history as in
+// eager, and no others; the flag survives save and load.
+TEST(Trace, OpsRunWithGradModeOffReplayWithoutHistory) {
+  manual_seed(4);
+  Tensor w = randn({3, 2}, {.dtype = real_dtype(), .requires_grad = true});
+  auto f = [&w](const std::vector<Tensor>& in) {
+    Tensor h = tanh(matmul(in[0], w));  // recorded: depends on w
+    Tensor plain;
+    {
+      NoGradGuard off;
+      plain = h * 2.0;  // not recorded in eager
+    }
+    return std::vector<Tensor>{h, plain};
+  };
+  Tensor x = randn({4, 3}, {.dtype = real_dtype()});
+  const std::vector<Tensor> eager = f({x});
+  ASSERT_TRUE(eager[0].requires_grad());
+  ASSERT_FALSE(eager[1].requires_grad());
+  Graph g = trace(f, {x});
+  ASSERT_EQ(g.nodes.size(), 3u);  // matmul, tanh, mul
+  EXPECT_FALSE(g.nodes[0].no_grad);
+  EXPECT_FALSE(g.nodes[1].no_grad);
+  EXPECT_TRUE(g.nodes[2].no_grad);
+  auto path = temp_file("no_grad.json");
+  g.save(path);
+  Graph loaded = Graph::load(path);
+  std::filesystem::remove(path);
+  ASSERT_EQ(loaded.nodes.size(), 3u);
+  EXPECT_TRUE(loaded.nodes[2].no_grad);
+  EXPECT_FALSE(loaded.nodes[1].no_grad);
+  // The trace made the weight a constant; as an input it takes gradients.
+  Graph as_input = trace([&](const std::vector<Tensor>& in) {
+    Tensor h = tanh(matmul(in[0], in[1]));
+    NoGradGuard off;
+    return std::vector<Tensor>{h, h * 2.0};
+  }, {x, w.detach()});
+  Tensor wi = w.detach();
+  wi.set_requires_grad();
+  const std::vector<Tensor> got = as_input.run({x, wi});
+  EXPECT_TRUE(got[0].requires_grad());
+  EXPECT_FALSE(got[1].requires_grad()) << "an op eager ran with grad mode off was recorded by the replay";
+  expect_near(got[1], eager[1], strata_test::tolerance(real_dtype()).rtol);
+  // A file that says something else than true or false is refused by path.
+  std::string text = as_input.to_json();
+  const std::string key = "\"no_grad\": true";
+  const size_t at = text.find(key);
+  ASSERT_NE(at, std::string::npos) << text;
+  text.replace(at, key.size(), "\"no_grad\": 1");
+  try {
+    Graph::from_json(text, "bad.json");
+    ADD_FAILURE() << "a non-boolean no_grad loaded";
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("/no_grad"), std::string::npos) << e.what();
+  }
+}
+
 // Every device replays the graph traced in the widest dtype it stores — f64,
 // or f32 where it has no f64 (lavapipe) — against cpu:0's f64 reference, to
 // that dtype's tolerance: no device is passed over.

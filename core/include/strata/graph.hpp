@@ -58,6 +58,11 @@ struct GraphNode {
   /// the inputs by each op's shape rule, not stored in the file).
   std::vector<DType> output_dtypes;
   std::vector<GraphAttr> attrs;
+  /// trace(): the op ran with grad mode off (inside NoGradGuard, or a
+  /// backward pass without create_graph, whose results have no history).
+  /// A replay runs it with grad mode off too, so its results have no
+  /// history there either; the other nodes run in the caller's mode.
+  bool no_grad = false;
 };
 
 struct Graph {

@@ -27,6 +27,7 @@ struct Entry {
   std::string key;
   bool any_shape = false;  // replays inputs of any shape of the traced ranks
   std::shared_ptr<const Graph> graph;
+  detail::ReplayPlan plan;  // views *graph
   std::vector<Tensor> captured;
   std::vector<Tensor> constants;
   FusionReport report;
@@ -182,6 +183,7 @@ struct CompiledFunction::State {
     e->constants = detail::make_constants(g, device);
     e->captured = std::move(t.captured);
     e->graph = std::make_shared<const Graph>(std::move(g));
+    e->plan = detail::plan_replay(*e->graph);
     std::lock_guard lock(mutex);
     stats.shape_free_traces += e->any_shape ? 1 : 0;
     store(std::move(e));
@@ -219,7 +221,7 @@ std::vector<Tensor> CompiledFunction::operator()(const std::vector<Tensor>& inpu
   if (e->graph == nullptr) return s.fn(inputs);
   std::vector<Tensor> all(inputs);
   all.insert(all.end(), e->captured.begin(), e->captured.end());
-  return detail::run_graph(*e->graph, all, &e->constants, e->any_shape);
+  return detail::run_plan(e->plan, all, &e->constants, e->any_shape);
 }
 
 CompileStats CompiledFunction::stats() const {

@@ -227,6 +227,10 @@ class Fuser {
   /// Why producer `p` of value `v` cannot join region `r` (sink's dtype
   /// `t`, shape `shape`); empty when it can.
   std::string refusal(int p, int64_t v, const std::vector<int>& r, DType t, const Shape& shape) const {
+    if (g_.nodes[static_cast<size_t>(p)].no_grad != g_.nodes[static_cast<size_t>(r.back())].no_grad) {
+      return g_.nodes[static_cast<size_t>(p)].no_grad ? "it ran with grad mode off, the region with it on"
+                                                       : "it ran with grad mode on, the region with it off";
+    }
     if (meta(v).dtype != t) return "its dtype differs from the region's " + std::string(dtype_name(t));
     if (meta(v).shape != shape) {
       return "its shape " + detail::shape_string(meta(v).shape) + " differs from the region's " +
@@ -340,6 +344,7 @@ class Fuser {
     GraphNode f;
     f.id = sink.id;
     f.op = "fused_elementwise";
+    f.no_grad = sink.no_grad;
     f.inputs = in;
     program.outputs = {program.n_values() - 1};
     f.outputs = sink.outputs;
@@ -347,7 +352,7 @@ class Fuser {
       program.outputs.push_back(index.at(v));
       f.outputs.push_back(v);
     }
-    if (options_.save_for_backward) {
+    if (options_.save_for_backward && !sink.no_grad) {  // a no-grad region's replay is not recorded
       // A saved value keeps the graph value id of the op that made it (an
       // inner value, gone from the graph otherwise).
       std::map<int32_t, int64_t> value_of;

@@ -77,13 +77,35 @@ CompileTrace trace_for_compile(const TraceFn& f, const std::vector<Tensor>& inpu
 /// A traced graph's constants as tensors on `device` (none: the default
 /// device), in g.constants' order.
 std::vector<Tensor> make_constants(const Graph& g, std::optional<Device> device);
-/// Graph::run, with the constants made beforehand by make_constants (null:
-/// made here, on the inputs' device). `any_shape`: the inputs need only the
-/// traced ranks (a graph of elementwise ops only, whose shape rules give
-/// every value's shape from the inputs': strata::compile's shape-free
-/// signatures).
-std::vector<Tensor> run_graph(const Graph& g, const std::vector<Tensor>& inputs, const std::vector<Tensor>* constants,
-                              bool any_shape);
+/// A traced graph made ready to replay (trace_run.cpp): each node's op
+/// looked up and its attributes built once, the program's values checked to
+/// be defined before use, and the point after which each value is read no
+/// more, so a replay drops it there (its block goes back to the caching
+/// allocator for the next op). strata::compile keeps one per signature;
+/// Graph::run makes one per call. It views `graph`, which must outlive it.
+struct ReplayPlan {
+  struct Step {
+    const GraphNode* node = nullptr;
+    enum class Kind : uint8_t { kernel, structural, custom } kind = Kind::kernel;
+    const OpDef* op = nullptr;     // kernel steps
+    Attrs attrs;                   // kernel steps; they view the node's strings
+    std::vector<int64_t> release;  // values no later step reads (and not outputs)
+  };
+  const Graph* graph = nullptr;
+  std::vector<Step> steps;
+  size_t n_values = 0;
+};
+/// Throws Error naming the node for an unknown op, a value used before it
+/// is defined or a view or join that cannot be replayed.
+ReplayPlan plan_replay(const Graph& g);
+
+/// Graph::run on a plan, with the constants made beforehand by
+/// make_constants (null: made here, on the inputs' device). `any_shape`:
+/// the inputs need only the traced ranks (a graph of elementwise ops only,
+/// whose shape rules give every value's shape from the inputs':
+/// strata::compile's shape-free signatures).
+std::vector<Tensor> run_plan(const ReplayPlan& plan, const std::vector<Tensor>& inputs,
+                             const std::vector<Tensor>* constants, bool any_shape);
 
 /// Throws when tracing: `what` cannot be replayed from a graph.
 void trace_unsupported(const char* what);

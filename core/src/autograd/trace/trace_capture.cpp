@@ -8,6 +8,7 @@
 #include <strata/graph.hpp>
 #include <string>
 
+#include "autograd/engine/nodes.hpp"
 #include "autograd/trace/trace_internal.hpp"
 #include "runtime/tensor/host_data.hpp"
 #include "runtime/tensor/tensor_impl.hpp"
@@ -112,6 +113,7 @@ void TraceState::record(std::string_view op, std::span<const Tensor> inputs, std
   GraphNode n;
   n.id = next_node++;
   n.op = std::string(op);
+  n.no_grad = !autograd_state().grad_enabled;
   for (const Tensor& t : inputs) n.inputs.push_back(value_of(t));
   for (const Tensor& t : outputs) {
     n.outputs.push_back(define(t));

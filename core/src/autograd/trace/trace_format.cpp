@@ -73,12 +73,14 @@ Json program_json(const Graph& g) {
       }
       attrs.push_back(std::move(e));
     }
-    nodes.push_back({{"id", n.id},
-                     {"op", n.op},
-                     {"inputs", n.inputs},
-                     {"outputs", n.outputs},
-                     {"output_shapes", n.output_shapes},
-                     {"attrs", attrs}});
+    Json node{{"id", n.id},
+              {"op", n.op},
+              {"inputs", n.inputs},
+              {"outputs", n.outputs},
+              {"output_shapes", n.output_shapes},
+              {"attrs", attrs}};
+    if (n.no_grad) node["no_grad"] = true;  // absent: false (files written before it replay as they did)
+    nodes.push_back(std::move(node));
   }
   j["nodes"] = nodes;
   return j;
@@ -303,6 +305,10 @@ Graph Graph::from_json(const std::string& text, const std::string& source) {
     if (!attrs.is_array()) r.fail(p + "/attrs", "expected an array");
     for (size_t i = 0; i < attrs.size(); ++i) {
       n.attrs.push_back(read_attr(r, attrs[i], p + "/attrs/" + std::to_string(i)));
+    }
+    if (jn.contains("no_grad")) {
+      if (!jn["no_grad"].is_boolean()) r.fail(p + "/no_grad", "expected true or false");
+      n.no_grad = jn["no_grad"].get<bool>();
     }
     g.nodes.push_back(std::move(n));
   }

@@ -125,7 +125,7 @@ inline constexpr std::string_view kDTypeValuesExpected =
     "expected a dtype of the op set (0 to 6, 11 for c64 or 12 for c128)";
 
 /// Replays a view or join node through its public function (trace_run.cpp).
-Tensor replay_structural(const GraphNode& n, const std::vector<Tensor>& in);
+Tensor replay_structural(const GraphNode& n, std::span<const Tensor> in);
 
 /// Whether `n` calls a custom function (trace_custom.cpp).
 bool is_custom_node(const GraphNode& n);

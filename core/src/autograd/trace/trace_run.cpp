@@ -5,10 +5,14 @@
 
 #include "runtime/dispatch/op.hpp"
 
+#include <strata/autograd.hpp>
 #include <strata/error.hpp>
 #include <strata/graph.hpp>
 #include <strata/ops.hpp>
 
+#include <boost/container/small_vector.hpp>
+
+#include <algorithm>
 #include <complex>
 #include <exception>
 #include <optional>
@@ -51,7 +55,7 @@ const GraphAttr& attr(const GraphNode& n, const char* name) {
 }
 int64_t attr_int(const GraphNode& n, const char* name) { return attr(n, name).i; }
 
-const Tensor& only_input(const GraphNode& n, const std::vector<Tensor>& in) {
+const Tensor& only_input(const GraphNode& n, std::span<const Tensor> in) {
   if (in.size() != 1) throw Error(node_name(n) + ": expected 1 input, got " + std::to_string(in.size()));
   return in.front();
 }
@@ -67,7 +71,7 @@ bool structural_replayable(std::string_view op) {
 }
 
 /// Views and joins by name, through their public functions.
-Tensor replay_structural(const GraphNode& n, const std::vector<Tensor>& in) {
+Tensor replay_structural(const GraphNode& n, std::span<const Tensor> in) {
   if (n.output_shapes.size() != 1) throw Error(node_name(n) + ": expected one output shape");
   const Shape& out = n.output_shapes.front();
   if (n.op == "reshape") return only_input(n, in).reshape(out);
@@ -92,7 +96,7 @@ Tensor replay_structural(const GraphNode& n, const std::vector<Tensor>& in) {
     return x.slice(dim, start, end, step);
   }
   if (n.op == "detach") return only_input(n, in).detach();
-  if (n.op == "cat") return cat(in, attr_int(n, "dim"));
+  if (n.op == "cat") return cat(std::vector<Tensor>(in.begin(), in.end()), attr_int(n, "dim"));
   if (n.op == "pad") return pad(only_input(n, in), attr(n, "pads").ints, attr(n, "value").f);
   throw Error(node_name(n) + ": op '" + n.op + "' cannot be replayed");
 }
@@ -116,34 +120,6 @@ Attrs node_attrs(const GraphNode& n) {
 
 }  // namespace detail
 
-namespace {
-
-/// Replays one node, its results stored in `set`.
-template <typename Set>
-void replay_node(const Graph& g, const GraphNode& n, std::vector<Tensor>& in, Set set) {
-  if (detail::is_custom_node(n)) {
-    std::vector<Tensor> out = detail::replay_custom(g, n, in);
-    for (size_t k = 0; k < out.size(); ++k) set(n.outputs[k], std::move(out[k]));
-    return;
-  }
-  const detail::OpDef* op = detail::find_op(n.op);
-  if (op == nullptr) throw Error("Graph::run: unknown op '" + n.op + "'");
-  if (op->kind == detail::OpKind::view || op->kind == detail::OpKind::join) {
-    if (n.outputs.size() != 1) throw Error(node_name(n) + ": a view or join defines one value");
-    set(n.outputs.front(), detail::replay_structural(n, in));
-    return;
-  }
-  detail::Attrs attrs = detail::node_attrs(n);
-  detail::OpResult r = detail::dispatch_span(*op, in, attrs.empty() ? nullptr : &attrs);
-  if (r.size() != static_cast<int>(n.outputs.size())) {
-    throw Error("Graph::run: node #" + std::to_string(n.id) + " (" + n.op + ") made " + std::to_string(r.size()) +
-                " outputs, the graph names " + std::to_string(n.outputs.size()));
-  }
-  for (int k = 0; k < r.size(); ++k) set(n.outputs[static_cast<size_t>(k)], r[k]);
-}
-
-}  // namespace
-
 namespace detail {
 
 std::vector<Tensor> make_constants(const Graph& g, std::optional<Device> device) {
@@ -166,21 +142,102 @@ std::vector<Tensor> make_constants(const Graph& g, std::optional<Device> device)
   return out;
 }
 
-std::vector<Tensor> run_graph(const Graph& g, const std::vector<Tensor>& inputs, const std::vector<Tensor>* constants,
-                              bool any_shape) {
+ReplayPlan plan_replay(const Graph& g) {
+  if (!g.traced) throw Error("Graph::run: only graphs made by trace() (or loaded) can be replayed");
+  ReplayPlan plan;
+  plan.graph = &g;
+  // Value ids are dense in graphs trace() makes; a hand-built one is
+  // bounded so a stray id cannot size the table.
+  constexpr int64_t kMaxValue = int64_t{1} << 40;
+  auto grow = [&plan](int64_t id) {
+    if (id < 0 || id > kMaxValue) throw Error("Graph::run: value id " + std::to_string(id) + " out of range");
+    plan.n_values = std::max(plan.n_values, static_cast<size_t>(id) + 1);
+  };
+  std::vector<bool> defined;
+  auto define = [&](int64_t id) {
+    grow(id);
+    if (defined.size() < plan.n_values) defined.resize(plan.n_values, false);
+    defined[static_cast<size_t>(id)] = true;
+  };
+  auto require = [&defined](int64_t id, const std::string& where) {
+    if (id < 0 || static_cast<size_t>(id) >= defined.size() || !defined[static_cast<size_t>(id)]) {
+      throw Error("Graph::run: value " + std::to_string(id) + " is used before it is defined" + where);
+    }
+  };
+  for (size_t k = 0; k < g.input_dtypes.size(); ++k) define(static_cast<int64_t>(k));
+  for (const GraphConstant& c : g.constants) define(c.value);
+  // The step after which each value is read no more.
+  std::vector<int64_t> last_read;
+  for (const GraphNode& n : g.nodes) {
+    ReplayPlan::Step step;
+    step.node = &n;
+    for (int64_t v : n.inputs) require(v, " (" + node_name(n) + ")");
+    if (detail::is_custom_node(n)) {
+      step.kind = ReplayPlan::Step::Kind::custom;
+    } else {
+      step.op = detail::find_op(n.op);
+      if (step.op == nullptr) throw Error("Graph::run: unknown op '" + n.op + "'");
+      if (step.op->kind == detail::OpKind::view || step.op->kind == detail::OpKind::join) {
+        if (n.outputs.size() != 1) throw Error(node_name(n) + ": a view or join defines one value");
+        step.kind = ReplayPlan::Step::Kind::structural;
+      } else {
+        step.attrs = detail::node_attrs(n);
+      }
+    }
+    for (int64_t v : n.outputs) define(v);
+    last_read.resize(plan.n_values, -1);
+    for (int64_t v : n.inputs) last_read[static_cast<size_t>(v)] = static_cast<int64_t>(plan.steps.size());
+    plan.steps.push_back(std::move(step));
+  }
+  for (int64_t v : g.outputs) require(v, " (an output of the graph)");
+  last_read.resize(plan.n_values, -1);
+  for (int64_t v : g.outputs) last_read[static_cast<size_t>(v)] = -1;  // kept to the end
+  for (size_t v = 0; v < last_read.size(); ++v) {
+    if (last_read[v] >= 0) plan.steps[static_cast<size_t>(last_read[v])].release.push_back(static_cast<int64_t>(v));
+  }
+  return plan;
+}
+
+namespace {
+
+/// Runs one step, its results stored in `values`.
+void replay_step(const ReplayPlan& plan, const ReplayPlan::Step& step, std::vector<Tensor>& values) {
+  const GraphNode& n = *step.node;
+  boost::container::small_vector<Tensor, 4> operands;
+  for (int64_t v : n.inputs) operands.push_back(values[static_cast<size_t>(v)]);
+  const std::span<const Tensor> in(operands.data(), operands.size());
+  switch (step.kind) {
+    case ReplayPlan::Step::Kind::custom: {
+      std::vector<Tensor> out = detail::replay_custom(*plan.graph, n, std::vector<Tensor>(in.begin(), in.end()));
+      for (size_t k = 0; k < out.size(); ++k) values[static_cast<size_t>(n.outputs[k])] = std::move(out[k]);
+      return;
+    }
+    case ReplayPlan::Step::Kind::structural:
+      values[static_cast<size_t>(n.outputs.front())] = detail::replay_structural(n, in);
+      return;
+    case ReplayPlan::Step::Kind::kernel:
+      break;
+  }
+  detail::OpResult r = detail::dispatch_span(*step.op, in, step.attrs.empty() ? nullptr : &step.attrs);
+  if (r.size() != static_cast<int>(n.outputs.size())) {
+    throw Error("Graph::run: node #" + std::to_string(n.id) + " (" + n.op + ") made " + std::to_string(r.size()) +
+                " outputs, the graph names " + std::to_string(n.outputs.size()));
+  }
+  for (int k = 0; k < r.size(); ++k) values[static_cast<size_t>(n.outputs[static_cast<size_t>(k)])] = r[k];
+}
+
+}  // namespace
+
+std::vector<Tensor> run_plan(const ReplayPlan& plan, const std::vector<Tensor>& inputs,
+                             const std::vector<Tensor>* constants, bool any_shape) {
+  const Graph& g = *plan.graph;
   const auto& input_dtypes = g.input_dtypes;
   const auto& input_shapes = g.input_shapes;
-  if (!g.traced) throw Error("Graph::run: only graphs made by trace() (or loaded) can be replayed");
   if (inputs.size() != input_dtypes.size()) {
     throw Error("Graph::run: expected " + std::to_string(input_dtypes.size()) + " inputs, got " +
                 std::to_string(inputs.size()));
   }
-  std::vector<Tensor> values;
-  auto set = [&values](int64_t id, Tensor t) {
-    if (id < 0 || id > (int64_t{1} << 40)) throw Error("Graph::run: value id " + std::to_string(id) + " out of range");
-    if (static_cast<size_t>(id) >= values.size()) values.resize(static_cast<size_t>(id) + 1);
-    values[static_cast<size_t>(id)] = std::move(t);
-  };
+  std::vector<Tensor> values(plan.n_values);
   std::optional<Device> device;
   for (size_t k = 0; k < inputs.size(); ++k) {
     const Tensor& t = inputs[k];
@@ -195,7 +252,7 @@ std::vector<Tensor> run_graph(const Graph& g, const std::vector<Tensor>& inputs,
       throw DeviceError("Graph::run: inputs on " + device->str() + " and " + t.device().str());
     }
     device = t.device();
-    set(static_cast<int64_t>(k), t);
+    values[k] = t;
   }
   {
     std::vector<Tensor> made;
@@ -204,34 +261,36 @@ std::vector<Tensor> run_graph(const Graph& g, const std::vector<Tensor>& inputs,
       constants = &made;
     }
     if (constants->size() != g.constants.size()) throw Error("Graph::run: internal: constants do not match the graph");
-    for (size_t k = 0; k < g.constants.size(); ++k) set(g.constants[k].value, (*constants)[k]);
+    for (size_t k = 0; k < g.constants.size(); ++k) values[static_cast<size_t>(g.constants[k].value)] = (*constants)[k];
   }
-  auto value = [&values](int64_t id) -> const Tensor& {
-    if (id < 0 || static_cast<size_t>(id) >= values.size() || !values[static_cast<size_t>(id)].defined()) {
-      throw Error("Graph::run: value " + std::to_string(id) + " is used before it is defined");
-    }
-    return values[static_cast<size_t>(id)];
-  };
-  for (const GraphNode& n : g.nodes) {
-    std::vector<Tensor> in;
-    for (int64_t v : n.inputs) in.push_back(value(v));
+  for (const ReplayPlan::Step& step : plan.steps) {
     try {
-      replay_node(g, n, in, set);
+      if (step.node->no_grad) {
+        // Eager ran it with grad mode off (a backward pass without
+        // create_graph, a NoGradGuard): its results have no history there,
+        // so the replay does not record it either.
+        NoGradGuard off;
+        replay_step(plan, step, values);
+      } else {
+        replay_step(plan, step, values);
+      }
     } catch (const Error&) {
       throw;
     } catch (const std::exception& e) {  // a graph built by hand can reach what load() did not check
-      throw Error("Graph::run: " + node_name(n) + ": " + e.what());
+      throw Error("Graph::run: " + node_name(*step.node) + ": " + e.what());
     }
+    for (int64_t v : step.release) values[static_cast<size_t>(v)] = Tensor();
   }
   std::vector<Tensor> out;
-  for (int64_t v : g.outputs) out.push_back(value(v));
+  out.reserve(g.outputs.size());
+  for (int64_t v : g.outputs) out.push_back(values[static_cast<size_t>(v)]);
   return out;
 }
 
 }  // namespace detail
 
 std::vector<Tensor> Graph::run(const std::vector<Tensor>& inputs) const {
-  return detail::run_graph(*this, inputs, nullptr, false);
+  return detail::run_plan(detail::plan_replay(*this), inputs, nullptr, false);
 }
 
 }  // namespace strata
