@@ -15,6 +15,7 @@
 #include <chrono>
 #include <limits>
 #include <optional>
+#include <set>
 #include <unordered_map>
 #include <utility>
 
@@ -480,10 +481,57 @@ CommHook f16_compress_hook() { return compress_hook(DType::f16, "f16_compress");
 
 DistributedDataParallel::DistributedDataParallel(Module& module, DDPOptions options,
                                                  distributed::ProcessGroup* group)
-    : module_(module),
+    : module_(&module),
       options_(options),
       group_(group != nullptr ? group : &distributed::group()),
       state_(std::make_shared<detail::DDPState>()) {
+  for (auto& [name, p] : module.named_parameters()) {  // the module's own tensors, each once
+    state_->names.push_back(name);
+    state_->params.push_back(p);
+  }
+  setup();
+}
+
+DistributedDataParallel::DistributedDataParallel(NamedTensors parameters, NamedTensors buffers, DDPOptions options,
+                                                 distributed::ProcessGroup* group)
+    : options_(options),
+      group_(group != nullptr ? group : &distributed::group()),
+      state_(std::make_shared<detail::DDPState>()) {
+  std::set<const TensorImpl*> seen;
+  for (auto& [name, p] : parameters) {
+    if (!p.defined()) throw ValueError("DistributedDataParallel: parameter '" + name + "' is undefined");
+    if (!p.requires_grad()) {
+      throw ValueError("DistributedDataParallel: parameter '" + name + "' (" + type_string(p) +
+                       ") does not require grad, so backward gives it no gradient to average");
+    }
+    if (!seen.insert(p.impl()).second) continue;
+    state_->names.push_back(name);
+    state_->params.push_back(p);
+  }
+  for (auto& [name, b] : buffers) {
+    if (!b.defined()) throw ValueError("DistributedDataParallel: buffer '" + name + "' is undefined");
+    if (seen.insert(b.impl()).second) buffers_.emplace_back(name, b);
+  }
+  setup();
+}
+
+std::vector<Tensor> DistributedDataParallel::buffers() const {
+  std::vector<Tensor> out;
+  for (auto& [name, b] : module_ != nullptr ? module_->named_buffers() : buffers_) out.push_back(b);
+  return out;
+}
+
+Module& DistributedDataParallel::module() {
+  if (module_ == nullptr) throw Error("DistributedDataParallel::module: this wrapper was made from parameter lists");
+  return *module_;
+}
+
+const Module& DistributedDataParallel::module() const {
+  if (module_ == nullptr) throw Error("DistributedDataParallel::module: this wrapper was made from parameter lists");
+  return *module_;
+}
+
+void DistributedDataParallel::setup() {
   if (options_.bucket_bytes == 0) throw ValueError("DistributedDataParallel: bucket_bytes must be positive");
   if (options_.comm_hook && (!options_.comm_hook->encode || !options_.comm_hook->decode)) {
     throw ValueError("DistributedDataParallel: the communication hook \"" + options_.comm_hook->name +
@@ -494,10 +542,6 @@ DistributedDataParallel::DistributedDataParallel(Module& module, DDPOptions opti
   st.world = group_->size();
   st.options = options_;
   st.differentiable_mean = detail::mean_over_ranks(group_);
-  for (auto& [name, p] : module_.named_parameters()) {  // the module's own tensors, each once
-    st.names.push_back(name);
-    st.params.push_back(p);
-  }
   std::vector<size_t> reverse(st.params.size());
   for (size_t i = 0; i < reverse.size(); ++i) reverse[i] = reverse.size() - 1 - i;
   st.backward_plan = detail::make_plan(st.params, reverse, options_.bucket_bytes);
@@ -506,9 +550,8 @@ DistributedDataParallel::DistributedDataParallel(Module& module, DDPOptions opti
     detail::check_same_parameters(*group_, st.params, st.names);
     detail::broadcast_parameters(*group_, st.params, st.backward_plan);
     if (options_.broadcast_buffers) {
-      std::vector<Tensor> buffers;
-      for (auto& [name, b] : module_.named_buffers()) buffers.push_back(b);
-      detail::broadcast_in_place(*group_, buffers);
+      std::vector<Tensor> all = buffers();
+      detail::broadcast_in_place(*group_, all);
     }
   }
 
@@ -530,6 +573,12 @@ DistributedDataParallel::~DistributedDataParallel() {
 }
 
 Tensor DistributedDataParallel::operator()(const Tensor& input) {
+  Module& m = module();
+  before_forward();
+  return m(input);
+}
+
+void DistributedDataParallel::before_forward() {
   detail::DDPState& st = *state_;
   if (st.active) {
     st.drain();
@@ -548,11 +597,9 @@ Tensor DistributedDataParallel::operator()(const Tensor& input) {
     ++st.join_steps;
   }
   if (options_.broadcast_buffers && st.world > 1) {
-    std::vector<Tensor> buffers;
-    for (auto& [name, b] : module_.named_buffers()) buffers.push_back(b);
-    if (!buffers.empty()) detail::broadcast_in_place(*group_, buffers);
+    std::vector<Tensor> all = buffers();
+    if (!all.empty()) detail::broadcast_in_place(*group_, all);
   }
-  return module_(input);
 }
 
 void DistributedDataParallel::join(const std::function<void()>& loop) {
@@ -569,8 +616,7 @@ void DistributedDataParallel::join(const std::function<void()>& loop) {
   st.joining = false;
   if (st.world == 1) return;
   const int rank = group_->rank();
-  std::vector<Tensor> buffers;
-  for (auto& [name, b] : module_.named_buffers()) buffers.push_back(b);
+  std::vector<Tensor> buffers = this->buffers();
   // Shadow the steps of the ranks still training, until none is.
   while (true) {
     Tensor training = zeros({1}, {.dtype = DType::f32, .device = Device("cpu:0")});

@@ -1,20 +1,32 @@
 // distributed.cpp — strata._strata.distributed: process groups on Gloo
-// (docs/distributed.md) for Python's strata.distributed. Built when the
-// C++ build has libstrata_distributed (STRATA_HAVE_DISTRIBUTED).
+// (docs/distributed.md) for Python's strata.distributed — the collectives,
+// the C++ DistributedDataParallel's buckets and overlap, ZeRO's
+// ShardedOptimizer and the checkpointers, for Python modules. Built when
+// the C++ build has libstrata_distributed (STRATA_HAVE_DISTRIBUTED).
 #include "bindings.hpp"
 
 #include <nanobind/stl/chrono.h>
+#include <nanobind/stl/filesystem.h>
+#include <nanobind/stl/map.h>
 #include <nanobind/stl/optional.h>
+#include <nanobind/stl/pair.h>
 #include <nanobind/stl/string.h>
 #include <nanobind/stl/unique_ptr.h>
 #include <nanobind/stl/vector.h>
 
 #ifdef STRATA_HAVE_DISTRIBUTED
+#include <strata/checkpointer.hpp>
+#include <strata/ddp.hpp>
 #include <strata/distributed.hpp>
 #include <strata/sampler.hpp>
+#include <strata/zero.hpp>
 #endif
 
+#include <deque>
+#include <map>
+#include <memory>
 #include <string>
+#include <vector>
 
 namespace strata::python {
 
@@ -30,6 +42,98 @@ dist::ReduceOp op_of(const std::string& op) {
   if (op == "max") return dist::ReduceOp::max;
   if (op == "min") return dist::ReduceOp::min;
   throw nb::value_error(("op must be 'sum', 'mean', 'max' or 'min', got '" + op + "'").c_str());
+}
+
+/// A Python module's tensors as an nn::Module, for the C++ code that takes
+/// one (the checkpointers): dotted names become child modules, and each
+/// slot holds the Python module's own tensor (the same storage), so
+/// load_state_dict's in-place copies reach the Python module. It has no
+/// forward.
+class TensorTree : public nn::Module {
+ public:
+  TensorTree() = default;
+  TensorTree(const nn::NamedTensors& params, const nn::NamedTensors& buffers) {
+    for (const auto& [name, t] : params) add(name, t, true);
+    for (const auto& [name, t] : buffers) add(name, t, false);
+  }
+  Tensor forward(const Tensor&) override {
+    throw Error("a Python module's tensors (TensorTree) have no forward in C++");
+  }
+  std::string name() const override { return "PythonModule"; }
+
+ private:
+  void add(const std::string& dotted, const Tensor& t, bool parameter) {
+    const size_t dot = dotted.find('.');
+    if (dot != std::string::npos) {
+      const std::string head = dotted.substr(0, dot);
+      auto& child = children_by_name_[head];
+      if (!child) child = register_module(head, std::make_shared<TensorTree>());
+      child->add(dotted.substr(dot + 1), t, parameter);
+      return;
+    }
+    Tensor* slot = &slots_.emplace_back(t);
+    if (parameter)
+      register_parameter(dotted, slot, t.requires_grad());
+    else
+      register_buffer(dotted, slot);
+  }
+  std::deque<Tensor> slots_;  // stable addresses
+  std::map<std::string, std::shared_ptr<TensorTree>> children_by_name_;
+};
+
+/// optimizer_class and keyword options as ShardedOptimizer's factory: the
+/// C++ SGD, Adam or AdamW of a shard. Unknown options are a TypeError.
+nn::ShardedOptimizer::Factory optimizer_factory(const std::string& kind, const std::map<std::string, double>& o,
+                                                std::pair<double, double> betas) {
+  auto take = [&o](const char* key, double fallback) {
+    auto it = o.find(key);
+    return it == o.end() ? fallback : it->second;
+  };
+  const std::map<std::string, std::vector<std::string>> known{
+      {"SGD", {"lr", "momentum", "dampening", "weight_decay", "nesterov"}},
+      {"Adam", {"lr", "eps", "weight_decay"}},
+      {"AdamW", {"lr", "eps", "weight_decay"}}};
+  auto it = known.find(kind);
+  if (it == known.end()) {
+    throw nb::type_error(("ShardedOptimizer: optimizer_class must be strata.nn.SGD, Adam or AdamW, got " + kind)
+                             .c_str());
+  }
+  for (const auto& [key, value] : o) {
+    if (std::find(it->second.begin(), it->second.end(), key) == it->second.end()) {
+      throw nb::type_error(("ShardedOptimizer: " + kind + " takes no option '" + key + "'").c_str());
+    }
+  }
+  if (kind == "SGD") {
+    nn::SGDOptions s{.lr = take("lr", 0.01), .momentum = take("momentum", 0.0), .dampening = take("dampening", 0.0),
+                     .weight_decay = take("weight_decay", 0.0), .nesterov = take("nesterov", 0.0) != 0.0};
+    return [s](std::vector<Tensor> shard) { return std::make_unique<nn::SGD>(std::move(shard), s); };
+  }
+  nn::AdamOptions a{.lr = take("lr", 1e-3), .beta1 = betas.first, .beta2 = betas.second, .eps = take("eps", 1e-8),
+                    .weight_decay = take("weight_decay", kind == "AdamW" ? 0.01 : 0.0)};
+  if (kind == "AdamW")
+    return [a](std::vector<Tensor> shard) { return std::make_unique<nn::AdamW>(std::move(shard), a); };
+  return [a](std::vector<Tensor> shard) { return std::make_unique<nn::Adam>(std::move(shard), a); };
+}
+
+/// A no_sync() scope held by a Python context manager.
+struct NoSyncScope {
+  explicit NoSyncScope(nn::DistributedDataParallel& ddp) : scope(ddp.no_sync()) {}
+  nn::DistributedDataParallel::NoSync scope;
+};
+
+nb::dict stats_dict(const nn::DDPStats& s) {
+  nb::dict d;
+  d["reduced_passes"] = s.reduced_passes;
+  d["buckets_overlapped"] = s.buckets_overlapped;
+  d["buckets_at_end"] = s.buckets_at_end;
+  d["buckets_on_device"] = s.buckets_on_device;
+  d["differentiable_passes"] = s.differentiable_passes;
+  d["shadowed_steps"] = s.shadowed_steps;
+  d["bytes_reduced"] = s.bytes_reduced;
+  d["last_launch_us"] = s.last_launch_us;
+  d["last_backward_end_us"] = s.last_backward_end_us;
+  d["last_end_us"] = s.last_end_us;
+  return d;
 }
 
 }  // namespace
@@ -124,6 +228,85 @@ void bind_distributed(nb::module_& m) {
       .def("indices", &dist::DistributedSampler::indices)
       .def("__len__", &dist::DistributedSampler::num_samples)
       .def("__iter__", [](const dist::DistributedSampler& s) { return nb::iter(nb::cast(s.indices())); });
+
+  // strata.distributed.DistributedDataParallel's engine: the C++ wrapper
+  // made from the Python module's named parameters and buffers.
+  using DDP = nn::DistributedDataParallel;
+  nb::class_<DDP>(d, "_DDP", "The C++ DistributedDataParallel over a Python module's tensors.")
+      .def("__init__", [](DDP* self, nn::NamedTensors params, nn::NamedTensors buffers, size_t bucket_bytes,
+                          bool find_unused, bool broadcast_buffers, const std::string& hook, PG* group) {
+        nn::DDPOptions o{.bucket_bytes = bucket_bytes, .find_unused_parameters = find_unused,
+                         .broadcast_buffers = broadcast_buffers};
+        if (hook == "bf16") {
+          o.comm_hook = nn::bf16_compress_hook();
+        } else if (hook == "f16") {
+          o.comm_hook = nn::f16_compress_hook();
+        } else if (!hook.empty()) {
+          throw nb::value_error(("comm_hook must be None, 'bf16' or 'f16', got '" + hook + "'").c_str());
+        }
+        nb::gil_scoped_release release;  // construction broadcasts
+        new (self) DDP(std::move(params), std::move(buffers), o, group);
+      }, nb::arg("params"), nb::arg("buffers"), nb::arg("bucket_bytes"), nb::arg("find_unused_parameters"),
+         nb::arg("broadcast_buffers"), nb::arg("comm_hook"), nb::arg("group").none())
+      .def("before_forward", &DDP::before_forward, kRelease)
+      .def("bucket_layout", &DDP::bucket_layout)
+      .def("stats", [](const DDP& ddp) { return stats_dict(ddp.stats()); })
+      .def_prop_ro("sync_enabled", &DDP::sync_enabled)
+      .def("_no_sync", [](DDP& ddp) { return std::make_unique<NoSyncScope>(ddp); }, nb::keep_alive<0, 1>())
+      .def("join", [](DDP& ddp, nb::callable loop) { ddp.join([&loop] { loop(); }); }, nb::arg("loop"));
+  nb::class_<NoSyncScope>(d, "_NoSync");
+
+  nb::class_<nn::ShardedOptimizer>(d, "ShardedOptimizer",
+                                   "ZeRO stage 1 or 2 (the C++ nn::ShardedOptimizer; docs/distributed.md)")
+      .def("__init__", [](nn::ShardedOptimizer* self, std::vector<Tensor> params, const std::string& kind,
+                          std::map<std::string, double> options, std::pair<double, double> betas, int stage,
+                          PG* group) {
+        nn::ShardedOptimizer::Factory make = optimizer_factory(kind, options, betas);
+        nb::gil_scoped_release release;  // construction broadcasts
+        new (self) nn::ShardedOptimizer(std::move(params), std::move(make), {.stage = stage}, group);
+      }, nb::arg("params"), nb::arg("optimizer_class"), nb::arg("options"), nb::arg("betas"), nb::arg("stage"),
+         nb::arg("group").none())
+      .def("step", &nn::ShardedOptimizer::step, kRelease)
+      .def("zero_grad", &nn::ShardedOptimizer::zero_grad)
+      .def("owner", &nn::ShardedOptimizer::owner, nb::arg("index"))
+      .def_prop_ro("shard", &nn::ShardedOptimizer::shard)
+      .def_prop_ro("local_optimizer", &nn::ShardedOptimizer::local_optimizer, nb::rv_policy::reference_internal,
+                   "This rank's optimizer of its shard (None when it owns no parameter): its lr is the one step() "
+                   "uses.")
+      .def_prop_ro("state_bytes", &nn::ShardedOptimizer::state_bytes)
+      .def_prop_ro("stage", &nn::ShardedOptimizer::stage)
+      .def_prop_ro("params", &nn::ShardedOptimizer::params);
+
+  nb::class_<dist::Checkpointer>(d, "_Checkpointer")
+      .def(nb::init<std::filesystem::path, int>(), nb::arg("directory"), nb::arg("keep"))
+      .def("latest", &dist::Checkpointer::latest)
+      .def("save", [](dist::Checkpointer& c, int64_t step, const nn::NamedTensors& params,
+                      const nn::NamedTensors& buffers, const nn::Optimizer* opt, const nn::NamedTensors& extra) {
+        const TensorTree tree(params, buffers);
+        nb::gil_scoped_release release;  // a barrier in a group
+        c.save(step, tree, opt, extra);
+      }, nb::arg("step"), nb::arg("params"), nb::arg("buffers"), nb::arg("optimizer").none(), nb::arg("extra"))
+      .def("restore", [](dist::Checkpointer& c, const nn::NamedTensors& params, const nn::NamedTensors& buffers,
+                         nn::Optimizer* opt, GradScaler* scaler) {
+        TensorTree tree(params, buffers);
+        nb::gil_scoped_release release;
+        return c.restore(tree, opt, scaler);
+      }, nb::arg("params"), nb::arg("buffers"), nb::arg("optimizer").none(), nb::arg("scaler").none());
+  nb::class_<dist::ShardedCheckpointer>(d, "_ShardedCheckpointer")
+      .def(nb::init<std::filesystem::path, int>(), nb::arg("directory"), nb::arg("keep"))
+      .def("latest", &dist::ShardedCheckpointer::latest)
+      .def("save", [](dist::ShardedCheckpointer& c, int64_t step, const nn::NamedTensors& params,
+                      const nn::NamedTensors& buffers, nn::ShardedOptimizer& opt) {
+        const TensorTree tree(params, buffers);
+        nb::gil_scoped_release release;
+        c.save(step, tree, opt);
+      }, nb::arg("step"), nb::arg("params"), nb::arg("buffers"), nb::arg("optimizer"))
+      .def("restore", [](dist::ShardedCheckpointer& c, const nn::NamedTensors& params,
+                         const nn::NamedTensors& buffers, nn::ShardedOptimizer& opt) {
+        TensorTree tree(params, buffers);
+        nb::gil_scoped_release release;
+        return c.restore(tree, opt);
+      }, nb::arg("params"), nb::arg("buffers"), nb::arg("optimizer"));
 }
 #else
 void bind_distributed(nb::module_& m) {

@@ -115,7 +115,9 @@ void bind_rules(nb::module_& m) {
       .def("update", &GradScaler::update)
       .def("get_scale", &GradScaler::get_scale)
       .def_prop_ro("found_inf", &GradScaler::found_inf)
-      .def_prop_ro("skipped_steps", &GradScaler::skipped_steps);
+      .def_prop_ro("skipped_steps", &GradScaler::skipped_steps)
+      .def("state_dict", &GradScaler::state_dict,
+           "The scale and its counters as (name, 0-d tensor) pairs: what a checkpoint stores.");
 }
 
 }  // namespace strata::python

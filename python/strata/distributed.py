@@ -13,6 +13,8 @@ and in train.py:
     loss.backward()            # gradients are averaged over the ranks
     opt.step()
 """
+import contextlib
+
 from . import _strata
 
 _d = _strata.distributed
@@ -67,37 +69,142 @@ if available:
 
 
 class DistributedDataParallel:
-    """Wraps a strata.nn.Module for data-parallel training: the parameters
-    and buffers start as rank 0's (broadcast at construction), and during
-    every backward pass each parameter's gradient is averaged over the ranks
-    (a hook per parameter, one all-reduce each, in the order backward
-    produces them: every rank runs the same graph). Unlike the C++
-    DistributedDataParallel, it does not bucket the gradients or overlap the
-    all-reduces with the backward pass."""
+    """Wraps a strata.nn.Module for data-parallel training (PyTorch's
+    DistributedDataParallel): the C++ wrapper's engine over the module's
+    tensors. At construction the parameters and buffers become rank 0's;
+    during every backward pass the gradients are averaged over the ranks in
+    buckets of about `bucket_cap_mb` MiB, each bucket's all-reduce started
+    as soon as backward has produced its gradients (overlapping the rest of
+    the pass), last-registered parameters first.
 
-    def __init__(self, module):
+    - find_unused_parameters: parameters a pass does not reach count as
+      zero gradients (otherwise such a pass is an error naming them);
+    - broadcast_buffers: rank 0's buffers are sent before every forward;
+    - comm_hook: None, "bf16" or "f16": buckets are all-reduced in that
+      dtype (half of f32's bytes) and widened back;
+    - group: a ProcessGroup from new_group() (default: every rank).
+
+    no_sync() accumulates gradients locally (the next synchronised pass
+    averages the sum); join(loop) trains with uneven inputs; stats() and
+    bucket_layout() show what was reduced and when (docs/distributed.md).
+    Build it after moving the module to its device (Module.to replaces the
+    parameters)."""
+
+    def __init__(self, module, bucket_cap_mb=25, find_unused_parameters=False, broadcast_buffers=True,
+                 comm_hook=None, group=None):
         if not available:
             raise RuntimeError("strata.distributed: this build has no libstrata_distributed (Gloo)")
         if not is_initialized():
             raise RuntimeError("DistributedDataParallel: call strata.distributed.init_process_group() first")
+        if not bucket_cap_mb > 0:
+            raise ValueError(f"DistributedDataParallel: bucket_cap_mb must be positive, got {bucket_cap_mb}")
         self.module = module
-        for t in module.state_dict().values():
-            with _strata.no_grad():
-                broadcast(t, 0).wait()
-        for p in module.parameters():
-            p.register_hook(self._average)
-
-    @staticmethod
-    def _average(grad):
-        g = grad.clone()
-        all_reduce(g, "mean").wait()
-        return g
+        self._ddp = _d._DDP(list(module.named_parameters()), list(module.named_buffers()),
+                            max(1, int(bucket_cap_mb * (1 << 20))), find_unused_parameters, broadcast_buffers,
+                            comm_hook or "", group)
 
     def __call__(self, *args, **kwargs):
+        self._ddp.before_forward()
         return self.module(*args, **kwargs)
 
     def parameters(self):
         return self.module.parameters()
 
+    def named_parameters(self):
+        return self.module.named_parameters()
+
     def state_dict(self):
         return self.module.state_dict()
+
+    @contextlib.contextmanager
+    def no_sync(self):
+        """Backward passes inside accumulate locally and do not communicate."""
+        scope = self._ddp._no_sync()
+        try:
+            yield
+        finally:
+            del scope
+
+    def join(self, loop):
+        """Runs loop() (this rank's training steps) and returns when every
+        rank's loop has ended; meanwhile a rank that ran out of data takes
+        part in the others' steps with zero gradients."""
+        self._ddp.join(loop)
+
+    def bucket_layout(self):
+        """Each bucket's parameter names, in the order they are reduced."""
+        return self._ddp.bucket_layout()
+
+    def stats(self):
+        """Counters and the last pass's timeline (a dict; DDPStats in C++)."""
+        return self._ddp.stats()
+
+
+if available:
+    _OPTIMIZER_KINDS = ("SGD", "Adam", "AdamW")
+
+    class ShardedOptimizer(_d.ShardedOptimizer):
+        """ZeRO (PyTorch's ZeroRedundancyOptimizer is stage 1): every rank
+        keeps the optimizer state of its share of the parameters only.
+
+            opt = dist.ShardedOptimizer(model.parameters(), strata.nn.Adam, lr=1e-3)       # stage 1, with DDP
+            opt = dist.ShardedOptimizer(model.parameters(), strata.nn.Adam, stage=2, lr=1e-3)  # no DDP
+
+        Stage 2 averages the local gradients itself at step() (a
+        reduce-scatter), so use it without DistributedDataParallel.
+        optimizer_class is strata.nn.SGD, Adam or AdamW; the keywords are its
+        options (lr, betas, eps, weight_decay; momentum, dampening, nesterov)."""
+
+        def __init__(self, params, optimizer_class, stage=1, group=None, **options):
+            kind = getattr(optimizer_class, "__name__", repr(optimizer_class))
+            if kind not in _OPTIMIZER_KINDS:
+                raise TypeError(f"ShardedOptimizer: optimizer_class must be strata.nn.SGD, Adam or AdamW, got {kind}")
+            betas = tuple(options.pop("betas", (0.9, 0.999)))
+            super().__init__(list(params), kind, {k: float(v) for k, v in options.items()}, betas, stage, group)
+
+    class Checkpointer:
+        """Numbered training-state files in one directory, for restarts
+        (`strata launch --max-restarts`, a requeued job): rank 0 writes
+        `state-<step>.st` atomically and keeps the newest `keep`; every rank
+        reads. The C++ Checkpointer's files, so either side reads the other's.
+
+            states = dist.Checkpointer("run/states")
+            done = states.restore(model, opt)      # -1: a fresh start
+            for epoch in range(done + 1, epochs):
+                ...
+                states.save(epoch, model, opt)"""
+
+        def __init__(self, directory, keep=2):
+            self._c = _d._Checkpointer(str(directory), keep)
+
+        def latest(self):
+            """The newest state file's path, or None."""
+            path = self._c.latest()
+            return None if path is None else str(path)
+
+        def save(self, step, model, optimizer=None, scaler=None):
+            extra = list(scaler.state_dict()) if scaler is not None else []
+            self._c.save(step, list(model.named_parameters()), list(model.named_buffers()), optimizer, extra)
+
+        def restore(self, model, optimizer=None, scaler=None):
+            """Loads the newest state into model (in place), optimizer and
+            scaler; returns its step, or -1 when there is none."""
+            return self._c.restore(list(model.named_parameters()), list(model.named_buffers()), optimizer, scaler)
+
+    class ShardedCheckpointer:
+        """Training state of a ShardedOptimizer job: one directory per step,
+        every rank writing its shard; a restart on another world size
+        reshards (docs/distributed.md, "Restarts")."""
+
+        def __init__(self, directory, keep=2):
+            self._c = _d._ShardedCheckpointer(str(directory), keep)
+
+        def latest(self):
+            path = self._c.latest()
+            return None if path is None else str(path)
+
+        def save(self, step, model, optimizer):
+            self._c.save(step, list(model.named_parameters()), list(model.named_buffers()), optimizer)
+
+        def restore(self, model, optimizer):
+            return self._c.restore(list(model.named_parameters()), list(model.named_buffers()), optimizer)

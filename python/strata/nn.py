@@ -69,6 +69,11 @@ class Module:
     def parameters(self):
         return [p for _, p in self.named_parameters()]
 
+    def named_buffers(self):
+        for path, m in self.named_modules():
+            for name, b in m._buffers.items():
+                yield (f"{path}.{name}" if path else name), b
+
     def children(self):
         return list(self._modules.values())
 

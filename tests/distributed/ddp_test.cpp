@@ -195,6 +195,47 @@ TEST(DDP, GradientsEqualTheConcatenatedBatchF32AndBucketsOverlapBackward) {
 // with the mean at two ranks and not at three.
 TEST(DDP, GradientsEqualTheConcatenatedBatchOn3Ranks) { expect_gradients_of_the_concatenated_batch(3); }
 
+// A model that is not an nn::Module (Python's modules): its parameters and
+// buffers as named lists, before_forward() by hand. The same buckets and
+// averages as the Module form; what it cannot do is refused by name.
+TEST(DDP, AWrapperFromParameterListsAveragesLikeTheModuleForm) {
+  run_ranks("lists", [](int rank) {
+    Batch all = global_batch(18, DType::f32);
+    Batch mine = shard(all, rank, 2);
+    auto ref = make_net(DType::f32);
+    nn::functional::cross_entropy((*ref)(all.x), all.y).backward();
+
+    auto net = make_net(DType::f32, false, false, 1 + rank);  // ranks start apart: construction broadcasts
+    Tensor counter = full({1}, static_cast<double>(rank + 5));
+    nn::DistributedDataParallel ddp(net->named_parameters(), {{"counter", counter}}, {.bucket_bytes = 300});
+    require(counter.item<double>() == 5.0, "the buffer broadcast from rank 0");
+    require(ddp.bucket_layout()[0][0] == "c.bias", "bucket 0 starts with the last parameter");
+    ddp.before_forward();
+    nn::functional::cross_entropy((*net)(mine.x), mine.y).backward();
+    auto g = grads_of(*net), r = grads_of(*ref);
+    for (size_t i = 0; i < g.size(); ++i) {
+      const double d = max_abs_diff(g[i], r[i]);
+      require(d <= 1e-6, "parameter " + std::to_string(i) + " differs by " + std::to_string(d));
+    }
+    require(ddp.stats().reduced_passes == 1 && ddp.stats().buckets_overlapped >= 2, "bucketed and overlapped");
+    bool refused = false;
+    try {
+      ddp(mine.x);
+    } catch (const Error& e) {
+      refused = std::string(e.what()).find("made from parameter lists") != std::string::npos;
+    }
+    require(refused, "operator() without a module names why");
+    Tensor frozen = zeros({2});
+    refused = false;
+    try {
+      nn::DistributedDataParallel bad({{"frozen", frozen}}, {});
+    } catch (const ValueError& e) {
+      refused = std::string(e.what()).find("'frozen'") != std::string::npos;
+    }
+    require(refused, "a parameter that does not require grad is named");
+  });
+}
+
 // Parameters on a device whose plugin brings strata.collectives (the
 // "commhost" test plugin: no host memory, collectives over shared memory)
 // are broadcast and reduced on that device, not copied through cpu:0.

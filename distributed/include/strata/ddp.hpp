@@ -155,18 +155,31 @@ class DistributedDataParallel {
   /// module to its device first (Module::to replaces the parameters).
   explicit DistributedDataParallel(Module& module, DDPOptions options = {},
                                    distributed::ProcessGroup* group = nullptr);
+  /// The same for a model that is not an nn::Module (the Python module's
+  /// strata.nn.Module, a hand-rolled set of weights): its parameters and
+  /// buffers by name, in registration order (a tensor listed twice counts
+  /// once, under its first name). There is no module to run: call
+  /// before_forward() before each forward pass, then run the model
+  /// yourself; operator() and module() throw. ValueError for an undefined
+  /// tensor or a parameter that does not require grad, naming it.
+  DistributedDataParallel(NamedTensors parameters, NamedTensors buffers, DDPOptions options = {},
+                          distributed::ProcessGroup* group = nullptr);
   ~DistributedDataParallel();
   DistributedDataParallel(const DistributedDataParallel&) = delete;
   DistributedDataParallel& operator=(const DistributedDataParallel&) = delete;
 
-  /// Runs the module (broadcasting its buffers from rank 0 first, when
-  /// broadcast_buffers). Error if a previous reduced pass is still open
-  /// (a backward that failed half-way on this rank).
+  /// Runs the module: before_forward(), then the module's forward.
   Tensor operator()(const Tensor& input);
+  /// What a forward pass needs first: Error if a previous reduced pass is
+  /// still open (a backward that failed half-way on this rank); inside
+  /// join(), this rank's "still training" flag all-reduced; the buffers
+  /// broadcast from rank 0 when broadcast_buffers.
+  void before_forward();
 
   /// The wrapped module (its parameters, state_dict(), train()/eval()).
-  Module& module() { return module_; }
-  const Module& module() const { return module_; }
+  /// Error for a wrapper made from parameter lists.
+  Module& module();
+  const Module& module() const;
 
   /// tape.gradient(target, sources, output_grad), with the gradients of the
   /// sources that are parameters of the module averaged over the group
@@ -225,7 +238,11 @@ class DistributedDataParallel {
   distributed::ProcessGroup& process_group() const { return *group_; }
 
  private:
-  Module& module_;
+  std::vector<Tensor> buffers() const;
+  void setup();
+
+  Module* module_ = nullptr;  // null: made from parameter lists
+  NamedTensors buffers_;      // the lists' buffers
   DDPOptions options_;
   distributed::ProcessGroup* group_;
   std::shared_ptr<detail::DDPState> state_;
