@@ -117,7 +117,9 @@ int main(int argc, char** argv) {
     std::unique_ptr<nn::Adam> plain;
     std::unique_ptr<nn::ShardedOptimizer> sharded;
     if (zero == 0) plain = adam(model.parameters());
-    else sharded = std::make_unique<nn::ShardedOptimizer>(model.parameters(), adam, nn::ShardedOptions{.stage = zero});
+    else
+      sharded = std::make_unique<nn::ShardedOptimizer>(model.parameters(), adam,
+                                                       nn::ShardedOptions{.stage = zero, .bucket_bytes = bucket_bytes});
     auto zero_grad = [&] { plain ? plain->zero_grad() : sharded->zero_grad(); };
     auto step = [&] { plain ? plain->step() : sharded->step(); };
 
@@ -142,6 +144,9 @@ int main(int argc, char** argv) {
     distributed::group().barrier().wait();
     const Stats dist_ms = time_steps([&](const Tensor& in) { return ddp ? (*ddp)(in) : model(in); });
     distributed::group().barrier().wait();
+    const size_t mine = sharded ? sharded->state_bytes() : state_bytes(*plain);
+    const nn::ShardedStats zero_stats = sharded ? sharded->stats() : nn::ShardedStats{};
+    sharded.reset();  // stage 2's hooks stay on the parameters but do nothing once it is gone
     // The same forward and backward without communication (and a plain
     // Adam step on every parameter): the 1-rank compute.
     auto local_loop = [&] {
@@ -174,7 +179,6 @@ int main(int argc, char** argv) {
       distributed::group().all_reduce(flat).wait();
       ar.push_back(std::chrono::duration<double, std::milli>(Clock::now() - t0).count());
     }
-    const size_t mine = sharded ? sharded->state_bytes() : state_bytes(*plain);
     Tensor bytes = full({1}, static_cast<double>(mine), {.dtype = DType::f64, .device = Device("cpu:0")});
     Tensor all_bytes = zeros({world, 1}, {.dtype = DType::f64, .device = Device("cpu:0")});
     distributed::group().all_gather(all_bytes, bytes).wait();
@@ -195,6 +199,12 @@ int main(int argc, char** argv) {
         for (size_t b = 0; b < st.last_launch_us.size(); ++b) std::printf(" bucket %zu at %.0f,", b, st.last_launch_us[b]);
         std::printf(" backward ended at %.0f, averaged gradients ready at %.0f\n", st.last_backward_end_us,
                     st.last_end_us);
+      }
+      if (zero == 2) {
+        std::printf("stage 2: %llu bucketed passes; buckets reduce-scattered during backward/at its end: %llu/%llu\n",
+                    static_cast<unsigned long long>(zero_stats.reduced_passes),
+                    static_cast<unsigned long long>(zero_stats.buckets_overlapped),
+                    static_cast<unsigned long long>(zero_stats.buckets_at_end));
       }
       std::printf("optimizer state per rank (bytes):");
       const std::vector<double> per = all_bytes.to_vector<double>();

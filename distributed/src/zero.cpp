@@ -8,6 +8,13 @@
 // buffer holds every section: stage 2 reduce-scatters it (rank r receives
 // the mean of section r), and step() all-gathers each rank's own section of
 // updated values into it.
+//
+// Stage 2 reduces during backward: the parameters, in reverse order, form
+// buckets of about bucket_bytes, each with the same layout over its own
+// parameters; a gradient-ready hook per parameter collects a backward()
+// pass's gradients, and a bucket is reduce-scattered as soon as it is
+// complete, in bucket order (every rank issues the same collectives in the
+// same order whatever order its gradients arrive in). step() waits for them.
 #include <strata/zero.hpp>
 
 #include "collective_device.hpp"
@@ -17,10 +24,153 @@
 #include <strata/ops.hpp>
 
 #include <algorithm>
+#include <memory>
 #include <string>
 #include <utility>
 
 namespace strata::nn {
+
+namespace {
+
+/// One bucket's share of the section layout: its parameters (in the order
+/// backward produces them), and per rank the ones that rank owns with
+/// their offsets in the bucket's row for that rank.
+struct ZeroBucket {
+  std::vector<size_t> params;
+  std::vector<std::vector<std::pair<size_t, int64_t>>> rows;  // per rank: (parameter, offset)
+  int64_t width = 1;                                         // elements of the longest row
+};
+
+/// A bucket's reduce-scatter in flight, or done: this rank's row of means.
+struct Reduced {
+  Tensor mine;
+  distributed::Work work;
+};
+
+/// Stage 2's reduction during backward (shared with the hooks, which hold
+/// it weakly: they outlive the optimizer on the parameters).
+struct Overlap {
+  distributed::ProcessGroup* group = nullptr;
+  int world = 1;
+  std::vector<Tensor> params;
+  std::vector<ZeroBucket> buckets;
+  std::vector<size_t> bucket_of;  // per parameter
+  ShardedStats stats;
+
+  // The pass being collected.
+  bool active = false;
+  std::vector<Tensor> grads;  // per parameter: its total in this pass
+  std::vector<size_t> ready;  // per bucket: gradients collected
+  size_t next_launch = 0;
+  // What the passes since the last step() launched, per pass, per bucket.
+  std::vector<std::vector<Reduced>> passes;
+  // The first pass since step() adds what grad() held before it (as
+  // backward() does); later passes do not (grad() then holds the earlier
+  // passes' totals, reduced already).
+  bool first_since_step = true;
+
+  void begin() {
+    active = true;
+    grads.assign(params.size(), Tensor());
+    ready.assign(buckets.size(), 0);
+    next_launch = 0;
+    passes.emplace_back();
+  }
+
+  void launch(size_t b, bool at_end) {
+    NoGradGuard no_grad;
+    const ZeroBucket& bucket = buckets[b];
+    const Tensor& like = params[0];
+    const Device cpu("cpu:0");
+    Tensor in = zeros({world, bucket.width}, {.dtype = like.dtype(), .device = like.device()});
+    for (int r = 0; r < world; ++r) {
+      for (const auto& [i, offset] : bucket.rows[static_cast<size_t>(r)]) {
+        const Tensor& g = grads[i];
+        in.select(0, r)
+            .slice(0, offset, offset + params[i].numel())
+            .copy_(g.defined() ? g.reshape({-1}) : zeros({params[i].numel()}, {.dtype = like.dtype(),
+                                                                                 .device = like.device()}));
+      }
+    }
+    // Over Gloo on the CPU: device collectives have no reduce-scatter.
+    Tensor host_in = in.to(cpu);
+    Reduced out;
+    out.mine = zeros({bucket.width}, {.dtype = like.dtype(), .device = cpu});
+    out.work = group->reduce_scatter(out.mine, host_in, distributed::ReduceOp::mean);
+    passes.back().push_back(std::move(out));
+    for (size_t i : bucket.params) grads[i] = Tensor();  // the copy holds them now
+    ++(at_end ? stats.buckets_at_end : stats.buckets_overlapped);
+  }
+
+  void launch_ready() {
+    while (next_launch < buckets.size() && ready[next_launch] == buckets[next_launch].params.size()) {
+      launch(next_launch, false);
+      ++next_launch;
+    }
+  }
+
+  /// The pass's remaining buckets, in order (a parameter with no gradient
+  /// in it counts as zeros).
+  void close() {
+    if (!active) return;
+    while (next_launch < buckets.size()) launch(next_launch++, true);
+    active = false;
+    first_since_step = false;
+    ++stats.reduced_passes;
+  }
+
+  void on_ready(size_t i, const Tensor& g, const GradReadyInfo& info) {
+    if (!info.accumulates || info.level != 0) return;  // a tape's gradient(): not a training pass
+    const size_t b = bucket_of[i];
+    if (!active) begin();
+    Tensor total = g.detach();
+    if (first_since_step) {
+      const Tensor prev = params[i].grad();
+      if (prev.defined()) {
+        NoGradGuard no_grad;
+        total = add(prev, total);
+      }
+    }
+    grads[i] = total;
+    ++ready[b];
+    launch_ready();
+  }
+
+  /// Waits for every pass's buckets and returns this rank's averaged
+  /// section per bucket, the passes added up; empty when no pass ran.
+  std::vector<Tensor> finish() {
+    close();
+    std::vector<Tensor> sums(buckets.size());
+    for (std::vector<Reduced>& pass : passes) {
+      for (size_t b = 0; b < pass.size(); ++b) {
+        pass[b].work.wait();
+        NoGradGuard no_grad;
+        sums[b] = sums[b].defined() ? add(sums[b], pass[b].mine) : pass[b].mine;
+      }
+    }
+    const bool any = !passes.empty();
+    passes.clear();
+    first_since_step = true;
+    return any ? sums : std::vector<Tensor>{};
+  }
+
+  /// Waits for what was launched, errors dropped (the step failed).
+  void drain() noexcept {
+    for (std::vector<Reduced>& pass : passes) {
+      for (Reduced& r : pass) {
+        try {
+          r.work.wait();
+        } catch (...) {  // NOLINT(bugprone-empty-catch): abandoned
+        }
+      }
+    }
+    passes.clear();
+    active = false;
+    first_since_step = true;
+  }
+};
+
+}  // namespace
 
 struct ShardedOptimizer::Impl {
   distributed::ProcessGroup* group = nullptr;
@@ -33,6 +183,54 @@ struct ShardedOptimizer::Impl {
   std::vector<int64_t> offset;             // per parameter: its place in its owner's section
   int64_t width = 0;                       // elements of the largest section
   std::unique_ptr<Optimizer> local;
+  std::shared_ptr<Overlap> overlap;  // stage 2 on several ranks
+
+  /// Stage 2's buckets over the parameters in reverse order, and the hooks
+  /// that collect each backward() pass's gradients into them.
+  void start_overlap(size_t bucket_bytes) {
+    auto o = std::make_shared<Overlap>();
+    o->group = group;
+    o->world = world;
+    o->params = params;
+    o->bucket_of.assign(params.size(), 0);
+    const size_t element = dtype_size(params[0].dtype());
+    size_t bytes = 0;
+    for (size_t k = params.size(); k-- > 0;) {
+      if (o->buckets.empty() || (bytes > 0 && bytes + static_cast<size_t>(params[k].numel()) * element > bucket_bytes)) {
+        o->buckets.emplace_back();
+        o->buckets.back().rows.assign(static_cast<size_t>(world), {});
+        bytes = 0;
+      }
+      ZeroBucket& b = o->buckets.back();
+      o->bucket_of[k] = o->buckets.size() - 1;
+      b.params.push_back(k);
+      bytes += static_cast<size_t>(params[k].numel()) * element;
+    }
+    for (ZeroBucket& b : o->buckets) {
+      std::vector<int64_t> used(static_cast<size_t>(world), 0);
+      for (size_t i : b.params) {
+        const auto r = static_cast<size_t>(owners[i]);
+        b.rows[r].emplace_back(i, used[r]);
+        used[r] += params[i].numel();
+      }
+      b.width = std::max<int64_t>(1, *std::max_element(used.begin(), used.end()));
+    }
+    // The gradient-ready hook collects; the tensor hook, which backward()
+    // runs for every parameter that got a gradient once the whole pass has
+    // ended, closes the pass (launching the buckets still incomplete) and
+    // leaves the gradient as it is.
+    std::weak_ptr<Overlap> weak = o;
+    for (size_t i = 0; i < params.size(); ++i) {
+      params[i].register_grad_ready_hook([weak, i](const Tensor& g, const GradReadyInfo& info) {
+        if (auto s = weak.lock()) s->on_ready(i, g, info);
+      });
+      params[i].register_hook([weak](const Tensor&) -> Tensor {
+        if (auto s = weak.lock()) s->close();
+        return {};
+      });
+    }
+    overlap = std::move(o);
+  }
 
   std::string who() const { return "ShardedOptimizer (rank " + std::to_string(rank) + " of " + std::to_string(world) + ")"; }
 
@@ -65,6 +263,7 @@ ShardedOptimizer::ShardedOptimizer(std::vector<Tensor> params, Factory make, Sha
   if (s.stage != 1 && s.stage != 2) {
     throw ValueError(s.who() + ": stage " + std::to_string(s.stage) + " (ShardedOptions::stage must be 1 or 2)");
   }
+  if (options.bucket_bytes == 0) throw ValueError(s.who() + ": ShardedOptions::bucket_bytes must be positive");
   if (s.params.empty()) throw ValueError(s.who() + ": no parameters");
   if (!make) throw ValueError(s.who() + ": no optimizer factory");
   for (size_t i = 0; i < s.params.size(); ++i) {
@@ -105,17 +304,42 @@ ShardedOptimizer::ShardedOptimizer(std::vector<Tensor> params, Factory make, Sha
       p.detach().copy_(host.to(p.device()));
     }
   }
+  if (s.stage == 2 && s.world > 1) s.start_overlap(options.bucket_bytes);
 }
 
-ShardedOptimizer::~ShardedOptimizer() = default;
+ShardedOptimizer::~ShardedOptimizer() {
+  if (impl_ && impl_->overlap) impl_->overlap->drain();
+}
 
 void ShardedOptimizer::step() {
   Impl& s = *impl_;
   NoGradGuard no_grad;
   const Device cpu("cpu:0");
-  if (s.stage == 2 && s.world > 1) {
-    // The mean of every rank's local gradients, rank r receiving section r
+  std::vector<Tensor> bucketed;
+  if (s.overlap) {
+    try {
+      bucketed = s.overlap->finish();
+    } catch (...) {
+      s.overlap->drain();
+      throw;
+    }
+  }
+  if (!bucketed.empty()) {
+    // The backward passes' buckets: this rank keeps its shard's averaged
+    // gradients; the others' local gradients are released.
+    for (size_t b = 0; b < bucketed.size(); ++b) {
+      const Tensor section = bucketed[b].to(s.params[0].device());
+      for (const auto& [i, offset] : s.overlap->buckets[b].rows[static_cast<size_t>(s.rank)]) {
+        s.params[i].set_grad(section.slice(0, offset, offset + s.params[i].numel()).reshape(s.params[i].sizes()).clone());
+      }
+    }
+    for (size_t i = 0; i < s.params.size(); ++i)
+      if (s.owners[i] != s.rank) s.params[i].set_grad(Tensor());
+  } else if (s.stage == 2 && s.world > 1) {
+    // No backward() pass since the last step (gradients set by hand, or a
+    // tape's): the mean of every rank's grad(), rank r receiving section r
     // (over Gloo on the CPU: device collectives have no reduce-scatter).
+    if (s.overlap) ++s.overlap->stats.steps_reduced_at_step;
     std::vector<Tensor> rows;
     for (int r = 0; r < s.world; ++r) {
       rows.push_back(s.section(r, [&](size_t i) {
@@ -174,6 +398,8 @@ size_t ShardedOptimizer::state_bytes() const {
 }
 
 int ShardedOptimizer::stage() const { return impl_->stage; }
+
+ShardedStats ShardedOptimizer::stats() const { return impl_->overlap ? impl_->overlap->stats : ShardedStats{}; }
 
 distributed::ProcessGroup& ShardedOptimizer::process_group() const { return *impl_->group; }
 

@@ -260,12 +260,13 @@ void bind_distributed(nb::module_& m) {
                                    "ZeRO stage 1 or 2 (the C++ nn::ShardedOptimizer; docs/distributed.md)")
       .def("__init__", [](nn::ShardedOptimizer* self, std::vector<Tensor> params, const std::string& kind,
                           std::map<std::string, double> options, std::pair<double, double> betas, int stage,
-                          PG* group) {
+                          size_t bucket_bytes, PG* group) {
         nn::ShardedOptimizer::Factory make = optimizer_factory(kind, options, betas);
         nb::gil_scoped_release release;  // construction broadcasts
-        new (self) nn::ShardedOptimizer(std::move(params), std::move(make), {.stage = stage}, group);
+        new (self) nn::ShardedOptimizer(std::move(params), std::move(make),
+                                        {.stage = stage, .bucket_bytes = bucket_bytes}, group);
       }, nb::arg("params"), nb::arg("optimizer_class"), nb::arg("options"), nb::arg("betas"), nb::arg("stage"),
-         nb::arg("group").none())
+         nb::arg("bucket_bytes"), nb::arg("group").none())
       .def("step", &nn::ShardedOptimizer::step, kRelease)
       .def("zero_grad", &nn::ShardedOptimizer::zero_grad)
       .def("owner", &nn::ShardedOptimizer::owner, nb::arg("index"))
@@ -275,6 +276,15 @@ void bind_distributed(nb::module_& m) {
                    "uses.")
       .def_prop_ro("state_bytes", &nn::ShardedOptimizer::state_bytes)
       .def_prop_ro("stage", &nn::ShardedOptimizer::stage)
+      .def("stats", [](const nn::ShardedOptimizer& o) {
+        const nn::ShardedStats s = o.stats();
+        nb::dict out;
+        out["reduced_passes"] = s.reduced_passes;
+        out["buckets_overlapped"] = s.buckets_overlapped;
+        out["buckets_at_end"] = s.buckets_at_end;
+        out["steps_reduced_at_step"] = s.steps_reduced_at_step;
+        return out;
+      })
       .def_prop_ro("params", &nn::ShardedOptimizer::params);
 
   nb::class_<dist::Checkpointer>(d, "_Checkpointer")

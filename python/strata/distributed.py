@@ -141,7 +141,7 @@ class DistributedDataParallel:
 
 
 if available:
-    _OPTIMIZER_KINDS = ("SGD", "Adam", "AdamW")
+    _OPTIMIZER_KINDS = {_strata.nn.SGD: "SGD", _strata.nn.Adam: "Adam", _strata.nn.AdamW: "AdamW"}
 
     class ShardedOptimizer(_d.ShardedOptimizer):
         """ZeRO (PyTorch's ZeroRedundancyOptimizer is stage 1): every rank
@@ -150,17 +150,23 @@ if available:
             opt = dist.ShardedOptimizer(model.parameters(), strata.nn.Adam, lr=1e-3)       # stage 1, with DDP
             opt = dist.ShardedOptimizer(model.parameters(), strata.nn.Adam, stage=2, lr=1e-3)  # no DDP
 
-        Stage 2 averages the local gradients itself at step() (a
-        reduce-scatter), so use it without DistributedDataParallel.
-        optimizer_class is strata.nn.SGD, Adam or AdamW; the keywords are its
-        options (lr, betas, eps, weight_decay; momentum, dampening, nesterov)."""
+        Stage 2 averages the local gradients itself, reduce-scattering
+        buckets of about `bucket_cap_mb` MiB during backward, so use it
+        without DistributedDataParallel. optimizer_class is strata.nn.SGD,
+        Adam or AdamW; the keywords are its options (lr, betas, eps,
+        weight_decay; momentum, dampening, nesterov). stats() counts stage
+        2's bucketed passes."""
 
-        def __init__(self, params, optimizer_class, stage=1, group=None, **options):
-            kind = getattr(optimizer_class, "__name__", repr(optimizer_class))
-            if kind not in _OPTIMIZER_KINDS:
-                raise TypeError(f"ShardedOptimizer: optimizer_class must be strata.nn.SGD, Adam or AdamW, got {kind}")
+        def __init__(self, params, optimizer_class, stage=1, group=None, bucket_cap_mb=25, **options):
+            kind = _OPTIMIZER_KINDS.get(optimizer_class)
+            if kind is None:
+                raise TypeError("ShardedOptimizer: optimizer_class must be strata.nn.SGD, Adam or AdamW, got "
+                                f"{getattr(optimizer_class, '__name__', repr(optimizer_class))}")
             betas = tuple(options.pop("betas", (0.9, 0.999)))
-            super().__init__(list(params), kind, {k: float(v) for k, v in options.items()}, betas, stage, group)
+            if not bucket_cap_mb > 0:
+                raise ValueError(f"ShardedOptimizer: bucket_cap_mb must be positive, got {bucket_cap_mb}")
+            super().__init__(list(params), kind, {k: float(v) for k, v in options.items()}, betas, stage,
+                             max(1, int(bucket_cap_mb * (1 << 20))), group)
 
     class Checkpointer:
         """Numbered training-state files in one directory, for restarts

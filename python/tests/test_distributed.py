@@ -183,7 +183,7 @@ def train(stage):
         wrapped = dist.DistributedDataParallel(m)
         opt = dist.ShardedOptimizer(m.parameters(), nn.Adam, lr=0.01)
     else:
-        wrapped, opt = m, dist.ShardedOptimizer(m.parameters(), nn.Adam, stage=2, lr=0.01)
+        wrapped, opt = m, dist.ShardedOptimizer(m.parameters(), nn.Adam, stage=2, bucket_cap_mb=1 / 1024, lr=0.01)
     for _ in range(3):
         opt.zero_grad()
         nn.functional.cross_entropy(wrapped(x), y).backward()
@@ -197,6 +197,13 @@ for stage in (1, 2):
     for p, q in zip(m.parameters(), plain.parameters()):
         assert np.array_equal(p.numpy(), q.numpy()), (stage, np.abs(p.numpy() - q.numpy()).max())
 assert sorted(opt.shard) == [i for i in range(len(opt.params)) if opt.owner(i) == r]
+zs = opt.stats()
+assert zs["reduced_passes"] == 3 and zs["buckets_overlapped"] >= 6, zs   # stage 2: buckets during backward
+try:
+    dist.ShardedOptimizer(m.parameters(), dict, lr=0.1)
+    raise AssertionError("a class that is no strata optimizer was taken")
+except TypeError as e:
+    assert "must be strata.nn.SGD, Adam or AdamW, got dict" in str(e), str(e)
 try:
     dist.ShardedOptimizer(m.parameters(), nn.Adam, momentum=0.9)
     raise AssertionError("an option Adam does not take was taken")

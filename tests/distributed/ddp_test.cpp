@@ -536,7 +536,7 @@ void expect_sharded_training_equals_ddp(int world) {
     nn::ShardedOptimizer zero1(one->parameters(), adam);
 
     auto two = make_net(DType::f64);
-    nn::ShardedOptimizer zero2(two->parameters(), adam, {.stage = 2});
+    nn::ShardedOptimizer zero2(two->parameters(), adam, {.stage = 2, .bucket_bytes = 256});
     for (int step = 0; step < 3; ++step) {
       ref_opt.zero_grad();
       nn::functional::cross_entropy(ref_ddp(mine.x), mine.y).backward();
@@ -560,6 +560,11 @@ void expect_sharded_training_equals_ddp(int world) {
       // Stage 2 keeps only this rank's shard of the averaged gradients.
       require(p2[i].grad().defined() == (zero2.owner(i) == rank), "stage 2 keeps only its shard's gradients");
     }
+    // Stage 2 reduced each pass in buckets (256 bytes: several), started
+    // during backward.
+    const nn::ShardedStats st = zero2.stats();
+    require(st.reduced_passes == 3 && st.steps_reduced_at_step == 0, "three bucketed passes");
+    require(st.buckets_overlapped >= 6, "buckets started during backward: " + std::to_string(st.buckets_overlapped));
     size_t full = 0;
     for (const auto& [name, t] : ref_opt.state_dict()) {
       if (name.rfind("param.", 0) == 0) full += static_cast<size_t>(t.numel()) * dtype_size(t.dtype());
@@ -573,6 +578,57 @@ void expect_sharded_training_equals_ddp(int world) {
 }
 
 TEST(DDP, ShardedOptimizerStagesOneAndTwoEqualDdpBitForBit) { expect_sharded_training_equals_ddp(2); }
+
+// Stage 2 with gradient accumulation (two backward passes per step: their
+// reductions add up) against DDP's no_sync accumulation, and with
+// gradients set by hand (no backward pass: reduce-scattered at step()).
+TEST(DDP, ShardedOptimizerStageTwoAccumulatesPassesAndReducesHandSetGradients) {
+  run_ranks("zero_accumulate", [](int rank) {
+    Batch all = global_batch(24, DType::f64);
+    Batch mine = shard(all, rank, 2);
+    Batch half_a{mine.x.slice(0, 0, 6), mine.y.slice(0, 0, 6)}, half_b{mine.x.slice(0, 6, 12), mine.y.slice(0, 6, 12)};
+    auto sgd = [](std::vector<Tensor> ps) {
+      return std::make_unique<nn::SGD>(std::move(ps), nn::SGDOptions{.lr = 0.1, .momentum = 0.9});
+    };
+    auto reference = make_net(DType::f64);
+    nn::DistributedDataParallel ref_ddp(*reference, {.bucket_bytes = 256});
+    nn::SGD ref_opt(reference->parameters(), {.lr = 0.1, .momentum = 0.9});
+    auto two = make_net(DType::f64);
+    nn::ShardedOptimizer zero2(two->parameters(), sgd, {.stage = 2, .bucket_bytes = 256});
+    for (int step = 0; step < 2; ++step) {
+      ref_opt.zero_grad();
+      {
+        auto scope = ref_ddp.no_sync();
+        nn::functional::cross_entropy(ref_ddp(half_a.x), half_a.y).backward();
+      }
+      nn::functional::cross_entropy(ref_ddp(half_b.x), half_b.y).backward();
+      ref_opt.step();
+      zero2.zero_grad();
+      nn::functional::cross_entropy((*two)(half_a.x), half_a.y).backward();
+      nn::functional::cross_entropy((*two)(half_b.x), half_b.y).backward();
+      zero2.step();
+    }
+    auto r = reference->parameters(), p = two->parameters();
+    for (size_t i = 0; i < r.size(); ++i) {
+      const double d = max_abs_diff(p[i], r[i]);  // mean(a) + mean(b) against mean(a + b)
+      require(d <= 1e-12, "accumulated stage 2: parameter " + std::to_string(i) + " differs by " + std::to_string(d));
+    }
+    require(zero2.stats().reduced_passes == 4, "four bucketed passes");
+    // Gradients set by hand: averaged at step().
+    zero2.zero_grad();
+    ref_opt.zero_grad();
+    for (size_t i = 0; i < p.size(); ++i) {
+      p[i].set_grad(zeros_like(p[i].detach()) + static_cast<double>(rank + 1));
+      r[i].set_grad(zeros_like(r[i].detach()) + 1.5);  // the mean of 1 and 2
+    }
+    zero2.step();
+    ref_opt.step();
+    for (size_t i = 0; i < r.size(); ++i) {
+      require(max_abs_diff(p[i], r[i]) <= 1e-12, "hand-set gradients: parameter " + std::to_string(i));
+    }
+    require(zero2.stats().steps_reduced_at_step == 1, "the hand-set gradients were reduced at step()");
+  });
+}
 TEST(DDP, ShardedOptimizerOnThreeRanks) { expect_sharded_training_equals_ddp(3); }
 
 TEST(DDP, ShardedOptimizerRefusesWhatItCannotShard) {

@@ -13,8 +13,9 @@
 //   });
 //   ... cross_entropy(ddp(x), y).backward(); opt.step(); opt.zero_grad();
 //
-//   // Stage 2: no DDP; step() reduce-scatters the local gradients, so each
-//   // rank keeps only its shard's averaged gradients.
+//   // Stage 2: no DDP; backward reduce-scatters the local gradients in
+//   // buckets as they become ready, so each rank keeps only its shard's
+//   // averaged gradients.
 //   nn::ShardedOptimizer opt2(model.parameters(), make_adam, {.stage = 2});
 //   ... cross_entropy(model(x), y).backward(); opt2.step(); opt2.zero_grad();
 //
@@ -44,6 +45,25 @@ struct ShardedOptions {
   /// shard's averaged gradients (the local gradients backward produced are
   /// released at step()).
   int stage = 1;
+  /// Stage 2: target size of one gradient bucket. Each backward() pass
+  /// reduce-scatters a bucket as soon as its gradients are complete
+  /// (parameters in reverse order, as backward produces them), overlapping
+  /// the rest of the pass, as DistributedDataParallel's all-reduces do.
+  size_t bucket_bytes = 25u << 20;
+};
+
+/// What a stage-2 ShardedOptimizer reduced, for tests and tuning.
+struct ShardedStats {
+  /// backward() passes whose gradients were reduced in buckets.
+  uint64_t reduced_passes = 0;
+  /// Bucket reduce-scatters started during backward, and those started
+  /// only at the pass's end or at step() (a bucket with a parameter that
+  /// got no gradient in the pass).
+  uint64_t buckets_overlapped = 0;
+  uint64_t buckets_at_end = 0;
+  /// step() calls that found no bucketed pass (gradients set by hand, or
+  /// taken with a tape) and reduce-scattered the gradients at step().
+  uint64_t steps_reduced_at_step = 0;
 };
 
 class ShardedOptimizer {
@@ -65,10 +85,16 @@ class ShardedOptimizer {
   ShardedOptimizer(const ShardedOptimizer&) = delete;
   ShardedOptimizer& operator=(const ShardedOptimizer&) = delete;
 
-  /// Stage 2 first averages the gradients (a parameter without one counts
-  /// as zeros) and keeps this rank's shard of them; then this rank's
-  /// optimizer steps its shard, and every parameter is sent from its owner
-  /// to the others (one collective per step). Every rank must call it.
+  /// Stage 2 first waits for the averaged gradients of the backward()
+  /// passes since the last step (their buckets were reduce-scattered during
+  /// each pass; several passes — gradient accumulation — add up) or, when
+  /// there was no such pass, reduce-scatters the gradients grad() holds (a
+  /// parameter without one counts as zeros); it keeps this rank's shard of
+  /// them. Then this rank's optimizer steps its shard, and every parameter
+  /// is sent from its owner to the others (one collective per step). Every
+  /// rank must call it, after the same number of backward() passes.
+  /// Stage 2 averages what backward produced: change the gradients after
+  /// step() has averaged them (a rank's shard), not before.
   void step();
   /// Clears every parameter's gradient.
   void zero_grad();
@@ -82,6 +108,7 @@ class ShardedOptimizer {
   /// Bytes of optimizer state this rank holds (its optimizer's buffers).
   size_t state_bytes() const;
   int stage() const;
+  ShardedStats stats() const;
   /// The group the parameters are split over.
   distributed::ProcessGroup& process_group() const;
   /// The parameters, in the given order.
