@@ -260,32 +260,6 @@ TEST(Compile, WhatCannotBeReplayedFallsBackWithItsReason) {
   ASSERT_EQ(draws.stats().fallbacks.size(), 1u);
   EXPECT_NE(draws.stats().fallbacks[0].reason.find("random"), std::string::npos) << draws.stats().fallbacks[0].reason;
 
-  // A branch on a traced value, read on the host: the trace would freeze
-  // the branch taken, so the signature runs eagerly and each call takes its
-  // own branch.
-  auto branches = compile([](const std::vector<Tensor>& in) {
-    return std::vector<Tensor>{sum(in[0]).item<double>() > 0.0 ? exp(in[0]) : neg(in[0])};
-  });
-  const Tensor up = full({3}, 1.0, {.dtype = t}), down = full({3}, -1.0, {.dtype = t});
-  expect_same(branches({up})[0], exp(up));
-  expect_same(branches({down})[0], neg(down));
-  ASSERT_EQ(branches.stats().fallbacks.size(), 1u);
-  EXPECT_NE(branches.stats().fallbacks[0].reason.find("reads a value it computed"), std::string::npos)
-      << branches.stats().fallbacks[0].reason;
-  // A number read from a tensor made before the call would be frozen too;
-  // one made inside from constants may be read.
-  Tensor scale = full({}, 2.0, {.dtype = t});
-  auto reads_weight =
-      compile([&scale](const std::vector<Tensor>& in) { return std::vector<Tensor>{in[0] * scale.item<double>()}; });
-  expect_same(reads_weight({up})[0], up * 2.0);
-  scale.copy_(full({}, 3.0, {.dtype = t}));
-  expect_same(reads_weight({up})[0], up * 3.0);
-  ASSERT_EQ(reads_weight.stats().fallbacks.size(), 1u);
-  EXPECT_NE(reads_weight.stats().fallbacks[0].reason.find("a tensor made before the call"), std::string::npos);
-  auto reads_own =
-      compile([](const std::vector<Tensor>& in) { return std::vector<Tensor>{in[0] * full({}, 2.0).item<double>()}; });
-  reads_own({up});
-  EXPECT_TRUE(reads_own.stats().fallbacks.empty());
 
   // .grad is autograd state, not an op: backward() inside the function
   // (it accumulates into the leaves' .grad), reading .grad, and clearing
@@ -337,6 +311,80 @@ TEST(Compile, WhatCannotBeReplayedFallsBackWithItsReason) {
   EXPECT_TRUE(bad.stats().fallbacks.empty());
   EXPECT_THROW(bad({Tensor(), ones({2})}), Error);
   EXPECT_THROW(compile(TraceFn()), Error);
+}
+
+// A value the function reads on the host (a branch, a number) is a guard:
+// each path gets its own trace, replayed while its guards hold; a value
+// that changes at every call runs eagerly after four traces, the guard
+// named in the reason. Values the function made from constants need none.
+TEST(Compile, AHostReadIsAGuardAndEachPathGetsItsTrace) {
+  const DType t = real_dtype();
+  int runs = 0;  // calls that ran the function (traced it)
+  auto branches = compile([&runs](const std::vector<Tensor>& in) {
+    ++runs;
+    const bool positive = gt(sum(in[0]), zeros({}, {.dtype = in[0].dtype()})).item<bool>();
+    return std::vector<Tensor>{positive ? exp(in[0]) : neg(in[0])};
+  });
+  const Tensor up = full({3}, 1.0, {.dtype = t}), down = full({3}, -1.0, {.dtype = t});
+  expect_same(branches({up})[0], exp(up));
+  expect_same(branches({up * 2.0})[0], exp(up * 2.0));    // the guard holds: a replay
+  expect_same(branches({down})[0], neg(down));            // it fails: a second trace
+  expect_same(branches({down * 3.0})[0], neg(down * 3.0));
+  expect_same(branches({up * 0.5})[0], exp(up * 0.5));    // the first trace again
+  EXPECT_EQ(runs, 2);
+  CompileStats s = branches.stats();
+  EXPECT_TRUE(s.fallbacks.empty());
+  EXPECT_EQ(s.traces, 2u);
+  EXPECT_EQ(s.replays, 3u);
+  EXPECT_EQ(s.guard_failures, 1u);
+  ASSERT_EQ(s.signatures.size(), 2u);
+  EXPECT_NE(s.signatures[0].find("(1 guard)"), std::string::npos) << s.signatures[0];
+  // A guarded graph replays only inside its compiled function.
+  const auto g = branches.graph_for({up});
+  ASSERT_NE(g, nullptr);
+  try {
+    g->save(std::filesystem::temp_directory_path() / "strata_guarded.json");
+    ADD_FAILURE() << "a guarded graph was saved";
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("is a guard of strata::compile"), std::string::npos) << e.what();
+  }
+
+  // A number read from a tensor made before the call: a new value, a new trace.
+  Tensor scale = full({}, 2.0, {.dtype = t});
+  auto reads_weight =
+      compile([&scale](const std::vector<Tensor>& in) { return std::vector<Tensor>{in[0] * scale.item<double>()}; });
+  expect_same(reads_weight({up})[0], up * 2.0);
+  scale.copy_(full({}, 3.0, {.dtype = t}));
+  expect_same(reads_weight({up})[0], up * 3.0);
+  expect_same(reads_weight({up})[0], up * 3.0);
+  EXPECT_EQ(reads_weight.stats().guard_failures, 1u);
+  EXPECT_EQ(reads_weight.stats().replays, 1u);
+  EXPECT_TRUE(reads_weight.stats().fallbacks.empty());
+
+  // A value that changes at every call: four traces, then eager, the
+  // guard's values in the reason; every result right.
+  auto scaled = compile([](const std::vector<Tensor>& in) {
+    return std::vector<Tensor>{in[0] * sum(in[0]).item<double>()};
+  });
+  for (int k = 1; k <= 6; ++k) {
+    const Tensor x = full({2}, static_cast<double>(k), {.dtype = t});
+    expect_same(scaled({x})[0], x * (2.0 * k));
+  }
+  s = scaled.stats();
+  EXPECT_EQ(s.traces, 4u);
+  EXPECT_EQ(s.eager_calls, 2u);
+  ASSERT_EQ(s.fallbacks.size(), 1u);
+  EXPECT_NE(s.fallbacks[0].reason.find("the guards of 4 traces"), std::string::npos) << s.fallbacks[0].reason;
+  EXPECT_NE(s.fallbacks[0].reason.find("guard #1: the function read"), std::string::npos) << s.fallbacks[0].reason;
+  EXPECT_NE(s.fallbacks[0].reason.find("now it reads "), std::string::npos) << s.fallbacks[0].reason;
+  EXPECT_EQ(s.fallbacks[0].reason.substr(s.fallbacks[0].reason.size() - 3), " 10") << s.fallbacks[0].reason;  // 5 + 5
+
+  auto reads_own =
+      compile([](const std::vector<Tensor>& in) { return std::vector<Tensor>{in[0] * full({}, 2.0).item<double>()}; });
+  reads_own({up});
+  reads_own({up});
+  EXPECT_EQ(reads_own.stats().replays, 1u);
+  EXPECT_EQ(reads_own.graph_for({up})->nodes.size(), 1u) << "no guard on a value made from constants";
 }
 
 TEST(Compile, InsideATraceItRunsEagerlySoTheOuterTraceSeesItsOps) {

@@ -89,6 +89,12 @@ struct CompileStats {
   uint64_t traces = 0;       // first calls of a signature (traced and run eagerly)
   uint64_t replays = 0;      // calls answered by a cached graph
   uint64_t eager_calls = 0;  // calls run eagerly because their signature fell back
+  /// Calls whose every trace stopped at a guard: a value the function read
+  /// on the host (item(), to_vector()) when traced reads otherwise now.
+  /// Each such call takes one more trace of its signature (up to 4, each
+  /// replayed while its guards hold; then the signature runs eagerly, the
+  /// last failure in `fallbacks`).
+  uint64_t guard_failures = 0;
   /// Traces that serve inputs of any shape of their ranks (elementwise
   /// graphs: a new batch size is no new trace).
   uint64_t shape_free_traces = 0;
@@ -119,11 +125,14 @@ class CompiledFunction {
   /// returns the traced run's results; later calls replay
   /// the fused graph. A trace of elementwise ops only, whose inputs of rank
   /// above 0 share one shape and which captured no such tensor, serves
-  /// every shape of those ranks (shapes are then symbolic). A function that
-  /// cannot be traced (an in-place write, a random draw, a device move, a
-  /// host read of a value it computed or of a tensor made before the call:
-  /// the reason is in stats().fallbacks) runs eagerly for that signature
-  /// from then on. Called while another
+  /// every shape of those ranks (shapes are then symbolic). A host read of
+  /// a value the function computed or of a tensor made before the call
+  /// (item(), to_vector(), printing: a branch or a number taken from it)
+  /// becomes a guard: a replay reads the value again and, where it
+  /// differs, the call takes another trace (see CompileStats::
+  /// guard_failures). A function that cannot be traced (an in-place write,
+  /// a random draw, a device move: the reason is in stats().fallbacks)
+  /// runs eagerly for that signature from then on. Called while another
   /// trace records (inside trace() or another compiled function's first
   /// call), it runs the function eagerly, so the outer trace sees its ops.
   std::vector<Tensor> operator()(const std::vector<Tensor>& inputs) const;
@@ -142,19 +151,21 @@ class CompiledFunction {
   std::shared_ptr<State> state_;
 };
 
-/// Compiles `fn` (see CompiledFunction). A function that reads on the host a
-/// value it computed or a tensor made before the call (item, to_vector: a
-/// branch or a number a replay could not follow) falls back to eager for
-/// that signature; other control flow is frozen to the path the first call
-/// takes, as with trace() (docs/compile.md).
+/// Compiles `fn` (see CompiledFunction). What the function reads on the
+/// host of a value it computed or of a tensor made before the call (item,
+/// to_vector: a branch or a number) is guarded: a replay checks it and
+/// takes another trace where it changed. Other control flow (a global
+/// flag, a counter) is frozen to the path the first call takes, as with
+/// trace() (docs/compile.md).
 CompiledFunction compile(TraceFn fn, CompileOptions options = {});
 
 /// Whether this thread is inside a compiled function's trace (the first
 /// call of a signature), in the function itself rather than inside an op:
 /// the counterpart of torch.compiler.is_compiling(). Code that reads
 /// values on the host only to check them (nn::functional's label range)
-/// leaves the check to the kernels there, since a host read would make the
-/// signature fall back to eager.
+/// leaves the check to the kernels there, since a host read would become a
+/// guard that every replay reads back (a device synchronisation) and that
+/// fails whenever the values change.
 bool is_compiling();
 
 }  // namespace strata

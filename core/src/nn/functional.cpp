@@ -86,7 +86,9 @@ void check_classification(const char* op, const Tensor& scores, const Tensor& ta
     throw ShapeError(std::string(op) + ": targets must be [N] = [" + std::to_string(scores.size(0)) + "] for input " +
                      type_string(scores) + ", got " + type_string(targets));
   }
-  // Under strata::compile (a replay would not read them again) and for
+  // Under strata::compile (the read would be a guard on the label range,
+  // read back at every replay and failing whenever the labels' minimum or
+  // maximum changes) and for
   // labels batched by vmap (each lane has its own) the labels are not read
   // on the host: the gather kernel checks every index on every run
   // (docs/ops.md), naming the one out of range.

@@ -25,6 +25,7 @@ namespace {
 /// in the stats), the tensors it captured and its constants, made once.
 struct Entry {
   std::string key;
+  int guards = 0;           // guard nodes in the graph (host reads the replay checks)
   bool any_shape = false;  // replays inputs of any shape of the traced ranks
   std::shared_ptr<const Graph> graph;
   detail::ReplayPlan plan;  // views *graph
@@ -129,15 +130,26 @@ struct CompiledFunction::State {
     entries.remove(e);
     entries.push_front(e);
   }
-  void store(std::shared_ptr<Entry> e) {
-    entries.remove_if([&e](const std::shared_ptr<Entry>& x) { return x->key == e->key; });
+  /// The traces kept for `key`, most recently used first: one, or several
+  /// when guards failed (each trace took another path).
+  std::vector<std::shared_ptr<Entry>> variants(const std::string& k) const {
+    std::vector<std::shared_ptr<Entry>> out;
+    for (const auto& e : entries)
+      if (e->key == k) out.push_back(e);
+    return out;
+  }
+  /// Keeps `e`, replacing the traces of its key unless it is one more
+  /// `variant` (a trace taken after the others' guards failed).
+  void store(std::shared_ptr<Entry> e, bool variant = false) {
+    if (!variant) entries.remove_if([&e](const std::shared_ptr<Entry>& x) { return x->key == e->key; });
     entries.push_front(std::move(e));
     while (entries.size() > std::max<size_t>(options.max_signatures, 1)) entries.pop_back();
   }
 
   /// The first call of a signature: trace (running the function), fuse,
   /// keep; on a trace that cannot be taken, run eagerly and remember why.
-  std::vector<Tensor> trace_and_keep(const std::vector<Tensor>& inputs, const std::string& key) {
+  std::vector<Tensor> trace_and_keep(const std::vector<Tensor>& inputs, const std::string& key,
+                                     bool variant = false) {
     auto e = std::make_shared<Entry>();
     e->key = key;
     detail::CompileTrace t;
@@ -182,14 +194,52 @@ struct CompiledFunction::State {
       device = t.captured.front().device();
     e->constants = detail::make_constants(g, device);
     e->captured = std::move(t.captured);
+    for (const GraphNode& n : g.nodes) e->guards += n.op == detail::kGuardOp ? 1 : 0;
     e->graph = std::make_shared<const Graph>(std::move(g));
     e->plan = detail::plan_replay(*e->graph);
     std::lock_guard lock(mutex);
     stats.shape_free_traces += e->any_shape ? 1 : 0;
-    store(std::move(e));
+    store(std::move(e), variant);
     return std::move(t.outputs);
   }
+
+  /// Every trace of a signature stopped at a guard (`failure`, the last):
+  /// one more trace, up to kMaxVariants of them; beyond, the signature
+  /// runs eagerly, the failure its reason.
+  std::vector<Tensor> after_guards(const std::vector<Tensor>& inputs, const std::string& key,
+                                   const std::string& failure) {
+    bool eager = false;
+    {
+      std::lock_guard lock(mutex);
+      ++stats.guard_failures;
+      --stats.replays;  // counted as one when the call began
+      if (variants(key).size() >= kMaxVariants) {
+        auto e = std::make_shared<Entry>();
+        e->key = key;
+        stats.fallbacks.push_back({key, "compile: the guards of " + std::to_string(kMaxVariants) +
+                                            " traces of this signature failed (a value the function reads on "
+                                            "the host changes from call to call); the last: " + failure});
+        store(std::move(e));
+        ++stats.eager_calls;
+        eager = true;
+      } else {
+        ++stats.traces;
+      }
+    }
+    return eager ? fn(inputs) : trace_and_keep(inputs, key, true);
+  }
+
+  static constexpr size_t kMaxVariants = 4;
 };
+
+namespace {
+/// Replays `e`'s graph on `inputs` and the tensors it captured.
+std::vector<Tensor> replay(const Entry& e, const std::vector<Tensor>& inputs) {
+  std::vector<Tensor> all(inputs);
+  all.insert(all.end(), e.captured.begin(), e.captured.end());
+  return detail::run_plan(e.plan, all, &e.constants, e.any_shape);
+}
+}  // namespace
 
 std::vector<Tensor> CompiledFunction::operator()(const std::vector<Tensor>& inputs) const {
   State& s = *state_;
@@ -219,16 +269,38 @@ std::vector<Tensor> CompiledFunction::operator()(const std::vector<Tensor>& inpu
   }
   if (e == nullptr) return s.trace_and_keep(inputs, key);
   if (e->graph == nullptr) return s.fn(inputs);
-  std::vector<Tensor> all(inputs);
-  all.insert(all.end(), e->captured.begin(), e->captured.end());
-  return detail::run_plan(e->plan, all, &e->constants, e->any_shape);
+  if (e->guards == 0) return replay(*e, inputs);
+  // Guarded traces: each took the path the values it read on the host
+  // chose; the first whose guards hold answers (a failed one stops at its
+  // guard, having run only pure ops), else one more trace.
+  std::vector<std::shared_ptr<Entry>> tries;
+  {
+    std::lock_guard lock(s.mutex);
+    tries = s.variants(e->key);
+  }
+  std::string failure;
+  for (const auto& v : tries) {
+    if (v->graph == nullptr) continue;
+    try {
+      std::vector<Tensor> out = replay(*v, inputs);
+      std::lock_guard lock(s.mutex);
+      s.touch(v);
+      return out;
+    } catch (const detail::GuardFailure& g) {
+      failure = g.what();
+    }
+  }
+  return s.after_guards(inputs, e->key, failure);
 }
 
 CompileStats CompiledFunction::stats() const {
   std::lock_guard lock(state_->mutex);
   CompileStats out = state_->stats;
   for (const auto& e : state_->entries) {
-    out.signatures.push_back(e->graph != nullptr ? e->key : e->key + " (eager)");
+    out.signatures.push_back(e->graph == nullptr ? e->key + " (eager)"
+                             : e->guards > 0  ? e->key + " (" + std::to_string(e->guards) + " guard" +
+                                                   (e->guards == 1 ? ")" : "s)")
+                                              : e->key);
     out.fused_regions += e->report.regions.size();
     for (const FusionRegion& r : e->report.regions) out.fused_ops += r.ops.size();
   }

@@ -10,6 +10,7 @@
 #include "runtime/dispatch/op.hpp"
 
 #include <strata/custom_function.hpp>
+#include <strata/error.hpp>
 #include <strata/graph.hpp>
 
 #include <atomic>
@@ -86,7 +87,7 @@ std::vector<Tensor> make_constants(const Graph& g, std::optional<Device> device)
 struct ReplayPlan {
   struct Step {
     const GraphNode* node = nullptr;
-    enum class Kind : uint8_t { kernel, structural, custom } kind = Kind::kernel;
+    enum class Kind : uint8_t { kernel, structural, custom, guard } kind = Kind::kernel;
     const OpDef* op = nullptr;     // kernel steps
     Attrs attrs;                   // kernel steps; they view the node's strings
     std::vector<int64_t> release;  // values no later step reads (and not outputs)
@@ -98,6 +99,20 @@ struct ReplayPlan {
 /// Throws Error naming the node for an unknown op, a value used before it
 /// is defined or a view or join that cannot be replayed.
 ReplayPlan plan_replay(const Graph& g);
+
+/// The op of a guard node (strata::compile only): the function read the
+/// node's input on the host while it was traced (item(), to_vector(),
+/// printing) and took a path or a number from it; attribute "expected"
+/// holds the bytes it read (hex), "index" the guard's number. A replay
+/// reads the value again and stops with GuardFailure where it differs.
+inline constexpr std::string_view kGuardOp = "guard";
+
+/// A replay stopped at a guard whose value differs from the traced one;
+/// what() names the guard, its value and the traced one.
+class GuardFailure : public Error {
+ public:
+  using Error::Error;
+};
 
 /// Graph::run on a plan, with the constants made beforehand by
 /// make_constants (null: made here, on the inputs' device). `any_shape`:

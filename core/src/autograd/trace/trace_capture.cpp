@@ -136,6 +136,30 @@ void TraceState::record(std::string_view op, std::span<const Tensor> inputs, std
   graph.nodes.push_back(std::move(n));
 }
 
+void TraceState::guard(const Tensor& t, const std::vector<uint8_t>& bytes) {
+  GraphNode n;
+  n.id = next_node++;
+  n.op = std::string(kGuardOp);
+  n.inputs.push_back(value_of(t));
+  static const char* const kHex = "0123456789abcdef";
+  GraphAttr expected;
+  expected.name = "expected";
+  expected.kind = GraphAttr::Kind::text;
+  for (uint8_t b : bytes) {
+    expected.text += kHex[b >> 4];
+    expected.text += kHex[b & 15];
+  }
+  GraphAttr index;
+  index.name = "index";
+  index.i = ++guards;
+  GraphAttr shown;
+  shown.name = "shown";
+  shown.kind = GraphAttr::Kind::text;
+  shown.text = guard_shown(t);
+  n.attrs = {std::move(expected), std::move(index), std::move(shown)};
+  graph.nodes.push_back(std::move(n));
+}
+
 std::atomic<int> g_active_traces{0};
 
 const TraceState* recording_trace() {
@@ -146,24 +170,28 @@ const TraceState* recording_trace() {
 
 namespace {
 
-/// strata::compile's trace refuses to let the function read on the host a
-/// value it computed, or a tensor made before the call: what it does with
-/// the number (a branch, a loop bound, a scalar operand) would be frozen
-/// into the graph, and a replay could not follow another value. Tensors
-/// the function made from constants may be read.
-void refuse_host_read_of_traced(const Tensor& t) {
-  const TraceState* s = recording_trace();
-  if (s == nullptr || !s->by_reference) return;
-  const bool computed = s->ids.count(t.impl()) != 0;
-  if (!computed && (t.impl()->storage == nullptr || t.impl()->storage->serial >= s->first_serial)) return;
-  throw Error("compile: the function reads " +
-              std::string(computed ? "a value it computed" : "a tensor made before the call") + " (" +
-              std::string(dtype_name(t.dtype())) + shape_string(t.sizes()) +
-              ") on the host (item, to_vector, printing): a replay would not see another value, so it could not "
-              "follow a branch or a number taken from it");
+/// strata::compile's trace guards what the function reads on the host of a
+/// value it computed or of a tensor made before the call: what it does
+/// with the number (a branch, a loop bound, a scalar operand) is frozen
+/// into the graph, so the replay reads the value again at the guard and
+/// stops where it differs (compile then takes another trace). Tensors the
+/// function made from constants may be read freely.
+void guard_host_read(const Tensor& t) {
+  thread_local bool reading = false;  // the guard's own read comes back here
+  if (reading || recording_trace() == nullptr) return;
+  TraceState& s = *active_trace();
+  if (!s.by_reference) return;
+  const bool computed = s.ids.count(t.impl()) != 0;
+  if (!computed && (t.impl()->storage == nullptr || t.impl()->storage->serial >= s.first_serial)) return;
+  reading = true;
+  struct Done {
+    bool& flag;
+    ~Done() { flag = false; }
+  } done{reading};
+  s.guard(t, read_bytes(t));
 }
 
-const bool g_host_read_hook_set = (set_host_read_hook(&refuse_host_read_of_traced), true);
+const bool g_host_read_hook_set = (set_host_read_hook(&guard_host_read), true);
 
 }  // namespace
 

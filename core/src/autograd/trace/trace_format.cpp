@@ -215,6 +215,13 @@ std::string program_to_json(const Graph& g) { return program_json(g).dump(1); }
 
 void Graph::save(const std::filesystem::path& path) const {
   if (!traced) throw Error("Graph::save: only graphs made by trace() can be saved and replayed");
+  for (const GraphNode& n : nodes) {
+    if (n.op == detail::kGuardOp) {
+      throw Error("Graph::save: node #" + std::to_string(n.id) +
+                  " is a guard of strata::compile (the function read a value on the host while it was traced); "
+                  "a graph with guards replays only inside its compiled function");
+    }
+  }
   const Graph savable = detail::savable_graph(*this);  // before the file is touched
   std::ofstream out(path, std::ios::binary | std::ios::trunc);
   if (!out) throw Error("Graph::save: cannot open " + path.string() + " for writing");

@@ -70,7 +70,17 @@ struct TraceState {
 
   void record(std::string_view op, std::span<const Tensor> inputs, std::span<const Tensor> outputs,
               const Attrs* attrs);
+
+  /// strata::compile: the function read `t` (a traced value, or a tensor
+  /// made before the call) on the host, whose bytes are `bytes`: a guard
+  /// node (kGuardOp) that a replay checks.
+  void guard(const Tensor& t, const std::vector<uint8_t>& bytes);
+  int guards = 0;
 };
+
+/// A guarded value as messages show it: up to 4 elements by value, else
+/// dtype and shape (trace_run.cpp).
+std::string guard_shown(const Tensor& t);
 
 /// The thread's trace when it records a graph (trace() or strata::compile,
 /// not a checkpoint's capture or recomputation) at the function's top

@@ -4,6 +4,7 @@
 #include "autograd/trace/trace_internal.hpp"
 
 #include "runtime/dispatch/op.hpp"
+#include "runtime/tensor/host_data.hpp"
 
 #include <strata/autograd.hpp>
 #include <strata/error.hpp>
@@ -14,6 +15,7 @@
 
 #include <algorithm>
 #include <complex>
+#include <cstdio>
 #include <exception>
 #include <optional>
 #include <string>
@@ -172,7 +174,12 @@ ReplayPlan plan_replay(const Graph& g) {
     ReplayPlan::Step step;
     step.node = &n;
     for (int64_t v : n.inputs) require(v, " (" + node_name(n) + ")");
-    if (detail::is_custom_node(n)) {
+    if (n.op == kGuardOp) {
+      if (n.inputs.size() != 1 || n.attrs.size() != 3 || n.attrs[0].name != "expected") {
+        throw Error("Graph::run: " + node_name(n) + " is not a guard strata::compile made");
+      }
+      step.kind = ReplayPlan::Step::Kind::guard;
+    } else if (detail::is_custom_node(n)) {
       step.kind = ReplayPlan::Step::Kind::custom;
     } else {
       step.op = detail::find_op(n.op);
@@ -198,11 +205,38 @@ ReplayPlan plan_replay(const Graph& g) {
   return plan;
 }
 
+std::string guard_shown(const Tensor& t) {
+  const std::string type = std::string(dtype_name(t.dtype())) + shape_string(t.sizes());
+  if (t.numel() > 4 || is_complex(t.dtype())) return type;
+  std::string values;
+  char buf[32];
+  for (double v : t.to_vector<double>()) {
+    std::snprintf(buf, sizeof buf, "%.9g", v);
+    values += (values.empty() ? "" : ", ") + std::string(buf);
+  }
+  return type + " " + (t.dim() == 0 ? values : "[" + values + "]");
+}
+
 namespace {
+
+/// A guard: the value read on the host when the function was traced must
+/// read the same now.
+void check_guard(const GraphNode& n, const Tensor& t) {
+  static const char* const kHex = "0123456789abcdef";
+  const std::string& expected = n.attrs[0].text;
+  const std::vector<uint8_t> bytes = read_bytes(t);
+  bool same = bytes.size() * 2 == expected.size();
+  for (size_t k = 0; same && k < bytes.size(); ++k)
+    same = expected[2 * k] == kHex[bytes[k] >> 4] && expected[2 * k + 1] == kHex[bytes[k] & 15];
+  if (same) return;
+  throw GuardFailure("guard #" + std::to_string(n.attrs[1].i) + ": the function read " + n.attrs[2].text +
+                     " on the host when it was traced; now it reads " + guard_shown(t));
+}
 
 /// Runs one step, its results stored in `values`.
 void replay_step(const ReplayPlan& plan, const ReplayPlan::Step& step, std::vector<Tensor>& values) {
   const GraphNode& n = *step.node;
+  if (step.kind == ReplayPlan::Step::Kind::guard) return check_guard(n, values[static_cast<size_t>(n.inputs[0])]);
   boost::container::small_vector<Tensor, 4> operands;
   for (int64_t v : n.inputs) operands.push_back(values[static_cast<size_t>(v)]);
   const std::span<const Tensor> in(operands.data(), operands.size());
@@ -216,6 +250,7 @@ void replay_step(const ReplayPlan& plan, const ReplayPlan::Step& step, std::vect
       values[static_cast<size_t>(n.outputs.front())] = detail::replay_structural(n, in);
       return;
     case ReplayPlan::Step::Kind::kernel:
+    case ReplayPlan::Step::Kind::guard:
       break;
   }
   detail::OpResult r = detail::dispatch_span(*step.op, in, step.attrs.empty() ? nullptr : &step.attrs);
