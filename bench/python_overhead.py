@@ -2,7 +2,9 @@
 the same run: a one-element f32 add from Python (strata.add and the +
 operator) against the same add from C++ (bench_dispatch's BM_TinyAdd,
 started by this script) and against PyTorch eager from Python when torch is
-importable; the ten-op tiny chain of bench_compile from Python; and one
+importable; the ten-op tiny chain of bench_compile from Python, eager and
+through strata.compile (one call, replayed in C++ as one fused op; its
+result checked against eager's first), at 1K and 64K elements; and one
 training epoch of the digits demo from Python (python/examples/digits.py)
 against the C++ demo's epoch (bench_demo's BM_Strata_DigitsEpoch).
 
@@ -75,6 +77,8 @@ def main():
     ap.add_argument("--repetitions", type=int, default=5)
     args = ap.parse_args()
     os.environ.setdefault("STRATA_THREADS", "1")
+    import numpy as np
+
     import strata
 
     a, b = strata.full([1], 1.0), strata.full([1], 2.0)
@@ -83,9 +87,20 @@ def main():
     add_fn = timed_statement("strata.add(a, b)", names, args.repetitions)
     add_op = timed_statement("a + b", names, args.repetitions)
     tiny_chain = timed_statement("chain(strata, x, y)", names, args.repetitions)
+    compiled = strata.compile(lambda x, y: chain(strata, x, y))
+    names["compiled"] = compiled
+    if not np.array_equal(compiled(names["x"], names["y"]).numpy(), chain(strata, names["x"], names["y"]).numpy()):
+        raise SystemExit("the compiled chain's bits differ from the eager chain's")
+    compiled_chain = timed_statement("compiled(x, y)", names, args.repetitions)
+    wide = dict(strata=strata, chain=chain, compiled=compiled, x=strata.rand([65536]), y=strata.rand([65536]))
+    wide_eager = timed_statement("chain(strata, x, y)", wide, args.repetitions)
+    wide_compiled = timed_statement("compiled(x, y)", wide, args.repetitions)
     print(f"python strata.add, 1 element: {fmt(add_fn)}")
     print(f"python a + b, 1 element:      {fmt(add_op)}")
     print(f"python 10-op chain, 1K:       {fmt(tiny_chain)}")
+    print(f"python compiled chain, 1K:    {fmt(compiled_chain)}; compiled/eager {compiled_chain[0] / tiny_chain[0]:.2f}")
+    print(f"python 10-op chain, 64K:      {fmt(wide_eager)}")
+    print(f"python compiled chain, 64K:   {fmt(wide_compiled)}; compiled/eager {wide_compiled[0] / wide_eager[0]:.2f}")
     if args.bench_demo:
         py_epoch = digits_epoch_seconds(args.repetitions)
         cxx_epoch = cxx_median(args.bench_demo, "BM_Strata_DigitsEpoch", args.repetitions)

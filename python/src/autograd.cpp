@@ -10,6 +10,7 @@
 #include <nanobind/stl/function.h>
 #include <nanobind/stl/optional.h>
 #include <nanobind/stl/pair.h>
+#include <nanobind/stl/string.h>
 #include <nanobind/stl/vector.h>
 
 #include <memory>
@@ -157,6 +158,52 @@ void bind_autograd(nb::module_& m, nb::class_<Tensor>& cls) {
   m.def("_hvp_list", [](const ScalarFn& f, const std::vector<Tensor>& xs, const std::vector<Tensor>& vs) {
     return hvp(f, xs, vs);
   }, nb::arg("f"), nb::arg("xs"), nb::arg("vs"), kRelease);
+
+  // strata.compile (python/strata/__init__.py wraps it): the C++ compiled
+  // function over a Python callable of a list of tensors. The GIL is
+  // released for the call: a replay runs no Python; a trace calls the
+  // function, whose wrapper takes the GIL again.
+  nb::class_<CompiledFunction>(m, "_CompiledFunction")
+      .def("__call__", [](const CompiledFunction& f, const std::vector<Tensor>& inputs) { return f(inputs); },
+           nb::arg("inputs"), kRelease)
+      .def("stats", [](const CompiledFunction& f) {
+        const CompileStats s = f.stats();
+        nb::dict out;
+        out["calls"] = s.calls;
+        out["traces"] = s.traces;
+        out["replays"] = s.replays;
+        out["eager_calls"] = s.eager_calls;
+        out["guard_failures"] = s.guard_failures;
+        out["shape_free_traces"] = s.shape_free_traces;
+        out["fused_regions"] = s.fused_regions;
+        out["fused_ops"] = s.fused_ops;
+        out["signatures"] = s.signatures;
+        nb::list fallbacks;
+        for (const CompileStats::Fallback& fb : s.fallbacks) fallbacks.append(nb::make_tuple(fb.signature, fb.reason));
+        out["fallbacks"] = fallbacks;
+        return out;
+      })
+      .def("report", [](const CompiledFunction& f, const std::vector<Tensor>& inputs) {
+        return f.report_for(inputs).text();
+      }, nb::arg("inputs"));
+  m.def("_compile", [](TraceFn fn, bool fuse, size_t max_signatures) {
+    // A strata.Error raised inside the Python function (an op the trace
+    // refused: an in-place write, a random draw) comes back as a Python
+    // error; compile falls back on the C++ Error, so it is one again here.
+    // Other Python exceptions propagate unchanged.
+    TraceFn checked = [inner = std::move(fn)](const std::vector<Tensor>& inputs) {
+      std::string message;
+      try {
+        return inner(inputs);
+      } catch (nb::python_error& e) {
+        nb::gil_scoped_acquire gil;
+        if (!e.matches(nb::handle(strata_error_type()))) throw;
+        message = nb::str(e.value()).c_str();
+      }
+      throw Error(message);
+    };
+    return compile(std::move(checked), {.fuse = fuse, .max_signatures = max_signatures});
+  }, nb::arg("fn"), nb::arg("fuse"), nb::arg("max_signatures"));
 }
 
 }  // namespace strata::python

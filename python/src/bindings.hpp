@@ -20,6 +20,8 @@ namespace strata::python {
 namespace nb = nanobind;
 
 void bind_errors(nb::module_& m);
+/// strata.Error, the Python base of every error Strata raises (module.cpp).
+PyObject* strata_error_type();
 void bind_types(nb::module_& m);
 void bind_tensor(nb::module_& m, nb::class_<Tensor>& cls);
 void bind_ops(nb::module_& m, nb::class_<Tensor>& cls);

@@ -44,6 +44,8 @@ Exceptions g_exceptions{};
 
 }  // namespace
 
+PyObject* strata_error_type() { return g_exceptions.error; }
+
 void bind_errors(nb::module_& m) {
   Exceptions& e = g_exceptions;
   e.error = new_exception(m, "Error", tuple_of({PyExc_RuntimeError}), "Every error Strata raises (strata::Error).");

@@ -7,6 +7,9 @@ order, devices chosen by JSON configuration (docs/python.md).
     y.backward()
     print(x.grad)
 """
+import functools as _functools
+import weakref as _weakref
+
 from . import _strata
 from ._strata import *  # noqa: F401,F403  (the C++ API, one to one)
 from ._strata import Tensor, dtype, device
@@ -198,6 +201,69 @@ class custom_jvp:
         if self._fn is None:
             raise TypeError(f"custom_jvp {self.name}: call defjvp(rule) before calling the function")
         return _unpack(self._fn(list(args)))
+
+
+def compile(fn=None, *, fuse=True, max_signatures=64):
+    """strata::compile for a Python function of tensors (docs/compile.md):
+    the first call of each input signature (dtypes, shapes, devices, and
+    whether gradients are taken) runs the function under a trace; later
+    calls replay the fused graph in C++ without running any Python. A
+    value the function reads on the host (`float(t)`, `t.item()`, `if t:`)
+    is a guard: where it reads otherwise at a replay, the call takes another
+    trace. In-place writes, random draws and device moves run eagerly, the
+    reason in `stats()["fallbacks"]`. Use as `compile(f)` or as a
+    decorator, `@strata.compile`; the compiled function takes tensors as
+    positional arguments and returns what the function returned (a tensor,
+    or a tuple of them). `f.stats()` is a dict of counters; `f.report(*args)`
+    what the fusion pass did for those arguments' signature."""
+    if fn is None:
+        return lambda f: compile(f, fuse=fuse, max_signatures=max_signatures)
+    shape = {"single": True}
+
+    def traced(inputs):
+        out = fn(*inputs)
+        if isinstance(out, Tensor):
+            shape["single"] = True
+            return [out]
+        shape["single"] = False
+        out = list(out)
+        for k, t in enumerate(out):
+            if not isinstance(t, Tensor):
+                raise TypeError(f"strata.compile: {getattr(fn, '__name__', 'the function')} returned "
+                                f"{type(t).__name__} as output {k}; a compiled function returns tensors")
+        return out
+
+    # The C++ function holds `traced` only weakly: a strong reference there,
+    # hidden from the garbage collector, would close a cycle it cannot
+    # break (fn's globals hold `call`, which holds the C++ function).
+    compiled = _strata._compile(_WeakCall(traced), fuse, max_signatures)
+
+    @_functools.wraps(fn)
+    def call(*args, **kwargs):
+        if kwargs:
+            raise TypeError("strata.compile: a compiled function takes tensors as positional arguments only")
+        outs = compiled(list(args))
+        return outs[0] if shape["single"] else tuple(outs)
+
+    call._traced = traced
+    call.stats = compiled.stats
+    call.report = lambda *args: compiled.report(list(args))
+    return call
+
+
+class _WeakCall:
+    """Calls a function through a weak reference (see compile)."""
+
+    __slots__ = ("_ref",)
+
+    def __init__(self, f):
+        self._ref = _weakref.ref(f)
+
+    def __call__(self, inputs):
+        f = self._ref()
+        if f is None:
+            raise RuntimeError("strata.compile: the compiled function was garbage-collected")
+        return f(inputs)
 
 
 def _argnums(argnums, n):
