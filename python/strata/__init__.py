@@ -242,6 +242,10 @@ def compile(fn=None, *, fuse=True, max_signatures=64):
     def call(*args, **kwargs):
         if kwargs:
             raise TypeError("strata.compile: a compiled function takes tensors as positional arguments only")
+        for k, a in enumerate(args):
+            if not isinstance(a, Tensor):
+                raise TypeError(f"strata.compile: argument {k} of {getattr(fn, '__name__', 'the function')} is "
+                                f"{type(a).__name__}; a compiled function takes strata.Tensor arguments")
         outs = compiled(list(args))
         return outs[0] if shape["single"] else tuple(outs)
 

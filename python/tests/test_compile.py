@@ -90,6 +90,8 @@ def test_tuples_in_and_out_and_what_is_refused():
 
     with pytest.raises(TypeError, match="positional arguments only"):
         both(x, y=y)
+    with pytest.raises(TypeError, match="argument 1 of both is float; a compiled function takes strata.Tensor"):
+        both(x, 2.0)
 
     @strata.compile
     def not_tensors(x):
