@@ -2,19 +2,19 @@
 // the ranks, stage 2's reduce-scatter of the gradients, and the exchange of
 // the updated parameters.
 //
-// Layout shared by both exchanges: rank r's parameters, in index order,
+// The exchange of parameters: rank r's parameters, in index order,
 // flattened one after another into "section" r of `width` elements (the
-// largest section; shorter ones are padded with zeros). A [world, width]
-// buffer holds every section: stage 2 reduce-scatters it (rank r receives
-// the mean of section r), and step() all-gathers each rank's own section of
-// updated values into it.
+// largest section; shorter ones are padded with zeros). step() all-gathers
+// each rank's own section of updated values into a [world, width] buffer.
 //
-// Stage 2 reduces during backward: the parameters, in reverse order, form
-// buckets of about bucket_bytes, each with the same layout over its own
-// parameters; a gradient-ready hook per parameter collects a backward()
-// pass's gradients, and a bucket is reduce-scattered as soon as it is
+// Stage 2 reduces the gradients in buckets: the parameters, in reverse
+// order, form buckets of about bucket_bytes, each laid out like the
+// sections over its own parameters, and reduce-scattered (rank r receives
+// the mean of its row). A gradient-ready hook per parameter collects a
+// backward() pass's gradients, and a bucket leaves as soon as it is
 // complete, in bucket order (every rank issues the same collectives in the
-// same order whatever order its gradients arrive in). step() waits for them.
+// same order whatever order its gradients arrive in); step() waits for
+// them, or reduces what grad() holds when no backward() pass ran.
 #include <strata/zero.hpp>
 
 #include "collective_device.hpp"
@@ -137,8 +137,17 @@ struct Overlap {
   }
 
   /// Waits for every pass's buckets and returns this rank's averaged
-  /// section per bucket, the passes added up; empty when no pass ran.
+  /// section per bucket, the passes added up. With no backward() pass since
+  /// the last step (gradients set by hand, or a tape's), what grad() holds
+  /// is reduce-scattered now, in the same buckets.
   std::vector<Tensor> finish() {
+    if (passes.empty() && !active) {
+      begin();
+      for (size_t i = 0; i < params.size(); ++i) grads[i] = params[i].grad();
+      for (size_t b = 0; b < buckets.size(); ++b) launch(b, true);
+      active = false;
+      ++stats.steps_reduced_at_step;
+    }
     close();
     std::vector<Tensor> sums(buckets.size());
     for (std::vector<Reduced>& pass : passes) {
@@ -148,10 +157,9 @@ struct Overlap {
         sums[b] = sums[b].defined() ? add(sums[b], pass[b].mine) : pass[b].mine;
       }
     }
-    const bool any = !passes.empty();
     passes.clear();
     first_since_step = true;
-    return any ? sums : std::vector<Tensor>{};
+    return sums;
   }
 
   /// Waits for what was launched, errors dropped (the step failed).
@@ -314,19 +322,16 @@ ShardedOptimizer::~ShardedOptimizer() {
 void ShardedOptimizer::step() {
   Impl& s = *impl_;
   NoGradGuard no_grad;
-  const Device cpu("cpu:0");
-  std::vector<Tensor> bucketed;
-  if (s.overlap) {
+  if (s.overlap) {  // stage 2 on several ranks
+    std::vector<Tensor> bucketed;
     try {
       bucketed = s.overlap->finish();
     } catch (...) {
       s.overlap->drain();
       throw;
     }
-  }
-  if (!bucketed.empty()) {
-    // The backward passes' buckets: this rank keeps its shard's averaged
-    // gradients; the others' local gradients are released.
+    // This rank keeps its shard's averaged gradients; the others' local
+    // gradients are released.
     for (size_t b = 0; b < bucketed.size(); ++b) {
       const Tensor section = bucketed[b].to(s.params[0].device());
       for (const auto& [i, offset] : s.overlap->buckets[b].rows[static_cast<size_t>(s.rank)]) {
@@ -335,27 +340,6 @@ void ShardedOptimizer::step() {
     }
     for (size_t i = 0; i < s.params.size(); ++i)
       if (s.owners[i] != s.rank) s.params[i].set_grad(Tensor());
-  } else if (s.stage == 2 && s.world > 1) {
-    // No backward() pass since the last step (gradients set by hand, or a
-    // tape's): the mean of every rank's grad(), rank r receiving section r
-    // (over Gloo on the CPU: device collectives have no reduce-scatter).
-    if (s.overlap) ++s.overlap->stats.steps_reduced_at_step;
-    std::vector<Tensor> rows;
-    for (int r = 0; r < s.world; ++r) {
-      rows.push_back(s.section(r, [&](size_t i) {
-        Tensor g = s.params[i].grad();
-        return g.defined() ? g : zeros_like(s.params[i].detach());
-      }));
-    }
-    Tensor in = stack(rows, 0).to(cpu);
-    Tensor out = zeros({s.width}, {.dtype = in.dtype(), .device = cpu});
-    s.group->reduce_scatter(out, in, distributed::ReduceOp::mean).wait();
-    Tensor averaged = out.to(s.params[0].device());
-    for (size_t i = 0; i < s.params.size(); ++i) {
-      // This rank keeps its shard's averaged gradients; the others' local
-      // gradients are released.
-      s.params[i].set_grad(s.owners[i] == s.rank ? s.part(averaged, i).clone() : Tensor());
-    }
   }
   if (s.local != nullptr) s.local->step();
   if (s.world == 1) return;

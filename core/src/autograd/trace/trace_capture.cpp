@@ -141,14 +141,10 @@ void TraceState::guard(const Tensor& t, const std::vector<uint8_t>& bytes) {
   n.id = next_node++;
   n.op = std::string(kGuardOp);
   n.inputs.push_back(value_of(t));
-  static const char* const kHex = "0123456789abcdef";
   GraphAttr expected;
   expected.name = "expected";
   expected.kind = GraphAttr::Kind::text;
-  for (uint8_t b : bytes) {
-    expected.text += kHex[b >> 4];
-    expected.text += kHex[b & 15];
-  }
+  expected.text = guard_hex(bytes);
   GraphAttr index;
   index.name = "index";
   index.i = ++guards;

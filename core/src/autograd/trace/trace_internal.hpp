@@ -81,6 +81,8 @@ struct TraceState {
 /// A guarded value as messages show it: up to 4 elements by value, else
 /// dtype and shape (trace_run.cpp).
 std::string guard_shown(const Tensor& t);
+/// The bytes a guard read, as its "expected" attribute holds them (hex).
+std::string guard_hex(const std::vector<uint8_t>& bytes);
 
 /// The thread's trace when it records a graph (trace() or strata::compile,
 /// not a checkpoint's capture or recomputation) at the function's top

@@ -217,18 +217,23 @@ std::string guard_shown(const Tensor& t) {
   return type + " " + (t.dim() == 0 ? values : "[" + values + "]");
 }
 
+std::string guard_hex(const std::vector<uint8_t>& bytes) {
+  static const char* const kHex = "0123456789abcdef";
+  std::string out;
+  out.reserve(bytes.size() * 2);
+  for (uint8_t b : bytes) {
+    out += kHex[b >> 4];
+    out += kHex[b & 15];
+  }
+  return out;
+}
+
 namespace {
 
 /// A guard: the value read on the host when the function was traced must
 /// read the same now.
 void check_guard(const GraphNode& n, const Tensor& t) {
-  static const char* const kHex = "0123456789abcdef";
-  const std::string& expected = n.attrs[0].text;
-  const std::vector<uint8_t> bytes = read_bytes(t);
-  bool same = bytes.size() * 2 == expected.size();
-  for (size_t k = 0; same && k < bytes.size(); ++k)
-    same = expected[2 * k] == kHex[bytes[k] >> 4] && expected[2 * k + 1] == kHex[bytes[k] & 15];
-  if (same) return;
+  if (guard_hex(read_bytes(t)) == n.attrs[0].text) return;
   throw GuardFailure("guard #" + std::to_string(n.attrs[1].i) + ": the function read " + n.attrs[2].text +
                      " on the host when it was traced; now it reads " + guard_shown(t));
 }
