@@ -99,7 +99,7 @@ class DistributedDataParallel:
         if not bucket_cap_mb > 0:
             raise ValueError(f"DistributedDataParallel: bucket_cap_mb must be positive, got {bucket_cap_mb}")
         self.module = module
-        self._ddp = _d._DDP(list(module.named_parameters()), list(module.named_buffers()),
+        self._ddp = _d._DDP(*_tensors(module),
                             max(1, int(bucket_cap_mb * (1 << 20))), find_unused_parameters, broadcast_buffers,
                             comm_hook or "", group)
 
@@ -168,7 +168,17 @@ if available:
             super().__init__(list(params), kind, {k: float(v) for k, v in options.items()}, betas, stage,
                              max(1, int(bucket_cap_mb * (1 << 20))), group)
 
-    class Checkpointer:
+    def _tensors(model):
+        """A Python module's (name, tensor) pairs: parameters, then buffers."""
+        return list(model.named_parameters()), list(model.named_buffers())
+
+    class _StateDirectory:
+        def latest(self):
+            """The newest complete state's path, or None."""
+            path = self._c.latest()
+            return None if path is None else str(path)
+
+    class Checkpointer(_StateDirectory):
         """Numbered training-state files in one directory, for restarts
         (`strata launch --max-restarts`, a requeued job): rank 0 writes
         `state-<step>.st` atomically and keeps the newest `keep`; every rank
@@ -183,21 +193,16 @@ if available:
         def __init__(self, directory, keep=2):
             self._c = _d._Checkpointer(str(directory), keep)
 
-        def latest(self):
-            """The newest state file's path, or None."""
-            path = self._c.latest()
-            return None if path is None else str(path)
-
         def save(self, step, model, optimizer=None, scaler=None):
             extra = list(scaler.state_dict()) if scaler is not None else []
-            self._c.save(step, list(model.named_parameters()), list(model.named_buffers()), optimizer, extra)
+            self._c.save(step, *_tensors(model), optimizer, extra)
 
         def restore(self, model, optimizer=None, scaler=None):
             """Loads the newest state into model (in place), optimizer and
             scaler; returns its step, or -1 when there is none."""
-            return self._c.restore(list(model.named_parameters()), list(model.named_buffers()), optimizer, scaler)
+            return self._c.restore(*_tensors(model), optimizer, scaler)
 
-    class ShardedCheckpointer:
+    class ShardedCheckpointer(_StateDirectory):
         """Training state of a ShardedOptimizer job: one directory per step,
         every rank writing its shard; a restart on another world size
         reshards (docs/distributed.md, "Restarts")."""
@@ -205,12 +210,8 @@ if available:
         def __init__(self, directory, keep=2):
             self._c = _d._ShardedCheckpointer(str(directory), keep)
 
-        def latest(self):
-            path = self._c.latest()
-            return None if path is None else str(path)
-
         def save(self, step, model, optimizer):
-            self._c.save(step, list(model.named_parameters()), list(model.named_buffers()), optimizer)
+            self._c.save(step, *_tensors(model), optimizer)
 
         def restore(self, model, optimizer):
-            return self._c.restore(list(model.named_parameters()), list(model.named_buffers()), optimizer)
+            return self._c.restore(*_tensors(model), optimizer)
